@@ -1,0 +1,131 @@
+// Package errs is hetsched's one error taxonomy. Every layer returns *Error
+// (or wraps one); the HTTP status of each code is defined here and nowhere
+// else, so the API and the CLI agree on what a failure means.
+package errs
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is the machine-readable class of an error, as sent in the API's
+// {"error":{"code":...}} body.
+type Code string
+
+// The codes of API.md.
+const (
+	InvalidArgument  Code = "invalid_argument"
+	Unauthenticated  Code = "unauthenticated"
+	PermissionDenied Code = "permission_denied"
+	NotFound         Code = "not_found"
+	AlreadyExists    Code = "already_exists"
+	Conflict         Code = "conflict"
+	TooLarge         Code = "too_large"
+	QuotaExceeded    Code = "quota_exceeded"
+	RateLimited      Code = "rate_limited"
+	Unavailable      Code = "unavailable"
+	// Internal is a bug in hetsched; it is the only code that maps to 500.
+	Internal Code = "internal"
+)
+
+// Error carries a code, the offending field (dotted path, may be empty) and
+// a message meant for a person.
+type Error struct {
+	Code    Code
+	Field   string
+	Message string
+	Err     error // optional cause
+}
+
+func (e *Error) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("%s: %s: %s", e.Code, e.Field, e.Message)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// New builds an error with a formatted message.
+func New(code Code, field, format string, args ...any) *Error {
+	return &Error{Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// Invalid is shorthand for an InvalidArgument error on a field.
+func Invalid(field, format string, args ...any) *Error {
+	return New(InvalidArgument, field, format, args...)
+}
+
+// Wrap attaches a code and field to a cause, keeping its message.
+func Wrap(code Code, field string, err error) *Error {
+	return &Error{Code: code, Field: field, Message: err.Error(), Err: err}
+}
+
+// Prefix returns err with its field prefixed by parent ("resources" +
+// "cpu" = "resources.cpu"); non-*Error errors become InvalidArgument.
+func Prefix(parent string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		c := *e
+		switch {
+		case c.Field == "":
+			c.Field = parent
+		case parent != "":
+			if c.Field[0] == '[' {
+				c.Field = parent + c.Field
+			} else {
+				c.Field = parent + "." + c.Field
+			}
+		}
+		return &c
+	}
+	return Wrap(InvalidArgument, parent, err)
+}
+
+// CodeOf returns the code of err, Internal when err carries none.
+func CodeOf(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return Internal
+}
+
+// FieldOf returns the field of err, "" when it carries none.
+func FieldOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Field
+	}
+	return ""
+}
+
+// HTTPStatus maps a code to its HTTP status: the one place this mapping lives.
+// (Plain numbers keep this package, which the pure core imports, free of net.)
+func HTTPStatus(c Code) int {
+	switch c {
+	case InvalidArgument:
+		return 400
+	case Unauthenticated:
+		return 401
+	case PermissionDenied:
+		return 403
+	case NotFound:
+		return 404
+	case AlreadyExists, Conflict:
+		return 409
+	case TooLarge:
+		return 413
+	case QuotaExceeded:
+		return 422
+	case RateLimited:
+		return 429
+	case Unavailable:
+		return 503
+	default:
+		return 500
+	}
+}

@@ -1,0 +1,208 @@
+// Package resource holds hetsched's resource model: quantities in Kubernetes
+// syntax, resource names, and dense integer resource vectors.
+//
+// Contract: every quantity is converted once, at the edge, into an int64 in
+// its resource's canonical unit, and all later arithmetic is integer:
+//   - cpu: millicores ("500m" = 500, "2" = 2000);
+//   - memory and ephemeral-storage: bytes ("16Gi" = 17179869184);
+//   - every extended resource (domain/name, e.g. nvidia.com/gpu): milli-units,
+//     so a shared half device is 500 and two whole devices are 2000.
+//
+// Parsed values are bounded by MaxValue, which keeps the sum of up to 1024
+// bounded values inside int64.
+package resource
+
+import (
+	"errors"
+	"fmt"
+	"math/big"
+	"strconv"
+	"strings"
+)
+
+// MaxValue is the largest canonical value a single quantity may have (2^53).
+const MaxValue int64 = 1 << 53
+
+// Errors returned by ParseQuantity, wrapped with the offending text.
+var (
+	ErrSyntax   = errors.New("not a quantity")
+	ErrNegative = errors.New("negative quantities are not allowed")
+	ErrOverflow = errors.New("quantity too large")
+	ErrTooFine  = errors.New("quantity is finer than the resource's unit")
+)
+
+// Scale says how a quantity is converted to its canonical integer.
+type Scale int
+
+const (
+	// Milli converts to thousandths (cpu, extended resources).
+	Milli Scale = iota
+	// Units converts to whole units, rounding fractions up (bytes).
+	Units
+)
+
+var suffixes = map[string]struct {
+	base int64 // 2 or 10
+	exp  int   // power of base
+}{
+	"":   {10, 0},
+	"n":  {10, -9},
+	"u":  {10, -6},
+	"m":  {10, -3},
+	"k":  {10, 3},
+	"M":  {10, 6},
+	"G":  {10, 9},
+	"T":  {10, 12},
+	"P":  {10, 15},
+	"E":  {10, 18},
+	"Ki": {2, 10},
+	"Mi": {2, 20},
+	"Gi": {2, 30},
+	"Ti": {2, 40},
+	"Pi": {2, 50},
+	"Ei": {2, 60},
+}
+
+// maxQuantityLen bounds the text a parser will look at.
+const maxQuantityLen = 64
+
+// ParseQuantity parses a Kubernetes quantity ("500m", "16Gi", "2", "0.5",
+// "1e3") and returns its canonical integer in the given scale. Milli values
+// must be whole thousandths (ErrTooFine otherwise); Units values are rounded
+// up to a whole unit, as Kubernetes does for bytes.
+func ParseQuantity(s string, scale Scale) (int64, error) {
+	if len(s) == 0 {
+		return 0, fmt.Errorf("%w: empty string", ErrSyntax)
+	}
+	if len(s) > maxQuantityLen {
+		return 0, fmt.Errorf("%w: longer than %d characters", ErrSyntax, maxQuantityLen)
+	}
+	// Fast path: plain non-negative integers.
+	if v, err := strconv.ParseInt(s, 10, 64); err == nil && s[0] != '+' {
+		if v < 0 {
+			return 0, fmt.Errorf("%w: %q", ErrNegative, s)
+		}
+		if scale == Milli {
+			if v > MaxValue/1000 {
+				return 0, fmt.Errorf("%w: %q (max %d)", ErrOverflow, s, MaxValue/1000)
+			}
+			return v * 1000, nil
+		}
+		if v > MaxValue {
+			return 0, fmt.Errorf("%w: %q (max %d)", ErrOverflow, s, MaxValue)
+		}
+		return v, nil
+	}
+	num, suffix, err := splitQuantity(s)
+	if err != nil {
+		return 0, err
+	}
+	r, ok := new(big.Rat).SetString(num)
+	if !ok {
+		return 0, fmt.Errorf("%w: %q", ErrSyntax, s)
+	}
+	if r.Sign() < 0 {
+		return 0, fmt.Errorf("%w: %q", ErrNegative, s)
+	}
+	if suffix != "" {
+		sf, ok := suffixes[suffix]
+		if ok {
+			r.Mul(r, pow(sf.base, sf.exp))
+		} else if suffix[0] == 'e' || suffix[0] == 'E' {
+			e, err := strconv.Atoi(suffix[1:])
+			if err != nil || e < -30 || e > 30 {
+				return 0, fmt.Errorf("%w: bad exponent in %q", ErrSyntax, s)
+			}
+			r.Mul(r, pow(10, e))
+		} else {
+			return 0, fmt.Errorf("%w: unknown suffix %q in %q", ErrSyntax, suffix, s)
+		}
+	}
+	if scale == Milli {
+		r.Mul(r, big.NewRat(1000, 1))
+	}
+	if !r.IsInt() {
+		if scale == Milli {
+			return 0, fmt.Errorf("%w: %q is not a whole number of thousandths", ErrTooFine, s)
+		}
+		// Round up to a whole unit.
+		q := new(big.Int).Quo(r.Num(), r.Denom())
+		q.Add(q, big.NewInt(1))
+		r.SetInt(q)
+	}
+	n := r.Num()
+	if !n.IsInt64() || n.Int64() > MaxValue {
+		return 0, fmt.Errorf("%w: %q", ErrOverflow, s)
+	}
+	return n.Int64(), nil
+}
+
+// splitQuantity separates the signed decimal number from its suffix and
+// checks the number's syntax: [+-]? (digits [. digits?] | . digits).
+func splitQuantity(s string) (num, suffix string, err error) {
+	i := 0
+	if s[0] == '+' || s[0] == '-' {
+		i++
+	}
+	digits := 0
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+		digits++
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+			digits++
+		}
+	}
+	if digits == 0 {
+		return "", "", fmt.Errorf("%w: %q has no digits", ErrSyntax, s)
+	}
+	num, suffix = s[:i], s[i:]
+	if strings.HasSuffix(num, ".") {
+		num += "0"
+	}
+	if strings.HasPrefix(num, "+") {
+		num = num[1:]
+	}
+	return num, suffix, nil
+}
+
+func pow(base int64, exp int) *big.Rat {
+	neg := exp < 0
+	if neg {
+		exp = -exp
+	}
+	b := new(big.Int).Exp(big.NewInt(base), big.NewInt(int64(exp)), nil)
+	if neg {
+		return new(big.Rat).SetFrac(big.NewInt(1), b)
+	}
+	return new(big.Rat).SetInt(b)
+}
+
+// FormatMilli renders a milli value the way a person writes it: "2", "0.5",
+// "250m".
+func FormatMilli(v int64) string {
+	if v%1000 == 0 {
+		return strconv.FormatInt(v/1000, 10)
+	}
+	if v%100 == 0 || v%10 == 0 {
+		s := strconv.FormatFloat(float64(v)/1000, 'f', -1, 64)
+		return s
+	}
+	return strconv.FormatInt(v, 10) + "m"
+}
+
+// FormatBytes renders bytes with the largest binary suffix that divides them.
+func FormatBytes(v int64) string {
+	for _, u := range []struct {
+		s string
+		n int64
+	}{{"Ei", 1 << 60}, {"Pi", 1 << 50}, {"Ti", 1 << 40}, {"Gi", 1 << 30}, {"Mi", 1 << 20}, {"Ki", 1 << 10}} {
+		if v != 0 && v%u.n == 0 {
+			return strconv.FormatInt(v/u.n, 10) + u.s
+		}
+	}
+	return strconv.FormatInt(v, 10)
+}

@@ -1,0 +1,288 @@
+package resource
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/hetsched/hetsched/internal/errs"
+)
+
+// Name is a resource name: "cpu", "memory", "ephemeral-storage" or an
+// extended resource "domain/name" such as "nvidia.com/gpu".
+type Name string
+
+// The built-in resource names.
+const (
+	CPU              Name = "cpu"
+	Memory           Name = "memory"
+	EphemeralStorage Name = "ephemeral-storage"
+)
+
+var (
+	dnsSubdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+	qualified    = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
+)
+
+// ValidateName checks a resource name's syntax.
+func ValidateName(s string) error {
+	switch Name(s) {
+	case CPU, Memory, EphemeralStorage:
+		return nil
+	}
+	domain, name, ok := strings.Cut(s, "/")
+	if !ok {
+		return fmt.Errorf("resource name %q: extended resources are written domain/name (for example nvidia.com/gpu)", s)
+	}
+	if len(domain) == 0 || len(domain) > 253 || !dnsSubdomain.MatchString(domain) {
+		return fmt.Errorf("resource name %q: %q is not a DNS subdomain", s, domain)
+	}
+	if len(name) == 0 || len(name) > 63 || !qualified.MatchString(name) {
+		return fmt.Errorf("resource name %q: %q must be 1-63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", s, name)
+	}
+	return nil
+}
+
+// Scale is the canonical unit of a resource: bytes for memory and storage,
+// milli-units for everything else.
+func (n Name) Scale() Scale {
+	if n == Memory || n == EphemeralStorage {
+		return Units
+	}
+	return Milli
+}
+
+// IsExtended reports whether n is a domain/name resource (a device type or a
+// countable pooled resource).
+func (n Name) IsExtended() bool { return strings.Contains(string(n), "/") }
+
+// Format renders a canonical value of this resource for people.
+func (n Name) Format(v int64) string {
+	if n.Scale() == Units {
+		return FormatBytes(v)
+	}
+	return FormatMilli(v)
+}
+
+// List is a sparse resource list in canonical units. It is the API-level
+// form; the core works on dense Vectors.
+type List map[Name]int64
+
+// maxListLen bounds how many resources one list may name.
+const maxListLen = MaxDims
+
+// ParseList parses a map of resource name to quantity (a JSON number or a
+// quantity string). Errors name the field as the resource name.
+func ParseList(raw map[string]any) (List, error) {
+	if len(raw) > maxListLen {
+		return nil, errs.Invalid("", "at most %d resources may be named, got %d", maxListLen, len(raw))
+	}
+	l := make(List, len(raw))
+	for k, v := range raw {
+		if err := ValidateName(k); err != nil {
+			return nil, errs.Invalid(k, "%v", err)
+		}
+		var s string
+		switch x := v.(type) {
+		case string:
+			s = x
+		case json.Number:
+			s = x.String()
+		case float64:
+			s = fmt.Sprintf("%v", x)
+		case int:
+			s = fmt.Sprint(x)
+		case int64:
+			s = fmt.Sprint(x)
+		default:
+			return nil, errs.Invalid(k, "quantity must be a number or a string like \"500m\" or \"16Gi\", got %T", v)
+		}
+		q, err := ParseQuantity(s, Name(k).Scale())
+		if err != nil {
+			return nil, errs.Invalid(k, "%v", err)
+		}
+		l[Name(k)] = q
+	}
+	return l, nil
+}
+
+// UnmarshalJSON accepts {"cpu": "500m", "nvidia.com/gpu": 2}.
+func (l *List) UnmarshalJSON(b []byte) error {
+	var raw map[string]any
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.UseNumber()
+	if err := dec.Decode(&raw); err != nil {
+		return errs.Invalid("", "resources must be an object of name to quantity: %v", err)
+	}
+	parsed, err := ParseList(raw)
+	if err != nil {
+		return err
+	}
+	*l = parsed
+	return nil
+}
+
+// MarshalJSON writes quantities in their readable form ("500m", "16Gi").
+func (l List) MarshalJSON() ([]byte, error) {
+	m := make(map[string]string, len(l))
+	for k, v := range l {
+		m[string(k)] = k.Format(v)
+	}
+	return json.Marshal(m)
+}
+
+// String renders the list sorted by name: "cpu=2,memory=4Gi".
+func (l List) String() string {
+	keys := make([]string, 0, len(l))
+	for k := range l {
+		keys = append(keys, string(k))
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(Name(k).Format(l[Name(k)]))
+	}
+	return b.String()
+}
+
+// MaxDims is how many distinct resource names one Dims table holds.
+const MaxDims = 16
+
+// Vector is a dense resource vector indexed by a Dims table. Only the first
+// Dims.Len() entries are meaningful; the rest are zero.
+type Vector [MaxDims]int64
+
+// Dims interns resource names into vector indexes. cpu is 0 and memory is 1.
+// A Dims is owned by one core (no global table); it is not safe for
+// concurrent mutation.
+type Dims struct {
+	names []Name
+	index map[Name]int
+}
+
+// Fixed indexes.
+const (
+	DimCPU    = 0
+	DimMemory = 1
+)
+
+// NewDims returns a table holding cpu and memory.
+func NewDims() *Dims {
+	d := &Dims{index: map[Name]int{}}
+	d.names = append(d.names, CPU, Memory)
+	d.index[CPU] = DimCPU
+	d.index[Memory] = DimMemory
+	return d
+}
+
+// Len is the number of interned names.
+func (d *Dims) Len() int { return len(d.names) }
+
+// Name returns the name at index i.
+func (d *Dims) Name(i int) Name { return d.names[i] }
+
+// Lookup returns the index of n.
+func (d *Dims) Lookup(n Name) (int, bool) {
+	i, ok := d.index[n]
+	return i, ok
+}
+
+// Intern returns the index of n, adding it if new.
+func (d *Dims) Intern(n Name) (int, error) {
+	if i, ok := d.index[n]; ok {
+		return i, nil
+	}
+	if len(d.names) == MaxDims {
+		return 0, fmt.Errorf("too many distinct resource names: at most %d, adding %q", MaxDims, n)
+	}
+	d.names = append(d.names, n)
+	d.index[n] = len(d.names) - 1
+	return len(d.names) - 1, nil
+}
+
+// Vector converts a List, interning new names.
+func (d *Dims) Vector(l List) (Vector, error) {
+	var v Vector
+	// Sorted so that interning order, and thus indexes, is deterministic.
+	keys := make([]string, 0, len(l))
+	for k := range l {
+		keys = append(keys, string(k))
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		i, err := d.Intern(Name(k))
+		if err != nil {
+			return v, errs.Invalid(k, "%v", err)
+		}
+		v[i] = l[Name(k)]
+	}
+	return v, nil
+}
+
+// List converts v back to a sparse List (zero entries omitted).
+func (d *Dims) List(v *Vector) List {
+	l := List{}
+	for i := 0; i < len(d.names); i++ {
+		if v[i] != 0 {
+			l[d.names[i]] = v[i]
+		}
+	}
+	return l
+}
+
+// Add sets v += o.
+func (v *Vector) Add(o *Vector) {
+	for i := range v {
+		v[i] += o[i]
+	}
+}
+
+// Sub sets v -= o.
+func (v *Vector) Sub(o *Vector) {
+	for i := range v {
+		v[i] -= o[i]
+	}
+}
+
+// Fits reports whether req fits in free: req[i] <= free[i] for every i.
+func (v *Vector) Fits(free *Vector) bool {
+	for i := range v {
+		if v[i] > free[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// FirstShort returns the first index where v exceeds free, or -1.
+func (v *Vector) FirstShort(free *Vector) int {
+	for i := range v {
+		if v[i] > free[i] {
+			return i
+		}
+	}
+	return -1
+}
+
+// IsZero reports whether every entry is zero.
+func (v *Vector) IsZero() bool { return *v == Vector{} }
+
+// NonNegative reports whether every entry is >= 0.
+func (v *Vector) NonNegative() bool {
+	for i := range v {
+		if v[i] < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Format renders v with d's names: "cpu=2,nvidia.com/gpu=1".
+func (d *Dims) Format(v *Vector) string { return d.List(v).String() }
