@@ -109,8 +109,8 @@ func ParseQuantity(s string, scale Scale) (int64, error) {
 		if ok {
 			r.Mul(r, pow(sf.base, sf.exp))
 		} else if suffix[0] == 'e' || suffix[0] == 'E' {
-			e, err := strconv.Atoi(suffix[1:])
-			if err != nil || e < -30 || e > 30 {
+			e, ok := parseExponent(suffix[1:])
+			if !ok {
 				return 0, fmt.Errorf("%w: bad exponent in %q", ErrSyntax, s)
 			}
 			r.Mul(r, pow(10, e))
@@ -169,6 +169,39 @@ func splitQuantity(s string) (num, suffix string, err error) {
 	return num, suffix, nil
 }
 
+// maxExponent bounds a decimal exponent. The number before the exponent has
+// at most maxQuantityLen characters, so when it is not zero it lies in
+// [1e-64, 1e64); beyond ±maxExponent the value is then far above MaxValue or
+// far below one thousandth, exactly as it is at ±maxExponent, so clamping
+// changes no result and keeps the arithmetic small.
+const maxExponent = 100
+
+// parseExponent parses [+-]?digits, clamping the value to ±maxExponent.
+func parseExponent(s string) (int, bool) {
+	neg := false
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		neg = s[0] == '-'
+		s = s[1:]
+	}
+	if s == "" {
+		return 0, false
+	}
+	e := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+		if e <= maxExponent {
+			e = e*10 + int(s[i]-'0')
+		}
+	}
+	e = min(e, maxExponent)
+	if neg {
+		e = -e
+	}
+	return e, true
+}
+
 func pow(base int64, exp int) *big.Rat {
 	neg := exp < 0
 	if neg {
@@ -182,14 +215,13 @@ func pow(base int64, exp int) *big.Rat {
 }
 
 // FormatMilli renders a milli value the way a person writes it: "2", "0.5",
-// "250m".
+// "250m". Whole tenths are written as decimals, anything finer in "m".
 func FormatMilli(v int64) string {
 	if v%1000 == 0 {
 		return strconv.FormatInt(v/1000, 10)
 	}
-	if v%100 == 0 || v%10 == 0 {
-		s := strconv.FormatFloat(float64(v)/1000, 'f', -1, 64)
-		return s
+	if v%100 == 0 {
+		return strconv.FormatFloat(float64(v)/1000, 'f', -1, 64)
 	}
 	return strconv.FormatInt(v, 10) + "m"
 }

@@ -216,6 +216,17 @@ func (d *Dims) Vector(l List) (Vector, error) {
 		keys = append(keys, string(k))
 	}
 	sort.Strings(keys)
+	// Check room first, so that a rejected list interns none of its names.
+	room := MaxDims - len(d.names)
+	for _, k := range keys {
+		if _, ok := d.index[Name(k)]; ok {
+			continue
+		}
+		if room == 0 {
+			return v, errs.Invalid(k, "too many distinct resource names: at most %d, adding %q", MaxDims, k)
+		}
+		room--
+	}
 	for _, k := range keys {
 		i, err := d.Intern(Name(k))
 		if err != nil {

@@ -1,0 +1,92 @@
+// Package api holds the wire types of hetsched's HTTP API and files
+// (../shared/API.md): tasks, nodes, devices, with field-level validation.
+// The server, CLI, simulator and core share these types; the core converts a
+// validated spec into its own compact form once, at submission.
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/errs"
+	"github.com/hetsched/hetsched/internal/resource"
+)
+
+// Duration is a Go duration written as a string ("250ms", "30m") in JSON.
+type Duration time.Duration
+
+// D returns the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON reads a duration string; a bare number is seconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	s := strings.TrimSpace(string(b))
+	if s == "null" {
+		*d = 0
+		return nil
+	}
+	if len(s) > 0 && s[0] == '"' {
+		var str string
+		if err := json.Unmarshal(b, &str); err != nil {
+			return err
+		}
+		v, err := time.ParseDuration(str)
+		if err != nil {
+			return fmt.Errorf("not a duration like \"250ms\" or \"30m\": %q", str)
+		}
+		*d = Duration(v)
+		return nil
+	}
+	var secs float64
+	if err := json.Unmarshal(b, &secs); err != nil {
+		return fmt.Errorf("not a duration: %s", s)
+	}
+	if secs > float64(1<<62)/1e9 || secs < -float64(1<<62)/1e9 {
+		return fmt.Errorf("duration out of range: %s", s)
+	}
+	*d = Duration(secs * 1e9)
+	return nil
+}
+
+// Bytes is a byte count written as a quantity ("80Gi") or a number.
+type Bytes int64
+
+// MarshalJSON writes the byte count as a quantity string.
+func (b Bytes) MarshalJSON() ([]byte, error) {
+	return json.Marshal(resource.FormatBytes(int64(b)))
+}
+
+// UnmarshalJSON reads a quantity string or number of bytes.
+func (b *Bytes) UnmarshalJSON(data []byte) error {
+	var v any
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return err
+	}
+	var s string
+	switch x := v.(type) {
+	case string:
+		s = x
+	case json.Number:
+		s = x.String()
+	case nil:
+		*b = 0
+		return nil
+	default:
+		return errs.Invalid("", "must be a quantity like \"80Gi\", got %T", v)
+	}
+	n, err := resource.ParseQuantity(s, resource.Units)
+	if err != nil {
+		return errs.Invalid("", "%v", err)
+	}
+	*b = Bytes(n)
+	return nil
+}

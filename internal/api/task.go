@@ -1,0 +1,265 @@
+package api
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"strings"
+
+	"github.com/hetsched/hetsched/internal/errs"
+	"github.com/hetsched/hetsched/internal/resource"
+)
+
+// Priorities: a smaller number is more important.
+const (
+	PriorityUrgent = 0
+	PriorityHigh   = 1
+	PriorityMedium = 2
+	PriorityLow    = 3
+	// DefaultPriority applies when a task names none.
+	DefaultPriority = PriorityMedium
+)
+
+// TierNames maps a priority to its tier's name.
+var TierNames = [4]string{"urgent", "high", "medium", "low"}
+
+// Task is a unit of work as submitted (API.md "Task").
+type Task struct {
+	ID           string            `json:"id,omitempty"`
+	Name         string            `json:"name,omitempty"`
+	Queue        string            `json:"queue,omitempty"`
+	Priority     *int              `json:"priority,omitempty"`
+	Resources    resource.List     `json:"resources,omitempty"`
+	Alternatives []Alternative     `json:"alternatives,omitempty"`
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	Tolerations  []string          `json:"tolerations,omitempty"`
+	Command      []string          `json:"command,omitempty"`
+	Env          map[string]string `json:"env,omitempty"`
+	Duration     Duration          `json:"duration,omitempty"`
+	Timeout      Duration          `json:"timeout,omitempty"`
+	QueueTimeout Duration          `json:"queueTimeout,omitempty"`
+	Lease        Duration          `json:"lease,omitempty"`
+	Depends      []string          `json:"depends,omitempty"`
+	Preemptible  *bool             `json:"preemptible,omitempty"`
+	Metadata     map[string]string `json:"metadata,omitempty"`
+}
+
+// Alternative is another way to run the same task, with its expected speed
+// relative to the task's own resources (1.0).
+type Alternative struct {
+	Resources resource.List `json:"resources"`
+	Speed     float64       `json:"speed,omitempty"`
+}
+
+// PriorityOrDefault returns the task's priority, DefaultPriority if unset.
+func (t *Task) PriorityOrDefault() int {
+	if t.Priority == nil {
+		return DefaultPriority
+	}
+	return *t.Priority
+}
+
+// IsPreemptible reports whether the task may be evicted (default true).
+func (t *Task) IsPreemptible() bool { return t.Preemptible == nil || *t.Preemptible }
+
+// Limits on what one task may carry; every loop over a task's lists is
+// bounded by these.
+const (
+	MaxIDLen          = 253
+	MaxAlternatives   = 8
+	MaxSelectorLabels = 32
+	MaxTolerations    = 32
+	MaxCommandArgs    = 4096
+	MaxEnv            = 1024
+	MaxDepends        = 1024
+	MaxMetadata       = 64
+	MaxDeviceCount    = 1024 // whole devices of one type in one request
+	maxStringLen      = 64 << 10
+)
+
+var (
+	idPattern    = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.:]*[A-Za-z0-9])?$`)
+	labelKeyName = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
+	labelValue   = regexp.MustCompile(`^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$`)
+	dnsSubdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+	envName      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// ValidateID checks a client-chosen id.
+func ValidateID(field, id string) error {
+	if len(id) > MaxIDLen || !idPattern.MatchString(id) {
+		return errs.Invalid(field, "%q must be 1-%d letters, digits, '-', '_', '.' or ':', starting and ending with a letter or digit", truncate(id), MaxIDLen)
+	}
+	return nil
+}
+
+// ValidateLabelKey checks a label key: [prefix/]name, as in Kubernetes.
+func ValidateLabelKey(k string) error {
+	name := k
+	if p, n, ok := strings.Cut(k, "/"); ok {
+		if len(p) == 0 || len(p) > 253 || !dnsSubdomain.MatchString(p) {
+			return fmt.Errorf("label key %q: prefix %q is not a DNS subdomain", truncate(k), truncate(p))
+		}
+		name = n
+	}
+	if len(name) == 0 || len(name) > 63 || !labelKeyName.MatchString(name) {
+		return fmt.Errorf("label key %q: name must be 1-63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", truncate(k))
+	}
+	return nil
+}
+
+// ValidateLabelValue checks a label value (empty allowed).
+func ValidateLabelValue(v string) error {
+	if len(v) > 63 || !labelValue.MatchString(v) {
+		return fmt.Errorf("label value %q must be at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", truncate(v))
+	}
+	return nil
+}
+
+func truncate(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
+}
+
+// Validate checks every field and returns the first problem as an
+// *errs.Error naming the field. It does not modify t.
+func (t *Task) Validate() error {
+	if t.ID != "" {
+		if err := ValidateID("id", t.ID); err != nil {
+			return err
+		}
+	}
+	if len(t.Name) > MaxIDLen {
+		return errs.Invalid("name", "at most %d characters", MaxIDLen)
+	}
+	if t.Queue != "" {
+		if err := ValidateID("queue", t.Queue); err != nil {
+			return err
+		}
+	}
+	if t.Priority != nil && (*t.Priority < 0 || *t.Priority > 3) {
+		return errs.Invalid("priority", "must be 0 (urgent), 1 (high), 2 (medium) or 3 (low), got %d", *t.Priority)
+	}
+	if err := ValidateRequest("resources", t.Resources); err != nil {
+		return err
+	}
+	if len(t.Alternatives) > MaxAlternatives {
+		return errs.Invalid("alternatives", "at most %d alternatives, got %d", MaxAlternatives, len(t.Alternatives))
+	}
+	for i, a := range t.Alternatives {
+		f := fmt.Sprintf("alternatives[%d]", i)
+		if len(a.Resources) == 0 {
+			return errs.Invalid(f+".resources", "an alternative must request resources")
+		}
+		if err := ValidateRequest(f+".resources", a.Resources); err != nil {
+			return err
+		}
+		if a.Speed < 0 || math.IsNaN(a.Speed) || math.IsInf(a.Speed, 0) || a.Speed > 1e6 {
+			return errs.Invalid(f+".speed", "must be a positive number (relative to resources, 1.0), got %v", a.Speed)
+		}
+	}
+	if len(t.NodeSelector) > MaxSelectorLabels {
+		return errs.Invalid("nodeSelector", "at most %d labels", MaxSelectorLabels)
+	}
+	for k, v := range t.NodeSelector {
+		if err := ValidateLabelKey(k); err != nil {
+			return errs.Invalid("nodeSelector."+k, "%v", err)
+		}
+		// A value may list alternatives separated by '|' ("V100|A100").
+		for _, alt := range strings.Split(v, "|") {
+			if err := ValidateLabelValue(alt); err != nil {
+				return errs.Invalid("nodeSelector."+k, "%v", err)
+			}
+		}
+	}
+	if len(t.Tolerations) > MaxTolerations {
+		return errs.Invalid("tolerations", "at most %d tolerations", MaxTolerations)
+	}
+	for i, s := range t.Tolerations {
+		if _, err := ParseToleration(s); err != nil {
+			return errs.Invalid(fmt.Sprintf("tolerations[%d]", i), "%v", err)
+		}
+	}
+	if len(t.Command) > MaxCommandArgs {
+		return errs.Invalid("command", "at most %d arguments", MaxCommandArgs)
+	}
+	for i, a := range t.Command {
+		if len(a) > maxStringLen {
+			return errs.Invalid(fmt.Sprintf("command[%d]", i), "longer than %d bytes", maxStringLen)
+		}
+	}
+	if len(t.Command) > 0 && t.Command[0] == "" {
+		return errs.Invalid("command[0]", "the program must not be empty")
+	}
+	if len(t.Env) > MaxEnv {
+		return errs.Invalid("env", "at most %d variables", MaxEnv)
+	}
+	for k, v := range t.Env {
+		if !envName.MatchString(k) || len(k) > 256 {
+			return errs.Invalid("env."+truncate(k), "not a valid environment variable name")
+		}
+		if len(v) > maxStringLen {
+			return errs.Invalid("env."+k, "longer than %d bytes", maxStringLen)
+		}
+	}
+	for _, d := range []struct {
+		f string
+		v Duration
+	}{{"duration", t.Duration}, {"timeout", t.Timeout}, {"queueTimeout", t.QueueTimeout}, {"lease", t.Lease}} {
+		if d.v < 0 {
+			return errs.Invalid(d.f, "must not be negative, got %s", d.v.D())
+		}
+	}
+	if len(t.Command) > 0 && t.Lease != 0 {
+		return errs.Invalid("lease", "a task with a command is not a lease; drop lease or command")
+	}
+	if len(t.Depends) > MaxDepends {
+		return errs.Invalid("depends", "at most %d dependencies", MaxDepends)
+	}
+	seen := make(map[string]bool, len(t.Depends))
+	for i, d := range t.Depends {
+		f := fmt.Sprintf("depends[%d]", i)
+		if err := ValidateID(f, d); err != nil {
+			return err
+		}
+		if d == t.ID && t.ID != "" {
+			return errs.Invalid(f, "a task cannot depend on itself")
+		}
+		if seen[d] {
+			return errs.Invalid(f, "duplicate dependency %q", d)
+		}
+		seen[d] = true
+	}
+	if len(t.Metadata) > MaxMetadata {
+		return errs.Invalid("metadata", "at most %d entries", MaxMetadata)
+	}
+	for k, v := range t.Metadata {
+		if len(k) == 0 || len(k) > 253 {
+			return errs.Invalid("metadata", "keys must be 1-253 characters")
+		}
+		if len(v) > maxStringLen {
+			return errs.Invalid("metadata."+k, "longer than %d bytes", maxStringLen)
+		}
+	}
+	return nil
+}
+
+// ValidateRequest checks a resource request: device resources ask for a
+// fraction of one device (0 < q < 1) or whole devices.
+func ValidateRequest(field string, l resource.List) error {
+	for n, q := range l {
+		f := field + "." + string(n)
+		if q < 0 {
+			return errs.Invalid(f, "must not be negative")
+		}
+		if n.IsExtended() && q > 1000 && q%1000 != 0 {
+			return errs.Invalid(f, "%s: a device request is a fraction of one device (below 1) or a whole number of devices", resource.FormatMilli(q))
+		}
+		if n.IsExtended() && q/1000 > MaxDeviceCount {
+			return errs.Invalid(f, "at most %d devices", MaxDeviceCount)
+		}
+	}
+	return nil
+}

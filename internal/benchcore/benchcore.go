@@ -1,0 +1,246 @@
+// Package benchcore holds the core's benchmark shapes, shared by
+// `go test -bench` and `hetsched bench core`: the heterogeneous fleet (10,000
+// nodes: CPU-only, 8-GPU of three models, 4-TPU) with mixed four-tier work,
+// and the peer shape of YuniKorn core's in-process benchmark (2 queues, tasks
+// of {cpu 1, memory 10}, nodes sized so the cluster ends nearly full).
+package benchcore
+
+import (
+	"fmt"
+	"runtime"
+	"strconv"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/core"
+	"github.com/hetsched/hetsched/internal/resource"
+)
+
+// Result is one shape's measurement.
+type Result struct {
+	Shape            string  `json:"shape"`
+	Policy           string  `json:"policy"`
+	Nodes            int     `json:"nodes"`
+	Tasks            int     `json:"tasks"`
+	Pending          int     `json:"pendingBeforeDispatch"`
+	Placements       int     `json:"placements"`
+	Seconds          float64 `json:"seconds"`
+	PlacementsPerSec float64 `json:"placementsPerSec"`
+	NsPerPlacement   float64 `json:"nsPerPlacement"`
+	// DispatchNsPerPlacement is the dispatch alone (tasks already queued).
+	DispatchNsPerPlacement float64 `json:"dispatchNsPerPlacement"`
+	HeapBytesPerPending    float64 `json:"heapBytesPerPendingTask,omitempty"`
+}
+
+func (r Result) String() string {
+	s := fmt.Sprintf("%-6s policy=%s nodes=%d tasks=%d pending=%d placements=%d placementsPerSec=%.0f nsPerPlacement=%.0f dispatchNsPerPlacement=%.0f",
+		r.Shape, r.Policy, r.Nodes, r.Tasks, r.Pending, r.Placements, r.PlacementsPerSec, r.NsPerPlacement, r.DispatchNsPerPlacement)
+	if r.HeapBytesPerPending > 0 {
+		s += fmt.Sprintf(" heapBytesPerPendingTask=%.0f", r.HeapBytesPerPending)
+	}
+	return s
+}
+
+func q(s string) int64 {
+	v, err := resource.ParseQuantity(s, resource.Units)
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// FleetNodes builds the heterogeneous fleet scaled to n nodes: 60% CPU-only,
+// 30% with 8 GPUs (H100, A100 and L4 in equal parts, two NVLink domains of
+// four), 10% with 4 TPUs.
+func FleetNodes(n int) []api.Node {
+	nodes := make([]api.Node, 0, n)
+	cpuN, gpuN := n*6/10, n*3/10
+	models := []string{"H100-80GB", "A100-40GB", "L4"}
+	for i := 0; i < n; i++ {
+		nd := api.Node{Name: "node-" + strconv.Itoa(i)}
+		switch {
+		case i < cpuN:
+			nd.Capacity = resource.List{resource.CPU: 128000, resource.Memory: q("512Gi")}
+			nd.Labels = map[string]string{"pool": "cpu"}
+		case i < cpuN+gpuN:
+			m := models[(i-cpuN)%3]
+			nd.Capacity = resource.List{resource.CPU: 96000, resource.Memory: q("1Ti")}
+			nd.Labels = map[string]string{"pool": "gpu"}
+			for d := 0; d < 8; d++ {
+				nd.Devices = append(nd.Devices, api.Device{Type: "nvidia.com/gpu", ID: strconv.Itoa(d), Model: m,
+					Memory: api.Bytes(q("80Gi")), Topology: map[string]string{"nvlink": "nv" + strconv.Itoa(d/4), "numa": strconv.Itoa(d / 4)}})
+			}
+		default:
+			nd.Capacity = resource.List{resource.CPU: 96000, resource.Memory: q("512Gi")}
+			nd.Labels = map[string]string{"pool": "tpu"}
+			for d := 0; d < 4; d++ {
+				nd.Devices = append(nd.Devices, api.Device{Type: "google.com/tpu", ID: strconv.Itoa(d), Model: "v5e",
+					Topology: map[string]string{"ici": "ici0"}})
+			}
+		}
+		nodes = append(nodes, nd)
+	}
+	return nodes
+}
+
+// fleetShapes is the mix of work: mostly CPU tasks, some whole and shared
+// GPU tasks, a few TPU tasks, some with a GPU-or-TPU alternative.
+func fleetShapes() []api.Task {
+	p := func(v int) *int { return &v }
+	return []api.Task{
+		{Resources: resource.List{resource.CPU: 500, resource.Memory: q("1Gi")}},
+		{Resources: resource.List{resource.CPU: 250, resource.Memory: q("512Mi")}},
+		{Resources: resource.List{resource.CPU: 1000, resource.Memory: q("2Gi")}},
+		{Resources: resource.List{resource.CPU: 1000, resource.Memory: q("4Gi"), "nvidia.com/gpu": 250}},
+		{Resources: resource.List{resource.CPU: 2000, resource.Memory: q("8Gi"), "nvidia.com/gpu": 1000},
+			Alternatives: []api.Alternative{{Resources: resource.List{resource.CPU: 2000, "google.com/tpu": 1000}, Speed: 1.2}}},
+		{Resources: resource.List{resource.CPU: 1000, resource.Memory: q("2Gi"), "google.com/tpu": 1000}, Priority: p(1)},
+	}
+}
+
+// shape index for task i: 93% CPU, 5% shared GPU, 1.5% whole GPU or TPU,
+// 0.5% TPU.
+func fleetShapeOf(i int) int {
+	switch r := i % 1000; {
+	case r < 310:
+		return 0
+	case r < 620:
+		return 1
+	case r < 930:
+		return 2
+	case r < 980:
+		return 3
+	case r < 995:
+		return 4
+	default:
+		return 5
+	}
+}
+
+// tierOf spreads tasks over the four tiers: 1% urgent, 4% high, 30%
+// medium, 65% low.
+func tierOf(i int) int {
+	switch r := i % 100; {
+	case r < 1:
+		return 0
+	case r < 5:
+		return 1
+	case r < 35:
+		return 2
+	default:
+		return 3
+	}
+}
+
+// benchConfig holds medium and low tasks until an explicit Tick so that a
+// known number is pending before the dispatch is measured.
+func benchConfig(policy string) core.Config {
+	cfg := core.DefaultConfig()
+	cfg.Policy = policy
+	for l := 2; l < 4; l++ {
+		cfg.Tiers[l].BatchSize = 1 << 20
+		cfg.Tiers[l].Window = time.Hour
+		cfg.Tiers[l].AgingAfter = 0
+	}
+	return cfg
+}
+
+// newCore builds a core holding nodes.
+func newCore(policy string, nodes []api.Node, now time.Time) (*core.Core, error) {
+	c, err := core.New(benchConfig(policy))
+	if err != nil {
+		return nil, err
+	}
+	for i := range nodes {
+		if err := c.UpsertNode(now, &nodes[i]); err != nil {
+			return nil, err
+		}
+	}
+	c.TakeOutput()
+	return c, nil
+}
+
+// Fleet submits tasks mixed tasks to the fleet of nodes and places them
+// all: urgent and high at once, medium and low in one dispatch.
+func Fleet(policy string, nodes, tasks int) (Result, error) {
+	shapes := fleetShapes()
+	specs := make([]api.Task, tasks)
+	for i := range specs {
+		specs[i] = shapes[fleetShapeOf(i)]
+		specs[i].ID = "t" + strconv.Itoa(i)
+		if specs[i].Priority == nil {
+			p := tierOf(i)
+			specs[i].Priority = &p
+		}
+	}
+	return run("fleet", policy, FleetNodes(nodes), specs, true)
+}
+
+// Peer is YuniKorn core's benchmark shape: m nodes, n tasks of {cpu 1,
+// memory 10} in 2 queues, nodes sized so the cluster ends nearly full.
+func Peer(policy string, m, n int) (Result, error) {
+	per := (n + m - 1) / m
+	nodes := make([]api.Node, m)
+	for i := range nodes {
+		nodes[i] = api.Node{Name: "node-" + strconv.Itoa(i),
+			Capacity: resource.List{resource.CPU: int64(per) * 1000, resource.Memory: int64(per) * 10}}
+	}
+	low := 3
+	specs := make([]api.Task, n)
+	for i := range specs {
+		specs[i] = api.Task{ID: "t" + strconv.Itoa(i), Queue: "root.q" + strconv.Itoa(i%2), Priority: &low,
+			Resources: resource.List{resource.CPU: 1000, resource.Memory: 10}}
+	}
+	return run("peer", policy, nodes, specs, false)
+}
+
+func run(shape, policy string, nodes []api.Node, specs []api.Task, measureHeap bool) (Result, error) {
+	now := time.Unix(1_700_000_000, 0)
+	c, err := newCore(policy, nodes, now)
+	if err != nil {
+		return Result{}, err
+	}
+	var before runtime.MemStats
+	if measureHeap {
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+	}
+	start := time.Now()
+	placed := 0
+	for i := range specs {
+		if err := c.Submit(now, &specs[i]); err != nil {
+			return Result{}, fmt.Errorf("task %d: %w", i, err)
+		}
+		if i%4096 == 4095 {
+			placed += len(c.TakeOutput().Placements)
+		}
+	}
+	submitDur := time.Since(start)
+	placed += len(c.TakeOutput().Placements)
+	p := c.Pending()
+	pending := p[0] + p[1] + p[2] + p[3]
+	res := Result{Shape: shape, Policy: policy, Nodes: len(nodes), Tasks: len(specs), Pending: pending}
+	if measureHeap && pending > 0 {
+		var after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		res.HeapBytesPerPending = float64(after.HeapAlloc-before.HeapAlloc) / float64(len(specs))
+	}
+	d0 := time.Now()
+	c.Tick(now.Add(2 * time.Hour))
+	dispatch := time.Since(d0)
+	out := c.TakeOutput()
+	dispatched := len(out.Placements)
+	placed += dispatched
+	total := submitDur + dispatch
+	res.Placements = placed
+	res.Seconds = total.Seconds()
+	if placed > 0 {
+		res.PlacementsPerSec = float64(placed) / total.Seconds()
+		res.NsPerPlacement = float64(total.Nanoseconds()) / float64(placed)
+	}
+	if dispatched > 0 {
+		res.DispatchNsPerPlacement = float64(dispatch.Nanoseconds()) / float64(dispatched)
+	}
+	return res, nil
+}

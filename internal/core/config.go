@@ -1,0 +1,108 @@
+package core
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/errs"
+)
+
+// TierConfig is the behaviour of one priority tier.
+type TierConfig struct {
+	// Target is the tier's scheduling-delay target.
+	Target time.Duration
+	// BatchSize and Window: a batched tier is dispatched when BatchSize tasks
+	// are waiting or the oldest has waited Window. Window 0 means immediate.
+	BatchSize int
+	Window    time.Duration
+	// AgingAfter is how long a task waits at this level before it is raised
+	// one level (0 = never). Levels 0 and 1 never age.
+	AgingAfter time.Duration
+}
+
+// Config is the core's configuration. The zero value is not valid; start
+// from DefaultConfig.
+type Config struct {
+	Policy string
+	Tiers  [4]TierConfig
+	// AgingHysteresis is the extra fraction of AgingAfter a task must wait
+	// before each raise after its first, so that raises stay spaced out.
+	AgingHysteresis float64
+	// SampleSize is how many fitting nodes of one node group are scored for
+	// a placement; MaxVisit bounds the nodes looked at per group per attempt.
+	SampleSize int
+	MaxVisit   int
+	// RetryInterval is how soon a search that hit MaxVisit is resumed.
+	RetryInterval time.Duration
+	// PreemptMinRuntime protects a task that started less than this ago.
+	PreemptMinRuntime time.Duration
+	// PreemptMaxVisit bounds the nodes examined for one preemption.
+	PreemptMaxVisit int
+	// DefaultDuration is the runtime assumed for a task with no estimate and
+	// no history (shortest-job-first, expected completion).
+	DefaultDuration time.Duration
+	// LoadTarget is the utilization load-predict packs nodes towards.
+	LoadTarget float64
+}
+
+// DefaultConfig returns the documented defaults (DESIGN.md tiers).
+func DefaultConfig() Config {
+	return Config{
+		Policy: "least-allocated",
+		Tiers: [4]TierConfig{
+			{Target: time.Millisecond},
+			{Target: time.Millisecond},
+			{Target: 5 * time.Millisecond, BatchSize: 8, Window: 5 * time.Millisecond, AgingAfter: 5 * time.Millisecond},
+			{Target: 20 * time.Millisecond, BatchSize: 8, Window: 20 * time.Millisecond, AgingAfter: 20 * time.Millisecond},
+		},
+		AgingHysteresis:   0.5,
+		SampleSize:        4,
+		MaxVisit:          256,
+		RetryInterval:     time.Millisecond,
+		PreemptMinRuntime: 0,
+		PreemptMaxVisit:   2048,
+		DefaultDuration:   time.Hour,
+		LoadTarget:        0.8,
+	}
+}
+
+// Validate checks the configuration, naming the bad field.
+func (c *Config) Validate() error {
+	if _, ok := policies[c.Policy]; !ok {
+		return errs.Invalid("policy", "unknown policy %q (known: %s)", c.Policy, PolicyNames())
+	}
+	for i, t := range c.Tiers {
+		f := fmt.Sprintf("tiers[%d]", i)
+		if t.Target < 0 || t.Window < 0 || t.AgingAfter < 0 {
+			return errs.Invalid(f, "durations must not be negative")
+		}
+		if t.BatchSize < 0 || t.BatchSize > 1<<20 {
+			return errs.Invalid(f+".batchSize", "must be 0..%d", 1<<20)
+		}
+		if i < 2 && (t.BatchSize > 1 || t.Window > 0) {
+			return errs.Invalid(f, "urgent and high tasks are never batched")
+		}
+	}
+	if c.AgingHysteresis < 0 || c.AgingHysteresis > 100 {
+		return errs.Invalid("agingHysteresis", "must be 0..100")
+	}
+	if c.SampleSize < 1 || c.SampleSize > 1024 {
+		return errs.Invalid("sampleSize", "must be 1..1024")
+	}
+	if c.MaxVisit < c.SampleSize || c.MaxVisit > 1<<20 {
+		return errs.Invalid("maxVisit", "must be sampleSize..%d", 1<<20)
+	}
+	if c.RetryInterval <= 0 {
+		return errs.Invalid("retryInterval", "must be positive")
+	}
+	if c.PreemptMaxVisit < 1 {
+		return errs.Invalid("preemptMaxVisit", "must be positive")
+	}
+	if c.DefaultDuration <= 0 {
+		return errs.Invalid("defaultDuration", "must be positive")
+	}
+	if c.LoadTarget <= 0 || c.LoadTarget > 1 {
+		return errs.Invalid("loadTarget", "must be in (0, 1]")
+	}
+	return nil
+}

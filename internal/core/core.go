@@ -1,0 +1,418 @@
+// Package core is hetsched's scheduler: a pure state machine in the manner of
+// etcd's raft package. Inputs are method calls (Submit, Cancel, UpsertNode,
+// RemoveNode, SetNodeState, SetDeviceHealth, TaskStarted, TaskFinished,
+// Renew, ObserveNode, Tick), each carrying the current time; decisions are
+// collected in an Output taken with TakeOutput.
+//
+// Contracts:
+//   - No I/O, no goroutines, no wall clock, no randomness: time is an input
+//     and ties are broken by order, so the same inputs give the same outputs.
+//   - A Core is not safe for concurrent use; its owner serialises inputs.
+//   - Inputs return *errs.Error for bad input (unknown ids, wrong state)
+//     and change nothing when they fail.
+//   - Time never goes backwards: an input older than the last one is taken
+//     to happen at the last one's time.
+//   - Nothing is ever over-allocated: a node's allocation never exceeds its
+//     healthy capacity at placement time, and a device's share never exceeds
+//     1000 milli.
+package core
+
+import (
+	"time"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/errs"
+	"github.com/hetsched/hetsched/internal/resource"
+)
+
+// Core is the scheduler state machine.
+type Core struct {
+	cfg    Config
+	policy *Policy
+	dims   *resource.Dims
+	idx    *index
+	tasks  map[string]*Task
+
+	classes   map[uint64][]*class
+	rtByName  map[string]*runtimeClass
+	rtByMeta  map[string]*runtimeClass
+	rtByClass map[*class]*runtimeClass
+
+	tiers  [4]tier
+	timers timers
+	seq    uint64
+	now    int64
+	out    Output
+	cs     CycleState
+
+	modelSpeed map[string]ewma
+	work       workload
+
+	scratchDevs []devShare
+	bestDevs    []devShare
+	candBuf     []int32
+	victimBuf   []*Task
+	victimOut   []*Task
+	insuff      []*Status
+	nodev       []*Status
+	deferred    []*classQueue
+	blockedAll  []blockRef
+	retryAt     int64 // a deferred search resumes at this time; 0 when none
+	rrGroup     int
+
+	stats Stats
+}
+
+// Stats are running counters of the core's work.
+type Stats struct {
+	Submitted, Placed, Preempted, Expired, Finished uint64
+	Attempts, Blocks, Deferrals, Aged               uint64
+}
+
+// New returns a core with no nodes and no tasks.
+func New(cfg Config) (*Core, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Core{
+		cfg:        cfg,
+		dims:       resource.NewDims(),
+		idx:        newIndex(),
+		tasks:      map[string]*Task{},
+		classes:    map[uint64][]*class{},
+		rtByName:   map[string]*runtimeClass{},
+		rtByMeta:   map[string]*runtimeClass{},
+		rtByClass:  map[*class]*runtimeClass{},
+		modelSpeed: map[string]ewma{},
+	}
+	c.cs.core = c
+	for i := range c.tiers {
+		c.tiers[i].since = -1
+	}
+	c.policy = policies[cfg.Policy](c)
+	return c, nil
+}
+
+// Config returns the core's configuration.
+func (c *Core) Config() Config { return c.cfg }
+
+// Policy returns the policy in force.
+func (c *Core) Policy() *Policy { return c.policy }
+
+// Dims returns the resource name table (read only).
+func (c *Core) Dims() *resource.Dims { return c.dims }
+
+// Stats returns the running counters.
+func (c *Core) Stats() Stats { return c.stats }
+
+// TakeOutput returns the decisions made since the last call and clears them.
+func (c *Core) TakeOutput() Output {
+	o := c.out
+	c.out = Output{}
+	return o
+}
+
+// Task returns a task by id (read only).
+func (c *Core) Task(id string) (*Task, bool) {
+	t, ok := c.tasks[id]
+	return t, ok
+}
+
+// Node returns a node by name (read only).
+func (c *Core) Node(name string) (*Node, bool) {
+	n, ok := c.idx.nodes[name]
+	return n, ok
+}
+
+// Nodes returns the nodes in insertion order (read only).
+func (c *Core) Nodes() []*Node { return c.idx.order }
+
+// NumTasks returns how many tasks the core holds (terminal ones included
+// until forgotten).
+func (c *Core) NumTasks() int { return len(c.tasks) }
+
+// Pending returns how many tasks wait at each level.
+func (c *Core) Pending() [4]int {
+	var p [4]int
+	for i := range c.tiers {
+		p[i] = c.tiers[i].count
+	}
+	return p
+}
+
+func (c *Core) advance(now time.Time) {
+	ns := now.UnixNano()
+	if ns > c.now {
+		c.now = ns
+	}
+	c.cs.now = c.now
+}
+
+// Tick advances time: timers fire, aging runs, due batches are dispatched.
+func (c *Core) Tick(now time.Time) {
+	c.advance(now)
+	c.fireTimers()
+	c.age()
+	if c.retryAt != 0 && c.now >= c.retryAt {
+		c.retryAt = 0
+	}
+	c.schedule()
+}
+
+// NextWakeup returns when the core next needs a Tick (a timer, a batch
+// window, aging or a resumed search), ok=false when nothing is scheduled.
+func (c *Core) NextWakeup() (time.Time, bool) {
+	var best int64
+	ok := false
+	consider := func(t int64) {
+		if !ok || t < best {
+			best, ok = t, true
+		}
+	}
+	if d, has := c.timers.next(); has {
+		consider(d)
+	}
+	for l := 2; l < 4; l++ {
+		tr := &c.tiers[l]
+		if tr.active > 0 && tr.since >= 0 {
+			consider(tr.since + int64(c.cfg.Tiers[l].Window))
+		}
+		for r := 0; r < 2; r++ {
+			if h := tr.aging[r].head; h != nil {
+				if th := c.agingThreshold(h); th > 0 {
+					consider(h.levelSince + th)
+				}
+			}
+		}
+	}
+	if c.retryAt != 0 {
+		consider(c.retryAt)
+	}
+	if !ok {
+		return time.Time{}, false
+	}
+	return time.Unix(0, best), true
+}
+
+// Submit adds a task. The spec must have passed api.Task.Validate (the
+// core re-checks only what its own safety needs) and carry an id.
+func (c *Core) Submit(now time.Time, spec *api.Task) error {
+	c.advance(now)
+	if spec.ID == "" {
+		return errs.Invalid("id", "the core needs an id; the server assigns one")
+	}
+	if _, dup := c.tasks[spec.ID]; dup {
+		return errs.New(errs.AlreadyExists, "id", "task %q already exists", spec.ID)
+	}
+	prio := spec.PriorityOrDefault()
+	if prio < 0 || prio > 3 {
+		return errs.Invalid("priority", "must be 0..3, got %d", prio)
+	}
+	for _, d := range []api.Duration{spec.Duration, spec.Timeout, spec.QueueTimeout, spec.Lease} {
+		if d < 0 {
+			return errs.Invalid("duration", "durations must not be negative")
+		}
+	}
+	cls, err := c.classFor(spec)
+	if err != nil {
+		return err
+	}
+	// Dependencies are checked before anything changes.
+	var deps []*Task
+	skipReason := ""
+	for i, d := range spec.Depends {
+		dt, ok := c.tasks[d]
+		if !ok {
+			return errs.New(errs.InvalidArgument, "depends["+itoa(i)+"]", "unknown task %q", d)
+		}
+		switch {
+		case dt.state == Succeeded:
+		case dt.state.Terminal():
+			if skipReason == "" {
+				skipReason = "dependency " + d + " " + dt.state.String()
+			}
+		default:
+			deps = append(deps, dt)
+		}
+	}
+	c.seq++
+	t := &Task{
+		id: spec.ID, cls: cls, prio: int8(prio), level: int8(prio),
+		preemptible: spec.IsPreemptible(), seq: c.seq, submitted: c.now,
+		duration: int64(spec.Duration), timeout: int64(spec.Timeout),
+		queueTTL: int64(spec.QueueTimeout), lease: int64(spec.Lease),
+		qpos: -1, tpos: -1, npos: -1, chosen: -1,
+	}
+	t.rt = c.runtimeClassFor(spec, cls)
+	c.tasks[t.id] = t
+	c.stats.Submitted++
+	for oi := range cls.opts {
+		c.work.observe(&cls.opts[oi])
+	}
+	switch {
+	case skipReason != "":
+		t.state = Skipped
+		t.reason = skipReason
+		c.out.Transitions = append(c.out.Transitions, Transition{Task: t.id, From: Pending, To: Skipped, Reason: skipReason})
+	case len(deps) > 0:
+		t.state = Blocked
+		t.unmet = int32(len(deps))
+		for _, d := range deps {
+			d.dependent = append(d.dependent, t)
+		}
+	default:
+		c.enqueue(t)
+	}
+	c.schedule()
+	return nil
+}
+
+// Cancel cancels a task that is not finished; a placed task's resources are
+// freed (its executor is told by the Transition).
+func (c *Core) Cancel(now time.Time, id, reason string) error {
+	c.advance(now)
+	t, ok := c.tasks[id]
+	if !ok {
+		return errs.New(errs.NotFound, "id", "no task %q", id)
+	}
+	if t.state.Terminal() {
+		return errs.New(errs.Conflict, "id", "task %q is already %s", id, t.state)
+	}
+	if reason == "" {
+		reason = "cancelled"
+	}
+	c.finish(t, Cancelled, reason)
+	c.schedule()
+	return nil
+}
+
+// Forget drops a finished task from memory (the store keeps its record).
+func (c *Core) Forget(id string) error {
+	t, ok := c.tasks[id]
+	if !ok {
+		return errs.New(errs.NotFound, "id", "no task %q", id)
+	}
+	if !t.state.Terminal() {
+		return errs.New(errs.Conflict, "id", "task %q is %s, not finished", id, t.state)
+	}
+	delete(c.tasks, id)
+	return nil
+}
+
+// TaskStarted records that the executor started a scheduled task.
+func (c *Core) TaskStarted(now time.Time, id string) error {
+	c.advance(now)
+	t, ok := c.tasks[id]
+	if !ok {
+		return errs.New(errs.NotFound, "id", "no task %q", id)
+	}
+	if t.state != Scheduled {
+		return errs.New(errs.Conflict, "id", "task %q is %s, not scheduled", id, t.state)
+	}
+	t.state = Running
+	t.started = c.now
+	c.out.Transitions = append(c.out.Transitions, Transition{Task: id, From: Scheduled, To: Running, Attempt: int(t.attempt)})
+	if t.timeout > 0 && t.lease == 0 {
+		c.timers.set(t, timerRun, c.now+t.timeout)
+	}
+	return nil
+}
+
+// TaskFinished records how a scheduled or running task ended.
+func (c *Core) TaskFinished(now time.Time, id string, r Result) error {
+	c.advance(now)
+	t, ok := c.tasks[id]
+	if !ok {
+		return errs.New(errs.NotFound, "id", "no task %q", id)
+	}
+	if t.state != Scheduled && t.state != Running {
+		return errs.New(errs.Conflict, "id", "task %q is %s, not running", id, t.state)
+	}
+	start := t.started
+	if t.state == Scheduled {
+		start = t.placedAt
+	}
+	to := Succeeded
+	reason := r.Reason
+	switch {
+	case r.TimedOut:
+		to = Timeout
+	case r.ExitCode != 0:
+		to = Failed
+		if reason == "" {
+			reason = "exit code " + itoa(r.ExitCode)
+		}
+	}
+	if to == Succeeded {
+		c.learnFinished(t, c.now-start)
+	}
+	c.finish(t, to, reason)
+	c.schedule()
+	return nil
+}
+
+// Renew extends a lease by its lease duration from now.
+func (c *Core) Renew(now time.Time, id string) error {
+	c.advance(now)
+	t, ok := c.tasks[id]
+	if !ok {
+		return errs.New(errs.NotFound, "id", "no task %q", id)
+	}
+	if t.state != Scheduled && t.state != Running {
+		return errs.New(errs.Conflict, "id", "task %q is %s: only a placed lease can be renewed", id, t.state)
+	}
+	if t.lease == 0 {
+		return errs.Invalid("lease", "task %q has no lease to renew", id)
+	}
+	c.timers.set(t, timerLease, c.now+t.lease)
+	return nil
+}
+
+// ObserveNode feeds one utilization sample of a node (heartbeat).
+func (c *Core) ObserveNode(now time.Time, name string, u NodeUsage) error {
+	c.advance(now)
+	n, ok := c.idx.nodes[name]
+	if !ok {
+		return errs.New(errs.NotFound, "name", "no node %q", name)
+	}
+	load := clamp01(u.CPU)
+	if len(u.Devices) > 0 && len(n.devices) > 0 {
+		var sum float64
+		k := 0
+		for i := range n.devices {
+			if v, ok := u.Devices[n.devices[i].ID]; ok {
+				sum += clamp01(v)
+				k++
+			}
+		}
+		if k > 0 {
+			load = sum / float64(k)
+		}
+	}
+	n.load.forecast.add(load)
+	n.load.util.add(load)
+	n.load.reserved = 0
+	return nil
+}
+
+func itoa(i int) string {
+	if i == 0 {
+		return "0"
+	}
+	neg := i < 0
+	if neg {
+		i = -i
+	}
+	var b [20]byte
+	p := len(b)
+	for i > 0 {
+		p--
+		b[p] = byte('0' + i%10)
+		i /= 10
+	}
+	if neg {
+		p--
+		b[p] = '-'
+	}
+	return string(b[p:])
+}

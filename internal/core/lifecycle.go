@@ -1,0 +1,508 @@
+package core
+
+import (
+	"math"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/errs"
+	"github.com/hetsched/hetsched/internal/resource"
+)
+
+// classFor returns the scheduling class of a spec, creating it when new.
+// Classes are found by a hash of the options' vectors, selector and
+// tolerations, and confirmed by comparing them.
+func (c *Core) classFor(spec *api.Task) (*class, error) {
+	var vecs [1 + api.MaxAlternatives]resource.Vector
+	if len(spec.Alternatives) > api.MaxAlternatives {
+		return nil, errs.Invalid("alternatives", "at most %d alternatives", api.MaxAlternatives)
+	}
+	if err := c.vectorOf(&vecs[0], "resources", spec.Resources); err != nil {
+		return nil, err
+	}
+	h := uint64(14695981039346656037)
+	mix := func(x uint64) {
+		h ^= x
+		h *= 1099511628211
+	}
+	nd := c.dims.Len()
+	for i := 0; i < nd; i++ {
+		mix(uint64(vecs[0][i]))
+	}
+	for i, a := range spec.Alternatives {
+		if err := c.vectorOf(&vecs[i+1], "alternatives["+itoa(i)+"].resources", a.Resources); err != nil {
+			return nil, err
+		}
+		if a.Speed < 0 || math.IsNaN(a.Speed) || math.IsInf(a.Speed, 0) {
+			return nil, errs.Invalid("alternatives["+itoa(i)+"].speed", "must be a positive number")
+		}
+		mix(0xa17)
+		for j := 0; j < c.dims.Len(); j++ {
+			mix(uint64(vecs[i+1][j]))
+		}
+		mix(math.Float64bits(a.Speed))
+	}
+	var sel uint64
+	for k, v := range spec.NodeSelector {
+		sel += strHash(k)*31 + strHash(v)
+	}
+	mix(sel)
+	for _, t := range spec.Tolerations {
+		mix(strHash(t))
+	}
+	nopts := 1 + len(spec.Alternatives)
+	for _, cl := range c.classes[h] {
+		if cl.matches(spec, vecs[:nopts]) {
+			return cl, nil
+		}
+	}
+	cl, err := buildClass(classKey(spec), spec, c.dims)
+	if err != nil {
+		return nil, err
+	}
+	c.classes[h] = append(c.classes[h], cl)
+	return cl, nil
+}
+
+func strHash(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
+// vectorOf converts a list into v; names never seen before are interned in
+// sorted order so that dim indexes do not depend on map order.
+func (c *Core) vectorOf(v *resource.Vector, field string, l resource.List) error {
+	for k, q := range l {
+		i, ok := c.dims.Lookup(k)
+		if !ok {
+			nv, err := c.dims.Vector(l)
+			if err != nil {
+				return errs.Prefix(field, err)
+			}
+			*v = nv
+			return nil
+		}
+		v[i] = q
+	}
+	return nil
+}
+
+// matches reports whether spec (with its converted vectors) belongs to cl.
+func (cl *class) matches(spec *api.Task, vecs []resource.Vector) bool {
+	if len(vecs) != len(cl.opts) {
+		return false
+	}
+	for i := range vecs {
+		if vecs[i] != cl.opts[i].req {
+			return false
+		}
+		if i > 0 {
+			sp := spec.Alternatives[i-1].Speed
+			if sp == 0 {
+				sp = 1
+			}
+			if sp != cl.opts[i].Speed {
+				return false
+			}
+		}
+	}
+	n := 0
+	for _, s := range cl.selector {
+		v, ok := spec.NodeSelector[s.key]
+		if !ok || v != joinValues(s.values) {
+			return false
+		}
+		n++
+	}
+	if n != len(spec.NodeSelector) || len(spec.Tolerations) != len(cl.tolerations) {
+		return false
+	}
+	for i, s := range spec.Tolerations {
+		t, err := api.ParseToleration(s)
+		if err != nil || t != cl.tolerations[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func joinValues(vs []string) string {
+	if len(vs) == 1 {
+		return vs[0]
+	}
+	s := vs[0]
+	for _, v := range vs[1:] {
+		s += "|" + v
+	}
+	return s
+}
+
+// runtimeClassFor finds the runtime-prediction class of a spec.
+func (c *Core) runtimeClassFor(spec *api.Task, cls *class) *runtimeClass {
+	var m map[string]*runtimeClass
+	var k string
+	switch {
+	case spec.Metadata["class"] != "":
+		m, k = c.rtByMeta, spec.Metadata["class"]
+	case spec.Name != "":
+		m, k = c.rtByName, spec.Name
+	default:
+		rc := c.rtByClass[cls]
+		if rc == nil {
+			rc = &runtimeClass{key: cls.key}
+			c.rtByClass[cls] = rc
+		}
+		return rc
+	}
+	rc := m[k]
+	if rc == nil {
+		rc = &runtimeClass{key: k}
+		m[k] = rc
+	}
+	return rc
+}
+
+// queueOf returns the class queue of cls at level, creating it.
+func (c *Core) queueOf(cls *class, level int) *classQueue {
+	q := cls.queues[level]
+	if q == nil {
+		q = &classQueue{cls: cls, level: level, hpos: -1}
+		cls.queues[level] = q
+	}
+	return q
+}
+
+// enqueue makes t pending at its native level.
+func (c *Core) enqueue(t *Task) {
+	t.state = Pending
+	t.level = t.prio
+	t.raised = 0
+	t.levelSince = c.now
+	t.enqueued = c.now
+	t.reason = ""
+	if c.policy.QueueSort != nil {
+		t.sortKey = c.policy.QueueSort.SortKey(&c.cs, t)
+	}
+	if t.queueTTL > 0 {
+		c.timers.set(t, timerQueue, c.now+t.queueTTL)
+	}
+	c.pushLevel(t)
+}
+
+// pushLevel puts t into its class queue at t.level.
+func (c *Core) pushLevel(t *Task) {
+	q := c.queueOf(t.cls, int(t.level))
+	tr := &c.tiers[t.level]
+	tr.listAppend(t)
+	wasEmpty := len(q.tasks) == 0
+	q.push(t)
+	if q.blocked {
+		return
+	}
+	if tr.active == 0 {
+		tr.since = c.now
+	}
+	tr.active++
+	switch {
+	case q.deferred:
+	case wasEmpty:
+		tr.hpush(q)
+	default:
+		tr.hfix(q)
+	}
+}
+
+// unqueue takes a pending t out of its queue and level list.
+func (c *Core) unqueue(t *Task) {
+	q := t.q
+	tr := &c.tiers[t.level]
+	tr.listRemove(t)
+	q.removeAt(int(t.qpos))
+	if !q.blocked {
+		tr.active--
+		if q.hpos >= 0 {
+			if len(q.tasks) == 0 {
+				tr.hremove(q)
+			} else {
+				tr.hfix(q)
+			}
+		}
+	}
+	if tr.active == 0 {
+		tr.since = -1
+	}
+}
+
+// schedule dispatches every tier that is due.
+func (c *Core) schedule() {
+	for l := 0; l < 4; l++ {
+		tr := &c.tiers[l]
+		if tr.active == 0 || len(tr.heap) == 0 {
+			continue
+		}
+		tc := &c.cfg.Tiers[l]
+		if tc.BatchSize > 1 && tr.active < tc.BatchSize && c.now-tr.since < int64(tc.Window) {
+			continue
+		}
+		c.dispatch(l)
+	}
+}
+
+// dispatch places the tasks of level l in order until every active class
+// is placed, blocked or deferred.
+func (c *Core) dispatch(l int) {
+	tr := &c.tiers[l]
+	c.deferred = c.deferred[:0]
+	for len(tr.heap) > 0 {
+		q := tr.heap[0]
+		t := q.head()
+		c.stats.Attempts++
+		switch c.tryPlace(t) {
+		case placed:
+		case deferred:
+			c.stats.Deferrals++
+			tr.hremove(q)
+			q.deferred = true
+			c.deferred = append(c.deferred, q)
+		case unfit:
+			if t.prio <= api.PriorityHigh && c.tryPreempt(t) {
+				continue
+			}
+			c.block(q, t)
+		}
+	}
+	for _, q := range c.deferred {
+		q.deferred = false
+		if len(q.tasks) > 0 && !q.blocked && q.hpos < 0 {
+			tr.hpush(q)
+		}
+	}
+	if len(c.deferred) > 0 {
+		c.retryAt = c.now + int64(c.cfg.RetryInterval)
+	}
+	if tr.active > 0 {
+		tr.since = c.now
+	} else {
+		tr.since = -1
+	}
+}
+
+// block parks q until capacity appears in a group its class can use.
+func (c *Core) block(q *classQueue, t *Task) {
+	tr := &c.tiers[q.level]
+	c.stats.Blocks++
+	if q.hpos >= 0 {
+		tr.hremove(q)
+	}
+	q.blocked = true
+	q.gen++
+	tr.active -= len(q.tasks)
+	ref := blockRef{q: q, gen: q.gen}
+	for oi := range q.cls.opts {
+		for _, g := range q.cls.opts[oi].groups {
+			g.blocked = appendRef(g.blocked, ref)
+		}
+	}
+	c.blockedAll = appendRef(c.blockedAll, ref)
+	reason := c.explain(t)
+	q.cls.reason = reason
+	c.out.Unschedulable = append(c.out.Unschedulable, UnschedulableClass{Sample: t.id, Count: len(q.tasks), Reason: reason})
+}
+
+// appendRef adds r, dropping stale references once the list has doubled.
+func appendRef(refs []blockRef, r blockRef) []blockRef {
+	if len(refs) >= 64 && len(refs) == cap(refs) {
+		live := refs[:0]
+		for _, x := range refs {
+			if x.q.blocked && x.q.gen == x.gen && x.q != r.q {
+				live = append(live, x)
+			}
+		}
+		for i := len(live); i < len(refs); i++ {
+			refs[i] = blockRef{}
+		}
+		refs = live
+	}
+	return append(refs, r)
+}
+
+// wake reactivates the class queues blocked on g.
+func (c *Core) wake(g *group) {
+	for _, r := range g.blocked {
+		if r.q.blocked && r.q.gen == r.gen {
+			c.unblock(r.q)
+		}
+	}
+	for i := range g.blocked {
+		g.blocked[i] = blockRef{}
+	}
+	g.blocked = g.blocked[:0]
+}
+
+// wakeAll reactivates every blocked class queue (the set of groups changed).
+func (c *Core) wakeAll() {
+	for _, r := range c.blockedAll {
+		if r.q.blocked && r.q.gen == r.gen {
+			c.unblock(r.q)
+		}
+	}
+	c.blockedAll = c.blockedAll[:0]
+}
+
+func (c *Core) unblock(q *classQueue) {
+	q.blocked = false
+	if len(q.tasks) == 0 {
+		return
+	}
+	tr := &c.tiers[q.level]
+	if tr.active == 0 {
+		tr.since = c.now
+	}
+	tr.active += len(q.tasks)
+	if !q.deferred {
+		tr.hpush(q)
+	}
+}
+
+// agingThreshold is how long t must wait at its level before it is raised;
+// 0 means never.
+func (c *Core) agingThreshold(t *Task) int64 {
+	if t.level <= api.PriorityHigh {
+		return 0
+	}
+	th := int64(c.cfg.Tiers[t.level].AgingAfter)
+	if th <= 0 {
+		return 0
+	}
+	if t.raised > 0 {
+		th += int64(float64(th) * c.cfg.AgingHysteresis)
+	}
+	return th
+}
+
+// age raises tasks that waited past their level's threshold by one level
+// (the number goes down, never below 1), oldest first.
+func (c *Core) age() {
+	for l := 3; l >= 2; l-- {
+		tr := &c.tiers[l]
+		for r := 0; r < 2; r++ {
+			for {
+				h := tr.aging[r].head
+				if h == nil {
+					break
+				}
+				th := c.agingThreshold(h)
+				if th == 0 || c.now-h.levelSince < th {
+					break
+				}
+				c.unqueue(h)
+				h.level--
+				h.raised++
+				h.levelSince = c.now
+				c.stats.Aged++
+				c.pushLevel(h)
+			}
+		}
+	}
+}
+
+// fireTimers handles every deadline that has passed.
+func (c *Core) fireTimers() {
+	for {
+		t, kind := c.timers.popDue(c.now)
+		if t == nil {
+			return
+		}
+		switch kind {
+		case timerQueue:
+			if t.state == Pending {
+				c.stats.Expired++
+				c.finish(t, Expired, "queueTimeout "+durString(t.queueTTL)+" passed while pending")
+			}
+		case timerRun:
+			if t.state == Running {
+				c.finish(t, Timeout, "ran past its timeout "+durString(t.timeout))
+			}
+		case timerLease:
+			if t.state == Scheduled || t.state == Running {
+				c.finish(t, Expired, "lease not renewed within "+durString(t.lease))
+			}
+		}
+	}
+}
+
+// finish moves t to a terminal state, freeing whatever it holds, and
+// settles its dependents.
+func (c *Core) finish(t *Task, to State, reason string) {
+	from := t.state
+	switch from {
+	case Pending:
+		c.unqueue(t)
+	case Scheduled, Running:
+		c.release(t, true)
+	case Blocked:
+	}
+	c.timers.cancel(t)
+	t.state = to
+	t.reason = reason
+	c.stats.Finished++
+	c.out.Transitions = append(c.out.Transitions, Transition{Task: t.id, From: from, To: to, Reason: reason, Attempt: int(t.attempt)})
+	c.settleDependents(t)
+}
+
+// settleDependents releases or skips the tasks waiting on t. Work is
+// proportional to t's out-degree plus the tasks skipped transitively.
+func (c *Core) settleDependents(t *Task) {
+	if len(t.dependent) == 0 {
+		return
+	}
+	if t.state == Succeeded {
+		for _, d := range t.dependent {
+			if d.state != Blocked {
+				continue
+			}
+			d.unmet--
+			if d.unmet == 0 {
+				c.enqueue(d)
+				c.out.Transitions = append(c.out.Transitions, Transition{Task: d.id, From: Blocked, To: Pending})
+			}
+		}
+		t.dependent = nil
+		return
+	}
+	stack := []*Task{t}
+	for len(stack) > 0 {
+		x := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, d := range x.dependent {
+			if d.state != Blocked {
+				continue
+			}
+			d.state = Skipped
+			d.reason = "dependency " + x.id + " " + x.state.String()
+			c.out.Transitions = append(c.out.Transitions, Transition{Task: d.id, From: Blocked, To: Skipped, Reason: d.reason})
+			stack = append(stack, d)
+		}
+		x.dependent = nil
+	}
+}
+
+// requeue puts a placed task back to pending (attempt + 1), reporting the
+// transition as to (Pending or Preempted).
+func (c *Core) requeue(t *Task, to State, reason string) {
+	from := t.state
+	c.release(t, true)
+	c.timers.cancel(t)
+	t.attempt++
+	c.out.Transitions = append(c.out.Transitions, Transition{Task: t.id, From: from, To: to, Reason: reason, Attempt: int(t.attempt)})
+	c.enqueue(t)
+	t.reason = reason
+}
+
+func durString(ns int64) string { return time.Duration(ns).String() }
+
+func durationOf(ns int64) time.Duration { return time.Duration(ns) }

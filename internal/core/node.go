@@ -1,0 +1,205 @@
+package core
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/resource"
+)
+
+// Device is one device of a node as the core tracks it. Used is the share
+// allocated in milli-units (0..1000).
+type Device struct {
+	ID      string
+	Type    string
+	Model   string
+	Memory  int64
+	NUMA    string
+	Domain  string // NVLink or ICI domain; "" when none
+	Healthy bool
+	dim     int
+	Used    int32
+}
+
+// Free is the unallocated share of the device in milli-units.
+func (d *Device) Free() int32 { return 1000 - d.Used }
+
+// Node is a node as the core tracks it. Plugins read it through its methods;
+// only the core mutates it.
+type Node struct {
+	name     string
+	labels   map[string]string // own labels plus derived <type>.model labels
+	taints   []api.Taint
+	state    string
+	capacity resource.Vector // healthy capacity
+	alloc    resource.Vector
+	devices  []Device
+	byDim    [resource.MaxDims][]int32 // device indexes per resource dim
+	// allocByPrio is the allocation of preemptible tasks per native priority.
+	allocByPrio [4]resource.Vector
+
+	group    *group
+	bucket   int32 // bucket in group; -1 when not indexed
+	pos      int32 // position in the bucket
+	tasks    []*Task
+	seq      uint64 // insertion order
+	orderPos int    // index in index.order
+
+	load loadStats
+}
+
+// Name returns the node's name.
+func (n *Node) Name() string { return n.name }
+
+// Label returns a label value.
+func (n *Node) Label(k string) (string, bool) { v, ok := n.labels[k]; return v, ok }
+
+// Capacity returns the node's healthy capacity vector (do not modify).
+func (n *Node) Capacity() *resource.Vector { return &n.capacity }
+
+// Allocated returns the node's allocation vector (do not modify).
+func (n *Node) Allocated() *resource.Vector { return &n.alloc }
+
+// Devices returns the node's devices (do not modify).
+func (n *Node) Devices() []Device { return n.devices }
+
+// TaskCount returns the number of tasks placed on the node.
+func (n *Node) TaskCount() int { return len(n.tasks) }
+
+// Schedulable reports whether new work may be placed on the node.
+func (n *Node) Schedulable() bool { return n.state == api.NodeReady }
+
+// freeDim is the unallocated amount of one dim.
+func (n *Node) freeDim(d int) int64 { return n.capacity[d] - n.alloc[d] }
+
+// allocFraction is the allocated fraction of dim d (0 when capacity is 0).
+func (n *Node) allocFraction(d int) float64 {
+	if n.capacity[d] <= 0 {
+		return 0
+	}
+	return float64(n.alloc[d]) / float64(n.capacity[d])
+}
+
+// buildNode converts a validated api.Node. Device dims are interned in dims.
+func buildNode(spec *api.Node, dims *resource.Dims) (*Node, error) {
+	n := &Node{name: spec.Name, state: spec.State, bucket: -1}
+	if n.state == "" {
+		n.state = api.NodeReady
+	}
+	capList := resource.List{}
+	for k, v := range spec.Capacity {
+		capList[k] = v
+	}
+	models := map[string]map[string]bool{}
+	for _, d := range spec.Devices {
+		dev := Device{ID: d.ID, Type: d.Type, Model: d.Model, Memory: int64(d.Memory), Healthy: !d.Unhealthy}
+		dev.NUMA = d.Topology[api.TopologyNUMA]
+		dev.Domain = d.Topology[api.TopologyNVLink]
+		if dev.Domain == "" {
+			dev.Domain = d.Topology[api.TopologyICI]
+		}
+		n.devices = append(n.devices, dev)
+		if models[d.Type] == nil {
+			models[d.Type] = map[string]bool{}
+		}
+		if d.Model != "" {
+			models[d.Type][d.Model] = true
+		}
+	}
+	// Device-backed capacity is the count of healthy devices (in milli).
+	for t := range models {
+		capList[resource.Name(t)] = 0
+	}
+	for _, d := range n.devices {
+		if d.Healthy {
+			capList[resource.Name(d.Type)] += 1000
+		}
+	}
+	v, err := dims.Vector(capList)
+	if err != nil {
+		return nil, err
+	}
+	n.capacity = v
+	for i := range n.devices {
+		dim, _ := dims.Lookup(resource.Name(n.devices[i].Type))
+		n.devices[i].dim = dim
+		n.byDim[dim] = append(n.byDim[dim], int32(i))
+	}
+	n.labels = make(map[string]string, len(spec.Labels)+len(models))
+	for k, v := range spec.Labels {
+		n.labels[k] = v
+	}
+	for t, ms := range models {
+		if len(ms) == 1 {
+			for m := range ms {
+				if _, ok := n.labels[t+".model"]; !ok {
+					n.labels[t+".model"] = m
+				}
+			}
+		}
+	}
+	for _, s := range spec.Taints {
+		t, err := api.ParseTaint(s)
+		if err != nil {
+			return nil, err
+		}
+		n.taints = append(n.taints, t)
+	}
+	return n, nil
+}
+
+// recomputeCapacity refreshes device-backed capacity after a health change.
+func (n *Node) recomputeCapacity() {
+	for dim, idxs := range n.byDim {
+		if len(idxs) == 0 {
+			continue
+		}
+		var c int64
+		for _, i := range idxs {
+			if n.devices[i].Healthy {
+				c += 1000
+			}
+		}
+		n.capacity[dim] = c
+	}
+}
+
+// groupKey is the static signature shared by interchangeable nodes: labels,
+// taints, capacity and device models. Nodes with equal keys form a group, so
+// static filters run once per group, not once per node.
+func (n *Node) groupKey(dims *resource.Dims) string {
+	var b strings.Builder
+	keys := make([]string, 0, len(n.labels))
+	for k := range n.labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(n.labels[k])
+		b.WriteByte(';')
+	}
+	b.WriteByte('|')
+	for _, t := range n.taints {
+		b.WriteString(t.String())
+		b.WriteByte(';')
+	}
+	b.WriteByte('|')
+	for i := 0; i < dims.Len(); i++ {
+		b.WriteString(strconv.FormatInt(n.capacity[i], 36))
+		b.WriteByte(',')
+	}
+	b.WriteByte('|')
+	ms := make([]string, 0, len(n.devices))
+	for _, d := range n.devices {
+		if d.Healthy {
+			ms = append(ms, d.Type+"="+d.Model)
+		}
+	}
+	sort.Strings(ms)
+	b.WriteString(strings.Join(ms, ","))
+	return b.String()
+}

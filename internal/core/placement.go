@@ -1,0 +1,416 @@
+package core
+
+import "math"
+
+// outcome of one placement attempt.
+type outcome uint8
+
+const (
+	placed   outcome = iota
+	unfit            // every node that could fit was examined: none does
+	deferred         // the search budget ran out before a fit was found
+)
+
+type candidate struct {
+	n     *Node
+	o     *Option
+	score int64
+}
+
+func optIndex(chosen int8) int { return int(chosen) + 1 }
+
+// refreshGroups recomputes the groups that pass the policy's static filters
+// for o, when the set of groups changed since the last time.
+func (c *Core) refreshGroups(t *Task, o *Option) {
+	if o.groupsOK && o.groupsVer == c.idx.version {
+		return
+	}
+	o.groups = o.groups[:0]
+	for _, g := range c.idx.glist {
+		if c.staticCheck(t, o, g) == nil {
+			o.groups = append(o.groups, g)
+		}
+	}
+	o.groupsVer = c.idx.version
+	o.groupsOK = true
+}
+
+func (c *Core) staticCheck(t *Task, o *Option, g *group) *Status {
+	for _, f := range c.policy.Static {
+		if st := f.Filter(&c.cs, t, o, g.tmpl); !st.IsSuccess() {
+			return st
+		}
+	}
+	return nil
+}
+
+func (c *Core) sampleSize() int {
+	if c.policy.SampleSize > 0 {
+		return c.policy.SampleSize
+	}
+	return c.cfg.SampleSize
+}
+
+// tryPlace searches the compatible groups of every option of t and commits
+// the best-scoring fit.
+func (c *Core) tryPlace(t *Task) outcome {
+	best := candidate{score: math.MinInt64}
+	complete := true
+	sample := c.sampleSize()
+	for oi := range t.cls.opts {
+		o := &t.cls.opts[oi]
+		c.refreshGroups(t, o)
+		ng := len(o.groups)
+		start := 0
+		if c.policy.Order == Rotate && ng > 0 {
+			start = c.rrGroup % ng
+		}
+		for k := 0; k < ng; k++ {
+			if !c.searchGroup(t, o, o.groups[(start+k)%ng], sample, &best) {
+				complete = false
+			}
+		}
+	}
+	if best.n == nil {
+		if complete {
+			return unfit
+		}
+		return deferred
+	}
+	if c.policy.Order == Rotate {
+		c.rrGroup++
+		best.n.group.rr++
+	}
+	c.commit(t, best.o, best.n, c.bestDevs)
+	return placed
+}
+
+// searchGroup looks at up to MaxVisit nodes of g in the policy's order,
+// scoring up to sample fits. It returns false when it stopped at MaxVisit
+// with nodes left that might fit and no fit found.
+func (c *Core) searchGroup(t *Task, o *Option, g *group, sample int, best *candidate) bool {
+	if g.indexed == 0 {
+		return true
+	}
+	nb := g.needBucket(o.req[g.primary])
+	if nb > g.max {
+		return true
+	}
+	visited, found := 0, 0
+	limit := c.cfg.MaxVisit
+	switch c.policy.Order {
+	case MostAllocatedFirst:
+		for b := nb; b <= g.max; b++ {
+			for _, n := range g.buckets[b] {
+				if visited == limit {
+					return found > 0
+				}
+				visited++
+				if c.consider(t, o, n, best) {
+					if found++; found >= sample {
+						return true
+					}
+				}
+			}
+		}
+	case LeastAllocatedFirst:
+		for b := g.max; b >= nb; b-- {
+			for _, n := range g.buckets[b] {
+				if visited == limit {
+					return found > 0
+				}
+				visited++
+				if c.consider(t, o, n, best) {
+					if found++; found >= sample {
+						return true
+					}
+				}
+			}
+		}
+	case Rotate:
+		for b := g.max; b >= nb; b-- {
+			bk := g.buckets[b]
+			if len(bk) == 0 {
+				continue
+			}
+			off := g.rr % len(bk)
+			for i := range bk {
+				if visited == limit {
+					return found > 0
+				}
+				visited++
+				if c.consider(t, o, bk[(off+i)%len(bk)], best) {
+					if found++; found >= sample {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return true
+}
+
+// consider checks n for o and keeps it in best when it scores higher
+// (ties keep the earlier node, so results are deterministic).
+func (c *Core) consider(t *Task, o *Option, n *Node, best *candidate) bool {
+	if c.checkNode(t, o, n) != nil {
+		return false
+	}
+	var s int64
+	for _, ws := range c.policy.Scores {
+		v, st := ws.Plugin.Score(&c.cs, t, o, n)
+		if !st.IsSuccess() {
+			return false
+		}
+		s += ws.Weight * v
+	}
+	if s > best.score {
+		best.n, best.o, best.score = n, o, s
+		c.bestDevs = append(c.bestDevs[:0], c.scratchDevs...)
+	}
+	return true
+}
+
+// checkNode runs the dynamic checks of o on n: free resources, concrete
+// devices (left in c.scratchDevs) and the policy's filters.
+func (c *Core) checkNode(t *Task, o *Option, n *Node) *Status {
+	nd := c.dims.Len()
+	for i := 0; i < nd; i++ {
+		if o.req[i] > n.capacity[i]-n.alloc[i] {
+			return c.insufficient(i)
+		}
+	}
+	c.scratchDevs = c.scratchDevs[:0]
+	for _, dr := range o.devs {
+		if st := c.pickDevices(t, o, n, dr); st != nil {
+			return st
+		}
+	}
+	for _, f := range c.policy.Filters {
+		if st := f.Filter(&c.cs, t, o, n); !st.IsSuccess() {
+			return st
+		}
+	}
+	return nil
+}
+
+// insufficient returns the shared "insufficient <resource>" status.
+func (c *Core) insufficient(dim int) *Status {
+	for len(c.insuff) <= dim {
+		c.insuff = append(c.insuff, nil)
+	}
+	if c.insuff[dim] == nil {
+		c.insuff[dim] = NewUnschedulable("insufficient " + string(c.dims.Name(dim)))
+	}
+	return c.insuff[dim]
+}
+
+type domCount struct {
+	dom string
+	cnt int
+}
+
+// pickDevices chooses concrete devices for one device request and appends
+// them to c.scratchDevs. Whole devices come from one topology domain when
+// one has enough free (the fullest such domain), else from the domains with
+// most free devices; a share goes where the policy's SharePicker says.
+func (c *Core) pickDevices(t *Task, o *Option, n *Node, dr devReq) *Status {
+	idxs := n.byDim[dr.dim]
+	if dr.milli >= 1000 {
+		k := int(dr.milli / 1000)
+		var doms [16]domCount
+		nd, free := 0, 0
+		for _, i := range idxs {
+			d := &n.devices[i]
+			if !d.Healthy || d.Used != 0 {
+				continue
+			}
+			free++
+			j := 0
+			for j < nd && doms[j].dom != d.Domain {
+				j++
+			}
+			if j == nd {
+				if nd == len(doms) {
+					j = 0 // more domains than tracked: pool the rest with the first
+				} else {
+					doms[nd] = domCount{dom: d.Domain}
+					nd++
+				}
+			}
+			doms[j].cnt++
+		}
+		if free < k {
+			return c.noDevice(dr.dim)
+		}
+		best := -1
+		for j := 0; j < nd; j++ {
+			if doms[j].cnt >= k && (best < 0 || doms[j].cnt < doms[best].cnt) {
+				best = j
+			}
+		}
+		need := k
+		if best >= 0 {
+			need = c.takeFrom(n, idxs, doms[best].dom, need)
+		}
+		for need > 0 {
+			// Spill: the domain with the most free devices left.
+			m := -1
+			for j := 0; j < nd; j++ {
+				if doms[j].cnt > 0 && (m < 0 || doms[j].cnt > doms[m].cnt) {
+					m = j
+				}
+			}
+			if m < 0 {
+				return c.noDevice(dr.dim)
+			}
+			before := need
+			need = c.takeFrom(n, idxs, doms[m].dom, need)
+			doms[m].cnt = 0
+			if need == before && nd == len(doms) {
+				// Pooled domains: take any free device.
+				need = c.takeFrom(n, idxs, "\x00any", need)
+			}
+		}
+		return nil
+	}
+	cands := c.candBuf[:0]
+	for _, i := range idxs {
+		d := &n.devices[i]
+		if d.Healthy && int64(d.Free()) >= dr.milli {
+			cands = append(cands, i)
+		}
+	}
+	c.candBuf = cands
+	if len(cands) == 0 {
+		return c.noDevice(dr.dim)
+	}
+	pick := c.policy.Picker.PickShare(&c.cs, t, o, n, cands, dr.milli)
+	c.scratchDevs = append(c.scratchDevs, devShare{dev: pick, milli: int32(dr.milli)})
+	return nil
+}
+
+// takeFrom appends up to need free whole devices of domain dom (any domain
+// for "\x00any") not already taken, returning how many are still needed.
+func (c *Core) takeFrom(n *Node, idxs []int32, dom string, need int) int {
+	for _, i := range idxs {
+		if need == 0 {
+			break
+		}
+		d := &n.devices[i]
+		if !d.Healthy || d.Used != 0 || (dom != "\x00any" && d.Domain != dom) {
+			continue
+		}
+		taken := false
+		for _, s := range c.scratchDevs {
+			if s.dev == i {
+				taken = true
+				break
+			}
+		}
+		if taken {
+			continue
+		}
+		c.scratchDevs = append(c.scratchDevs, devShare{dev: i, milli: 1000})
+		need--
+	}
+	return need
+}
+
+func (c *Core) noDevice(dim int) *Status {
+	for len(c.nodev) <= dim {
+		c.nodev = append(c.nodev, nil)
+	}
+	if c.nodev[dim] == nil {
+		c.nodev[dim] = NewUnschedulable("no free " + string(c.dims.Name(dim)) + " device")
+	}
+	return c.nodev[dim]
+}
+
+// commit places pending t on n with devs.
+func (c *Core) commit(t *Task, o *Option, n *Node, devs []devShare) {
+	delay := c.now - t.enqueued
+	level := t.level
+	c.unqueue(t)
+	c.timers.cancel(t)
+	c.allocate(t, n, o, devs)
+	t.state = Scheduled
+	t.placedAt = c.now
+	t.reason = ""
+	if t.lease > 0 {
+		c.timers.set(t, timerLease, c.now+t.lease)
+	}
+	for _, r := range c.policy.Reserve {
+		r.Reserve(&c.cs, t, o, n)
+	}
+	c.stats.Placed++
+	refs := make([]DeviceRef, len(t.devs))
+	for i, s := range t.devs {
+		d := &n.devices[s.dev]
+		refs[i] = DeviceRef{Type: d.Type, ID: d.ID, Model: d.Model, Share: s.milli}
+	}
+	c.out.Placements = append(c.out.Placements, Placement{
+		Task: t.id, Node: n.name, Devices: refs, Chosen: o.Index, Attempt: int(t.attempt),
+		Delay: durationOf(delay), Priority: int(t.prio), Level: int(level),
+	})
+}
+
+// rawAdd adds (sign 1) or removes (sign -1) t's allocation on n without
+// touching n's task list or its bucket: the what-if step of preemption.
+func rawAdd(n *Node, t *Task, o *Option, devs []devShare, sign int64) {
+	for i := range o.req {
+		n.alloc[i] += sign * o.req[i]
+	}
+	if t.preemptible {
+		v := &n.allocByPrio[t.prio]
+		for i := range o.req {
+			v[i] += sign * o.req[i]
+		}
+	}
+	for _, s := range devs {
+		n.devices[s.dev].Used += int32(sign) * s.milli
+	}
+}
+
+// allocate records t's placement on n.
+func (c *Core) allocate(t *Task, n *Node, o *Option, devs []devShare) {
+	rawAdd(n, t, o, devs, 1)
+	t.devs = append(t.devs[:0], devs...)
+	t.node = n
+	t.chosen = int8(o.Index)
+	t.npos = int32(len(n.tasks))
+	n.tasks = append(n.tasks, t)
+	if n.group != nil {
+		n.group.rebucket(n)
+	}
+}
+
+// release frees t's allocation; with wake, classes blocked on the node's
+// group get another try.
+func (c *Core) release(t *Task, wake bool) {
+	n := t.node
+	if n == nil {
+		return
+	}
+	o := &t.cls.opts[optIndex(t.chosen)]
+	for _, r := range c.policy.Reserve {
+		r.Unreserve(&c.cs, t, o, n)
+	}
+	rawAdd(n, t, o, t.devs, -1)
+	last := len(n.tasks) - 1
+	if int(t.npos) != last {
+		n.tasks[t.npos] = n.tasks[last]
+		n.tasks[t.npos].npos = t.npos
+	}
+	n.tasks[last] = nil
+	n.tasks = n.tasks[:last]
+	t.node = nil
+	t.npos = -1
+	t.devs = t.devs[:0]
+	if n.group != nil {
+		n.group.rebucket(n)
+		if wake {
+			c.wake(n.group)
+		}
+	}
+}

@@ -1,0 +1,137 @@
+package core
+
+import (
+	"sort"
+	"strings"
+)
+
+// Code tells a plugin's verdict: success, "does not fit" (Unschedulable) or
+// "broke" (Error: a bug or bad state, never a capacity problem).
+type Code uint8
+
+// Status codes.
+const (
+	Success Code = iota
+	Unschedulable
+	Error
+)
+
+// Status is a plugin's answer; nil means success.
+type Status struct {
+	Code   Code
+	Reason string // short, groupable: "insufficient nvidia.com/gpu"
+	Err    error
+}
+
+// IsSuccess reports whether s is nil or Success.
+func (s *Status) IsSuccess() bool { return s == nil || s.Code == Success }
+
+// NewUnschedulable returns a "does not fit" status.
+func NewUnschedulable(reason string) *Status { return &Status{Code: Unschedulable, Reason: reason} }
+
+// AsError returns an Error status wrapping err.
+func AsError(plugin string, err error) *Status {
+	return &Status{Code: Error, Reason: plugin + ": " + err.Error(), Err: err}
+}
+
+// CycleState is what a plugin may read during one placement attempt.
+type CycleState struct {
+	core *Core
+	now  int64
+}
+
+// Now returns the attempt's time (ns since the Unix epoch).
+func (cs *CycleState) Now() int64 { return cs.now }
+
+// Plugin is the common part of every plugin.
+type Plugin interface{ Name() string }
+
+// FilterPlugin rejects nodes a task cannot use. Static filters see a group's
+// template node (labels, taints, capacity: no allocation) and run once per
+// group; dynamic filters see each candidate node.
+type FilterPlugin interface {
+	Plugin
+	Filter(cs *CycleState, t *Task, o *Option, n *Node) *Status
+}
+
+// ScorePlugin rates a feasible node 0..100 (higher is better).
+type ScorePlugin interface {
+	Plugin
+	Score(cs *CycleState, t *Task, o *Option, n *Node) (int64, *Status)
+}
+
+// ReservePlugin is told when a placement is made (Reserve) or undone
+// (Unreserve), to keep its own bookkeeping in step.
+type ReservePlugin interface {
+	Plugin
+	Reserve(cs *CycleState, t *Task, o *Option, n *Node)
+	Unreserve(cs *CycleState, t *Task, o *Option, n *Node)
+}
+
+// SharePicker chooses the device for a fractional request among the
+// devices of n (indexes into n.Devices()) that have at least milli free.
+type SharePicker interface {
+	Plugin
+	PickShare(cs *CycleState, t *Task, o *Option, n *Node, candidates []int32, milli int64) int32
+}
+
+// QueueSortPlugin gives the key pending tasks are ordered by within a tier
+// (smaller first; ties by submission order).
+type QueueSortPlugin interface {
+	Plugin
+	SortKey(cs *CycleState, t *Task) int64
+}
+
+// CandidateOrder is how a policy walks a group's buckets.
+type CandidateOrder uint8
+
+// Candidate orders.
+const (
+	MostAllocatedFirst CandidateOrder = iota
+	LeastAllocatedFirst
+	Rotate
+)
+
+// WeightedScore is a score plugin with its weight in the policy.
+type WeightedScore struct {
+	Plugin ScorePlugin
+	Weight int64
+}
+
+// Policy is a named set of plugins with weights (DESIGN.md "Policies").
+type Policy struct {
+	Name        string
+	Description string
+	Order       CandidateOrder
+	Static      []FilterPlugin
+	Filters     []FilterPlugin
+	Scores      []WeightedScore
+	Reserve     []ReservePlugin
+	QueueSort   QueueSortPlugin // nil: submission order
+	Picker      SharePicker
+	// SampleSize overrides Config.SampleSize when > 0.
+	SampleSize int
+}
+
+// policyFactory builds a policy bound to one core (plugins may read its
+// learned statistics).
+type policyFactory func(c *Core) *Policy
+
+var policies = map[string]policyFactory{}
+
+func register(name string, f policyFactory) { policies[name] = f }
+
+// PolicyNames lists the known policies, comma-separated.
+func PolicyNames() string {
+	names := make([]string, 0, len(policies))
+	for n := range policies {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return strings.Join(names, ", ")
+}
+
+// Policies returns the sorted list of policy names.
+func Policies() []string {
+	return strings.Split(PolicyNames(), ", ")
+}

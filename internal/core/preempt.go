@@ -1,0 +1,175 @@
+package core
+
+// Preemption: an urgent or high task that fits nowhere may evict
+// preemptible tasks of lower priority (larger number). The what-if runs on
+// the live node state with raw, undoable allocation changes (checkpoint,
+// evict, check, reprieve, rollback), so nothing is committed until the best
+// node is chosen: fewest victims, then the least important victims, then
+// the most recently started ones. Victims go back to pending with their
+// attempt counted; they are never lost.
+
+type preemptPlan struct {
+	n       *Node
+	o       *Option
+	victims []*Task
+	minPrio int8  // the most important victim's priority (larger is better)
+	latest  int64 // the latest start among victims (larger is better)
+	hasPlan bool
+}
+
+func (p *preemptPlan) better(victims []*Task) bool {
+	if !p.hasPlan {
+		return true
+	}
+	if len(victims) != len(p.victims) {
+		return len(victims) < len(p.victims)
+	}
+	mp, lt := victimStats(victims)
+	if mp != p.minPrio {
+		return mp > p.minPrio
+	}
+	return lt > p.latest
+}
+
+func victimStats(vs []*Task) (minPrio int8, latest int64) {
+	minPrio = 127
+	for _, v := range vs {
+		if v.prio < minPrio {
+			minPrio = v.prio
+		}
+		if s := startOf(v); s > latest {
+			latest = s
+		}
+	}
+	return
+}
+
+func startOf(t *Task) int64 {
+	if t.state == Running {
+		return t.started
+	}
+	return t.placedAt
+}
+
+// tryPreempt finds victims for t and, when it finds a plan, evicts them and
+// places t. It looks at no more than Config.PreemptMaxVisit nodes.
+func (c *Core) tryPreempt(t *Task) bool {
+	var plan preemptPlan
+	visited := 0
+	for oi := range t.cls.opts {
+		o := &t.cls.opts[oi]
+		c.refreshGroups(t, o)
+		for _, g := range o.groups {
+			for b := g.max; b >= 0; b-- {
+				for _, n := range g.buckets[b] {
+					if visited >= c.cfg.PreemptMaxVisit {
+						goto decide
+					}
+					visited++
+					if !c.potentialFits(t, o, n) {
+						continue
+					}
+					victims, ok := c.victimsOn(t, o, n)
+					if ok && len(victims) > 0 && plan.better(victims) {
+						plan.n, plan.o, plan.hasPlan = n, o, true
+						plan.victims = append(plan.victims[:0], victims...)
+						plan.minPrio, plan.latest = victimStats(victims)
+					}
+				}
+			}
+		}
+	}
+decide:
+	if !plan.hasPlan {
+		return false
+	}
+	for _, v := range plan.victims {
+		c.stats.Preempted++
+		c.out.Preemptions = append(c.out.Preemptions, Preemption{Victim: v.id, By: t.id, Node: plan.n.name})
+		c.requeue(v, Preempted, "preempted by "+t.id)
+	}
+	if c.checkNode(t, plan.o, plan.n) != nil {
+		// Cannot happen: the what-if proved the fit on this exact state.
+		return false
+	}
+	c.commit(t, plan.o, plan.n, c.scratchDevs)
+	return true
+}
+
+// potentialFits reports whether o could fit on n if every lower-priority
+// preemptible task left.
+func (c *Core) potentialFits(t *Task, o *Option, n *Node) bool {
+	nd := c.dims.Len()
+	for i := 0; i < nd; i++ {
+		avail := n.capacity[i] - n.alloc[i]
+		for p := int(t.prio) + 1; p < 4; p++ {
+			avail += n.allocByPrio[p][i]
+		}
+		if o.req[i] > avail {
+			return false
+		}
+	}
+	return true
+}
+
+// victimsOn returns the smallest set of victims on n that lets o fit, found
+// by evicting candidates least important first and then reprieving from the
+// most important down. The node's state is restored before returning.
+func (c *Core) victimsOn(t *Task, o *Option, n *Node) ([]*Task, bool) {
+	cands := c.victimBuf[:0]
+	for _, v := range n.tasks {
+		if v.preemptible && v.prio > t.prio && c.now-startOf(v) >= int64(c.cfg.PreemptMinRuntime) {
+			cands = append(cands, v)
+		}
+	}
+	// Least important first, then most recently started, then newest.
+	for i := 1; i < len(cands); i++ {
+		for j := i; j > 0 && victimBefore(cands[j], cands[j-1]); j-- {
+			cands[j], cands[j-1] = cands[j-1], cands[j]
+		}
+	}
+	c.victimBuf = cands
+	evicted := 0
+	fits := false
+	for _, v := range cands {
+		rawAdd(n, v, &v.cls.opts[optIndex(v.chosen)], v.devs, -1)
+		evicted++
+		if c.checkNode(t, o, n) == nil {
+			fits = true
+			break
+		}
+	}
+	if !fits {
+		for i := evicted - 1; i >= 0; i-- {
+			v := cands[i]
+			rawAdd(n, v, &v.cls.opts[optIndex(v.chosen)], v.devs, 1)
+		}
+		return nil, false
+	}
+	victims := c.victimOut[:0]
+	for i := evicted - 1; i >= 0; i-- {
+		v := cands[i]
+		vo := &v.cls.opts[optIndex(v.chosen)]
+		rawAdd(n, v, vo, v.devs, 1)
+		if c.checkNode(t, o, n) != nil {
+			rawAdd(n, v, vo, v.devs, -1)
+			victims = append(victims, v)
+		}
+	}
+	for _, v := range victims {
+		rawAdd(n, v, &v.cls.opts[optIndex(v.chosen)], v.devs, 1)
+	}
+	c.victimOut = victims
+	return victims, true
+}
+
+func victimBefore(a, b *Task) bool {
+	if a.prio != b.prio {
+		return a.prio > b.prio
+	}
+	sa, sb := startOf(a), startOf(b)
+	if sa != sb {
+		return sa > sb
+	}
+	return a.seq > b.seq
+}

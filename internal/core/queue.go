@@ -1,0 +1,211 @@
+package core
+
+// classQueue holds the pending tasks of one class at one level, as a heap
+// ordered by (sortKey, seq): submission order, or expected runtime under
+// shortest-job-first. A queue is active (in its tier's heap) or blocked
+// (its head did not fit; it waits for capacity in a compatible group).
+type classQueue struct {
+	cls      *class
+	level    int
+	tasks    []*Task
+	hpos     int32 // index in tier.heap; -1 when not there
+	blocked  bool
+	gen      uint32 // bumps at each block, invalidates old blockRefs
+	deferred bool   // left for the next cycle (search budget spent)
+}
+
+func taskLess(a, b *Task) bool {
+	if a.sortKey != b.sortKey {
+		return a.sortKey < b.sortKey
+	}
+	return a.seq < b.seq
+}
+
+func (q *classQueue) head() *Task { return q.tasks[0] }
+
+func (q *classQueue) push(t *Task) {
+	t.q = q
+	t.qpos = int32(len(q.tasks))
+	q.tasks = append(q.tasks, t)
+	q.up(int(t.qpos))
+}
+
+// removeAt removes the task at heap index i.
+func (q *classQueue) removeAt(i int) {
+	n := len(q.tasks) - 1
+	t := q.tasks[i]
+	if i != n {
+		q.tasks[i] = q.tasks[n]
+		q.tasks[i].qpos = int32(i)
+	}
+	q.tasks[n] = nil
+	q.tasks = q.tasks[:n]
+	if i != n {
+		if !q.down(i) {
+			q.up(i)
+		}
+	}
+	t.q = nil
+	t.qpos = -1
+}
+
+func (q *classQueue) up(i int) {
+	ts := q.tasks
+	for i > 0 {
+		p := (i - 1) / 2
+		if !taskLess(ts[i], ts[p]) {
+			break
+		}
+		ts[i], ts[p] = ts[p], ts[i]
+		ts[i].qpos = int32(i)
+		ts[p].qpos = int32(p)
+		i = p
+	}
+}
+
+func (q *classQueue) down(i0 int) bool {
+	ts := q.tasks
+	n := len(ts)
+	i := i0
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		j := l
+		if r := l + 1; r < n && taskLess(ts[r], ts[l]) {
+			j = r
+		}
+		if !taskLess(ts[j], ts[i]) {
+			break
+		}
+		ts[i], ts[j] = ts[j], ts[i]
+		ts[i].qpos = int32(i)
+		ts[j].qpos = int32(j)
+		i = j
+	}
+	return i > i0
+}
+
+// tier holds one level: the heap of active class queues ordered by their
+// heads, and its pending tasks in entry order (for aging): aging[0] holds
+// tasks at their native level, aging[1] tasks raised into it, so that each
+// list is ordered by deadline.
+type tier struct {
+	heap   []*classQueue
+	active int   // tasks in active queues
+	since  int64 // when the current batch started collecting; -1 when none
+	aging  [2]tlist
+	count  int // pending tasks at this level
+}
+
+type tlist struct {
+	head, tail *Task
+}
+
+func agingList(x *Task) int {
+	if x.raised > 0 {
+		return 1
+	}
+	return 0
+}
+
+func qLess(a, b *classQueue) bool { return taskLess(a.tasks[0], b.tasks[0]) }
+
+func (t *tier) hpush(q *classQueue) {
+	q.hpos = int32(len(t.heap))
+	t.heap = append(t.heap, q)
+	t.hup(int(q.hpos))
+}
+
+func (t *tier) hremove(q *classQueue) {
+	i := int(q.hpos)
+	n := len(t.heap) - 1
+	if i != n {
+		t.heap[i] = t.heap[n]
+		t.heap[i].hpos = int32(i)
+	}
+	t.heap[n] = nil
+	t.heap = t.heap[:n]
+	if i != n {
+		if !t.hdown(i) {
+			t.hup(i)
+		}
+	}
+	q.hpos = -1
+}
+
+// hfix restores order after q's head changed.
+func (t *tier) hfix(q *classQueue) {
+	i := int(q.hpos)
+	if !t.hdown(i) {
+		t.hup(i)
+	}
+}
+
+func (t *tier) hup(i int) {
+	h := t.heap
+	for i > 0 {
+		p := (i - 1) / 2
+		if !qLess(h[i], h[p]) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		h[i].hpos = int32(i)
+		h[p].hpos = int32(p)
+		i = p
+	}
+}
+
+func (t *tier) hdown(i0 int) bool {
+	h := t.heap
+	n := len(h)
+	i := i0
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		j := l
+		if r := l + 1; r < n && qLess(h[r], h[l]) {
+			j = r
+		}
+		if !qLess(h[j], h[i]) {
+			break
+		}
+		h[i], h[j] = h[j], h[i]
+		h[i].hpos = int32(i)
+		h[j].hpos = int32(j)
+		i = j
+	}
+	return i > i0
+}
+
+// listAppend adds x at the tail of its aging list.
+func (t *tier) listAppend(x *Task) {
+	l := &t.aging[agingList(x)]
+	x.lprev, x.lnext = l.tail, nil
+	if l.tail != nil {
+		l.tail.lnext = x
+	} else {
+		l.head = x
+	}
+	l.tail = x
+	t.count++
+}
+
+func (t *tier) listRemove(x *Task) {
+	l := &t.aging[agingList(x)]
+	if x.lprev != nil {
+		x.lprev.lnext = x.lnext
+	} else {
+		l.head = x.lnext
+	}
+	if x.lnext != nil {
+		x.lnext.lprev = x.lprev
+	} else {
+		l.tail = x.lprev
+	}
+	x.lprev, x.lnext = nil, nil
+	t.count--
+}

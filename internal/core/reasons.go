@@ -1,0 +1,111 @@
+package core
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// explainVisit bounds the nodes examined one by one for a reason summary;
+// nodes beyond it are counted by their bucket alone.
+const explainVisit = 4096
+
+// explain summarises why t fits nowhere: "0/10000 nodes fit: 6000
+// insufficient nvidia.com/gpu, 4000 nodeSelector mismatch". Static reasons
+// are counted per group and capacity shortfalls per bucket, so the cost is
+// O(groups × buckets) plus at most explainVisit node checks.
+func (c *Core) explain(t *Task) string {
+	var parts []string
+	for oi := range t.cls.opts {
+		o := &t.cls.opts[oi]
+		s := c.explainOption(t, o)
+		if len(t.cls.opts) > 1 {
+			name := "resources"
+			if o.Index >= 0 {
+				name = "alternatives[" + strconv.Itoa(o.Index) + "]"
+			}
+			s = name + ": " + s
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (c *Core) explainOption(t *Task, o *Option) string {
+	counts := map[string]int{}
+	budget := explainVisit
+	for _, g := range c.idx.glist {
+		if g.members == 0 {
+			continue
+		}
+		if st := c.staticCheck(t, o, g); st != nil {
+			counts[st.Reason] += g.members
+			continue
+		}
+		if off := g.members - g.indexed; off > 0 {
+			counts["node not ready, cordoned or draining"] += off
+		}
+		nb := g.needBucket(o.req[g.primary])
+		for b := 0; b < numBuckets; b++ {
+			bk := g.buckets[b]
+			if len(bk) == 0 {
+				continue
+			}
+			if b < nb {
+				counts["insufficient "+string(c.dims.Name(g.primary))] += len(bk)
+				continue
+			}
+			for i, n := range bk {
+				if budget == 0 {
+					counts["not examined"] += len(bk) - i
+					break
+				}
+				budget--
+				if st := c.checkNode(t, o, n); st != nil {
+					counts[st.Reason]++
+				} else {
+					counts["fits now (retry pending)"]++
+				}
+			}
+		}
+	}
+	type kv struct {
+		k string
+		v int
+	}
+	list := make([]kv, 0, len(counts))
+	fit := 0
+	for k, v := range counts {
+		if k == "fits now (retry pending)" {
+			fit = v
+		}
+		list = append(list, kv{k, v})
+	}
+	sort.Slice(list, func(i, j int) bool {
+		if list[i].v != list[j].v {
+			return list[i].v > list[j].v
+		}
+		return list[i].k < list[j].k
+	})
+	items := make([]string, 0, len(list))
+	for _, e := range list {
+		if e.k != "fits now (retry pending)" {
+			items = append(items, strconv.Itoa(e.v)+" "+e.k)
+		}
+	}
+	s := strconv.Itoa(fit) + "/" + strconv.Itoa(len(c.idx.nodes)) + " nodes fit"
+	if len(items) > 0 {
+		s += ": " + strings.Join(items, ", ")
+	}
+	return s
+}
+
+// Explain returns why a pending task is not placed ("" when it is not
+// pending or no attempt was made yet).
+func (c *Core) Explain(id string) string {
+	t, ok := c.tasks[id]
+	if !ok {
+		return ""
+	}
+	return t.Reason()
+}

@@ -1,0 +1,221 @@
+package core
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/errs"
+	"github.com/hetsched/hetsched/internal/resource"
+)
+
+// devReq is a request for one device type: milli >= 1000 asks for whole
+// devices, below 1000 for a share of one device.
+type devReq struct {
+	dim   int
+	milli int64
+}
+
+// Option is one way to run a task: its own resources (index -1) or one of
+// its alternatives.
+type Option struct {
+	Index int // -1 for the task's resources, else the alternative's index
+	Speed float64
+	req   resource.Vector
+	devs  []devReq // device-backed dims; filled lazily per node (see fit)
+	// groups compatible with this option (static filters passed), cached
+	// against index.version.
+	groups    []*group
+	groupsVer uint64
+	groupsOK  bool
+}
+
+// Request returns the option's resource vector (do not modify).
+func (o *Option) Request() *resource.Vector { return &o.req }
+
+// selTerm is one nodeSelector entry; a value may list alternatives.
+type selTerm struct {
+	key    string
+	values []string
+}
+
+// class is a scheduling class: tasks with the same options, selector and
+// tolerations are interchangeable for placement, so one failed attempt
+// stands for all of them until capacity changes.
+type class struct {
+	key         string
+	opts        []Option
+	selector    []selTerm
+	tolerations []api.Toleration
+	queues      [4]*classQueue
+	reason      string
+}
+
+// runtimeClass groups tasks whose runtimes predict each other: the task's
+// metadata "class", else its name, else its scheduling class.
+type runtimeClass struct {
+	key     string
+	runtime ewma            // observed runtime at speed 1.0, ns
+	byModel map[string]ewma // observed runtime per device model, ns
+}
+
+// Task is a task as the core tracks it.
+type Task struct {
+	id          string
+	cls         *class
+	rt          *runtimeClass
+	prio        int8 // native priority
+	level       int8 // effective level (aging lowers it)
+	raised      int8 // how many times aging raised it
+	state       State
+	preemptible bool
+
+	seq        uint64
+	submitted  int64
+	enqueued   int64
+	levelSince int64
+	sortKey    int64
+	duration   int64 // estimate, ns (0 = unknown)
+	timeout    int64
+	queueTTL   int64
+	lease      int64
+
+	q     *classQueue
+	qpos  int32
+	lprev *Task
+	lnext *Task
+
+	deadline int64
+	tpos     int32
+	tkind    timerKind
+
+	node      *Node
+	npos      int32
+	chosen    int8
+	devs      []devShare
+	placedAt  int64
+	started   int64
+	attempt   int32
+	unmet     int32
+	dependent []*Task
+	reason    string
+}
+
+type devShare struct {
+	dev   int32 // index in node.devices
+	milli int32
+}
+
+// ID returns the task's id.
+func (t *Task) ID() string { return t.id }
+
+// Priority returns the native priority (0 urgent .. 3 low).
+func (t *Task) Priority() int { return int(t.prio) }
+
+// Level returns the effective level after aging.
+func (t *Task) Level() int { return int(t.level) }
+
+// State returns the task's state.
+func (t *Task) State() State { return t.state }
+
+// Options returns the ways the task can run (do not modify).
+func (t *Task) Options() []Option { return t.cls.opts }
+
+// Node returns the node the task is placed on, or nil.
+func (t *Task) Node() *Node { return t.node }
+
+// Reason returns why the task is in its state (unplaced, failed, ...).
+func (t *Task) Reason() string {
+	if t.state == Pending && t.reason == "" && t.cls != nil {
+		return t.cls.reason
+	}
+	return t.reason
+}
+
+// classKey builds the scheduling-class key of a validated spec. Options are
+// keyed by their canonical lists, so equal requests share a class.
+func classKey(spec *api.Task) string {
+	var b strings.Builder
+	b.WriteString(spec.Resources.String())
+	for _, a := range spec.Alternatives {
+		b.WriteString("|")
+		b.WriteString(a.Resources.String())
+		b.WriteString("@")
+		b.WriteString(strconv.FormatFloat(a.Speed, 'g', -1, 64))
+	}
+	b.WriteString("#")
+	keys := make([]string, 0, len(spec.NodeSelector))
+	for k := range spec.NodeSelector {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(spec.NodeSelector[k])
+		b.WriteByte(';')
+	}
+	b.WriteString("#")
+	tols := append([]string(nil), spec.Tolerations...)
+	sort.Strings(tols)
+	b.WriteString(strings.Join(tols, ";"))
+	return b.String()
+}
+
+// buildClass converts a validated spec's scheduling fields.
+func buildClass(key string, spec *api.Task, dims *resource.Dims) (*class, error) {
+	cl := &class{key: key}
+	add := func(field string, idx int, l resource.List, speed float64) error {
+		v, err := dims.Vector(l)
+		if err != nil {
+			return errs.Prefix(field, err)
+		}
+		if speed == 0 {
+			speed = 1
+		}
+		o := Option{Index: idx, Speed: speed, req: v}
+		for i := 2; i < dims.Len(); i++ {
+			if v[i] > 0 && dims.Name(i).IsExtended() {
+				o.devs = append(o.devs, devReq{dim: i, milli: v[i]})
+			}
+		}
+		cl.opts = append(cl.opts, o)
+		return nil
+	}
+	if err := add("resources", -1, spec.Resources, 1); err != nil {
+		return nil, err
+	}
+	for i, a := range spec.Alternatives {
+		if err := add("alternatives["+strconv.Itoa(i)+"].resources", i, a.Resources, a.Speed); err != nil {
+			return nil, err
+		}
+	}
+	keys := make([]string, 0, len(spec.NodeSelector))
+	for k := range spec.NodeSelector {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		cl.selector = append(cl.selector, selTerm{key: k, values: strings.Split(spec.NodeSelector[k], "|")})
+	}
+	for _, s := range spec.Tolerations {
+		t, err := api.ParseToleration(s)
+		if err != nil {
+			return nil, errs.Invalid("tolerations", "%v", err)
+		}
+		cl.tolerations = append(cl.tolerations, t)
+	}
+	return cl, nil
+}
+
+// runtimeKey names the runtime class of a spec.
+func runtimeKey(spec *api.Task, cls string) string {
+	if c := spec.Metadata["class"]; c != "" {
+		return "c:" + c
+	}
+	if spec.Name != "" {
+		return "n:" + spec.Name
+	}
+	return "k:" + cls
+}

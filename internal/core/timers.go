@@ -1,0 +1,112 @@
+package core
+
+// timerKind says what a task's deadline means.
+type timerKind uint8
+
+const (
+	timerNone  timerKind = iota
+	timerQueue           // pending past queueTimeout: expired
+	timerRun             // running past timeout: timeout
+	timerLease           // lease not renewed: expired
+)
+
+// timers is a min-heap of tasks by deadline; a task holds at most one timer.
+type timers struct {
+	h []*Task
+}
+
+func (tm *timers) set(t *Task, kind timerKind, deadline int64) {
+	if t.tkind != timerNone {
+		tm.cancel(t)
+	}
+	t.tkind = kind
+	t.deadline = deadline
+	t.tpos = int32(len(tm.h))
+	tm.h = append(tm.h, t)
+	tm.up(int(t.tpos))
+}
+
+func (tm *timers) cancel(t *Task) {
+	if t.tkind == timerNone {
+		return
+	}
+	i := int(t.tpos)
+	n := len(tm.h) - 1
+	if i != n {
+		tm.h[i] = tm.h[n]
+		tm.h[i].tpos = int32(i)
+	}
+	tm.h[n] = nil
+	tm.h = tm.h[:n]
+	if i != n {
+		if !tm.down(i) {
+			tm.up(i)
+		}
+	}
+	t.tkind = timerNone
+	t.tpos = -1
+}
+
+// next returns the earliest deadline, ok=false when none.
+func (tm *timers) next() (int64, bool) {
+	if len(tm.h) == 0 {
+		return 0, false
+	}
+	return tm.h[0].deadline, true
+}
+
+// popDue removes and returns the earliest task whose deadline is <= now.
+func (tm *timers) popDue(now int64) (*Task, timerKind) {
+	if len(tm.h) == 0 || tm.h[0].deadline > now {
+		return nil, timerNone
+	}
+	t := tm.h[0]
+	k := t.tkind
+	tm.cancel(t)
+	return t, k
+}
+
+func tLess(a, b *Task) bool {
+	if a.deadline != b.deadline {
+		return a.deadline < b.deadline
+	}
+	return a.seq < b.seq
+}
+
+func (tm *timers) up(i int) {
+	h := tm.h
+	for i > 0 {
+		p := (i - 1) / 2
+		if !tLess(h[i], h[p]) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		h[i].tpos = int32(i)
+		h[p].tpos = int32(p)
+		i = p
+	}
+}
+
+func (tm *timers) down(i0 int) bool {
+	h := tm.h
+	n := len(h)
+	i := i0
+	for {
+		l := 2*i + 1
+		if l >= n {
+			break
+		}
+		j := l
+		if r := l + 1; r < n && tLess(h[r], h[l]) {
+			j = r
+		}
+		if !tLess(h[j], h[i]) {
+			break
+		}
+		h[i], h[j] = h[j], h[i]
+		h[i].tpos = int32(i)
+		h[j].tpos = int32(j)
+		i = j
+	}
+	return i > i0
+}

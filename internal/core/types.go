@@ -1,0 +1,136 @@
+package core
+
+import "time"
+
+// State is a task's lifecycle state (API.md "Task states").
+type State uint8
+
+// Task states. Preempted is reported as a transition; the task is Pending
+// again right after it.
+const (
+	Pending State = iota
+	Blocked
+	Scheduled
+	Running
+	Succeeded
+	Failed
+	Timeout
+	Cancelled
+	Expired
+	Skipped
+	Preempted
+	numStates
+)
+
+var stateNames = [numStates]string{"pending", "blocked", "scheduled", "running", "succeeded", "failed", "timeout", "cancelled", "expired", "skipped", "preempted"}
+
+func (s State) String() string {
+	if s < numStates {
+		return stateNames[s]
+	}
+	return "unknown"
+}
+
+// Terminal reports whether no further transition can happen.
+func (s State) Terminal() bool {
+	switch s {
+	case Succeeded, Failed, Timeout, Cancelled, Expired, Skipped:
+		return true
+	}
+	return false
+}
+
+// ParseState reads a state name.
+func ParseState(s string) (State, bool) {
+	for i, n := range stateNames {
+		if n == s {
+			return State(i), true
+		}
+	}
+	return 0, false
+}
+
+// DeviceRef names one concrete device of a placement. Share is the
+// fraction of the device in milli-units (1000 = the whole device).
+type DeviceRef struct {
+	Type  string `json:"type"`
+	ID    string `json:"id"`
+	Model string `json:"model,omitempty"`
+	Share int32  `json:"share,omitempty"`
+}
+
+// Placement is the decision to run a task on a node with concrete devices.
+// Chosen is the index of the alternative used; -1 means the task's own
+// resources.
+type Placement struct {
+	Task    string
+	Node    string
+	Devices []DeviceRef
+	Chosen  int
+	Attempt int
+	// Delay is how long the task waited in the queue for this placement.
+	Delay    time.Duration
+	Priority int // native priority
+	Level    int // effective level when placed (after aging)
+}
+
+// Preemption evicts Victim from Node to make room for By.
+type Preemption struct {
+	Victim string
+	By     string
+	Node   string
+}
+
+// Transition reports a state change other than pending→scheduled (which a
+// Placement reports).
+type Transition struct {
+	Task    string
+	From    State
+	To      State
+	Reason  string
+	Attempt int
+}
+
+// UnschedulableClass reports that the tasks of one scheduling class could not be
+// placed, with the reason summary. Sample is one of the tasks; Count is how
+// many tasks of the class were waiting.
+type UnschedulableClass struct {
+	Sample string
+	Count  int
+	Reason string
+}
+
+// Output is what the core decided since the last TakeOutput.
+type Output struct {
+	Placements    []Placement
+	Preemptions   []Preemption
+	Transitions   []Transition
+	Unschedulable []UnschedulableClass
+}
+
+// Empty reports whether there is nothing to act on.
+func (o *Output) Empty() bool {
+	return len(o.Placements) == 0 && len(o.Preemptions) == 0 && len(o.Transitions) == 0 && len(o.Unschedulable) == 0
+}
+
+func (o *Output) reset() {
+	o.Placements = o.Placements[:0]
+	o.Preemptions = o.Preemptions[:0]
+	o.Transitions = o.Transitions[:0]
+	o.Unschedulable = o.Unschedulable[:0]
+}
+
+// Result is how a task ended, reported by its executor or lease holder.
+type Result struct {
+	ExitCode int
+	// TimedOut marks a task killed for running past its timeout.
+	TimedOut bool
+	Reason   string
+}
+
+// NodeUsage is one utilization sample of a node (from a heartbeat): the
+// fraction of CPU in use and each device's utilization, 0..1.
+type NodeUsage struct {
+	CPU     float64
+	Devices map[string]float64 // device id -> utilization
+}
