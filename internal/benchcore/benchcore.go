@@ -227,10 +227,17 @@ func run(shape, policy string, nodes []api.Node, specs []api.Task, measureHeap b
 		res.HeapBytesPerPending = float64(after.HeapAlloc-before.HeapAlloc) / float64(len(specs))
 	}
 	d0 := time.Now()
-	c.Tick(now.Add(2 * time.Hour))
+	t := now.Add(2 * time.Hour)
+	dispatched := 0
+	for {
+		c.Tick(t)
+		dispatched += len(c.TakeOutput().Placements)
+		next, ok := c.NextWakeup()
+		if !ok || next.After(t) {
+			break
+		}
+	}
 	dispatch := time.Since(d0)
-	out := c.TakeOutput()
-	dispatched := len(out.Placements)
 	placed += dispatched
 	total := submitDur + dispatch
 	res.Placements = placed

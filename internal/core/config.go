@@ -43,6 +43,10 @@ type Config struct {
 	DefaultDuration time.Duration
 	// LoadTarget is the utilization load-predict packs nodes towards.
 	LoadTarget float64
+	// MaxPlacementsPerCall bounds the placements one input makes, so that no
+	// call holds the core for long; the rest follow at the next Tick (see
+	// NextWakeup, which then answers "now").
+	MaxPlacementsPerCall int
 }
 
 // DefaultConfig returns the documented defaults (DESIGN.md tiers).
@@ -63,6 +67,8 @@ func DefaultConfig() Config {
 		PreemptMaxVisit:   2048,
 		DefaultDuration:   time.Hour,
 		LoadTarget:        0.8,
+
+		MaxPlacementsPerCall: 8192,
 	}
 }
 
@@ -100,6 +106,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DefaultDuration <= 0 {
 		return errs.Invalid("defaultDuration", "must be positive")
+	}
+	if c.MaxPlacementsPerCall < 1 {
+		return errs.Invalid("maxPlacementsPerCall", "must be positive")
 	}
 	if c.LoadTarget <= 0 || c.LoadTarget > 1 {
 		return errs.Invalid("loadTarget", "must be in (0, 1]")

@@ -43,6 +43,7 @@ type Core struct {
 	seq    uint64
 	now    int64
 	out    Output
+	spare  Output // the buffer handed out by the previous TakeOutput
 	cs     CycleState
 
 	modelSpeed map[string]ewma
@@ -57,8 +58,10 @@ type Core struct {
 	nodev       []*Status
 	deferred    []*classQueue
 	blockedAll  []blockRef
-	retryAt     int64 // a deferred search resumes at this time; 0 when none
+	retryAt     int64 // a deferred search resumes at this time (when retrySet)
+	retrySet    bool
 	rrGroup     int
+	callPlaced  int // placements made by the current input
 
 	stats Stats
 }
@@ -105,10 +108,14 @@ func (c *Core) Dims() *resource.Dims { return c.dims }
 // Stats returns the running counters.
 func (c *Core) Stats() Stats { return c.stats }
 
-// TakeOutput returns the decisions made since the last call and clears them.
+// TakeOutput returns the decisions made since the last call and clears
+// them. The returned slices are reused by the core at the next TakeOutput
+// call: copy what must outlive it.
 func (c *Core) TakeOutput() Output {
 	o := c.out
-	c.out = Output{}
+	c.out = c.spare
+	c.out.reset()
+	c.spare = o
 	return o
 }
 
@@ -146,6 +153,7 @@ func (c *Core) advance(now time.Time) {
 		c.now = ns
 	}
 	c.cs.now = c.now
+	c.callPlaced = 0
 }
 
 // Tick advances time: timers fire, aging runs, due batches are dispatched.
@@ -153,8 +161,8 @@ func (c *Core) Tick(now time.Time) {
 	c.advance(now)
 	c.fireTimers()
 	c.age()
-	if c.retryAt != 0 && c.now >= c.retryAt {
-		c.retryAt = 0
+	if c.retrySet && c.now >= c.retryAt {
+		c.retrySet = false
 	}
 	c.schedule()
 }
@@ -185,7 +193,7 @@ func (c *Core) NextWakeup() (time.Time, bool) {
 			}
 		}
 	}
-	if c.retryAt != 0 {
+	if c.retrySet {
 		consider(c.retryAt)
 	}
 	if !ok {
@@ -238,7 +246,7 @@ func (c *Core) Submit(now time.Time, spec *api.Task) error {
 	c.seq++
 	t := &Task{
 		id: spec.ID, cls: cls, prio: int8(prio), level: int8(prio),
-		preemptible: spec.IsPreemptible(), seq: c.seq, submitted: c.now,
+		preemptible: spec.IsPreemptible(), seq: c.seq,
 		duration: int64(spec.Duration), timeout: int64(spec.Timeout),
 		queueTTL: int64(spec.QueueTimeout), lease: int64(spec.Lease),
 		qpos: -1, tpos: -1, npos: -1, chosen: -1,
@@ -329,9 +337,6 @@ func (c *Core) TaskFinished(now time.Time, id string, r Result) error {
 		return errs.New(errs.Conflict, "id", "task %q is %s, not running", id, t.state)
 	}
 	start := t.started
-	if t.state == Scheduled {
-		start = t.placedAt
-	}
 	to := Succeeded
 	reason := r.Reason
 	switch {

@@ -170,7 +170,7 @@ func (c *Core) runtimeClassFor(spec *api.Task, cls *class) *runtimeClass {
 func (c *Core) queueOf(cls *class, level int) *classQueue {
 	q := cls.queues[level]
 	if q == nil {
-		q = &classQueue{cls: cls, level: level, hpos: -1}
+		q = &classQueue{cls: cls, level: level, hpos: -1, heap: c.policy.QueueSort != nil}
 		cls.queues[level] = q
 	}
 	return q
@@ -198,7 +198,7 @@ func (c *Core) pushLevel(t *Task) {
 	q := c.queueOf(t.cls, int(t.level))
 	tr := &c.tiers[t.level]
 	tr.listAppend(t)
-	wasEmpty := len(q.tasks) == 0
+	wasEmpty := q.size() == 0
 	q.push(t)
 	if q.blocked {
 		return
@@ -225,7 +225,7 @@ func (c *Core) unqueue(t *Task) {
 	if !q.blocked {
 		tr.active--
 		if q.hpos >= 0 {
-			if len(q.tasks) == 0 {
+			if q.size() == 0 {
 				tr.hremove(q)
 			} else {
 				tr.hfix(q)
@@ -240,12 +240,16 @@ func (c *Core) unqueue(t *Task) {
 // schedule dispatches every tier that is due.
 func (c *Core) schedule() {
 	for l := 0; l < 4; l++ {
+		if c.callPlaced >= c.cfg.MaxPlacementsPerCall {
+			c.retryAt, c.retrySet = c.now, true
+			return
+		}
 		tr := &c.tiers[l]
 		if tr.active == 0 || len(tr.heap) == 0 {
 			continue
 		}
 		tc := &c.cfg.Tiers[l]
-		if tc.BatchSize > 1 && tr.active < tc.BatchSize && c.now-tr.since < int64(tc.Window) {
+		if !tr.resume && tc.BatchSize > 1 && tr.active < tc.BatchSize && c.now-tr.since < int64(tc.Window) {
 			continue
 		}
 		c.dispatch(l)
@@ -257,7 +261,13 @@ func (c *Core) schedule() {
 func (c *Core) dispatch(l int) {
 	tr := &c.tiers[l]
 	c.deferred = c.deferred[:0]
+	tr.resume = false
 	for len(tr.heap) > 0 {
+		if c.callPlaced >= c.cfg.MaxPlacementsPerCall {
+			c.retryAt, c.retrySet = c.now, true
+			tr.resume = true
+			break
+		}
 		q := tr.heap[0]
 		t := q.head()
 		c.stats.Attempts++
@@ -277,17 +287,22 @@ func (c *Core) dispatch(l int) {
 	}
 	for _, q := range c.deferred {
 		q.deferred = false
-		if len(q.tasks) > 0 && !q.blocked && q.hpos < 0 {
+		if q.size() > 0 && !q.blocked && q.hpos < 0 {
 			tr.hpush(q)
 		}
 	}
 	if len(c.deferred) > 0 {
-		c.retryAt = c.now + int64(c.cfg.RetryInterval)
+		// The search budget ran out: resume soon, batch or not.
+		tr.resume = true
+		if !c.retrySet {
+			c.retryAt, c.retrySet = c.now+int64(c.cfg.RetryInterval), true
+		}
 	}
-	if tr.active > 0 {
-		tr.since = c.now
-	} else {
+	switch {
+	case tr.active == 0:
 		tr.since = -1
+	case !tr.resume:
+		tr.since = c.now
 	}
 }
 
@@ -300,7 +315,7 @@ func (c *Core) block(q *classQueue, t *Task) {
 	}
 	q.blocked = true
 	q.gen++
-	tr.active -= len(q.tasks)
+	tr.active -= q.size()
 	ref := blockRef{q: q, gen: q.gen}
 	for oi := range q.cls.opts {
 		for _, g := range q.cls.opts[oi].groups {
@@ -310,7 +325,7 @@ func (c *Core) block(q *classQueue, t *Task) {
 	c.blockedAll = appendRef(c.blockedAll, ref)
 	reason := c.explain(t)
 	q.cls.reason = reason
-	c.out.Unschedulable = append(c.out.Unschedulable, UnschedulableClass{Sample: t.id, Count: len(q.tasks), Reason: reason})
+	c.out.Unschedulable = append(c.out.Unschedulable, UnschedulableClass{Sample: t.id, Count: q.size(), Reason: reason})
 }
 
 // appendRef adds r, dropping stale references once the list has doubled.
@@ -355,14 +370,14 @@ func (c *Core) wakeAll() {
 
 func (c *Core) unblock(q *classQueue) {
 	q.blocked = false
-	if len(q.tasks) == 0 {
+	if q.size() == 0 {
 		return
 	}
 	tr := &c.tiers[q.level]
 	if tr.active == 0 {
 		tr.since = c.now
 	}
-	tr.active += len(q.tasks)
+	tr.active += q.size()
 	if !q.deferred {
 		tr.hpush(q)
 	}

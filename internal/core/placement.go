@@ -335,7 +335,7 @@ func (c *Core) commit(t *Task, o *Option, n *Node, devs []devShare) {
 	c.timers.cancel(t)
 	c.allocate(t, n, o, devs)
 	t.state = Scheduled
-	t.placedAt = c.now
+	t.started = c.now // until TaskStarted says when it really started
 	t.reason = ""
 	if t.lease > 0 {
 		c.timers.set(t, timerLease, c.now+t.lease)
@@ -344,6 +344,7 @@ func (c *Core) commit(t *Task, o *Option, n *Node, devs []devShare) {
 		r.Reserve(&c.cs, t, o, n)
 	}
 	c.stats.Placed++
+	c.callPlaced++
 	refs := make([]DeviceRef, len(t.devs))
 	for i, s := range t.devs {
 		d := &n.devices[s.dev]

@@ -44,12 +44,8 @@ func victimStats(vs []*Task) (minPrio int8, latest int64) {
 	return
 }
 
-func startOf(t *Task) int64 {
-	if t.state == Running {
-		return t.started
-	}
-	return t.placedAt
-}
+// startOf is when t started running, or was placed if not started yet.
+func startOf(t *Task) int64 { return t.started }
 
 // tryPreempt finds victims for t and, when it finds a plan, evicts them and
 // places t. It looks at no more than Config.PreemptMaxVisit nodes.

@@ -1,13 +1,18 @@
 package core
 
-// classQueue holds the pending tasks of one class at one level, as a heap
-// ordered by (sortKey, seq): submission order, or expected runtime under
-// shortest-job-first. A queue is active (in its tier's heap) or blocked
-// (its head did not fit; it waits for capacity in a compatible group).
+// classQueue holds the pending tasks of one class at one level, ordered by
+// (sortKey, levelSince, seq). Without a queue-sort plugin every key is
+// appended in order, so the queue is a FIFO with O(1) push and pop (lazy
+// deletion for removals from the middle); with one (shortest-job-first) it
+// is a binary heap. A queue is active (in its tier's heap) or blocked (its
+// head did not fit; it waits for capacity in a compatible group).
 type classQueue struct {
 	cls      *class
 	level    int
-	tasks    []*Task
+	heap     bool    // heap mode (sorted policies) or FIFO mode
+	tasks    []*Task // FIFO: tasks[first:] with nil holes; heap: the heap
+	first    int
+	live     int
 	hpos     int32 // index in tier.heap; -1 when not there
 	blocked  bool
 	gen      uint32 // bumps at each block, invalidates old blockRefs
@@ -18,22 +23,68 @@ func taskLess(a, b *Task) bool {
 	if a.sortKey != b.sortKey {
 		return a.sortKey < b.sortKey
 	}
+	if a.levelSince != b.levelSince {
+		return a.levelSince < b.levelSince
+	}
 	return a.seq < b.seq
 }
 
-func (q *classQueue) head() *Task { return q.tasks[0] }
+func (q *classQueue) size() int { return q.live }
+
+// head returns the first task; the queue must not be empty.
+func (q *classQueue) head() *Task {
+	if q.heap {
+		return q.tasks[0]
+	}
+	for q.tasks[q.first] == nil {
+		q.first++
+	}
+	return q.tasks[q.first]
+}
 
 func (q *classQueue) push(t *Task) {
 	t.q = q
 	t.qpos = int32(len(q.tasks))
 	q.tasks = append(q.tasks, t)
-	q.up(int(t.qpos))
+	q.live++
+	if q.heap {
+		q.up(int(t.qpos))
+	}
 }
 
-// removeAt removes the task at heap index i.
+// removeAt removes the task at index i.
 func (q *classQueue) removeAt(i int) {
-	n := len(q.tasks) - 1
 	t := q.tasks[i]
+	t.q = nil
+	t.qpos = -1
+	q.live--
+	if !q.heap {
+		q.tasks[i] = nil
+		if q.live == 0 {
+			clear(q.tasks)
+			q.tasks = q.tasks[:0]
+			q.first = 0
+			return
+		}
+		if i == q.first {
+			q.first++
+		}
+		if q.first >= 1024 && q.first > len(q.tasks)/2 {
+			n := 0
+			for _, x := range q.tasks[q.first:] {
+				if x != nil {
+					q.tasks[n] = x
+					x.qpos = int32(n)
+					n++
+				}
+			}
+			clear(q.tasks[n:])
+			q.tasks = q.tasks[:n]
+			q.first = 0
+		}
+		return
+	}
+	n := len(q.tasks) - 1
 	if i != n {
 		q.tasks[i] = q.tasks[n]
 		q.tasks[i].qpos = int32(i)
@@ -45,8 +96,6 @@ func (q *classQueue) removeAt(i int) {
 			q.up(i)
 		}
 	}
-	t.q = nil
-	t.qpos = -1
 }
 
 func (q *classQueue) up(i int) {
@@ -95,6 +144,7 @@ type tier struct {
 	heap   []*classQueue
 	active int   // tasks in active queues
 	since  int64 // when the current batch started collecting; -1 when none
+	resume bool  // a dispatch stopped early: the tier is due again at once
 	aging  [2]tlist
 	count  int // pending tasks at this level
 }
@@ -110,7 +160,7 @@ func agingList(x *Task) int {
 	return 0
 }
 
-func qLess(a, b *classQueue) bool { return taskLess(a.tasks[0], b.tasks[0]) }
+func qLess(a, b *classQueue) bool { return taskLess(a.head(), b.head()) }
 
 func (t *tier) hpush(q *classQueue) {
 	q.hpos = int32(len(t.heap))

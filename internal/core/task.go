@@ -72,7 +72,6 @@ type Task struct {
 	preemptible bool
 
 	seq        uint64
-	submitted  int64
 	enqueued   int64
 	levelSince int64
 	sortKey    int64
@@ -94,8 +93,7 @@ type Task struct {
 	npos      int32
 	chosen    int8
 	devs      []devShare
-	placedAt  int64
-	started   int64
+	started   int64 // placement time, then the executor's start time
 	attempt   int32
 	unmet     int32
 	dependent []*Task

@@ -1,0 +1,196 @@
+package core
+
+import (
+	"fmt"
+
+	"github.com/hetsched/hetsched/internal/resource"
+)
+
+// checkInvariants verifies the core's internal consistency: allocation
+// equals the sum of what placed tasks hold and never exceeds capacity,
+// every device share is within 0..1000, every task is in exactly the
+// structures its state says, and the indexes agree with the nodes.
+func checkInvariants(c *Core) error {
+	nd := c.dims.Len()
+	placedOn := map[*Task]*Node{}
+	for _, n := range c.idx.order {
+		var alloc resource.Vector
+		var byPrio [4]resource.Vector
+		used := make([]int32, len(n.devices))
+		for i, t := range n.tasks {
+			if t.node != n || int(t.npos) != i {
+				return fmt.Errorf("node %s: task %s at %d has node=%v npos=%d", n.name, t.id, i, t.node != nil, t.npos)
+			}
+			if t.state != Scheduled && t.state != Running {
+				return fmt.Errorf("node %s holds task %s in state %s", n.name, t.id, t.state)
+			}
+			if _, dup := placedOn[t]; dup {
+				return fmt.Errorf("task %s placed twice", t.id)
+			}
+			placedOn[t] = n
+			o := &t.cls.opts[optIndex(t.chosen)]
+			alloc.Add(&o.req)
+			if t.preemptible {
+				byPrio[t.prio].Add(&o.req)
+			}
+			var perDim [resource.MaxDims]int64
+			for _, s := range t.devs {
+				if int(s.dev) >= len(n.devices) {
+					return fmt.Errorf("task %s: device index %d out of range", t.id, s.dev)
+				}
+				used[s.dev] += s.milli
+				perDim[n.devices[s.dev].dim] += int64(s.milli)
+				if !n.devices[s.dev].Healthy {
+					return fmt.Errorf("task %s holds unhealthy device %s", t.id, n.devices[s.dev].ID)
+				}
+			}
+			for _, dr := range o.devs {
+				if len(n.byDim[dr.dim]) > 0 && perDim[dr.dim] != dr.milli {
+					return fmt.Errorf("task %s: holds %d milli of %s devices, requested %d", t.id, perDim[dr.dim], c.dims.Name(dr.dim), dr.milli)
+				}
+			}
+		}
+		if alloc != n.alloc {
+			return fmt.Errorf("node %s: alloc %v, tasks sum %v", n.name, c.dims.Format(&n.alloc), c.dims.Format(&alloc))
+		}
+		if byPrio != n.allocByPrio {
+			return fmt.Errorf("node %s: allocByPrio out of step", n.name)
+		}
+		for i := 0; i < nd; i++ {
+			if n.alloc[i] > n.capacity[i] {
+				return fmt.Errorf("node %s over-allocated on %s: %d > %d", n.name, c.dims.Name(i), n.alloc[i], n.capacity[i])
+			}
+			if n.alloc[i] < 0 {
+				return fmt.Errorf("node %s negative allocation on %s", n.name, c.dims.Name(i))
+			}
+		}
+		for i := range n.devices {
+			if n.devices[i].Used != used[i] {
+				return fmt.Errorf("node %s device %s: used %d, tasks hold %d", n.name, n.devices[i].ID, n.devices[i].Used, used[i])
+			}
+			if used[i] < 0 || used[i] > 1000 {
+				return fmt.Errorf("node %s device %s share %d out of 0..1000", n.name, n.devices[i].ID, used[i])
+			}
+		}
+		g := n.group
+		if g == nil {
+			return fmt.Errorf("node %s has no group", n.name)
+		}
+		if (n.state == "ready") != (n.bucket >= 0) {
+			return fmt.Errorf("node %s: state %s but bucket %d", n.name, n.state, n.bucket)
+		}
+		if n.bucket >= 0 {
+			if want := g.bucketOf(n.freeDim(g.primary)); want != int(n.bucket) {
+				return fmt.Errorf("node %s in bucket %d, free says %d", n.name, n.bucket, want)
+			}
+			bk := g.buckets[n.bucket]
+			if int(n.pos) >= len(bk) || bk[n.pos] != n {
+				return fmt.Errorf("node %s: bucket position wrong", n.name)
+			}
+		}
+		if c.idx.nodes[n.name] != n {
+			return fmt.Errorf("node %s: name index wrong", n.name)
+		}
+	}
+	for _, g := range c.idx.glist {
+		cnt, max := 0, -1
+		for b := range g.buckets {
+			cnt += len(g.buckets[b])
+			if len(g.buckets[b]) > 0 {
+				max = b
+			}
+			for _, n := range g.buckets[b] {
+				if n.group != g {
+					return fmt.Errorf("group %d holds node %s of another group", g.id, n.name)
+				}
+			}
+		}
+		if cnt != g.indexed || max != g.max {
+			return fmt.Errorf("group %d: indexed %d/%d max %d/%d", g.id, g.indexed, cnt, g.max, max)
+		}
+	}
+	var pendingAt [4]int
+	var activeAt [4]int
+	seenQ := map[*classQueue]bool{}
+	for _, t := range c.tasks {
+		switch t.state {
+		case Pending:
+			if t.q == nil || int(t.qpos) >= len(t.q.tasks) || t.q.tasks[t.qpos] != t {
+				return fmt.Errorf("pending task %s is not in its queue", t.id)
+			}
+			if t.q.level != int(t.level) || t.node != nil {
+				return fmt.Errorf("pending task %s: queue level %d, level %d, node %v", t.id, t.q.level, t.level, t.node != nil)
+			}
+			if t.level > t.prio || t.level < 0 || (t.level < 1 && t.prio >= 1) {
+				return fmt.Errorf("pending task %s: level %d for priority %d", t.id, t.level, t.prio)
+			}
+			pendingAt[t.level]++
+			if !t.q.blocked {
+				activeAt[t.level]++
+			}
+			seenQ[t.q] = true
+		case Scheduled, Running:
+			if placedOn[t] == nil || t.q != nil {
+				return fmt.Errorf("%s task %s: on node %v, queued %v", t.state, t.id, placedOn[t] != nil, t.q != nil)
+			}
+		default:
+			if t.q != nil || t.node != nil {
+				return fmt.Errorf("%s task %s still queued or placed", t.state, t.id)
+			}
+			if t.state.Terminal() && t.tkind != timerNone {
+				return fmt.Errorf("%s task %s still has a timer", t.state, t.id)
+			}
+		}
+	}
+	for l := range c.tiers {
+		tr := &c.tiers[l]
+		if tr.count != pendingAt[l] {
+			return fmt.Errorf("level %d: count %d, pending tasks %d", l, tr.count, pendingAt[l])
+		}
+		if tr.active != activeAt[l] {
+			return fmt.Errorf("level %d: active %d, tasks in active queues %d", l, tr.active, activeAt[l])
+		}
+		listed := 0
+		for r := range tr.aging {
+			var prev *Task
+			for x := tr.aging[r].head; x != nil; x = x.lnext {
+				if x.state != Pending || int(x.level) != l || agingList(x) != r || x.lprev != prev {
+					return fmt.Errorf("level %d aging list %d holds %s (%s, level %d)", l, r, x.id, x.state, x.level)
+				}
+				if prev != nil && prev.levelSince > x.levelSince {
+					return fmt.Errorf("level %d aging list %d out of order at %s", l, r, x.id)
+				}
+				prev = x
+				listed++
+			}
+			if tr.aging[r].tail != prev {
+				return fmt.Errorf("level %d aging list %d tail wrong", l, r)
+			}
+		}
+		if listed != tr.count {
+			return fmt.Errorf("level %d: %d listed, %d counted", l, listed, tr.count)
+		}
+		for i, q := range tr.heap {
+			if int(q.hpos) != i || q.blocked || q.size() == 0 || q.level != l {
+				return fmt.Errorf("level %d heap entry %d inconsistent (hpos %d blocked %v size %d)", l, i, q.hpos, q.blocked, q.size())
+			}
+			if i > 0 && qLess(q, tr.heap[(i-1)/2]) {
+				return fmt.Errorf("level %d heap order broken at %d", l, i)
+			}
+		}
+	}
+	for q := range seenQ {
+		if !q.blocked && !q.deferred && q.hpos < 0 {
+			return fmt.Errorf("active queue of class %q at level %d is not in its tier heap", q.cls.key, q.level)
+		}
+	}
+	for i, t := range c.timers.h {
+		if int(t.tpos) != i || t.tkind == timerNone {
+			return fmt.Errorf("timer %d of %s inconsistent", i, t.id)
+		}
+		if i > 0 && tLess(t, c.timers.h[(i-1)/2]) {
+			return fmt.Errorf("timer heap order broken at %d", i)
+		}
+	}
+	return nil
+}

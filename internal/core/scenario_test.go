@@ -1,0 +1,389 @@
+package core
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/resource"
+)
+
+// TestScenarios runs the data-driven scenario files in testdata/scenarios.
+// Each command drives the core and prints what it decided; the core's
+// invariants are checked after every command. Regenerate expectations with
+// `go test ./internal/core -run TestScenarios -rewrite` and read the diff.
+func TestScenarios(t *testing.T) {
+	datadriven.Walk(t, "testdata/scenarios", func(t *testing.T, path string) {
+		h := &harness{}
+		datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
+			out := h.run(t, td)
+			if h.c != nil {
+				if err := checkInvariants(h.c); err != nil {
+					t.Fatalf("%s: invariant broken after %q: %v", td.Pos, td.Cmd, err)
+				}
+			}
+			return out
+		})
+	})
+}
+
+// harness is the state of one scenario file.
+type harness struct {
+	c   *Core
+	now time.Time
+}
+
+var epoch = time.Unix(1_000_000, 0)
+
+func arg(td *datadriven.TestData, key string) (string, bool) {
+	a, ok := td.Arg(key)
+	if !ok || len(a.Vals) == 0 {
+		return "", ok
+	}
+	return a.Vals[0], true
+}
+
+func args(td *datadriven.TestData, key string) []string {
+	a, ok := td.Arg(key)
+	if !ok {
+		return nil
+	}
+	return a.Vals
+}
+
+func mustDur(t *testing.T, s string) time.Duration {
+	d, err := time.ParseDuration(strings.TrimPrefix(s, "+"))
+	if err != nil {
+		t.Fatalf("bad duration %q: %v", s, err)
+	}
+	return d
+}
+
+func kv(vals []string) map[string]string {
+	if len(vals) == 0 {
+		return nil
+	}
+	m := map[string]string{}
+	for _, v := range vals {
+		k, val, _ := strings.Cut(v, "=")
+		m[k] = val
+	}
+	return m
+}
+
+func quantity(t *testing.T, name resource.Name, s string) int64 {
+	v, err := resource.ParseQuantity(s, name.Scale())
+	if err != nil {
+		t.Fatalf("bad quantity %s=%q: %v", name, s, err)
+	}
+	return v
+}
+
+func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
+	if td.Cmd != "init" && h.c == nil {
+		t.Fatalf("%s: init first", td.Pos)
+	}
+	var err error
+	switch td.Cmd {
+	case "init":
+		cfg := DefaultConfig()
+		if p, ok := arg(td, "policy"); ok {
+			cfg.Policy = p
+		}
+		for l := 2; l < 4; l++ {
+			s := strconv.Itoa(l)
+			if v, ok := arg(td, "batch"+s); ok {
+				cfg.Tiers[l].BatchSize, _ = strconv.Atoi(v)
+			}
+			if v, ok := arg(td, "window"+s); ok {
+				cfg.Tiers[l].Window = mustDur(t, v)
+			}
+			if v, ok := arg(td, "aging"+s); ok {
+				cfg.Tiers[l].AgingAfter = mustDur(t, v)
+			}
+		}
+		if v, ok := arg(td, "hysteresis"); ok {
+			cfg.AgingHysteresis, _ = strconv.ParseFloat(v, 64)
+		}
+		if v, ok := arg(td, "min-runtime"); ok {
+			cfg.PreemptMinRuntime = mustDur(t, v)
+		}
+		if v, ok := arg(td, "sample"); ok {
+			cfg.SampleSize, _ = strconv.Atoi(v)
+		}
+		if v, ok := arg(td, "max-visit"); ok {
+			cfg.MaxVisit, _ = strconv.Atoi(v)
+		}
+		h.c, err = New(cfg)
+		h.now = epoch
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return "ok"
+	case "node":
+		var spec api.Node
+		if strings.TrimSpace(td.Input) != "" {
+			dec := json.NewDecoder(strings.NewReader(td.Input))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&spec); err != nil {
+				t.Fatalf("%s: %v", td.Pos, err)
+			}
+		} else {
+			spec = h.nodeFromArgs(t, td)
+		}
+		err = h.c.UpsertNode(h.now, &spec)
+	case "submit":
+		var spec api.Task
+		if strings.TrimSpace(td.Input) != "" {
+			dec := json.NewDecoder(strings.NewReader(td.Input))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&spec); err != nil {
+				return "error: " + err.Error()
+			}
+			if err := spec.Validate(); err != nil {
+				return "error: " + err.Error()
+			}
+			err = h.c.Submit(h.now, &spec)
+			break
+		}
+		ids := args(td, "id")
+		for _, id := range ids {
+			spec = h.taskFromArgs(t, td)
+			spec.ID = id
+			if err = spec.Validate(); err != nil {
+				break
+			}
+			if err = h.c.Submit(h.now, &spec); err != nil {
+				break
+			}
+		}
+	case "tick":
+		if v, ok := arg(td, "by"); ok {
+			h.now = h.now.Add(mustDur(t, v))
+		}
+		h.c.Tick(h.now)
+	case "advance":
+		v, _ := arg(td, "by")
+		h.now = h.now.Add(mustDur(t, v))
+		return "now=" + h.now.Sub(epoch).String()
+	case "start":
+		for _, id := range args(td, "id") {
+			if err = h.c.TaskStarted(h.now, id); err != nil {
+				break
+			}
+		}
+	case "finish":
+		r := Result{}
+		if v, ok := arg(td, "exit"); ok {
+			r.ExitCode, _ = strconv.Atoi(v)
+		}
+		r.TimedOut = td.HasArg("timedout")
+		for _, id := range args(td, "id") {
+			if err = h.c.TaskFinished(h.now, id, r); err != nil {
+				break
+			}
+		}
+	case "cancel":
+		id, _ := arg(td, "id")
+		err = h.c.Cancel(h.now, id, "")
+	case "renew":
+		id, _ := arg(td, "id")
+		err = h.c.Renew(h.now, id)
+	case "forget":
+		id, _ := arg(td, "id")
+		err = h.c.Forget(id)
+	case "health":
+		node, _ := arg(td, "node")
+		dev, _ := arg(td, "dev")
+		typ := "nvidia.com/gpu"
+		if v, ok := arg(td, "type"); ok {
+			typ = v
+		}
+		hv, _ := arg(td, "healthy")
+		err = h.c.SetDeviceHealth(h.now, node, typ, dev, hv == "true")
+	case "state":
+		node, _ := arg(td, "node")
+		to, _ := arg(td, "to")
+		err = h.c.SetNodeState(h.now, node, to)
+	case "remove":
+		node, _ := arg(td, "node")
+		err = h.c.RemoveNode(h.now, node)
+	case "observe":
+		node, _ := arg(td, "node")
+		u := NodeUsage{}
+		if v, ok := arg(td, "cpu"); ok {
+			u.CPU, _ = strconv.ParseFloat(v, 64)
+		}
+		if d := kv(args(td, "devs")); d != nil {
+			u.Devices = map[string]float64{}
+			for k, v := range d {
+				u.Devices[k], _ = strconv.ParseFloat(v, 64)
+			}
+		}
+		err = h.c.ObserveNode(h.now, node, u)
+	case "show":
+		var b strings.Builder
+		for _, id := range args(td, "id") {
+			tk, ok := h.c.Task(id)
+			if !ok {
+				fmt.Fprintf(&b, "%s: unknown\n", id)
+				continue
+			}
+			fmt.Fprintf(&b, "%s: %s level=%d attempt=%d", id, tk.State(), tk.Level(), tk.attempt)
+			if tk.node != nil {
+				fmt.Fprintf(&b, " node=%s", tk.node.name)
+			}
+			if r := tk.Reason(); r != "" {
+				fmt.Fprintf(&b, " reason=%q", r)
+			}
+			b.WriteByte('\n')
+		}
+		return b.String()
+	case "nodes":
+		var b strings.Builder
+		for _, n := range h.c.Nodes() {
+			fmt.Fprintf(&b, "%s %s alloc=%s cap=%s tasks=%d", n.name, n.state, h.c.dims.Format(&n.alloc), h.c.dims.Format(&n.capacity), len(n.tasks))
+			for _, d := range n.devices {
+				if d.Used > 0 || !d.Healthy {
+					fmt.Fprintf(&b, " %s=%d", d.ID, d.Used)
+					if !d.Healthy {
+						b.WriteString("(unhealthy)")
+					}
+				}
+			}
+			b.WriteByte('\n')
+		}
+		return b.String()
+	case "pending":
+		p := h.c.Pending()
+		return fmt.Sprintf("urgent=%d high=%d medium=%d low=%d", p[0], p[1], p[2], p[3])
+	case "wakeup":
+		w, ok := h.c.NextWakeup()
+		if !ok {
+			return "none"
+		}
+		return "in " + w.Sub(h.now).String()
+	default:
+		t.Fatalf("%s: unknown command %q", td.Pos, td.Cmd)
+	}
+	var b strings.Builder
+	if err != nil {
+		fmt.Fprintf(&b, "error: %v\n", err)
+	}
+	b.WriteString(formatOutput(h.c.TakeOutput()))
+	if b.Len() == 0 {
+		return "ok"
+	}
+	return b.String()
+}
+
+func (h *harness) nodeFromArgs(t *testing.T, td *datadriven.TestData) api.Node {
+	name, _ := arg(td, "name")
+	spec := api.Node{Name: name, Capacity: resource.List{}}
+	if v, ok := arg(td, "cpu"); ok {
+		spec.Capacity[resource.CPU] = quantity(t, resource.CPU, v)
+	}
+	if v, ok := arg(td, "mem"); ok {
+		spec.Capacity[resource.Memory] = quantity(t, resource.Memory, v)
+	}
+	spec.Labels = kv(args(td, "labels"))
+	spec.Taints = args(td, "taints")
+	spec.State, _ = arg(td, "state")
+	devs := func(typ, countKey, modelKey, domKey, domLabel string) {
+		v, ok := arg(td, countKey)
+		if !ok {
+			return
+		}
+		n, _ := strconv.Atoi(v)
+		model, _ := arg(td, modelKey)
+		doms := 1
+		if dv, ok := arg(td, domKey); ok {
+			doms, _ = strconv.Atoi(dv)
+		}
+		per := (n + doms - 1) / doms
+		for i := 0; i < n; i++ {
+			spec.Devices = append(spec.Devices, api.Device{Type: typ, ID: strconv.Itoa(i), Model: model,
+				Topology: map[string]string{domLabel: name + "-d" + strconv.Itoa(i/per)}})
+		}
+	}
+	devs("nvidia.com/gpu", "gpu", "model", "domains", api.TopologyNVLink)
+	devs("google.com/tpu", "tpu", "tpu-model", "tpu-domains", api.TopologyICI)
+	return spec
+}
+
+func (h *harness) taskFromArgs(t *testing.T, td *datadriven.TestData) api.Task {
+	spec := api.Task{Resources: resource.List{}}
+	if v, ok := arg(td, "prio"); ok {
+		p, _ := strconv.Atoi(v)
+		spec.Priority = &p
+	}
+	spec.Name, _ = arg(td, "name")
+	for key, name := range map[string]resource.Name{"cpu": resource.CPU, "mem": resource.Memory, "gpu": "nvidia.com/gpu", "tpu": "google.com/tpu"} {
+		if v, ok := arg(td, key); ok {
+			spec.Resources[name] = quantity(t, name, v)
+		}
+	}
+	spec.NodeSelector = kv(args(td, "selector"))
+	spec.Tolerations = args(td, "tol")
+	for key, dst := range map[string]*api.Duration{"duration": &spec.Duration, "timeout": &spec.Timeout, "qtimeout": &spec.QueueTimeout, "lease": &spec.Lease} {
+		if v, ok := arg(td, key); ok {
+			*dst = api.Duration(mustDur(t, v))
+		}
+	}
+	spec.Depends = args(td, "depends")
+	if v, ok := arg(td, "preemptible"); ok {
+		b := v == "true"
+		spec.Preemptible = &b
+	}
+	if v, ok := arg(td, "class"); ok {
+		spec.Metadata = map[string]string{"class": v}
+	}
+	return spec
+}
+
+func formatOutput(o Output) string {
+	var b strings.Builder
+	for _, p := range o.Placements {
+		var devs []string
+		for _, d := range p.Devices {
+			s := d.Type + "/" + d.ID
+			if d.Share != 1000 {
+				s += "(" + resource.FormatMilli(int64(d.Share)) + ")"
+			}
+			devs = append(devs, s)
+		}
+		sort.Strings(devs)
+		fmt.Fprintf(&b, "placed %s on %s", p.Task, p.Node)
+		if len(devs) > 0 {
+			fmt.Fprintf(&b, " devices=[%s]", strings.Join(devs, " "))
+		}
+		if p.Chosen >= 0 {
+			fmt.Fprintf(&b, " alternative=%d", p.Chosen)
+		}
+		fmt.Fprintf(&b, " level=%d waited=%s\n", p.Level, p.Delay)
+	}
+	for _, p := range o.Preemptions {
+		fmt.Fprintf(&b, "preempt %s on %s for %s\n", p.Victim, p.Node, p.By)
+	}
+	for _, tr := range o.Transitions {
+		fmt.Fprintf(&b, "%s: %s -> %s", tr.Task, tr.From, tr.To)
+		if tr.Reason != "" {
+			fmt.Fprintf(&b, " (%s)", tr.Reason)
+		}
+		if tr.Attempt > 0 {
+			fmt.Fprintf(&b, " attempt=%d", tr.Attempt)
+		}
+		b.WriteByte('\n')
+	}
+	for _, u := range o.Unschedulable {
+		fmt.Fprintf(&b, "unschedulable %s (%d waiting): %s\n", u.Sample, u.Count, u.Reason)
+	}
+	return b.String()
+}
