@@ -36,6 +36,9 @@ type Config struct {
 	RetryInterval time.Duration
 	// PreemptMinRuntime protects a task that started less than this ago.
 	PreemptMinRuntime time.Duration
+	// PreemptRetry is how often blocked urgent and high tasks try preemption
+	// again without a capacity change (victims may have become eligible).
+	PreemptRetry time.Duration
 	// PreemptMaxVisit bounds the nodes examined for one preemption.
 	PreemptMaxVisit int
 	// DefaultDuration is the runtime assumed for a task with no estimate and
@@ -65,6 +68,7 @@ func DefaultConfig() Config {
 		RetryInterval:     time.Millisecond,
 		PreemptMinRuntime: 0,
 		PreemptMaxVisit:   2048,
+		PreemptRetry:      time.Second,
 		DefaultDuration:   time.Hour,
 		LoadTarget:        0.8,
 
@@ -100,6 +104,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RetryInterval <= 0 {
 		return errs.Invalid("retryInterval", "must be positive")
+	}
+	if c.PreemptRetry <= 0 {
+		return errs.Invalid("preemptRetry", "must be positive")
 	}
 	if c.PreemptMaxVisit < 1 {
 		return errs.Invalid("preemptMaxVisit", "must be positive")

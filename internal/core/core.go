@@ -58,6 +58,10 @@ type Core struct {
 	nodev       []*Status
 	deferred    []*classQueue
 	blockedAll  []blockRef
+	// blockedHigh lists blocked urgent/high queues, retried for preemption
+	// at highRetryAt.
+	blockedHigh []blockRef
+	highRetryAt int64
 	retryAt     int64 // a deferred search resumes at this time (when retrySet)
 	retrySet    bool
 	rrGroup     int
@@ -164,6 +168,15 @@ func (c *Core) Tick(now time.Time) {
 	if c.retrySet && c.now >= c.retryAt {
 		c.retrySet = false
 	}
+	if len(c.blockedHigh) > 0 && c.now >= c.highRetryAt {
+		refs := c.blockedHigh
+		c.blockedHigh = nil
+		for _, r := range refs {
+			if r.q.blocked && r.q.gen == r.gen {
+				c.unblock(r.q)
+			}
+		}
+	}
 	c.schedule()
 }
 
@@ -192,6 +205,9 @@ func (c *Core) NextWakeup() (time.Time, bool) {
 				}
 			}
 		}
+	}
+	if len(c.blockedHigh) > 0 {
+		consider(c.highRetryAt)
 	}
 	if c.retrySet {
 		consider(c.retryAt)

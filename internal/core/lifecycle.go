@@ -323,9 +323,18 @@ func (c *Core) block(q *classQueue, t *Task) {
 		}
 	}
 	c.blockedAll = appendRef(c.blockedAll, ref)
+	if q.level <= api.PriorityHigh {
+		if len(c.blockedHigh) == 0 {
+			c.highRetryAt = c.now + int64(c.cfg.PreemptRetry)
+		}
+		c.blockedHigh = appendRef(c.blockedHigh, ref)
+	}
 	reason := c.explain(t)
-	q.cls.reason = reason
-	c.out.Unschedulable = append(c.out.Unschedulable, UnschedulableClass{Sample: t.id, Count: q.size(), Reason: reason})
+	if reason != q.lastReason {
+		// Reported when the reason changes, not at every retry.
+		q.lastReason = reason
+		c.out.Unschedulable = append(c.out.Unschedulable, UnschedulableClass{Sample: t.id, Count: q.size(), Reason: reason})
+	}
 }
 
 // appendRef adds r, dropping stale references once the list has doubled.

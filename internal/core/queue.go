@@ -17,6 +17,8 @@ type classQueue struct {
 	blocked  bool
 	gen      uint32 // bumps at each block, invalidates old blockRefs
 	deferred bool   // left for the next cycle (search budget spent)
+	// lastReason is the unschedulable reason last reported for this queue.
+	lastReason string
 }
 
 func taskLess(a, b *Task) bool {

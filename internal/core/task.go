@@ -49,7 +49,6 @@ type class struct {
 	selector    []selTerm
 	tolerations []api.Toleration
 	queues      [4]*classQueue
-	reason      string
 }
 
 // runtimeClass groups tasks whose runtimes predict each other: the task's
@@ -124,9 +123,14 @@ func (t *Task) Options() []Option { return t.cls.opts }
 func (t *Task) Node() *Node { return t.node }
 
 // Reason returns why the task is in its state (unplaced, failed, ...).
+// A pending task whose class could not be placed reports why, after the
+// reason it went back to pending (if any).
 func (t *Task) Reason() string {
-	if t.state == Pending && t.reason == "" && t.cls != nil {
-		return t.cls.reason
+	if t.state == Pending && t.q != nil && t.q.blocked && t.q.lastReason != "" {
+		if t.reason != "" {
+			return t.reason + "; " + t.q.lastReason
+		}
+		return t.q.lastReason
 	}
 	return t.reason
 }

@@ -91,9 +91,10 @@ type Transition struct {
 	Attempt int
 }
 
-// UnschedulableClass reports that the tasks of one scheduling class could not be
-// placed, with the reason summary. Sample is one of the tasks; Count is how
-// many tasks of the class were waiting.
+// UnschedulableClass reports that the tasks of one scheduling class at one
+// level could not be placed, with the reason summary; it is reported when
+// the reason changes. Sample is one of the tasks; Count is how many tasks of
+// the class were waiting at that level.
 type UnschedulableClass struct {
 	Sample string
 	Count  int
