@@ -64,7 +64,7 @@ type Core struct {
 	highRetryAt int64
 	retryAt     int64 // a deferred search resumes at this time (when retrySet)
 	retrySet    bool
-	rrGroup     int
+	rr          int // round-robin cursor over index.order
 	callPlaced  int // placements made by the current input
 
 	stats Stats

@@ -26,7 +26,6 @@ type group struct {
 	indexed  int // nodes in buckets
 	members  int // all nodes of the group, schedulable or not
 	max      int // highest non-empty bucket, -1 when none
-	rr       int // round-robin cursor
 	// blocked lists class queues waiting for capacity in this group.
 	blocked []blockRef
 }

@@ -26,10 +26,13 @@ func (c *Core) refreshGroups(t *Task, o *Option) {
 		return
 	}
 	o.groups = o.groups[:0]
+	o.groupSet = o.groupSet[:0]
 	for _, g := range c.idx.glist {
-		if c.staticCheck(t, o, g) == nil {
+		ok := c.staticCheck(t, o, g) == nil
+		if ok {
 			o.groups = append(o.groups, g)
 		}
+		o.groupSet = append(o.groupSet, ok)
 	}
 	o.groupsVer = c.idx.version
 	o.groupsOK = true
@@ -54,19 +57,17 @@ func (c *Core) sampleSize() int {
 // tryPlace searches the compatible groups of every option of t and commits
 // the best-scoring fit.
 func (c *Core) tryPlace(t *Task) outcome {
+	if c.policy.Order == Rotate {
+		return c.rotatePlace(t)
+	}
 	best := candidate{score: math.MinInt64}
 	complete := true
 	sample := c.sampleSize()
 	for oi := range t.cls.opts {
 		o := &t.cls.opts[oi]
 		c.refreshGroups(t, o)
-		ng := len(o.groups)
-		start := 0
-		if c.policy.Order == Rotate && ng > 0 {
-			start = c.rrGroup % ng
-		}
-		for k := 0; k < ng; k++ {
-			if !c.searchGroup(t, o, o.groups[(start+k)%ng], sample, &best) {
+		for _, g := range o.groups {
+			if !c.searchGroup(t, o, g, sample, &best) {
 				complete = false
 			}
 		}
@@ -77,12 +78,56 @@ func (c *Core) tryPlace(t *Task) outcome {
 		}
 		return deferred
 	}
-	if c.policy.Order == Rotate {
-		c.rrGroup++
-		best.n.group.rr++
-	}
 	c.commit(t, best.o, best.n, c.bestDevs)
 	return placed
+}
+
+// rotatePlace is round-robin: from a cursor over all nodes, the first node
+// that fits any option takes the task and the cursor moves past it. At most
+// MaxVisit nodes are looked at per attempt; a task is unfit once a whole
+// turn of the cluster found nothing (or no bucket could hold it).
+func (c *Core) rotatePlace(t *Task) outcome {
+	order := c.idx.order
+	if len(order) == 0 {
+		return unfit
+	}
+	possible := false
+	for oi := range t.cls.opts {
+		o := &t.cls.opts[oi]
+		c.refreshGroups(t, o)
+		for _, g := range o.groups {
+			if g.indexed > 0 && g.needBucket(o.req[g.primary]) <= g.max {
+				possible = true
+			}
+		}
+	}
+	if !possible {
+		return unfit
+	}
+	for visited := 0; visited < c.cfg.MaxVisit; visited++ {
+		if t.cls.rrMiss >= len(order) {
+			t.cls.rrMiss = 0
+			return unfit
+		}
+		pos := c.rr % len(order)
+		c.rr = pos + 1
+		n := order[pos]
+		if n.bucket < 0 {
+			t.cls.rrMiss++
+			continue
+		}
+		for oi := range t.cls.opts {
+			o := &t.cls.opts[oi]
+			if !o.hasGroup(n.group) || c.checkNode(t, o, n) != nil {
+				continue
+			}
+			t.cls.rrMiss = 0
+			c.commit(t, o, n, c.scratchDevs)
+			return placed
+		}
+		t.cls.rrMiss++
+	}
+	return deferred
 }
 
 // searchGroup looks at up to MaxVisit nodes of g in the policy's order,
@@ -121,25 +166,6 @@ func (c *Core) searchGroup(t *Task, o *Option, g *group, sample int, best *candi
 				}
 				visited++
 				if c.consider(t, o, n, best) {
-					if found++; found >= sample {
-						return true
-					}
-				}
-			}
-		}
-	case Rotate:
-		for b := g.max; b >= nb; b-- {
-			bk := g.buckets[b]
-			if len(bk) == 0 {
-				continue
-			}
-			off := g.rr % len(bk)
-			for i := range bk {
-				if visited == limit {
-					return found > 0
-				}
-				visited++
-				if c.consider(t, o, bk[(off+i)%len(bk)], best) {
 					if found++; found >= sample {
 						return true
 					}

@@ -89,6 +89,7 @@ type CandidateOrder uint8
 const (
 	MostAllocatedFirst CandidateOrder = iota
 	LeastAllocatedFirst
+	// Rotate is round-robin over all nodes (scores are not used).
 	Rotate
 )
 

@@ -44,8 +44,8 @@ func init() {
 	})
 	register("spread", func(c *Core) *Policy {
 		return &Policy{Name: "spread", Description: "fewest tasks per node, then least allocated",
-			Order: LeastAllocatedFirst, Static: base(c), Picker: BestFitShare{},
-			Scores: []WeightedScore{{FewestTasks{}, 2}, {LeastAllocated{}, 1}, {AcceleratorGuard{}, 1}}}
+			Order: LeastAllocatedFirst, Static: base(c), Picker: BestFitShare{}, SampleSize: 16,
+			Scores: []WeightedScore{{FewestTasks{}, 10}, {LeastAllocated{}, 1}, {AcceleratorGuard{}, 1}}}
 	})
 	register("weighted-feedback", func(c *Core) *Policy {
 		return &Policy{Name: "weighted-feedback", Description: "node weights from observed utilization and task latency",

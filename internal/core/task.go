@@ -27,6 +27,7 @@ type Option struct {
 	// groups compatible with this option (static filters passed), cached
 	// against index.version.
 	groups    []*group
+	groupSet  []bool // by group id
 	groupsVer uint64
 	groupsOK  bool
 }
@@ -49,7 +50,11 @@ type class struct {
 	selector    []selTerm
 	tolerations []api.Toleration
 	queues      [4]*classQueue
+	rrMiss      int // round-robin: nodes visited in a row without a fit
 }
+
+// hasGroup reports whether g passed o's static filters.
+func (o *Option) hasGroup(g *group) bool { return g.id < len(o.groupSet) && o.groupSet[g.id] }
 
 // runtimeClass groups tasks whose runtimes predict each other: the task's
 // metadata "class", else its name, else its scheduling class.
