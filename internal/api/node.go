@@ -127,9 +127,13 @@ func (n *Node) Validate() error {
 				return errs.Invalid(f+".topology."+k, "%v", err)
 			}
 		}
+		// Every listed type gets an entry, so that a type whose devices are
+		// all unhealthy counts as zero rather than escaping the check.
+		c := counts[d.Type]
 		if !d.Unhealthy {
-			counts[d.Type] += 1000
+			c += 1000
 		}
+		counts[d.Type] = c
 	}
 	for name, q := range n.Capacity {
 		if q < 0 {

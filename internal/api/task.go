@@ -5,6 +5,7 @@ import (
 	"math"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/hetsched/hetsched/internal/errs"
 	"github.com/hetsched/hetsched/internal/resource"
@@ -116,11 +117,17 @@ func ValidateLabelValue(v string) error {
 	return nil
 }
 
+// truncate shortens s to at most 80 bytes for a message, cutting at a rune
+// boundary so that the result stays valid UTF-8.
 func truncate(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
+	if len(s) <= 80 {
+		return s
 	}
-	return s
+	i := 80
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
 }
 
 // Validate checks every field and returns the first problem as an
@@ -157,7 +164,7 @@ func (t *Task) Validate() error {
 			return err
 		}
 		if a.Speed < 0 || math.IsNaN(a.Speed) || math.IsInf(a.Speed, 0) || a.Speed > 1e6 {
-			return errs.Invalid(f+".speed", "must be a positive number (relative to resources, 1.0), got %v", a.Speed)
+			return errs.Invalid(f+".speed", "must be a positive number relative to resources (0 or absent means 1.0), got %v", a.Speed)
 		}
 	}
 	if len(t.NodeSelector) > MaxSelectorLabels {
@@ -165,7 +172,7 @@ func (t *Task) Validate() error {
 	}
 	for k, v := range t.NodeSelector {
 		if err := ValidateLabelKey(k); err != nil {
-			return errs.Invalid("nodeSelector."+k, "%v", err)
+			return errs.Invalid("nodeSelector."+truncate(k), "%v", err)
 		}
 		// A value may list alternatives separated by '|' ("V100|A100").
 		for _, alt := range strings.Split(v, "|") {
