@@ -251,3 +251,37 @@ func run(shape, policy string, nodes []api.Node, specs []api.Task, measureHeap b
 	}
 	return res, nil
 }
+
+// Spec names one measurement: a shape on a node count with a task count.
+type Spec struct {
+	Shape string
+	Nodes int
+	Tasks int
+}
+
+// DefaultSpecs are the shapes of the scheduling-core issue: the fleet of
+// 10,000 nodes with 10k, 100k and 1M tasks pending before the dispatch, and
+// the peer shape at (500, 10k), (5k, 10k) and (10k, 40k).
+func DefaultSpecs() []Spec {
+	return []Spec{
+		{"fleet", 10000, 10_000}, {"fleet", 10000, 100_000}, {"fleet", 10000, 1_000_000},
+		{"peer", 500, 10_000}, {"peer", 5000, 10_000}, {"peer", 10000, 40_000},
+	}
+}
+
+// RunSpec runs one spec.
+func RunSpec(policy string, s Spec) (Result, error) {
+	if s.Nodes < 1 || s.Nodes > 1_000_000 {
+		return Result{}, fmt.Errorf("nodes: must be 1..1000000, got %d", s.Nodes)
+	}
+	if s.Tasks < 1 || s.Tasks > 20_000_000 {
+		return Result{}, fmt.Errorf("tasks: must be 1..20000000, got %d", s.Tasks)
+	}
+	switch s.Shape {
+	case "fleet":
+		return Fleet(policy, s.Nodes, s.Tasks)
+	case "peer":
+		return Peer(policy, s.Nodes, s.Tasks)
+	}
+	return Result{}, fmt.Errorf("shape: must be fleet or peer, got %q", s.Shape)
+}

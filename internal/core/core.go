@@ -164,6 +164,9 @@ func (c *Core) advance(now time.Time) {
 func (c *Core) Tick(now time.Time) {
 	c.advance(now)
 	c.fireTimers()
+	// Due batches go before aging, so that a task is raised only when its
+	// own tier's dispatch did not place it.
+	c.schedule()
 	c.age()
 	if c.retrySet && c.now >= c.retryAt {
 		c.retrySet = false

@@ -420,8 +420,8 @@ func (c *Core) age() {
 					break
 				}
 				th := c.agingThreshold(h)
-				if th == 0 || c.now-h.levelSince < th {
-					break
+				if th == 0 || c.now-h.levelSince <= th {
+					break // not waited past the threshold yet
 				}
 				c.unqueue(h)
 				h.level--

@@ -63,13 +63,16 @@ func (c *Core) tryPlace(t *Task) outcome {
 	best := candidate{score: math.MinInt64}
 	complete := true
 	sample := c.sampleSize()
-	for oi := range t.cls.opts {
+	for _, oi := range t.cls.optOrder {
 		o := &t.cls.opts[oi]
 		c.refreshGroups(t, o)
 		for _, g := range o.groups {
 			if !c.searchGroup(t, o, g, sample, &best) {
 				complete = false
 			}
+		}
+		if best.n != nil && !c.policy.CompareOptions {
+			break
 		}
 	}
 	if best.n == nil {
@@ -116,7 +119,7 @@ func (c *Core) rotatePlace(t *Task) outcome {
 			t.cls.rrMiss++
 			continue
 		}
-		for oi := range t.cls.opts {
+		for _, oi := range t.cls.optOrder {
 			o := &t.cls.opts[oi]
 			if !o.hasGroup(n.group) || c.checkNode(t, o, n) != nil {
 				continue

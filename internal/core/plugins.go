@@ -112,6 +112,11 @@ type Policy struct {
 	Picker      SharePicker
 	// SampleSize overrides Config.SampleSize when > 0.
 	SampleSize int
+	// CompareOptions lets the candidates of all of a task's options compete
+	// on score. Without it, options are tried fastest first (declared
+	// speed, ties in the order given) and the first that fits anywhere wins:
+	// the earliest expected completion among the options that fit now.
+	CompareOptions bool
 }
 
 // policyFactory builds a policy bound to one core (plugins may read its
@@ -120,7 +125,13 @@ type policyFactory func(c *Core) *Policy
 
 var policies = map[string]policyFactory{}
 
-func register(name string, f policyFactory) { policies[name] = f }
+// policyDescriptions holds each registered policy's one-line description.
+var policyDescriptions = map[string]string{}
+
+func register(name, description string, f policyFactory) {
+	policies[name] = f
+	policyDescriptions[name] = description
+}
 
 // PolicyNames lists the known policies, comma-separated.
 func PolicyNames() string {
@@ -135,4 +146,9 @@ func PolicyNames() string {
 // Policies returns the sorted list of policy names.
 func Policies() []string {
 	return strings.Split(PolicyNames(), ", ")
+}
+
+// DescribePolicy returns a policy's one-line description ("" if unknown).
+func DescribePolicy(name string) string {
+	return policyDescriptions[name]
 }

@@ -28,49 +28,50 @@ func init() {
 	base := func(c *Core) []FilterPlugin {
 		return []FilterPlugin{ResourceTypes{dims: c.dims}, NodeSelector{}, TaintToleration{}}
 	}
-	register("round-robin", func(c *Core) *Policy {
+	register("round-robin", "rotate over the nodes that fit", func(c *Core) *Policy {
 		return &Policy{Name: "round-robin", Description: "rotate over the nodes that fit",
 			Order: Rotate, Static: base(c), Picker: BestFitShare{}, SampleSize: 1}
 	})
-	register("least-allocated", func(c *Core) *Policy {
+	register("least-allocated", "least-connections: the emptiest node", func(c *Core) *Policy {
 		return &Policy{Name: "least-allocated", Description: "least-connections: the emptiest node",
 			Order: LeastAllocatedFirst, Static: base(c), Picker: BestFitShare{},
 			Scores: []WeightedScore{{LeastAllocated{}, 1}, {AcceleratorGuard{}, 1}}}
 	})
-	register("binpack", func(c *Core) *Policy {
+	register("binpack", "most-allocated: fill nodes before opening new ones", func(c *Core) *Policy {
 		return &Policy{Name: "binpack", Description: "most-allocated: fill nodes before opening new ones",
 			Order: MostAllocatedFirst, Static: base(c), Picker: BestFitShare{},
 			Scores: []WeightedScore{{MostAllocated{}, 1}, {AcceleratorGuard{}, 1}}}
 	})
-	register("spread", func(c *Core) *Policy {
+	register("spread", "fewest tasks per node, then least allocated", func(c *Core) *Policy {
 		return &Policy{Name: "spread", Description: "fewest tasks per node, then least allocated",
 			Order: LeastAllocatedFirst, Static: base(c), Picker: BestFitShare{}, SampleSize: 16,
 			Scores: []WeightedScore{{FewestTasks{}, 10}, {LeastAllocated{}, 1}, {AcceleratorGuard{}, 1}}}
 	})
-	register("weighted-feedback", func(c *Core) *Policy {
+	register("weighted-feedback", "node weights from observed utilization and task latency", func(c *Core) *Policy {
 		return &Policy{Name: "weighted-feedback", Description: "node weights from observed utilization and task latency",
 			Order: LeastAllocatedFirst, Static: base(c), Picker: BestFitShare{}, SampleSize: 8,
 			Scores: []WeightedScore{{&Feedback{c: c}, 2}, {LeastAllocated{}, 1}, {AcceleratorGuard{}, 1}}}
 	})
-	register("sjf", func(c *Core) *Policy {
+	register("sjf", "shortest expected job first, on the least-allocated node", func(c *Core) *Policy {
 		return &Policy{Name: "sjf", Description: "shortest expected job first, on the least-allocated node",
 			Order: LeastAllocatedFirst, Static: base(c), Picker: BestFitShare{},
 			QueueSort: &ShortestFirst{c: c},
 			Scores:    []WeightedScore{{LeastAllocated{}, 1}, {AcceleratorGuard{}, 1}}}
 	})
-	register("load-predict", func(c *Core) *Policy {
+	register("load-predict", "forecast node load (Holt) and pack towards a target without overshoot", func(c *Core) *Policy {
 		lt := &LoadTarget{c: c}
 		return &Policy{Name: "load-predict", Description: "forecast node load (Holt) and pack towards a target without overshoot",
 			Order: MostAllocatedFirst, Static: base(c), Picker: BestFitShare{}, SampleSize: 8,
 			Filters: []FilterPlugin{lt}, Reserve: []ReservePlugin{lt},
 			Scores: []WeightedScore{{lt, 2}, {AcceleratorGuard{}, 1}}}
 	})
-	register("hetero-aware", func(c *Core) *Policy {
+	register("hetero-aware", "earliest expected completion across alternatives and device models, learned from finished tasks", func(c *Core) *Policy {
 		return &Policy{Name: "hetero-aware", Description: "earliest expected completion across alternatives and device models, learned from finished tasks",
 			Order: LeastAllocatedFirst, Static: base(c), Picker: BestFitShare{}, SampleSize: 4,
-			Scores: []WeightedScore{{&ExpectedCompletion{c: c}, 10}, {MostAllocated{}, 1}, {AcceleratorGuard{}, 1}}}
+			CompareOptions: true,
+			Scores:         []WeightedScore{{&ExpectedCompletion{c: c}, 10}, {MostAllocated{}, 1}, {AcceleratorGuard{}, 1}}}
 	})
-	register("fgd", func(c *Core) *Policy {
+	register("fgd", "fragmentation gradient descent for shared GPUs (ATC'23)", func(c *Core) *Policy {
 		f := &Fragmentation{c: c}
 		return &Policy{Name: "fgd", Description: "fragmentation gradient descent for shared GPUs (ATC'23)",
 			Order: MostAllocatedFirst, Static: base(c), Picker: f, SampleSize: 16,
@@ -87,10 +88,12 @@ func (ResourceTypes) Name() string { return "ResourceTypes" }
 
 // Filter implements FilterPlugin.
 func (p ResourceTypes) Filter(_ *CycleState, _ *Task, o *Option, n *Node) *Status {
-	if i := o.req.FirstShort(&n.capacity); i >= 0 {
-		if n.capacity[i] == 0 {
+	for i := range o.req {
+		if o.req[i] > 0 && n.capacity[i] == 0 {
 			return NewUnschedulable("no " + string(p.dims.Name(i)))
 		}
+	}
+	if i := o.req.FirstShort(&n.capacity); i >= 0 {
 		return NewUnschedulable("node too small for " + string(p.dims.Name(i)))
 	}
 	return nil

@@ -4,9 +4,12 @@ package core
 // preemptible tasks of lower priority (larger number). The what-if runs on
 // the live node state with raw, undoable allocation changes (checkpoint,
 // evict, check, reprieve, rollback), so nothing is committed until the best
-// node is chosen: fewest victims, then the least important victims, then
-// the most recently started ones. Victims go back to pending with their
-// attempt counted; they are never lost.
+// node is chosen. On a node, victims are taken least important first, most
+// recently started first, and then reprieved from the most important down,
+// leaving the fewest that make room. Across nodes (as kube-scheduler does):
+// the node whose most important victim is least important, then the fewest
+// victims, then the most recently started. Victims go back to pending with
+// their attempt counted; they are never lost.
 
 type preemptPlan struct {
 	n       *Node
@@ -21,12 +24,12 @@ func (p *preemptPlan) better(victims []*Task) bool {
 	if !p.hasPlan {
 		return true
 	}
-	if len(victims) != len(p.victims) {
-		return len(victims) < len(p.victims)
-	}
 	mp, lt := victimStats(victims)
 	if mp != p.minPrio {
 		return mp > p.minPrio
+	}
+	if len(victims) != len(p.victims) {
+		return len(victims) < len(p.victims)
 	}
 	return lt > p.latest
 }

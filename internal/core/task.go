@@ -50,6 +50,7 @@ type class struct {
 	selector    []selTerm
 	tolerations []api.Toleration
 	queues      [4]*classQueue
+	optOrder    []int // option indexes, fastest declared speed first
 	rrMiss      int // round-robin: nodes visited in a row without a fit
 }
 
@@ -198,6 +199,12 @@ func buildClass(key string, spec *api.Task, dims *resource.Dims) (*class, error)
 			return nil, err
 		}
 	}
+	for i := range cl.opts {
+		cl.optOrder = append(cl.optOrder, i)
+	}
+	sort.SliceStable(cl.optOrder, func(a, b int) bool {
+		return cl.opts[cl.optOrder[a]].Speed > cl.opts[cl.optOrder[b]].Speed
+	})
 	keys := make([]string, 0, len(spec.NodeSelector))
 	for k := range spec.NodeSelector {
 		keys = append(keys, k)

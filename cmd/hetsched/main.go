@@ -1,0 +1,28 @@
+// Command hetsched is the scheduler's one binary. This file and its
+// siblings only parse flags and call into internal packages.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	if err := newRoot().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "hetsched:", err)
+		os.Exit(1)
+	}
+}
+
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "hetsched",
+		Short:         "A scheduler for heterogeneous clusters (CPU, GPU, TPU and other accelerators)",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newUp(), newBench(), newPolicies())
+	return root
+}
