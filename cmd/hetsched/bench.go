@@ -18,6 +18,7 @@ func newBench() *cobra.Command {
 func newBenchCore() *cobra.Command {
 	var nodes, tasks int
 	var shape, policy, output string
+	var presize bool
 	cmd := &cobra.Command{
 		Use:   "core",
 		Short: "Measure the scheduling core's placements per second",
@@ -48,7 +49,7 @@ end nearly full) at (500, 10k), (5k, 10k) and (10k, 40k).`,
 			}
 			enc := json.NewEncoder(cmd.OutOrStdout())
 			for _, s := range specs {
-				r, err := benchcore.RunSpec(policy, s)
+				r, err := benchcore.RunSpec(benchcore.Options{Policy: policy, Presize: presize}, s)
 				if err != nil {
 					return err
 				}
@@ -68,5 +69,6 @@ end nearly full) at (500, 10k), (5k, 10k) and (10k, 40k).`,
 	cmd.Flags().StringVar(&shape, "shape", "", "fleet or peer (default: all default shapes)")
 	cmd.Flags().StringVar(&policy, "policy", "least-allocated", "scheduling policy")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json (one JSON object per line)")
+	cmd.Flags().BoolVar(&presize, "presize", false, "pre-size the core's task index for the task count (core.Config.TaskCapacityHint)")
 	return cmd
 }

@@ -16,10 +16,18 @@ import (
 	"github.com/hetsched/hetsched/internal/resource"
 )
 
+// Options choose how a shape runs.
+type Options struct {
+	Policy string
+	// Presize sets core.Config.TaskCapacityHint to the task count.
+	Presize bool
+}
+
 // Result is one shape's measurement.
 type Result struct {
 	Shape            string  `json:"shape"`
 	Policy           string  `json:"policy"`
+	Presized         bool    `json:"presized"`
 	Nodes            int     `json:"nodes"`
 	Tasks            int     `json:"tasks"`
 	Pending          int     `json:"pendingBeforeDispatch"`
@@ -33,8 +41,8 @@ type Result struct {
 }
 
 func (r Result) String() string {
-	s := fmt.Sprintf("%-6s policy=%s nodes=%d tasks=%d pending=%d placements=%d placementsPerSec=%.0f nsPerPlacement=%.0f dispatchNsPerPlacement=%.0f",
-		r.Shape, r.Policy, r.Nodes, r.Tasks, r.Pending, r.Placements, r.PlacementsPerSec, r.NsPerPlacement, r.DispatchNsPerPlacement)
+	s := fmt.Sprintf("%-6s policy=%s presized=%v nodes=%d tasks=%d pending=%d placements=%d placementsPerSec=%.0f nsPerPlacement=%.0f dispatchNsPerPlacement=%.0f",
+		r.Shape, r.Policy, r.Presized, r.Nodes, r.Tasks, r.Pending, r.Placements, r.PlacementsPerSec, r.NsPerPlacement, r.DispatchNsPerPlacement)
 	if r.HeapBytesPerPending > 0 {
 		s += fmt.Sprintf(" heapBytesPerPendingTask=%.0f", r.HeapBytesPerPending)
 	}
@@ -134,9 +142,12 @@ func tierOf(i int) int {
 
 // benchConfig holds medium and low tasks until an explicit Tick so that a
 // known number is pending before the dispatch is measured.
-func benchConfig(policy string) core.Config {
+func benchConfig(opt Options, tasks int) core.Config {
 	cfg := core.DefaultConfig()
-	cfg.Policy = policy
+	cfg.Policy = opt.Policy
+	if opt.Presize {
+		cfg.TaskCapacityHint = tasks
+	}
 	for l := 2; l < 4; l++ {
 		cfg.Tiers[l].BatchSize = 1 << 20
 		cfg.Tiers[l].Window = time.Hour
@@ -146,8 +157,8 @@ func benchConfig(policy string) core.Config {
 }
 
 // newCore builds a core holding nodes.
-func newCore(policy string, nodes []api.Node, now time.Time) (*core.Core, error) {
-	c, err := core.New(benchConfig(policy))
+func newCore(opt Options, tasks int, nodes []api.Node, now time.Time) (*core.Core, error) {
+	c, err := core.New(benchConfig(opt, tasks))
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +173,7 @@ func newCore(policy string, nodes []api.Node, now time.Time) (*core.Core, error)
 
 // Fleet submits tasks mixed tasks to the fleet of nodes and places them
 // all: urgent and high at once, medium and low in one dispatch.
-func Fleet(policy string, nodes, tasks int) (Result, error) {
+func Fleet(opt Options, nodes, tasks int) (Result, error) {
 	shapes := fleetShapes()
 	specs := make([]api.Task, tasks)
 	for i := range specs {
@@ -173,12 +184,12 @@ func Fleet(policy string, nodes, tasks int) (Result, error) {
 			specs[i].Priority = &p
 		}
 	}
-	return run("fleet", policy, FleetNodes(nodes), specs, true)
+	return run("fleet", opt, FleetNodes(nodes), specs, true)
 }
 
 // Peer is YuniKorn core's benchmark shape: m nodes, n tasks of {cpu 1,
 // memory 10} in 2 queues, nodes sized so the cluster ends nearly full.
-func Peer(policy string, m, n int) (Result, error) {
+func Peer(opt Options, m, n int) (Result, error) {
 	per := (n + m - 1) / m
 	nodes := make([]api.Node, m)
 	for i := range nodes {
@@ -191,12 +202,12 @@ func Peer(policy string, m, n int) (Result, error) {
 		specs[i] = api.Task{ID: "t" + strconv.Itoa(i), Queue: "root.q" + strconv.Itoa(i%2), Priority: &low,
 			Resources: resource.List{resource.CPU: 1000, resource.Memory: 10}}
 	}
-	return run("peer", policy, nodes, specs, false)
+	return run("peer", opt, nodes, specs, false)
 }
 
-func run(shape, policy string, nodes []api.Node, specs []api.Task, measureHeap bool) (Result, error) {
+func run(shape string, opt Options, nodes []api.Node, specs []api.Task, measureHeap bool) (Result, error) {
 	now := time.Unix(1_700_000_000, 0)
-	c, err := newCore(policy, nodes, now)
+	c, err := newCore(opt, len(specs), nodes, now)
 	if err != nil {
 		return Result{}, err
 	}
@@ -219,7 +230,7 @@ func run(shape, policy string, nodes []api.Node, specs []api.Task, measureHeap b
 	placed += len(c.TakeOutput().Placements)
 	p := c.Pending()
 	pending := p[0] + p[1] + p[2] + p[3]
-	res := Result{Shape: shape, Policy: policy, Nodes: len(nodes), Tasks: len(specs), Pending: pending}
+	res := Result{Shape: shape, Policy: opt.Policy, Presized: opt.Presize, Nodes: len(nodes), Tasks: len(specs), Pending: pending}
 	if measureHeap && pending > 0 {
 		var after runtime.MemStats
 		runtime.GC()
@@ -270,7 +281,7 @@ func DefaultSpecs() []Spec {
 }
 
 // RunSpec runs one spec.
-func RunSpec(policy string, s Spec) (Result, error) {
+func RunSpec(opt Options, s Spec) (Result, error) {
 	if s.Nodes < 1 || s.Nodes > 1_000_000 {
 		return Result{}, fmt.Errorf("nodes: must be 1..1000000, got %d", s.Nodes)
 	}
@@ -279,9 +290,9 @@ func RunSpec(policy string, s Spec) (Result, error) {
 	}
 	switch s.Shape {
 	case "fleet":
-		return Fleet(policy, s.Nodes, s.Tasks)
+		return Fleet(opt, s.Nodes, s.Tasks)
 	case "peer":
-		return Peer(policy, s.Nodes, s.Tasks)
+		return Peer(opt, s.Nodes, s.Tasks)
 	}
 	return Result{}, fmt.Errorf("shape: must be fleet or peer, got %q", s.Shape)
 }

@@ -8,7 +8,7 @@ import (
 // for the work, every task is placed.
 func TestShapesPlaceEverything(t *testing.T) {
 	for _, policy := range []string{"least-allocated", "binpack", "round-robin"} {
-		r, err := Fleet(policy, 1000, 20000)
+		r, err := Fleet(Options{Policy: policy}, 1000, 20000)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -19,7 +19,7 @@ func TestShapesPlaceEverything(t *testing.T) {
 			t.Errorf("%s fleet: nothing was pending before the dispatch", policy)
 		}
 	}
-	r, err := Peer("binpack", 50, 1000)
+	r, err := Peer(Options{Policy: "binpack"}, 50, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,7 +30,7 @@ func TestShapesPlaceEverything(t *testing.T) {
 
 func benchFleet(b *testing.B, tasks int) {
 	for i := 0; i < b.N; i++ {
-		r, err := Fleet("least-allocated", 10000, tasks)
+		r, err := Fleet(Options{Policy: "least-allocated"}, 10000, tasks)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -46,7 +46,7 @@ func BenchmarkFleet1M(b *testing.B)   { benchFleet(b, 1_000_000) }
 
 func benchPeer(b *testing.B, m, n int) {
 	for i := 0; i < b.N; i++ {
-		r, err := Peer("binpack", m, n)
+		r, err := Peer(Options{Policy: "least-allocated"}, m, n)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -50,6 +50,10 @@ type Config struct {
 	// call holds the core for long; the rest follow at the next Tick (see
 	// NextWakeup, which then answers "now").
 	MaxPlacementsPerCall int
+	// TaskCapacityHint pre-sizes the task index for this many tasks (0: grow
+	// as needed). Growing a million-entry index costs about a third of the
+	// submission path; a server that knows its scale sets this.
+	TaskCapacityHint int
 }
 
 // DefaultConfig returns the documented defaults (DESIGN.md tiers).
@@ -113,6 +117,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DefaultDuration <= 0 {
 		return errs.Invalid("defaultDuration", "must be positive")
+	}
+	if c.TaskCapacityHint < 0 || c.TaskCapacityHint > 1<<26 {
+		return errs.Invalid("taskCapacityHint", "must be 0..%d", 1<<26)
 	}
 	if c.MaxPlacementsPerCall < 1 {
 		return errs.Invalid("maxPlacementsPerCall", "must be positive")

@@ -85,7 +85,7 @@ func New(cfg Config) (*Core, error) {
 		cfg:        cfg,
 		dims:       resource.NewDims(),
 		idx:        newIndex(),
-		tasks:      map[string]*Task{},
+		tasks:      make(map[string]*Task, cfg.TaskCapacityHint),
 		classes:    map[uint64][]*class{},
 		rtByName:   map[string]*runtimeClass{},
 		rtByMeta:   map[string]*runtimeClass{},

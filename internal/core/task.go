@@ -51,7 +51,7 @@ type class struct {
 	tolerations []api.Toleration
 	queues      [4]*classQueue
 	optOrder    []int // option indexes, fastest declared speed first
-	rrMiss      int // round-robin: nodes visited in a row without a fit
+	rrMiss      int   // round-robin: nodes visited in a row without a fit
 }
 
 // hasGroup reports whether g passed o's static filters.

@@ -120,6 +120,9 @@ type Summary struct {
 	Makespan                                                            time.Duration
 	MeanDelay                                                           [4]time.Duration
 	MaxDelay                                                            [4]time.Duration
+	// MaxFirstDelay is MaxDelay over first attempts only (no re-queue after
+	// preemption).
+	MaxFirstDelay [4]time.Duration
 	// Utilization is the time-averaged allocated fraction per resource,
 	// over the makespan.
 	Utilization map[string]float64
@@ -233,6 +236,9 @@ func Run(w io.Writer, fleet Fleet, work Workload, opt Options) (Summary, error) 
 			s.Placed++
 			attempts[p.Task] = p.Attempt
 			delays[p.Priority] = append(delays[p.Priority], p.Delay)
+			if p.Attempt == 0 && p.Delay > s.MaxFirstDelay[p.Priority] {
+				s.MaxFirstDelay[p.Priority] = p.Delay
+			}
 			spec := specs[p.Task]
 			speed := 1.0
 			if p.Chosen >= 0 && spec.Alternatives[p.Chosen].Speed > 0 {
