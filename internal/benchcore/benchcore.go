@@ -242,10 +242,14 @@ func run(shape string, opt Options, nodes []api.Node, specs []api.Task, measureH
 	dispatched := 0
 	for {
 		c.Tick(t)
-		dispatched += len(c.TakeOutput().Placements)
+		n := len(c.TakeOutput().Placements)
+		dispatched += n
 		next, ok := c.NextWakeup()
-		if !ok || next.After(t) {
+		if !ok || (n == 0 && next.After(t)) {
 			break
+		}
+		if next.After(t) {
+			t = next // a search that ran out of budget resumes
 		}
 	}
 	dispatch := time.Since(d0)

@@ -354,17 +354,53 @@ func appendRef(refs []blockRef, r blockRef) []blockRef {
 	return append(refs, r)
 }
 
-// wake reactivates the class queues blocked on g.
-func (c *Core) wake(g *group) {
-	for _, r := range g.blocked {
-		if r.q.blocked && r.q.gen == r.gen {
-			c.unblock(r.q)
-		}
+// wake reactivates the class queues blocked on n's group that could use
+// n's free resources now; the others stay blocked. The cost is one vector
+// comparison per blocked class of the group, so a release never retries
+// classes it cannot help.
+func (c *Core) wake(n *Node) {
+	g := n.group
+	if g == nil || n.bucket < 0 {
+		return
 	}
-	for i := range g.blocked {
+	keep := g.blocked[:0]
+	for _, r := range g.blocked {
+		if !r.q.blocked || r.q.gen != r.gen {
+			continue // stale
+		}
+		if c.couldFit(r.q.cls, g, n) {
+			c.unblock(r.q)
+			continue
+		}
+		keep = append(keep, r)
+	}
+	for i := len(keep); i < len(g.blocked); i++ {
 		g.blocked[i] = blockRef{}
 	}
-	g.blocked = g.blocked[:0]
+	g.blocked = keep
+}
+
+// couldFit reports whether some option of cls that may use g fits n's free
+// resources by vector (devices are checked by the attempt itself).
+func (c *Core) couldFit(cls *class, g *group, n *Node) bool {
+	nd := c.dims.Len()
+	for oi := range cls.opts {
+		o := &cls.opts[oi]
+		if !o.hasGroup(g) {
+			continue
+		}
+		fits := true
+		for i := 0; i < nd; i++ {
+			if o.req[i] > n.capacity[i]-n.alloc[i] {
+				fits = false
+				break
+			}
+		}
+		if fits {
+			return true
+		}
+	}
+	return false
 }
 
 // wakeAll reactivates every blocked class queue (the set of groups changed).

@@ -35,7 +35,7 @@ func (c *Core) UpsertNode(now time.Time, spec *api.Node) error {
 		c.wakeAll()
 	}
 	if n.group != nil {
-		c.wake(n.group)
+		c.wake(n)
 	}
 	c.schedule()
 	return nil
@@ -138,7 +138,7 @@ func (c *Core) SetNodeState(now time.Time, name, state string) error {
 		if n.bucket < 0 && n.group != nil {
 			n.group.insert(n)
 		}
-		c.wake(n.group)
+		c.wake(n)
 	default:
 		if n.group != nil {
 			n.group.remove(n)
@@ -184,7 +184,7 @@ func (c *Core) SetDeviceHealth(now time.Time, node, typ, id string, healthy bool
 	if c.idx.version != ver {
 		c.wakeAll()
 	}
-	c.wake(n.group)
+	c.wake(n)
 	c.schedule()
 	return nil
 }

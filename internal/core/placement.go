@@ -86,9 +86,10 @@ func (c *Core) tryPlace(t *Task) outcome {
 }
 
 // rotatePlace is round-robin: from a cursor over all nodes, the first node
-// that fits any option takes the task and the cursor moves past it. At most
-// MaxVisit nodes are looked at per attempt; a task is unfit once a whole
-// turn of the cluster found nothing (or no bucket could hold it).
+// that fits any option takes the task and the cursor moves past it. Nodes
+// outside the task's groups are skipped at the cost of a lookup; at most
+// MaxVisit compatible nodes are checked per attempt. A task is unfit once a
+// whole turn of the cluster found nothing (or no bucket could hold it).
 func (c *Core) rotatePlace(t *Task) outcome {
 	order := c.idx.order
 	if len(order) == 0 {
@@ -105,32 +106,44 @@ func (c *Core) rotatePlace(t *Task) outcome {
 		}
 	}
 	if !possible {
+		t.cls.rrMiss = 0
 		return unfit
 	}
-	for visited := 0; visited < c.cfg.MaxVisit; visited++ {
-		if t.cls.rrMiss >= len(order) {
-			t.cls.rrMiss = 0
-			return unfit
-		}
-		pos := c.rr % len(order)
-		c.rr = pos + 1
+	checked := 0
+	for scanned := 0; scanned < len(order); scanned++ {
+		pos := (c.rr + scanned) % len(order)
 		n := order[pos]
-		if n.bucket < 0 {
-			t.cls.rrMiss++
-			continue
-		}
-		for _, oi := range t.cls.optOrder {
-			o := &t.cls.opts[oi]
-			if !o.hasGroup(n.group) || c.checkNode(t, o, n) != nil {
-				continue
+		compatible := false
+		if n.bucket >= 0 {
+			for _, oi := range t.cls.optOrder {
+				o := &t.cls.opts[oi]
+				if !o.hasGroup(n.group) {
+					continue
+				}
+				compatible = true
+				if c.checkNode(t, o, n) == nil {
+					t.cls.rrMiss = 0
+					c.rr = pos + 1
+					c.commit(t, o, n, c.scratchDevs)
+					return placed
+				}
 			}
-			t.cls.rrMiss = 0
-			c.commit(t, o, n, c.scratchDevs)
-			return placed
 		}
 		t.cls.rrMiss++
+		if t.cls.rrMiss >= len(order) {
+			t.cls.rrMiss = 0
+			c.rr = pos + 1
+			return unfit
+		}
+		if compatible {
+			if checked++; checked >= c.cfg.MaxVisit {
+				c.rr = pos + 1
+				return deferred
+			}
+		}
 	}
-	return deferred
+	t.cls.rrMiss = 0
+	return unfit
 }
 
 // searchGroup looks at up to MaxVisit nodes of g in the policy's order,
@@ -440,7 +453,7 @@ func (c *Core) release(t *Task, wake bool) {
 	if n.group != nil {
 		n.group.rebucket(n)
 		if wake {
-			c.wake(n.group)
+			c.wake(n)
 		}
 	}
 }

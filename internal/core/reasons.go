@@ -8,7 +8,7 @@ import (
 
 // explainVisit bounds the nodes examined one by one for a reason summary;
 // nodes beyond it are counted by their bucket alone.
-const explainVisit = 4096
+const explainVisit = 512
 
 // explain summarises why t fits nowhere: "0/10000 nodes fit: 6000
 // insufficient nvidia.com/gpu, 4000 nodeSelector mismatch". Static reasons
