@@ -28,7 +28,9 @@ Without --shape, every default shape runs: "fleet" (10,000 nodes: 6,000
 CPU-only, 3,000 with 8 GPUs of three models, 1,000 with 4 TPUs; mixed tasks
 of all four tiers) with 10k, 100k and 1M tasks pending, and "peer" (YuniKorn
 core's benchmark: tasks of {cpu 1, memory 10} in 2 queues on nodes sized to
-end nearly full) at (500, 10k), (5k, 10k) and (10k, 40k).`,
+end nearly full) at (500, 10k), (5k, 10k) and (10k, 40k), and "churn" (a
+full cluster of 16-cpu nodes with --tasks tasks waiting; each cycle one
+task finishes and a waiting one is placed).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "text" && output != "json" {
@@ -66,7 +68,7 @@ end nearly full) at (500, 10k), (5k, 10k) and (10k, 40k).`,
 	}
 	cmd.Flags().IntVar(&nodes, "nodes", 0, "nodes (with --shape; default 10000)")
 	cmd.Flags().IntVar(&tasks, "tasks", 0, "tasks (with --shape; default 100000)")
-	cmd.Flags().StringVar(&shape, "shape", "", "fleet or peer (default: all default shapes)")
+	cmd.Flags().StringVar(&shape, "shape", "", "fleet, peer or churn (default: all default shapes)")
 	cmd.Flags().StringVar(&policy, "policy", "least-allocated", "scheduling policy")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json (one JSON object per line)")
 	cmd.Flags().BoolVar(&presize, "presize", false, "pre-size the core's task index for the task count (core.Config.TaskCapacityHint)")

@@ -157,8 +157,8 @@ func benchConfig(opt Options, tasks int) core.Config {
 }
 
 // newCore builds a core holding nodes.
-func newCore(opt Options, tasks int, nodes []api.Node, now time.Time) (*core.Core, error) {
-	c, err := core.New(benchConfig(opt, tasks))
+func newCore(cfg core.Config, nodes []api.Node, now time.Time) (*core.Core, error) {
+	c, err := core.New(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -207,7 +207,7 @@ func Peer(opt Options, m, n int) (Result, error) {
 
 func run(shape string, opt Options, nodes []api.Node, specs []api.Task, measureHeap bool) (Result, error) {
 	now := time.Unix(1_700_000_000, 0)
-	c, err := newCore(opt, len(specs), nodes, now)
+	c, err := newCore(benchConfig(opt, len(specs)), nodes, now)
 	if err != nil {
 		return Result{}, err
 	}
@@ -275,12 +275,15 @@ type Spec struct {
 }
 
 // DefaultSpecs are the shapes of the scheduling-core issue: the fleet of
-// 10,000 nodes with 10k, 100k and 1M tasks pending before the dispatch, and
-// the peer shape at (500, 10k), (5k, 10k) and (10k, 40k).
+// 10,000 nodes with 10k, 100k and 1M tasks pending before the dispatch, the
+// peer shape at (500, 10k), (5k, 10k) and (10k, 40k), and the steady state
+// of a full 10,000-node cluster with 10k, 100k and 1M tasks waiting (one
+// finish, one placement; nsPerPlacement is per such cycle).
 func DefaultSpecs() []Spec {
 	return []Spec{
 		{"fleet", 10000, 10_000}, {"fleet", 10000, 100_000}, {"fleet", 10000, 1_000_000},
 		{"peer", 500, 10_000}, {"peer", 5000, 10_000}, {"peer", 10000, 40_000},
+		{"churn", 10000, 10_000}, {"churn", 10000, 100_000}, {"churn", 10000, 1_000_000},
 	}
 }
 
@@ -297,6 +300,94 @@ func RunSpec(opt Options, s Spec) (Result, error) {
 		return Fleet(opt, s.Nodes, s.Tasks)
 	case "peer":
 		return Peer(opt, s.Nodes, s.Tasks)
+	case "churn":
+		r, err := Churn(opt, s.Nodes, s.Tasks, 20000)
+		if err != nil {
+			return Result{}, err
+		}
+		return Result{Shape: "churn", Policy: opt.Policy, Presized: opt.Presize, Nodes: r.Nodes, Tasks: r.Pending,
+			Pending: r.Pending, Placements: r.PlacedInCycle, Seconds: r.NsPerCycle * float64(r.Cycles) / 1e9,
+			PlacementsPerSec: 1e9 / r.NsPerCycle, NsPerPlacement: r.NsPerCycle}, nil
 	}
-	return Result{}, fmt.Errorf("shape: must be fleet or peer, got %q", s.Shape)
+	return Result{}, fmt.Errorf("shape: must be fleet, peer or churn, got %q", s.Shape)
+}
+
+// ChurnResult is the steady-state cost on a full cluster: one task
+// finishes and one of the pending tasks takes its place.
+type ChurnResult struct {
+	Nodes         int     `json:"nodes"`
+	Pending       int     `json:"pending"`
+	Classes       int     `json:"classes"`
+	Cycles        int     `json:"cycles"`
+	NsPerCycle    float64 `json:"nsPerCycle"`
+	PlacedInCycle int     `json:"placed"`
+}
+
+func (r ChurnResult) String() string {
+	return fmt.Sprintf("churn  nodes=%d pending=%d classes=%d cycles=%d nsPerFinishAndPlace=%.0f", r.Nodes, r.Pending, r.Classes, r.Cycles, r.NsPerCycle)
+}
+
+// Churn fills nodes (16 cpu each) with tasks of 4 classes, queues pending
+// more behind them (blocked), then measures cycles of "a running task
+// finishes, the scheduler places a waiting one".
+func Churn(opt Options, nodes, pending, cycles int) (ChurnResult, error) {
+	ns := make([]api.Node, nodes)
+	for i := range ns {
+		ns[i] = api.Node{Name: "node-" + strconv.Itoa(i), Capacity: resource.List{resource.CPU: 16000, resource.Memory: q("64Gi")}}
+	}
+	now := time.Unix(1_700_000_000, 0)
+	// Default tiers: the low tier dispatches 20ms after a release wakes it.
+	cfg := core.DefaultConfig()
+	cfg.Policy = opt.Policy
+	if opt.Presize {
+		cfg.TaskCapacityHint = nodes*16 + pending
+	}
+	c, err := newCore(cfg, ns, now)
+	if err != nil {
+		return ChurnResult{}, err
+	}
+	prio := 3
+	mk := func(i int) api.Task {
+		// 4 classes: 1 cpu with 1/2/3/4 GiB.
+		return api.Task{ID: "t" + strconv.Itoa(i), Priority: &prio,
+			Resources: resource.List{resource.CPU: 1000, resource.Memory: int64(1+i%4) << 30}}
+	}
+	total := nodes*16 + pending
+	running := make([]string, 0, nodes*16)
+	for i := 0; i < total; i++ {
+		spec := mk(i)
+		if err := c.Submit(now, &spec); err != nil {
+			return ChurnResult{}, err
+		}
+	}
+	for {
+		now = now.Add(time.Hour)
+		c.Tick(now)
+		out := c.TakeOutput()
+		for _, p := range out.Placements {
+			running = append(running, p.Task)
+		}
+		if len(out.Placements) == 0 {
+			break
+		}
+	}
+	if len(running) != nodes*16 {
+		return ChurnResult{}, fmt.Errorf("filled %d of %d slots", len(running), nodes*16)
+	}
+	if cycles > len(running) {
+		cycles = len(running)
+	}
+	placed := 0
+	runtime.GC() // the fill's garbage is not the steady state's
+	start := time.Now()
+	for i := 0; i < cycles; i++ {
+		now = now.Add(time.Millisecond)
+		if err := c.TaskFinished(now, running[i], core.Result{}); err != nil {
+			return ChurnResult{}, err
+		}
+		c.Tick(now.Add(20 * time.Millisecond)) // the low tier's window
+		placed += len(c.TakeOutput().Placements)
+	}
+	el := time.Since(start)
+	return ChurnResult{Nodes: nodes, Pending: pending, Classes: 4, Cycles: cycles, NsPerCycle: float64(el.Nanoseconds()) / float64(cycles), PlacedInCycle: placed}, nil
 }

@@ -58,3 +58,29 @@ func benchPeer(b *testing.B, m, n int) {
 func BenchmarkPeer500x10k(b *testing.B) { benchPeer(b, 500, 10_000) }
 func BenchmarkPeer5kx10k(b *testing.B)  { benchPeer(b, 5000, 10_000) }
 func BenchmarkPeer10kx40k(b *testing.B) { benchPeer(b, 10_000, 40_000) }
+
+func TestChurnReplacesEveryFinishedTask(t *testing.T) {
+	r, err := Churn(Options{Policy: "least-allocated"}, 100, 5000, 500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each finished task frees 1 cpu and 1..4 GiB: a waiting task of the
+	// same or a smaller class fits; at least one per finish.
+	if r.PlacedInCycle < r.Cycles {
+		t.Errorf("placed %d in %d cycles", r.PlacedInCycle, r.Cycles)
+	}
+}
+
+func benchChurn(b *testing.B, pending int) {
+	for i := 0; i < b.N; i++ {
+		r, err := Churn(Options{Policy: "least-allocated"}, 10000, pending, 20000)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(r.NsPerCycle, "ns/finish+place")
+	}
+}
+
+func BenchmarkChurn10kPending(b *testing.B)  { benchChurn(b, 10_000) }
+func BenchmarkChurn100kPending(b *testing.B) { benchChurn(b, 100_000) }
+func BenchmarkChurn1MPending(b *testing.B)   { benchChurn(b, 1_000_000) }
