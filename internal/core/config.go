@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/errs"
 )
 
@@ -50,6 +51,12 @@ type Config struct {
 	// call holds the core for long; the rest follow at the next Tick (see
 	// NextWakeup, which then answers "now").
 	MaxPlacementsPerCall int
+	// IdentityLabels are node labels whose values identify single nodes
+	// (hostnames). They are left out of node groups, which would otherwise
+	// shrink to one node each, and a selector on them is answered from an
+	// index of their values. hetsched.io/node (the node's name) is always
+	// one of them.
+	IdentityLabels []string
 	// TaskCapacityHint pre-sizes the task index for this many tasks (0: grow
 	// as needed). Growing a million-entry index costs about a third of the
 	// submission path; a server that knows its scale sets this.
@@ -77,6 +84,7 @@ func DefaultConfig() Config {
 		LoadTarget:        0.8,
 
 		MaxPlacementsPerCall: 8192,
+		IdentityLabels:       []string{"kubernetes.io/hostname"},
 	}
 }
 
@@ -117,6 +125,14 @@ func (c *Config) Validate() error {
 	}
 	if c.DefaultDuration <= 0 {
 		return errs.Invalid("defaultDuration", "must be positive")
+	}
+	if len(c.IdentityLabels) > 16 {
+		return errs.Invalid("identityLabels", "at most 16")
+	}
+	for i, k := range c.IdentityLabels {
+		if err := api.ValidateLabelKey(k); err != nil {
+			return errs.Invalid("identityLabels["+itoa(i)+"]", "%v", err)
+		}
 	}
 	if c.TaskCapacityHint < 0 || c.TaskCapacityHint > 1<<26 {
 		return errs.Invalid("taskCapacityHint", "must be 0..%d", 1<<26)

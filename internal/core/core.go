@@ -84,7 +84,7 @@ func New(cfg Config) (*Core, error) {
 	c := &Core{
 		cfg:        cfg,
 		dims:       resource.NewDims(),
-		idx:        newIndex(),
+		idx:        newIndex(cfg.IdentityLabels),
 		tasks:      make(map[string]*Task, cfg.TaskCapacityHint),
 		classes:    map[uint64][]*class{},
 		rtByName:   map[string]*runtimeClass{},

@@ -120,21 +120,46 @@ type index struct {
 	glist   []*group
 	version uint64 // bumps when the set of groups changes
 	nodeSeq uint64
+	// identity holds the identity label keys; byIdentity maps key, value
+	// to the nodes carrying it.
+	identity   map[string]bool
+	byIdentity map[string]map[string][]*Node
 }
 
-func newIndex() *index {
-	return &index{nodes: map[string]*Node{}, groups: map[string]*group{}}
+func newIndex(identityLabels []string) *index {
+	x := &index{nodes: map[string]*Node{}, groups: map[string]*group{},
+		identity: map[string]bool{NodeNameLabel: true}, byIdentity: map[string]map[string][]*Node{}}
+	for _, k := range identityLabels {
+		x.identity[k] = true
+	}
+	return x
 }
 
 // attach puts n into its group (creating the group when new) and into the
 // group's buckets when schedulable.
 func (x *index) attach(n *Node, dims *resource.Dims) {
-	key := n.groupKey(dims)
+	for k, v := range n.labels {
+		if x.identity[k] {
+			m := x.byIdentity[k]
+			if m == nil {
+				m = map[string][]*Node{}
+				x.byIdentity[k] = m
+			}
+			m[v] = append(m[v], n)
+		}
+	}
+	key := n.groupKey(dims, x.identity)
 	g, ok := x.groups[key]
 	if !ok {
-		g = &group{id: len(x.glist), key: key, labels: n.labels, taints: n.taints, capacity: n.capacity, max: -1}
+		shared := make(map[string]string, len(n.labels))
+		for k, v := range n.labels {
+			if !x.identity[k] {
+				shared[k] = v
+			}
+		}
+		g = &group{id: len(x.glist), key: key, labels: shared, taints: n.taints, capacity: n.capacity, max: -1}
 		g.primary = choosePrimary(&n.capacity, n)
-		g.tmpl = &Node{name: n.name, labels: n.labels, taints: n.taints, state: api.NodeReady,
+		g.tmpl = &Node{name: n.name, labels: shared, taints: n.taints, state: api.NodeReady,
 			capacity: n.capacity, byDim: n.byDim, bucket: -1, group: g}
 		g.tmpl.devices = append([]Device(nil), n.devices...)
 		for i := range g.tmpl.devices {
@@ -160,4 +185,23 @@ func (x *index) detach(n *Node) {
 	g.remove(n)
 	g.members--
 	n.group = nil
+	for k, v := range n.labels {
+		if !x.identity[k] {
+			continue
+		}
+		list := x.byIdentity[k][v]
+		for i, m := range list {
+			if m == n {
+				list[i] = list[len(list)-1]
+				list[len(list)-1] = nil
+				list = list[:len(list)-1]
+				break
+			}
+		}
+		if len(list) == 0 {
+			delete(x.byIdentity[k], v)
+		} else {
+			x.byIdentity[k][v] = list
+		}
+	}
 }

@@ -60,6 +60,11 @@ func (c *Core) classFor(spec *api.Task) (*class, error) {
 	if err != nil {
 		return nil, err
 	}
+	for _, s := range cl.selector {
+		if c.idx.identity[s.key] {
+			cl.identity = append(cl.identity, s)
+		}
+	}
 	c.classes[h] = append(c.classes[h], cl)
 	return cl, nil
 }
@@ -383,6 +388,9 @@ func (c *Core) wake(n *Node) {
 // couldFit reports whether some option of cls that may use g fits n's free
 // resources by vector (devices are checked by the attempt itself).
 func (c *Core) couldFit(cls *class, g *group, n *Node) bool {
+	if len(cls.identity) > 0 && !identityMatch(cls, n) {
+		return false
+	}
 	nd := c.dims.Len()
 	for oi := range cls.opts {
 		o := &cls.opts[oi]

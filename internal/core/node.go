@@ -9,6 +9,11 @@ import (
 	"github.com/hetsched/hetsched/internal/resource"
 )
 
+// NodeNameLabel is the derived label holding a node's name (when the name
+// is a valid label value): nodeSelector {hetsched.io/node: gpu-a} pins a
+// task to a node.
+const NodeNameLabel = "hetsched.io/node"
+
 // Device is one device of a node as the core tracks it. Used is the share
 // allocated in milli-units (0..1000).
 type Device struct {
@@ -140,6 +145,9 @@ func buildNode(spec *api.Node, dims *resource.Dims) (*Node, error) {
 			}
 		}
 	}
+	if api.ValidateLabelValue(spec.Name) == nil {
+		n.labels[NodeNameLabel] = spec.Name
+	}
 	for _, s := range spec.Taints {
 		t, err := api.ParseTaint(s)
 		if err != nil {
@@ -169,11 +177,13 @@ func (n *Node) recomputeCapacity() {
 // groupKey is the static signature shared by interchangeable nodes: labels,
 // taints, capacity and device models. Nodes with equal keys form a group, so
 // static filters run once per group, not once per node.
-func (n *Node) groupKey(dims *resource.Dims) string {
+func (n *Node) groupKey(dims *resource.Dims, identity map[string]bool) string {
 	var b strings.Builder
 	keys := make([]string, 0, len(n.labels))
 	for k := range n.labels {
-		keys = append(keys, k)
+		if !identity[k] {
+			keys = append(keys, k)
+		}
 	}
 	sort.Strings(keys)
 	for _, k := range keys {

@@ -57,6 +57,9 @@ func (c *Core) sampleSize() int {
 // tryPlace searches the compatible groups of every option of t and commits
 // the best-scoring fit.
 func (c *Core) tryPlace(t *Task) outcome {
+	if len(t.cls.identity) > 0 {
+		return c.identityPlace(t)
+	}
 	if c.policy.Order == Rotate {
 		return c.rotatePlace(t)
 	}
@@ -80,6 +83,54 @@ func (c *Core) tryPlace(t *Task) outcome {
 			return unfit
 		}
 		return deferred
+	}
+	c.commit(t, best.o, best.n, c.bestDevs)
+	return placed
+}
+
+// identityMatch reports whether n carries the identity-label values cls
+// selects.
+func identityMatch(cls *class, n *Node) bool {
+	for _, s := range cls.identity {
+		v, ok := n.labels[s.key]
+		if !ok {
+			return false
+		}
+		match := false
+		for _, want := range s.values {
+			if v == want {
+				match = true
+				break
+			}
+		}
+		if !match {
+			return false
+		}
+	}
+	return true
+}
+
+// identityPlace places a task that selects nodes by identity label: the
+// candidates come from the index of that label's values, never from a scan.
+func (c *Core) identityPlace(t *Task) outcome {
+	best := candidate{score: math.MinInt64}
+	term := t.cls.identity[0]
+	for _, oi := range t.cls.optOrder {
+		o := &t.cls.opts[oi]
+		c.refreshGroups(t, o)
+		for _, v := range term.values {
+			for _, n := range c.idx.byIdentity[term.key][v] {
+				if n.bucket >= 0 && o.hasGroup(n.group) {
+					c.consider(t, o, n, &best)
+				}
+			}
+		}
+		if best.n != nil && !c.policy.CompareOptions {
+			break
+		}
+	}
+	if best.n == nil {
+		return unfit
 	}
 	c.commit(t, best.o, best.n, c.bestDevs)
 	return placed
@@ -216,6 +267,9 @@ func (c *Core) consider(t *Task, o *Option, n *Node, best *candidate) bool {
 // checkNode runs the dynamic checks of o on n: free resources, concrete
 // devices (left in c.scratchDevs) and the policy's filters.
 func (c *Core) checkNode(t *Task, o *Option, n *Node) *Status {
+	if len(t.cls.identity) > 0 && !identityMatch(t.cls, n) {
+		return selectorMismatch
+	}
 	nd := c.dims.Len()
 	for i := 0; i < nd; i++ {
 		if o.req[i] > n.capacity[i]-n.alloc[i] {

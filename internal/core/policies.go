@@ -26,7 +26,7 @@ var (
 
 func init() {
 	base := func(c *Core) []FilterPlugin {
-		return []FilterPlugin{ResourceTypes{dims: c.dims}, NodeSelector{}, TaintToleration{}}
+		return []FilterPlugin{ResourceTypes{dims: c.dims}, NodeSelector{identity: c.idx.identity}, TaintToleration{}}
 	}
 	register("round-robin", "rotate over the nodes that fit", func(c *Core) *Policy {
 		return &Policy{Name: "round-robin", Description: "rotate over the nodes that fit",
@@ -100,8 +100,9 @@ func (p ResourceTypes) Filter(_ *CycleState, _ *Task, o *Option, n *Node) *Statu
 }
 
 // NodeSelector is static: every selector label must match (a value may
-// list alternatives "a|b").
-type NodeSelector struct{}
+// list alternatives "a|b"). Identity labels (hostnames) are not part of a
+// group: the core checks them per node (see Core.identityMatch).
+type NodeSelector struct{ identity map[string]bool }
 
 // Name implements Plugin.
 func (NodeSelector) Name() string { return "NodeSelector" }
@@ -109,8 +110,11 @@ func (NodeSelector) Name() string { return "NodeSelector" }
 var selectorMismatch = NewUnschedulable("nodeSelector mismatch")
 
 // Filter implements FilterPlugin.
-func (NodeSelector) Filter(_ *CycleState, t *Task, _ *Option, n *Node) *Status {
+func (p NodeSelector) Filter(_ *CycleState, t *Task, _ *Option, n *Node) *Status {
 	for _, s := range t.cls.selector {
+		if p.identity[s.key] {
+			continue
+		}
 		v, ok := n.labels[s.key]
 		if !ok {
 			return selectorMismatch

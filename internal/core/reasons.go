@@ -34,6 +34,33 @@ func (c *Core) explain(t *Task) string {
 func (c *Core) explainOption(t *Task, o *Option) string {
 	counts := map[string]int{}
 	budget := explainVisit
+	if len(t.cls.identity) > 0 {
+		// Only the nodes the identity index names can fit; the rest do not
+		// match the selector.
+		term := t.cls.identity[0]
+		seen := 0
+		for _, v := range term.values {
+			for _, n := range c.idx.byIdentity[term.key][v] {
+				seen++
+				switch {
+				case n.bucket < 0:
+					counts["node not ready, cordoned or draining"]++
+				case c.staticCheck(t, o, n.group) != nil:
+					counts[c.staticCheck(t, o, n.group).Reason]++
+				default:
+					if st := c.checkNode(t, o, n); st != nil {
+						counts[st.Reason]++
+					} else {
+						counts["fits now (retry pending)"]++
+					}
+				}
+			}
+		}
+		if rest := len(c.idx.nodes) - seen; rest > 0 {
+			counts[selectorMismatch.Reason] += rest
+		}
+		return formatCounts(counts, len(c.idx.nodes))
+	}
 	for _, g := range c.idx.glist {
 		if g.members == 0 {
 			continue
@@ -69,6 +96,12 @@ func (c *Core) explainOption(t *Task, o *Option) string {
 			}
 		}
 	}
+	return formatCounts(counts, len(c.idx.nodes))
+}
+
+// formatCounts renders "fit/total nodes fit: n reason, ..." with the
+// largest counts first.
+func formatCounts(counts map[string]int, total int) string {
 	type kv struct {
 		k string
 		v int
@@ -93,7 +126,7 @@ func (c *Core) explainOption(t *Task, o *Option) string {
 			items = append(items, strconv.Itoa(e.v)+" "+e.k)
 		}
 	}
-	s := strconv.Itoa(fit) + "/" + strconv.Itoa(len(c.idx.nodes)) + " nodes fit"
+	s := strconv.Itoa(fit) + "/" + strconv.Itoa(total) + " nodes fit"
 	if len(items) > 0 {
 		s += ": " + strings.Join(items, ", ")
 	}

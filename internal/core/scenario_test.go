@@ -261,6 +261,12 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 			b.WriteByte('\n')
 		}
 		return b.String()
+	case "groups":
+		var b strings.Builder
+		for _, g := range h.c.idx.glist {
+			fmt.Fprintf(&b, "group %d: %d nodes (%d schedulable)\n", g.id, g.members, g.indexed)
+		}
+		return b.String()
 	case "pending":
 		p := h.c.Pending()
 		return fmt.Sprintf("urgent=%d high=%d medium=%d low=%d", p[0], p[1], p[2], p[3])

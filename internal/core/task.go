@@ -47,7 +47,8 @@ type selTerm struct {
 type class struct {
 	key         string
 	opts        []Option
-	selector    []selTerm
+	selector    []selTerm // all terms
+	identity    []selTerm // the terms on identity labels (checked per node)
 	tolerations []api.Toleration
 	queues      [4]*classQueue
 	optOrder    []int // option indexes, fastest declared speed first
