@@ -294,13 +294,22 @@ func (c *Core) Submit(now time.Time, spec *api.Task) error {
 	return nil
 }
 
+// lookup finds a task or returns NotFound naming the id field.
+func (c *Core) lookup(id string) (*Task, error) {
+	t, ok := c.tasks[id]
+	if !ok {
+		return nil, errs.New(errs.NotFound, "id", "no task %q", id)
+	}
+	return t, nil
+}
+
 // Cancel cancels a task that is not finished; a placed task's resources are
 // freed (its executor is told by the Transition).
 func (c *Core) Cancel(now time.Time, id, reason string) error {
 	c.advance(now)
-	t, ok := c.tasks[id]
-	if !ok {
-		return errs.New(errs.NotFound, "id", "no task %q", id)
+	t, err := c.lookup(id)
+	if err != nil {
+		return err
 	}
 	if t.state.Terminal() {
 		return errs.New(errs.Conflict, "id", "task %q is already %s", id, t.state)
@@ -315,9 +324,9 @@ func (c *Core) Cancel(now time.Time, id, reason string) error {
 
 // Forget drops a finished task from memory (the store keeps its record).
 func (c *Core) Forget(id string) error {
-	t, ok := c.tasks[id]
-	if !ok {
-		return errs.New(errs.NotFound, "id", "no task %q", id)
+	t, err := c.lookup(id)
+	if err != nil {
+		return err
 	}
 	if !t.state.Terminal() {
 		return errs.New(errs.Conflict, "id", "task %q is %s, not finished", id, t.state)
@@ -329,9 +338,9 @@ func (c *Core) Forget(id string) error {
 // TaskStarted records that the executor started a scheduled task.
 func (c *Core) TaskStarted(now time.Time, id string) error {
 	c.advance(now)
-	t, ok := c.tasks[id]
-	if !ok {
-		return errs.New(errs.NotFound, "id", "no task %q", id)
+	t, err := c.lookup(id)
+	if err != nil {
+		return err
 	}
 	if t.state != Scheduled {
 		return errs.New(errs.Conflict, "id", "task %q is %s, not scheduled", id, t.state)
@@ -348,9 +357,9 @@ func (c *Core) TaskStarted(now time.Time, id string) error {
 // TaskFinished records how a scheduled or running task ended.
 func (c *Core) TaskFinished(now time.Time, id string, r Result) error {
 	c.advance(now)
-	t, ok := c.tasks[id]
-	if !ok {
-		return errs.New(errs.NotFound, "id", "no task %q", id)
+	t, err := c.lookup(id)
+	if err != nil {
+		return err
 	}
 	if t.state != Scheduled && t.state != Running {
 		return errs.New(errs.Conflict, "id", "task %q is %s, not running", id, t.state)
@@ -378,9 +387,9 @@ func (c *Core) TaskFinished(now time.Time, id string, r Result) error {
 // Renew extends a lease by its lease duration from now.
 func (c *Core) Renew(now time.Time, id string) error {
 	c.advance(now)
-	t, ok := c.tasks[id]
-	if !ok {
-		return errs.New(errs.NotFound, "id", "no task %q", id)
+	t, err := c.lookup(id)
+	if err != nil {
+		return err
 	}
 	if t.state != Scheduled && t.state != Running {
 		return errs.New(errs.Conflict, "id", "task %q is %s: only a placed lease can be renewed", id, t.state)

@@ -90,9 +90,15 @@ func (c *Core) tryPlace(t *Task) outcome {
 
 // identityMatch reports whether n carries the identity-label values cls
 // selects.
-func identityMatch(cls *class, n *Node) bool {
-	for _, s := range cls.identity {
-		v, ok := n.labels[s.key]
+func identityMatch(cls *class, n *Node) bool { return termsMatch(cls.identity, n.labels, nil) }
+
+// termsMatch reports whether labels satisfy every term not named in skip.
+func termsMatch(terms []selTerm, labels map[string]string, skip map[string]bool) bool {
+	for _, s := range terms {
+		if skip[s.key] {
+			continue
+		}
+		v, ok := labels[s.key]
 		if !ok {
 			return false
 		}
@@ -209,33 +215,20 @@ func (c *Core) searchGroup(t *Task, o *Option, g *group, sample int, best *candi
 		return true
 	}
 	visited, found := 0, 0
-	limit := c.cfg.MaxVisit
-	switch c.policy.Order {
-	case MostAllocatedFirst:
-		for b := nb; b <= g.max; b++ {
-			for _, n := range g.buckets[b] {
-				if visited == limit {
-					return found > 0
-				}
-				visited++
-				if c.consider(t, o, n, best) {
-					if found++; found >= sample {
-						return true
-					}
-				}
+	// Fullest first from the lowest bucket that may fit, or emptiest first.
+	b, end, step := nb, g.max+1, 1
+	if c.policy.Order == LeastAllocatedFirst {
+		b, end, step = g.max, nb-1, -1
+	}
+	for ; b != end; b += step {
+		for _, n := range g.buckets[b] {
+			if visited == c.cfg.MaxVisit {
+				return found > 0
 			}
-		}
-	case LeastAllocatedFirst:
-		for b := g.max; b >= nb; b-- {
-			for _, n := range g.buckets[b] {
-				if visited == limit {
-					return found > 0
-				}
-				visited++
-				if c.consider(t, o, n, best) {
-					if found++; found >= sample {
-						return true
-					}
+			visited++
+			if c.consider(t, o, n, best) {
+				if found++; found >= sample {
+					return true
 				}
 			}
 		}

@@ -111,24 +111,8 @@ var selectorMismatch = NewUnschedulable("nodeSelector mismatch")
 
 // Filter implements FilterPlugin.
 func (p NodeSelector) Filter(_ *CycleState, t *Task, _ *Option, n *Node) *Status {
-	for _, s := range t.cls.selector {
-		if p.identity[s.key] {
-			continue
-		}
-		v, ok := n.labels[s.key]
-		if !ok {
-			return selectorMismatch
-		}
-		match := false
-		for _, want := range s.values {
-			if v == want {
-				match = true
-				break
-			}
-		}
-		if !match {
-			return selectorMismatch
-		}
+	if !termsMatch(t.cls.selector, n.labels, p.identity) {
+		return selectorMismatch
 	}
 	return nil
 }

@@ -50,7 +50,7 @@ func (q *classQueue) push(t *Task) {
 	q.tasks = append(q.tasks, t)
 	q.live++
 	if q.heap {
-		q.up(int(t.qpos))
+		heapUp[*Task, byQueueOrder](q.tasks, int(t.qpos))
 	}
 }
 
@@ -86,56 +86,7 @@ func (q *classQueue) removeAt(i int) {
 		}
 		return
 	}
-	n := len(q.tasks) - 1
-	if i != n {
-		q.tasks[i] = q.tasks[n]
-		q.tasks[i].qpos = int32(i)
-	}
-	q.tasks[n] = nil
-	q.tasks = q.tasks[:n]
-	if i != n {
-		if !q.down(i) {
-			q.up(i)
-		}
-	}
-}
-
-func (q *classQueue) up(i int) {
-	ts := q.tasks
-	for i > 0 {
-		p := (i - 1) / 2
-		if !taskLess(ts[i], ts[p]) {
-			break
-		}
-		ts[i], ts[p] = ts[p], ts[i]
-		ts[i].qpos = int32(i)
-		ts[p].qpos = int32(p)
-		i = p
-	}
-}
-
-func (q *classQueue) down(i0 int) bool {
-	ts := q.tasks
-	n := len(ts)
-	i := i0
-	for {
-		l := 2*i + 1
-		if l >= n {
-			break
-		}
-		j := l
-		if r := l + 1; r < n && taskLess(ts[r], ts[l]) {
-			j = r
-		}
-		if !taskLess(ts[j], ts[i]) {
-			break
-		}
-		ts[i], ts[j] = ts[j], ts[i]
-		ts[i].qpos = int32(i)
-		ts[j].qpos = int32(j)
-		i = j
-	}
-	return i > i0
+	q.tasks = heapRemove[*Task, byQueueOrder](q.tasks, i)
 }
 
 // tier holds one level: the heap of active class queues ordered by their
@@ -167,71 +118,16 @@ func qLess(a, b *classQueue) bool { return taskLess(a.head(), b.head()) }
 func (t *tier) hpush(q *classQueue) {
 	q.hpos = int32(len(t.heap))
 	t.heap = append(t.heap, q)
-	t.hup(int(q.hpos))
+	heapUp[*classQueue, byHead](t.heap, int(q.hpos))
 }
 
 func (t *tier) hremove(q *classQueue) {
-	i := int(q.hpos)
-	n := len(t.heap) - 1
-	if i != n {
-		t.heap[i] = t.heap[n]
-		t.heap[i].hpos = int32(i)
-	}
-	t.heap[n] = nil
-	t.heap = t.heap[:n]
-	if i != n {
-		if !t.hdown(i) {
-			t.hup(i)
-		}
-	}
+	t.heap = heapRemove[*classQueue, byHead](t.heap, int(q.hpos))
 	q.hpos = -1
 }
 
 // hfix restores order after q's head changed.
-func (t *tier) hfix(q *classQueue) {
-	i := int(q.hpos)
-	if !t.hdown(i) {
-		t.hup(i)
-	}
-}
-
-func (t *tier) hup(i int) {
-	h := t.heap
-	for i > 0 {
-		p := (i - 1) / 2
-		if !qLess(h[i], h[p]) {
-			break
-		}
-		h[i], h[p] = h[p], h[i]
-		h[i].hpos = int32(i)
-		h[p].hpos = int32(p)
-		i = p
-	}
-}
-
-func (t *tier) hdown(i0 int) bool {
-	h := t.heap
-	n := len(h)
-	i := i0
-	for {
-		l := 2*i + 1
-		if l >= n {
-			break
-		}
-		j := l
-		if r := l + 1; r < n && qLess(h[r], h[l]) {
-			j = r
-		}
-		if !qLess(h[j], h[i]) {
-			break
-		}
-		h[i], h[j] = h[j], h[i]
-		h[i].hpos = int32(i)
-		h[j].hpos = int32(j)
-		i = j
-	}
-	return i > i0
-}
+func (t *tier) hfix(q *classQueue) { heapFix[*classQueue, byHead](t.heap, int(q.hpos)) }
 
 // listAppend adds x at the tail of its aging list.
 func (t *tier) listAppend(x *Task) {

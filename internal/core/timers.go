@@ -23,26 +23,14 @@ func (tm *timers) set(t *Task, kind timerKind, deadline int64) {
 	t.deadline = deadline
 	t.tpos = int32(len(tm.h))
 	tm.h = append(tm.h, t)
-	tm.up(int(t.tpos))
+	heapUp[*Task, byDeadline](tm.h, int(t.tpos))
 }
 
 func (tm *timers) cancel(t *Task) {
 	if t.tkind == timerNone {
 		return
 	}
-	i := int(t.tpos)
-	n := len(tm.h) - 1
-	if i != n {
-		tm.h[i] = tm.h[n]
-		tm.h[i].tpos = int32(i)
-	}
-	tm.h[n] = nil
-	tm.h = tm.h[:n]
-	if i != n {
-		if !tm.down(i) {
-			tm.up(i)
-		}
-	}
+	tm.h = heapRemove[*Task, byDeadline](tm.h, int(t.tpos))
 	t.tkind = timerNone
 	t.tpos = -1
 }
@@ -71,42 +59,4 @@ func tLess(a, b *Task) bool {
 		return a.deadline < b.deadline
 	}
 	return a.seq < b.seq
-}
-
-func (tm *timers) up(i int) {
-	h := tm.h
-	for i > 0 {
-		p := (i - 1) / 2
-		if !tLess(h[i], h[p]) {
-			break
-		}
-		h[i], h[p] = h[p], h[i]
-		h[i].tpos = int32(i)
-		h[p].tpos = int32(p)
-		i = p
-	}
-}
-
-func (tm *timers) down(i0 int) bool {
-	h := tm.h
-	n := len(h)
-	i := i0
-	for {
-		l := 2*i + 1
-		if l >= n {
-			break
-		}
-		j := l
-		if r := l + 1; r < n && tLess(h[r], h[l]) {
-			j = r
-		}
-		if !tLess(h[j], h[i]) {
-			break
-		}
-		h[i], h[j] = h[j], h[i]
-		h[i].tpos = int32(i)
-		h[j].tpos = int32(j)
-		i = j
-	}
-	return i > i0
 }
