@@ -34,25 +34,25 @@ func (d *Device) Free() int32 { return 1000 - d.Used }
 // Node is a node as the core tracks it. Plugins read it through its methods;
 // only the core mutates it.
 type Node struct {
-	name     string
-	labels   map[string]string // own labels plus derived <type>.model labels
-	taints   []api.Taint
-	state    string
+	// Hot fields first: a placement check reads capacity and alloc, and
+	// touches the bucket position and task list only on commit.
 	capacity resource.Vector // healthy capacity
 	alloc    resource.Vector
-	devices  []Device
-	byDim    [resource.MaxDims][]int32 // device indexes per resource dim
-	// allocByPrio is the allocation of preemptible tasks per native priority.
-	allocByPrio [4]resource.Vector
-
 	group    *group
 	bucket   int32 // bucket in group; -1 when not indexed
 	pos      int32 // position in the bucket
 	tasks    []*Task
+	devices  []Device
+	state    string
+	name     string
+	labels   map[string]string // own labels plus derived <type>.model labels
+	taints   []api.Taint
 	seq      uint64 // insertion order
 	orderPos int    // index in index.order
-
-	load loadStats
+	load     loadStats
+	byDim    [resource.MaxDims][]int32 // device indexes per resource dim
+	// allocByPrio is the allocation of preemptible tasks per native priority.
+	allocByPrio [4]resource.Vector
 }
 
 // Name returns the node's name.
