@@ -204,7 +204,7 @@ func (c *Core) NextWakeup() (time.Time, bool) {
 		for r := 0; r < 2; r++ {
 			if h := tr.aging[r].head; h != nil {
 				if th := c.agingThreshold(h); th > 0 {
-					consider(h.levelSince + th)
+					consider(h.levelSince + th + 1) // raised once past the threshold
 				}
 			}
 		}

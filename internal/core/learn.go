@@ -328,7 +328,10 @@ func (w *workload) topTypes() []*workType {
 			if a.cpu != b.cpu {
 				return a.cpu < b.cpu
 			}
-			return a.mem < b.mem
+			if a.mem != b.mem {
+				return a.mem < b.mem
+			}
+			return a.dim < b.dim // keys are unique: a total order
 		})
 		if len(w.top) > fgdTopTypes {
 			w.top = w.top[:fgdTopTypes]

@@ -7,9 +7,12 @@ import (
 	"github.com/hetsched/hetsched/internal/errs"
 )
 
-// UpsertNode adds a node or replaces its labels, taints, capacity and
-// devices. Tasks on a replaced node stay where their devices still exist
-// and are healthy and the new capacity holds them; the rest are re-queued.
+// UpsertNode adds a node or replaces its labels, taints, capacity, devices
+// and state (an empty state is ready: a caller re-registering a cordoned
+// node passes its state). Tasks on a replaced node stay where their devices
+// still exist and are healthy, the new capacity holds them, the node is not
+// notready or draining and no NoExecute taint repels them; the rest are
+// re-queued.
 func (c *Core) UpsertNode(now time.Time, spec *api.Node) error {
 	c.advance(now)
 	if err := spec.Validate(); err != nil {
@@ -71,6 +74,21 @@ func (c *Core) replaceNode(old, n *Node) {
 	}
 	old.tasks = nil
 	c.idx.attach(n, c.dims)
+	// The spec's state applies to the tasks too: notready and draining
+	// nodes hold none; a NoExecute taint evicts what does not tolerate it.
+	if n.state == api.NodeNotReady || n.state == api.NodeDraining {
+		c.evictAll(n, "node "+n.name+" "+n.state)
+	}
+	for _, taint := range n.taints {
+		if taint.Effect != api.NoExecute {
+			continue
+		}
+		for _, t := range append([]*Task(nil), n.tasks...) {
+			if !tolerates(t.cls.tolerations, taint) {
+				c.requeue(t, Pending, "untolerated taint "+taint.String()+" on node "+n.name)
+			}
+		}
+	}
 	// A smaller capacity may not hold everything: evict the least important,
 	// most recently started tasks until it does.
 	for !n.alloc.Fits(&n.capacity) && len(n.tasks) > 0 {

@@ -145,13 +145,10 @@ func (c *Core) identityPlace(t *Task) outcome {
 // rotatePlace is round-robin: from a cursor over all nodes, the first node
 // that fits any option takes the task and the cursor moves past it. Nodes
 // outside the task's groups are skipped at the cost of a lookup; at most
-// MaxVisit compatible nodes are checked per attempt. A task is unfit once a
-// whole turn of the cluster found nothing (or no bucket could hold it).
+// MaxVisit compatible nodes are checked per attempt, and after an attempt
+// that ran out of budget the next one checks a whole turn. A task is unfit
+// only after a whole turn within one attempt found nothing.
 func (c *Core) rotatePlace(t *Task) outcome {
-	order := c.idx.order
-	if len(order) == 0 {
-		return unfit
-	}
 	possible := false
 	for oi := range t.cls.opts {
 		o := &t.cls.opts[oi]
@@ -162,50 +159,72 @@ func (c *Core) rotatePlace(t *Task) outcome {
 			}
 		}
 	}
-	if !possible {
-		t.cls.rrMiss = 0
+	order := c.idx.order
+	if !possible || len(order) == 0 {
+		t.cls.rrExhaustive = false
 		return unfit
+	}
+	limit := c.cfg.MaxVisit
+	if t.cls.rrExhaustive {
+		limit = len(order)
 	}
 	checked := 0
 	for scanned := 0; scanned < len(order); scanned++ {
 		pos := (c.rr + scanned) % len(order)
 		n := order[pos]
+		if n.bucket < 0 {
+			continue
+		}
 		compatible := false
-		if n.bucket >= 0 {
-			for _, oi := range t.cls.optOrder {
-				o := &t.cls.opts[oi]
-				if !o.hasGroup(n.group) {
-					continue
-				}
-				compatible = true
-				if c.checkNode(t, o, n) == nil {
-					t.cls.rrMiss = 0
-					c.rr = pos + 1
-					c.commit(t, o, n, c.scratchDevs)
-					return placed
-				}
+		for _, oi := range t.cls.optOrder {
+			o := &t.cls.opts[oi]
+			if !o.hasGroup(n.group) {
+				continue
+			}
+			compatible = true
+			if c.checkNode(t, o, n) == nil {
+				t.cls.rrExhaustive = false
+				c.rr = pos + 1
+				c.commit(t, o, n, c.scratchDevs)
+				return placed
 			}
 		}
-		t.cls.rrMiss++
-		if t.cls.rrMiss >= len(order) {
-			t.cls.rrMiss = 0
-			c.rr = pos + 1
-			return unfit
-		}
 		if compatible {
-			if checked++; checked >= c.cfg.MaxVisit {
+			if checked++; checked >= limit {
 				c.rr = pos + 1
+				t.cls.rrExhaustive = true
 				return deferred
 			}
 		}
 	}
-	t.cls.rrMiss = 0
+	t.cls.rrExhaustive = false
 	return unfit
 }
 
-// searchGroup looks at up to MaxVisit nodes of g in the policy's order,
-// scoring up to sample fits. It returns false when it stopped at MaxVisit
-// with nodes left that might fit and no fit found.
+// scanState is how a class's next search of one group runs.
+type scanState struct {
+	// exhaustive: the last search ran out of budget (or found its fit
+	// past it), so the next one looks at every node, from hint on.
+	exhaustive bool
+	hint       int // walk position of the last fit found by such a search
+}
+
+func (o *Option) scan(g *group) *scanState {
+	for len(o.scans) <= g.id {
+		o.scans = append(o.scans, scanState{})
+	}
+	return &o.scans[g.id]
+}
+
+// searchGroup walks g's nodes that may fit in the policy's order (fullest
+// first from the lowest bucket that may fit, or emptiest first), scoring up
+// to sample fits. A normal search starts at the best end of the walk and
+// looks at up to MaxVisit nodes; when that budget runs out with no fit it
+// returns false (the caller defers the task) and the class's next search of
+// g is exhaustive: it starts where the last such search found a fit, wraps
+// around, and looks at every node, so a task is declared unfit only after a
+// complete walk within one attempt. Searches stay exhaustive while fits are
+// only found beyond the budget.
 func (c *Core) searchGroup(t *Task, o *Option, g *group, sample int, best *candidate) bool {
 	if g.indexed == 0 {
 		return true
@@ -214,24 +233,56 @@ func (c *Core) searchGroup(t *Task, o *Option, g *group, sample int, best *candi
 	if nb > g.max {
 		return true
 	}
-	visited, found := 0, 0
-	// Fullest first from the lowest bucket that may fit, or emptiest first.
-	b, end, step := nb, g.max+1, 1
+	first, end, step := nb, g.max+1, 1
 	if c.policy.Order == LeastAllocatedFirst {
-		b, end, step = g.max, nb-1, -1
+		first, end, step = g.max, nb-1, -1
 	}
-	for ; b != end; b += step {
-		for _, n := range g.buckets[b] {
-			if visited == c.cfg.MaxVisit {
-				return found > 0
-			}
-			visited++
-			if c.consider(t, o, n, best) {
-				if found++; found >= sample {
-					return true
-				}
+	total := 0
+	for b := first; b != end; b += step {
+		total += len(g.buckets[b])
+	}
+	st := o.scan(g)
+	limit, start := c.cfg.MaxVisit, 0
+	if st.exhaustive {
+		limit, start = total, st.hint
+		if start >= total {
+			start = 0
+		}
+	}
+	// The bucket and offset of walk position start.
+	b, i := first, start
+	for i >= len(g.buckets[b]) {
+		i -= len(g.buckets[b])
+		b += step
+	}
+	visited, found := 0, 0
+	for visited < total {
+		for i >= len(g.buckets[b]) {
+			i = 0
+			if b += step; b == end {
+				b = first
 			}
 		}
+		if visited == limit {
+			st.exhaustive, st.hint = true, 0
+			return found > 0
+		}
+		n := g.buckets[b][i]
+		pos := (start + visited) % total
+		visited++
+		i++
+		if c.consider(t, o, n, best) {
+			if st.exhaustive {
+				st.hint = pos
+				st.exhaustive = pos >= c.cfg.MaxVisit
+			}
+			if found++; found >= sample {
+				return true
+			}
+		}
+	}
+	if found == 0 {
+		st.exhaustive = false
 	}
 	return true
 }
@@ -271,6 +322,9 @@ func (c *Core) checkNode(t *Task, o *Option, n *Node) *Status {
 	}
 	c.scratchDevs = c.scratchDevs[:0]
 	for _, dr := range o.devs {
+		if len(n.byDim[dr.dim]) == 0 {
+			continue // a pooled resource on this node: the vector check covers it
+		}
 		if st := c.pickDevices(t, o, n, dr); st != nil {
 			return st
 		}

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/resource"
 )
 
@@ -130,18 +131,21 @@ func (TaintToleration) Filter(_ *CycleState, t *Task, _ *Option, n *Node) *Statu
 		if taint.Effect == "PreferNoSchedule" {
 			continue
 		}
-		ok := false
-		for _, tol := range t.cls.tolerations {
-			if tol.Tolerates(taint) {
-				ok = true
-				break
-			}
-		}
-		if !ok {
+		if !tolerates(t.cls.tolerations, taint) {
 			return NewUnschedulable("untolerated taint " + taint.String())
 		}
 	}
 	return nil
+}
+
+// tolerates reports whether any toleration matches the taint.
+func tolerates(tols []api.Toleration, taint api.Taint) bool {
+	for _, tol := range tols {
+		if tol.Tolerates(taint) {
+			return true
+		}
+	}
+	return false
 }
 
 // requestedFraction is the mean over the option's requested dims of

@@ -27,7 +27,8 @@ type Option struct {
 	// groups compatible with this option (static filters passed), cached
 	// against index.version.
 	groups    []*group
-	groupSet  []bool // by group id
+	groupSet  []bool      // by group id
+	scans     []scanState // by group id: where the next search resumes
 	groupsVer uint64
 	groupsOK  bool
 }
@@ -52,7 +53,9 @@ type class struct {
 	tolerations []api.Toleration
 	queues      [4]*classQueue
 	optOrder    []int // option indexes, fastest declared speed first
-	rrMiss      int   // round-robin: nodes visited in a row without a fit
+	// rrExhaustive: the last round-robin attempt ran out of budget, so the
+	// next one checks a whole turn of the cluster.
+	rrExhaustive bool
 }
 
 // hasGroup reports whether g passed o's static filters.
