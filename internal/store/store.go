@@ -1,0 +1,110 @@
+// Package store keeps hetsched's acknowledged state durable: an API call
+// succeeds only after its change is on disk.
+//
+// The embedded backend is Pebble (cockroachdb/pebble/v2): every Commit is one
+// atomic batch appended to Pebble's write-ahead log and fsynced before
+// Commit returns; concurrent commits share one fsync (Pebble's commit
+// pipeline groups them), so concurrency makes each commit cheaper, not
+// slower. Start-up reads the state back from Pebble's tables plus the log
+// it replays (snapshot + log). Pebble was chosen over bbolt for its write
+// path: on the development VM bbolt took 31k random 400-byte records/s in
+// transactions of 1,000 (each transaction rewrites B+tree pages), Pebble
+// about 200k/s with the same batches, and the control plane's target is
+// 300k tasks/s acknowledged durably.
+//
+// An etcd backend (for HA) will implement the same Store interface and pass
+// the same contract suite (package storetest).
+package store
+
+import (
+	"context"
+	"strings"
+
+	"github.com/hetsched/hetsched/internal/errs"
+)
+
+// Record is one object: Kind names its collection ("task", "node",
+// "queue", "job", "meta"), Key its id within the kind. A nil Value deletes
+// the object.
+type Record struct {
+	Kind  string
+	Key   string
+	Value []byte
+}
+
+// Store is the durable state of one control plane.
+//
+// Contract:
+//   - Commit applies recs atomically (all or none) in order and returns nil
+//     only once they are durable (fsync). A Commit that returned nil is
+//     never lost, whatever happens to the process afterwards.
+//   - After a crash, the store holds every Commit that returned nil and,
+//     all or none, each Commit that was in flight.
+//   - Get and Load see every Commit that returned before they started.
+//   - Load yields the live objects of one kind in key order.
+//   - Every method is safe for concurrent use; after Close they return
+//     ErrClosed.
+type Store interface {
+	Commit(ctx context.Context, recs []Record) error
+	Get(ctx context.Context, kind, key string) (value []byte, ok bool, err error)
+	Load(ctx context.Context, kind string, fn func(key string, value []byte) error) error
+	Close() error
+}
+
+// ErrClosed is returned by a store that was closed.
+var ErrClosed = errs.New(errs.Unavailable, "", "store is closed")
+
+// Limits on what one commit may carry.
+const (
+	MaxKindLen       = 64
+	MaxKeyLen        = 1024
+	MaxValueLen      = 16 << 20
+	MaxRecordsCommit = 1 << 20
+)
+
+// ValidateRecord checks a record's kind and key.
+func ValidateRecord(r Record) error {
+	if r.Kind == "" || len(r.Kind) > MaxKindLen || strings.ContainsAny(r.Kind, "\x00/") {
+		return errs.Invalid("kind", "must be 1-%d characters without '/' or NUL, got %q", MaxKindLen, r.Kind)
+	}
+	if r.Key == "" || len(r.Key) > MaxKeyLen || strings.ContainsRune(r.Key, 0) {
+		return errs.Invalid("key", "must be 1-%d bytes without NUL", MaxKeyLen)
+	}
+	if len(r.Value) > MaxValueLen {
+		return errs.New(errs.TooLarge, "value", "at most %d bytes, got %d", MaxValueLen, len(r.Value))
+	}
+	return nil
+}
+
+// validateCommit checks a whole commit before anything is written.
+func validateCommit(ctx context.Context, recs []Record) error {
+	if len(recs) > MaxRecordsCommit {
+		return errs.New(errs.TooLarge, "", "at most %d records per commit, got %d", MaxRecordsCommit, len(recs))
+	}
+	for _, r := range recs {
+		if err := ValidateRecord(r); err != nil {
+			return err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return errs.Wrap(errs.Unavailable, "", err)
+	}
+	return nil
+}
+
+// dataKey is the on-disk key of a record: kind, NUL, key. Keys of one kind
+// are contiguous and sorted.
+func dataKey(kind, key string) []byte {
+	b := make([]byte, 0, len(kind)+1+len(key))
+	b = append(b, kind...)
+	b = append(b, 0)
+	return append(b, key...)
+}
+
+// kindBounds returns the key range [lo, hi) of a kind.
+func kindBounds(kind string) (lo, hi []byte) {
+	lo = append([]byte(kind), 0)
+	hi = append([]byte(kind), 1)
+	return lo, hi
+}
+
