@@ -107,4 +107,3 @@ func kindBounds(kind string) (lo, hi []byte) {
 	hi = append([]byte(kind), 1)
 	return lo, hi
 }
-
