@@ -225,32 +225,51 @@ func (c *Core) NextWakeup() (time.Time, bool) {
 // core re-checks only what its own safety needs) and carry an id.
 func (c *Core) Submit(now time.Time, spec *api.Task) error {
 	c.advance(now)
+	t, deps, skipReason, err := c.admit(spec)
+	if err != nil {
+		return err
+	}
+	switch {
+	case skipReason != "":
+		t.state = Skipped
+		t.reason = skipReason
+		c.out.Transitions = append(c.out.Transitions, Transition{Task: t.id, From: Pending, To: Skipped, Reason: skipReason})
+	case len(deps) > 0:
+		c.waitFor(t, deps)
+	default:
+		c.enqueue(t)
+	}
+	c.schedule()
+	return nil
+}
+
+// admit checks a spec and creates its task (state unset, in no queue). It
+// resolves the dependencies: deps are those not finished yet, skipReason
+// is set when one ended without success. Nothing changes on error.
+func (c *Core) admit(spec *api.Task) (t *Task, deps []*Task, skipReason string, err error) {
 	if spec.ID == "" {
-		return errs.Invalid("id", "the core needs an id; the server assigns one")
+		return nil, nil, "", errs.Invalid("id", "the core needs an id; the server assigns one")
 	}
 	if _, dup := c.tasks[spec.ID]; dup {
-		return errs.New(errs.AlreadyExists, "id", "task %q already exists", spec.ID)
+		return nil, nil, "", errs.New(errs.AlreadyExists, "id", "task %q already exists", spec.ID)
 	}
 	prio := spec.PriorityOrDefault()
 	if prio < 0 || prio > 3 {
-		return errs.Invalid("priority", "must be 0..3, got %d", prio)
+		return nil, nil, "", errs.Invalid("priority", "must be 0..3, got %d", prio)
 	}
 	for _, d := range []api.Duration{spec.Duration, spec.Timeout, spec.QueueTimeout, spec.Lease} {
 		if d < 0 {
-			return errs.Invalid("duration", "durations must not be negative")
+			return nil, nil, "", errs.Invalid("duration", "durations must not be negative")
 		}
 	}
 	cls, err := c.classFor(spec)
 	if err != nil {
-		return err
+		return nil, nil, "", err
 	}
-	// Dependencies are checked before anything changes.
-	var deps []*Task
-	skipReason := ""
 	for i, d := range spec.Depends {
 		dt, ok := c.tasks[d]
 		if !ok {
-			return errs.New(errs.InvalidArgument, "depends["+itoa(i)+"]", "unknown task %q", d)
+			return nil, nil, "", errs.New(errs.InvalidArgument, "depends["+itoa(i)+"]", "unknown task %q", d)
 		}
 		switch {
 		case dt.state == Succeeded:
@@ -263,7 +282,7 @@ func (c *Core) Submit(now time.Time, spec *api.Task) error {
 		}
 	}
 	c.seq++
-	t := &Task{
+	t = &Task{
 		id: spec.ID, cls: cls, prio: int8(prio), level: int8(prio),
 		preemptible: spec.IsPreemptible(), seq: c.seq,
 		duration: int64(spec.Duration), timeout: int64(spec.Timeout),
@@ -276,22 +295,16 @@ func (c *Core) Submit(now time.Time, spec *api.Task) error {
 	for oi := range cls.opts {
 		c.work.observe(&cls.opts[oi])
 	}
-	switch {
-	case skipReason != "":
-		t.state = Skipped
-		t.reason = skipReason
-		c.out.Transitions = append(c.out.Transitions, Transition{Task: t.id, From: Pending, To: Skipped, Reason: skipReason})
-	case len(deps) > 0:
-		t.state = Blocked
-		t.unmet = int32(len(deps))
-		for _, d := range deps {
-			d.dependent = append(d.dependent, t)
-		}
-	default:
-		c.enqueue(t)
+	return t, deps, skipReason, nil
+}
+
+// waitFor makes t wait for deps (state blocked).
+func (c *Core) waitFor(t *Task, deps []*Task) {
+	t.state = Blocked
+	t.unmet = int32(len(deps))
+	for _, d := range deps {
+		d.dependent = append(d.dependent, t)
 	}
-	c.schedule()
-	return nil
 }
 
 // lookup finds a task or returns NotFound naming the id field.

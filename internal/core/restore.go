@@ -1,0 +1,142 @@
+package core
+
+import (
+	"time"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/errs"
+)
+
+// Saved is a task's durable state as a server's store holds it: what
+// Restore needs to rebuild the core after a restart.
+type Saved struct {
+	State   State
+	Node    string      // for scheduled and running tasks
+	Devices []DeviceRef // the concrete devices held (type, id, share)
+	Chosen  int         // -1 for the task's resources, else the alternative
+	Attempt int
+	Reason  string
+	// Started is when a running task started (or a scheduled one was
+	// placed); run timeouts and preemption's minimum runtime count from it.
+	Started time.Time
+}
+
+// Restore puts a task back as it was saved, after nodes were restored and
+// before the first Tick: terminal tasks stay terminal (so that later tasks
+// may depend on them), pending ones wait in their queue, placed ones get
+// their node and devices back. Tasks must be restored after the tasks they
+// depend on. Restore never places anything (a pending task must not take
+// the capacity of a placed task not restored yet); the caller Ticks when
+// every task is back.
+//
+// A placement that cannot be restored (node or device gone, unhealthy, or
+// no longer fitting) puts the task back to pending with its attempt
+// counted, reported as a Transition. A lease gets a full lease from now,
+// since its last renewal is not saved.
+func (c *Core) Restore(now time.Time, spec *api.Task, s Saved) error {
+	c.advance(now)
+	if s.State >= numStates || s.State == Preempted {
+		return errs.Invalid("state", "cannot restore a task in state %s", s.State)
+	}
+	t, deps, skipReason, err := c.admit(spec)
+	if err != nil {
+		return err
+	}
+	t.attempt = int32(s.Attempt)
+	switch {
+	case s.State.Terminal():
+		t.state = s.State
+		t.reason = s.Reason
+	case skipReason != "":
+		t.state = Skipped
+		t.reason = skipReason
+		c.out.Transitions = append(c.out.Transitions, Transition{Task: t.id, From: s.State, To: Skipped, Reason: skipReason, Attempt: int(t.attempt)})
+	case len(deps) > 0:
+		c.waitFor(t, deps)
+	case s.State == Scheduled || s.State == Running:
+		if why := c.restorePlacement(t, s); why != "" {
+			t.attempt++
+			c.out.Transitions = append(c.out.Transitions, Transition{Task: t.id, From: s.State, To: Pending, Reason: why, Attempt: int(t.attempt)})
+			c.enqueue(t)
+			t.reason = why
+		}
+	default:
+		c.enqueue(t)
+		t.reason = s.Reason
+	}
+	return nil
+}
+
+// restorePlacement puts t back on its saved node and devices, or says why
+// it cannot.
+func (c *Core) restorePlacement(t *Task, s Saved) string {
+	n, ok := c.idx.nodes[s.Node]
+	if !ok {
+		return "could not restore placement: node " + s.Node + " is gone"
+	}
+	if n.state == api.NodeNotReady || n.state == api.NodeDraining {
+		return "could not restore placement: node " + s.Node + " is " + n.state
+	}
+	oi := s.Chosen + 1
+	if oi < 0 || oi >= len(t.cls.opts) {
+		return "could not restore placement: no alternative " + itoa(s.Chosen)
+	}
+	o := &t.cls.opts[oi]
+	devs := make([]devShare, 0, len(s.Devices))
+	perDim := map[int]int64{}
+	for _, d := range s.Devices {
+		j := findDevice(n, d.Type, d.ID)
+		if j < 0 || !n.devices[j].Healthy {
+			return "could not restore placement: device " + d.Type + " " + d.ID + " on " + s.Node + " is gone or unhealthy"
+		}
+		share := d.Share
+		if share <= 0 || share > 1000 || int64(n.devices[j].Free()) < int64(share) {
+			return "could not restore placement: device " + d.Type + " " + d.ID + " on " + s.Node + " has no room"
+		}
+		devs = append(devs, devShare{dev: int32(j), milli: share})
+		perDim[n.devices[j].dim] += int64(share)
+	}
+	for _, dr := range o.devs {
+		if len(n.byDim[dr.dim]) > 0 && perDim[dr.dim] != dr.milli {
+			return "could not restore placement: saved devices do not match the request"
+		}
+	}
+	nd := c.dims.Len()
+	for i := 0; i < nd; i++ {
+		if o.req[i] > n.capacity[i]-n.alloc[i] {
+			return "could not restore placement: node " + s.Node + " has no room for " + string(c.dims.Name(i))
+		}
+	}
+	c.allocate(t, n, o, devs)
+	t.state = s.State
+	t.started = s.Started.UnixNano()
+	if t.started == 0 || t.started > c.now {
+		t.started = c.now
+	}
+	switch {
+	case t.lease > 0:
+		c.timers.set(t, timerLease, c.now+t.lease)
+	case t.state == Running && t.timeout > 0:
+		c.timers.set(t, timerRun, t.started+t.timeout)
+	}
+	return ""
+}
+
+// SavedState returns what a server persists for a task so that Restore can
+// rebuild it.
+func (c *Core) SavedState(id string) (Saved, bool) {
+	t, ok := c.tasks[id]
+	if !ok {
+		return Saved{}, false
+	}
+	s := Saved{State: t.state, Chosen: int(t.chosen), Attempt: int(t.attempt), Reason: t.reason}
+	if t.node != nil {
+		s.Node = t.node.name
+		s.Started = time.Unix(0, t.started)
+		for _, d := range t.devs {
+			dev := &t.node.devices[d.dev]
+			s.Devices = append(s.Devices, DeviceRef{Type: dev.Type, ID: dev.ID, Model: dev.Model, Share: d.milli})
+		}
+	}
+	return s, true
+}
