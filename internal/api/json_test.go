@@ -116,6 +116,7 @@ func TestDecodeTaskUnknownField(t *testing.T) {
 func TestTaskJSONRoundTrip(t *testing.T) {
 	in := fullTask()
 	in.Command = nil
+	in.Timeout = 0                        // a lease has no run timeout
 	in.Lease = Duration(90 * time.Second) // lease is set only without a command
 	data, err := json.Marshal(in)
 	if err != nil {
@@ -123,7 +124,7 @@ func TestTaskJSONRoundTrip(t *testing.T) {
 	}
 	for _, frag := range []string{
 		`"cpu":"4"`, `"memory":"16Gi"`, `"nvidia.com/gpu":"2"`, `"nvidia.com/gpu":"0.5"`,
-		`"timeout":"1h0m0s"`, `"lease":"1m30s"`, `"priority":1`, `"preemptible":false`,
+		`"queueTimeout":"10m0s"`, `"lease":"1m30s"`, `"priority":1`, `"preemptible":false`,
 	} {
 		if !bytes.Contains(data, []byte(frag)) {
 			t.Errorf("marshaled task lacks %s:\n%s", frag, data)

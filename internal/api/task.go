@@ -222,6 +222,9 @@ func (t *Task) Validate() error {
 	if len(t.Command) > 0 && t.Lease != 0 {
 		return errs.Invalid("lease", "a task with a command is not a lease; drop lease or command")
 	}
+	if t.Lease != 0 && t.Timeout != 0 {
+		return errs.Invalid("timeout", "a lease ends when it is completed, cancelled or not renewed; timeout applies to tasks that run a command")
+	}
 	if len(t.Depends) > MaxDepends {
 		return errs.Invalid("depends", "at most %d dependencies", MaxDepends)
 	}

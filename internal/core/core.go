@@ -262,9 +262,13 @@ func (c *Core) admit(spec *api.Task) (t *Task, deps []*Task, skipReason string, 
 			return nil, nil, "", errs.Invalid("duration", "durations must not be negative")
 		}
 	}
-	cls, err := c.classFor(spec)
-	if err != nil {
+	if err := api.ValidateRequest("resources", spec.Resources); err != nil {
 		return nil, nil, "", err
+	}
+	for i := range spec.Alternatives {
+		if err := api.ValidateRequest("alternatives["+itoa(i)+"].resources", spec.Alternatives[i].Resources); err != nil {
+			return nil, nil, "", err
+		}
 	}
 	for i, d := range spec.Depends {
 		dt, ok := c.tasks[d]
@@ -280,6 +284,10 @@ func (c *Core) admit(spec *api.Task) (t *Task, deps []*Task, skipReason string, 
 		default:
 			deps = append(deps, dt)
 		}
+	}
+	cls, err := c.classFor(spec)
+	if err != nil {
+		return nil, nil, "", err
 	}
 	c.seq++
 	t = &Task{
@@ -438,6 +446,9 @@ func (c *Core) ObserveNode(now time.Time, name string, u NodeUsage) error {
 	n.load.forecast.add(load)
 	n.load.util.add(load)
 	n.load.reserved = 0
+	// The sample may lift a load-based filter: retry what could fit here.
+	c.wake(n)
+	c.schedule()
 	return nil
 }
 

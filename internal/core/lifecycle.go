@@ -2,6 +2,7 @@ package core
 
 import (
 	"math"
+	"sort"
 	"time"
 
 	"github.com/hetsched/hetsched/internal/api"
@@ -26,9 +27,16 @@ func (c *Core) classFor(spec *api.Task) (*class, error) {
 		h *= 1099511628211
 	}
 	nd := c.dims.Len()
-	for i := 0; i < nd; i++ {
-		mix(uint64(vecs[0][i]))
+	// Only nonzero entries count, so that interning a new resource name
+	// does not change the hash of existing requests.
+	mixVec := func(v *resource.Vector) {
+		for i := 0; i < nd; i++ {
+			if v[i] != 0 {
+				mix(uint64(i)<<56 ^ uint64(v[i]))
+			}
+		}
 	}
+	mixVec(&vecs[0])
 	for i, a := range spec.Alternatives {
 		if err := c.vectorOf(&vecs[i+1], "alternatives["+itoa(i)+"].resources", a.Resources); err != nil {
 			return nil, err
@@ -37,9 +45,7 @@ func (c *Core) classFor(spec *api.Task) (*class, error) {
 			return nil, errs.Invalid("alternatives["+itoa(i)+"].speed", "must be a positive number")
 		}
 		mix(0xa17)
-		for j := 0; j < c.dims.Len(); j++ {
-			mix(uint64(vecs[i+1][j]))
-		}
+		mixVec(&vecs[i+1])
 		mix(math.Float64bits(a.Speed))
 	}
 	var sel uint64
@@ -47,9 +53,11 @@ func (c *Core) classFor(spec *api.Task) (*class, error) {
 		sel += strHash(k)*31 + strHash(v)
 	}
 	mix(sel)
+	var tols uint64 // order-independent
 	for _, t := range spec.Tolerations {
-		mix(strHash(t))
+		tols += strHash(t)
 	}
+	mix(tols)
 	nopts := 1 + len(spec.Alternatives)
 	for _, cl := range c.classes[h] {
 		if cl.matches(spec, vecs[:nopts]) {
@@ -126,7 +134,10 @@ func (cl *class) matches(spec *api.Task, vecs []resource.Vector) bool {
 	if n != len(spec.NodeSelector) || len(spec.Tolerations) != len(cl.tolerations) {
 		return false
 	}
-	for i, s := range spec.Tolerations {
+	// Tolerations match in any order (cl.tolerations are sorted by text).
+	tols := append([]string(nil), spec.Tolerations...)
+	sort.Strings(tols)
+	for i, s := range tols {
 		t, err := api.ParseToleration(s)
 		if err != nil || t != cl.tolerations[i] {
 			return false

@@ -405,7 +405,11 @@ func (c *Core) pickDevices(t *Task, o *Option, n *Node, dr devReq) *Status {
 				}
 			}
 			if m < 0 {
-				return c.noDevice(dr.dim)
+				// Domains beyond the tracked ones were pooled: any free device.
+				if need = c.takeFrom(n, idxs, "\x00any", need); need > 0 {
+					return c.noDevice(dr.dim)
+				}
+				break
 			}
 			before := need
 			need = c.takeFrom(n, idxs, doms[m].dom, need)

@@ -1,5 +1,7 @@
 package core
 
+import "sort"
+
 // Preemption: an urgent or high task that fits nowhere may evict
 // preemptible tasks of lower priority (larger number). The what-if runs on
 // the live node state with raw, undoable allocation changes (checkpoint,
@@ -55,9 +57,32 @@ func startOf(t *Task) int64 { return t.started }
 func (c *Core) tryPreempt(t *Task) bool {
 	var plan preemptPlan
 	visited := 0
+	try := func(o *Option, n *Node) {
+		if !c.potentialFits(t, o, n) {
+			return
+		}
+		victims, ok := c.victimsOn(t, o, n)
+		if ok && len(victims) > 0 && plan.better(victims) {
+			plan.n, plan.o, plan.hasPlan = n, o, true
+			plan.victims = append(plan.victims[:0], victims...)
+			plan.minPrio, plan.latest = victimStats(victims)
+		}
+	}
 	for oi := range t.cls.opts {
 		o := &t.cls.opts[oi]
 		c.refreshGroups(t, o)
+		if len(t.cls.identity) > 0 {
+			// Pinned: only the nodes the identity index names.
+			term := t.cls.identity[0]
+			for _, v := range term.values {
+				for _, n := range c.idx.byIdentity[term.key][v] {
+					if n.bucket >= 0 && o.hasGroup(n.group) && identityMatch(t.cls, n) {
+						try(o, n)
+					}
+				}
+			}
+			continue
+		}
 		for _, g := range o.groups {
 			for b := g.max; b >= 0; b-- {
 				for _, n := range g.buckets[b] {
@@ -65,15 +90,7 @@ func (c *Core) tryPreempt(t *Task) bool {
 						goto decide
 					}
 					visited++
-					if !c.potentialFits(t, o, n) {
-						continue
-					}
-					victims, ok := c.victimsOn(t, o, n)
-					if ok && len(victims) > 0 && plan.better(victims) {
-						plan.n, plan.o, plan.hasPlan = n, o, true
-						plan.victims = append(plan.victims[:0], victims...)
-						plan.minPrio, plan.latest = victimStats(victims)
-					}
+					try(o, n)
 				}
 			}
 		}
@@ -122,11 +139,7 @@ func (c *Core) victimsOn(t *Task, o *Option, n *Node) ([]*Task, bool) {
 		}
 	}
 	// Least important first, then most recently started, then newest.
-	for i := 1; i < len(cands); i++ {
-		for j := i; j > 0 && victimBefore(cands[j], cands[j-1]); j-- {
-			cands[j], cands[j-1] = cands[j-1], cands[j]
-		}
-	}
+	sort.Slice(cands, func(i, j int) bool { return victimBefore(cands[i], cands[j]) })
 	c.victimBuf = cands
 	evicted := 0
 	fits := false

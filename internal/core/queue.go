@@ -71,7 +71,9 @@ func (q *classQueue) removeAt(i int) {
 		if i == q.first {
 			q.first++
 		}
-		if q.first >= 1024 && q.first > len(q.tasks)/2 {
+		// Compact once the dead slots (consumed head or holes left by
+		// removals from the middle) outnumber the live tasks.
+		if dead := len(q.tasks) - q.live; dead >= 1024 && dead > q.live {
 			n := 0
 			for _, x := range q.tasks[q.first:] {
 				if x != nil {

@@ -84,10 +84,18 @@ func (c *Core) restorePlacement(t *Task, s Saved) string {
 	o := &t.cls.opts[oi]
 	devs := make([]devShare, 0, len(s.Devices))
 	perDim := map[int]int64{}
+	seen := map[int]bool{}
 	for _, d := range s.Devices {
 		j := findDevice(n, d.Type, d.ID)
 		if j < 0 || !n.devices[j].Healthy {
 			return "could not restore placement: device " + d.Type + " " + d.ID + " on " + s.Node + " is gone or unhealthy"
+		}
+		if seen[j] {
+			return "could not restore placement: device " + d.Type + " " + d.ID + " listed twice"
+		}
+		seen[j] = true
+		if o.req[n.devices[j].dim] == 0 {
+			return "could not restore placement: device " + d.Type + " " + d.ID + " was not requested"
 		}
 		share := d.Share
 		if share <= 0 || share > 1000 || int64(n.devices[j].Free()) < int64(share) {

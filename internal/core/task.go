@@ -217,7 +217,9 @@ func buildClass(key string, spec *api.Task, dims *resource.Dims) (*class, error)
 	for _, k := range keys {
 		cl.selector = append(cl.selector, selTerm{key: k, values: strings.Split(spec.NodeSelector[k], "|")})
 	}
-	for _, s := range spec.Tolerations {
+	tols := append([]string(nil), spec.Tolerations...)
+	sort.Strings(tols)
+	for _, s := range tols {
 		t, err := api.ParseToleration(s)
 		if err != nil {
 			return nil, errs.Invalid("tolerations", "%v", err)
