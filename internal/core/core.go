@@ -55,6 +55,7 @@ type Core struct {
 	victimBuf   []*Task
 	victimOut   []*Task
 	insuff      []*Status
+	small       []*Status
 	nodev       []*Status
 	deferred    []*classQueue
 	blockedAll  []blockRef

@@ -1,31 +1,38 @@
 package core
 
 import (
+	"math/bits"
+
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/resource"
 )
 
-// numBuckets is how finely a group's nodes are sorted by free capacity of
-// the group's primary resource: bucket b holds nodes with free fraction in
-// [b/32, (b+1)/32); bucket 32 holds completely free nodes.
-const numBuckets = 33
+// numBuckets is how finely a group's nodes are sorted by the free amount
+// of the group's primary resource. Buckets are logarithmic with four steps
+// per power of two (as in an HDR histogram), so the order is exact to 25 %
+// whatever the nodes' sizes: a group may hold nodes of different capacity.
+const numBuckets = 4 * 64
 
-// group is a set of interchangeable nodes (same labels, taints, capacity and
-// device models). Static filters run per group; schedulable nodes sit in
-// buckets by free primary resource so that a search starts where a fit is
-// possible instead of scanning every node.
+// group is a set of nodes alike for static filters: same labels (identity
+// labels aside), taints, resource types and device models; capacities may
+// differ. Static filters run per group; schedulable nodes sit in buckets by
+// free primary resource so that a search starts where a fit is possible
+// instead of scanning every node.
 type group struct {
-	id       int
-	key      string
-	labels   map[string]string // shared by all members
-	taints   []api.Taint
-	tmpl     *Node // an empty member: what static filters look at
-	capacity resource.Vector
-	primary  int // the dim nodes are bucketed by
-	buckets  [numBuckets][]*Node
-	indexed  int // nodes in buckets
-	members  int // all nodes of the group, schedulable or not
-	max      int // highest non-empty bucket, -1 when none
+	id     int
+	key    string
+	labels map[string]string // shared by all members
+	taints []api.Taint
+	tmpl   *Node // what static filters look at: labels, taints, and a
+	// capacity of MaxValue for each resource type the group has
+	primary int // the dim nodes are bucketed by
+	buckets [numBuckets][]*Node
+	indexed int // nodes in buckets
+	members int // all nodes of the group, schedulable or not
+	// maxCap is the largest capacity of any member per resource (never
+	// lowered when members leave or shrink: a bound, not a statistic).
+	maxCap resource.Vector
+	max    int // highest non-empty bucket, -1 when none
 	// blocked lists class queues waiting for capacity in this group.
 	blocked []blockRef
 }
@@ -37,25 +44,29 @@ type blockRef struct {
 
 // choosePrimary picks the dim a group is bucketed by: its first device dim,
 // else cpu.
-func choosePrimary(capacity *resource.Vector, n *Node) int {
+func choosePrimary(n *Node) int {
 	for dim := range n.byDim {
-		if len(n.byDim[dim]) > 0 && capacity[dim] > 0 {
+		if len(n.byDim[dim]) > 0 {
 			return dim
 		}
 	}
 	return resource.DimCPU
 }
 
-// bucketOf returns the bucket for a free amount of the primary resource.
+// bucketOf returns the bucket for a free amount of the primary resource:
+// monotonic in free, four buckets per power of two.
 func (g *group) bucketOf(free int64) int {
-	c := g.capacity[g.primary]
-	if c <= 0 || free <= 0 {
+	if free <= 0 {
 		return 0
 	}
-	if free >= c {
-		return numBuckets - 1
+	e := bits.Len64(uint64(free)) // 1..63
+	sub := 0
+	if e > 2 {
+		sub = int(uint64(free)>>(e-3)) & 3
+	} else {
+		sub = int(uint64(free)<<(3-e)) & 3
 	}
-	return int(free * (numBuckets - 1) / c)
+	return e*4 + sub
 }
 
 // needBucket returns the lowest bucket that may hold a node with at least
@@ -157,10 +168,15 @@ func (x *index) attach(n *Node, dims *resource.Dims) {
 				shared[k] = v
 			}
 		}
-		g = &group{id: len(x.glist), key: key, labels: shared, taints: n.taints, capacity: n.capacity, max: -1}
-		g.primary = choosePrimary(&n.capacity, n)
+		g = &group{id: len(x.glist), key: key, labels: shared, taints: n.taints, max: -1}
+		g.primary = choosePrimary(n)
 		g.tmpl = &Node{name: n.name, labels: shared, taints: n.taints, state: api.NodeReady,
-			capacity: n.capacity, byDim: n.byDim, bucket: -1, group: g}
+			byDim: n.byDim, bucket: -1, group: g}
+		for i := range n.capacity {
+			if n.capacity[i] > 0 || len(n.byDim[i]) > 0 {
+				g.tmpl.capacity[i] = resource.MaxValue
+			}
+		}
 		g.tmpl.devices = append([]Device(nil), n.devices...)
 		for i := range g.tmpl.devices {
 			g.tmpl.devices[i].Used = 0
@@ -171,6 +187,11 @@ func (x *index) attach(n *Node, dims *resource.Dims) {
 	}
 	n.group = g
 	g.members++
+	for i := range n.capacity {
+		if n.capacity[i] > g.maxCap[i] {
+			g.maxCap[i] = n.capacity[i]
+		}
+	}
 	if n.state == api.NodeReady {
 		g.insert(n)
 	}

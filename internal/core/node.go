@@ -174,9 +174,10 @@ func (n *Node) recomputeCapacity() {
 	}
 }
 
-// groupKey is the static signature shared by interchangeable nodes: labels,
-// taints, capacity and device models. Nodes with equal keys form a group, so
-// static filters run once per group, not once per node.
+// groupKey is the static signature of nodes alike for static filters:
+// labels (identity labels aside), taints, the resource types present and
+// the device types and models. Capacities are left out, so machines that
+// differ by a few bytes of memory, or by failed devices, share a group.
 func (n *Node) groupKey(dims *resource.Dims, identity map[string]bool) string {
 	var b strings.Builder
 	keys := make([]string, 0, len(n.labels))
@@ -199,17 +200,22 @@ func (n *Node) groupKey(dims *resource.Dims, identity map[string]bool) string {
 	}
 	b.WriteByte('|')
 	for i := 0; i < dims.Len(); i++ {
-		b.WriteString(strconv.FormatInt(n.capacity[i], 36))
-		b.WriteByte(',')
+		if n.capacity[i] > 0 || len(n.byDim[i]) > 0 {
+			b.WriteString(strconv.Itoa(i))
+			b.WriteByte(',')
+		}
 	}
 	b.WriteByte('|')
 	ms := make([]string, 0, len(n.devices))
 	for _, d := range n.devices {
-		if d.Healthy {
-			ms = append(ms, d.Type+"="+d.Model)
-		}
+		ms = append(ms, d.Type+"="+d.Model)
 	}
 	sort.Strings(ms)
-	b.WriteString(strings.Join(ms, ","))
+	for i, m := range ms {
+		if i == 0 || m != ms[i-1] {
+			b.WriteString(m)
+			b.WriteByte(',')
+		}
+	}
 	return b.String()
 }

@@ -226,7 +226,7 @@ func (o *Option) scan(g *group) *scanState {
 // complete walk within one attempt. Searches stay exhaustive while fits are
 // only found beyond the budget.
 func (c *Core) searchGroup(t *Task, o *Option, g *group, sample int, best *candidate) bool {
-	if g.indexed == 0 {
+	if g.indexed == 0 || !o.req.Fits(&g.maxCap) {
 		return true
 	}
 	nb := g.needBucket(o.req[g.primary])
@@ -317,6 +317,9 @@ func (c *Core) checkNode(t *Task, o *Option, n *Node) *Status {
 	nd := c.dims.Len()
 	for i := 0; i < nd; i++ {
 		if o.req[i] > n.capacity[i]-n.alloc[i] {
+			if o.req[i] > n.capacity[i] {
+				return c.tooSmall(i)
+			}
 			return c.insufficient(i)
 		}
 	}
@@ -335,6 +338,17 @@ func (c *Core) checkNode(t *Task, o *Option, n *Node) *Status {
 		}
 	}
 	return nil
+}
+
+// tooSmall returns the shared "node too small for <resource>" status.
+func (c *Core) tooSmall(dim int) *Status {
+	for len(c.small) <= dim {
+		c.small = append(c.small, nil)
+	}
+	if c.small[dim] == nil {
+		c.small[dim] = NewUnschedulable("node too small for " + string(c.dims.Name(dim)))
+	}
+	return c.small[dim]
 }
 
 // insufficient returns the shared "insufficient <resource>" status.

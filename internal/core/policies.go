@@ -80,8 +80,8 @@ func init() {
 	})
 }
 
-// ResourceTypes is static: the node must have every requested resource type
-// at all (capacity > 0), and enough capacity when empty.
+// ResourceTypes is static: the group must have every requested resource
+// type at all (whether one node is big enough is checked per node).
 type ResourceTypes struct{ dims *resource.Dims }
 
 // Name implements Plugin.
@@ -93,9 +93,6 @@ func (p ResourceTypes) Filter(_ *CycleState, _ *Task, o *Option, n *Node) *Statu
 		if o.req[i] > 0 && n.capacity[i] == 0 {
 			return NewUnschedulable("no " + string(p.dims.Name(i)))
 		}
-	}
-	if i := o.req.FirstShort(&n.capacity); i >= 0 {
-		return NewUnschedulable("node too small for " + string(p.dims.Name(i)))
 	}
 	return nil
 }

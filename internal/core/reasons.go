@@ -69,6 +69,10 @@ func (c *Core) explainOption(t *Task, o *Option) string {
 			counts[st.Reason] += g.members
 			continue
 		}
+		if i := o.req.FirstShort(&g.maxCap); i >= 0 {
+			counts[c.tooSmall(i).Reason] += g.members
+			continue
+		}
 		if off := g.members - g.indexed; off > 0 {
 			counts["node not ready, cordoned or draining"] += off
 		}
