@@ -59,6 +59,7 @@ type Core struct {
 	nodev       []*Status
 	deferred    []*classQueue
 	blockedAll  []blockRef
+	unresolved  []*class // classes requesting resources no node offers yet
 	// blockedHigh lists blocked urgent/high queues, retried for preemption
 	// at highRetryAt.
 	blockedHigh []blockRef

@@ -15,10 +15,12 @@ import (
 // tolerations, and confirmed by comparing them.
 func (c *Core) classFor(spec *api.Task) (*class, error) {
 	var vecs [1 + api.MaxAlternatives]resource.Vector
+	var unknown [1 + api.MaxAlternatives][]unknownRes
 	if len(spec.Alternatives) > api.MaxAlternatives {
 		return nil, errs.Invalid("alternatives", "at most %d alternatives", api.MaxAlternatives)
 	}
-	if err := c.vectorOf(&vecs[0], "resources", spec.Resources); err != nil {
+	var err error
+	if unknown[0], err = c.vectorOf(&vecs[0], "resources", spec.Resources); err != nil {
 		return nil, err
 	}
 	h := uint64(14695981039346656037)
@@ -29,23 +31,26 @@ func (c *Core) classFor(spec *api.Task) (*class, error) {
 	nd := c.dims.Len()
 	// Only nonzero entries count, so that interning a new resource name
 	// does not change the hash of existing requests.
-	mixVec := func(v *resource.Vector) {
+	mixOpt := func(v *resource.Vector, u []unknownRes) {
 		for i := 0; i < nd; i++ {
 			if v[i] != 0 {
 				mix(uint64(i)<<56 ^ uint64(v[i]))
 			}
 		}
+		for _, x := range u {
+			mix(strHash(string(x.name)) ^ uint64(x.q))
+		}
 	}
-	mixVec(&vecs[0])
+	mixOpt(&vecs[0], unknown[0])
 	for i, a := range spec.Alternatives {
-		if err := c.vectorOf(&vecs[i+1], "alternatives["+itoa(i)+"].resources", a.Resources); err != nil {
+		if unknown[i+1], err = c.vectorOf(&vecs[i+1], "alternatives["+itoa(i)+"].resources", a.Resources); err != nil {
 			return nil, err
 		}
 		if a.Speed < 0 || math.IsNaN(a.Speed) || math.IsInf(a.Speed, 0) {
 			return nil, errs.Invalid("alternatives["+itoa(i)+"].speed", "must be a positive number")
 		}
 		mix(0xa17)
-		mixVec(&vecs[i+1])
+		mixOpt(&vecs[i+1], unknown[i+1])
 		mix(math.Float64bits(a.Speed))
 	}
 	var sel uint64
@@ -60,11 +65,11 @@ func (c *Core) classFor(spec *api.Task) (*class, error) {
 	mix(tols)
 	nopts := 1 + len(spec.Alternatives)
 	for _, cl := range c.classes[h] {
-		if cl.matches(spec, vecs[:nopts]) {
+		if cl.matches(spec, vecs[:nopts], unknown[:nopts]) {
 			return cl, nil
 		}
 	}
-	cl, err := buildClass(classKey(spec), spec, c.dims)
+	cl, err := buildClass(classKey(spec), spec, c.dims, vecs[:nopts], unknown[:nopts])
 	if err != nil {
 		return nil, err
 	}
@@ -73,8 +78,31 @@ func (c *Core) classFor(spec *api.Task) (*class, error) {
 			cl.identity = append(cl.identity, s)
 		}
 	}
+	for _, u := range unknown[:nopts] {
+		if len(u) > 0 {
+			c.unresolved = append(c.unresolved, cl)
+			break
+		}
+	}
 	c.classes[h] = append(c.classes[h], cl)
 	return cl, nil
+}
+
+// resolveClasses gives dims to the unknown resources of classes once nodes
+// offer them (called when the name table grows).
+func (c *Core) resolveClasses() {
+	keep := c.unresolved[:0]
+	for _, cl := range c.unresolved {
+		left := false
+		for oi := range cl.opts {
+			cl.opts[oi].resolve(c.dims)
+			left = left || len(cl.opts[oi].unknown) > 0
+		}
+		if left {
+			keep = append(keep, cl)
+		}
+	}
+	c.unresolved = keep
 }
 
 func strHash(s string) uint64 {
@@ -86,32 +114,40 @@ func strHash(s string) uint64 {
 	return h
 }
 
-// vectorOf converts a list into v; names never seen before are interned in
-// sorted order so that dim indexes do not depend on map order.
-func (c *Core) vectorOf(v *resource.Vector, field string, l resource.List) error {
+// vectorOf converts a list into v. Names no node has offered are not
+// interned (tasks must not use up the name table): they come back, sorted,
+// as unknown resources.
+func (c *Core) vectorOf(v *resource.Vector, field string, l resource.List) ([]unknownRes, error) {
+	var unknown []unknownRes
 	for k, q := range l {
-		i, ok := c.dims.Lookup(k)
-		if !ok {
-			nv, err := c.dims.Vector(l)
-			if err != nil {
-				return errs.Prefix(field, err)
-			}
-			*v = nv
-			return nil
+		if i, ok := c.dims.Lookup(k); ok {
+			v[i] = q
+			continue
 		}
-		v[i] = q
+		if err := resource.ValidateName(string(k)); err != nil {
+			return nil, errs.Invalid(field+"."+string(k), "%v", err)
+		}
+		if q > 0 {
+			unknown = append(unknown, unknownRes{name: k, q: q})
+		}
 	}
-	return nil
+	sort.Slice(unknown, func(i, j int) bool { return unknown[i].name < unknown[j].name })
+	return unknown, nil
 }
 
 // matches reports whether spec (with its converted vectors) belongs to cl.
-func (cl *class) matches(spec *api.Task, vecs []resource.Vector) bool {
+func (cl *class) matches(spec *api.Task, vecs []resource.Vector, unknown [][]unknownRes) bool {
 	if len(vecs) != len(cl.opts) {
 		return false
 	}
 	for i := range vecs {
-		if vecs[i] != cl.opts[i].req {
+		if vecs[i] != cl.opts[i].req || len(unknown[i]) != len(cl.opts[i].unknown) {
 			return false
+		}
+		for j := range unknown[i] {
+			if unknown[i][j] != cl.opts[i].unknown[j] {
+				return false
+			}
 		}
 		if i > 0 {
 			sp := spec.Alternatives[i-1].Speed

@@ -18,9 +18,13 @@ func (c *Core) UpsertNode(now time.Time, spec *api.Node) error {
 	if err := spec.Validate(); err != nil {
 		return err
 	}
+	nd := c.dims.Len()
 	n, err := buildNode(spec, c.dims)
 	if err != nil {
 		return err
+	}
+	if c.dims.Len() != nd {
+		c.resolveClasses()
 	}
 	ver := c.idx.version
 	old := c.idx.nodes[spec.Name]

@@ -89,6 +89,9 @@ func (ResourceTypes) Name() string { return "ResourceTypes" }
 
 // Filter implements FilterPlugin.
 func (p ResourceTypes) Filter(_ *CycleState, _ *Task, o *Option, n *Node) *Status {
+	if len(o.unknown) > 0 {
+		return NewUnschedulable("no " + string(o.unknown[0].name))
+	}
 	for i := range o.req {
 		if o.req[i] > 0 && n.capacity[i] == 0 {
 			return NewUnschedulable("no " + string(p.dims.Name(i)))

@@ -23,7 +23,9 @@ type Option struct {
 	Index int // -1 for the task's resources, else the alternative's index
 	Speed float64
 	req   resource.Vector
-	devs  []devReq // device-backed dims; filled lazily per node (see fit)
+	devs  []devReq // device-backed (extended) dims of req
+	// unknown lists requested resources no node offers yet (sorted by name).
+	unknown []unknownRes
 	// groups compatible with this option (static filters passed), cached
 	// against index.version.
 	groups    []*group
@@ -175,33 +177,60 @@ func classKey(spec *api.Task) string {
 	return b.String()
 }
 
-// buildClass converts a validated spec's scheduling fields.
-func buildClass(key string, spec *api.Task, dims *resource.Dims) (*class, error) {
-	cl := &class{key: key}
-	add := func(field string, idx int, l resource.List, speed float64) error {
-		v, err := dims.Vector(l)
-		if err != nil {
-			return errs.Prefix(field, err)
+// unknownRes is a requested resource no node has ever offered: it is not
+// given a dim (tasks must not use up the table of resource names), and the
+// option cannot be placed until a node brings it.
+type unknownRes struct {
+	name resource.Name
+	q    int64
+}
+
+// computeDevs lists the option's device-backed (extended) dims.
+func (o *Option) computeDevs(dims *resource.Dims) {
+	o.devs = o.devs[:0]
+	for i := 2; i < dims.Len(); i++ {
+		if o.req[i] > 0 && dims.Name(i).IsExtended() {
+			o.devs = append(o.devs, devReq{dim: i, milli: o.req[i]})
 		}
+	}
+}
+
+// resolve gives dims to unknown resources that nodes now offer; it reports
+// whether any changed.
+func (o *Option) resolve(dims *resource.Dims) bool {
+	changed := false
+	keep := o.unknown[:0]
+	for _, u := range o.unknown {
+		if i, ok := dims.Lookup(u.name); ok {
+			o.req[i] = u.q
+			changed = true
+			continue
+		}
+		keep = append(keep, u)
+	}
+	o.unknown = keep
+	if changed {
+		o.computeDevs(dims)
+		o.groupsOK = false
+	}
+	return changed
+}
+
+// buildClass converts a validated spec's scheduling fields, given each
+// option's vector and unknown resources (from Core.vectorOf).
+func buildClass(key string, spec *api.Task, dims *resource.Dims, vecs []resource.Vector, unknown [][]unknownRes) (*class, error) {
+	cl := &class{key: key}
+	add := func(idx int, v resource.Vector, u []unknownRes, speed float64) {
 		if speed == 0 {
 			speed = 1
 		}
-		o := Option{Index: idx, Speed: speed, req: v}
-		for i := 2; i < dims.Len(); i++ {
-			if v[i] > 0 && dims.Name(i).IsExtended() {
-				o.devs = append(o.devs, devReq{dim: i, milli: v[i]})
-			}
-		}
+		o := Option{Index: idx, Speed: speed, req: v, unknown: u}
+		o.computeDevs(dims)
 		cl.opts = append(cl.opts, o)
-		return nil
 	}
-	if err := add("resources", -1, spec.Resources, 1); err != nil {
-		return nil, err
-	}
+	add(-1, vecs[0], unknown[0], 1)
 	for i, a := range spec.Alternatives {
-		if err := add("alternatives["+strconv.Itoa(i)+"].resources", i, a.Resources, a.Speed); err != nil {
-			return nil, err
-		}
+		add(i, vecs[i+1], unknown[i+1], a.Speed)
 	}
 	for i := range cl.opts {
 		cl.optOrder = append(cl.optOrder, i)
