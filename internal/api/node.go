@@ -32,6 +32,10 @@ type Device struct {
 	Simulated bool `json:"simulated,omitempty"`
 }
 
+// NodeNameLabel is the label hetsched derives from a node's name
+// (nodeSelector {hetsched.io/node: NAME} pins a task); nodes may not set it.
+const NodeNameLabel = "hetsched.io/node"
+
 // Well-known topology keys of a device.
 const (
 	TopologyNUMA   = "numa"
@@ -71,7 +75,11 @@ func (n *Node) Validate() error {
 	if len(n.Labels) > MaxNodeLabels {
 		return errs.Invalid("labels", "at most %d labels", MaxNodeLabels)
 	}
-	for k, v := range n.Labels {
+	for _, k := range sortedKeys(n.Labels) {
+		v := n.Labels[k]
+		if k == NodeNameLabel {
+			return errs.Invalid("labels."+k, "%s is set by hetsched to the node's name", NodeNameLabel)
+		}
 		if err := ValidateLabelKey(k); err != nil {
 			return errs.Invalid("labels."+truncate(k), "%v", err)
 		}
@@ -135,7 +143,8 @@ func (n *Node) Validate() error {
 		}
 		counts[d.Type] = c
 	}
-	for name, q := range n.Capacity {
+	for _, name := range sortedNames(n.Capacity) {
+		q := n.Capacity[name]
 		if q < 0 {
 			return errs.Invalid("capacity."+string(name), "must not be negative")
 		}

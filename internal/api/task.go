@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"sort"
 	"strings"
 	"unicode/utf8"
 
@@ -119,6 +120,26 @@ func ValidateLabelValue(v string) error {
 
 // truncate shortens s to at most 80 bytes for a message, cutting at a rune
 // boundary so that the result stays valid UTF-8.
+// sortedKeys returns m's keys in order, so that the first error reported
+// does not depend on map order.
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func sortedNames(l resource.List) []resource.Name {
+	names := make([]resource.Name, 0, len(l))
+	for k := range l {
+		names = append(names, k)
+	}
+	sort.Slice(names, func(i, j int) bool { return names[i] < names[j] })
+	return names
+}
+
 func truncate(s string) string {
 	if len(s) <= 80 {
 		return s
@@ -170,7 +191,8 @@ func (t *Task) Validate() error {
 	if len(t.NodeSelector) > MaxSelectorLabels {
 		return errs.Invalid("nodeSelector", "at most %d labels", MaxSelectorLabels)
 	}
-	for k, v := range t.NodeSelector {
+	for _, k := range sortedKeys(t.NodeSelector) {
+		v := t.NodeSelector[k]
 		if err := ValidateLabelKey(k); err != nil {
 			return errs.Invalid("nodeSelector."+truncate(k), "%v", err)
 		}
@@ -203,7 +225,8 @@ func (t *Task) Validate() error {
 	if len(t.Env) > MaxEnv {
 		return errs.Invalid("env", "at most %d variables", MaxEnv)
 	}
-	for k, v := range t.Env {
+	for _, k := range sortedKeys(t.Env) {
+		v := t.Env[k]
 		if !envName.MatchString(k) || len(k) > 256 {
 			return errs.Invalid("env."+truncate(k), "not a valid environment variable name")
 		}
@@ -245,7 +268,8 @@ func (t *Task) Validate() error {
 	if len(t.Metadata) > MaxMetadata {
 		return errs.Invalid("metadata", "at most %d entries", MaxMetadata)
 	}
-	for k, v := range t.Metadata {
+	for _, k := range sortedKeys(t.Metadata) {
+		v := t.Metadata[k]
 		if len(k) == 0 || len(k) > 253 {
 			return errs.Invalid("metadata", "keys must be 1-253 characters")
 		}
@@ -259,7 +283,8 @@ func (t *Task) Validate() error {
 // ValidateRequest checks a resource request: device resources ask for a
 // fraction of one device (0 < q < 1) or whole devices.
 func ValidateRequest(field string, l resource.List) error {
-	for n, q := range l {
+	for _, n := range sortedNames(l) {
+		q := l[n]
 		f := field + "." + string(n)
 		if q < 0 {
 			return errs.Invalid(f, "must not be negative")

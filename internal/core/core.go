@@ -59,7 +59,8 @@ type Core struct {
 	nodev       []*Status
 	deferred    []*classQueue
 	blockedAll  []blockRef
-	unresolved  []*class // classes requesting resources no node offers yet
+	pinned      map[pinKey][]blockRef // pinned classes by the identity value they wait on
+	unresolved  []*class              // classes requesting resources no node offers yet
 	// blockedHigh lists blocked urgent/high queues, retried for preemption
 	// at highRetryAt.
 	blockedHigh []blockRef
@@ -93,6 +94,7 @@ func New(cfg Config) (*Core, error) {
 		rtByMeta:   map[string]*runtimeClass{},
 		rtByClass:  map[*class]*runtimeClass{},
 		modelSpeed: map[string]ewma{},
+		pinned:     map[pinKey][]blockRef{},
 	}
 	c.cs.core = c
 	for i := range c.tiers {
@@ -137,7 +139,8 @@ func (c *Core) Node(name string) (*Node, bool) {
 	return n, ok
 }
 
-// Nodes returns the nodes in insertion order (read only).
+// Nodes returns the nodes in registration order, except that removing a
+// node moves the last one into its place (read only).
 func (c *Core) Nodes() []*Node { return c.idx.order }
 
 // NumTasks returns how many tasks the core holds (terminal ones included

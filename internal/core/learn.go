@@ -129,7 +129,9 @@ func (c *Core) learnFinished(t *Task, runtime int64) {
 		// How much faster than declared this model ran.
 		declared := float64(t.duration) / o.Speed
 		e := c.modelSpeed[model]
-		e.add(declared / float64(runtime))
+		// One odd run (a lease returned at once, a crash reported as
+		// success) must not swing a model's factor without bound.
+		e.add(clampRange(declared/float64(runtime), 0.1, 10))
 		c.modelSpeed[model] = e
 	}
 	t.node.load.latency.add(clampRange(expected/float64(runtime), 0.05, 1))

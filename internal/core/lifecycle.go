@@ -369,9 +369,19 @@ func (c *Core) block(q *classQueue, t *Task) {
 	q.gen++
 	tr.active -= q.size()
 	ref := blockRef{q: q, gen: q.gen}
-	for oi := range q.cls.opts {
-		for _, g := range q.cls.opts[oi].groups {
-			g.blocked = appendRef(g.blocked, ref)
+	if id := q.cls.identity; len(id) > 0 {
+		// Pinned: wait on the identity value (whichever node carries it,
+		// now or later), so that releases elsewhere in the groups do not
+		// walk past every pinned class.
+		for _, v := range id[0].values {
+			k := pinKey{id[0].key, v}
+			c.pinned[k] = appendRef(c.pinned[k], ref)
+		}
+	} else {
+		for oi := range q.cls.opts {
+			for _, g := range q.cls.opts[oi].groups {
+				g.blocked = appendRef(g.blocked, ref)
+			}
 		}
 	}
 	c.blockedAll = appendRef(c.blockedAll, ref)
@@ -415,8 +425,33 @@ func (c *Core) wake(n *Node) {
 	if g == nil || n.bucket < 0 {
 		return
 	}
-	keep := g.blocked[:0]
-	for _, r := range g.blocked {
+	g.blocked = c.wakeRefs(g.blocked, g, n)
+	if len(c.pinned) == 0 {
+		return
+	}
+	for k, v := range n.labels {
+		if !c.idx.identity[k] {
+			continue
+		}
+		pk := pinKey{k, v}
+		if refs, ok := c.pinned[pk]; ok {
+			if refs = c.wakeRefs(refs, g, n); len(refs) == 0 {
+				delete(c.pinned, pk)
+			} else {
+				c.pinned[pk] = refs
+			}
+		}
+	}
+}
+
+// pinKey is an identity label value that pinned classes wait on.
+type pinKey struct{ key, value string }
+
+// wakeRefs unblocks the live queues of refs that could fit n and returns
+// the refs still waiting.
+func (c *Core) wakeRefs(refs []blockRef, g *group, n *Node) []blockRef {
+	keep := refs[:0]
+	for _, r := range refs {
 		if !r.q.blocked || r.q.gen != r.gen {
 			continue // stale
 		}
@@ -426,10 +461,10 @@ func (c *Core) wake(n *Node) {
 		}
 		keep = append(keep, r)
 	}
-	for i := len(keep); i < len(g.blocked); i++ {
-		g.blocked[i] = blockRef{}
+	for i := len(keep); i < len(refs); i++ {
+		refs[i] = blockRef{}
 	}
-	g.blocked = keep
+	return keep
 }
 
 // couldFit reports whether some option of cls that may use g fits n's free

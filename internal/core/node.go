@@ -12,7 +12,7 @@ import (
 // NodeNameLabel is the derived label holding a node's name (when the name
 // is a valid label value): nodeSelector {hetsched.io/node: gpu-a} pins a
 // task to a node.
-const NodeNameLabel = "hetsched.io/node"
+const NodeNameLabel = api.NodeNameLabel
 
 // Device is one device of a node as the core tracks it. Used is the share
 // allocated in milli-units (0..1000).

@@ -50,8 +50,21 @@ func (c *Core) UpsertNode(now time.Time, spec *api.Node) error {
 
 // replaceNode moves old's tasks onto n where possible.
 func (c *Core) replaceNode(old, n *Node) {
-	// Tasks whose devices vanish or turn unhealthy leave first.
+	// Tasks whose devices vanish or turn unhealthy leave first, and so do
+	// tasks whose request a changed node would hold differently (a pooled
+	// resource that now comes as devices, or the reverse).
 	for _, t := range append([]*Task(nil), old.tasks...) {
+		o := &t.cls.opts[optIndex(t.chosen)]
+		reshaped := false
+		for _, dr := range o.devs {
+			if (len(old.byDim[dr.dim]) == 0) != (len(n.byDim[dr.dim]) == 0) {
+				reshaped = true
+			}
+		}
+		if reshaped {
+			c.requeue(t, Pending, "node "+old.name+" now offers its resources differently")
+			continue
+		}
 		for _, s := range t.devs {
 			od := &old.devices[s.dev]
 			if j := findDevice(n, od.Type, od.ID); j < 0 || !n.devices[j].Healthy {

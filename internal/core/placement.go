@@ -169,7 +169,16 @@ func (c *Core) rotatePlace(t *Task) outcome {
 		limit = len(order)
 	}
 	checked := 0
+	scanLimit := 4 * c.cfg.MaxVisit // incompatible nodes are cheap, not free
+	if t.cls.rrExhaustive {
+		scanLimit = len(order)
+	}
 	for scanned := 0; scanned < len(order); scanned++ {
+		if scanned == scanLimit {
+			c.rr += scanned
+			t.cls.rrExhaustive = true
+			return deferred
+		}
 		pos := (c.rr + scanned) % len(order)
 		n := order[pos]
 		if n.bucket < 0 {

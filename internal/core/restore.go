@@ -116,6 +116,9 @@ func (c *Core) restorePlacement(t *Task, s Saved) string {
 		}
 	}
 	c.allocate(t, n, o, devs)
+	for _, r := range c.policy.Reserve {
+		r.Reserve(&c.cs, t, o, n)
+	}
 	t.state = s.State
 	t.started = s.Started.UnixNano()
 	if t.started == 0 || t.started > c.now {

@@ -80,7 +80,13 @@ func ParseList(raw map[string]any) (List, error) {
 		return nil, errs.Invalid("", "at most %d resources may be named, got %d", maxListLen, len(raw))
 	}
 	l := make(List, len(raw))
-	for k, v := range raw {
+	keys := make([]string, 0, len(raw))
+	for k := range raw {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // the first error reported does not depend on map order
+	for _, k := range keys {
+		v := raw[k]
 		if err := ValidateName(k); err != nil {
 			return nil, errs.Invalid(k, "%v", err)
 		}
