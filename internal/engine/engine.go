@@ -1,0 +1,539 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/core"
+	"github.com/hetsched/hetsched/internal/errs"
+	"github.com/hetsched/hetsched/internal/store"
+)
+
+// Config configures an engine.
+type Config struct {
+	Core core.Config
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// MaxBatch bounds the commands applied in one step (default 4096).
+	MaxBatch int
+	Logger   *slog.Logger
+}
+
+// ErrStopped is returned once the engine has stopped.
+var ErrStopped = errs.New(errs.Unavailable, "", "the scheduler is stopped")
+
+// Engine runs a core for a server. See the package doc for its contracts.
+type Engine struct {
+	cfg  Config
+	st   store.Store
+	log  *slog.Logger
+	cmds chan *command
+	quit chan struct{}
+	done chan struct{}
+
+	mu      sync.RWMutex // guards tasks, nodes, waiters and fatal for readers
+	tasks   map[string]*TaskRecord
+	nodes   map[string]*api.Node
+	waiters map[string][]chan struct{}
+	fatal   error
+
+	// loop-owned
+	c      *core.Core
+	seq    uint64
+	staged map[string]*TaskRecord
+	stNode map[string]*api.Node
+}
+
+type cmdKind uint8
+
+const (
+	cmdSubmit cmdKind = iota
+	cmdCancel
+	cmdUpsertNode
+	cmdNodeState
+	cmdStarted
+	cmdFinished
+	cmdRenew
+)
+
+type command struct {
+	kind   cmdKind
+	tasks  []api.Task
+	id     string
+	node   *api.Node
+	state  string
+	result core.Result
+	// results
+	ids   []string
+	errs  []error
+	err   error
+	reply chan struct{}
+}
+
+// New opens an engine on st, rebuilding the core from what st holds, and
+// starts its loop. Stop it with Close.
+func New(cfg Config, st store.Store) (*Engine, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 4096
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	c, err := core.New(cfg.Core)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{
+		cfg: cfg, st: st, log: cfg.Logger, c: c,
+		cmds: make(chan *command, cfg.MaxBatch), quit: make(chan struct{}), done: make(chan struct{}),
+		tasks: map[string]*TaskRecord{}, nodes: map[string]*api.Node{}, waiters: map[string][]chan struct{}{},
+		staged: map[string]*TaskRecord{}, stNode: map[string]*api.Node{},
+	}
+	if err := e.recover(); err != nil {
+		return nil, err
+	}
+	go e.loop()
+	return e, nil
+}
+
+// recover rebuilds the core: nodes first, then tasks in submission order,
+// then one step commits whatever the restore changed (placements that could
+// not be restored go back to pending).
+func (e *Engine) recover() error {
+	ctx := context.Background()
+	now := e.cfg.Now()
+	if err := e.st.Load(ctx, KindNode, func(key string, v []byte) error {
+		var r NodeRecord
+		if err := json.Unmarshal(v, &r); err != nil {
+			return fmt.Errorf("node %s: %w", key, err)
+		}
+		if err := e.c.UpsertNode(now, &r.Spec); err != nil {
+			return fmt.Errorf("node %s: %w", key, err)
+		}
+		spec := r.Spec
+		e.nodes[key] = &spec
+		return nil
+	}); err != nil {
+		return fmt.Errorf("recover nodes: %w", err)
+	}
+	var recs []*TaskRecord
+	if err := e.st.Load(ctx, KindTask, func(key string, v []byte) error {
+		r, err := decodeTask(v)
+		if err != nil {
+			return fmt.Errorf("task %s: %w", key, err)
+		}
+		recs = append(recs, r)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("recover tasks: %w", err)
+	}
+	sort.Slice(recs, func(i, j int) bool { return recs[i].Seq < recs[j].Seq })
+	for _, r := range recs {
+		if err := e.c.Restore(now, &r.Spec, r.saved()); err != nil {
+			return fmt.Errorf("restore task %s: %w", r.Spec.ID, err)
+		}
+		e.tasks[r.Spec.ID] = r
+		if r.Seq > e.seq {
+			e.seq = r.Seq
+		}
+	}
+	e.c.TakeOutput() // restore's own transitions are re-read below
+	for _, r := range recs {
+		e.refresh(r.Spec.ID, now)
+	}
+	if err := e.commitStaged(now); err != nil {
+		return err
+	}
+	e.log.Info("engine recovered", "nodes", len(e.nodes), "tasks", len(recs))
+	return nil
+}
+
+// Close stops the loop; commands after it fail with ErrStopped.
+func (e *Engine) Close() {
+	select {
+	case <-e.quit:
+	default:
+		close(e.quit)
+	}
+	<-e.done
+}
+
+func (e *Engine) loop() {
+	defer close(e.done)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	batch := make([]*command, 0, e.cfg.MaxBatch)
+	for {
+		batch = batch[:0]
+		select {
+		case cmd := <-e.cmds:
+			batch = append(batch, cmd)
+		case <-timer.C:
+		case <-e.quit:
+			e.failPending(ErrStopped)
+			return
+		}
+	drain:
+		for len(batch) < e.cfg.MaxBatch {
+			select {
+			case cmd := <-e.cmds:
+				batch = append(batch, cmd)
+			default:
+				break drain
+			}
+		}
+		if err := e.step(batch); err != nil {
+			e.log.Error("engine stopped: store commit failed", "err", err)
+			e.mu.Lock()
+			e.fatal = err
+			e.mu.Unlock()
+			for _, cmd := range batch {
+				cmd.err = errs.Wrap(errs.Unavailable, "", err)
+				close(cmd.reply)
+			}
+			e.failPending(ErrStopped)
+			return
+		}
+		for _, cmd := range batch {
+			close(cmd.reply)
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		d := time.Hour
+		if next, ok := e.c.NextWakeup(); ok {
+			d = next.Sub(e.cfg.Now())
+			if d < 0 {
+				d = 0
+			}
+		}
+		timer.Reset(d)
+	}
+}
+
+// failPending answers every queued command with err.
+func (e *Engine) failPending(err error) {
+	for {
+		select {
+		case cmd := <-e.cmds:
+			cmd.err = err
+			close(cmd.reply)
+		default:
+			return
+		}
+	}
+}
+
+// step applies a batch, lets the core decide, and commits all changes in
+// one durable commit before anyone is answered.
+func (e *Engine) step(batch []*command) error {
+	now := e.cfg.Now()
+	for _, cmd := range batch {
+		e.apply(cmd, now)
+	}
+	e.c.Tick(now)
+	return e.commitStaged(now)
+}
+
+// commitStaged turns the core's output into record changes, commits them
+// and publishes them.
+func (e *Engine) commitStaged(now time.Time) error {
+	out := e.c.TakeOutput()
+	for _, p := range out.Placements {
+		e.refresh(p.Task, now)
+	}
+	for _, tr := range out.Transitions {
+		e.refresh(tr.Task, now)
+	}
+	for _, p := range out.Preemptions {
+		e.refresh(p.Victim, now)
+	}
+	if len(e.staged) == 0 && len(e.stNode) == 0 {
+		return nil
+	}
+	recs := make([]store.Record, 0, len(e.staged)+len(e.stNode))
+	for id, r := range e.staged {
+		b, err := r.encode()
+		if err != nil {
+			return fmt.Errorf("encode task %s: %w", id, err)
+		}
+		recs = append(recs, store.Record{Kind: KindTask, Key: id, Value: b})
+	}
+	for name, n := range e.stNode {
+		b, err := json.Marshal(NodeRecord{Spec: *n})
+		if err != nil {
+			return fmt.Errorf("encode node %s: %w", name, err)
+		}
+		recs = append(recs, store.Record{Kind: KindNode, Key: name, Value: b})
+	}
+	if err := e.st.Commit(context.Background(), recs); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	var wake []chan struct{}
+	for id, r := range e.staged {
+		e.tasks[id] = r
+		wake = append(wake, e.waiters[id]...)
+		delete(e.waiters, id)
+	}
+	for name, n := range e.stNode {
+		e.nodes[name] = n
+	}
+	e.mu.Unlock()
+	for _, ch := range wake {
+		close(ch)
+	}
+	clear(e.staged)
+	clear(e.stNode)
+	return nil
+}
+
+// current returns the loop's latest record of a task (staged or published).
+func (e *Engine) current(id string) *TaskRecord {
+	if r, ok := e.staged[id]; ok {
+		return r
+	}
+	return e.tasks[id]
+}
+
+// refresh stages a new record of task id from the core's state.
+func (e *Engine) refresh(id string, now time.Time) {
+	old := e.current(id)
+	if old == nil {
+		return
+	}
+	s, ok := e.c.SavedState(id)
+	if !ok {
+		return
+	}
+	r := *old
+	prev := r.State
+	r.State = s.State.String()
+	r.Node = s.Node
+	r.Devices = s.Devices
+	r.Chosen = s.Chosen
+	r.Attempt = s.Attempt
+	if t, ok := e.c.Task(id); ok {
+		r.Reason = t.Reason()
+	}
+	switch {
+	case s.State == core.Scheduled && prev != r.State:
+		r.Scheduled = timePtr(now)
+		r.Started, r.Finished = nil, nil
+	case s.State == core.Running && prev != r.State:
+		r.Started = timePtr(now)
+	case s.State.Terminal() && prev != r.State:
+		r.Finished = timePtr(now)
+	case s.State == core.Pending:
+		r.Scheduled, r.Started = nil, nil
+	}
+	e.staged[id] = &r
+}
+
+// apply runs one command against the core, staging its records.
+func (e *Engine) apply(cmd *command, now time.Time) {
+	switch cmd.kind {
+	case cmdSubmit:
+		cmd.ids = make([]string, len(cmd.tasks))
+		cmd.errs = make([]error, len(cmd.tasks))
+		for i := range cmd.tasks {
+			cmd.ids[i], cmd.errs[i] = e.submit(&cmd.tasks[i], now)
+		}
+	case cmdCancel:
+		cmd.err = e.c.Cancel(now, cmd.id, "cancelled by request")
+	case cmdStarted:
+		cmd.err = e.c.TaskStarted(now, cmd.id)
+		if cmd.err == nil {
+			e.refresh(cmd.id, now)
+		}
+	case cmdFinished:
+		cmd.err = e.c.TaskFinished(now, cmd.id, cmd.result)
+		if cmd.err == nil {
+			r := *e.current(cmd.id)
+			code := cmd.result.ExitCode
+			r.ExitCode = &code
+			e.staged[cmd.id] = &r
+			e.refresh(cmd.id, now)
+		}
+	case cmdRenew:
+		cmd.err = e.c.Renew(now, cmd.id)
+	case cmdUpsertNode:
+		cmd.err = e.c.UpsertNode(now, cmd.node)
+		if cmd.err == nil {
+			e.stNode[cmd.node.Name] = cmd.node
+		}
+	case cmdNodeState:
+		cmd.err = e.c.SetNodeState(now, cmd.id, cmd.state)
+		if cmd.err == nil {
+			n := *e.currentNode(cmd.id)
+			n.State = cmd.state
+			e.stNode[cmd.id] = &n
+		}
+	}
+}
+
+func (e *Engine) currentNode(name string) *api.Node {
+	if n, ok := e.stNode[name]; ok {
+		return n
+	}
+	return e.nodes[name]
+}
+
+// submit admits one task: a new id, or the same spec again (idempotent),
+// or a conflict.
+func (e *Engine) submit(spec *api.Task, now time.Time) (string, error) {
+	if err := spec.Validate(); err != nil {
+		return "", err
+	}
+	if spec.ID == "" {
+		for {
+			e.seq++
+			id := "t" + strconv.FormatUint(e.seq, 36)
+			if e.current(id) == nil {
+				spec.ID = id
+				break
+			}
+		}
+	} else if old := e.current(spec.ID); old != nil {
+		a, _ := json.Marshal(old.Spec)
+		b, _ := json.Marshal(spec)
+		if bytes.Equal(a, b) {
+			return spec.ID, nil
+		}
+		return "", errs.New(errs.Conflict, "id", "task %q exists with a different spec", spec.ID)
+	}
+	if err := e.c.Submit(now, spec); err != nil {
+		return "", err
+	}
+	e.seq++
+	e.staged[spec.ID] = &TaskRecord{Spec: *spec, Seq: e.seq, State: core.Pending.String(), Chosen: -1, Submitted: now}
+	e.refresh(spec.ID, now)
+	return spec.ID, nil
+}
+
+// do sends a command to the loop and waits for its durable answer.
+func (e *Engine) do(ctx context.Context, cmd *command) error {
+	cmd.reply = make(chan struct{})
+	e.mu.RLock()
+	fatal := e.fatal
+	e.mu.RUnlock()
+	if fatal != nil {
+		return ErrStopped
+	}
+	select {
+	case e.cmds <- cmd:
+	case <-e.quit:
+		return ErrStopped
+	case <-ctx.Done():
+		return errs.Wrap(errs.Unavailable, "", ctx.Err())
+	}
+	// Once queued the command will run; its answer is waited for even if
+	// ctx ends, so that "not acknowledged" never hides "done".
+	<-cmd.reply
+	return cmd.err
+}
+
+// Submit admits tasks. It returns each task's id (generated when empty)
+// and error; a nil error means the task is durable.
+func (e *Engine) Submit(ctx context.Context, tasks []api.Task) ([]string, []error, error) {
+	cmd := &command{kind: cmdSubmit, tasks: tasks}
+	if err := e.do(ctx, cmd); err != nil {
+		return nil, nil, err
+	}
+	return cmd.ids, cmd.errs, nil
+}
+
+// Cancel cancels a task.
+func (e *Engine) Cancel(ctx context.Context, id string) error {
+	return e.do(ctx, &command{kind: cmdCancel, id: id})
+}
+
+// Started records that a task's executor started it.
+func (e *Engine) Started(ctx context.Context, id string) error {
+	return e.do(ctx, &command{kind: cmdStarted, id: id})
+}
+
+// Finished records how a task ended.
+func (e *Engine) Finished(ctx context.Context, id string, r core.Result) error {
+	return e.do(ctx, &command{kind: cmdFinished, id: id, result: r})
+}
+
+// Renew extends a lease.
+func (e *Engine) Renew(ctx context.Context, id string) error {
+	return e.do(ctx, &command{kind: cmdRenew, id: id})
+}
+
+// UpsertNode adds or replaces a node.
+func (e *Engine) UpsertNode(ctx context.Context, n api.Node) error {
+	return e.do(ctx, &command{kind: cmdUpsertNode, node: &n})
+}
+
+// SetNodeState cordons, uncordons, drains or marks a node notready.
+func (e *Engine) SetNodeState(ctx context.Context, name, state string) error {
+	return e.do(ctx, &command{kind: cmdNodeState, id: name, state: state})
+}
+
+// Task returns the durable record of a task (do not modify it).
+func (e *Engine) Task(id string) (*TaskRecord, bool) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	r, ok := e.tasks[id]
+	return r, ok
+}
+
+// NumTasks returns how many task records the engine holds.
+func (e *Engine) NumTasks() int {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return len(e.tasks)
+}
+
+// WaitChange returns a channel closed at the next durable change of task
+// id (or at once if the task is unknown).
+func (e *Engine) WaitChange(id string) <-chan struct{} {
+	ch := make(chan struct{})
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.tasks[id]; !ok || e.fatal != nil {
+		close(ch)
+		return ch
+	}
+	e.waiters[id] = append(e.waiters[id], ch)
+	return ch
+}
+
+// WaitPlaced waits until task id is no longer pending or blocked, or ctx
+// ends, and returns its latest record.
+func (e *Engine) WaitPlaced(ctx context.Context, id string) (*TaskRecord, error) {
+	for {
+		ch := e.WaitChange(id)
+		r, ok := e.Task(id)
+		if !ok {
+			return nil, errs.New(errs.NotFound, "id", "no task %q", id)
+		}
+		if r.State != core.Pending.String() && r.State != core.Blocked.String() {
+			return r, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return r, nil
+		case <-e.done:
+			return r, ErrStopped
+		}
+	}
+}

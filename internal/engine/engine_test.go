@@ -1,0 +1,227 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/core"
+	"github.com/hetsched/hetsched/internal/errs"
+	"github.com/hetsched/hetsched/internal/resource"
+	"github.com/hetsched/hetsched/internal/store"
+)
+
+func open(t *testing.T, dir string) (*Engine, store.Store) {
+	t.Helper()
+	st, err := store.OpenDisk(dir, store.DiskOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(Config{Core: core.DefaultConfig()}, st)
+	if err != nil {
+		st.Close()
+		t.Fatal(err)
+	}
+	return e, st
+}
+
+func gpuNode(name string) api.Node {
+	return api.Node{Name: name, Capacity: resource.List{resource.CPU: 8000, resource.Memory: 8 << 30},
+		Devices: []api.Device{{Type: "nvidia.com/gpu", ID: "0", Model: "L4"}, {Type: "nvidia.com/gpu", ID: "1", Model: "L4"}}}
+}
+
+func prio(p int) *int { return &p }
+
+func TestSubmitIsDurableAndSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	e, st := open(t, dir)
+	ctx := context.Background()
+	if err := e.UpsertNode(ctx, gpuNode("g1")); err != nil {
+		t.Fatal(err)
+	}
+	ids, errsOut, err := e.Submit(ctx, []api.Task{
+		{ID: "a", Priority: prio(0), Resources: resource.List{resource.CPU: 1000, "nvidia.com/gpu": 1000}},
+		{ID: "b", Priority: prio(0), Resources: resource.List{resource.CPU: 1000, "nvidia.com/gpu": 500}},
+		{Priority: prio(0), Resources: resource.List{resource.CPU: 1000, "nvidia.com/gpu": 1000}}, // generated id; no GPU left
+		{ID: "bad", Priority: prio(9)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errsOut[0] != nil || errsOut[1] != nil || errsOut[2] != nil {
+		t.Fatalf("submit errors: %v", errsOut)
+	}
+	if errs.FieldOf(errsOut[3]) != "priority" {
+		t.Errorf("bad task: %v", errsOut[3])
+	}
+	if ids[2] == "" {
+		t.Fatal("no id generated")
+	}
+	ra, err := e.WaitPlaced(ctx, "a")
+	if err != nil || ra.State != "scheduled" || ra.Node != "g1" || len(ra.Devices) != 1 {
+		t.Fatalf("a: %+v %v", ra, err)
+	}
+	if err := e.Started(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	third, _ := e.Task(ids[2])
+	if third.State != "pending" {
+		t.Fatalf("third task %s, want pending (no free GPU)", third.State)
+	}
+	e.Close()
+	st.Close()
+
+	// Restart: the same state comes back from disk, allocations included.
+	e, st = open(t, dir)
+	defer st.Close()
+	defer e.Close()
+	ra, ok := e.Task("a")
+	if !ok || ra.State != "running" || ra.Node != "g1" || ra.Started == nil {
+		t.Fatalf("a after restart: %+v", ra)
+	}
+	rb, _ := e.Task("b")
+	if rb.State != "scheduled" || len(rb.Devices) != 1 || rb.Devices[0].Share != 500 {
+		t.Fatalf("b after restart: %+v", rb)
+	}
+	if r, _ := e.Task(ids[2]); r == nil || r.State != "pending" {
+		t.Fatalf("third after restart: %+v", r)
+	}
+	if _, ok := e.Task("bad"); ok {
+		t.Error("a rejected task was stored")
+	}
+	// Capacity held by a is restored: finishing it lets the third run.
+	if err := e.Finished(ctx, "a", core.Result{}); err != nil {
+		t.Fatal(err)
+	}
+	r3, err := e.WaitPlaced(ctx, ids[2])
+	if err != nil || r3.State != "scheduled" {
+		t.Fatalf("third after a finished: %+v %v", r3, err)
+	}
+	if ra, _ := e.Task("a"); ra.State != "succeeded" || ra.ExitCode == nil || *ra.ExitCode != 0 || ra.Finished == nil {
+		t.Errorf("a: %+v", ra)
+	}
+}
+
+func TestIdempotentSubmit(t *testing.T) {
+	e, st := open(t, t.TempDir())
+	defer st.Close()
+	defer e.Close()
+	ctx := context.Background()
+	spec := api.Task{ID: "x", Resources: resource.List{resource.CPU: 1000}}
+	for i := 0; i < 2; i++ {
+		_, es, err := e.Submit(ctx, []api.Task{spec})
+		if err != nil || es[0] != nil {
+			t.Fatalf("submit %d: %v %v", i, err, es)
+		}
+	}
+	spec.Resources = resource.List{resource.CPU: 2000}
+	_, es, _ := e.Submit(ctx, []api.Task{spec})
+	if errs.CodeOf(es[0]) != errs.Conflict {
+		t.Fatalf("a different spec under the same id: %v", es[0])
+	}
+	if n := e.NumTasks(); n != 1 {
+		t.Errorf("%d tasks, want 1", n)
+	}
+}
+
+// failingStore fails every commit after the first n.
+type failingStore struct {
+	store.Store
+	mu sync.Mutex
+	n  int
+}
+
+func (f *failingStore) Commit(ctx context.Context, recs []store.Record) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n == 0 {
+		return errors.New("disk on fire")
+	}
+	f.n--
+	return f.Store.Commit(ctx, recs)
+}
+
+func TestStoreFailureStopsAcknowledging(t *testing.T) {
+	st, err := store.OpenDisk(t.TempDir(), store.DiskOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	fs := &failingStore{Store: st, n: 1}
+	e, err := New(Config{Core: core.DefaultConfig()}, fs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ctx := context.Background()
+	if err := e.UpsertNode(ctx, gpuNode("g1")); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = e.Submit(ctx, []api.Task{{ID: "lost", Resources: resource.List{resource.CPU: 1000}}})
+	if errs.CodeOf(err) != errs.Unavailable {
+		t.Fatalf("submit with a failing store: %v", err)
+	}
+	if _, _, err := e.Submit(ctx, []api.Task{{ID: "later"}}); !errors.Is(err, ErrStopped) {
+		t.Fatalf("after a failed commit: %v", err)
+	}
+	if _, ok := e.Task("lost"); ok {
+		t.Error("an unacknowledged task is visible")
+	}
+}
+
+// TestConcurrentSubmitsAllDurable submits from many goroutines; every
+// acknowledged task is there after a restart, once.
+func TestConcurrentSubmitsAllDurable(t *testing.T) {
+	dir := t.TempDir()
+	e, st := open(t, dir)
+	ctx := context.Background()
+	if err := e.UpsertNode(ctx, gpuNode("g1")); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	acked := map[string]bool{}
+	for g := 0; g < 20; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 25; i++ {
+				id := fmt.Sprintf("g%d-%d", g, i)
+				_, es, err := e.Submit(ctx, []api.Task{{ID: id, Priority: prio(3), Resources: resource.List{resource.CPU: 100}}})
+				if err == nil && es[0] == nil {
+					mu.Lock()
+					acked[id] = true
+					mu.Unlock()
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	e.Close()
+	st.Close()
+	e, st = open(t, dir)
+	defer st.Close()
+	defer e.Close()
+	if len(acked) != 500 {
+		t.Fatalf("%d of 500 acknowledged", len(acked))
+	}
+	for id := range acked {
+		if _, ok := e.Task(id); !ok {
+			t.Errorf("acknowledged %s lost", id)
+		}
+	}
+	if n := e.NumTasks(); n != 500 {
+		t.Errorf("%d tasks after restart, want 500", n)
+	}
+	// The low tier's batch is dispatched by the engine's own timer.
+	deadline, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	r, _ := e.WaitPlaced(deadline, "g0-0")
+	if r.State != "scheduled" {
+		t.Errorf("g0-0 still %s: the engine's timer did not dispatch the batch", r.State)
+	}
+}
