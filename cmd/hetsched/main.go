@@ -23,6 +23,6 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newUp(), newBench(), newPolicies())
+	root.AddCommand(newUp(), newServer(), newBench(), newPolicies())
 	return root
 }

@@ -537,3 +537,15 @@ func (e *Engine) WaitPlaced(ctx context.Context, id string) (*TaskRecord, error)
 		}
 	}
 }
+
+// Nodes returns the durable node specs, by name.
+func (e *Engine) Nodes() []api.Node {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	out := make([]api.Node, 0, len(e.nodes))
+	for _, n := range e.nodes {
+		out = append(out, *n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

@@ -1,0 +1,30 @@
+package main
+
+import (
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hetsched/hetsched/internal/core"
+	"github.com/hetsched/hetsched/internal/server"
+)
+
+func newServer() *cobra.Command {
+	var opt server.Options
+	cmd := &cobra.Command{
+		Use:   "server",
+		Short: "Run the control plane: the HTTP API on the scheduling core with an embedded store",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return server.Run(ctx, cmd.OutOrStdout(), opt)
+		},
+	}
+	cmd.Flags().StringVar(&opt.Listen, "listen", "127.0.0.1:7070", "address to serve on (loopback only until auth exists)")
+	cmd.Flags().StringVar(&opt.DataDir, "data-dir", "", "directory of the durable store (required)")
+	cmd.Flags().StringVar(&opt.NodesFile, "nodes", "", "static node inventory (YAML or JSON, API.md format)")
+	cmd.Flags().StringVar(&opt.Policy, "policy", core.DefaultConfig().Policy, "scheduling policy (see hetsched policies)")
+	return cmd
+}

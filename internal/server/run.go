@@ -1,0 +1,148 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/core"
+	"github.com/hetsched/hetsched/internal/engine"
+	"github.com/hetsched/hetsched/internal/errs"
+	"github.com/hetsched/hetsched/internal/store"
+)
+
+// Options are the `hetsched server` flags.
+type Options struct {
+	Listen    string
+	DataDir   string
+	NodesFile string
+	Policy    string
+	Logger    *slog.Logger
+	// Ready, when set, receives the bound address once serving.
+	Ready func(addr string)
+}
+
+// NodesFile is the --nodes file format.
+type NodesFile struct {
+	Nodes []api.Node `json:"nodes"`
+}
+
+// LoadNodesFile reads and validates a --nodes file (YAML or JSON; unknown
+// fields are errors).
+func LoadNodesFile(path string) ([]api.Node, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, errs.Invalid("nodes", "%v", err)
+	}
+	var f NodesFile
+	if err := yaml.UnmarshalStrict(b, &f); err != nil {
+		return nil, errs.Invalid("nodes", "%s: %v", path, err)
+	}
+	seen := map[string]bool{}
+	for i := range f.Nodes {
+		if err := f.Nodes[i].Validate(); err != nil {
+			return nil, errs.Prefix(fmt.Sprintf("nodes[%d]", i), err)
+		}
+		if seen[f.Nodes[i].Name] {
+			return nil, errs.Invalid(fmt.Sprintf("nodes[%d].name", i), "duplicate node %q", f.Nodes[i].Name)
+		}
+		seen[f.Nodes[i].Name] = true
+	}
+	return f.Nodes, nil
+}
+
+// isLoopback reports whether addr's host is a loopback address.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// Run serves until ctx ends, then shuts down cleanly.
+func Run(ctx context.Context, out io.Writer, opt Options) error {
+	lg := opt.Logger
+	if lg == nil {
+		lg = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	if opt.DataDir == "" {
+		return errs.Invalid("data-dir", "a directory for the store is required")
+	}
+	if !isLoopback(opt.Listen) {
+		return errs.Invalid("listen", "authentication (tokens) is not built yet, so the server listens on loopback only; got %q", opt.Listen)
+	}
+	cfg := core.DefaultConfig()
+	if opt.Policy != "" {
+		cfg.Policy = opt.Policy
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	var nodes []api.Node
+	if opt.NodesFile != "" {
+		var err error
+		if nodes, err = LoadNodesFile(opt.NodesFile); err != nil {
+			return err
+		}
+	}
+	st, err := store.OpenDisk(opt.DataDir, store.DiskOptions{Logger: lg})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	start := time.Now()
+	eng, err := engine.New(engine.Config{Core: cfg, Logger: lg}, st)
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+	for _, n := range nodes {
+		if err := eng.UpsertNode(ctx, n); err != nil {
+			return errs.Prefix("nodes."+n.Name, err)
+		}
+	}
+	ln, err := net.Listen("tcp", opt.Listen)
+	if err != nil {
+		return errs.Wrap(errs.Unavailable, "listen", err)
+	}
+	srv := &http.Server{
+		Handler:           New(eng, cfg.Policy, lg),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       2 * time.Minute,
+		IdleTimeout:       2 * time.Minute,
+	}
+	fmt.Fprintf(out, "hetsched server: http://%s (policy %s, data %s, %d tasks restored in %s)\n",
+		ln.Addr(), cfg.Policy, opt.DataDir, eng.NumTasks(), time.Since(start).Round(time.Millisecond))
+	fmt.Fprintln(out, "authentication is off: listening on loopback only")
+	if opt.Ready != nil {
+		opt.Ready(ln.Addr().String())
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+		shut, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shut)
+		return nil
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return err
+	}
+}

@@ -1,0 +1,301 @@
+// Package server is hetsched's HTTP API (../shared/API.md) on top of the
+// engine. Handlers decode and validate, hand commands to the engine (which
+// owns the single-threaded core) and write JSON; every error is written by
+// writeError with the code and field of the one error taxonomy.
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/core"
+	"github.com/hetsched/hetsched/internal/engine"
+	"github.com/hetsched/hetsched/internal/errs"
+)
+
+// Server serves the API.
+type Server struct {
+	eng    *engine.Engine
+	log    *slog.Logger
+	policy string
+	mux    *http.ServeMux
+}
+
+// New builds the handler tree.
+func New(eng *engine.Engine, policy string, log *slog.Logger) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{eng: eng, log: log, policy: policy, mux: http.NewServeMux()}
+	s.routes()
+	return s
+}
+
+// Routes lists every route served, as "METHOD /path" (the OpenAPI test
+// compares it with the document).
+func (s *Server) routes() {
+	for _, r := range []struct {
+		pattern string
+		h       http.HandlerFunc
+	}{
+		{"POST /api/v1/schedule", s.schedule},
+		{"POST /api/v1/tasks", s.submit},
+		{"GET /api/v1/tasks/{id}", s.getTask},
+		{"DELETE /api/v1/tasks/{id}", s.cancel},
+		{"POST /api/v1/tasks/{id}/complete", s.complete},
+		{"POST /api/v1/tasks/{id}/renew", s.renew},
+		{"GET /api/v1/nodes", s.listNodes},
+		{"POST /api/v1/nodes/{name}/cordon", s.nodeState(api.NodeCordoned)},
+		{"POST /api/v1/nodes/{name}/uncordon", s.nodeState(api.NodeReady)},
+		{"POST /api/v1/nodes/{name}/drain", s.nodeState(api.NodeDraining)},
+		{"GET /healthz", s.healthz},
+		{"GET /readyz", s.healthz},
+	} {
+		s.mux.HandleFunc(r.pattern, r.h)
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, errs.New(errs.NotFound, "", "no route %s %s", r.Method, r.URL.Path))
+	})
+}
+
+// ServeHTTP implements http.Handler; a panic in a handler becomes a 500
+// with the internal code, logged.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", p)
+			writeError(w, errs.New(errs.Internal, "", "internal error"))
+		}
+	}()
+	s.mux.ServeHTTP(w, r)
+}
+
+type errorBody struct {
+	Error struct {
+		Code    errs.Code `json:"code"`
+		Message string    `json:"message"`
+		Field   string    `json:"field,omitempty"`
+	} `json:"error"`
+}
+
+// writeError writes err as API.md's error body with its status.
+func writeError(w http.ResponseWriter, err error) {
+	var body errorBody
+	body.Error.Code = errs.CodeOf(err)
+	body.Error.Field = errs.FieldOf(err)
+	body.Error.Message = err.Error()
+	if body.Error.Code == errs.RateLimited || body.Error.Code == errs.Unavailable {
+		w.Header().Set("Retry-After", "1")
+	}
+	writeJSON(w, errs.HTTPStatus(body.Error.Code), body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(v) // the client may have gone; nothing to do then
+}
+
+// taskView is the API's task object: the spec plus its state.
+type taskView struct {
+	api.Task
+	State     string           `json:"state"`
+	Node      string           `json:"node,omitempty"`
+	Devices   []core.DeviceRef `json:"devices,omitempty"`
+	Chosen    int              `json:"chosen"`
+	Attempt   int              `json:"attempt"`
+	ExitCode  *int             `json:"exitCode,omitempty"`
+	Reason    string           `json:"reason,omitempty"`
+	Submitted time.Time        `json:"submitted"`
+	Scheduled *time.Time       `json:"scheduled,omitempty"`
+	Started   *time.Time       `json:"started,omitempty"`
+	Finished  *time.Time       `json:"finished,omitempty"`
+}
+
+func view(r *engine.TaskRecord) taskView {
+	return taskView{Task: r.Spec, State: r.State, Node: r.Node, Devices: r.Devices, Chosen: r.Chosen,
+		Attempt: r.Attempt, ExitCode: r.ExitCode, Reason: r.Reason, Submitted: r.Submitted,
+		Scheduled: r.Scheduled, Started: r.Started, Finished: r.Finished}
+}
+
+// submitTasks decodes the body and submits; it returns the records (nil
+// for rejected tasks) and the first per-task error.
+func (s *Server) submitTasks(w http.ResponseWriter, r *http.Request) ([]*engine.TaskRecord, bool, bool) {
+	b, err := readBody(r)
+	if err != nil {
+		writeError(w, err)
+		return nil, false, false
+	}
+	tasks, batch, err := decodeTasks(b)
+	if err != nil {
+		writeError(w, err)
+		return nil, false, false
+	}
+	ids, perTask, err := s.eng.Submit(r.Context(), tasks)
+	if err != nil {
+		writeError(w, err)
+		return nil, false, false
+	}
+	for i, e := range perTask {
+		if e != nil {
+			if batch {
+				e = errs.Prefix("tasks["+itoa(i)+"]", e)
+			}
+			writeError(w, e)
+			return nil, false, false
+		}
+	}
+	recs := make([]*engine.TaskRecord, len(ids))
+	for i, id := range ids {
+		recs[i], _ = s.eng.Task(id)
+	}
+	return recs, batch, true
+}
+
+// submit is POST /api/v1/tasks: 201 with the durable tasks.
+func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
+	recs, batch, ok := s.submitTasks(w, r)
+	if !ok {
+		return
+	}
+	writeTasks(w, http.StatusCreated, recs, batch)
+}
+
+func writeTasks(w http.ResponseWriter, status int, recs []*engine.TaskRecord, batch bool) {
+	if !batch {
+		writeJSON(w, status, view(recs[0]))
+		return
+	}
+	views := make([]taskView, len(recs))
+	for i, r := range recs {
+		views[i] = view(r)
+	}
+	writeJSON(w, status, map[string]any{"tasks": views})
+}
+
+// schedule is POST /api/v1/schedule?wait=2s: 200 when every task is
+// placed (or finished), 202 with those still pending when wait runs out.
+func (s *Server) schedule(w http.ResponseWriter, r *http.Request) {
+	wait := 2 * time.Second
+	if v := r.URL.Query().Get("wait"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > 10*time.Minute {
+			writeError(w, errs.Invalid("wait", "must be a duration from 0 to 10m, got %q", v))
+			return
+		}
+		wait = d
+	}
+	recs, batch, ok := s.submitTasks(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), wait)
+	defer cancel()
+	status := http.StatusOK
+	for i, rec := range recs {
+		latest, err := s.eng.WaitPlaced(ctx, rec.Spec.ID)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		recs[i] = latest
+		if latest.State == core.Pending.String() || latest.State == core.Blocked.String() {
+			status = http.StatusAccepted
+		}
+	}
+	writeTasks(w, status, recs, batch)
+}
+
+func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	rec, ok := s.eng.Task(id)
+	if !ok {
+		writeError(w, errs.New(errs.NotFound, "id", "no task %q", id))
+		return
+	}
+	writeJSON(w, http.StatusOK, view(rec))
+}
+
+func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := s.eng.Cancel(r.Context(), id); err != nil {
+		writeError(w, err)
+		return
+	}
+	s.getTask(w, r)
+}
+
+// complete is POST /tasks/{id}/complete {"exitCode":0} from a lease holder.
+func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		ExitCode int    `json:"exitCode"`
+		Reason   string `json:"reason,omitempty"`
+	}
+	b, err := readBody(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if len(strings.TrimSpace(string(b))) > 0 {
+		if err := decodeStrict(b, &body); err != nil {
+			writeError(w, err)
+			return
+		}
+	}
+	if len(body.Reason) > 4096 {
+		writeError(w, errs.Invalid("reason", "at most 4096 bytes"))
+		return
+	}
+	if err := s.eng.Finished(r.Context(), r.PathValue("id"), core.Result{ExitCode: body.ExitCode, Reason: body.Reason}); err != nil {
+		writeError(w, err)
+		return
+	}
+	s.getTask(w, r)
+}
+
+func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
+	if err := s.eng.Renew(r.Context(), r.PathValue("id")); err != nil {
+		writeError(w, err)
+		return
+	}
+	s.getTask(w, r)
+}
+
+func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"nodes": s.eng.Nodes()})
+}
+
+func (s *Server) nodeState(state string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("name")
+		if err := s.eng.SetNodeState(r.Context(), name, state); err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"name": name, "state": state})
+	}
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "policy": s.policy})
+}
+
+func itoa(i int) string {
+	if i == 0 {
+		return "0"
+	}
+	var b [20]byte
+	p := len(b)
+	for i > 0 {
+		p--
+		b[p] = byte('0' + i%10)
+		i /= 10
+	}
+	return string(b[p:])
+}

@@ -1,0 +1,240 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/errs"
+)
+
+const nodesYAML = `nodes:
+  - name: gpu-a
+    labels: {gpu.model: L4}
+    capacity: {cpu: "16", memory: 64Gi}
+    devices:
+      - {type: nvidia.com/gpu, id: "0", model: L4, memory: 24Gi, topology: {nvlink: nv0}}
+      - {type: nvidia.com/gpu, id: "1", model: L4, memory: 24Gi, topology: {nvlink: nv0}}
+  - name: cpu-a
+    capacity: {cpu: "8", memory: 32Gi}
+`
+
+type running struct {
+	base   string
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// start runs a real server on 127.0.0.1:0 with dir as its data dir.
+func start(t *testing.T, dir string) *running {
+	t.Helper()
+	nodes := filepath.Join(t.TempDir(), "nodes.yaml")
+	if err := os.WriteFile(nodes, []byte(nodesYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	r := &running{cancel: cancel, done: make(chan error, 1)}
+	go func() {
+		r.done <- Run(ctx, io.Discard, Options{Listen: "127.0.0.1:0", DataDir: dir, NodesFile: nodes, Logger: quiet,
+			Ready: func(a string) { ready <- a }})
+	}()
+	select {
+	case a := <-ready:
+		r.base = "http://" + a
+	case err := <-r.done:
+		t.Fatalf("server did not start: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("server start timed out")
+	}
+	return r
+}
+
+func (r *running) stop(t *testing.T) {
+	t.Helper()
+	r.cancel()
+	select {
+	case err := <-r.done:
+		if err != nil {
+			t.Fatalf("server: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("server stop timed out")
+	}
+}
+
+var client = &http.Client{Timeout: 10 * time.Second}
+
+var quiet = slog.New(slog.DiscardHandler)
+
+func call(t *testing.T, method, url, body string) (int, map[string]any) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("%s %s: non-JSON body %q", method, url, b)
+	}
+	return resp.StatusCode, m
+}
+
+func TestTasksOverHTTPAndRestart(t *testing.T) {
+	dir := t.TempDir()
+	s := start(t, dir)
+	code, m := call(t, "POST", s.base+"/api/v1/schedule?wait=2s",
+		`{"id":"infer-1","priority":0,"resources":{"cpu":"1","nvidia.com/gpu":"500m"},"lease":"30s"}`)
+	if code != 200 || m["state"] != "scheduled" || m["node"] != "gpu-a" {
+		t.Fatalf("schedule: %d %v", code, m)
+	}
+	devs, _ := m["devices"].([]any)
+	if len(devs) != 1 || devs[0].(map[string]any)["share"] != float64(500) {
+		t.Fatalf("devices: %v", m["devices"])
+	}
+	code, m = call(t, "POST", s.base+"/api/v1/tasks",
+		`{"tasks":[{"id":"b1","resources":{"cpu":"1"}},{"resources":{"cpu":"1"},"priority":3}]}`)
+	if code != 201 || len(m["tasks"].([]any)) != 2 {
+		t.Fatalf("batch: %d %v", code, m)
+	}
+	// Idempotent resubmit, then a conflicting one.
+	if code, _ := call(t, "POST", s.base+"/api/v1/tasks", `{"id":"b1","resources":{"cpu":"1"}}`); code != 201 {
+		t.Errorf("idempotent resubmit: %d", code)
+	}
+	if code, m := call(t, "POST", s.base+"/api/v1/tasks", `{"id":"b1","resources":{"cpu":"2"}}`); code != 409 || errField(m) != "id" {
+		t.Errorf("conflicting resubmit: %d %v", code, m)
+	}
+	// A 3-GPU task cannot be placed: 202 with the reason.
+	code, m = call(t, "POST", s.base+"/api/v1/schedule?wait=100ms", `{"id":"big","priority":0,"resources":{"nvidia.com/gpu":3}}`)
+	if code != 202 || m["state"] != "pending" || !strings.Contains(m["reason"].(string), "nvidia.com/gpu") {
+		t.Fatalf("unplaceable: %d %v", code, m)
+	}
+	if code, m := call(t, "POST", s.base+"/api/v1/tasks/infer-1/renew", ""); code != 200 || m["state"] != "scheduled" {
+		t.Errorf("renew: %d %v", code, m)
+	}
+	s.stop(t)
+
+	// Everything acknowledged is there after a restart.
+	s = start(t, dir)
+	defer s.stop(t)
+	code, m = call(t, "GET", s.base+"/api/v1/tasks/infer-1", "")
+	if code != 200 || m["state"] != "scheduled" || m["node"] != "gpu-a" {
+		t.Fatalf("after restart: %d %v", code, m)
+	}
+	if code, _ := call(t, "GET", s.base+"/api/v1/tasks/b1", ""); code != 200 {
+		t.Errorf("b1 after restart: %d", code)
+	}
+	code, m = call(t, "POST", s.base+"/api/v1/tasks/infer-1/complete", `{"exitCode":0}`)
+	if code != 200 || m["state"] != "succeeded" {
+		t.Errorf("complete: %d %v", code, m)
+	}
+	if code, m := call(t, "POST", s.base+"/api/v1/nodes/cpu-a/cordon", ""); code != 200 || m["state"] != "cordoned" {
+		t.Errorf("cordon: %d %v", code, m)
+	}
+	if code, m := call(t, "GET", s.base+"/api/v1/nodes", ""); code != 200 || len(m["nodes"].([]any)) != 2 {
+		t.Errorf("nodes: %d %v", code, m)
+	}
+}
+
+func errField(m map[string]any) string {
+	e, _ := m["error"].(map[string]any)
+	f, _ := e["field"].(string)
+	return f
+}
+
+func errCode(m map[string]any) string {
+	e, _ := m["error"].(map[string]any)
+	c, _ := e["code"].(string)
+	return c
+}
+
+// TestBadInput walks the endpoints with bad input: the status, error code
+// and field must name the problem; nothing yields a 500.
+func TestBadInput(t *testing.T) {
+	s := start(t, t.TempDir())
+	defer s.stop(t)
+	if code, _ := call(t, "POST", s.base+"/api/v1/tasks", `{"id":"exists","resources":{"cpu":"1000"}}`); code != 201 { // never placed: stays pending
+		t.Fatal("setup")
+	}
+	cases := []struct {
+		method, path, body string
+		status             int
+		code               errs.Code
+		field              string
+	}{
+		{"POST", "/api/v1/tasks", `{"id":`, 400, errs.InvalidArgument, ""},
+		{"POST", "/api/v1/tasks", ``, 400, errs.InvalidArgument, ""},
+		{"POST", "/api/v1/tasks", `[1,2]`, 400, errs.InvalidArgument, ""},
+		{"POST", "/api/v1/tasks", `{"bogus":1}`, 400, errs.InvalidArgument, "bogus"},
+		{"POST", "/api/v1/tasks", `{"resources":{"cpu":"lots"}}`, 400, errs.InvalidArgument, "resources.cpu"},
+		{"POST", "/api/v1/tasks", `{"resources":{"cpu":"-1"}}`, 400, errs.InvalidArgument, "resources.cpu"},
+		{"POST", "/api/v1/tasks", `{"resources":{"gpu":1}}`, 400, errs.InvalidArgument, "resources.gpu"},
+		{"POST", "/api/v1/tasks", `{"resources":{"cpu":"1"},"alternatives":[{"resources":{"memory":"1Zi"}}]}`, 400, errs.InvalidArgument, "alternatives[0].resources.memory"},
+		{"POST", "/api/v1/tasks", `{"priority":7}`, 400, errs.InvalidArgument, "priority"},
+		{"POST", "/api/v1/tasks", `{"priority":"high"}`, 400, errs.InvalidArgument, "priority"},
+		{"POST", "/api/v1/tasks", `{"duration":"soon"}`, 400, errs.InvalidArgument, ""},
+		{"POST", "/api/v1/tasks", `{"id":"has space"}`, 400, errs.InvalidArgument, "id"},
+		{"POST", "/api/v1/tasks", `{"tasks":[{"resources":{"cpu":"1"}},{"priority":9}]}`, 400, errs.InvalidArgument, "tasks[1].priority"},
+		{"POST", "/api/v1/tasks", `{"tasks":[]}`, 400, errs.InvalidArgument, "tasks"},
+		{"POST", "/api/v1/tasks", `{"tasks":{}}`, 400, errs.InvalidArgument, "tasks"},
+		{"POST", "/api/v1/tasks", `{"depends":["nosuch"]}`, 400, errs.InvalidArgument, "depends[0]"},
+		{"POST", "/api/v1/tasks", `{"id":"exists","resources":{"cpu":"2"}}`, 409, errs.Conflict, "id"},
+		{"POST", "/api/v1/schedule?wait=forever", `{"resources":{"cpu":"1"}}`, 400, errs.InvalidArgument, "wait"},
+		{"GET", "/api/v1/tasks/nosuch", ``, 404, errs.NotFound, "id"},
+		{"DELETE", "/api/v1/tasks/nosuch", ``, 404, errs.NotFound, "id"},
+		{"POST", "/api/v1/tasks/nosuch/complete", `{"exitCode":0}`, 404, errs.NotFound, "id"},
+		{"POST", "/api/v1/tasks/exists/complete", `{"exitCode":"zero"}`, 400, errs.InvalidArgument, "exitCode"},
+		{"POST", "/api/v1/tasks/exists/renew", ``, 409, errs.Conflict, "id"},
+		{"POST", "/api/v1/nodes/nosuch/cordon", ``, 404, errs.NotFound, "name"},
+		{"GET", "/api/v1/nowhere", ``, 404, errs.NotFound, ""},
+	}
+	for _, c := range cases {
+		code, m := call(t, c.method, s.base+c.path, c.body)
+		if code != c.status || errCode(m) != string(c.code) || errField(m) != c.field {
+			t.Errorf("%s %s %s: got %d %s field %q, want %d %s field %q (%v)", c.method, c.path, c.body, code, errCode(m), errField(m), c.status, c.code, c.field, m)
+		}
+	}
+	// A body over the limit is refused with 413 (sent as a stream of
+	// spaces: the server must stop reading at the limit).
+	big := bytes.Repeat([]byte(" "), MaxBodyBytes+1)
+	resp, err := client.Post(s.base+"/api/v1/tasks", "application/json", bytes.NewReader(big))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 413 {
+		t.Errorf("oversized body: %d", resp.StatusCode)
+	}
+}
+
+func TestRunRefusesNonLoopbackAndBadFlags(t *testing.T) {
+	err := Run(context.Background(), io.Discard, Options{Listen: "0.0.0.0:0", DataDir: t.TempDir(), Logger: quiet})
+	if errs.FieldOf(err) != "listen" {
+		t.Errorf("non-loopback: %v", err)
+	}
+	if err := Run(context.Background(), io.Discard, Options{Listen: "127.0.0.1:0", Logger: quiet}); errs.FieldOf(err) != "data-dir" {
+		t.Errorf("no data dir: %v", err)
+	}
+	if err := Run(context.Background(), io.Discard, Options{Listen: "127.0.0.1:0", DataDir: t.TempDir(), Policy: "nope", Logger: quiet}); errs.FieldOf(err) != "policy" {
+		t.Errorf("bad policy: %v", err)
+	}
+	bad := filepath.Join(t.TempDir(), "n.yaml")
+	os.WriteFile(bad, []byte("nodes:\n  - name: x\n    colour: red\n"), 0o600)
+	if err := Run(context.Background(), io.Discard, Options{Listen: "127.0.0.1:0", DataDir: t.TempDir(), NodesFile: bad, Logger: quiet}); errs.FieldOf(err) != "nodes" {
+		t.Errorf("bad nodes file: %v", err)
+	}
+}
