@@ -39,8 +39,9 @@ type Engine struct {
 	quit chan struct{}
 	done chan struct{}
 
-	mu      sync.RWMutex // guards tasks, nodes, waiters and fatal for readers
+	mu      sync.RWMutex // guards tasks, order, nodes, waiters and fatal for readers
 	tasks   map[string]*TaskRecord
+	order   []string // task ids in submission order (for listing)
 	nodes   map[string]*api.Node
 	waiters map[string][]chan struct{}
 	fatal   error
@@ -144,6 +145,7 @@ func (e *Engine) recover() error {
 			return fmt.Errorf("restore task %s: %w", r.Spec.ID, err)
 		}
 		e.tasks[r.Spec.ID] = r
+		e.order = append(e.order, r.Spec.ID)
 		if r.Seq > e.seq {
 			e.seq = r.Seq
 		}
@@ -285,13 +287,21 @@ func (e *Engine) commitStaged(now time.Time) error {
 	}
 	e.mu.Lock()
 	var wake []chan struct{}
+	fresh := make([]*TaskRecord, 0, 8)
 	for id, r := range e.staged {
+		if _, known := e.tasks[id]; !known {
+			fresh = append(fresh, r)
+		}
 		e.tasks[id] = r
 		wake = append(wake, e.waiters[id]...)
 		delete(e.waiters, id)
 	}
 	for name, n := range e.stNode {
 		e.nodes[name] = n
+	}
+	sort.Slice(fresh, func(i, j int) bool { return fresh[i].Seq < fresh[j].Seq })
+	for _, r := range fresh {
+		e.order = append(e.order, r.Spec.ID)
 	}
 	e.mu.Unlock()
 	for _, ch := range wake {
@@ -548,4 +558,39 @@ func (e *Engine) Nodes() []api.Node {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// Filter selects tasks in a listing; empty fields match everything.
+type Filter struct {
+	State, Queue, Node string
+}
+
+func (f Filter) match(r *TaskRecord) bool {
+	return (f.State == "" || r.State == f.State) && (f.Queue == "" || r.Spec.Queue == f.Queue) && (f.Node == "" || r.Node == f.Node)
+}
+
+// maxListScan bounds the records one listing call looks at, matching or
+// not, so that a rare filter over a million tasks cannot hold the lock.
+const maxListScan = 100_000
+
+// List returns up to limit tasks matching f in submission order, starting
+// after position cursor; next is the cursor of the following page (0 when
+// the listing is complete).
+func (e *Engine) List(f Filter, cursor, limit int) (out []*TaskRecord, next int) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if cursor < 0 || cursor > len(e.order) {
+		cursor = len(e.order)
+	}
+	i := cursor
+	for scanned := 0; i < len(e.order) && len(out) < limit && scanned < maxListScan; i++ {
+		scanned++
+		if r := e.tasks[e.order[i]]; r != nil && f.match(r) {
+			out = append(out, r)
+		}
+	}
+	if i < len(e.order) {
+		return out, i
+	}
+	return out, 0
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -45,6 +46,7 @@ func (s *Server) routes() {
 	}{
 		{"POST /api/v1/schedule", s.schedule},
 		{"POST /api/v1/tasks", s.submit},
+		{"GET /api/v1/tasks", s.listTasks},
 		{"GET /api/v1/tasks/{id}", s.getTask},
 		{"DELETE /api/v1/tasks/{id}", s.cancel},
 		{"POST /api/v1/tasks/{id}/complete", s.complete},
@@ -210,6 +212,46 @@ func (s *Server) schedule(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeTasks(w, status, recs, batch)
+}
+
+// listTasks is GET /api/v1/tasks?state=&queue=&node=&limit=&cursor=.
+func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := engine.Filter{State: q.Get("state"), Queue: q.Get("queue"), Node: q.Get("node")}
+	if f.State != "" {
+		if _, ok := core.ParseState(f.State); !ok {
+			writeError(w, errs.Invalid("state", "unknown state %q", f.State))
+			return
+		}
+	}
+	if q.Get("job") != "" {
+		writeError(w, errs.Invalid("job", "jobs are not stored yet"))
+		return
+	}
+	limit, cursor := 100, 0
+	var err error
+	if v := q.Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > 10000 {
+			writeError(w, errs.Invalid("limit", "must be 1..10000, got %q", v))
+			return
+		}
+	}
+	if v := q.Get("cursor"); v != "" {
+		if cursor, err = strconv.Atoi(v); err != nil || cursor < 0 {
+			writeError(w, errs.Invalid("cursor", "not a cursor from a previous page: %q", v))
+			return
+		}
+	}
+	recs, next := s.eng.List(f, cursor, limit)
+	views := make([]taskView, len(recs))
+	for i, rec := range recs {
+		views[i] = view(rec)
+	}
+	body := map[string]any{"tasks": views}
+	if next > 0 {
+		body["cursor"] = strconv.Itoa(next)
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
