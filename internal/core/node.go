@@ -73,6 +73,9 @@ func (n *Node) Devices() []Device { return n.devices }
 // TaskCount returns the number of tasks placed on the node.
 func (n *Node) TaskCount() int { return len(n.tasks) }
 
+// State returns the node's state (ready, notready, cordoned, draining).
+func (n *Node) State() string { return n.state }
+
 // Schedulable reports whether new work may be placed on the node.
 func (n *Node) Schedulable() bool { return n.state == api.NodeReady }
 

@@ -14,6 +14,8 @@ import (
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/errs"
+	"github.com/hetsched/hetsched/internal/metrics"
+	"github.com/hetsched/hetsched/internal/resource"
 	"github.com/hetsched/hetsched/internal/store"
 )
 
@@ -25,6 +27,8 @@ type Config struct {
 	// MaxBatch bounds the commands applied in one step (default 4096).
 	MaxBatch int
 	Logger   *slog.Logger
+	// Metrics, when set, is updated by the loop.
+	Metrics *metrics.Metrics
 }
 
 // ErrStopped is returned once the engine has stopped.
@@ -51,6 +55,7 @@ type Engine struct {
 	seq    uint64
 	staged map[string]*TaskRecord
 	stNode map[string]*api.Node
+	gauged time.Time // when the gauges were last refreshed
 }
 
 type cmdKind uint8
@@ -210,6 +215,7 @@ func (e *Engine) loop() {
 		for _, cmd := range batch {
 			close(cmd.reply)
 		}
+		e.gauge(e.cfg.Now())
 		if !timer.Stop() {
 			select {
 			case <-timer.C:
@@ -255,6 +261,7 @@ func (e *Engine) step(batch []*command) error {
 // and publishes them.
 func (e *Engine) commitStaged(now time.Time) error {
 	out := e.c.TakeOutput()
+	e.count(&out)
 	for _, p := range out.Placements {
 		e.refresh(p.Task, now)
 	}
@@ -282,8 +289,13 @@ func (e *Engine) commitStaged(now time.Time) error {
 		}
 		recs = append(recs, store.Record{Kind: KindNode, Key: name, Value: b})
 	}
+	t0 := time.Now()
 	if err := e.st.Commit(context.Background(), recs); err != nil {
 		return err
+	}
+	if m := e.cfg.Metrics; m != nil {
+		m.CommitDuration.Observe(time.Since(t0).Seconds())
+		m.CommitRecords.Observe(float64(len(recs)))
 	}
 	e.mu.Lock()
 	var wake []chan struct{}
@@ -310,6 +322,59 @@ func (e *Engine) commitStaged(now time.Time) error {
 	clear(e.staged)
 	clear(e.stNode)
 	return nil
+}
+
+// count updates the decision counters.
+func (e *Engine) count(out *core.Output) {
+	m := e.cfg.Metrics
+	if m == nil {
+		return
+	}
+	for _, p := range out.Placements {
+		tier := api.TierNames[p.Priority]
+		m.Placements.WithLabelValues(tier).Inc()
+		m.SchedulingDelay.WithLabelValues(tier).Observe(p.Delay.Seconds())
+	}
+	m.Preemptions.Add(float64(len(out.Preemptions)))
+	for _, tr := range out.Transitions {
+		m.Transitions.WithLabelValues(tr.To.String()).Inc()
+	}
+}
+
+// gauge refreshes the gauges, at most once a second: summing capacity
+// walks every node.
+func (e *Engine) gauge(now time.Time) {
+	m := e.cfg.Metrics
+	if m == nil || now.Sub(e.gauged) < time.Second {
+		return
+	}
+	e.gauged = now
+	p := e.c.Pending()
+	for l, n := range p {
+		m.Pending.WithLabelValues(api.TierNames[l]).Set(float64(n))
+	}
+	dims := e.c.Dims()
+	var capSum, allocSum [resource.MaxDims]int64
+	states := map[string]int{api.NodeReady: 0, api.NodeNotReady: 0, api.NodeCordoned: 0, api.NodeDraining: 0}
+	for _, n := range e.c.Nodes() {
+		c, a := n.Capacity(), n.Allocated()
+		for i := 0; i < dims.Len(); i++ {
+			capSum[i] += c[i]
+			allocSum[i] += a[i]
+		}
+		states[n.State()]++
+	}
+	for i := 0; i < dims.Len(); i++ {
+		name := string(dims.Name(i))
+		m.Capacity.WithLabelValues(name).Set(float64(capSum[i]))
+		m.Allocated.WithLabelValues(name).Set(float64(allocSum[i]))
+	}
+	for s, n := range states {
+		m.Nodes.WithLabelValues(s).Set(float64(n))
+	}
+	e.mu.RLock()
+	m.Tasks.Set(float64(len(e.tasks)))
+	e.mu.RUnlock()
 }
 
 // current returns the loop's latest record of a task (staged or published).

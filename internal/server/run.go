@@ -11,12 +11,15 @@ import (
 	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"sigs.k8s.io/yaml"
 
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/engine"
 	"github.com/hetsched/hetsched/internal/errs"
+	"github.com/hetsched/hetsched/internal/metrics"
 	"github.com/hetsched/hetsched/internal/store"
 )
 
@@ -105,7 +108,10 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	}
 	defer st.Close()
 	start := time.Now()
-	eng, err := engine.New(engine.Config{Core: cfg, Logger: lg}, st)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := metrics.New(reg)
+	eng, err := engine.New(engine.Config{Core: cfg, Logger: lg, Metrics: m}, st)
 	if err != nil {
 		return err
 	}
@@ -120,7 +126,7 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 		return errs.Wrap(errs.Unavailable, "listen", err)
 	}
 	srv := &http.Server{
-		Handler:           New(eng, cfg.Policy, lg),
+		Handler:           New(eng, cfg.Policy, lg, reg, m),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       2 * time.Minute,
 		IdleTimeout:       2 * time.Minute,

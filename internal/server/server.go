@@ -6,7 +6,10 @@ package server
 
 import (
 	"context"
+
 	"encoding/json"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -17,23 +20,28 @@ import (
 	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/engine"
 	"github.com/hetsched/hetsched/internal/errs"
+	"github.com/hetsched/hetsched/internal/metrics"
 )
 
 // Server serves the API.
 type Server struct {
-	eng    *engine.Engine
-	log    *slog.Logger
-	policy string
-	mux    *http.ServeMux
+	eng     *engine.Engine
+	log     *slog.Logger
+	policy  string
+	mux     *http.ServeMux
+	metrics *metrics.Metrics
 }
 
-// New builds the handler tree.
-func New(eng *engine.Engine, policy string, log *slog.Logger) *Server {
+// New builds the handler tree. reg serves /metrics (nil: no metrics).
+func New(eng *engine.Engine, policy string, log *slog.Logger, reg *prometheus.Registry, m *metrics.Metrics) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{eng: eng, log: log, policy: policy, mux: http.NewServeMux()}
+	s := &Server{eng: eng, log: log, policy: policy, mux: http.NewServeMux(), metrics: m}
 	s.routes()
+	if reg != nil {
+		s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)}))
+	}
 	return s
 }
 
@@ -68,14 +76,37 @@ func (s *Server) routes() {
 // ServeHTTP implements http.Handler; a panic in a handler becomes a 500
 // with the internal code, logged.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
 	defer func() {
 		if p := recover(); p != nil {
 			s.log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", p)
-			writeError(w, errs.New(errs.Internal, "", "internal error"))
+			writeError(sw, errs.New(errs.Internal, "", "internal error"))
+		}
+		if s.metrics != nil {
+			route := r.Pattern // set by the mux on r itself
+			if route == "" || route == "/" {
+				route = "unmatched"
+			}
+			s.metrics.APIDuration.WithLabelValues(route, strconv.Itoa(sw.code)).Observe(time.Since(start).Seconds())
 		}
 	}()
-	s.mux.ServeHTTP(w, r)
+	s.mux.ServeHTTP(sw, r)
 }
+
+// statusWriter remembers the status code written.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.code = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 type errorBody struct {
 	Error struct {

@@ -1,0 +1,85 @@
+// Package metrics defines hetsched's Prometheus metrics (all named
+// hetsched_*). Collectors live on a registry passed in; there is no global
+// registry.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics holds the collectors the engine and the server update.
+type Metrics struct {
+	SchedulingDelay *prometheus.HistogramVec // tier
+	Placements      *prometheus.CounterVec   // tier
+	Preemptions     prometheus.Counter
+	Transitions     *prometheus.CounterVec // to
+	Pending         *prometheus.GaugeVec   // tier
+	Capacity        *prometheus.GaugeVec   // resource
+	Allocated       *prometheus.GaugeVec   // resource
+	Nodes           *prometheus.GaugeVec   // state
+	APIDuration     *prometheus.HistogramVec
+	CommitDuration  prometheus.Histogram
+	CommitRecords   prometheus.Histogram
+	Tasks           prometheus.Gauge
+}
+
+// New creates the collectors and registers them on reg.
+func New(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		SchedulingDelay: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "hetsched_scheduling_delay_seconds",
+			Help:    "Time from a task entering the queue to its placement, by native priority tier.",
+			Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1, 5, 30, 120},
+		}, []string{"tier"}),
+		Placements: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hetsched_placements_total",
+			Help: "Tasks placed on a node, by native priority tier.",
+		}, []string{"tier"}),
+		Preemptions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hetsched_preemptions_total",
+			Help: "Tasks evicted to make room for more important ones.",
+		}),
+		Transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hetsched_task_transitions_total",
+			Help: "Task state changes other than placements, by the state entered.",
+		}, []string{"to"}),
+		Pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hetsched_pending_tasks",
+			Help: "Tasks waiting to be placed, by effective tier (after aging).",
+		}, []string{"tier"}),
+		Capacity: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hetsched_node_capacity",
+			Help: "Healthy capacity of all nodes by resource, in canonical units (cpu millicores, memory bytes, extended resources milli-units).",
+		}, []string{"resource"}),
+		Allocated: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hetsched_node_allocated",
+			Help: "Allocated resources of all nodes by resource, in canonical units.",
+		}, []string{"resource"}),
+		Nodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hetsched_nodes",
+			Help: "Nodes by state.",
+		}, []string{"state"}),
+		APIDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "hetsched_api_request_duration_seconds",
+			Help:    "HTTP API request duration by route and status code.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 10),
+		}, []string{"route", "code"}),
+		CommitDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "hetsched_store_commit_duration_seconds",
+			Help:    "Durable store commit latency (one commit per engine step).",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
+		}),
+		CommitRecords: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "hetsched_store_commit_records",
+			Help:    "Records per durable store commit (group commit batch size).",
+			Buckets: prometheus.ExponentialBuckets(1, 4, 10),
+		}),
+		Tasks: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hetsched_tasks",
+			Help: "Task records held by the control plane, all states.",
+		}),
+	}
+	reg.MustRegister(m.SchedulingDelay, m.Placements, m.Preemptions, m.Transitions, m.Pending,
+		m.Capacity, m.Allocated, m.Nodes, m.APIDuration, m.CommitDuration, m.CommitRecords, m.Tasks)
+	return m
+}

@@ -1,0 +1,82 @@
+package server
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+)
+
+func scrape(t *testing.T, base string) []byte {
+	t.Helper()
+	resp, err := client.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("/metrics: %d %s", resp.StatusCode, b)
+	}
+	return b
+}
+
+// TestMetricsLiveScrape drives some work and checks the live scrape: the
+// metrics the issue lists are there with sensible labels and values, the
+// in-process linter finds nothing, and Debian's promtool agrees.
+func TestMetricsLiveScrape(t *testing.T) {
+	s := start(t, t.TempDir())
+	defer s.stop(t)
+	if code, _ := call(t, "POST", s.base+"/api/v1/schedule", `{"id":"m1","priority":0,"resources":{"cpu":"1","nvidia.com/gpu":1}}`); code != 200 {
+		t.Fatalf("schedule: %d", code)
+	}
+	call(t, "GET", s.base+"/api/v1/tasks/nosuch", "")
+	time.Sleep(1100 * time.Millisecond) // gauges refresh at most once a second
+	call(t, "POST", s.base+"/api/v1/tasks", `{"id":"m2","priority":3,"resources":{"cpu":"1000"}}`)
+	body := scrape(t, s.base)
+	text := string(body)
+	for _, want := range []string{
+		`hetsched_placements_total{tier="urgent"} 1`,
+		`hetsched_scheduling_delay_seconds_bucket{tier="urgent",le=`,
+		`hetsched_pending_tasks{tier="low"}`,
+		`hetsched_node_capacity{resource="nvidia.com/gpu"} 2000`,
+		`hetsched_node_allocated{resource="nvidia.com/gpu"} 1000`,
+		`hetsched_nodes{state="ready"} 2`,
+		`hetsched_api_request_duration_seconds_count{code="200",route="POST /api/v1/schedule"} 1`,
+		`hetsched_api_request_duration_seconds_count{code="404",route="GET /api/v1/tasks/{id}"} 1`,
+		`hetsched_store_commit_duration_seconds_count`,
+		`hetsched_store_commit_records_bucket`,
+		`hetsched_preemptions_total 0`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("scrape lacks %s", want)
+		}
+	}
+	problems, err := promlint.New(bytes.NewReader(body)).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		if strings.HasPrefix(p.Metric, "hetsched_") {
+			t.Errorf("lint: %s: %s", p.Metric, p.Text)
+		}
+	}
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("promtool is missing under CI=true: apt-get install -y prometheus")
+		}
+		t.Skip("promtool not installed (apt-get install -y prometheus); the in-process lint above passed")
+	}
+	cmd := exec.Command(promtool, "check", "metrics")
+	cmd.Stdin = bytes.NewReader(body)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+}
