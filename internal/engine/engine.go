@@ -68,6 +68,7 @@ const (
 	cmdStarted
 	cmdFinished
 	cmdRenew
+	cmdSummary
 )
 
 type command struct {
@@ -78,10 +79,11 @@ type command struct {
 	state  string
 	result core.Result
 	// results
-	ids   []string
-	errs  []error
-	err   error
-	reply chan struct{}
+	summary *Summary
+	ids     []string
+	errs    []error
+	err     error
+	reply   chan struct{}
 }
 
 // New opens an engine on st, rebuilding the core from what st holds, and
@@ -446,6 +448,8 @@ func (e *Engine) apply(cmd *command, now time.Time) {
 		}
 	case cmdRenew:
 		cmd.err = e.c.Renew(now, cmd.id)
+	case cmdSummary:
+		cmd.summary = e.summarize()
 	case cmdUpsertNode:
 		cmd.err = e.c.UpsertNode(now, cmd.node)
 		if cmd.err == nil {
@@ -658,4 +662,55 @@ func (e *Engine) List(f Filter, cursor, limit int) (out []*TaskRecord, next int)
 		return out, i
 	}
 	return out, 0
+}
+
+// ResourceSummary is one resource across the cluster, in canonical units.
+type ResourceSummary struct {
+	Capacity    int64   `json:"capacity"`
+	Allocated   int64   `json:"allocated"`
+	Utilization float64 `json:"utilization"`
+}
+
+// Summary is the cluster at a glance (GET /api/v1/cluster).
+type Summary struct {
+	Policy    string                     `json:"policy"`
+	Nodes     map[string]int             `json:"nodes"`
+	Resources map[string]ResourceSummary `json:"resources"`
+	Pending   map[string]int             `json:"pending"`
+	Tasks     int                        `json:"tasks"`
+}
+
+func (e *Engine) summarize() *Summary {
+	s := &Summary{Policy: e.cfg.Core.Policy, Nodes: map[string]int{}, Resources: map[string]ResourceSummary{}, Pending: map[string]int{}}
+	dims := e.c.Dims()
+	var capSum, allocSum [resource.MaxDims]int64
+	for _, n := range e.c.Nodes() {
+		c, a := n.Capacity(), n.Allocated()
+		for i := 0; i < dims.Len(); i++ {
+			capSum[i] += c[i]
+			allocSum[i] += a[i]
+		}
+		s.Nodes[n.State()]++
+	}
+	for i := 0; i < dims.Len(); i++ {
+		r := ResourceSummary{Capacity: capSum[i], Allocated: allocSum[i]}
+		if r.Capacity > 0 {
+			r.Utilization = float64(r.Allocated) / float64(r.Capacity)
+		}
+		s.Resources[string(dims.Name(i))] = r
+	}
+	for l, n := range e.c.Pending() {
+		s.Pending[api.TierNames[l]] = n
+	}
+	s.Tasks = e.c.NumTasks()
+	return s
+}
+
+// Summarize returns the cluster summary, computed by the loop.
+func (e *Engine) Summarize(ctx context.Context) (*Summary, error) {
+	cmd := &command{kind: cmdSummary}
+	if err := e.do(ctx, cmd); err != nil {
+		return nil, err
+	}
+	return cmd.summary, nil
 }

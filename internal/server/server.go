@@ -45,13 +45,33 @@ func New(eng *engine.Engine, policy string, log *slog.Logger, reg *prometheus.Re
 	return s
 }
 
-// Routes lists every route served, as "METHOD /path" (the OpenAPI test
-// compares it with the document).
+// routes registers every route; Routes lists them.
 func (s *Server) routes() {
-	for _, r := range []struct {
-		pattern string
-		h       http.HandlerFunc
-	}{
+	for _, r := range s.table() {
+		s.mux.HandleFunc(r.pattern, r.h)
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, errs.New(errs.NotFound, "", "no route %s %s", r.Method, r.URL.Path))
+	})
+}
+
+// Routes lists every API route as "METHOD /path" (the OpenAPI test
+// compares it with docs/openapi.yaml), /metrics included.
+func (s *Server) Routes() []string {
+	out := []string{"GET /metrics"}
+	for _, r := range s.table() {
+		out = append(out, r.pattern)
+	}
+	return out
+}
+
+type route struct {
+	pattern string
+	h       http.HandlerFunc
+}
+
+func (s *Server) table() []route {
+	return []route{
 		{"POST /api/v1/schedule", s.schedule},
 		{"POST /api/v1/tasks", s.submit},
 		{"GET /api/v1/tasks", s.listTasks},
@@ -60,17 +80,13 @@ func (s *Server) routes() {
 		{"POST /api/v1/tasks/{id}/complete", s.complete},
 		{"POST /api/v1/tasks/{id}/renew", s.renew},
 		{"GET /api/v1/nodes", s.listNodes},
+		{"GET /api/v1/cluster", s.cluster},
 		{"POST /api/v1/nodes/{name}/cordon", s.nodeState(api.NodeCordoned)},
 		{"POST /api/v1/nodes/{name}/uncordon", s.nodeState(api.NodeReady)},
 		{"POST /api/v1/nodes/{name}/drain", s.nodeState(api.NodeDraining)},
 		{"GET /healthz", s.healthz},
 		{"GET /readyz", s.healthz},
-	} {
-		s.mux.HandleFunc(r.pattern, r.h)
 	}
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, errs.New(errs.NotFound, "", "no route %s %s", r.Method, r.URL.Path))
-	})
 }
 
 // ServeHTTP implements http.Handler; a panic in a handler becomes a 500
@@ -353,6 +369,15 @@ func (s *Server) nodeState(state string) http.HandlerFunc {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"name": name, "state": state})
 	}
+}
+
+func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
+	sum, err := s.eng.Summarize(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sum)
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {

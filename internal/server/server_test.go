@@ -148,6 +148,14 @@ func TestTasksOverHTTPAndRestart(t *testing.T) {
 	if code, m := call(t, "GET", s.base+"/api/v1/nodes", ""); code != 200 || len(m["nodes"].([]any)) != 2 {
 		t.Errorf("nodes: %d %v", code, m)
 	}
+	code, m = call(t, "GET", s.base+"/api/v1/cluster", "")
+	gpu, _ := m["resources"].(map[string]any)["nvidia.com/gpu"].(map[string]any)
+	if code != 200 || m["policy"] != "least-allocated" || gpu["capacity"] != float64(2000) || gpu["allocated"] != float64(0) {
+		t.Errorf("cluster: %d %v", code, m)
+	}
+	if nodes, _ := m["nodes"].(map[string]any); nodes["cordoned"] != float64(1) || nodes["ready"] != float64(1) {
+		t.Errorf("cluster nodes: %v", m["nodes"])
+	}
 }
 
 func errField(m map[string]any) string {
