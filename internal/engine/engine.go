@@ -73,6 +73,7 @@ const (
 
 type command struct {
 	kind   cmdKind
+	tenant string
 	tasks  []api.Task
 	id     string
 	node   *api.Node
@@ -428,7 +429,7 @@ func (e *Engine) apply(cmd *command, now time.Time) {
 		cmd.ids = make([]string, len(cmd.tasks))
 		cmd.errs = make([]error, len(cmd.tasks))
 		for i := range cmd.tasks {
-			cmd.ids[i], cmd.errs[i] = e.submit(&cmd.tasks[i], now)
+			cmd.ids[i], cmd.errs[i] = e.submit(cmd.tenant, &cmd.tasks[i], now)
 		}
 	case cmdCancel:
 		cmd.err = e.c.Cancel(now, cmd.id, "cancelled by request")
@@ -474,7 +475,7 @@ func (e *Engine) currentNode(name string) *api.Node {
 
 // submit admits one task: a new id, or the same spec again (idempotent),
 // or a conflict.
-func (e *Engine) submit(spec *api.Task, now time.Time) (string, error) {
+func (e *Engine) submit(tenant string, spec *api.Task, now time.Time) (string, error) {
 	if err := spec.Validate(); err != nil {
 		return "", err
 	}
@@ -488,6 +489,9 @@ func (e *Engine) submit(spec *api.Task, now time.Time) (string, error) {
 			}
 		}
 	} else if old := e.current(spec.ID); old != nil {
+		if old.Tenant != tenant {
+			return "", errs.New(errs.Conflict, "id", "task id %q is in use", spec.ID)
+		}
 		a, _ := json.Marshal(old.Spec)
 		b, _ := json.Marshal(spec)
 		if bytes.Equal(a, b) {
@@ -499,7 +503,7 @@ func (e *Engine) submit(spec *api.Task, now time.Time) (string, error) {
 		return "", err
 	}
 	e.seq++
-	e.staged[spec.ID] = &TaskRecord{Spec: *spec, Seq: e.seq, State: core.Pending.String(), Chosen: -1, Submitted: now}
+	e.staged[spec.ID] = &TaskRecord{Spec: *spec, Tenant: tenant, Seq: e.seq, State: core.Pending.String(), Chosen: -1, Submitted: now}
 	e.refresh(spec.ID, now)
 	return spec.ID, nil
 }
@@ -526,10 +530,10 @@ func (e *Engine) do(ctx context.Context, cmd *command) error {
 	return cmd.err
 }
 
-// Submit admits tasks. It returns each task's id (generated when empty)
-// and error; a nil error means the task is durable.
-func (e *Engine) Submit(ctx context.Context, tasks []api.Task) ([]string, []error, error) {
-	cmd := &command{kind: cmdSubmit, tasks: tasks}
+// Submit admits tasks owned by tenant. It returns each task's id
+// (generated when empty) and error; a nil error means the task is durable.
+func (e *Engine) Submit(ctx context.Context, tenant string, tasks []api.Task) ([]string, []error, error) {
+	cmd := &command{kind: cmdSubmit, tenant: tenant, tasks: tasks}
 	if err := e.do(ctx, cmd); err != nil {
 		return nil, nil, err
 	}
@@ -631,11 +635,12 @@ func (e *Engine) Nodes() []api.Node {
 
 // Filter selects tasks in a listing; empty fields match everything.
 type Filter struct {
-	State, Queue, Node string
+	State, Queue, Node, Tenant string
 }
 
 func (f Filter) match(r *TaskRecord) bool {
-	return (f.State == "" || r.State == f.State) && (f.Queue == "" || r.Spec.Queue == f.Queue) && (f.Node == "" || r.Node == f.Node)
+	return (f.State == "" || r.State == f.State) && (f.Queue == "" || r.Spec.Queue == f.Queue) &&
+		(f.Node == "" || r.Node == f.Node) && (f.Tenant == "" || r.Tenant == f.Tenant)
 }
 
 // maxListScan bounds the records one listing call looks at, matching or

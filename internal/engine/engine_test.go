@@ -43,7 +43,7 @@ func TestSubmitIsDurableAndSurvivesRestart(t *testing.T) {
 	if err := e.UpsertNode(ctx, gpuNode("g1")); err != nil {
 		t.Fatal(err)
 	}
-	ids, errsOut, err := e.Submit(ctx, []api.Task{
+	ids, errsOut, err := e.Submit(ctx, "default", []api.Task{
 		{ID: "a", Priority: prio(0), Resources: resource.List{resource.CPU: 1000, "nvidia.com/gpu": 1000}},
 		{ID: "b", Priority: prio(0), Resources: resource.List{resource.CPU: 1000, "nvidia.com/gpu": 500}},
 		{Priority: prio(0), Resources: resource.List{resource.CPU: 1000, "nvidia.com/gpu": 1000}}, // generated id; no GPU left
@@ -113,13 +113,13 @@ func TestIdempotentSubmit(t *testing.T) {
 	ctx := context.Background()
 	spec := api.Task{ID: "x", Resources: resource.List{resource.CPU: 1000}}
 	for i := 0; i < 2; i++ {
-		_, es, err := e.Submit(ctx, []api.Task{spec})
+		_, es, err := e.Submit(ctx, "default", []api.Task{spec})
 		if err != nil || es[0] != nil {
 			t.Fatalf("submit %d: %v %v", i, err, es)
 		}
 	}
 	spec.Resources = resource.List{resource.CPU: 2000}
-	_, es, _ := e.Submit(ctx, []api.Task{spec})
+	_, es, _ := e.Submit(ctx, "default", []api.Task{spec})
 	if errs.CodeOf(es[0]) != errs.Conflict {
 		t.Fatalf("a different spec under the same id: %v", es[0])
 	}
@@ -161,11 +161,11 @@ func TestStoreFailureStopsAcknowledging(t *testing.T) {
 	if err := e.UpsertNode(ctx, gpuNode("g1")); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = e.Submit(ctx, []api.Task{{ID: "lost", Resources: resource.List{resource.CPU: 1000}}})
+	_, _, err = e.Submit(ctx, "default", []api.Task{{ID: "lost", Resources: resource.List{resource.CPU: 1000}}})
 	if errs.CodeOf(err) != errs.Unavailable {
 		t.Fatalf("submit with a failing store: %v", err)
 	}
-	if _, _, err := e.Submit(ctx, []api.Task{{ID: "later"}}); !errors.Is(err, ErrStopped) {
+	if _, _, err := e.Submit(ctx, "default", []api.Task{{ID: "later"}}); !errors.Is(err, ErrStopped) {
 		t.Fatalf("after a failed commit: %v", err)
 	}
 	if _, ok := e.Task("lost"); ok {
@@ -191,7 +191,7 @@ func TestConcurrentSubmitsAllDurable(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 25; i++ {
 				id := fmt.Sprintf("g%d-%d", g, i)
-				_, es, err := e.Submit(ctx, []api.Task{{ID: id, Priority: prio(3), Resources: resource.List{resource.CPU: 100}}})
+				_, es, err := e.Submit(ctx, "default", []api.Task{{ID: id, Priority: prio(3), Resources: resource.List{resource.CPU: 100}}})
 				if err == nil && es[0] == nil {
 					mu.Lock()
 					acked[id] = true

@@ -32,6 +32,7 @@ const (
 // submitted spec plus its state.
 type TaskRecord struct {
 	Spec      api.Task         `json:"spec"`
+	Tenant    string           `json:"tenant"`
 	Seq       uint64           `json:"seq"`
 	State     string           `json:"state"`
 	Node      string           `json:"node,omitempty"`

@@ -32,7 +32,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 			documented = append(documented, strings.ToUpper(method)+" "+path)
 		}
 	}
-	served := New(nil, "", nil, nil, nil).Routes()
+	served := New(nil, "", nil, nil, nil, nil).Routes()
 	sort.Strings(documented)
 	sort.Strings(served)
 	if d := cmp.Diff(served, documented); d != "" {

@@ -28,8 +28,10 @@ type Options struct {
 	Listen    string
 	DataDir   string
 	NodesFile string
-	Policy    string
-	Logger    *slog.Logger
+	// TokensFile turns authentication on (admin, tenant and agent tokens).
+	TokensFile string
+	Policy     string
+	Logger     *slog.Logger
 	// Ready, when set, receives the bound address once serving.
 	Ready func(addr string)
 }
@@ -85,8 +87,14 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	if opt.DataDir == "" {
 		return errs.Invalid("data-dir", "a directory for the store is required")
 	}
-	if !isLoopback(opt.Listen) {
-		return errs.Invalid("listen", "authentication (tokens) is not built yet, so the server listens on loopback only; got %q", opt.Listen)
+	var auth *Auth
+	if opt.TokensFile != "" {
+		var err error
+		if auth, err = LoadTokens(opt.TokensFile); err != nil {
+			return err
+		}
+	} else if !isLoopback(opt.Listen) {
+		return errs.Invalid("listen", "without --tokens the server listens on loopback only; got %q", opt.Listen)
 	}
 	cfg := core.DefaultConfig()
 	if opt.Policy != "" {
@@ -126,14 +134,18 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 		return errs.Wrap(errs.Unavailable, "listen", err)
 	}
 	srv := &http.Server{
-		Handler:           New(eng, cfg.Policy, lg, reg, m),
+		Handler:           New(eng, cfg.Policy, lg, reg, m, auth),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       2 * time.Minute,
 		IdleTimeout:       2 * time.Minute,
 	}
 	fmt.Fprintf(out, "hetsched server: http://%s (policy %s, data %s, %d tasks restored in %s)\n",
 		ln.Addr(), cfg.Policy, opt.DataDir, eng.NumTasks(), time.Since(start).Round(time.Millisecond))
-	fmt.Fprintln(out, "authentication is off: listening on loopback only")
+	if auth == nil {
+		fmt.Fprintln(out, "authentication is off (no --tokens): listening on loopback only, everything is tenant \"default\"")
+	} else {
+		fmt.Fprintln(out, "authentication is on: bearer tokens from", opt.TokensFile)
+	}
 	if opt.Ready != nil {
 		opt.Ready(ln.Addr().String())
 	}

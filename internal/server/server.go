@@ -30,14 +30,16 @@ type Server struct {
 	policy  string
 	mux     *http.ServeMux
 	metrics *metrics.Metrics
+	auth    *Auth
 }
 
 // New builds the handler tree. reg serves /metrics (nil: no metrics).
-func New(eng *engine.Engine, policy string, log *slog.Logger, reg *prometheus.Registry, m *metrics.Metrics) *Server {
+// auth nil means authentication is off (everything is tenant "default").
+func New(eng *engine.Engine, policy string, log *slog.Logger, reg *prometheus.Registry, m *metrics.Metrics, auth *Auth) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{eng: eng, log: log, policy: policy, mux: http.NewServeMux(), metrics: m}
+	s := &Server{eng: eng, log: log, policy: policy, mux: http.NewServeMux(), metrics: m, auth: auth}
 	s.routes()
 	if reg != nil {
 		s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)}))
@@ -72,18 +74,18 @@ type route struct {
 
 func (s *Server) table() []route {
 	return []route{
-		{"POST /api/v1/schedule", s.schedule},
-		{"POST /api/v1/tasks", s.submit},
-		{"GET /api/v1/tasks", s.listTasks},
-		{"GET /api/v1/tasks/{id}", s.getTask},
-		{"DELETE /api/v1/tasks/{id}", s.cancel},
-		{"POST /api/v1/tasks/{id}/complete", s.complete},
-		{"POST /api/v1/tasks/{id}/renew", s.renew},
-		{"GET /api/v1/nodes", s.listNodes},
-		{"GET /api/v1/cluster", s.cluster},
-		{"POST /api/v1/nodes/{name}/cordon", s.nodeState(api.NodeCordoned)},
-		{"POST /api/v1/nodes/{name}/uncordon", s.nodeState(api.NodeReady)},
-		{"POST /api/v1/nodes/{name}/drain", s.nodeState(api.NodeDraining)},
+		{"POST /api/v1/schedule", s.guard(s.schedule, RoleTenant)},
+		{"POST /api/v1/tasks", s.guard(s.submit, RoleTenant)},
+		{"GET /api/v1/tasks", s.guard(s.listTasks, RoleTenant)},
+		{"GET /api/v1/tasks/{id}", s.guard(s.getTask, RoleTenant)},
+		{"DELETE /api/v1/tasks/{id}", s.guard(s.cancel, RoleTenant)},
+		{"POST /api/v1/tasks/{id}/complete", s.guard(s.complete, RoleTenant)},
+		{"POST /api/v1/tasks/{id}/renew", s.guard(s.renew, RoleTenant)},
+		{"GET /api/v1/nodes", s.guard(s.listNodes, RoleTenant, RoleAgent)},
+		{"GET /api/v1/cluster", s.guard(s.cluster, RoleTenant)},
+		{"POST /api/v1/nodes/{name}/cordon", s.guard(s.nodeState(api.NodeCordoned))},
+		{"POST /api/v1/nodes/{name}/uncordon", s.guard(s.nodeState(api.NodeReady))},
+		{"POST /api/v1/nodes/{name}/drain", s.guard(s.nodeState(api.NodeDraining))},
 		{"GET /healthz", s.healthz},
 		{"GET /readyz", s.healthz},
 	}
@@ -186,7 +188,12 @@ func (s *Server) submitTasks(w http.ResponseWriter, r *http.Request) ([]*engine.
 		writeError(w, err)
 		return nil, false, false
 	}
-	ids, perTask, err := s.eng.Submit(r.Context(), tasks)
+	p := principalOf(r)
+	tenant := p.Tenant
+	if tenant == "" {
+		tenant = DefaultTenant // admins submit as the default tenant
+	}
+	ids, perTask, err := s.eng.Submit(r.Context(), tenant, tasks)
 	if err != nil {
 		writeError(w, err)
 		return nil, false, false
@@ -265,6 +272,9 @@ func (s *Server) schedule(w http.ResponseWriter, r *http.Request) {
 func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := engine.Filter{State: q.Get("state"), Queue: q.Get("queue"), Node: q.Get("node")}
+	if p := principalOf(r); p.Role != RoleAdmin {
+		f.Tenant = p.Tenant
+	}
 	if f.State != "" {
 		if _, ok := core.ParseState(f.State); !ok {
 			writeError(w, errs.Invalid("state", "unknown state %q", f.State))
@@ -301,18 +311,31 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, body)
 }
 
-func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
+// owned returns the task named in the path if the caller may see it; a
+// task of another tenant is "not found", so ids of others do not leak.
+func (s *Server) owned(w http.ResponseWriter, r *http.Request) (*engine.TaskRecord, bool) {
 	id := r.PathValue("id")
 	rec, ok := s.eng.Task(id)
-	if !ok {
+	if !ok || !principalOf(r).sees(rec.Tenant) {
 		writeError(w, errs.New(errs.NotFound, "id", "no task %q", id))
-		return
+		return nil, false
 	}
-	writeJSON(w, http.StatusOK, view(rec))
+	return rec, true
+}
+
+func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
+	if rec, ok := s.owned(w, r); ok {
+		latest, _ := s.eng.Task(rec.Spec.ID)
+		writeJSON(w, http.StatusOK, view(latest))
+	}
 }
 
 func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
+	rec, ok := s.owned(w, r)
+	if !ok {
+		return
+	}
+	id := rec.Spec.ID
 	if err := s.eng.Cancel(r.Context(), id); err != nil {
 		writeError(w, err)
 		return
@@ -341,6 +364,9 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errs.Invalid("reason", "at most 4096 bytes"))
 		return
 	}
+	if _, ok := s.owned(w, r); !ok {
+		return
+	}
 	if err := s.eng.Finished(r.Context(), r.PathValue("id"), core.Result{ExitCode: body.ExitCode, Reason: body.Reason}); err != nil {
 		writeError(w, err)
 		return
@@ -349,6 +375,9 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
+	if _, ok := s.owned(w, r); !ok {
+		return
+	}
 	if err := s.eng.Renew(r.Context(), r.PathValue("id")); err != nil {
 		writeError(w, err)
 		return

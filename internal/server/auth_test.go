@@ -1,0 +1,146 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/errs"
+)
+
+const (
+	adminTok = "admin-token-0123456789"
+	aTok     = "team-a-token-0123456789"
+	bTok     = "team-b-token-0123456789"
+	agentTok = "agent-token-0123456789"
+)
+
+func startAuth(t *testing.T) *running {
+	t.Helper()
+	dir := t.TempDir()
+	nodes := filepath.Join(dir, "nodes.yaml")
+	tokens := filepath.Join(dir, "tokens.yaml")
+	os.WriteFile(nodes, []byte(nodesYAML), 0o600)
+	os.WriteFile(tokens, []byte(`tokens:
+  - {token: `+adminTok+`, role: admin}
+  - {token: `+aTok+`, role: tenant, tenant: team-a}
+  - {token: `+bTok+`, role: tenant, tenant: team-b}
+  - {token: `+agentTok+`, role: agent}
+`), 0o600)
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	r := &running{cancel: cancel, done: make(chan error, 1)}
+	go func() {
+		r.done <- Run(ctx, io.Discard, Options{Listen: "127.0.0.1:0", DataDir: filepath.Join(dir, "data"), NodesFile: nodes,
+			TokensFile: tokens, Logger: quiet, Ready: func(a string) { ready <- a }})
+	}()
+	select {
+	case a := <-ready:
+		r.base = "http://" + a
+	case err := <-r.done:
+		t.Fatalf("server did not start: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("timeout")
+	}
+	return r
+}
+
+func callAs(t *testing.T, token, method, url, body string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	json.NewDecoder(resp.Body).Decode(&m)
+	return resp.StatusCode, m
+}
+
+// TestTenantIsolation: each tenant sees and changes only its own tasks,
+// both ways; admins see everything; unauthenticated and wrong-role calls
+// are refused.
+func TestTenantIsolation(t *testing.T) {
+	s := startAuth(t)
+	defer s.stop(t)
+	api := s.base + "/api/v1"
+	if code, _ := callAs(t, aTok, "POST", api+"/tasks", `{"id":"a1","resources":{"cpu":"1000"}}`); code != 201 {
+		t.Fatalf("a submit: %d", code)
+	}
+	if code, _ := callAs(t, bTok, "POST", api+"/tasks", `{"id":"b1","resources":{"cpu":"1000"}}`); code != 201 {
+		t.Fatalf("b submit: %d", code)
+	}
+	for _, c := range []struct{ tok, own, other string }{{aTok, "a1", "b1"}, {bTok, "b1", "a1"}} {
+		if code, _ := callAs(t, c.tok, "GET", api+"/tasks/"+c.own, ""); code != 200 {
+			t.Errorf("own task %s: %d", c.own, code)
+		}
+		for _, m := range []struct{ method, path string }{
+			{"GET", "/tasks/" + c.other}, {"DELETE", "/tasks/" + c.other},
+			{"POST", "/tasks/" + c.other + "/renew"}, {"POST", "/tasks/" + c.other + "/complete"},
+		} {
+			code, body := callAs(t, c.tok, m.method, api+m.path, "")
+			if code != 404 || errCode(body) != string(errs.NotFound) {
+				t.Errorf("%s %s by the other tenant: %d %v", m.method, m.path, code, body)
+			}
+		}
+		code, body := callAs(t, c.tok, "GET", api+"/tasks", "")
+		list, _ := body["tasks"].([]any)
+		if code != 200 || len(list) != 1 || list[0].(map[string]any)["id"] != c.own {
+			t.Errorf("list by %s: %d %v", c.own, code, body)
+		}
+		// Reusing the other tenant's id is a conflict, not a takeover.
+		if code, _ := callAs(t, c.tok, "POST", api+"/tasks", `{"id":"`+c.other+`","resources":{"cpu":"1000"}}`); code != 409 {
+			t.Errorf("reuse of %s: %d", c.other, code)
+		}
+	}
+	if _, body := callAs(t, adminTok, "GET", api+"/tasks", ""); len(body["tasks"].([]any)) != 2 {
+		t.Errorf("admin list: %v", body)
+	}
+	if code, _ := callAs(t, bTok, "GET", api+"/tasks/b1", ""); code != 200 {
+		t.Error("b1 gone after a's attempts")
+	}
+	for _, c := range []struct {
+		tok, method, path string
+		status            int
+	}{
+		{"", "GET", "/tasks", 401},
+		{"not-a-real-token-at-all", "GET", "/tasks", 401},
+		{aTok, "POST", "/nodes/cpu-a/cordon", 403},
+		{agentTok, "POST", "/tasks", 403},
+		{agentTok, "GET", "/nodes", 200},
+		{adminTok, "POST", "/nodes/cpu-a/cordon", 200},
+	} {
+		if code, body := callAs(t, c.tok, c.method, api+c.path, ""); code != c.status {
+			t.Errorf("%s %s with %q: %d %v, want %d", c.method, c.path, c.tok, code, body, c.status)
+		}
+	}
+}
+
+func TestLoadTokensRejectsBadFiles(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ body, field string }{
+		{"tokens: []", "tokens"},
+		{"tokens:\n  - {token: short, role: admin}", "tokens[0].token"},
+		{"tokens:\n  - {token: aaaaaaaaaaaaaaaaaaaa, role: king}", "tokens[0].role"},
+		{"tokens:\n  - {token: aaaaaaaaaaaaaaaaaaaa, role: tenant}", "tokens[0].tenant"},
+		{"tokens:\n  - {token: aaaaaaaaaaaaaaaaaaaa, role: admin, tenant: x}", "tokens[0].tenant"},
+		{"tokens:\n  - {token: aaaaaaaaaaaaaaaaaaaa, role: admin}\n  - {token: aaaaaaaaaaaaaaaaaaaa, role: agent}", "tokens[1].token"},
+		{"tokens:\n  - {token: aaaaaaaaaaaaaaaaaaaa, role: admin, colour: red}", "tokens"},
+	} {
+		p := filepath.Join(dir, "t.yaml")
+		os.WriteFile(p, []byte(c.body), 0o600)
+		if _, err := LoadTokens(p); errs.FieldOf(err) != c.field {
+			t.Errorf("%q: %v, want field %s", c.body, err, c.field)
+		}
+	}
+}
