@@ -24,5 +24,6 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newUp(), newServer(), newBench(), newPolicies())
+	root.AddCommand(newClientCommands()...)
 	return root
 }

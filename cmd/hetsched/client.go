@@ -1,0 +1,147 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hetsched/hetsched/internal/cli"
+)
+
+// clientFlags are the flags every API command takes.
+type clientFlags struct {
+	server, token, output string
+	timeout               time.Duration
+}
+
+func (f *clientFlags) add(cmd *cobra.Command) {
+	server := os.Getenv("HETSCHED_SERVER")
+	if server == "" {
+		server = "http://127.0.0.1:7070"
+	}
+	cmd.Flags().StringVar(&f.server, "server", server, "API address (default $HETSCHED_SERVER)")
+	cmd.Flags().StringVar(&f.token, "token", os.Getenv("HETSCHED_TOKEN"), "bearer token (default $HETSCHED_TOKEN)")
+	cmd.Flags().StringVarP(&f.output, "output", "o", cli.Table, "table, json or yaml")
+	cmd.Flags().DurationVar(&f.timeout, "timeout", 30*time.Second, "how long one request may take")
+}
+
+func (f *clientFlags) client() (*cli.Client, error) {
+	if err := cli.CheckOutput(f.output); err != nil {
+		return nil, err
+	}
+	if f.timeout <= 0 {
+		return nil, fmt.Errorf("--timeout: must be positive")
+	}
+	return cli.NewClient(f.server, f.token, f.timeout), nil
+}
+
+func newClientCommands() []*cobra.Command {
+	var submitFlags clientFlags
+	var file string
+	var wait time.Duration
+	submit := &cobra.Command{
+		Use:   "submit -f FILE",
+		Short: "Submit a task or a task list (YAML or JSON; -f - reads standard input)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := submitFlags.client()
+			if err != nil {
+				return err
+			}
+			if file == "" {
+				return fmt.Errorf("-f: a file is required")
+			}
+			body, err := cli.ReadSpec(file, cmd.InOrStdin())
+			if err != nil {
+				return err
+			}
+			return cli.Submit(cmd.Context(), c, cmd.OutOrStdout(), body, wait, submitFlags.output)
+		},
+	}
+	submitFlags.add(submit)
+	submit.Flags().StringVarP(&file, "file", "f", "", "task file")
+	submit.Flags().DurationVar(&wait, "wait", 0, "wait up to this long for placement (POST /schedule)")
+	submit.Flags().Lookup("wait").NoOptDefVal = "2s"
+
+	var getFlags clientFlags
+	var state string
+	var limit int
+	get := &cobra.Command{
+		Use:       "get tasks|nodes",
+		Short:     "List tasks or nodes",
+		Args:      cobra.ExactArgs(1),
+		ValidArgs: []string{"tasks", "nodes"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := getFlags.client()
+			if err != nil {
+				return err
+			}
+			switch args[0] {
+			case "tasks", "task":
+				return cli.GetTasks(cmd.Context(), c, cmd.OutOrStdout(), state, limit, getFlags.output)
+			case "nodes", "node":
+				return cli.GetNodes(cmd.Context(), c, cmd.OutOrStdout(), getFlags.output)
+			}
+			return fmt.Errorf("get: unknown kind %q (tasks or nodes; jobs and queues come with their issues)", args[0])
+		},
+	}
+	getFlags.add(get)
+	get.Flags().StringVar(&state, "state", "", "only tasks in this state")
+	get.Flags().IntVar(&limit, "limit", 100, "at most this many tasks")
+
+	var descFlags clientFlags
+	describe := &cobra.Command{
+		Use:   "describe task ID",
+		Short: "Show one task in full",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if args[0] != "task" {
+				return fmt.Errorf("describe: only tasks for now, got %q", args[0])
+			}
+			c, err := descFlags.client()
+			if err != nil {
+				return err
+			}
+			return cli.Describe(cmd.Context(), c, cmd.OutOrStdout(), args[1], descFlags.output)
+		},
+	}
+	descFlags.add(describe)
+
+	var cancelFlags clientFlags
+	cancel := &cobra.Command{
+		Use:   "cancel ID",
+		Short: "Cancel a task",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cancelFlags.client()
+			if err != nil {
+				return err
+			}
+			return cli.Cancel(cmd.Context(), c, cmd.OutOrStdout(), args[0])
+		},
+	}
+	cancelFlags.add(cancel)
+
+	cmds := []*cobra.Command{submit, get, describe, cancel}
+	for _, action := range []string{"cordon", "uncordon", "drain"} {
+		var f clientFlags
+		action := action
+		nc := &cobra.Command{
+			Use:   action + " NODE",
+			Short: map[string]string{"cordon": "Stop new placements on a node", "uncordon": "Make a node ready again", "drain": "Stop placements and move a node's tasks"}[action],
+			Args:  cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				c, err := f.client()
+				if err != nil {
+					return err
+				}
+				return cli.NodeAction(cmd.Context(), c, cmd.OutOrStdout(), action, args[0])
+			},
+		}
+		f.add(nc)
+		cmds = append(cmds, nc)
+	}
+	return cmds
+}

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/server"
+)
+
+func startServer(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	nodes := filepath.Join(dir, "nodes.yaml")
+	os.WriteFile(nodes, []byte("nodes:\n  - name: gpu-a\n    capacity: {cpu: \"8\", memory: 16Gi}\n    devices:\n      - {type: nvidia.com/gpu, id: \"0\", model: L4}\n"), 0o600)
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- server.Run(ctx, io.Discard, server.Options{Listen: "127.0.0.1:0", DataDir: filepath.Join(dir, "data"), NodesFile: nodes,
+			Logger: slog.New(slog.DiscardHandler), Ready: func(a string) { ready <- a }})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	select {
+	case a := <-ready:
+		return "http://" + a
+	case err := <-done:
+		t.Fatalf("server: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("timeout")
+	}
+	return ""
+}
+
+func TestCLIAgainstARealServer(t *testing.T) {
+	base := startServer(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "tasks.yaml")
+	os.WriteFile(file, []byte(`- id: prep
+  priority: 0
+  resources: {cpu: "1"}
+- id: train
+  priority: 1
+  resources: {cpu: "2", nvidia.com/gpu: 1}
+`), 0o600)
+	out, err := run(t, "submit", "-f", file, "--wait=2s", "--server", base)
+	if err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	if !strings.Contains(out, "prep") || !strings.Contains(out, "train") || !strings.Contains(out, "nvidia.com/gpu:0") {
+		t.Errorf("submit output:\n%s", out)
+	}
+	out, err = run(t, "get", "tasks", "--server", base)
+	if err != nil || !strings.Contains(out, "STATE") || strings.Count(out, "scheduled") != 2 {
+		t.Errorf("get tasks: %v\n%s", err, out)
+	}
+	out, err = run(t, "describe", "task", "train", "--server", base)
+	if err != nil || !strings.Contains(out, "state: scheduled") || !strings.Contains(out, "node: gpu-a") {
+		t.Errorf("describe: %v\n%s", err, out)
+	}
+	out, err = run(t, "cancel", "train", "--server", base)
+	if err != nil || strings.TrimSpace(out) != "train cancelled" {
+		t.Errorf("cancel: %v %q", err, out)
+	}
+	out, err = run(t, "cordon", "gpu-a", "--server", base)
+	if err != nil || strings.TrimSpace(out) != "gpu-a cordoned" {
+		t.Errorf("cordon: %v %q", err, out)
+	}
+	out, err = run(t, "get", "nodes", "--server", base, "-o", "json")
+	if err != nil || !strings.Contains(out, `"cordoned"`) {
+		t.Errorf("get nodes: %v\n%s", err, out)
+	}
+	// Server errors come back plainly, with the field.
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("id: x\npriority: 9\n"), 0o600)
+	_, err = run(t, "submit", "-f", bad, "--server", base)
+	if err == nil || !strings.Contains(err.Error(), "invalid_argument") || !strings.Contains(err.Error(), "priority") {
+		t.Errorf("bad submit: %v", err)
+	}
+	if _, err := run(t, "describe", "task", "nosuch", "--server", base); err == nil || !strings.Contains(err.Error(), "not_found") {
+		t.Errorf("describe unknown: %v", err)
+	}
+	if _, err := run(t, "get", "tasks", "-o", "xml", "--server", base); err == nil {
+		t.Error("-o xml accepted")
+	}
+	if _, err := run(t, "get", "tasks", "--server", "http://127.0.0.1:1", "--timeout", "2s"); err == nil || !strings.Contains(err.Error(), "cannot reach") {
+		t.Errorf("unreachable server: %v", err)
+	}
+}

@@ -1,0 +1,86 @@
+// Package cli is the command-line client of the HTTP API (API.md "The CLI
+// mirrors the API"): submit, get, describe, cancel, cordon, uncordon,
+// drain. Every call has a timeout; server errors are printed with their
+// code and field.
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Client talks to one server.
+type Client struct {
+	Server string
+	Token  string
+	HTTP   *http.Client
+}
+
+// NewClient returns a client with a request timeout.
+func NewClient(server, token string, timeout time.Duration) *Client {
+	return &Client{Server: strings.TrimRight(server, "/"), Token: token, HTTP: &http.Client{Timeout: timeout}}
+}
+
+// APIError is an error answered by the server.
+type APIError struct {
+	Status  int
+	Code    string
+	Field   string
+	Message string
+}
+
+func (e *APIError) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("%s (HTTP %d) on %s: %s", e.Code, e.Status, e.Field, e.Message)
+	}
+	return fmt.Sprintf("%s (HTTP %d): %s", e.Code, e.Status, e.Message)
+}
+
+// maxResponse bounds what the client reads of one answer.
+const maxResponse = 256 << 20
+
+// Do sends a request and decodes a JSON answer into out (when non-nil).
+func (c *Client) Do(ctx context.Context, method, path string, body []byte, out any) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.Server+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("cannot reach %s: %w", c.Server, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))
+	if err != nil {
+		return resp.StatusCode, err
+	}
+	if resp.StatusCode >= 400 {
+		var e struct {
+			Error struct {
+				Code, Message, Field string
+			} `json:"error"`
+		}
+		if json.Unmarshal(b, &e) == nil && e.Error.Code != "" {
+			return resp.StatusCode, &APIError{Status: resp.StatusCode, Code: e.Error.Code, Field: e.Error.Field, Message: e.Error.Message}
+		}
+		return resp.StatusCode, &APIError{Status: resp.StatusCode, Code: "http", Message: strings.TrimSpace(string(b))}
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("unexpected answer from %s: %w", c.Server, err)
+		}
+	}
+	return resp.StatusCode, nil
+}

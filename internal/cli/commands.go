@@ -1,0 +1,252 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Output formats.
+const (
+	Table = "table"
+	JSON  = "json"
+	YAML  = "yaml"
+)
+
+// CheckOutput validates -o.
+func CheckOutput(o string) error {
+	switch o {
+	case Table, JSON, YAML:
+		return nil
+	}
+	return fmt.Errorf("-o: must be table, json or yaml, got %q", o)
+}
+
+// ReadSpec reads a task, a task list ({"tasks":[...]}) or a list of tasks
+// from a YAML or JSON file ("-" is standard input) and returns the JSON
+// body to send.
+func ReadSpec(path string, stdin io.Reader) ([]byte, error) {
+	var b []byte
+	var err error
+	if path == "-" {
+		b, err = io.ReadAll(io.LimitReader(stdin, 64<<20))
+	} else {
+		b, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("-f: %w", err)
+	}
+	j, err := yaml.YAMLToJSON(b)
+	if err != nil {
+		return nil, fmt.Errorf("-f %s: not YAML or JSON: %w", path, err)
+	}
+	// A bare list becomes {"tasks": [...]}.
+	if t := strings.TrimSpace(string(j)); strings.HasPrefix(t, "[") {
+		j = []byte(`{"tasks":` + t + `}`)
+	}
+	return j, nil
+}
+
+// task is the subset of the API's task object the CLI shows.
+type task struct {
+	ID       string `json:"id"`
+	Name     string `json:"name"`
+	Queue    string `json:"queue"`
+	Priority *int   `json:"priority"`
+	State    string `json:"state"`
+	Node     string `json:"node"`
+	Devices  []struct {
+		Type  string `json:"type"`
+		ID    string `json:"id"`
+		Share int    `json:"share"`
+	} `json:"devices"`
+	Attempt int    `json:"attempt"`
+	Reason  string `json:"reason"`
+}
+
+func (t task) devices() string {
+	var parts []string
+	for _, d := range t.Devices {
+		s := d.Type + ":" + d.ID
+		if d.Share != 0 && d.Share != 1000 {
+			s += fmt.Sprintf("(%dm)", d.Share)
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, ",")
+}
+
+func prio(p *int) int {
+	if p == nil {
+		return 2
+	}
+	return *p
+}
+
+// Submit sends a file's tasks; with wait it uses /schedule and waits up to
+// wait for placement.
+func Submit(ctx context.Context, c *Client, w io.Writer, body []byte, wait time.Duration, output string) error {
+	path := "/api/v1/tasks"
+	if wait > 0 {
+		path = "/api/v1/schedule?wait=" + url.QueryEscape(wait.String())
+	}
+	var raw json.RawMessage
+	if _, err := c.Do(ctx, "POST", path, body, &raw); err != nil {
+		return err
+	}
+	return printTasks(w, raw, output)
+}
+
+// printTasks prints one task object or {"tasks":[...]}.
+func printTasks(w io.Writer, raw json.RawMessage, output string) error {
+	switch output {
+	case JSON:
+		var v any
+		json.Unmarshal(raw, &v)
+		b, _ := json.MarshalIndent(v, "", "  ")
+		_, err := fmt.Fprintln(w, string(b))
+		return err
+	case YAML:
+		b, err := yaml.JSONToYAML(raw)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	}
+	var list struct {
+		Tasks []task `json:"tasks"`
+	}
+	if err := json.Unmarshal(raw, &list); err != nil || list.Tasks == nil {
+		var one task
+		if err := json.Unmarshal(raw, &one); err != nil {
+			return err
+		}
+		list.Tasks = []task{one}
+	}
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tPRIORITY\tSTATE\tNODE\tDEVICES\tATTEMPT\tREASON")
+	for _, t := range list.Tasks {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%s\n", t.ID, prio(t.Priority), t.State, t.Node, t.devices(), t.Attempt, t.Reason)
+	}
+	return tw.Flush()
+}
+
+// GetTasks lists tasks (all pages up to limit).
+func GetTasks(ctx context.Context, c *Client, w io.Writer, state string, limit int, output string) error {
+	q := url.Values{}
+	if state != "" {
+		q.Set("state", state)
+	}
+	q.Set("limit", fmt.Sprint(limit))
+	var raw json.RawMessage
+	if _, err := c.Do(ctx, "GET", "/api/v1/tasks?"+q.Encode(), nil, &raw); err != nil {
+		return err
+	}
+	return printTasks(w, raw, output)
+}
+
+// Describe prints one task.
+func Describe(ctx context.Context, c *Client, w io.Writer, id, output string) error {
+	var raw json.RawMessage
+	if _, err := c.Do(ctx, "GET", "/api/v1/tasks/"+url.PathEscape(id), nil, &raw); err != nil {
+		return err
+	}
+	if output == Table {
+		output = YAML // one object reads best as YAML
+	}
+	return printTasks(w, raw, output)
+}
+
+// Cancel cancels a task.
+func Cancel(ctx context.Context, c *Client, w io.Writer, id string) error {
+	var t task
+	if _, err := c.Do(ctx, "DELETE", "/api/v1/tasks/"+url.PathEscape(id), nil, &t); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "%s %s\n", t.ID, t.State)
+	return err
+}
+
+// NodeAction cordons, uncordons or drains a node.
+func NodeAction(ctx context.Context, c *Client, w io.Writer, action, name string) error {
+	var out struct{ Name, State string }
+	if _, err := c.Do(ctx, "POST", "/api/v1/nodes/"+url.PathEscape(name)+"/"+action, nil, &out); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "%s %s\n", out.Name, out.State)
+	return err
+}
+
+// GetNodes lists nodes.
+func GetNodes(ctx context.Context, c *Client, w io.Writer, output string) error {
+	var raw json.RawMessage
+	if _, err := c.Do(ctx, "GET", "/api/v1/nodes", nil, &raw); err != nil {
+		return err
+	}
+	if output != Table {
+		return printTasksRaw(w, raw, output)
+	}
+	var body struct {
+		Nodes []struct {
+			Name     string            `json:"name"`
+			State    string            `json:"state"`
+			Capacity map[string]string `json:"capacity"`
+			Devices  []struct {
+				Type, Model string
+			} `json:"devices"`
+		} `json:"nodes"`
+	}
+	if err := json.Unmarshal(raw, &body); err != nil {
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSTATE\tCAPACITY\tDEVICES")
+	for _, n := range body.Nodes {
+		state := n.State
+		if state == "" {
+			state = "ready"
+		}
+		var caps []string
+		for k, v := range n.Capacity {
+			caps = append(caps, k+"="+v)
+		}
+		sort.Strings(caps)
+		count := map[string]int{}
+		for _, d := range n.Devices {
+			count[d.Type+" "+d.Model]++
+		}
+		var devs []string
+		for k, v := range count {
+			devs = append(devs, fmt.Sprintf("%d×%s", v, k))
+		}
+		sort.Strings(devs)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", n.Name, state, strings.Join(caps, ","), strings.Join(devs, ","))
+	}
+	return tw.Flush()
+}
+
+func printTasksRaw(w io.Writer, raw json.RawMessage, output string) error {
+	if output == YAML {
+		b, err := yaml.JSONToYAML(raw)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	}
+	var v any
+	json.Unmarshal(raw, &v)
+	b, _ := json.MarshalIndent(v, "", "  ")
+	_, err := fmt.Fprintln(w, string(b))
+	return err
+}
