@@ -49,6 +49,7 @@ type Engine struct {
 	nodes   map[string]*api.Node
 	waiters map[string][]chan struct{}
 	fatal   error
+	events  eventLog
 
 	// loop-owned
 	c      *core.Core
@@ -303,9 +304,19 @@ func (e *Engine) commitStaged(now time.Time) error {
 	e.mu.Lock()
 	var wake []chan struct{}
 	fresh := make([]*TaskRecord, 0, 8)
-	for id, r := range e.staged {
-		if _, known := e.tasks[id]; !known {
+	ids := make([]string, 0, len(e.staged))
+	for id := range e.staged {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		r := e.staged[id]
+		old, known := e.tasks[id]
+		if !known {
 			fresh = append(fresh, r)
+		}
+		if !known || old.State != r.State || old.Node != r.Node {
+			e.events.add(Event{Kind: "task", ID: id, State: r.State, Node: r.Node, Reason: r.Reason, Time: now, Tenant: r.Tenant})
 		}
 		e.tasks[id] = r
 		wake = append(wake, e.waiters[id]...)
@@ -313,7 +324,13 @@ func (e *Engine) commitStaged(now time.Time) error {
 	}
 	for name, n := range e.stNode {
 		e.nodes[name] = n
+		state := n.State
+		if state == "" {
+			state = api.NodeReady
+		}
+		e.events.add(Event{Kind: "node", ID: name, State: state, Time: now})
 	}
+	e.events.wake()
 	sort.Slice(fresh, func(i, j int) bool { return fresh[i].Seq < fresh[j].Seq })
 	for _, r := range fresh {
 		e.order = append(e.order, r.Spec.ID)

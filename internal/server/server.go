@@ -6,6 +6,8 @@ package server
 
 import (
 	"context"
+	"fmt"
+	"io"
 
 	"encoding/json"
 	"github.com/prometheus/client_golang/prometheus"
@@ -83,6 +85,7 @@ func (s *Server) table() []route {
 		{"POST /api/v1/tasks/{id}/renew", s.guard(s.renew, RoleTenant)},
 		{"GET /api/v1/nodes", s.guard(s.listNodes, RoleTenant, RoleAgent)},
 		{"GET /api/v1/cluster", s.guard(s.cluster, RoleTenant)},
+		{"GET /api/v1/events", s.guard(s.events, RoleTenant, RoleAgent)},
 		{"POST /api/v1/nodes/{name}/cordon", s.guard(s.nodeState(api.NodeCordoned))},
 		{"POST /api/v1/nodes/{name}/uncordon", s.guard(s.nodeState(api.NodeReady))},
 		{"POST /api/v1/nodes/{name}/drain", s.guard(s.nodeState(api.NodeDraining))},
@@ -407,6 +410,66 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, sum)
+}
+
+// events is GET /api/v1/events?since=N: Server-Sent Events of task and
+// node changes after event N (or Last-Event-ID); without either, from now.
+// Tenants get their own tasks' events and every node event.
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	var since uint64
+	v := r.URL.Query().Get("since")
+	if v == "" {
+		v = r.Header.Get("Last-Event-ID")
+	}
+	if v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			writeError(w, errs.Invalid("since", "must be an event number, got %q", v))
+			return
+		}
+		since = n
+	}
+	p := principalOf(r)
+	rc := http.NewResponseController(w)
+	first := true
+	for {
+		ctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
+		evs, next, err := s.eng.Events(ctx, since, 1000)
+		cancel()
+		if err != nil {
+			if first {
+				writeError(w, err)
+			}
+			return
+		}
+		if first {
+			w.Header().Set("Content-Type", "text/event-stream")
+			w.Header().Set("Cache-Control", "no-cache")
+			w.WriteHeader(http.StatusOK)
+			first = false
+		}
+		if r.Context().Err() != nil {
+			return
+		}
+		var b strings.Builder
+		if len(evs) == 0 {
+			b.WriteString(": keep-alive\n\n")
+		}
+		for _, ev := range evs {
+			if ev.Kind == "task" && !p.sees(ev.Tenant) {
+				continue
+			}
+			data, _ := json.Marshal(ev)
+			fmt.Fprintf(&b, "id: %d\nevent: %s\ndata: %s\n\n", ev.Seq, ev.Kind, data)
+		}
+		since = next
+		if _, err := io.WriteString(w, b.String()); err != nil {
+			return
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+	}
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {

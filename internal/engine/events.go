@@ -1,0 +1,104 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/errs"
+)
+
+// Event is one durable change, as GET /api/v1/events streams it.
+type Event struct {
+	Seq    uint64    `json:"seq"`
+	Kind   string    `json:"kind"` // task or node
+	ID     string    `json:"id"`
+	State  string    `json:"state"`
+	Node   string    `json:"node,omitempty"`
+	Reason string    `json:"reason,omitempty"`
+	Time   time.Time `json:"time"`
+	// Tenant owns a task event (not sent: servers filter on it).
+	Tenant string `json:"-"`
+}
+
+// eventRetention is how many recent events a client can resume from.
+const eventRetention = 1 << 17
+
+// eventLog is a ring of the latest events. Guarded by Engine.mu; events
+// are added only after their change is durable.
+type eventLog struct {
+	ring   []Event
+	next   uint64        // seq of the next event (the first is 1)
+	notify chan struct{} // closed and replaced when events are added
+	added  bool
+}
+
+func (l *eventLog) add(ev Event) {
+	if l.ring == nil {
+		l.ring = make([]Event, eventRetention)
+		l.next = 1
+	}
+	ev.Seq = l.next
+	l.ring[l.next%eventRetention] = ev
+	l.next++
+	l.added = true
+}
+
+// wake tells waiting readers that events were added.
+func (l *eventLog) wake() {
+	if !l.added {
+		return
+	}
+	l.added = false
+	if l.notify != nil {
+		close(l.notify)
+		l.notify = nil
+	}
+}
+
+// Events returns up to max events with seq > since, waiting until at least
+// one exists or ctx ends. since=0 means "from now on". An error names since
+// when it is older than the retained history.
+func (e *Engine) Events(ctx context.Context, since uint64, max int) ([]Event, uint64, error) {
+	for {
+		e.mu.Lock()
+		l := &e.events
+		if l.ring == nil {
+			l.ring = make([]Event, eventRetention)
+			l.next = 1
+		}
+		if since == 0 {
+			since = l.next - 1
+		}
+		if since >= l.next {
+			since = l.next - 1 // a cursor from a previous server life: resume from now
+		}
+		oldest := uint64(1)
+		if l.next > eventRetention {
+			oldest = l.next - eventRetention
+		}
+		if since+1 < oldest {
+			e.mu.Unlock()
+			return nil, since, errs.Invalid("since", "events before %d are no longer kept; list the objects again and resume from %d", oldest, l.next-1)
+		}
+		if since+1 < l.next {
+			var out []Event
+			for s := since + 1; s < l.next && len(out) < max; s++ {
+				out = append(out, l.ring[s%eventRetention])
+			}
+			e.mu.Unlock()
+			return out, out[len(out)-1].Seq, nil
+		}
+		if l.notify == nil {
+			l.notify = make(chan struct{})
+		}
+		ch := l.notify
+		e.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, since, nil
+		case <-e.done:
+			return nil, since, ErrStopped
+		}
+	}
+}
