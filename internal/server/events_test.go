@@ -32,7 +32,7 @@ func readEvents(t *testing.T, url string, n int) []sse {
 	var out []sse
 	var cur sse
 	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() && len(out) < n {
+	for len(out) < n && sc.Scan() {
 		line := sc.Text()
 		switch {
 		case strings.HasPrefix(line, "id: "):

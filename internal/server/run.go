@@ -133,8 +133,9 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	if err != nil {
 		return errs.Wrap(errs.Unavailable, "listen", err)
 	}
+	handler := New(eng, cfg.Policy, lg, reg, m, auth)
 	srv := &http.Server{
-		Handler:           New(eng, cfg.Policy, lg, reg, m, auth),
+		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       2 * time.Minute,
 		IdleTimeout:       2 * time.Minute,
@@ -149,6 +150,7 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	if opt.Ready != nil {
 		opt.Ready(ln.Addr().String())
 	}
+	srv.RegisterOnShutdown(handler.Close)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	select {

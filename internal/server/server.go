@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hetsched/hetsched/internal/api"
@@ -33,7 +34,13 @@ type Server struct {
 	mux     *http.ServeMux
 	metrics *metrics.Metrics
 	auth    *Auth
+	closing chan struct{} // closed by Close: long-lived streams end
+	once    sync.Once
 }
+
+// Close ends long-lived streams (events) so that a graceful shutdown does
+// not wait for them.
+func (s *Server) Close() { s.once.Do(func() { close(s.closing) }) }
 
 // New builds the handler tree. reg serves /metrics (nil: no metrics).
 // auth nil means authentication is off (everything is tenant "default").
@@ -41,7 +48,7 @@ func New(eng *engine.Engine, policy string, log *slog.Logger, reg *prometheus.Re
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{eng: eng, log: log, policy: policy, mux: http.NewServeMux(), metrics: m, auth: auth}
+	s := &Server{eng: eng, log: log, policy: policy, mux: http.NewServeMux(), metrics: m, auth: auth, closing: make(chan struct{})}
 	s.routes()
 	if reg != nil {
 		s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)}))
@@ -431,9 +438,18 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 	p := principalOf(r)
 	rc := http.NewResponseController(w)
+	stream, stop := context.WithCancel(r.Context())
+	defer stop()
+	go func() {
+		select {
+		case <-s.closing:
+			stop()
+		case <-stream.Done():
+		}
+	}()
 	first := true
 	for {
-		ctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
+		ctx, cancel := context.WithTimeout(stream, 15*time.Second)
 		evs, next, err := s.eng.Events(ctx, since, 1000)
 		cancel()
 		if err != nil {
@@ -448,7 +464,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusOK)
 			first = false
 		}
-		if r.Context().Err() != nil {
+		if stream.Err() != nil {
 			return
 		}
 		var b strings.Builder
