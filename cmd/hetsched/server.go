@@ -25,6 +25,7 @@ func newServer() *cobra.Command {
 	cmd.Flags().StringVar(&opt.Listen, "listen", "127.0.0.1:7070", "address to serve on (loopback only without --tokens)")
 	cmd.Flags().StringVar(&opt.DataDir, "data-dir", "", "directory of the durable store (required)")
 	cmd.Flags().StringVar(&opt.NodesFile, "nodes", "", "static node inventory (YAML or JSON, API.md format)")
+	cmd.Flags().StringVar(&opt.QueuesFile, "queues", "", "queue tree (YAML or JSON, API.md format)")
 	cmd.Flags().StringVar(&opt.TokensFile, "tokens", "", "bearer tokens (admin, tenant, agent); without it auth is off and only loopback is served")
 	cmd.Flags().StringVar(&opt.Policy, "policy", core.DefaultConfig().Policy, "scheduling policy (see hetsched policies)")
 	return cmd

@@ -47,6 +47,7 @@ type Engine struct {
 	tasks   map[string]*TaskRecord
 	order   []string // task ids in submission order (for listing)
 	nodes   map[string]*api.Node
+	queues  map[string]*api.Queue
 	waiters map[string][]chan struct{}
 	fatal   error
 	events  eventLog
@@ -56,6 +57,7 @@ type Engine struct {
 	seq    uint64
 	staged map[string]*TaskRecord
 	stNode map[string]*api.Node
+	stQ    map[string]*api.Queue
 	gauged time.Time // when the gauges were last refreshed
 }
 
@@ -70,6 +72,7 @@ const (
 	cmdFinished
 	cmdRenew
 	cmdSummary
+	cmdPutQueue
 )
 
 type command struct {
@@ -78,6 +81,7 @@ type command struct {
 	tasks  []api.Task
 	id     string
 	node   *api.Node
+	queue  *api.Queue
 	state  string
 	result core.Result
 	// results
@@ -107,8 +111,8 @@ func New(cfg Config, st store.Store) (*Engine, error) {
 	e := &Engine{
 		cfg: cfg, st: st, log: cfg.Logger, c: c,
 		cmds: make(chan *command, cfg.MaxBatch), quit: make(chan struct{}), done: make(chan struct{}),
-		tasks: map[string]*TaskRecord{}, nodes: map[string]*api.Node{}, waiters: map[string][]chan struct{}{},
-		staged: map[string]*TaskRecord{}, stNode: map[string]*api.Node{},
+		tasks: map[string]*TaskRecord{}, nodes: map[string]*api.Node{}, queues: map[string]*api.Queue{}, waiters: map[string][]chan struct{}{},
+		staged: map[string]*TaskRecord{}, stNode: map[string]*api.Node{}, stQ: map[string]*api.Queue{},
 	}
 	if err := e.recover(); err != nil {
 		return nil, err
@@ -136,6 +140,16 @@ func (e *Engine) recover() error {
 		return nil
 	}); err != nil {
 		return fmt.Errorf("recover nodes: %w", err)
+	}
+	if err := e.st.Load(ctx, KindQueue, func(key string, v []byte) error {
+		var q api.Queue
+		if err := json.Unmarshal(v, &q); err != nil {
+			return fmt.Errorf("queue %s: %w", key, err)
+		}
+		e.queues[key] = &q
+		return nil
+	}); err != nil {
+		return fmt.Errorf("recover queues: %w", err)
 	}
 	var recs []*TaskRecord
 	if err := e.st.Load(ctx, KindTask, func(key string, v []byte) error {
@@ -275,10 +289,17 @@ func (e *Engine) commitStaged(now time.Time) error {
 	for _, p := range out.Preemptions {
 		e.refresh(p.Victim, now)
 	}
-	if len(e.staged) == 0 && len(e.stNode) == 0 {
+	if len(e.staged) == 0 && len(e.stNode) == 0 && len(e.stQ) == 0 {
 		return nil
 	}
-	recs := make([]store.Record, 0, len(e.staged)+len(e.stNode))
+	recs := make([]store.Record, 0, len(e.staged)+len(e.stNode)+len(e.stQ))
+	for name, q := range e.stQ {
+		b, err := json.Marshal(q)
+		if err != nil {
+			return fmt.Errorf("encode queue %s: %w", name, err)
+		}
+		recs = append(recs, store.Record{Kind: KindQueue, Key: name, Value: b})
+	}
 	for id, r := range e.staged {
 		b, err := r.encode()
 		if err != nil {
@@ -330,6 +351,9 @@ func (e *Engine) commitStaged(now time.Time) error {
 		}
 		e.events.add(Event{Kind: "node", ID: name, State: state, Time: now})
 	}
+	for name, q := range e.stQ {
+		e.queues[name] = q
+	}
 	e.events.wake()
 	sort.Slice(fresh, func(i, j int) bool { return fresh[i].Seq < fresh[j].Seq })
 	for _, r := range fresh {
@@ -341,6 +365,7 @@ func (e *Engine) commitStaged(now time.Time) error {
 	}
 	clear(e.staged)
 	clear(e.stNode)
+	clear(e.stQ)
 	return nil
 }
 
@@ -468,6 +493,8 @@ func (e *Engine) apply(cmd *command, now time.Time) {
 		cmd.err = e.c.Renew(now, cmd.id)
 	case cmdSummary:
 		cmd.summary = e.summarize()
+	case cmdPutQueue:
+		cmd.err = e.putQueue(cmd.tenant, cmd.queue)
 	case cmdUpsertNode:
 		cmd.err = e.c.UpsertNode(now, cmd.node)
 		if cmd.err == nil {
@@ -495,6 +522,15 @@ func (e *Engine) currentNode(name string) *api.Node {
 func (e *Engine) submit(tenant string, spec *api.Task, now time.Time) (string, error) {
 	if err := spec.Validate(); err != nil {
 		return "", err
+	}
+	if spec.Queue != "" {
+		all := e.queueView()
+		if all[spec.Queue] == nil {
+			return "", errs.Invalid("queue", "no queue %q", spec.Queue)
+		}
+		if tenant != "" && tenant != DefaultTenant && api.QueueOwner(spec.Queue, all) != tenant {
+			return "", errs.New(errs.PermissionDenied, "queue", "queue %q belongs to another tenant", spec.Queue)
+		}
 	}
 	if spec.ID == "" {
 		for {
@@ -735,4 +771,68 @@ func (e *Engine) Summarize(ctx context.Context) (*Summary, error) {
 		return nil, err
 	}
 	return cmd.summary, nil
+}
+
+// DefaultTenant owns everything when authentication is off; it may use any
+// queue.
+const DefaultTenant = "default"
+
+// queueView is the loop's latest queues (staged over published).
+func (e *Engine) queueView() map[string]*api.Queue {
+	if len(e.stQ) == 0 {
+		return e.queues
+	}
+	all := make(map[string]*api.Queue, len(e.queues)+len(e.stQ))
+	for k, v := range e.queues {
+		all[k] = v
+	}
+	for k, v := range e.stQ {
+		all[k] = v
+	}
+	return all
+}
+
+// putQueue validates q against the tree and stages it. A tenant other than
+// the default may only put queues that descend from its own.
+func (e *Engine) putQueue(tenant string, q *api.Queue) error {
+	if err := q.Validate(); err != nil {
+		return err
+	}
+	all := e.queueView()
+	if err := api.ValidateQueueTree(q, all); err != nil {
+		return err
+	}
+	if tenant != "" && tenant != DefaultTenant {
+		with := make(map[string]*api.Queue, len(all)+1)
+		for k, v := range all {
+			with[k] = v
+		}
+		with[q.Name] = q
+		if api.QueueOwner(q.Name, with) != tenant || (all[q.Name] != nil && api.QueueOwner(q.Name, all) != tenant) {
+			return errs.New(errs.PermissionDenied, "name", "queue %q is not under tenant %s", q.Name, tenant)
+		}
+	}
+	e.stQ[q.Name] = q
+	return nil
+}
+
+// PutQueue creates or replaces a queue on behalf of tenant ("" or
+// "default": no ownership check).
+func (e *Engine) PutQueue(ctx context.Context, tenant string, q api.Queue) error {
+	return e.do(ctx, &command{kind: cmdPutQueue, tenant: tenant, queue: &q})
+}
+
+// Queues returns the queues (by name) a tenant may see ("" or "default":
+// all).
+func (e *Engine) Queues(tenant string) []api.Queue {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	out := make([]api.Queue, 0, len(e.queues))
+	for name, q := range e.queues {
+		if tenant == "" || tenant == DefaultTenant || api.QueueOwner(name, e.queues) == tenant {
+			out = append(out, *q)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }

@@ -23,9 +23,10 @@ import (
 
 // Store kinds.
 const (
-	KindTask = "task"
-	KindNode = "node"
-	KindMeta = "meta"
+	KindTask  = "task"
+	KindNode  = "node"
+	KindMeta  = "meta"
+	KindQueue = "queue"
 )
 
 // TaskRecord is a task as the API shows it and the store keeps it: the

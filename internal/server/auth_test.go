@@ -144,3 +144,48 @@ func TestLoadTokensRejectsBadFiles(t *testing.T) {
 		}
 	}
 }
+
+func TestQueuesAndOwnership(t *testing.T) {
+	s := startAuth(t)
+	defer s.stop(t)
+	api := s.base + "/api/v1"
+	for _, c := range []struct {
+		tok, name, body string
+		status          int
+		field           string
+	}{
+		{adminTok, "team-a", `{"guaranteed":{"cpu":"8"},"max":{"cpu":"16"},"weight":1}`, 200, ""},
+		{adminTok, "team-b", `{"parent":"root","weight":3}`, 200, ""},
+		{aTok, "a-prod", `{"parent":"team-a","guaranteed":{"cpu":"6"}}`, 200, ""},
+		{aTok, "a-dev", `{"parent":"team-a","guaranteed":{"cpu":"4"}}`, 400, "guaranteed.cpu"},
+		{aTok, "a-x", `{"parent":"team-b"}`, 403, "name"},
+		{bTok, "a-prod", `{"parent":"team-b"}`, 403, "name"},
+		{aTok, "a-y", `{"parent":"nosuch"}`, 400, "parent"},
+		{adminTok, "m", `{"max":{"cpu":"1"},"guaranteed":{"cpu":"2"}}`, 400, "max.cpu"},
+		{adminTok, "n", `{"name":"other"}`, 400, "name"},
+		{adminTok, "o", `{"weight":"heavy"}`, 400, "weight"},
+	} {
+		code, m := callAs(t, c.tok, "PUT", api+"/queues/"+c.name, c.body)
+		if code != c.status || errField(m) != c.field {
+			t.Errorf("PUT %s %s: %d %v, want %d field %q", c.name, c.body, code, m, c.status, c.field)
+		}
+	}
+	_, m := callAs(t, aTok, "GET", api+"/queues", "")
+	if qs := m["queues"].([]any); len(qs) != 2 {
+		t.Errorf("team-a sees %v", qs)
+	}
+	_, m = callAs(t, adminTok, "GET", api+"/queues", "")
+	if qs := m["queues"].([]any); len(qs) != 3 {
+		t.Errorf("admin sees %v", qs)
+	}
+	// Tasks name existing queues of their own tenant.
+	if code, m := callAs(t, aTok, "POST", api+"/tasks", `{"queue":"a-prod","resources":{"cpu":"1"}}`); code != 201 {
+		t.Errorf("own queue: %d %v", code, m)
+	}
+	if code, m := callAs(t, aTok, "POST", api+"/tasks", `{"queue":"nosuch","resources":{"cpu":"1"}}`); code != 400 || errField(m) != "queue" {
+		t.Errorf("unknown queue: %d %v", code, m)
+	}
+	if code, m := callAs(t, bTok, "POST", api+"/tasks", `{"queue":"a-prod","resources":{"cpu":"1"}}`); code != 403 || errField(m) != "queue" {
+		t.Errorf("other tenant's queue: %d %v", code, m)
+	}
+}

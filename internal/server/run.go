@@ -30,6 +30,8 @@ type Options struct {
 	NodesFile string
 	// TokensFile turns authentication on (admin, tenant and agent tokens).
 	TokensFile string
+	// QueuesFile declares queues (API.md --queues).
+	QueuesFile string
 	Policy     string
 	Logger     *slog.Logger
 	// Ready, when set, receives the bound address once serving.
@@ -63,6 +65,33 @@ func LoadNodesFile(path string) ([]api.Node, error) {
 		seen[f.Nodes[i].Name] = true
 	}
 	return f.Nodes, nil
+}
+
+// QueuesFile is the --queues file format.
+type QueuesFile struct {
+	Queues []api.Queue `json:"queues"`
+}
+
+// LoadQueuesFile reads a --queues file (YAML or JSON; unknown fields are
+// errors). The tree is checked when the queues are put.
+func LoadQueuesFile(path string) ([]api.Queue, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, errs.Invalid("queues", "%v", err)
+	}
+	var f QueuesFile
+	if err := yaml.UnmarshalStrict(b, &f); err != nil {
+		return nil, errs.Invalid("queues", "%s: %v", path, err)
+	}
+	for i := range f.Queues {
+		if f.Queues[i].Parent == api.RootQueue {
+			f.Queues[i].Parent = ""
+		}
+		if err := f.Queues[i].Validate(); err != nil {
+			return nil, errs.Prefix(fmt.Sprintf("queues[%d]", i), err)
+		}
+	}
+	return f.Queues, nil
 }
 
 // isLoopback reports whether addr's host is a loopback address.
@@ -110,6 +139,13 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 			return err
 		}
 	}
+	var queues []api.Queue
+	if opt.QueuesFile != "" {
+		var err error
+		if queues, err = LoadQueuesFile(opt.QueuesFile); err != nil {
+			return err
+		}
+	}
 	st, err := store.OpenDisk(opt.DataDir, store.DiskOptions{Logger: lg})
 	if err != nil {
 		return err
@@ -128,6 +164,21 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 		if err := eng.UpsertNode(ctx, n); err != nil {
 			return errs.Prefix("nodes."+n.Name, err)
 		}
+	}
+	// Parents before children, whatever the file's order.
+	for pending := queues; len(pending) > 0; {
+		var next []api.Queue
+		var lastErr error
+		for _, q := range pending {
+			if err := eng.PutQueue(ctx, "", q); err != nil {
+				lastErr = errs.Prefix("queues."+q.Name, err)
+				next = append(next, q)
+			}
+		}
+		if len(next) == len(pending) {
+			return lastErr
+		}
+		pending = next
 	}
 	ln, err := net.Listen("tcp", opt.Listen)
 	if err != nil {

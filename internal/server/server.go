@@ -93,6 +93,8 @@ func (s *Server) table() []route {
 		{"GET /api/v1/nodes", s.guard(s.listNodes, RoleTenant, RoleAgent)},
 		{"GET /api/v1/cluster", s.guard(s.cluster, RoleTenant)},
 		{"GET /api/v1/events", s.guard(s.events, RoleTenant, RoleAgent)},
+		{"GET /api/v1/queues", s.guard(s.listQueues, RoleTenant)},
+		{"PUT /api/v1/queues/{name}", s.guard(s.putQueue, RoleTenant)},
 		{"POST /api/v1/nodes/{name}/cordon", s.guard(s.nodeState(api.NodeCordoned))},
 		{"POST /api/v1/nodes/{name}/uncordon", s.guard(s.nodeState(api.NodeReady))},
 		{"POST /api/v1/nodes/{name}/drain", s.guard(s.nodeState(api.NodeDraining))},
@@ -486,6 +488,45 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// queueTenant is the tenant a queue operation acts for ("" for admins).
+func queueTenant(p Principal) string {
+	if p.Role == RoleAdmin {
+		return ""
+	}
+	return p.Tenant
+}
+
+func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"queues": s.eng.Queues(queueTenant(principalOf(r)))})
+}
+
+// putQueue is PUT /api/v1/queues/{name} with the queue as the body.
+func (s *Server) putQueue(w http.ResponseWriter, r *http.Request) {
+	b, err := readBody(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var q api.Queue
+	if err := decodeStrict(b, &q); err != nil {
+		writeError(w, err)
+		return
+	}
+	name := r.PathValue("name")
+	if q.Name == "" {
+		q.Name = name
+	}
+	if q.Name != name {
+		writeError(w, errs.Invalid("name", "the body names %q, the path %q", q.Name, name))
+		return
+	}
+	if err := s.eng.PutQueue(r.Context(), queueTenant(principalOf(r)), q); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, q)
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {

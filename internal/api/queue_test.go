@@ -1,0 +1,57 @@
+package api
+
+import (
+	"testing"
+
+	"github.com/hetsched/hetsched/internal/errs"
+	"github.com/hetsched/hetsched/internal/resource"
+)
+
+func TestQueueValidate(t *testing.T) {
+	cases := []struct {
+		q     Queue
+		field string
+	}{
+		{Queue{Name: "team-a", Guaranteed: resource.List{"nvidia.com/gpu": 8000}, Max: resource.List{"nvidia.com/gpu": 16000}, Weight: 1}, ""},
+		{Queue{Name: "root"}, "name"},
+		{Queue{Name: "bad name"}, "name"},
+		{Queue{Name: "a", Parent: "a"}, "parent"},
+		{Queue{Name: "a", Weight: -1}, "weight"},
+		{Queue{Name: "a", Guaranteed: resource.List{"cpu": 4000}, Max: resource.List{"cpu": 2000}}, "max.cpu"},
+	}
+	for _, c := range cases {
+		err := c.q.Validate()
+		if errs.FieldOf(err) != c.field || (c.field == "") != (err == nil) {
+			t.Errorf("%+v: %v, want field %q", c.q, err, c.field)
+		}
+	}
+}
+
+func TestQueueTree(t *testing.T) {
+	all := map[string]*Queue{
+		"team-a": {Name: "team-a", Guaranteed: resource.List{"cpu": 10000}},
+		"a-prod": {Name: "a-prod", Parent: "team-a", Guaranteed: resource.List{"cpu": 6000}},
+	}
+	if err := ValidateQueueTree(&Queue{Name: "a-dev", Parent: "team-a", Guaranteed: resource.List{"cpu": 4000}}, all); err != nil {
+		t.Errorf("fitting child: %v", err)
+	}
+	err := ValidateQueueTree(&Queue{Name: "a-dev", Parent: "team-a", Guaranteed: resource.List{"cpu": 5000}}, all)
+	if errs.FieldOf(err) != "guaranteed.cpu" {
+		t.Errorf("oversubscribed parent: %v", err)
+	}
+	if err := ValidateQueueTree(&Queue{Name: "x", Parent: "nosuch"}, all); errs.FieldOf(err) != "parent" {
+		t.Errorf("unknown parent: %v", err)
+	}
+	// Shrinking a parent below its children's guarantees is refused too.
+	if err := ValidateQueueTree(&Queue{Name: "team-a", Guaranteed: resource.List{"cpu": 5000}}, all); errs.FieldOf(err) != "guaranteed.cpu" {
+		t.Errorf("shrunk parent: %v", err)
+	}
+	// A cycle through re-parenting is refused.
+	all["b"] = &Queue{Name: "b", Parent: "a-prod"}
+	if err := ValidateQueueTree(&Queue{Name: "a-prod", Parent: "b", Guaranteed: resource.List{"cpu": 1000}}, all); errs.FieldOf(err) != "parent" {
+		t.Errorf("cycle: %v", err)
+	}
+	if QueueOwner("b", all) != "team-a" || QueueOwner("team-a", all) != "team-a" {
+		t.Errorf("owners: %s %s", QueueOwner("b", all), QueueOwner("team-a", all))
+	}
+}
