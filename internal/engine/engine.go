@@ -48,6 +48,7 @@ type Engine struct {
 	order   []string // task ids in submission order (for listing)
 	nodes   map[string]*api.Node
 	queues  map[string]*api.Queue
+	jobs    map[string]*JobRecord
 	waiters map[string][]chan struct{}
 	fatal   error
 	events  eventLog
@@ -58,6 +59,7 @@ type Engine struct {
 	staged map[string]*TaskRecord
 	stNode map[string]*api.Node
 	stQ    map[string]*api.Queue
+	stJob  map[string]*JobRecord
 	gauged time.Time // when the gauges were last refreshed
 }
 
@@ -73,6 +75,8 @@ const (
 	cmdRenew
 	cmdSummary
 	cmdPutQueue
+	cmdSubmitJob
+	cmdCancelJob
 )
 
 type command struct {
@@ -82,6 +86,7 @@ type command struct {
 	id     string
 	node   *api.Node
 	queue  *api.Queue
+	job    *api.Job
 	state  string
 	result core.Result
 	// results
@@ -112,6 +117,7 @@ func New(cfg Config, st store.Store) (*Engine, error) {
 		cfg: cfg, st: st, log: cfg.Logger, c: c,
 		cmds: make(chan *command, cfg.MaxBatch), quit: make(chan struct{}), done: make(chan struct{}),
 		tasks: map[string]*TaskRecord{}, nodes: map[string]*api.Node{}, queues: map[string]*api.Queue{}, waiters: map[string][]chan struct{}{},
+		jobs: map[string]*JobRecord{}, stJob: map[string]*JobRecord{},
 		staged: map[string]*TaskRecord{}, stNode: map[string]*api.Node{}, stQ: map[string]*api.Queue{},
 	}
 	if err := e.recover(); err != nil {
@@ -150,6 +156,16 @@ func (e *Engine) recover() error {
 		return nil
 	}); err != nil {
 		return fmt.Errorf("recover queues: %w", err)
+	}
+	if err := e.st.Load(ctx, KindJob, func(key string, v []byte) error {
+		var j JobRecord
+		if err := json.Unmarshal(v, &j); err != nil {
+			return fmt.Errorf("job %s: %w", key, err)
+		}
+		e.jobs[key] = &j
+		return nil
+	}); err != nil {
+		return fmt.Errorf("recover jobs: %w", err)
 	}
 	var recs []*TaskRecord
 	if err := e.st.Load(ctx, KindTask, func(key string, v []byte) error {
@@ -289,10 +305,17 @@ func (e *Engine) commitStaged(now time.Time) error {
 	for _, p := range out.Preemptions {
 		e.refresh(p.Victim, now)
 	}
-	if len(e.staged) == 0 && len(e.stNode) == 0 && len(e.stQ) == 0 {
+	if len(e.staged) == 0 && len(e.stNode) == 0 && len(e.stQ) == 0 && len(e.stJob) == 0 {
 		return nil
 	}
 	recs := make([]store.Record, 0, len(e.staged)+len(e.stNode)+len(e.stQ))
+	for id, j := range e.stJob {
+		b, err := json.Marshal(j)
+		if err != nil {
+			return fmt.Errorf("encode job %s: %w", id, err)
+		}
+		recs = append(recs, store.Record{Kind: KindJob, Key: id, Value: b})
+	}
 	for name, q := range e.stQ {
 		b, err := json.Marshal(q)
 		if err != nil {
@@ -354,6 +377,9 @@ func (e *Engine) commitStaged(now time.Time) error {
 	for name, q := range e.stQ {
 		e.queues[name] = q
 	}
+	for id, j := range e.stJob {
+		e.jobs[id] = j
+	}
 	e.events.wake()
 	sort.Slice(fresh, func(i, j int) bool { return fresh[i].Seq < fresh[j].Seq })
 	for _, r := range fresh {
@@ -366,6 +392,7 @@ func (e *Engine) commitStaged(now time.Time) error {
 	clear(e.staged)
 	clear(e.stNode)
 	clear(e.stQ)
+	clear(e.stJob)
 	return nil
 }
 
@@ -495,6 +522,11 @@ func (e *Engine) apply(cmd *command, now time.Time) {
 		cmd.summary = e.summarize()
 	case cmdPutQueue:
 		cmd.err = e.putQueue(cmd.tenant, cmd.queue)
+	case cmdSubmitJob:
+		id, err := e.submitJob(cmd.tenant, cmd.job, now)
+		cmd.ids, cmd.errs = []string{id}, []error{err}
+	case cmdCancelJob:
+		cmd.err = e.cancelJob(cmd.id, now)
 	case cmdUpsertNode:
 		cmd.err = e.c.UpsertNode(now, cmd.node)
 		if cmd.err == nil {

@@ -189,3 +189,23 @@ func TestQueuesAndOwnership(t *testing.T) {
 		t.Errorf("other tenant's queue: %d %v", code, m)
 	}
 }
+
+func TestJobIsolation(t *testing.T) {
+	s := startAuth(t)
+	defer s.stop(t)
+	api := s.base + "/api/v1"
+	if code, m := callAs(t, aTok, "POST", api+"/jobs", `{"id":"ja","tasks":[{"id":"x","resources":{"cpu":"1000"}}]}`); code != 201 {
+		t.Fatalf("a job: %d %v", code, m)
+	}
+	for _, m := range []string{"GET", "DELETE"} {
+		if code, _ := callAs(t, bTok, m, api+"/jobs/ja", ""); code != 404 {
+			t.Errorf("%s of a's job by b: %d", m, code)
+		}
+	}
+	if code, _ := callAs(t, aTok, "GET", api+"/jobs/ja", ""); code != 200 {
+		t.Errorf("a's own job: %d", code)
+	}
+	if code, _ := callAs(t, bTok, "GET", api+"/tasks/ja.x", ""); code != 404 {
+		t.Errorf("a's job task by b: %d", code)
+	}
+}

@@ -151,3 +151,34 @@ func decodeTasks(b []byte) (tasks []api.Task, batch bool, err error) {
 	}
 	return tasks, true, nil
 }
+
+// jobWire mirrors api.Job with raw tasks, decoded one by one for full
+// field paths ("tasks[2].resources.cpu").
+type jobWire struct {
+	api.Job
+	Tasks []json.RawMessage `json:"tasks"`
+}
+
+// decodeJob decodes and validates a job.
+func decodeJob(b []byte) (api.Job, error) {
+	var w jobWire
+	if err := decodeStrict(b, &w); err != nil {
+		return api.Job{}, err
+	}
+	j := w.Job
+	if len(w.Tasks) > api.MaxJobTasks {
+		return api.Job{}, errs.Invalid("tasks", "at most %d tasks", api.MaxJobTasks)
+	}
+	j.Tasks = make([]api.Task, len(w.Tasks))
+	for i, raw := range w.Tasks {
+		t, err := decodeTask(raw)
+		if err != nil {
+			return api.Job{}, errs.Prefix(fmt.Sprintf("tasks[%d]", i), err)
+		}
+		j.Tasks[i] = t
+	}
+	if err := j.Validate(); err != nil {
+		return api.Job{}, err
+	}
+	return j, nil
+}

@@ -93,6 +93,9 @@ func (s *Server) table() []route {
 		{"GET /api/v1/nodes", s.guard(s.listNodes, RoleTenant, RoleAgent)},
 		{"GET /api/v1/cluster", s.guard(s.cluster, RoleTenant)},
 		{"GET /api/v1/events", s.guard(s.events, RoleTenant, RoleAgent)},
+		{"POST /api/v1/jobs", s.guard(s.submitJob, RoleTenant)},
+		{"GET /api/v1/jobs/{id}", s.guard(s.getJob, RoleTenant)},
+		{"DELETE /api/v1/jobs/{id}", s.guard(s.cancelJob, RoleTenant)},
 		{"GET /api/v1/queues", s.guard(s.listQueues, RoleTenant)},
 		{"PUT /api/v1/queues/{name}", s.guard(s.putQueue, RoleTenant)},
 		{"POST /api/v1/nodes/{name}/cordon", s.guard(s.nodeState(api.NodeCordoned))},
@@ -488,6 +491,72 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// jobView is the API's job object: the spec, the aggregated state and the
+// tasks (ids "<job>.<task>").
+type jobView struct {
+	api.Job
+	State     string     `json:"state"`
+	Submitted time.Time  `json:"submitted"`
+	Tasks     []taskView `json:"tasks"`
+}
+
+func (s *Server) writeJob(w http.ResponseWriter, r *http.Request, status int, id string) {
+	j, tasks, ok := s.eng.Job(id)
+	if !ok || !principalOf(r).sees(j.Tenant) {
+		writeError(w, errs.New(errs.NotFound, "id", "no job %q", id))
+		return
+	}
+	v := jobView{Job: j.Spec, Submitted: j.Submitted}
+	v.Job.Tasks = nil
+	states := make([]string, len(tasks))
+	for i, t := range tasks {
+		v.Tasks = append(v.Tasks, view(t))
+		states[i] = t.State
+	}
+	v.State = engine.JobState(states)
+	writeJSON(w, status, v)
+}
+
+func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
+	b, err := readBody(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	j, err := decodeJob(b)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	tenant := principalOf(r).Tenant
+	if tenant == "" {
+		tenant = DefaultTenant
+	}
+	id, err := s.eng.SubmitJob(r.Context(), tenant, j)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	s.writeJob(w, r, http.StatusCreated, id)
+}
+
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
+	s.writeJob(w, r, http.StatusOK, r.PathValue("id"))
+}
+
+func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if j, _, ok := s.eng.Job(id); !ok || !principalOf(r).sees(j.Tenant) {
+		writeError(w, errs.New(errs.NotFound, "id", "no job %q", id))
+		return
+	}
+	if err := s.eng.CancelJob(r.Context(), id); err != nil {
+		writeError(w, err)
+		return
+	}
+	s.writeJob(w, r, http.StatusOK, id)
 }
 
 // queueTenant is the tenant a queue operation acts for ("" for admins).

@@ -1,0 +1,160 @@
+package api
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/hetsched/hetsched/internal/errs"
+)
+
+// Job is a set of tasks with dependencies among them (API.md "POST
+// /api/v1/jobs"). The server stores and returns jobs and runs their DAG
+// through task dependencies; gang placement, failure policies and retries
+// are stored as given and act from the jobs issue on.
+type Job struct {
+	ID            string   `json:"id,omitempty"`
+	Name          string   `json:"name,omitempty"`
+	Queue         string   `json:"queue,omitempty"`
+	Priority      *int     `json:"priority,omitempty"`
+	Tasks         []Task   `json:"tasks"`
+	Gang          *Gang    `json:"gang,omitempty"`
+	FailurePolicy string   `json:"failurePolicy,omitempty"`
+	Retries       *Retries `json:"retries,omitempty"`
+}
+
+// Gang asks for all-or-nothing placement of MinMember tasks.
+type Gang struct {
+	MinMember int      `json:"minMember"`
+	Timeout   Duration `json:"timeout,omitempty"`
+}
+
+// Retries is a job's retry policy.
+type Retries struct {
+	Limit   int      `json:"limit"`
+	Backoff Duration `json:"backoff,omitempty"`
+}
+
+// Failure policies.
+const (
+	FailFast = "failFast"
+	Continue = "continue"
+)
+
+// MaxJobTasks bounds one job.
+const MaxJobTasks = 100_000
+
+// Validate checks a job: its fields, every task, unique task ids,
+// dependencies only on tasks of the same job, and no cycle (the error
+// names it: "a → b → c → a"). Tasks without an id are not allowed in a
+// job (their dependents could not name them).
+func (j *Job) Validate() error {
+	if j.ID != "" {
+		if err := ValidateID("id", j.ID); err != nil {
+			return err
+		}
+	}
+	if len(j.Name) > MaxIDLen {
+		return errs.Invalid("name", "at most %d characters", MaxIDLen)
+	}
+	if j.Queue != "" {
+		if err := ValidateID("queue", j.Queue); err != nil {
+			return err
+		}
+	}
+	if j.Priority != nil && (*j.Priority < 0 || *j.Priority > 3) {
+		return errs.Invalid("priority", "must be 0..3, got %d", *j.Priority)
+	}
+	if len(j.Tasks) == 0 || len(j.Tasks) > MaxJobTasks {
+		return errs.Invalid("tasks", "a job holds 1 to %d tasks, got %d", MaxJobTasks, len(j.Tasks))
+	}
+	switch j.FailurePolicy {
+	case "", FailFast, Continue:
+	default:
+		return errs.Invalid("failurePolicy", "must be failFast or continue, got %q", truncate(j.FailurePolicy))
+	}
+	if j.Gang != nil && (j.Gang.MinMember < 1 || j.Gang.MinMember > len(j.Tasks) || j.Gang.Timeout < 0) {
+		return errs.Invalid("gang.minMember", "must be 1..%d (the job's tasks), with a non-negative timeout", len(j.Tasks))
+	}
+	if j.Retries != nil && (j.Retries.Limit < 0 || j.Retries.Limit > 100 || j.Retries.Backoff < 0) {
+		return errs.Invalid("retries.limit", "must be 0..100, with a non-negative backoff")
+	}
+	index := make(map[string]int, len(j.Tasks))
+	for i := range j.Tasks {
+		f := fmt.Sprintf("tasks[%d]", i)
+		t := &j.Tasks[i]
+		if t.ID == "" {
+			return errs.Invalid(f+".id", "every task of a job needs an id")
+		}
+		if err := t.Validate(); err != nil {
+			return errs.Prefix(f, err)
+		}
+		if _, dup := index[t.ID]; dup {
+			return errs.Invalid(f+".id", "duplicate task id %q in the job", t.ID)
+		}
+		index[t.ID] = i
+	}
+	for i := range j.Tasks {
+		for k, d := range j.Tasks[i].Depends {
+			if _, ok := index[d]; !ok {
+				return errs.Invalid(fmt.Sprintf("tasks[%d].depends[%d]", i, k), "%q is not a task of this job", d)
+			}
+		}
+	}
+	if cycle := findCycle(j.Tasks, index); cycle != nil {
+		return errs.Invalid("tasks", "dependency cycle %s", strings.Join(cycle, " → "))
+	}
+	return nil
+}
+
+// findCycle returns one dependency cycle as a path that ends where it
+// starts, or nil. Iterative depth-first search: O(tasks + edges).
+func findCycle(tasks []Task, index map[string]int) []string {
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := make([]uint8, len(tasks))
+	parent := make([]int, len(tasks))
+	type frame struct{ node, next int }
+	for start := range tasks {
+		if color[start] != white {
+			continue
+		}
+		stack := []frame{{start, 0}}
+		color[start] = grey
+		parent[start] = -1
+		for len(stack) > 0 {
+			top := &stack[len(stack)-1]
+			deps := tasks[top.node].Depends
+			if top.next == len(deps) {
+				color[top.node] = black
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			d := index[deps[top.next]]
+			top.next++
+			switch color[d] {
+			case white:
+				color[d] = grey
+				parent[d] = top.node
+				stack = append(stack, frame{d, 0})
+			case grey:
+				// top.node depends on d, which is on the stack: the cycle
+				// runs d → ... → top.node → d along dependencies.
+				path := []string{tasks[d].ID}
+				for n := top.node; n != d && n >= 0; n = parent[n] {
+					path = append(path, tasks[n].ID)
+				}
+				path = append(path, tasks[d].ID)
+				// path is d, top, ..., d: reverse the middle so it reads as
+				// "a depends on b depends on ... on a".
+				for l, r := 1, len(path)-2; l < r; l, r = l+1, r-1 {
+					path[l], path[r] = path[r], path[l]
+				}
+				return path
+			}
+		}
+	}
+	return nil
+}

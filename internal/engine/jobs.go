@@ -1,0 +1,224 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/core"
+	"github.com/hetsched/hetsched/internal/errs"
+)
+
+// KindJob is the store kind of job records.
+const KindJob = "job"
+
+// JobRecord is a job as stored: its spec (task ids as submitted) and the
+// ids its tasks got ("<job>.<task>").
+type JobRecord struct {
+	Spec      api.Job   `json:"spec"`
+	Tenant    string    `json:"tenant"`
+	TaskIDs   []string  `json:"taskIds"`
+	Submitted time.Time `json:"submitted"`
+}
+
+// JobTaskID is the id a job's task gets.
+func JobTaskID(job, task string) string { return job + "." + task }
+
+// submitJob admits a whole job in one step: validated first, tasks
+// submitted dependencies first, all committed together.
+func (e *Engine) submitJob(tenant string, j *api.Job, now time.Time) (string, error) {
+	if j.ID == "" {
+		for {
+			e.seq++
+			id := "j" + strconv.FormatUint(e.seq, 36)
+			if e.jobView(id) == nil {
+				j.ID = id
+				break
+			}
+		}
+	}
+	if err := j.Validate(); err != nil {
+		return "", err
+	}
+	if old := e.jobView(j.ID); old != nil {
+		a, _ := json.Marshal(old.Spec)
+		b, _ := json.Marshal(j)
+		if old.Tenant == tenant && bytes.Equal(a, b) {
+			return j.ID, nil
+		}
+		return "", errs.New(errs.Conflict, "id", "job %q exists with a different spec", j.ID)
+	}
+	for i, t := range j.Tasks {
+		if e.current(JobTaskID(j.ID, t.ID)) != nil {
+			return "", errs.New(errs.Conflict, fmt.Sprintf("tasks[%d].id", i), "task %q exists", JobTaskID(j.ID, t.ID))
+		}
+		if len(JobTaskID(j.ID, t.ID)) > api.MaxIDLen {
+			return "", errs.Invalid(fmt.Sprintf("tasks[%d].id", i), "job id and task id together exceed %d characters", api.MaxIDLen)
+		}
+	}
+	order := topoOrder(j.Tasks)
+	rec := &JobRecord{Spec: *j, Tenant: tenant, Submitted: now}
+	for _, i := range order {
+		spec := j.Tasks[i] // a copy: the job keeps the ids as submitted
+		spec.ID = JobTaskID(j.ID, spec.ID)
+		spec.Depends = make([]string, len(j.Tasks[i].Depends))
+		for k, d := range j.Tasks[i].Depends {
+			spec.Depends[k] = JobTaskID(j.ID, d)
+		}
+		if spec.Queue == "" {
+			spec.Queue = j.Queue
+		}
+		if spec.Priority == nil {
+			spec.Priority = j.Priority
+		}
+		if spec.Metadata == nil {
+			spec.Metadata = map[string]string{}
+		} else {
+			m := make(map[string]string, len(spec.Metadata)+1)
+			for k, v := range spec.Metadata {
+				m[k] = v
+			}
+			spec.Metadata = m
+		}
+		spec.Metadata["job"] = j.ID
+		if _, err := e.submit(tenant, &spec, now); err != nil {
+			// Validated above, so this is rare (a core limit): cancel what
+			// was admitted so the job is not half there.
+			for _, id := range rec.TaskIDs {
+				_ = e.c.Cancel(now, id, "job "+j.ID+" rejected")
+			}
+			return "", errs.Prefix(fmt.Sprintf("tasks[%d]", i), err)
+		}
+		rec.TaskIDs = append(rec.TaskIDs, spec.ID)
+	}
+	e.stJob[j.ID] = rec
+	return j.ID, nil
+}
+
+// topoOrder returns task indexes with every task after its dependencies
+// (Kahn's algorithm; the job was checked acyclic).
+func topoOrder(tasks []api.Task) []int {
+	index := make(map[string]int, len(tasks))
+	for i, t := range tasks {
+		index[t.ID] = i
+	}
+	indeg := make([]int, len(tasks))
+	users := make([][]int, len(tasks))
+	for i, t := range tasks {
+		for _, d := range t.Depends {
+			indeg[i]++
+			users[index[d]] = append(users[index[d]], i)
+		}
+	}
+	order := make([]int, 0, len(tasks))
+	for i := range tasks {
+		if indeg[i] == 0 {
+			order = append(order, i)
+		}
+	}
+	for k := 0; k < len(order); k++ {
+		for _, u := range users[order[k]] {
+			if indeg[u]--; indeg[u] == 0 {
+				order = append(order, u)
+			}
+		}
+	}
+	return order
+}
+
+func (e *Engine) jobView(id string) *JobRecord {
+	if r, ok := e.stJob[id]; ok {
+		return r
+	}
+	return e.jobs[id]
+}
+
+// cancelJob cancels every unfinished task of a job.
+func (e *Engine) cancelJob(id string, now time.Time) error {
+	j := e.jobView(id)
+	if j == nil {
+		return errs.New(errs.NotFound, "id", "no job %q", id)
+	}
+	for _, tid := range j.TaskIDs {
+		if t, ok := e.c.Task(tid); ok && !t.State().Terminal() {
+			if err := e.c.Cancel(now, tid, "job "+id+" cancelled"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// SubmitJob admits a job owned by tenant; nil means it is durable.
+func (e *Engine) SubmitJob(ctx context.Context, tenant string, j api.Job) (string, error) {
+	cmd := &command{kind: cmdSubmitJob, tenant: tenant, job: &j}
+	if err := e.do(ctx, cmd); err != nil {
+		return "", err
+	}
+	if cmd.errs[0] != nil {
+		return "", cmd.errs[0]
+	}
+	return cmd.ids[0], nil
+}
+
+// CancelJob cancels a job's unfinished tasks.
+func (e *Engine) CancelJob(ctx context.Context, id string) error {
+	return e.do(ctx, &command{kind: cmdCancelJob, id: id})
+}
+
+// JobState aggregates a job's task states: running while any task is
+// placed, pending while any waits, then failed if any ended badly,
+// cancelled if all were cancelled, else succeeded.
+func JobState(states []string) string {
+	var active, waiting, bad, cancelled, done int
+	for _, s := range states {
+		st, _ := core.ParseState(s)
+		switch st {
+		case core.Scheduled, core.Running:
+			active++
+		case core.Pending, core.Blocked:
+			waiting++
+		case core.Succeeded:
+			done++
+		case core.Cancelled:
+			cancelled++
+		default:
+			bad++
+		}
+	}
+	switch {
+	case active > 0:
+		return "running"
+	case waiting > 0:
+		return "pending"
+	case bad > 0:
+		return "failed"
+	case cancelled == len(states):
+		return "cancelled"
+	case cancelled > 0 && done == 0:
+		return "cancelled"
+	default:
+		return "succeeded"
+	}
+}
+
+// Job returns a job and its tasks' records (do not modify them).
+func (e *Engine) Job(id string) (*JobRecord, []*TaskRecord, bool) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	j, ok := e.jobs[id]
+	if !ok {
+		return nil, nil, false
+	}
+	tasks := make([]*TaskRecord, 0, len(j.TaskIDs))
+	for _, tid := range j.TaskIDs {
+		if r := e.tasks[tid]; r != nil {
+			tasks = append(tasks, r)
+		}
+	}
+	return j, tasks, true
+}
