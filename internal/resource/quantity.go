@@ -97,6 +97,14 @@ func ParseQuantity(s string, scale Scale) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	if v, ok := fastQuantity(num, suffix, scale); ok {
+		return v, nil
+	}
+	return exactQuantity(s, num, suffix, scale)
+}
+
+// exactQuantity is the general path: exact rational arithmetic.
+func exactQuantity(s, num, suffix string, scale Scale) (int64, error) {
 	r, ok := new(big.Rat).SetString(num)
 	if !ok {
 		return 0, fmt.Errorf("%w: %q", ErrSyntax, s)
@@ -135,6 +143,92 @@ func ParseQuantity(s string, scale Scale) (int64, error) {
 		return 0, fmt.Errorf("%w: %q", ErrOverflow, s)
 	}
 	return n.Int64(), nil
+}
+
+// pow10 holds 10^0 .. 10^18.
+var pow10 = func() [19]int64 {
+	var p [19]int64
+	p[0] = 1
+	for i := 1; i < len(p); i++ {
+		p[i] = p[i-1] * 10
+	}
+	return p
+}()
+
+// fastQuantity computes the common forms ("500m", "16Gi", "0.5", "2k")
+// with integer arithmetic: a non-negative decimal with at most 15 digits
+// and a suffix from the table. ok=false sends the caller to the exact
+// (big.Rat) path, which also produces every error.
+func fastQuantity(num, suffix string, scale Scale) (int64, bool) {
+	sf, known := suffixes[suffix]
+	if !known || len(num) == 0 || num[0] == '-' {
+		return 0, false
+	}
+	var mant int64
+	frac, digits := -1, 0
+	for i := 0; i < len(num); i++ {
+		c := num[i]
+		switch {
+		case c == '.':
+			if frac >= 0 {
+				return 0, false
+			}
+			frac = 0
+		case c >= '0' && c <= '9':
+			if digits++; digits > 15 {
+				return 0, false
+			}
+			mant = mant*10 + int64(c-'0')
+			if frac >= 0 {
+				frac++
+			}
+		default:
+			return 0, false
+		}
+	}
+	if frac < 0 {
+		frac = 0
+	}
+	// value = mant * 10^-frac * base^exp * (1000 for Milli)
+	exp10 := -frac
+	if scale == Milli {
+		exp10 += 3
+	}
+	var v int64
+	if sf.base == 2 {
+		if sf.exp > 40 {
+			return 0, false
+		}
+		// mant * 2^exp first, refusing anything that could overflow.
+		if mant > (1<<62)>>sf.exp {
+			return 0, false
+		}
+		v = mant << sf.exp
+	} else {
+		exp10 += sf.exp
+		v = mant
+	}
+	for exp10 > 0 {
+		if v > MaxValue/10 {
+			return 0, false
+		}
+		v *= 10
+		exp10--
+	}
+	if exp10 < 0 {
+		if -exp10 >= len(pow10) {
+			return 0, false
+		}
+		d := pow10[-exp10]
+		if v%d != 0 {
+			return 0, false // not whole: the exact path rounds or rejects
+		}
+		v /= d
+	}
+	if v > MaxValue {
+		return 0, false
+	}
+	return v, true
 }
 
 // splitQuantity separates the signed decimal number from its suffix and

@@ -116,18 +116,50 @@ func ParseList(raw map[string]any) (List, error) {
 
 // UnmarshalJSON accepts {"cpu": "500m", "nvidia.com/gpu": 2}.
 func (l *List) UnmarshalJSON(b []byte) error {
-	var raw map[string]any
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.UseNumber()
-	if err := dec.Decode(&raw); err != nil {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
 		return errs.Invalid("", "resources must be an object of name to quantity: %v", err)
 	}
-	parsed, err := ParseList(raw)
-	if err != nil {
-		return err
+	if len(raw) > maxListLen {
+		return errs.Invalid("", "at most %d resources may be named, got %d", maxListLen, len(raw))
+	}
+	keys := make([]string, 0, len(raw))
+	for k := range raw {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // the first error reported does not depend on map order
+	parsed := make(List, len(raw))
+	for _, k := range keys {
+		if err := ValidateName(k); err != nil {
+			return errs.Invalid(k, "%v", err)
+		}
+		v := raw[k]
+		var text string
+		switch {
+		case len(v) > 0 && v[0] == '"':
+			if err := json.Unmarshal(v, &text); err != nil {
+				return errs.Invalid(k, "bad string: %v", err)
+			}
+		case len(v) > 0 && (v[0] == '-' || (v[0] >= '0' && v[0] <= '9')):
+			text = string(v)
+		default:
+			return errs.Invalid(k, "quantity must be a number or a string like \"500m\" or \"16Gi\", got %s", truncateRaw(v))
+		}
+		q, err := ParseQuantity(text, Name(k).Scale())
+		if err != nil {
+			return errs.Invalid(k, "%v", err)
+		}
+		parsed[Name(k)] = q
 	}
 	*l = parsed
 	return nil
+}
+
+func truncateRaw(b []byte) string {
+	if len(b) > 40 {
+		return string(b[:40]) + "…"
+	}
+	return string(b)
 }
 
 // MarshalJSON writes quantities in their readable form ("500m", "16Gi").
