@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/hetsched/hetsched/internal/api"
@@ -131,7 +132,7 @@ func (c *Config) Validate() error {
 	}
 	for i, k := range c.IdentityLabels {
 		if err := api.ValidateLabelKey(k); err != nil {
-			return errs.Invalid("identityLabels["+itoa(i)+"]", "%v", err)
+			return errs.Invalid("identityLabels["+strconv.Itoa(i)+"]", "%v", err)
 		}
 	}
 	if c.TaskCapacityHint < 0 || c.TaskCapacityHint > 1<<26 {

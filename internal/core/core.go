@@ -18,6 +18,7 @@
 package core
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/hetsched/hetsched/internal/api"
@@ -271,14 +272,14 @@ func (c *Core) admit(spec *api.Task) (t *Task, deps []*Task, skipReason string, 
 		return nil, nil, "", err
 	}
 	for i := range spec.Alternatives {
-		if err := api.ValidateRequest("alternatives["+itoa(i)+"].resources", spec.Alternatives[i].Resources); err != nil {
+		if err := api.ValidateRequest("alternatives["+strconv.Itoa(i)+"].resources", spec.Alternatives[i].Resources); err != nil {
 			return nil, nil, "", err
 		}
 	}
 	for i, d := range spec.Depends {
 		dt, ok := c.tasks[d]
 		if !ok {
-			return nil, nil, "", errs.New(errs.InvalidArgument, "depends["+itoa(i)+"]", "unknown task %q", d)
+			return nil, nil, "", errs.New(errs.InvalidArgument, "depends["+strconv.Itoa(i)+"]", "unknown task %q", d)
 		}
 		switch {
 		case dt.state == Succeeded:
@@ -399,7 +400,7 @@ func (c *Core) TaskFinished(now time.Time, id string, r Result) error {
 	case r.ExitCode != 0:
 		to = Failed
 		if reason == "" {
-			reason = "exit code " + itoa(r.ExitCode)
+			reason = "exit code " + strconv.Itoa(r.ExitCode)
 		}
 	}
 	if to == Succeeded {
@@ -455,26 +456,4 @@ func (c *Core) ObserveNode(now time.Time, name string, u NodeUsage) error {
 	c.wake(n)
 	c.schedule()
 	return nil
-}
-
-func itoa(i int) string {
-	if i == 0 {
-		return "0"
-	}
-	neg := i < 0
-	if neg {
-		i = -i
-	}
-	var b [20]byte
-	p := len(b)
-	for i > 0 {
-		p--
-		b[p] = byte('0' + i%10)
-		i /= 10
-	}
-	if neg {
-		p--
-		b[p] = '-'
-	}
-	return string(b[p:])
 }

@@ -3,6 +3,7 @@ package core
 import (
 	"math"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/hetsched/hetsched/internal/api"
@@ -43,11 +44,11 @@ func (c *Core) classFor(spec *api.Task) (*class, error) {
 	}
 	mixOpt(&vecs[0], unknown[0])
 	for i, a := range spec.Alternatives {
-		if unknown[i+1], err = c.vectorOf(&vecs[i+1], "alternatives["+itoa(i)+"].resources", a.Resources); err != nil {
+		if unknown[i+1], err = c.vectorOf(&vecs[i+1], "alternatives["+strconv.Itoa(i)+"].resources", a.Resources); err != nil {
 			return nil, err
 		}
 		if a.Speed < 0 || math.IsNaN(a.Speed) || math.IsInf(a.Speed, 0) {
-			return nil, errs.Invalid("alternatives["+itoa(i)+"].speed", "must be a positive number")
+			return nil, errs.Invalid("alternatives["+strconv.Itoa(i)+"].speed", "must be a positive number")
 		}
 		mix(0xa17)
 		mixOpt(&vecs[i+1], unknown[i+1])

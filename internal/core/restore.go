@@ -1,6 +1,7 @@
 package core
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/hetsched/hetsched/internal/api"
@@ -79,7 +80,7 @@ func (c *Core) restorePlacement(t *Task, s Saved) string {
 	}
 	oi := s.Chosen + 1
 	if oi < 0 || oi >= len(t.cls.opts) {
-		return "could not restore placement: no alternative " + itoa(s.Chosen)
+		return "could not restore placement: no alternative " + strconv.Itoa(s.Chosen)
 	}
 	o := &t.cls.opts[oi]
 	devs := make([]devShare, 0, len(s.Devices))

@@ -1,15 +1,12 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/hetsched/hetsched/internal/errs"
 )
@@ -24,31 +21,14 @@ const (
 func startAuth(t *testing.T) *running {
 	t.Helper()
 	dir := t.TempDir()
-	nodes := filepath.Join(dir, "nodes.yaml")
 	tokens := filepath.Join(dir, "tokens.yaml")
-	os.WriteFile(nodes, []byte(nodesYAML), 0o600)
 	os.WriteFile(tokens, []byte(`tokens:
   - {token: `+adminTok+`, role: admin}
   - {token: `+aTok+`, role: tenant, tenant: team-a}
   - {token: `+bTok+`, role: tenant, tenant: team-b}
   - {token: `+agentTok+`, role: agent}
 `), 0o600)
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
-	r := &running{cancel: cancel, done: make(chan error, 1)}
-	go func() {
-		r.done <- Run(ctx, io.Discard, Options{Listen: "127.0.0.1:0", DataDir: filepath.Join(dir, "data"), NodesFile: nodes,
-			TokensFile: tokens, Logger: quiet, Ready: func(a string) { ready <- a }})
-	}()
-	select {
-	case a := <-ready:
-		r.base = "http://" + a
-	case err := <-r.done:
-		t.Fatalf("server did not start: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("timeout")
-	}
-	return r
+	return startWith(t, Options{DataDir: filepath.Join(dir, "data"), TokensFile: tokens})
 }
 
 func callAs(t *testing.T, token, method, url, body string) (int, map[string]any) {

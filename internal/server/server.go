@@ -216,7 +216,7 @@ func (s *Server) submitTasks(w http.ResponseWriter, r *http.Request) ([]*engine.
 	for i, e := range perTask {
 		if e != nil {
 			if batch {
-				e = errs.Prefix("tasks["+itoa(i)+"]", e)
+				e = errs.Prefix("tasks["+strconv.Itoa(i)+"]", e)
 			}
 			writeError(w, e)
 			return nil, false, false
@@ -600,18 +600,4 @@ func (s *Server) putQueue(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "policy": s.policy})
-}
-
-func itoa(i int) string {
-	if i == 0 {
-		return "0"
-	}
-	var b [20]byte
-	p := len(b)
-	for i > 0 {
-		p--
-		b[p] = byte('0' + i%10)
-		i /= 10
-	}
-	return string(b[p:])
 }

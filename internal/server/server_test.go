@@ -36,6 +36,13 @@ type running struct {
 // start runs a real server on 127.0.0.1:0 with dir as its data dir.
 func start(t *testing.T, dir string) *running {
 	t.Helper()
+	return startWith(t, Options{DataDir: dir})
+}
+
+// startWith runs a real server with opt (listen address, node inventory,
+// logger and readiness hook filled in).
+func startWith(t *testing.T, opt Options) *running {
+	t.Helper()
 	nodes := filepath.Join(t.TempDir(), "nodes.yaml")
 	if err := os.WriteFile(nodes, []byte(nodesYAML), 0o600); err != nil {
 		t.Fatal(err)
@@ -43,10 +50,9 @@ func start(t *testing.T, dir string) *running {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	r := &running{cancel: cancel, done: make(chan error, 1)}
-	go func() {
-		r.done <- Run(ctx, io.Discard, Options{Listen: "127.0.0.1:0", DataDir: dir, NodesFile: nodes, Logger: quiet,
-			Ready: func(a string) { ready <- a }})
-	}()
+	opt.Listen, opt.NodesFile, opt.Logger = "127.0.0.1:0", nodes, quiet
+	opt.Ready = func(a string) { ready <- a }
+	go func() { r.done <- Run(ctx, io.Discard, opt) }()
 	select {
 	case a := <-ready:
 		r.base = "http://" + a
