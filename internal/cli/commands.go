@@ -124,7 +124,14 @@ func printTasks(w io.Writer, raw json.RawMessage, output string) error {
 		return err
 	}
 	var list struct {
-		Tasks []task `json:"tasks"`
+		Tasks []task   `json:"tasks"`
+		IDs   []string `json:"ids"`
+	}
+	if err := json.Unmarshal(raw, &list); err == nil && list.IDs != nil {
+		for _, id := range list.IDs {
+			fmt.Fprintln(w, id)
+		}
+		return nil
 	}
 	if err := json.Unmarshal(raw, &list); err != nil || list.Tasks == nil {
 		var one task

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/hetsched/hetsched/internal/errs"
@@ -162,13 +163,34 @@ func truncateRaw(b []byte) string {
 	return string(b)
 }
 
-// MarshalJSON writes quantities in their readable form ("500m", "16Gi").
+// MarshalJSON writes quantities in their readable form ("500m", "16Gi"),
+// keys sorted.
 func (l List) MarshalJSON() ([]byte, error) {
-	m := make(map[string]string, len(l))
-	for k, v := range l {
-		m[string(k)] = k.Format(v)
+	names := make([]string, 0, len(l))
+	for k := range l {
+		names = append(names, string(k))
 	}
-	return json.Marshal(m)
+	sort.Strings(names)
+	for _, k := range names {
+		if !plainASCII(k) { // never for validated names; stay correct anyway
+			m := make(map[string]string, len(l))
+			for n, v := range l {
+				m[string(n)] = n.Format(v)
+			}
+			return json.Marshal(m)
+		}
+	}
+	b := make([]byte, 0, 16*len(l)+2)
+	b = append(b, '{')
+	for i, k := range names {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendQuote(b, k) // plain ASCII: Go and JSON quoting agree
+		b = append(b, ':')
+		b = strconv.AppendQuote(b, Name(k).Format(l[Name(k)]))
+	}
+	return append(b, '}'), nil
 }
 
 // String renders the list sorted by name: "cpu=2,memory=4Gi".
@@ -335,3 +357,13 @@ func (v *Vector) NonNegative() bool {
 
 // Format renders v with d's names: "cpu=2,nvidia.com/gpu=1".
 func (d *Dims) Format(v *Vector) string { return d.List(v).String() }
+
+// plainASCII reports whether s needs no escaping in JSON or Go quoting.
+func plainASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}

@@ -229,13 +229,22 @@ func (s *Server) submitTasks(w http.ResponseWriter, r *http.Request) ([]*engine.
 	return recs, batch, true
 }
 
-// submit is POST /api/v1/tasks: 201 with the durable tasks.
+// submit is POST /api/v1/tasks: 201 once durable, with the task (one) or
+// the ids in order (a batch: {"ids": [...]}, as API.md says).
 func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	recs, batch, ok := s.submitTasks(w, r)
 	if !ok {
 		return
 	}
-	writeTasks(w, http.StatusCreated, recs, batch)
+	if !batch {
+		writeTasks(w, http.StatusCreated, recs, false)
+		return
+	}
+	ids := make([]string, len(recs))
+	for i, rec := range recs {
+		ids[i] = rec.Spec.ID
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{"ids": ids})
 }
 
 func writeTasks(w http.ResponseWriter, status int, recs []*engine.TaskRecord, batch bool) {

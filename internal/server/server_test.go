@@ -114,7 +114,7 @@ func TestTasksOverHTTPAndRestart(t *testing.T) {
 	}
 	code, m = call(t, "POST", s.base+"/api/v1/tasks",
 		`{"tasks":[{"id":"b1","resources":{"cpu":"1"}},{"resources":{"cpu":"1"},"priority":3}]}`)
-	if code != 201 || len(m["tasks"].([]any)) != 2 {
+	if ids, _ := m["ids"].([]any); code != 201 || len(ids) != 2 || ids[0] != "b1" || ids[1] == "" {
 		t.Fatalf("batch: %d %v", code, m)
 	}
 	// Idempotent resubmit, then a conflicting one.
