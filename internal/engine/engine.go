@@ -868,3 +868,11 @@ func (e *Engine) Queues(tenant string) []api.Queue {
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
+
+// Err returns why the engine stopped (a failed store commit), or nil while
+// it runs.
+func (e *Engine) Err() error {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.fatal
+}

@@ -171,6 +171,9 @@ func TestStoreFailureStopsAcknowledging(t *testing.T) {
 	if _, ok := e.Task("lost"); ok {
 		t.Error("an unacknowledged task is visible")
 	}
+	if e.Err() == nil {
+		t.Error("Err is nil after a failed commit")
+	}
 }
 
 // TestConcurrentSubmitsAllDurable submits from many goroutines; every

@@ -102,7 +102,7 @@ func (s *Server) table() []route {
 		{"POST /api/v1/nodes/{name}/uncordon", s.guard(s.nodeState(api.NodeReady))},
 		{"POST /api/v1/nodes/{name}/drain", s.guard(s.nodeState(api.NodeDraining))},
 		{"GET /healthz", s.healthz},
-		{"GET /readyz", s.healthz},
+		{"GET /readyz", s.readyz},
 	}
 }
 
@@ -605,6 +605,16 @@ func (s *Server) putQueue(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, q)
+}
+
+// readyz is 200 while the store is open and the engine runs (it was
+// rebuilt before the server started listening), 503 once a commit failed.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if err := s.eng.Err(); err != nil {
+		writeError(w, errs.Wrap(errs.Unavailable, "", err))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "policy": s.policy})
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {

@@ -129,6 +129,9 @@ func TestTasksOverHTTPAndRestart(t *testing.T) {
 	if code != 202 || m["state"] != "pending" || !strings.Contains(m["reason"].(string), "nvidia.com/gpu") {
 		t.Fatalf("unplaceable: %d %v", code, m)
 	}
+	if code, m := call(t, "GET", s.base+"/readyz", ""); code != 200 || m["status"] != "ready" {
+		t.Errorf("readyz: %d %v", code, m)
+	}
 	if code, m := call(t, "POST", s.base+"/api/v1/tasks/infer-1/renew", ""); code != 200 || m["state"] != "scheduled" {
 		t.Errorf("renew: %d %v", code, m)
 	}
