@@ -98,7 +98,7 @@ func newClientCommands() []*cobra.Command {
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if args[0] != "task" {
-				return fmt.Errorf("describe: only tasks for now, got %q", args[0])
+				return fmt.Errorf("describe: the kind must be task, got %q", args[0])
 			}
 			c, err := descFlags.client()
 			if err != nil {
