@@ -61,6 +61,30 @@ type Engine struct {
 	stQ    map[string]*api.Queue
 	stJob  map[string]*JobRecord
 	gauged time.Time // when the gauges were last refreshed
+	// waiting counts pending and blocked tasks per queue and native tier,
+	// kept up to date as records are published (for the metrics).
+	waiting map[queueTier]int
+}
+
+type queueTier struct {
+	queue string
+	tier  int
+}
+
+// countWaiting adjusts waiting for a record entering (+1) or leaving (-1)
+// the published set.
+func (e *Engine) countWaiting(r *TaskRecord, delta int) {
+	if r == nil || (r.State != "pending" && r.State != "blocked") {
+		return
+	}
+	q := r.Spec.Queue
+	if q == "" {
+		q = "default"
+	}
+	k := queueTier{q, r.Spec.PriorityOrDefault()}
+	if e.waiting[k] += delta; e.waiting[k] == 0 {
+		delete(e.waiting, k)
+	}
 }
 
 type cmdKind uint8
@@ -117,7 +141,7 @@ func New(cfg Config, st store.Store) (*Engine, error) {
 		cfg: cfg, st: st, log: cfg.Logger, c: c,
 		cmds: make(chan *command, cfg.MaxBatch), quit: make(chan struct{}), done: make(chan struct{}),
 		tasks: map[string]*TaskRecord{}, nodes: map[string]*api.Node{}, queues: map[string]*api.Queue{}, waiters: map[string][]chan struct{}{},
-		jobs: map[string]*JobRecord{}, stJob: map[string]*JobRecord{},
+		jobs: map[string]*JobRecord{}, stJob: map[string]*JobRecord{}, waiting: map[queueTier]int{},
 		staged: map[string]*TaskRecord{}, stNode: map[string]*api.Node{}, stQ: map[string]*api.Queue{},
 	}
 	if err := e.recover(); err != nil {
@@ -184,6 +208,7 @@ func (e *Engine) recover() error {
 			return fmt.Errorf("restore task %s: %w", r.Spec.ID, err)
 		}
 		e.tasks[r.Spec.ID] = r
+		e.countWaiting(r, +1)
 		e.order = append(e.order, r.Spec.ID)
 		if r.Seq > e.seq {
 			e.seq = r.Seq
@@ -359,6 +384,8 @@ func (e *Engine) commitStaged(now time.Time) error {
 		if !known {
 			fresh = append(fresh, r)
 		}
+		e.countWaiting(old, -1)
+		e.countWaiting(r, +1)
 		if !known || old.State != r.State || old.Node != r.Node {
 			e.events.add(Event{Kind: "task", ID: id, State: r.State, Node: r.Node, Reason: r.Reason, Time: now, Tenant: r.Tenant})
 		}
@@ -444,6 +471,29 @@ func (e *Engine) gauge(now time.Time) {
 	for s, n := range states {
 		m.Nodes.WithLabelValues(s).Set(float64(n))
 	}
+	type typeModel struct{ typ, model string }
+	devCap, devAlloc := map[typeModel]int64{}, map[typeModel]int64{}
+	for _, n := range e.c.Nodes() {
+		for _, d := range n.Devices() {
+			k := typeModel{d.Type, d.Model}
+			if d.Healthy {
+				devCap[k] += 1000
+			}
+			devAlloc[k] += int64(d.Used)
+		}
+	}
+	for k, v := range devCap {
+		m.DeviceCapacity.WithLabelValues(k.typ, k.model).Set(float64(v))
+	}
+	for k, v := range devAlloc {
+		m.DeviceAllocated.WithLabelValues(k.typ, k.model).Set(float64(v))
+	}
+	m.PendingQueue.Reset()
+	e.mu.RLock()
+	for k, n := range e.waiting {
+		m.PendingQueue.WithLabelValues(k.queue, api.TierNames[k.tier]).Set(float64(n))
+	}
+	e.mu.RUnlock()
 	e.mu.RLock()
 	m.Tasks.Set(float64(len(e.tasks)))
 	e.mu.RUnlock()

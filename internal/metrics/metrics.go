@@ -14,6 +14,9 @@ type Metrics struct {
 	Preemptions     prometheus.Counter
 	Transitions     *prometheus.CounterVec // to
 	Pending         *prometheus.GaugeVec   // tier
+	PendingQueue    *prometheus.GaugeVec   // queue, tier
+	DeviceCapacity  *prometheus.GaugeVec   // resource, model
+	DeviceAllocated *prometheus.GaugeVec   // resource, model
 	Capacity        *prometheus.GaugeVec   // resource
 	Allocated       *prometheus.GaugeVec   // resource
 	Nodes           *prometheus.GaugeVec   // state
@@ -47,6 +50,18 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "hetsched_pending_tasks",
 			Help: "Tasks waiting to be placed, by effective tier (after aging).",
 		}, []string{"tier"}),
+		PendingQueue: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hetsched_pending_tasks_by_queue",
+			Help: "Tasks waiting (pending or blocked) by queue and native priority tier.",
+		}, []string{"queue", "tier"}),
+		DeviceCapacity: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hetsched_device_capacity",
+			Help: "Healthy devices by device type and model, in milli-devices.",
+		}, []string{"resource", "model"}),
+		DeviceAllocated: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hetsched_device_allocated",
+			Help: "Allocated device share by device type and model, in milli-devices.",
+		}, []string{"resource", "model"}),
 		Capacity: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "hetsched_node_capacity",
 			Help: "Healthy capacity of all nodes by resource, in canonical units (cpu millicores, memory bytes, extended resources milli-units).",
@@ -80,6 +95,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		}),
 	}
 	reg.MustRegister(m.SchedulingDelay, m.Placements, m.Preemptions, m.Transitions, m.Pending,
+		m.PendingQueue, m.DeviceCapacity, m.DeviceAllocated,
 		m.Capacity, m.Allocated, m.Nodes, m.APIDuration, m.CommitDuration, m.CommitRecords, m.Tasks)
 	return m
 }

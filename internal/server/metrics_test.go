@@ -38,12 +38,24 @@ func TestMetricsLiveScrape(t *testing.T) {
 	call(t, "GET", s.base+"/api/v1/tasks/nosuch", "")
 	time.Sleep(1100 * time.Millisecond) // gauges refresh at most once a second
 	call(t, "POST", s.base+"/api/v1/tasks", `{"id":"m2","priority":3,"resources":{"cpu":"1000"}}`)
-	body := scrape(t, s.base)
+	time.Sleep(1100 * time.Millisecond)
+	call(t, "POST", s.base+"/api/v1/tasks", `{"id":"m3","priority":3,"resources":{"cpu":"1000"}}`)
+	// Gauges are refreshed by the engine right after it answers: wait for
+	// the refresh that counts m3.
+	var body []byte
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		body = scrape(t, s.base)
+		if strings.Contains(string(body), `hetsched_pending_tasks_by_queue{queue="default",tier="low"} 2`) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	text := string(body)
 	for _, want := range []string{
 		`hetsched_placements_total{tier="urgent"} 1`,
 		`hetsched_scheduling_delay_seconds_bucket{tier="urgent",le=`,
 		`hetsched_pending_tasks{tier="low"}`,
+		`hetsched_pending_tasks_by_queue{queue="default",tier="low"} 2`,
 		`hetsched_node_capacity{resource="nvidia.com/gpu"} 2000`,
 		`hetsched_node_allocated{resource="nvidia.com/gpu"} 1000`,
 		`hetsched_nodes{state="ready"} 2`,
@@ -52,6 +64,8 @@ func TestMetricsLiveScrape(t *testing.T) {
 		`hetsched_store_commit_duration_seconds_count`,
 		`hetsched_store_commit_records_bucket`,
 		`hetsched_preemptions_total 0`,
+		`hetsched_device_capacity{model="L4",resource="nvidia.com/gpu"} 2000`,
+		`hetsched_device_allocated{model="L4",resource="nvidia.com/gpu"} 1000`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("scrape lacks %s", want)
