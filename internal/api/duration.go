@@ -5,6 +5,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -65,25 +66,15 @@ func (b Bytes) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON reads a quantity string or number of bytes.
 func (b *Bytes) UnmarshalJSON(data []byte) error {
-	var v any
-	dec := json.NewDecoder(strings.NewReader(string(data)))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
-		return err
+	text, null, err := resource.RawQuantity(bytes.TrimSpace(data))
+	if err != nil {
+		return errs.Invalid("", "%v", err)
 	}
-	var s string
-	switch x := v.(type) {
-	case string:
-		s = x
-	case json.Number:
-		s = x.String()
-	case nil:
+	if null {
 		*b = 0
 		return nil
-	default:
-		return errs.Invalid("", "must be a quantity like \"80Gi\", got %T", v)
 	}
-	n, err := resource.ParseQuantity(s, resource.Units)
+	n, err := resource.ParseQuantity(text, resource.Units)
 	if err != nil {
 		return errs.Invalid("", "%v", err)
 	}

@@ -77,34 +77,67 @@ const maxListLen = MaxDims
 // ParseList parses a map of resource name to quantity (a JSON number or a
 // quantity string). Errors name the field as the resource name.
 func ParseList(raw map[string]any) (List, error) {
-	if len(raw) > maxListLen {
-		return nil, errs.Invalid("", "at most %d resources may be named, got %d", maxListLen, len(raw))
-	}
-	l := make(List, len(raw))
 	keys := make([]string, 0, len(raw))
 	for k := range raw {
 		keys = append(keys, k)
 	}
-	sort.Strings(keys) // the first error reported does not depend on map order
+	return parseEntries(keys, func(k string) (string, error) {
+		switch x := raw[k].(type) {
+		case string:
+			return x, nil
+		case json.Number:
+			return x.String(), nil
+		case float64:
+			return fmt.Sprintf("%v", x), nil
+		case int:
+			return fmt.Sprint(x), nil
+		case int64:
+			return fmt.Sprint(x), nil
+		}
+		return "", fmt.Errorf("quantity must be a number or a string like \"500m\" or \"16Gi\", got %T", raw[k])
+	})
+}
+
+// UnmarshalJSON accepts {"cpu": "500m", "nvidia.com/gpu": 2}.
+func (l *List) UnmarshalJSON(b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return errs.Invalid("", "resources must be an object of name to quantity: %v", err)
+	}
+	keys := make([]string, 0, len(raw))
+	for k := range raw {
+		keys = append(keys, k)
+	}
+	parsed, err := parseEntries(keys, func(k string) (string, error) {
+		text, null, err := RawQuantity(raw[k])
+		if err == nil && null {
+			err = fmt.Errorf("quantity must be a number or a string, got null")
+		}
+		return text, err
+	})
+	if err != nil {
+		return err
+	}
+	*l = parsed
+	return nil
+}
+
+// parseEntries builds a List from names and a function giving each name's
+// quantity text. Names are taken in sorted order, so that the first error
+// reported does not depend on map order; errors name the resource.
+func parseEntries(keys []string, text func(name string) (string, error)) (List, error) {
+	if len(keys) > maxListLen {
+		return nil, errs.Invalid("", "at most %d resources may be named, got %d", maxListLen, len(keys))
+	}
+	sort.Strings(keys)
+	l := make(List, len(keys))
 	for _, k := range keys {
-		v := raw[k]
 		if err := ValidateName(k); err != nil {
 			return nil, errs.Invalid(k, "%v", err)
 		}
-		var s string
-		switch x := v.(type) {
-		case string:
-			s = x
-		case json.Number:
-			s = x.String()
-		case float64:
-			s = fmt.Sprintf("%v", x)
-		case int:
-			s = fmt.Sprint(x)
-		case int64:
-			s = fmt.Sprint(x)
-		default:
-			return nil, errs.Invalid(k, "quantity must be a number or a string like \"500m\" or \"16Gi\", got %T", v)
+		s, err := text(k)
+		if err != nil {
+			return nil, errs.Invalid(k, "%v", err)
 		}
 		q, err := ParseQuantity(s, Name(k).Scale())
 		if err != nil {
@@ -115,45 +148,21 @@ func ParseList(raw map[string]any) (List, error) {
 	return l, nil
 }
 
-// UnmarshalJSON accepts {"cpu": "500m", "nvidia.com/gpu": 2}.
-func (l *List) UnmarshalJSON(b []byte) error {
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return errs.Invalid("", "resources must be an object of name to quantity: %v", err)
-	}
-	if len(raw) > maxListLen {
-		return errs.Invalid("", "at most %d resources may be named, got %d", maxListLen, len(raw))
-	}
-	keys := make([]string, 0, len(raw))
-	for k := range raw {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys) // the first error reported does not depend on map order
-	parsed := make(List, len(raw))
-	for _, k := range keys {
-		if err := ValidateName(k); err != nil {
-			return errs.Invalid(k, "%v", err)
+// RawQuantity returns the quantity text of one JSON value: a string's
+// contents or a number's digits; null reports null.
+func RawQuantity(v []byte) (text string, null bool, err error) {
+	switch {
+	case len(v) > 0 && v[0] == '"':
+		if err := json.Unmarshal(v, &text); err != nil {
+			return "", false, fmt.Errorf("bad string: %v", err)
 		}
-		v := raw[k]
-		var text string
-		switch {
-		case len(v) > 0 && v[0] == '"':
-			if err := json.Unmarshal(v, &text); err != nil {
-				return errs.Invalid(k, "bad string: %v", err)
-			}
-		case len(v) > 0 && (v[0] == '-' || (v[0] >= '0' && v[0] <= '9')):
-			text = string(v)
-		default:
-			return errs.Invalid(k, "quantity must be a number or a string like \"500m\" or \"16Gi\", got %s", truncateRaw(v))
-		}
-		q, err := ParseQuantity(text, Name(k).Scale())
-		if err != nil {
-			return errs.Invalid(k, "%v", err)
-		}
-		parsed[Name(k)] = q
+		return text, false, nil
+	case len(v) > 0 && (v[0] == '-' || (v[0] >= '0' && v[0] <= '9')):
+		return string(v), false, nil
+	case string(v) == "null":
+		return "", true, nil
 	}
-	*l = parsed
-	return nil
+	return "", false, fmt.Errorf("quantity must be a number or a string like \"500m\" or \"16Gi\", got %s", truncateRaw(v))
 }
 
 func truncateRaw(b []byte) string {
