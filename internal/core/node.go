@@ -183,19 +183,7 @@ func (n *Node) recomputeCapacity() {
 // differ by a few bytes of memory, or by failed devices, share a group.
 func (n *Node) groupKey(dims *resource.Dims, identity map[string]bool) string {
 	var b strings.Builder
-	keys := make([]string, 0, len(n.labels))
-	for k := range n.labels {
-		if !identity[k] {
-			keys = append(keys, k)
-		}
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		b.WriteString(k)
-		b.WriteByte('=')
-		b.WriteString(n.labels[k])
-		b.WriteByte(';')
-	}
+	writePairs(&b, n.labels, identity)
 	b.WriteByte('|')
 	for _, t := range n.taints {
 		b.WriteString(t.String())
@@ -221,4 +209,21 @@ func (n *Node) groupKey(dims *resource.Dims, identity map[string]bool) string {
 		}
 	}
 	return b.String()
+}
+
+// writePairs writes m as "k=v;" in key order, leaving out keys in skip.
+func writePairs(b *strings.Builder, m map[string]string, skip map[string]bool) {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		if !skip[k] {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(m[k])
+		b.WriteByte(';')
+	}
 }

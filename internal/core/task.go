@@ -159,17 +159,7 @@ func classKey(spec *api.Task) string {
 		b.WriteString(strconv.FormatFloat(a.Speed, 'g', -1, 64))
 	}
 	b.WriteString("#")
-	keys := make([]string, 0, len(spec.NodeSelector))
-	for k := range spec.NodeSelector {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		b.WriteString(k)
-		b.WriteByte('=')
-		b.WriteString(spec.NodeSelector[k])
-		b.WriteByte(';')
-	}
+	writePairs(&b, spec.NodeSelector, nil)
 	b.WriteString("#")
 	tols := append([]string(nil), spec.Tolerations...)
 	sort.Strings(tols)
