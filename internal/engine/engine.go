@@ -553,18 +553,15 @@ func (e *Engine) apply(cmd *command, now time.Time) {
 	case cmdCancel:
 		cmd.err = e.c.Cancel(now, cmd.id, "cancelled by request")
 	case cmdStarted:
+		// The core reports the transition; commitStaged refreshes the record.
 		cmd.err = e.c.TaskStarted(now, cmd.id)
-		if cmd.err == nil {
-			e.refresh(cmd.id, now)
-		}
 	case cmdFinished:
 		cmd.err = e.c.TaskFinished(now, cmd.id, cmd.result)
 		if cmd.err == nil {
 			r := *e.current(cmd.id)
 			code := cmd.result.ExitCode
 			r.ExitCode = &code
-			e.staged[cmd.id] = &r
-			e.refresh(cmd.id, now)
+			e.staged[cmd.id] = &r // the state follows from the core's transition
 		}
 	case cmdRenew:
 		cmd.err = e.c.Renew(now, cmd.id)
