@@ -136,13 +136,3 @@ func formatCounts(counts map[string]int, total int) string {
 	}
 	return s
 }
-
-// Explain returns why a pending task is not placed ("" when it is not
-// pending or no attempt was made yet).
-func (c *Core) Explain(id string) string {
-	t, ok := c.tasks[id]
-	if !ok {
-		return ""
-	}
-	return t.Reason()
-}
