@@ -349,8 +349,7 @@ func (s *Server) owned(w http.ResponseWriter, r *http.Request) (*engine.TaskReco
 
 func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
 	if rec, ok := s.owned(w, r); ok {
-		latest, _ := s.eng.Task(rec.Spec.ID)
-		writeJSON(w, http.StatusOK, view(latest))
+		writeJSON(w, http.StatusOK, view(rec))
 	}
 }
 
