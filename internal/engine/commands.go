@@ -1,0 +1,202 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/core"
+	"github.com/hetsched/hetsched/internal/errs"
+)
+
+// apply runs one command against the core, staging its records.
+func (e *Engine) apply(cmd *command, now time.Time) {
+	switch cmd.kind {
+	case cmdSubmit:
+		cmd.ids = make([]string, len(cmd.tasks))
+		cmd.errs = make([]error, len(cmd.tasks))
+		for i := range cmd.tasks {
+			cmd.ids[i], cmd.errs[i] = e.submit(cmd.tenant, &cmd.tasks[i], now)
+		}
+	case cmdCancel:
+		cmd.err = e.c.Cancel(now, cmd.id, "cancelled by request")
+	case cmdStarted:
+		// The core reports the transition; commitStaged refreshes the record.
+		cmd.err = e.c.TaskStarted(now, cmd.id)
+	case cmdFinished:
+		cmd.err = e.c.TaskFinished(now, cmd.id, cmd.result)
+		if cmd.err == nil {
+			r := *e.current(cmd.id)
+			code := cmd.result.ExitCode
+			r.ExitCode = &code
+			e.staged[cmd.id] = &r // the state follows from the core's transition
+		}
+	case cmdRenew:
+		cmd.err = e.c.Renew(now, cmd.id)
+	case cmdSummary:
+		cmd.summary = e.summarize()
+	case cmdPutQueue:
+		cmd.err = e.putQueue(cmd.tenant, cmd.queue)
+	case cmdSubmitJob:
+		id, err := e.submitJob(cmd.tenant, cmd.job, now)
+		cmd.ids, cmd.errs = []string{id}, []error{err}
+	case cmdCancelJob:
+		cmd.err = e.cancelJob(cmd.id, now)
+	case cmdUpsertNode:
+		cmd.err = e.c.UpsertNode(now, cmd.node)
+		if cmd.err == nil {
+			e.stNode[cmd.node.Name] = cmd.node
+		}
+	case cmdNodeState:
+		cmd.err = e.c.SetNodeState(now, cmd.id, cmd.state)
+		if cmd.err == nil {
+			n := *e.currentNode(cmd.id)
+			n.State = cmd.state
+			e.stNode[cmd.id] = &n
+		}
+	}
+}
+
+func (e *Engine) currentNode(name string) *api.Node {
+	if n, ok := e.stNode[name]; ok {
+		return n
+	}
+	return e.nodes[name]
+}
+
+// submit admits one task: a new id, or the same spec again (idempotent),
+// or a conflict.
+func (e *Engine) submit(tenant string, spec *api.Task, now time.Time) (string, error) {
+	if err := spec.Validate(); err != nil {
+		return "", err
+	}
+	if spec.Queue != "" {
+		all := e.queueView()
+		if all[spec.Queue] == nil {
+			return "", errs.Invalid("queue", "no queue %q", spec.Queue)
+		}
+		if tenant != "" && tenant != DefaultTenant && api.QueueOwner(spec.Queue, all) != tenant {
+			return "", errs.New(errs.PermissionDenied, "queue", "queue %q belongs to another tenant", spec.Queue)
+		}
+	}
+	if spec.ID == "" {
+		for {
+			e.seq++
+			id := "t" + strconv.FormatUint(e.seq, 36)
+			if e.current(id) == nil {
+				spec.ID = id
+				break
+			}
+		}
+	} else if old := e.current(spec.ID); old != nil {
+		if old.Tenant != tenant {
+			return "", errs.New(errs.Conflict, "id", "task id %q is in use", spec.ID)
+		}
+		a, _ := json.Marshal(old.Spec)
+		b, _ := json.Marshal(spec)
+		if bytes.Equal(a, b) {
+			return spec.ID, nil
+		}
+		return "", errs.New(errs.Conflict, "id", "task %q exists with a different spec", spec.ID)
+	}
+	if err := e.c.Submit(now, spec); err != nil {
+		return "", err
+	}
+	e.seq++
+	e.staged[spec.ID] = &TaskRecord{Spec: *spec, Tenant: tenant, Seq: e.seq, State: core.Pending.String(), Chosen: -1, Submitted: now}
+	e.refresh(spec.ID, now)
+	return spec.ID, nil
+}
+
+// do sends a command to the loop and waits for its durable answer.
+// Submit admits tasks owned by tenant. It returns each task's id
+// (generated when empty) and error; a nil error means the task is durable.
+func (e *Engine) Submit(ctx context.Context, tenant string, tasks []api.Task) ([]string, []error, error) {
+	cmd := &command{kind: cmdSubmit, tenant: tenant, tasks: tasks}
+	if err := e.do(ctx, cmd); err != nil {
+		return nil, nil, err
+	}
+	return cmd.ids, cmd.errs, nil
+}
+
+// Cancel cancels a task.
+func (e *Engine) Cancel(ctx context.Context, id string) error {
+	return e.do(ctx, &command{kind: cmdCancel, id: id})
+}
+
+// Started records that a task's executor started it.
+func (e *Engine) Started(ctx context.Context, id string) error {
+	return e.do(ctx, &command{kind: cmdStarted, id: id})
+}
+
+// Finished records how a task ended.
+func (e *Engine) Finished(ctx context.Context, id string, r core.Result) error {
+	return e.do(ctx, &command{kind: cmdFinished, id: id, result: r})
+}
+
+// Renew extends a lease.
+func (e *Engine) Renew(ctx context.Context, id string) error {
+	return e.do(ctx, &command{kind: cmdRenew, id: id})
+}
+
+// UpsertNode adds or replaces a node.
+func (e *Engine) UpsertNode(ctx context.Context, n api.Node) error {
+	return e.do(ctx, &command{kind: cmdUpsertNode, node: &n})
+}
+
+// SetNodeState cordons, uncordons, drains or marks a node notready.
+func (e *Engine) SetNodeState(ctx context.Context, name, state string) error {
+	return e.do(ctx, &command{kind: cmdNodeState, id: name, state: state})
+}
+
+// DefaultTenant owns everything when authentication is off; it may use any
+// queue.
+const DefaultTenant = "default"
+
+// queueView is the loop's latest queues (staged over published).
+func (e *Engine) queueView() map[string]*api.Queue {
+	if len(e.stQ) == 0 {
+		return e.queues
+	}
+	all := make(map[string]*api.Queue, len(e.queues)+len(e.stQ))
+	for k, v := range e.queues {
+		all[k] = v
+	}
+	for k, v := range e.stQ {
+		all[k] = v
+	}
+	return all
+}
+
+// putQueue validates q against the tree and stages it. A tenant other than
+// the default may only put queues that descend from its own.
+func (e *Engine) putQueue(tenant string, q *api.Queue) error {
+	if err := q.Validate(); err != nil {
+		return err
+	}
+	all := e.queueView()
+	if err := api.ValidateQueueTree(q, all); err != nil {
+		return err
+	}
+	if tenant != "" && tenant != DefaultTenant {
+		with := make(map[string]*api.Queue, len(all)+1)
+		for k, v := range all {
+			with[k] = v
+		}
+		with[q.Name] = q
+		if api.QueueOwner(q.Name, with) != tenant || (all[q.Name] != nil && api.QueueOwner(q.Name, all) != tenant) {
+			return errs.New(errs.PermissionDenied, "name", "queue %q is not under tenant %s", q.Name, tenant)
+		}
+	}
+	e.stQ[q.Name] = q
+	return nil
+}
+
+// PutQueue creates or replaces a queue on behalf of tenant ("" or
+// "default": no ownership check).
+func (e *Engine) PutQueue(ctx context.Context, tenant string, q api.Queue) error {
+	return e.do(ctx, &command{kind: cmdPutQueue, tenant: tenant, queue: &q})
+}

@@ -1,0 +1,239 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/core"
+	"github.com/hetsched/hetsched/internal/resource"
+	"github.com/hetsched/hetsched/internal/store"
+)
+
+// commitStaged turns the core's output into record changes, commits them
+// and publishes them.
+func (e *Engine) commitStaged(now time.Time) error {
+	out := e.c.TakeOutput()
+	e.count(&out)
+	for _, p := range out.Placements {
+		e.refresh(p.Task, now)
+	}
+	for _, tr := range out.Transitions {
+		e.refresh(tr.Task, now)
+	}
+	for _, p := range out.Preemptions {
+		e.refresh(p.Victim, now)
+	}
+	if len(e.staged) == 0 && len(e.stNode) == 0 && len(e.stQ) == 0 && len(e.stJob) == 0 {
+		return nil
+	}
+	recs := make([]store.Record, 0, len(e.staged)+len(e.stNode)+len(e.stQ))
+	for id, j := range e.stJob {
+		b, err := json.Marshal(j)
+		if err != nil {
+			return fmt.Errorf("encode job %s: %w", id, err)
+		}
+		recs = append(recs, store.Record{Kind: KindJob, Key: id, Value: b})
+	}
+	for name, q := range e.stQ {
+		b, err := json.Marshal(q)
+		if err != nil {
+			return fmt.Errorf("encode queue %s: %w", name, err)
+		}
+		recs = append(recs, store.Record{Kind: KindQueue, Key: name, Value: b})
+	}
+	for id, r := range e.staged {
+		b, err := r.encode()
+		if err != nil {
+			return fmt.Errorf("encode task %s: %w", id, err)
+		}
+		recs = append(recs, store.Record{Kind: KindTask, Key: id, Value: b})
+	}
+	for name, n := range e.stNode {
+		b, err := json.Marshal(NodeRecord{Spec: *n})
+		if err != nil {
+			return fmt.Errorf("encode node %s: %w", name, err)
+		}
+		recs = append(recs, store.Record{Kind: KindNode, Key: name, Value: b})
+	}
+	t0 := time.Now()
+	if err := e.st.Commit(context.Background(), recs); err != nil {
+		return err
+	}
+	if m := e.cfg.Metrics; m != nil {
+		m.CommitDuration.Observe(time.Since(t0).Seconds())
+		m.CommitRecords.Observe(float64(len(recs)))
+	}
+	e.mu.Lock()
+	var wake []chan struct{}
+	fresh := make([]*TaskRecord, 0, 8)
+	ids := make([]string, 0, len(e.staged))
+	for id := range e.staged {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		r := e.staged[id]
+		old, known := e.tasks[id]
+		if !known {
+			fresh = append(fresh, r)
+		}
+		e.countWaiting(old, -1)
+		e.countWaiting(r, +1)
+		if !known || old.State != r.State || old.Node != r.Node {
+			e.events.add(Event{Kind: "task", ID: id, State: r.State, Node: r.Node, Reason: r.Reason, Time: now, Tenant: r.Tenant})
+		}
+		e.tasks[id] = r
+		wake = append(wake, e.waiters[id]...)
+		delete(e.waiters, id)
+	}
+	for name, n := range e.stNode {
+		e.nodes[name] = n
+		state := n.State
+		if state == "" {
+			state = api.NodeReady
+		}
+		e.events.add(Event{Kind: "node", ID: name, State: state, Time: now})
+	}
+	for name, q := range e.stQ {
+		e.queues[name] = q
+	}
+	for id, j := range e.stJob {
+		e.jobs[id] = j
+	}
+	e.events.wake()
+	sort.Slice(fresh, func(i, j int) bool { return fresh[i].Seq < fresh[j].Seq })
+	for _, r := range fresh {
+		e.order = append(e.order, r.Spec.ID)
+	}
+	e.mu.Unlock()
+	for _, ch := range wake {
+		close(ch)
+	}
+	clear(e.staged)
+	clear(e.stNode)
+	clear(e.stQ)
+	clear(e.stJob)
+	return nil
+}
+
+// count updates the decision counters.
+func (e *Engine) count(out *core.Output) {
+	m := e.cfg.Metrics
+	if m == nil {
+		return
+	}
+	for _, p := range out.Placements {
+		tier := api.TierNames[p.Priority]
+		m.Placements.WithLabelValues(tier).Inc()
+		m.SchedulingDelay.WithLabelValues(tier).Observe(p.Delay.Seconds())
+	}
+	m.Preemptions.Add(float64(len(out.Preemptions)))
+	for _, tr := range out.Transitions {
+		m.Transitions.WithLabelValues(tr.To.String()).Inc()
+	}
+}
+
+// gauge refreshes the gauges, at most once a second: summing capacity
+// walks every node.
+func (e *Engine) gauge(now time.Time) {
+	m := e.cfg.Metrics
+	if m == nil || now.Sub(e.gauged) < time.Second {
+		return
+	}
+	e.gauged = now
+	p := e.c.Pending()
+	for l, n := range p {
+		m.Pending.WithLabelValues(api.TierNames[l]).Set(float64(n))
+	}
+	dims := e.c.Dims()
+	var capSum, allocSum [resource.MaxDims]int64
+	states := map[string]int{api.NodeReady: 0, api.NodeNotReady: 0, api.NodeCordoned: 0, api.NodeDraining: 0}
+	for _, n := range e.c.Nodes() {
+		c, a := n.Capacity(), n.Allocated()
+		for i := 0; i < dims.Len(); i++ {
+			capSum[i] += c[i]
+			allocSum[i] += a[i]
+		}
+		states[n.State()]++
+	}
+	for i := 0; i < dims.Len(); i++ {
+		name := string(dims.Name(i))
+		m.Capacity.WithLabelValues(name).Set(float64(capSum[i]))
+		m.Allocated.WithLabelValues(name).Set(float64(allocSum[i]))
+	}
+	for s, n := range states {
+		m.Nodes.WithLabelValues(s).Set(float64(n))
+	}
+	type typeModel struct{ typ, model string }
+	devCap, devAlloc := map[typeModel]int64{}, map[typeModel]int64{}
+	for _, n := range e.c.Nodes() {
+		for _, d := range n.Devices() {
+			k := typeModel{d.Type, d.Model}
+			if d.Healthy {
+				devCap[k] += 1000
+			}
+			devAlloc[k] += int64(d.Used)
+		}
+	}
+	for k, v := range devCap {
+		m.DeviceCapacity.WithLabelValues(k.typ, k.model).Set(float64(v))
+	}
+	for k, v := range devAlloc {
+		m.DeviceAllocated.WithLabelValues(k.typ, k.model).Set(float64(v))
+	}
+	m.PendingQueue.Reset()
+	e.mu.RLock()
+	for k, n := range e.waiting {
+		m.PendingQueue.WithLabelValues(k.queue, api.TierNames[k.tier]).Set(float64(n))
+	}
+	e.mu.RUnlock()
+	e.mu.RLock()
+	m.Tasks.Set(float64(len(e.tasks)))
+	e.mu.RUnlock()
+}
+
+// current returns the loop's latest record of a task (staged or published).
+func (e *Engine) current(id string) *TaskRecord {
+	if r, ok := e.staged[id]; ok {
+		return r
+	}
+	return e.tasks[id]
+}
+
+// refresh stages a new record of task id from the core's state.
+func (e *Engine) refresh(id string, now time.Time) {
+	old := e.current(id)
+	if old == nil {
+		return
+	}
+	s, ok := e.c.SavedState(id)
+	if !ok {
+		return
+	}
+	r := *old
+	prev := r.State
+	r.State = s.State.String()
+	r.Node = s.Node
+	r.Devices = s.Devices
+	r.Chosen = s.Chosen
+	r.Attempt = s.Attempt
+	if t, ok := e.c.Task(id); ok {
+		r.Reason = t.Reason()
+	}
+	switch {
+	case s.State == core.Scheduled && prev != r.State:
+		r.Scheduled = timePtr(now)
+		r.Started, r.Finished = nil, nil
+	case s.State == core.Running && prev != r.State:
+		r.Started = timePtr(now)
+	case s.State.Terminal() && prev != r.State:
+		r.Finished = timePtr(now)
+	case s.State == core.Pending:
+		r.Scheduled, r.Started = nil, nil
+	}
+	e.staged[id] = &r
+}

@@ -1,0 +1,184 @@
+package engine
+
+import (
+	"context"
+	"sort"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/core"
+	"github.com/hetsched/hetsched/internal/errs"
+	"github.com/hetsched/hetsched/internal/resource"
+)
+
+// Task returns the durable record of a task (do not modify it).
+func (e *Engine) Task(id string) (*TaskRecord, bool) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	r, ok := e.tasks[id]
+	return r, ok
+}
+
+// NumTasks returns how many task records the engine holds.
+func (e *Engine) NumTasks() int {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return len(e.tasks)
+}
+
+// WaitChange returns a channel closed at the next durable change of task
+// id (or at once if the task is unknown).
+func (e *Engine) WaitChange(id string) <-chan struct{} {
+	ch := make(chan struct{})
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, ok := e.tasks[id]; !ok || e.fatal != nil {
+		close(ch)
+		return ch
+	}
+	e.waiters[id] = append(e.waiters[id], ch)
+	return ch
+}
+
+// WaitPlaced waits until task id is no longer pending or blocked, or ctx
+// ends, and returns its latest record.
+func (e *Engine) WaitPlaced(ctx context.Context, id string) (*TaskRecord, error) {
+	for {
+		ch := e.WaitChange(id)
+		r, ok := e.Task(id)
+		if !ok {
+			return nil, errs.New(errs.NotFound, "id", "no task %q", id)
+		}
+		if r.State != core.Pending.String() && r.State != core.Blocked.String() {
+			return r, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return r, nil
+		case <-e.done:
+			return r, ErrStopped
+		}
+	}
+}
+
+// Nodes returns the durable node specs, by name.
+func (e *Engine) Nodes() []api.Node {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	out := make([]api.Node, 0, len(e.nodes))
+	for _, n := range e.nodes {
+		out = append(out, *n)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Filter selects tasks in a listing; empty fields match everything.
+type Filter struct {
+	State, Queue, Node, Tenant string
+}
+
+func (f Filter) match(r *TaskRecord) bool {
+	return (f.State == "" || r.State == f.State) && (f.Queue == "" || r.Spec.Queue == f.Queue) &&
+		(f.Node == "" || r.Node == f.Node) && (f.Tenant == "" || r.Tenant == f.Tenant)
+}
+
+// maxListScan bounds the records one listing call looks at, matching or
+// not, so that a rare filter over a million tasks cannot hold the lock.
+const maxListScan = 100_000
+
+// List returns up to limit tasks matching f in submission order, starting
+// after position cursor; next is the cursor of the following page (0 when
+// the listing is complete).
+func (e *Engine) List(f Filter, cursor, limit int) (out []*TaskRecord, next int) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if cursor < 0 || cursor > len(e.order) {
+		cursor = len(e.order)
+	}
+	i := cursor
+	for scanned := 0; i < len(e.order) && len(out) < limit && scanned < maxListScan; i++ {
+		scanned++
+		if r := e.tasks[e.order[i]]; r != nil && f.match(r) {
+			out = append(out, r)
+		}
+	}
+	if i < len(e.order) {
+		return out, i
+	}
+	return out, 0
+}
+
+// ResourceSummary is one resource across the cluster, in canonical units.
+type ResourceSummary struct {
+	Capacity    int64   `json:"capacity"`
+	Allocated   int64   `json:"allocated"`
+	Utilization float64 `json:"utilization"`
+}
+
+// Summary is the cluster at a glance (GET /api/v1/cluster).
+type Summary struct {
+	Policy    string                     `json:"policy"`
+	Nodes     map[string]int             `json:"nodes"`
+	Resources map[string]ResourceSummary `json:"resources"`
+	Pending   map[string]int             `json:"pending"`
+	Tasks     int                        `json:"tasks"`
+}
+
+func (e *Engine) summarize() *Summary {
+	s := &Summary{Policy: e.cfg.Core.Policy, Nodes: map[string]int{}, Resources: map[string]ResourceSummary{}, Pending: map[string]int{}}
+	dims := e.c.Dims()
+	var capSum, allocSum [resource.MaxDims]int64
+	for _, n := range e.c.Nodes() {
+		c, a := n.Capacity(), n.Allocated()
+		for i := 0; i < dims.Len(); i++ {
+			capSum[i] += c[i]
+			allocSum[i] += a[i]
+		}
+		s.Nodes[n.State()]++
+	}
+	for i := 0; i < dims.Len(); i++ {
+		r := ResourceSummary{Capacity: capSum[i], Allocated: allocSum[i]}
+		if r.Capacity > 0 {
+			r.Utilization = float64(r.Allocated) / float64(r.Capacity)
+		}
+		s.Resources[string(dims.Name(i))] = r
+	}
+	for l, n := range e.c.Pending() {
+		s.Pending[api.TierNames[l]] = n
+	}
+	s.Tasks = e.c.NumTasks()
+	return s
+}
+
+// Summarize returns the cluster summary, computed by the loop.
+func (e *Engine) Summarize(ctx context.Context) (*Summary, error) {
+	cmd := &command{kind: cmdSummary}
+	if err := e.do(ctx, cmd); err != nil {
+		return nil, err
+	}
+	return cmd.summary, nil
+}
+
+// Queues returns the queues (by name) a tenant may see ("" or "default":
+// all).
+func (e *Engine) Queues(tenant string) []api.Queue {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	out := make([]api.Queue, 0, len(e.queues))
+	for name, q := range e.queues {
+		if tenant == "" || tenant == DefaultTenant || api.QueueOwner(name, e.queues) == tenant {
+			out = append(out, *q)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Err returns why the engine stopped (a failed store commit), or nil while
+// it runs.
+func (e *Engine) Err() error {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.fatal
+}
