@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,22 +39,33 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 		if err := json.Unmarshal(b, &str); err != nil {
 			return err
 		}
-		v, err := time.ParseDuration(str)
-		if err != nil {
-			return fmt.Errorf("not a duration like \"250ms\" or \"30m\": %q", str)
-		}
-		*d = Duration(v)
-		return nil
+		v, err := ParseDuration(str, true)
+		*d = v
+		return err
 	}
-	var secs float64
-	if err := json.Unmarshal(b, &secs); err != nil {
-		return fmt.Errorf("not a duration: %s", s)
+	v, err := ParseDuration(s, false)
+	*d = v
+	return err
+}
+
+// ParseDuration reads a duration as written in JSON: the contents of a
+// string ("250ms", "30m") when quoted, else a number of seconds.
+func ParseDuration(text string, quoted bool) (Duration, error) {
+	if quoted {
+		v, err := time.ParseDuration(text)
+		if err != nil {
+			return 0, fmt.Errorf("not a duration like \"250ms\" or \"30m\": %q", text)
+		}
+		return Duration(v), nil
+	}
+	secs, err := strconv.ParseFloat(text, 64)
+	if err != nil {
+		return 0, fmt.Errorf("not a duration: %s", text)
 	}
 	if secs > float64(1<<62)/1e9 || secs < -float64(1<<62)/1e9 {
-		return fmt.Errorf("duration out of range: %s", s)
+		return 0, fmt.Errorf("duration out of range: %s", text)
 	}
-	*d = Duration(secs * 1e9)
-	return nil
+	return Duration(secs * 1e9), nil
 }
 
 // Bytes is a byte count written as a quantity ("80Gi") or a number.

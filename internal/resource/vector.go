@@ -122,6 +122,22 @@ func (l *List) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// Entry is one resource of a list as written: its name and quantity text
+// (a string's contents or a number's digits).
+type Entry struct{ Name, Text string }
+
+// ParseEntries builds a List from entries read by a streaming decoder;
+// errors name the resource, as ParseList's do. Names must be distinct.
+func ParseEntries(es []Entry) (List, error) {
+	keys := make([]string, len(es))
+	texts := make(map[string]string, len(es))
+	for i, e := range es {
+		keys[i] = e.Name
+		texts[e.Name] = e.Text
+	}
+	return parseEntries(keys, func(k string) (string, error) { return texts[k], nil })
+}
+
 // parseEntries builds a List from names and a function giving each name's
 // quantity text. Names are taken in sorted order, so that the first error
 // reported does not depend on map order; errors name the resource.

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/errs"
+	"github.com/hetsched/hetsched/internal/jsonread"
 )
 
 // MaxBodyBytes bounds a request body; larger bodies get 413.
@@ -37,7 +39,7 @@ func decodeStrict(b []byte, v any) error {
 	if err := dec.Decode(v); err != nil {
 		return jsonError(err)
 	}
-	if dec.More() {
+	if _, err := dec.Token(); err != io.EOF {
 		return errs.Invalid("", "unexpected data after the JSON value")
 	}
 	return nil
@@ -68,44 +70,15 @@ func jsonError(err error) error {
 	return errs.Invalid("", "%v", err)
 }
 
-// taskWire mirrors api.Task with its resource lists raw, so that a bad
-// quantity's error names its full path ("resources.cpu",
-// "alternatives[1].resources.memory").
-type taskWire struct {
-	api.Task
-	Resources    json.RawMessage `json:"resources,omitempty"`
-	Alternatives []altWire       `json:"alternatives,omitempty"`
-}
-
-type altWire struct {
-	Resources json.RawMessage `json:"resources"`
-	Speed     float64         `json:"speed,omitempty"`
-}
-
-// decodeTask decodes and validates one task object.
+// decodeTask decodes and validates one task object (the whole body).
 func decodeTask(raw []byte) (api.Task, error) {
-	var w taskWire
-	if err := decodeStrict(raw, &w); err != nil {
+	r := jsonread.New(raw)
+	t, err := api.ReadTask(r)
+	if err != nil {
 		return api.Task{}, err
 	}
-	t := w.Task
-	if len(w.Resources) > 0 && string(w.Resources) != "null" {
-		if err := t.Resources.UnmarshalJSON(w.Resources); err != nil {
-			return api.Task{}, errs.Prefix("resources", err)
-		}
-	}
-	t.Alternatives = nil
-	for i, a := range w.Alternatives {
-		alt := api.Alternative{Speed: a.Speed}
-		if len(a.Resources) > 0 && string(a.Resources) != "null" {
-			if err := alt.Resources.UnmarshalJSON(a.Resources); err != nil {
-				return api.Task{}, errs.Prefix(fmt.Sprintf("alternatives[%d].resources", i), err)
-			}
-		}
-		t.Alternatives = append(t.Alternatives, alt)
-	}
-	if err := t.Validate(); err != nil {
-		return api.Task{}, err
+	if err := r.Finish(); err != nil {
+		return api.Task{}, errs.Invalid("", "%v", err)
 	}
 	return t, nil
 }
@@ -114,40 +87,57 @@ func decodeTask(raw []byte) (api.Task, error) {
 const maxBatchTasks = 100_000
 
 // decodeTasks reads a task or {"tasks":[...]} and reports which it was.
+// A body whose first member is "tasks" is a batch and holds nothing else.
 func decodeTasks(b []byte) (tasks []api.Task, batch bool, err error) {
-	trimmed := bytes.TrimSpace(b)
-	if len(trimmed) == 0 {
+	r := jsonread.New(b)
+	switch r.Peek() {
+	case jsonread.End:
 		return nil, false, errs.Invalid("", "empty body: send a task or {\"tasks\": [...]}")
+	case jsonread.Object:
+	default:
+		return nil, false, errs.Invalid("", "the body must be a task object or {\"tasks\": [...]}, got %s", r.Peek())
 	}
-	var probe map[string]json.RawMessage
-	if err := json.Unmarshal(trimmed, &probe); err != nil {
-		return nil, false, jsonError(err)
-	}
-	raw, isBatch := probe["tasks"]
-	if !isBatch {
-		t, err := decodeTask(trimmed)
+	probe := jsonread.New(b)
+	obj, _ := probe.ReadObject()
+	if !obj.Next() || obj.Key() != "tasks" {
+		t, err := decodeTask(b)
 		if err != nil {
+			if e, ok := err.(*errs.Error); ok && e.Field == "tasks" {
+				return nil, true, errs.Invalid("", "a batch body holds only \"tasks\"")
+			}
 			return nil, false, err
 		}
 		return []api.Task{t}, false, nil
 	}
-	if len(probe) != 1 {
-		return nil, true, errs.Invalid("", "a batch body holds only \"tasks\"")
-	}
-	var items []json.RawMessage
-	if err := json.Unmarshal(raw, &items); err != nil {
+	if probe.Peek() != jsonread.Array {
 		return nil, true, errs.Invalid("tasks", "must be a list of tasks")
 	}
-	if len(items) == 0 || len(items) > maxBatchTasks {
-		return nil, true, errs.Invalid("tasks", "must hold 1 to %d tasks, got %d", maxBatchTasks, len(items))
-	}
-	tasks = make([]api.Task, len(items))
-	for i, it := range items {
-		t, err := decodeTask(it)
-		if err != nil {
-			return nil, true, errs.Prefix(fmt.Sprintf("tasks[%d]", i), err)
+	arr, _ := probe.ReadArray()
+	tasks = make([]api.Task, 0, 64)
+	for arr.Next() {
+		if len(tasks) >= maxBatchTasks {
+			return nil, true, errs.Invalid("tasks", "must hold 1 to %d tasks", maxBatchTasks)
 		}
-		tasks[i] = t
+		t, err := api.ReadTask(probe)
+		if err != nil {
+			return nil, true, errs.Prefix("tasks["+strconv.Itoa(arr.Index())+"]", err)
+		}
+		tasks = append(tasks, t)
+	}
+	if err := arr.Err(); err != nil {
+		return nil, true, errs.Invalid("tasks", "%v", err)
+	}
+	if len(tasks) == 0 {
+		return nil, true, errs.Invalid("tasks", "must hold 1 to %d tasks, got 0", maxBatchTasks)
+	}
+	if obj.Next() {
+		return nil, true, errs.Invalid("", "a batch body holds only \"tasks\"")
+	}
+	if err := obj.Err(); err != nil {
+		return nil, true, errs.Invalid("", "%v", err)
+	}
+	if err := probe.Finish(); err != nil {
+		return nil, true, errs.Invalid("", "%v", err)
 	}
 	return tasks, true, nil
 }

@@ -193,7 +193,7 @@ func TestBadInput(t *testing.T) {
 		code               errs.Code
 		field              string
 	}{
-		{"POST", "/api/v1/tasks", `{"id":`, 400, errs.InvalidArgument, ""},
+		{"POST", "/api/v1/tasks", `{"id":`, 400, errs.InvalidArgument, "id"},
 		{"POST", "/api/v1/tasks", ``, 400, errs.InvalidArgument, ""},
 		{"POST", "/api/v1/tasks", `[1,2]`, 400, errs.InvalidArgument, ""},
 		{"POST", "/api/v1/tasks", `{"bogus":1}`, 400, errs.InvalidArgument, "bogus"},
@@ -203,8 +203,18 @@ func TestBadInput(t *testing.T) {
 		{"POST", "/api/v1/tasks", `{"resources":{"cpu":"1"},"alternatives":[{"resources":{"memory":"1Zi"}}]}`, 400, errs.InvalidArgument, "alternatives[0].resources.memory"},
 		{"POST", "/api/v1/tasks", `{"priority":7}`, 400, errs.InvalidArgument, "priority"},
 		{"POST", "/api/v1/tasks", `{"priority":"high"}`, 400, errs.InvalidArgument, "priority"},
-		{"POST", "/api/v1/tasks", `{"duration":"soon"}`, 400, errs.InvalidArgument, ""},
+		{"POST", "/api/v1/tasks", `{"duration":"soon"}`, 400, errs.InvalidArgument, "duration"},
 		{"POST", "/api/v1/tasks", `{"id":"has space"}`, 400, errs.InvalidArgument, "id"},
+		{"POST", "/api/v1/tasks", `{"id":"a","id":"b"}`, 400, errs.InvalidArgument, "id"},
+		{"POST", "/api/v1/tasks", `{"ID":"a"}`, 400, errs.InvalidArgument, "ID"},
+		{"POST", "/api/v1/tasks", "{\"name\":\"\xff\"}", 400, errs.InvalidArgument, "name"},
+		{"POST", "/api/v1/tasks", `{"id":"a"} {}`, 400, errs.InvalidArgument, ""},
+		{"POST", "/api/v1/tasks", `{"id":"a","tasks":[{}]}`, 400, errs.InvalidArgument, ""},
+		{"POST", "/api/v1/tasks", `{"tasks":[{}],"id":"a"}`, 400, errs.InvalidArgument, ""},
+		{"POST", "/api/v1/tasks", `{"resources":{"cpu":null}}`, 400, errs.InvalidArgument, "resources.cpu"},
+		{"POST", "/api/v1/tasks", `{"resources":{"cpu":1},"alternatives":[{"speed":"fast"}]}`, 400, errs.InvalidArgument, "alternatives[0].speed"},
+		{"POST", "/api/v1/tasks", `{"env":{"A":1}}`, 400, errs.InvalidArgument, "env.A"},
+		{"POST", "/api/v1/tasks", `{"command":["a",2]}`, 400, errs.InvalidArgument, "command[1]"},
 		{"POST", "/api/v1/tasks", `{"tasks":[{"resources":{"cpu":"1"}},{"priority":9}]}`, 400, errs.InvalidArgument, "tasks[1].priority"},
 		{"POST", "/api/v1/tasks", `{"tasks":[]}`, 400, errs.InvalidArgument, "tasks"},
 		{"POST", "/api/v1/tasks", `{"tasks":{}}`, 400, errs.InvalidArgument, "tasks"},

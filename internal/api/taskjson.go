@@ -1,0 +1,388 @@
+package api
+
+import (
+	"strconv"
+
+	"github.com/hetsched/hetsched/internal/errs"
+	"github.com/hetsched/hetsched/internal/jsonread"
+	"github.com/hetsched/hetsched/internal/resource"
+)
+
+// ReadTask decodes one task object from r and validates it. It is the
+// request decoder for tasks (single, batch and inside jobs); it accepts
+// what encoding/json with DisallowUnknownFields accepts into Task, except
+// that it is stricter where that is laxer:
+//   - member names match exactly ("ID" is not "id");
+//   - a member given twice is an error, not "last one wins";
+//   - strings must be valid UTF-8 rather than having bad bytes replaced.
+//
+// Errors are *errs.Error whose Field is the path inside the task
+// ("resources.cpu", "alternatives[1].speed", "env.PATH").
+func ReadTask(r *jsonread.Reader) (Task, error) {
+	var t Task
+	if r.Peek() == jsonread.Null {
+		_ = r.ReadNull()
+		return t, nil
+	}
+	obj, err := r.ReadObject()
+	if err != nil {
+		return t, syntax("", err)
+	}
+	var seen uint32
+	for obj.Next() {
+		k := obj.Key()
+		bit, ok := taskFields[k]
+		if !ok {
+			return t, errs.Invalid(truncate(k), "unknown field")
+		}
+		if seen&bit != 0 {
+			return t, errs.Invalid(k, "given twice")
+		}
+		seen |= bit
+		if err := readTaskField(r, &t, k); err != nil {
+			return t, err
+		}
+	}
+	if err := obj.Err(); err != nil {
+		return t, syntax("", err)
+	}
+	if err := t.Validate(); err != nil {
+		return t, err
+	}
+	return t, nil
+}
+
+var taskFields = func() map[string]uint32 {
+	names := []string{"id", "name", "queue", "priority", "resources", "alternatives", "nodeSelector",
+		"tolerations", "command", "env", "duration", "timeout", "queueTimeout", "lease", "depends",
+		"preemptible", "metadata"}
+	m := make(map[string]uint32, len(names))
+	for i, n := range names {
+		m[n] = 1 << i
+	}
+	return m
+}()
+
+func readTaskField(r *jsonread.Reader, t *Task, k string) error {
+	var err error
+	switch k {
+	case "id":
+		t.ID, err = readString(r, k)
+	case "name":
+		t.Name, err = readString(r, k)
+	case "queue":
+		t.Queue, err = readString(r, k)
+	case "priority":
+		t.Priority, err = readIntPtr(r, k)
+	case "resources":
+		t.Resources, err = readResources(r, k)
+	case "alternatives":
+		t.Alternatives, err = readAlternatives(r, k)
+	case "nodeSelector":
+		t.NodeSelector, err = readStringMap(r, k)
+	case "tolerations":
+		t.Tolerations, err = readStrings(r, k)
+	case "command":
+		t.Command, err = readStrings(r, k)
+	case "env":
+		t.Env, err = readStringMap(r, k)
+	case "duration":
+		t.Duration, err = readDuration(r, k)
+	case "timeout":
+		t.Timeout, err = readDuration(r, k)
+	case "queueTimeout":
+		t.QueueTimeout, err = readDuration(r, k)
+	case "lease":
+		t.Lease, err = readDuration(r, k)
+	case "depends":
+		t.Depends, err = readStrings(r, k)
+	case "preemptible":
+		t.Preemptible, err = readBoolPtr(r, k)
+	case "metadata":
+		t.Metadata, err = readStringMap(r, k)
+	}
+	return err
+}
+
+// syntax wraps a reader error as an invalid argument on field.
+func syntax(field string, err error) error {
+	return errs.Invalid(field, "%v", err)
+}
+
+func wrongType(r *jsonread.Reader, field, want string) error {
+	return errs.Invalid(field, "must be %s, got %s", want, r.Peek())
+}
+
+// null consumes a null if one is next; a null member means "absent", as
+// with encoding/json.
+func null(r *jsonread.Reader) bool {
+	if r.Peek() == jsonread.Null {
+		return r.ReadNull() == nil
+	}
+	return false
+}
+
+func readString(r *jsonread.Reader, field string) (string, error) {
+	if null(r) {
+		return "", nil
+	}
+	if r.Peek() != jsonread.String {
+		return "", wrongType(r, field, "a string")
+	}
+	s, err := r.ReadString()
+	if err != nil {
+		return "", syntax(field, err)
+	}
+	return s, nil
+}
+
+func readIntPtr(r *jsonread.Reader, field string) (*int, error) {
+	if null(r) {
+		return nil, nil
+	}
+	if r.Peek() != jsonread.Number {
+		return nil, wrongType(r, field, "an integer")
+	}
+	s, err := r.ReadNumber()
+	if err != nil {
+		return nil, syntax(field, err)
+	}
+	v, err := strconv.Atoi(s)
+	if err != nil {
+		return nil, errs.Invalid(field, "must be an integer, got %s", truncate(s))
+	}
+	return &v, nil
+}
+
+func readBoolPtr(r *jsonread.Reader, field string) (*bool, error) {
+	if null(r) {
+		return nil, nil
+	}
+	if r.Peek() != jsonread.Bool {
+		return nil, wrongType(r, field, "true or false")
+	}
+	v, err := r.ReadBool()
+	if err != nil {
+		return nil, syntax(field, err)
+	}
+	return &v, nil
+}
+
+func readDuration(r *jsonread.Reader, field string) (Duration, error) {
+	var text string
+	var err error
+	quoted := r.Peek() == jsonread.String
+	switch r.Peek() {
+	case jsonread.Null:
+		_ = r.ReadNull()
+		return 0, nil
+	case jsonread.String:
+		text, err = r.ReadString()
+	case jsonread.Number:
+		text, err = r.ReadNumber()
+	default:
+		return 0, wrongType(r, field, "a duration string or a number of seconds")
+	}
+	if err != nil {
+		return 0, syntax(field, err)
+	}
+	d, err := ParseDuration(text, quoted)
+	if err != nil {
+		return 0, errs.Invalid(field, "%v", err)
+	}
+	return d, nil
+}
+
+// readStrings reads a list of strings; a null element is "".
+func readStrings(r *jsonread.Reader, field string) ([]string, error) {
+	if null(r) {
+		return nil, nil
+	}
+	if r.Peek() != jsonread.Array {
+		return nil, wrongType(r, field, "a list of strings")
+	}
+	arr, err := r.ReadArray()
+	if err != nil {
+		return nil, syntax(field, err)
+	}
+	var out []string
+	for arr.Next() {
+		if len(out) >= MaxCommandArgs {
+			return nil, errs.Invalid(field, "at most %d items", MaxCommandArgs)
+		}
+		s, err := readString(r, field+"["+strconv.Itoa(arr.Index())+"]")
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	if err := arr.Err(); err != nil {
+		return nil, syntax(field, err)
+	}
+	if out == nil {
+		out = []string{}
+	}
+	return out, nil
+}
+
+// readStringMap reads an object of strings; a null value is "".
+func readStringMap(r *jsonread.Reader, field string) (map[string]string, error) {
+	if null(r) {
+		return nil, nil
+	}
+	if r.Peek() != jsonread.Object {
+		return nil, wrongType(r, field, "an object of strings")
+	}
+	obj, err := r.ReadObject()
+	if err != nil {
+		return nil, syntax(field, err)
+	}
+	out := map[string]string{}
+	for obj.Next() {
+		k := obj.Key()
+		if len(out) >= MaxEnv {
+			return nil, errs.Invalid(field, "at most %d entries", MaxEnv)
+		}
+		if _, dup := out[k]; dup {
+			return nil, errs.Invalid(field+"."+truncate(k), "given twice")
+		}
+		s, err := readString(r, field+"."+truncate(k))
+		if err != nil {
+			return nil, err
+		}
+		out[k] = s
+	}
+	if err := obj.Err(); err != nil {
+		return nil, syntax(field, err)
+	}
+	return out, nil
+}
+
+// readResources reads {"cpu": "500m", "nvidia.com/gpu": 2}.
+func readResources(r *jsonread.Reader, field string) (resource.List, error) {
+	if null(r) {
+		return nil, nil
+	}
+	if r.Peek() != jsonread.Object {
+		return nil, errs.Invalid(field, "resources must be an object of name to quantity, got %s", r.Peek())
+	}
+	obj, err := r.ReadObject()
+	if err != nil {
+		return nil, syntax(field, err)
+	}
+	var buf [4]resource.Entry
+	es := buf[:0]
+	for obj.Next() {
+		k := obj.Key()
+		f := field + "." + truncate(k)
+		if len(es) >= resource.MaxDims {
+			return nil, errs.Invalid(field, "at most %d resources may be named", resource.MaxDims)
+		}
+		for _, e := range es {
+			if e.Name == k {
+				return nil, errs.Invalid(f, "given twice")
+			}
+		}
+		var text string
+		switch r.Peek() {
+		case jsonread.String:
+			text, err = r.ReadString()
+		case jsonread.Number:
+			text, err = r.ReadNumber()
+		default:
+			return nil, errs.Invalid(f, "quantity must be a number or a string like \"500m\" or \"16Gi\", got %s", r.Peek())
+		}
+		if err != nil {
+			return nil, syntax(f, err)
+		}
+		es = append(es, resource.Entry{Name: k, Text: text})
+	}
+	if err := obj.Err(); err != nil {
+		return nil, syntax(field, err)
+	}
+	l, err := resource.ParseEntries(es)
+	if err != nil {
+		return nil, errs.Prefix(field, err)
+	}
+	return l, nil
+}
+
+func readAlternatives(r *jsonread.Reader, field string) ([]Alternative, error) {
+	if null(r) {
+		return nil, nil
+	}
+	if r.Peek() != jsonread.Array {
+		return nil, wrongType(r, field, "a list of alternatives")
+	}
+	arr, err := r.ReadArray()
+	if err != nil {
+		return nil, syntax(field, err)
+	}
+	out := []Alternative{}
+	for arr.Next() {
+		f := field + "[" + strconv.Itoa(arr.Index()) + "]"
+		if len(out) >= MaxAlternatives {
+			return nil, errs.Invalid(field, "at most %d alternatives", MaxAlternatives)
+		}
+		var a Alternative
+		if !null(r) {
+			if r.Peek() != jsonread.Object {
+				return nil, wrongType(r, f, "an object")
+			}
+			obj, err := r.ReadObject()
+			if err != nil {
+				return nil, syntax(f, err)
+			}
+			var seen [2]bool
+			for obj.Next() {
+				k := obj.Key()
+				switch k {
+				case "resources":
+					if seen[0] {
+						return nil, errs.Invalid(f+"."+k, "given twice")
+					}
+					seen[0] = true
+					if a.Resources, err = readResources(r, f+".resources"); err != nil {
+						return nil, err
+					}
+				case "speed":
+					if seen[1] {
+						return nil, errs.Invalid(f+"."+k, "given twice")
+					}
+					seen[1] = true
+					if a.Speed, err = readFloat(r, f+".speed"); err != nil {
+						return nil, err
+					}
+				default:
+					return nil, errs.Invalid(f+"."+truncate(k), "unknown field")
+				}
+			}
+			if err := obj.Err(); err != nil {
+				return nil, syntax(f, err)
+			}
+		}
+		out = append(out, a)
+	}
+	if err := arr.Err(); err != nil {
+		return nil, syntax(field, err)
+	}
+	return out, nil
+}
+
+func readFloat(r *jsonread.Reader, field string) (float64, error) {
+	if null(r) {
+		return 0, nil
+	}
+	if r.Peek() != jsonread.Number {
+		return 0, wrongType(r, field, "a number")
+	}
+	s, err := r.ReadNumber()
+	if err != nil {
+		return 0, syntax(field, err)
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, errs.Invalid(field, "must be a number, got %s", truncate(s))
+	}
+	return v, nil
+}
