@@ -80,7 +80,6 @@ const (
 )
 
 var (
-	idPattern    = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.:]*[A-Za-z0-9])?$`)
 	labelKeyName = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
 	labelValue   = regexp.MustCompile(`^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$`)
 	dnsSubdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
@@ -89,10 +88,28 @@ var (
 
 // ValidateID checks a client-chosen id.
 func ValidateID(field, id string) error {
-	if len(id) > MaxIDLen || !idPattern.MatchString(id) {
+	if len(id) > MaxIDLen || !validID(id) {
 		return errs.Invalid(field, "%q must be 1-%d letters, digits, '-', '_', '.' or ':', starting and ending with a letter or digit", truncate(id), MaxIDLen)
 	}
 	return nil
+}
+
+// validID matches ^[A-Za-z0-9]([-A-Za-z0-9_.:]*[A-Za-z0-9])?$ without the
+// regexp engine (it runs for every submitted task).
+func validID(id string) bool {
+	if id == "" {
+		return false
+	}
+	alnum := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+	if !alnum(id[0]) || !alnum(id[len(id)-1]) {
+		return false
+	}
+	for i := 1; i < len(id)-1; i++ {
+		if c := id[i]; !alnum(c) && c != '-' && c != '_' && c != '.' && c != ':' {
+			return false
+		}
+	}
+	return true
 }
 
 // ValidateLabelKey checks a label key: [prefix/]name, as in Kubernetes.
@@ -283,18 +300,32 @@ func (t *Task) Validate() error {
 // ValidateRequest checks a resource request: device resources ask for a
 // fraction of one device (0 < q < 1) or whole devices.
 func ValidateRequest(field string, l resource.List) error {
-	for _, n := range sortedNames(l) {
-		q := l[n]
-		f := field + "." + string(n)
-		if q < 0 {
-			return errs.Invalid(f, "must not be negative")
+	ok := true
+	for n, q := range l {
+		if requestProblem(n, q) != "" {
+			ok = false
+			break
 		}
-		if n.IsExtended() && q > 1000 && q%1000 != 0 {
-			return errs.Invalid(f, "%s: a device request is a fraction of one device (below 1) or a whole number of devices", resource.FormatMilli(q))
-		}
-		if n.IsExtended() && q/1000 > MaxDeviceCount {
-			return errs.Invalid(f, "at most %d devices", MaxDeviceCount)
+	}
+	if ok {
+		return nil
+	}
+	for _, n := range sortedNames(l) { // report the first problem in name order
+		if p := requestProblem(n, l[n]); p != "" {
+			return errs.Invalid(field+"."+string(n), "%s", p)
 		}
 	}
 	return nil
+}
+
+func requestProblem(n resource.Name, q int64) string {
+	switch {
+	case q < 0:
+		return "must not be negative"
+	case n.IsExtended() && q > 1000 && q%1000 != 0:
+		return resource.FormatMilli(q) + ": a device request is a fraction of one device (below 1) or a whole number of devices"
+	case n.IsExtended() && q/1000 > MaxDeviceCount:
+		return fmt.Sprintf("at most %d devices", MaxDeviceCount)
+	}
+	return ""
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -11,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/hetsched/hetsched/internal/errs"
 	"github.com/hetsched/hetsched/internal/jsonread"
+	"pgregory.net/rapid"
 )
 
 // referenceDecode is the behaviour ReadTask must match: encoding/json with
@@ -116,4 +118,16 @@ func stricterOnPurpose(b []byte, err error) bool {
 		}
 	}
 	return false
+}
+
+// TestValidIDMatchesPattern: the hand-written id check is the documented
+// regular expression.
+func TestValidIDMatchesPattern(t *testing.T) {
+	re := regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.:]*[A-Za-z0-9])?$`)
+	rapid.Check(t, func(t *rapid.T) {
+		s := rapid.StringOf(rapid.RuneFrom([]rune("aZ09-_.:/ é"))).Draw(t, "id")
+		if validID(s) != re.MatchString(s) {
+			t.Fatalf("%q: validID %v, pattern %v", s, validID(s), re.MatchString(s))
+		}
+	})
 }

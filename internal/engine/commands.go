@@ -19,7 +19,9 @@ func (e *Engine) apply(cmd *command, now time.Time) {
 		cmd.ids = make([]string, len(cmd.tasks))
 		cmd.errs = make([]error, len(cmd.tasks))
 		for i := range cmd.tasks {
-			cmd.ids[i], cmd.errs[i] = e.submit(cmd.tenant, &cmd.tasks[i], now)
+			if cmd.errs[i] = cmd.prepErr[i]; cmd.errs[i] == nil {
+				cmd.ids[i], cmd.errs[i] = e.submit(cmd.tenant, &cmd.tasks[i], cmd.specs[i], now)
+			}
 		}
 	case cmdCancel:
 		cmd.err = e.c.Cancel(now, cmd.id, "cancelled by request")
@@ -68,10 +70,14 @@ func (e *Engine) currentNode(name string) *api.Node {
 }
 
 // submit admits one task: a new id, or the same spec again (idempotent),
-// or a conflict.
-func (e *Engine) submit(tenant string, spec *api.Task, now time.Time) (string, error) {
-	if err := spec.Validate(); err != nil {
-		return "", err
+// or a conflict. specJSON is the spec's encoding from prepare, or nil to
+// validate and encode here.
+func (e *Engine) submit(tenant string, spec *api.Task, specJSON []byte, now time.Time) (string, error) {
+	if specJSON == nil {
+		var err error
+		if specJSON, err = prepare(spec); err != nil {
+			return "", err
+		}
 	}
 	if spec.Queue != "" {
 		all := e.queueView()
@@ -106,8 +112,8 @@ func (e *Engine) submit(tenant string, spec *api.Task, now time.Time) (string, e
 		return "", err
 	}
 	e.seq++
-	e.staged[spec.ID] = &TaskRecord{Spec: *spec, Tenant: tenant, Seq: e.seq, State: core.Pending.String(), Chosen: -1, Submitted: now}
-	e.refresh(spec.ID, now)
+	r := &TaskRecord{Spec: *spec, Tenant: tenant, Seq: e.seq, Chosen: -1, Submitted: now, spec: specJSON}
+	e.stageState(r, spec.ID, now)
 	return spec.ID, nil
 }
 
@@ -115,11 +121,29 @@ func (e *Engine) submit(tenant string, spec *api.Task, now time.Time) (string, e
 // Submit admits tasks owned by tenant. It returns each task's id
 // (generated when empty) and error; a nil error means the task is durable.
 func (e *Engine) Submit(ctx context.Context, tenant string, tasks []api.Task) ([]string, []error, error) {
-	cmd := &command{kind: cmdSubmit, tenant: tenant, tasks: tasks}
+	cmd := &command{kind: cmdSubmit, tenant: tenant, tasks: tasks,
+		specs: make([][]byte, len(tasks)), prepErr: make([]error, len(tasks))}
+	// Validation and encoding run here, in the caller's goroutine, so that
+	// concurrent submitters do them in parallel and the loop does not.
+	for i := range tasks {
+		cmd.specs[i], cmd.prepErr[i] = prepare(&tasks[i])
+	}
 	if err := e.do(ctx, cmd); err != nil {
 		return nil, nil, err
 	}
 	return cmd.ids, cmd.errs, nil
+}
+
+// prepare validates a spec and returns its JSON encoding for the store.
+func prepare(spec *api.Task) ([]byte, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return nil, errs.Invalid("", "encoding the task: %v", err)
+	}
+	return b, nil
 }
 
 // Cancel cancels a task.

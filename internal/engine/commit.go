@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -45,12 +46,16 @@ func (e *Engine) commitStaged(now time.Time) error {
 		}
 		recs = append(recs, store.Record{Kind: KindQueue, Key: name, Value: b})
 	}
+	// One arena for the batch's task values; a value is a slice of it
+	// (growing the arena leaves earlier slices on the old array, intact).
+	arena := make([]byte, 0, 256*len(e.staged))
 	for id, r := range e.staged {
-		b, err := r.encode()
-		if err != nil {
+		start := len(arena)
+		var err error
+		if arena, err = r.appendJSON(arena); err != nil {
 			return fmt.Errorf("encode task %s: %w", id, err)
 		}
-		recs = append(recs, store.Record{Kind: KindTask, Key: id, Value: b})
+		recs = append(recs, store.Record{Kind: KindTask, Key: id, Value: arena[start:len(arena):len(arena)]})
 	}
 	for name, n := range e.stNode {
 		b, err := json.Marshal(NodeRecord{Spec: *n})
@@ -210,30 +215,42 @@ func (e *Engine) refresh(id string, now time.Time) {
 	if old == nil {
 		return
 	}
+	if e.staged[id] == old {
+		e.stageState(old, id, now) // not yet published: update in place
+		return
+	}
+	r := *old
+	e.stageState(&r, id, now)
+}
+
+// stageState brings r up to date with the core's view of task id and
+// stages it when anything changed. r must not be published yet.
+func (e *Engine) stageState(r *TaskRecord, id string, now time.Time) {
 	s, ok := e.c.SavedState(id)
 	if !ok {
 		return
 	}
-	r := *old
 	prev := r.State
-	r.State = s.State.String()
-	r.Node = s.Node
-	r.Devices = s.Devices
-	r.Chosen = s.Chosen
-	r.Attempt = s.Attempt
+	state := s.State.String()
+	reason := r.Reason
 	if t, ok := e.c.Task(id); ok {
-		r.Reason = t.Reason()
+		reason = t.Reason()
 	}
+	if prev == state && r.Node == s.Node && r.Chosen == s.Chosen && r.Attempt == s.Attempt &&
+		r.Reason == reason && slices.Equal(r.Devices, s.Devices) {
+		return
+	}
+	r.State, r.Node, r.Devices, r.Chosen, r.Attempt, r.Reason = state, s.Node, s.Devices, s.Chosen, s.Attempt, reason
 	switch {
-	case s.State == core.Scheduled && prev != r.State:
+	case s.State == core.Scheduled && prev != state:
 		r.Scheduled = timePtr(now)
 		r.Started, r.Finished = nil, nil
-	case s.State == core.Running && prev != r.State:
+	case s.State == core.Running && prev != state:
 		r.Started = timePtr(now)
-	case s.State.Terminal() && prev != r.State:
+	case s.State.Terminal() && prev != state:
 		r.Finished = timePtr(now)
 	case s.State == core.Pending:
 		r.Scheduled, r.Started = nil, nil
 	}
-	e.staged[id] = &r
+	e.staged[id] = r
 }

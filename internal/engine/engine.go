@@ -98,15 +98,17 @@ const (
 )
 
 type command struct {
-	kind   cmdKind
-	tenant string
-	tasks  []api.Task
-	id     string
-	node   *api.Node
-	queue  *api.Queue
-	job    *api.Job
-	state  string
-	result core.Result
+	kind    cmdKind
+	tenant  string
+	tasks   []api.Task
+	specs   [][]byte // per task: encoded spec from prepare
+	prepErr []error  // per task: validation error from prepare
+	id      string
+	node    *api.Node
+	queue   *api.Queue
+	job     *api.Job
+	state   string
+	result  core.Result
 	// results
 	summary *Summary
 	ids     []string

@@ -15,6 +15,8 @@ package engine
 
 import (
 	"encoding/json"
+	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/hetsched/hetsched/internal/api"
@@ -46,6 +48,11 @@ type TaskRecord struct {
 	Scheduled *time.Time       `json:"scheduled,omitempty"`
 	Started   *time.Time       `json:"started,omitempty"`
 	Finished  *time.Time       `json:"finished,omitempty"`
+
+	// spec caches Spec's JSON encoding (which may lack the id when the
+	// engine generated it; the store key carries it). Immutable once set,
+	// so copies of a record share it.
+	spec []byte
 }
 
 // NodeRecord is a node as the store keeps it.
@@ -53,12 +60,97 @@ type NodeRecord struct {
 	Spec api.Node `json:"spec"`
 }
 
-func (r *TaskRecord) encode() ([]byte, error) { return json.Marshal(r) }
+// appendJSON appends the record's store encoding: the JSON object that
+// json.Marshal(r) would write, built by hand because it runs for every
+// task change on the engine loop.
+func (r *TaskRecord) appendJSON(b []byte) ([]byte, error) {
+	if r.spec == nil {
+		spec, err := json.Marshal(r.Spec)
+		if err != nil {
+			return b, err
+		}
+		r.spec = spec
+	}
+	b = append(b, `{"spec":`...)
+	b = append(b, r.spec...)
+	b = append(b, `,"tenant":`...)
+	b = appendString(b, r.Tenant)
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendUint(b, r.Seq, 10)
+	b = append(b, `,"state":`...)
+	b = appendString(b, r.State)
+	if r.Node != "" {
+		b = append(b, `,"node":`...)
+		b = appendString(b, r.Node)
+	}
+	if len(r.Devices) > 0 {
+		d, err := json.Marshal(r.Devices)
+		if err != nil {
+			return b, err
+		}
+		b = append(b, `,"devices":`...)
+		b = append(b, d...)
+	}
+	b = append(b, `,"chosen":`...)
+	b = strconv.AppendInt(b, int64(r.Chosen), 10)
+	b = append(b, `,"attempt":`...)
+	b = strconv.AppendInt(b, int64(r.Attempt), 10)
+	if r.Reason != "" {
+		b = append(b, `,"reason":`...)
+		b = appendString(b, r.Reason)
+	}
+	if r.ExitCode != nil {
+		b = append(b, `,"exitCode":`...)
+		b = strconv.AppendInt(b, int64(*r.ExitCode), 10)
+	}
+	var err error
+	if b, err = appendTime(b, `,"submitted":`, r.Submitted); err != nil {
+		return b, err
+	}
+	for _, t := range []struct {
+		k string
+		v *time.Time
+	}{{`,"scheduled":`, r.Scheduled}, {`,"started":`, r.Started}, {`,"finished":`, r.Finished}} {
+		if t.v != nil {
+			if b, err = appendTime(b, t.k, *t.v); err != nil {
+				return b, err
+			}
+		}
+	}
+	return append(b, '}'), nil
+}
 
-func decodeTask(b []byte) (*TaskRecord, error) {
+// appendTime writes key and t as encoding/json does (RFC 3339, nanoseconds).
+func appendTime(b []byte, key string, t time.Time) ([]byte, error) {
+	if y := t.Year(); y < 0 || y > 9999 {
+		return b, fmt.Errorf("time %v: year outside [0,9999]", t)
+	}
+	b = append(b, key...)
+	b = append(b, '"')
+	b = t.AppendFormat(b, time.RFC3339Nano)
+	return append(b, '"'), nil
+}
+
+// appendString writes s as a JSON string.
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+func decodeTask(key string, b []byte) (*TaskRecord, error) {
 	var r TaskRecord
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, err
+	}
+	if r.Spec.ID == "" {
+		r.Spec.ID = key // a generated id lives in the key
 	}
 	return &r, nil
 }

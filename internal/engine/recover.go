@@ -51,7 +51,7 @@ func (e *Engine) recover() error {
 	}
 	var recs []*TaskRecord
 	if err := e.st.Load(ctx, KindTask, func(key string, v []byte) error {
-		r, err := decodeTask(v)
+		r, err := decodeTask(key, v)
 		if err != nil {
 			return fmt.Errorf("task %s: %w", key, err)
 		}

@@ -78,7 +78,9 @@ func ParseQuantity(s string, scale Scale) (int64, error) {
 		return 0, fmt.Errorf("%w: longer than %d characters", ErrSyntax, maxQuantityLen)
 	}
 	// Fast path: plain non-negative integers.
-	if v, err := strconv.ParseInt(s, 10, 64); err == nil && s[0] != '+' {
+	if c := s[len(s)-1]; c < '0' || c > '9' {
+		// has a suffix: not a plain integer
+	} else if v, err := strconv.ParseInt(s, 10, 64); err == nil && s[0] != '+' {
 		if v < 0 {
 			return 0, fmt.Errorf("%w: %q", ErrNegative, s)
 		}

@@ -127,15 +127,29 @@ func (l *List) UnmarshalJSON(b []byte) error {
 type Entry struct{ Name, Text string }
 
 // ParseEntries builds a List from entries read by a streaming decoder;
-// errors name the resource, as ParseList's do. Names must be distinct.
+// errors name the resource, as ParseList's do, and the first one in name
+// order is reported. Names must be distinct. es is reordered.
 func ParseEntries(es []Entry) (List, error) {
-	keys := make([]string, len(es))
-	texts := make(map[string]string, len(es))
-	for i, e := range es {
-		keys[i] = e.Name
-		texts[e.Name] = e.Text
+	if len(es) > maxListLen {
+		return nil, errs.Invalid("", "at most %d resources may be named, got %d", maxListLen, len(es))
 	}
-	return parseEntries(keys, func(k string) (string, error) { return texts[k], nil })
+	for i := 1; i < len(es); i++ { // insertion sort: lists are short
+		for j := i; j > 0 && es[j].Name < es[j-1].Name; j-- {
+			es[j], es[j-1] = es[j-1], es[j]
+		}
+	}
+	l := make(List, len(es))
+	for _, e := range es {
+		if err := ValidateName(e.Name); err != nil {
+			return nil, errs.Invalid(e.Name, "%v", err)
+		}
+		q, err := ParseQuantity(e.Text, Name(e.Name).Scale())
+		if err != nil {
+			return nil, errs.Invalid(e.Name, "%v", err)
+		}
+		l[Name(e.Name)] = q
+	}
+	return l, nil
 }
 
 // parseEntries builds a List from names and a function giving each name's

@@ -20,7 +20,12 @@ const MaxBodyBytes = 64 << 20
 
 // readBody reads a bounded request body.
 func readBody(r *http.Request) ([]byte, error) {
-	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, MaxBodyBytes))
+	var buf bytes.Buffer
+	if n := r.ContentLength; n > 0 && n <= MaxBodyBytes {
+		buf.Grow(int(n) + bytes.MinRead) // ReadFrom keeps MinRead free to see EOF
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(nil, r.Body, MaxBodyBytes))
+	b := buf.Bytes()
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -113,7 +118,7 @@ func decodeTasks(b []byte) (tasks []api.Task, batch bool, err error) {
 		return nil, true, errs.Invalid("tasks", "must be a list of tasks")
 	}
 	arr, _ := probe.ReadArray()
-	tasks = make([]api.Task, 0, 64)
+	tasks = make([]api.Task, 0, min(len(b)/64+1, maxBatchTasks))
 	for arr.Next() {
 		if len(tasks) >= maxBatchTasks {
 			return nil, true, errs.Invalid("tasks", "must hold 1 to %d tasks", maxBatchTasks)

@@ -57,7 +57,11 @@ func (d *Disk) Commit(ctx context.Context, recs []Record) error {
 	if d.closed {
 		return ErrClosed
 	}
-	b := d.db.NewBatch()
+	size := 0
+	for _, r := range recs {
+		size += len(r.Kind) + len(r.Key) + len(r.Value) + 16
+	}
+	b := d.db.NewBatchWithSize(size)
 	defer b.Close()
 	for _, r := range recs {
 		k := dataKey(r.Kind, r.Key)
