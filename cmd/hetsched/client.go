@@ -124,7 +124,24 @@ func newClientCommands() []*cobra.Command {
 	}
 	cancelFlags.add(cancel)
 
-	cmds := []*cobra.Command{submit, get, describe, cancel}
+	var logsFlags clientFlags
+	var follow bool
+	logs := &cobra.Command{
+		Use:   "logs ID",
+		Short: "Print a task's output (-f follows it)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := logsFlags.client()
+			if err != nil {
+				return err
+			}
+			return cli.Logs(cmd.Context(), c, cmd.OutOrStdout(), args[0], follow)
+		},
+	}
+	logsFlags.add(logs)
+	logs.Flags().BoolVarP(&follow, "follow", "f", false, "stream new output until the task ends")
+
+	cmds := []*cobra.Command{submit, get, describe, cancel, logs}
 	for _, action := range []string{"cordon", "uncordon", "drain"} {
 		var f clientFlags
 		action := action

@@ -85,6 +85,10 @@ func TestCLIAgainstARealServer(t *testing.T) {
 	if _, err := run(t, "describe", "task", "nosuch", "--server", base); err == nil || !strings.Contains(err.Error(), "not_found") {
 		t.Errorf("describe unknown: %v", err)
 	}
+	// A lease has no logs; the server's reason comes back with the field.
+	if _, err := run(t, "logs", "prep", "--server", base); err == nil || !strings.Contains(err.Error(), "no command") || !strings.Contains(err.Error(), "id") {
+		t.Errorf("logs of a lease: %v", err)
+	}
 	if _, err := run(t, "get", "tasks", "-o", "xml", "--server", base); err == nil {
 		t.Error("-o xml accepted")
 	}

@@ -45,6 +45,45 @@ func (e *APIError) Error() string {
 // maxResponse bounds what the client reads of one answer.
 const maxResponse = 256 << 20
 
+// Stream copies a GET answer's body to w as it arrives (no size limit:
+// logs are long); a follow request ends when the server closes it or ctx
+// is done. Errors come back as *APIError like Do's.
+func (c *Client) Stream(ctx context.Context, path string, w io.Writer) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Server+path, nil)
+	if err != nil {
+		return err
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	hc := *c.HTTP
+	hc.Timeout = 0 // a followed stream lasts as long as the task; ctx bounds it
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("cannot reach %s: %w", c.Server, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 400 {
+		return apiError(resp.StatusCode, resp.Body)
+	}
+	_, err = io.Copy(w, resp.Body)
+	return err
+}
+
+// apiError reads an error answer.
+func apiError(status int, body io.Reader) error {
+	b, _ := io.ReadAll(io.LimitReader(body, 1<<20))
+	var e struct {
+		Error struct {
+			Code, Message, Field string
+		} `json:"error"`
+	}
+	if json.Unmarshal(b, &e) == nil && e.Error.Code != "" {
+		return &APIError{Status: status, Code: e.Error.Code, Field: e.Error.Field, Message: e.Error.Message}
+	}
+	return &APIError{Status: status, Code: "http", Message: strings.TrimSpace(string(b))}
+}
+
 // Do sends a request and decodes a JSON answer into out (when non-nil).
 func (c *Client) Do(ctx context.Context, method, path string, body []byte, out any) (int, error) {
 	req, err := http.NewRequestWithContext(ctx, method, c.Server+path, bytes.NewReader(body))
@@ -67,15 +106,7 @@ func (c *Client) Do(ctx context.Context, method, path string, body []byte, out a
 		return resp.StatusCode, err
 	}
 	if resp.StatusCode >= 400 {
-		var e struct {
-			Error struct {
-				Code, Message, Field string
-			} `json:"error"`
-		}
-		if json.Unmarshal(b, &e) == nil && e.Error.Code != "" {
-			return resp.StatusCode, &APIError{Status: resp.StatusCode, Code: e.Error.Code, Field: e.Error.Field, Message: e.Error.Message}
-		}
-		return resp.StatusCode, &APIError{Status: resp.StatusCode, Code: "http", Message: strings.TrimSpace(string(b))}
+		return resp.StatusCode, apiError(resp.StatusCode, bytes.NewReader(b))
 	}
 	if out != nil {
 		if err := json.Unmarshal(b, out); err != nil {

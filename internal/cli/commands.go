@@ -174,6 +174,16 @@ func Describe(ctx context.Context, c *Client, w io.Writer, id, output string) er
 	return printTasks(w, raw, output)
 }
 
+// Logs copies a task's output to w; with follow it streams until the task
+// ends or ctx is done.
+func Logs(ctx context.Context, c *Client, w io.Writer, id string, follow bool) error {
+	path := "/api/v1/tasks/" + url.PathEscape(id) + "/logs"
+	if follow {
+		path += "?follow=true"
+	}
+	return c.Stream(ctx, path, w)
+}
+
 // Cancel cancels a task.
 func Cancel(ctx context.Context, c *Client, w io.Writer, id string) error {
 	var t task

@@ -90,6 +90,7 @@ func (s *Server) table() []route {
 		{"DELETE /api/v1/tasks/{id}", s.guard(s.cancel, RoleTenant)},
 		{"POST /api/v1/tasks/{id}/complete", s.guard(s.complete, RoleTenant)},
 		{"POST /api/v1/tasks/{id}/renew", s.guard(s.renew, RoleTenant)},
+		{"GET /api/v1/tasks/{id}/logs", s.guard(s.logs, RoleTenant)},
 		{"GET /api/v1/nodes", s.guard(s.listNodes, RoleTenant, RoleAgent)},
 		{"GET /api/v1/cluster", s.guard(s.cluster, RoleTenant)},
 		{"GET /api/v1/events", s.guard(s.events, RoleTenant, RoleAgent)},
@@ -351,6 +352,35 @@ func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
 	if rec, ok := s.owned(w, r); ok {
 		writeJSON(w, http.StatusOK, view(rec))
 	}
+}
+
+// logs is GET /api/v1/tasks/{id}/logs?follow=&stream=stdout|stderr. Only
+// tasks with a command have logs; they are kept where the command runs, by
+// the agent of the task's node, and served from there once agents
+// connect (the node agent issue). Until then the answer says why not.
+func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
+	rec, ok := s.owned(w, r)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	if v := q.Get("follow"); v != "" && v != "true" && v != "false" {
+		writeError(w, errs.Invalid("follow", "must be true or false, got %q", v))
+		return
+	}
+	if v := q.Get("stream"); v != "" && v != "stdout" && v != "stderr" {
+		writeError(w, errs.Invalid("stream", "must be stdout or stderr, got %q", v))
+		return
+	}
+	if len(rec.Spec.Command) == 0 {
+		writeError(w, errs.Invalid("id", "task %q is a lease (it has no command), so it has no logs", rec.Spec.ID))
+		return
+	}
+	if rec.Node == "" {
+		writeError(w, errs.New(errs.Conflict, "id", "task %q has not been placed yet (state %s): no logs so far", rec.Spec.ID, rec.State))
+		return
+	}
+	writeError(w, errs.New(errs.Unavailable, "", "the logs of task %q are kept by the agent of node %q, and no agent serves that node", rec.Spec.ID, rec.Node))
 }
 
 func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {

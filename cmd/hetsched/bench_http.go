@@ -1,0 +1,174 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hetsched/hetsched/internal/benchhttp"
+	"github.com/hetsched/hetsched/internal/loadgen"
+)
+
+func newBenchAPI() *cobra.Command {
+	var o loadgen.Options
+	var mix, output string
+	cmd := &cobra.Command{
+		Use:   "api",
+		Short: "Drive single-task POST /api/v1/schedule load at a server (closed loop)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if o.Mix, err = loadgen.ParseMix(mix); err != nil {
+				return err
+			}
+			if output != "text" && output != "json" {
+				return fmt.Errorf("-o: must be text or json, got %q", output)
+			}
+			if o.Target == "" {
+				return fmt.Errorf("--target: required (for example http://127.0.0.1:7070)")
+			}
+			o.Token = os.Getenv("HETSCHED_TOKEN")
+			if output == "text" {
+				o.Progress = cmd.ErrOrStderr()
+			}
+			o.SourceAddrs = max(1, o.Connections/2000)
+			r, err := loadgen.Run(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(r)
+			}
+			label := "hetsched"
+			if o.Echo {
+				label = "echo"
+			}
+			loadgen.Table(cmd.OutOrStdout(), []*loadgen.Result{r}, []string{label})
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&o.Target, "target", "", "base URL of the server")
+	cmd.Flags().IntVar(&o.Connections, "connections", 64, "keep-alive connections, one request in flight each")
+	cmd.Flags().DurationVar(&o.Duration, "duration", 10*time.Second, "how long to drive load")
+	cmd.Flags().StringVar(&mix, "mix", "urgent=1,high=4,medium=30,low=65", "tier weights")
+	cmd.Flags().BoolVar(&o.Complete, "complete", true, "complete each placed lease at once (a second request)")
+	cmd.Flags().BoolVar(&o.Echo, "echo", false, "the target is the echo floor (POST / with the same bodies)")
+	cmd.Flags().DurationVar(&o.Wait, "wait", 2*time.Second, "the schedule request's ?wait=")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	return cmd
+}
+
+func newBenchEcho() *cobra.Command {
+	var listen string
+	cmd := &cobra.Command{
+		Use:   "echo",
+		Short: "Serve the HTTP floor: a minimal Go net/http JSON echo server",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return fmt.Errorf("--listen: %w", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "hetsched echo: http://%s\n", ln.Addr())
+			srv := &http.Server{Handler: loadgen.EchoHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+			stop := make(chan os.Signal, 1)
+			signal.Notify(stop, os.Interrupt)
+			go func() { <-stop; srv.Close() }()
+			if err := srv.Serve(ln); err != http.ErrServerClosed {
+				return err
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:0", "address to listen on")
+	return cmd
+}
+
+func newBenchHTTP() *cobra.Command {
+	var o benchhttp.CompareOptions
+	var conns, mix, output string
+	cmd := &cobra.Command{
+		Use:   "http",
+		Short: "Schedule requests against a server with static nodes and the echo floor, side by side",
+		Long: `Starts "hetsched server" with --nodes static fleet nodes and "hetsched bench
+echo" as child processes, then for each connection count drives closed-loop
+single-task schedule requests (leases completed at once) at the server and
+the same bodies at the echo server, and prints both with their ratio.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if o.Mix, err = loadgen.ParseMix(mix); err != nil {
+				return err
+			}
+			for _, f := range strings.Split(conns, ",") {
+				n, err := strconv.Atoi(strings.TrimSpace(f))
+				if err != nil || n <= 0 || n > 19000 {
+					return fmt.Errorf("--connections: %q is not a count from 1 to 19000", f)
+				}
+				o.Connections = append(o.Connections, n)
+			}
+			if o.Bin, err = os.Executable(); err != nil {
+				return err
+			}
+			o.Log = cmd.ErrOrStderr()
+			rs, err := benchhttp.Compare(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(rs)
+			}
+			for _, r := range rs {
+				loadgen.Table(cmd.OutOrStdout(), []*loadgen.Result{r.Hetsched, r.Echo}, []string{"hetsched", "echo"})
+				fmt.Fprintf(cmd.OutOrStdout(), "ratio %.2f (HTTP requests/s, schedule + complete, over the echo floor's)\n\n", r.Ratio)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&o.Nodes, "nodes", 10000, "static nodes loaded into the server")
+	cmd.Flags().StringVar(&conns, "connections", "64,1000,10000", "connection counts, comma-separated")
+	cmd.Flags().DurationVar(&o.Duration, "duration", 10*time.Second, "load time per target and count")
+	cmd.Flags().StringVar(&mix, "mix", "urgent=1,high=4,medium=30,low=65", "tier weights")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	return cmd
+}
+
+func newBenchPending() *cobra.Command {
+	var o benchhttp.PendingOptions
+	var output string
+	cmd := &cobra.Command{
+		Use:   "pending",
+		Short: "Hold --tasks pending in one server: its memory, then its restart time from the store",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if o.Bin, err = os.Executable(); err != nil {
+				return err
+			}
+			o.Log = cmd.ErrOrStderr()
+			r, err := benchhttp.Pending(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(r)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "tasks %d  submit %.1fs (%.0f tasks/s)  RSS %d MiB (peak %d MiB)  restart %.1fs  RSS after restart %d MiB\n",
+				r.Tasks, r.SubmitSeconds, r.SubmitRate, r.Memory.RSS>>20, r.Memory.Peak>>20, r.RestartSeconds, r.MemoryAfter.RSS>>20)
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&o.Tasks, "tasks", 1_000_000, "tasks to submit")
+	cmd.Flags().IntVar(&o.Batch, "batch", 1000, "tasks per request")
+	cmd.Flags().IntVar(&o.Clients, "clients", 16, "concurrent requests")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	return cmd
+}

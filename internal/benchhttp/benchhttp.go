@@ -1,0 +1,384 @@
+// Package benchhttp runs whole-server benchmarks: it starts `hetsched
+// server` (and the echo floor) as child processes of the given binary,
+// drives them over loopback and measures from outside, as a user would.
+//
+// Contracts:
+//   - Children are killed when the run ends, whatever happened; their data
+//     lives in a temporary directory that is removed afterwards.
+//   - Every wait on a child has a deadline.
+package benchhttp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/benchcore"
+	"github.com/hetsched/hetsched/internal/loadgen"
+	"github.com/hetsched/hetsched/internal/server"
+)
+
+// Child is a running child process that printed its URL.
+type Child struct {
+	cmd    *exec.Cmd
+	URL    string
+	Line   string // the first line it printed
+	stderr *bytes.Buffer
+}
+
+// Start runs bin with args and waits (up to timeout) for a first stdout
+// line holding "http://ADDR".
+func Start(bin string, timeout time.Duration, args ...string) (*Child, error) {
+	cmd := exec.Command(bin, args...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	c := &Child{cmd: cmd, stderr: &bytes.Buffer{}}
+	cmd.Stderr = c.stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	line := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		if sc.Scan() {
+			line <- sc.Text()
+		}
+		close(line)
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case l, ok := <-line:
+		if !ok {
+			_ = cmd.Wait()
+			return nil, fmt.Errorf("%s %s exited: %s", bin, strings.Join(args, " "), c.stderr.String())
+		}
+		_, rest, found := strings.Cut(l, "http://")
+		if !found {
+			c.Kill()
+			return nil, fmt.Errorf("unexpected first line %q", l)
+		}
+		addr, _, _ := strings.Cut(rest, " ")
+		c.URL, c.Line = "http://"+addr, l
+		return c, nil
+	case <-time.After(timeout):
+		c.Kill()
+		return nil, fmt.Errorf("%s did not start within %v: %s", bin, timeout, c.stderr.String())
+	}
+}
+
+// Pid is the child's process id.
+func (c *Child) Pid() int { return c.cmd.Process.Pid }
+
+// Kill sends SIGKILL and reaps the child.
+func (c *Child) Kill() {
+	_ = c.cmd.Process.Kill()
+	_ = c.cmd.Wait()
+}
+
+// Memory is a process's resident memory in bytes: now and at its peak.
+type Memory struct {
+	RSS  int64 `json:"rss_bytes"`
+	Peak int64 `json:"peak_rss_bytes"`
+}
+
+// ReadMemory reads VmRSS and VmHWM of pid from /proc.
+func ReadMemory(pid int) (Memory, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return Memory{}, fmt.Errorf("reading process memory (Linux /proc needed): %w", err)
+	}
+	var m Memory
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(v)
+		if len(f) < 1 {
+			continue
+		}
+		n, _ := strconv.ParseInt(f[0], 10, 64)
+		switch k {
+		case "VmRSS":
+			m.RSS = n << 10
+		case "VmHWM":
+			m.Peak = n << 10
+		}
+	}
+	return m, nil
+}
+
+// WriteNodesFile writes n fleet nodes (benchcore's 10k-node mix) as a
+// --nodes file.
+func WriteNodesFile(path string, n int) error {
+	b, err := json.Marshal(server.NodesFile{Nodes: benchcore.FleetNodes(n)})
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
+}
+
+// CompareOptions configures Compare.
+type CompareOptions struct {
+	Bin         string // the hetsched binary
+	Nodes       int
+	Connections []int
+	Duration    time.Duration
+	Mix         [4]int
+	Log         io.Writer
+}
+
+// CompareResult is one connection count: hetsched and the echo floor.
+type CompareResult struct {
+	Connections int             `json:"connections"`
+	Hetsched    *loadgen.Result `json:"hetsched"`
+	Echo        *loadgen.Result `json:"echo"`
+	// Ratio is hetsched's HTTP requests/s (schedule + complete) over the
+	// echo floor's.
+	Ratio float64 `json:"ratio"`
+}
+
+// Compare starts a server with opt.Nodes static nodes and an echo server,
+// then for each connection count drives single-task schedule requests
+// (leases completed at once) at the server and the same bodies at the
+// echo, one after the other in the same run.
+func Compare(ctx context.Context, opt CompareOptions) ([]CompareResult, error) {
+	dir, err := os.MkdirTemp("", "hetsched-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	nodes := dir + "/nodes.json"
+	if err := WriteNodesFile(nodes, opt.Nodes); err != nil {
+		return nil, err
+	}
+	srv, err := Start(opt.Bin, 2*time.Minute, "server", "--listen", "127.0.0.1:0", "--data-dir", dir+"/data", "--nodes", nodes)
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Kill()
+	echo, err := Start(opt.Bin, time.Minute, "bench", "echo", "--listen", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	defer echo.Kill()
+	var out []CompareResult
+	for _, n := range opt.Connections {
+		lo := loadgen.Options{Connections: n, Duration: opt.Duration, Mix: opt.Mix, Complete: true,
+			SourceAddrs: max(1, n/2000), RunID: "c" + strconv.Itoa(n)}
+		lo.Target = srv.URL
+		hs, err := loadgen.Run(ctx, lo)
+		if err != nil {
+			return out, err
+		}
+		lo.Target, lo.Echo = echo.URL, true
+		ec, err := loadgen.Run(ctx, lo)
+		if err != nil {
+			return out, err
+		}
+		r := CompareResult{Connections: n, Hetsched: hs, Echo: ec}
+		if ec.RequestRate > 0 {
+			r.Ratio = hs.RequestRate / ec.RequestRate
+		}
+		if opt.Log != nil {
+			loadgen.Table(opt.Log, []*loadgen.Result{hs, ec}, []string{"hetsched", "echo"})
+			fmt.Fprintf(opt.Log, "ratio %.2f\n", r.Ratio)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// PendingOptions configures Pending.
+type PendingOptions struct {
+	Bin     string
+	Tasks   int
+	Batch   int
+	Clients int
+	Log     io.Writer
+}
+
+// PendingResult is what holding Tasks pending in one server costs.
+type PendingResult struct {
+	Tasks         int     `json:"tasks"`
+	SubmitSeconds float64 `json:"submit_seconds"`
+	SubmitRate    float64 `json:"submit_tasks_per_s"`
+	Memory        Memory  `json:"memory"`
+	// RestartSeconds is from starting the server on the data directory of
+	// the killed one until it answers /readyz with every task restored.
+	RestartSeconds float64 `json:"restart_seconds"`
+	RestartLine    string  `json:"restart_line"`
+	MemoryAfter    Memory  `json:"memory_after_restart"`
+	Restored       int     `json:"restored_tasks"`
+}
+
+// Pending starts a server without nodes, submits opt.Tasks tasks through
+// the batch API (all stay pending), reads the process's memory, kills it
+// with SIGKILL, restarts it on the same data and times the recovery.
+func Pending(ctx context.Context, opt PendingOptions) (*PendingResult, error) {
+	if opt.Batch <= 0 || opt.Clients <= 0 || opt.Tasks <= 0 {
+		return nil, fmt.Errorf("tasks, batch and clients must be positive")
+	}
+	dir, err := os.MkdirTemp("", "hetsched-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	data := dir + "/data"
+	srv, err := Start(opt.Bin, time.Minute, "server", "--listen", "127.0.0.1:0", "--data-dir", data)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { srv.Kill() }()
+	res := &PendingResult{Tasks: opt.Tasks}
+	t0 := time.Now()
+	if err := submitAll(ctx, srv.URL, opt); err != nil {
+		return nil, err
+	}
+	res.SubmitSeconds = time.Since(t0).Seconds()
+	res.SubmitRate = float64(opt.Tasks) / res.SubmitSeconds
+	if res.Memory, err = ReadMemory(srv.Pid()); err != nil {
+		return nil, err
+	}
+	if opt.Log != nil {
+		fmt.Fprintf(opt.Log, "%d tasks pending: RSS %.0f MiB (peak %.0f MiB), submitted in %.1fs (%.0f tasks/s)\n",
+			opt.Tasks, mib(res.Memory.RSS), mib(res.Memory.Peak), res.SubmitSeconds, res.SubmitRate)
+	}
+	srv.Kill()
+	t1 := time.Now()
+	srv, err = Start(opt.Bin, 10*time.Minute, "server", "--listen", "127.0.0.1:0", "--data-dir", data)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitReady(ctx, srv.URL, time.Minute); err != nil {
+		return nil, err
+	}
+	res.RestartSeconds = time.Since(t1).Seconds()
+	res.RestartLine = srv.Line
+	if res.Restored, err = countTasks(ctx, srv.URL); err != nil {
+		return nil, err
+	}
+	if res.MemoryAfter, err = ReadMemory(srv.Pid()); err != nil {
+		return nil, err
+	}
+	if opt.Log != nil {
+		fmt.Fprintf(opt.Log, "restart: %.1fs to ready with %d tasks; RSS %.0f MiB (peak %.0f MiB)\n  %s\n",
+			res.RestartSeconds, res.Restored, mib(res.MemoryAfter.RSS), mib(res.MemoryAfter.Peak), res.RestartLine)
+	}
+	if res.Restored != opt.Tasks {
+		return res, fmt.Errorf("restored %d tasks, submitted %d", res.Restored, opt.Tasks)
+	}
+	return res, nil
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+func submitAll(ctx context.Context, base string, opt PendingOptions) error {
+	batches := make(chan int, opt.Clients)
+	errc := make(chan error, opt.Clients)
+	hc := &http.Client{Timeout: 5 * time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: opt.Clients}}
+	for c := 0; c < opt.Clients; c++ {
+		go func() {
+			var buf bytes.Buffer
+			for first := range batches {
+				buf.Reset()
+				buf.WriteString(`{"tasks":[`)
+				for k := first; k < min(first+opt.Batch, opt.Tasks); k++ {
+					if k > first {
+						buf.WriteByte(',')
+					}
+					fmt.Fprintf(&buf, `{"id":"p%d","priority":%d,"resources":{"cpu":"100m","memory":"64Mi"}}`, k, k%4)
+				}
+				buf.WriteString(`]}`)
+				req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/v1/tasks", bytes.NewReader(buf.Bytes()))
+				if err != nil {
+					errc <- err
+					return
+				}
+				req.Header.Set("Content-Type", "application/json")
+				resp, err := hc.Do(req)
+				if err != nil {
+					errc <- err
+					return
+				}
+				body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusCreated {
+					errc <- fmt.Errorf("batch at %d: status %d: %s", first, resp.StatusCode, body)
+					return
+				}
+			}
+			errc <- nil
+		}()
+	}
+	go func() {
+		defer close(batches)
+		for k := 0; k < opt.Tasks; k += opt.Batch {
+			select {
+			case batches <- k:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	var first error
+	for c := 0; c < opt.Clients; c++ {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+		}
+	}
+	if first == nil {
+		first = ctx.Err()
+	}
+	return first
+}
+
+func waitReady(ctx context.Context, base string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	hc := &http.Client{Timeout: 5 * time.Second}
+	for time.Now().Before(deadline) {
+		resp, err := hc.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("%s not ready within %v", base, timeout)
+}
+
+func countTasks(ctx context.Context, base string) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/cluster", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var s struct {
+		Tasks int `json:"tasks"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&s); err != nil {
+		return 0, err
+	}
+	return s.Tasks, nil
+}

@@ -1,0 +1,101 @@
+package loadgen
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/server"
+)
+
+func TestParseMix(t *testing.T) {
+	got, err := ParseMix("urgent=1,high=4,medium=30,low=65")
+	if err != nil || got != [4]int{1, 4, 30, 65} {
+		t.Fatalf("got %v, %v", got, err)
+	}
+	if got, err := ParseMix("0=2,low=1"); err != nil || got != [4]int{2, 0, 0, 1} {
+		t.Fatalf("got %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "urgent", "urgent=x", "extreme=1", "low=-1", "a=1,b=1,c=1,d=1,e=1"} {
+		if _, err := ParseMix(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestRunRejectsBadOptions(t *testing.T) {
+	for _, o := range []Options{{Connections: 0, Duration: time.Second}, {Connections: 1}, {Connections: 1, Duration: time.Second, Mix: [4]int{-1}}} {
+		if _, err := Run(context.Background(), o); err == nil {
+			t.Errorf("%+v accepted", o)
+		}
+	}
+}
+
+// TestEchoFloor drives the echo handler on a real socket: every request
+// succeeds and lands in the tier histogram it was drawn for.
+func TestEchoFloor(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: EchoHandler(), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	defer srv.Close()
+	r, err := Run(context.Background(), Options{Target: "http://" + ln.Addr().String(), Echo: true, Connections: 4,
+		Duration: 300 * time.Millisecond, Mix: [4]int{1, 0, 0, 1}, SourceAddrs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Errors != 0 || r.Scheduled == 0 || r.Requests != r.Scheduled {
+		t.Fatalf("result %+v", r)
+	}
+	if r.Tiers[0].Count+r.Tiers[3].Count != r.Scheduled || r.Tiers[1].Count != 0 || r.Tiers[2].Count != 0 {
+		t.Fatalf("tier counts %+v for %d requests", r.Tiers, r.Scheduled)
+	}
+	if r.All.P50 <= 0 || r.All.P99 < r.All.P50 || r.All.Max < r.All.P999 {
+		t.Fatalf("quantiles %+v", r.All)
+	}
+}
+
+// TestAgainstServer schedules and completes leases on a real server: no
+// errors, two requests per placement, every task placed within wait.
+func TestAgainstServer(t *testing.T) {
+	dir := t.TempDir()
+	nodes := filepath.Join(dir, "nodes.yaml")
+	os.WriteFile(nodes, []byte("nodes:\n  - name: n1\n    capacity: {cpu: \"8\", memory: 4Gi}\n"), 0o600)
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- server.Run(ctx, io.Discard, server.Options{Listen: "127.0.0.1:0", DataDir: filepath.Join(dir, "data"), NodesFile: nodes,
+			Logger: slog.New(slog.DiscardHandler), Ready: func(a string) { ready <- a }})
+	}()
+	defer func() { cancel(); <-done }()
+	var addr string
+	select {
+	case addr = <-ready:
+	case err := <-done:
+		t.Fatal(err)
+	}
+	// 8 connections of 1 cpu each on an 8-cpu node: each connection holds
+	// at most one lease, so if completes free capacity every schedule is
+	// placed at once; a lost release would leave later schedules waiting
+	// (202) once the node is full.
+	r, err := Run(context.Background(), Options{Target: "http://" + addr, Connections: 8, Duration: 500 * time.Millisecond,
+		Mix: [4]int{1, 1, 1, 1}, Complete: true, Resources: `{"cpu":"1"}`, Wait: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Errors != 0 || r.Scheduled == 0 || r.Requests != 2*r.Scheduled {
+		t.Fatalf("result %+v", r)
+	}
+	if r.Pending != 0 {
+		t.Fatalf("%d schedules answered 202: capacity was not released", r.Pending)
+	}
+}
