@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/hetsched/hetsched/internal/api"
@@ -64,6 +65,21 @@ func (e *Engine) commitStaged(now time.Time) error {
 		}
 		recs = append(recs, store.Record{Kind: KindNode, Key: name, Value: b})
 	}
+	// The events this commit publishes are counted now, so that the
+	// store's event high-water mark commits with them.
+	ids := make([]string, 0, len(e.staged))
+	nEvents := len(e.stNode)
+	for id, r := range e.staged {
+		ids = append(ids, id)
+		if old, known := e.tasks[id]; !known || old.State != r.State || old.Node != r.Node {
+			nEvents++
+		}
+	}
+	sort.Strings(ids)
+	if nEvents > 0 {
+		recs = append(recs, store.Record{Kind: KindMeta, Key: metaEventsKey,
+			Value: strconv.AppendUint(nil, e.events.next+uint64(nEvents), 10)})
+	}
 	t0 := time.Now()
 	if err := e.st.Commit(context.Background(), recs); err != nil {
 		return err
@@ -75,11 +91,6 @@ func (e *Engine) commitStaged(now time.Time) error {
 	e.mu.Lock()
 	var wake []chan struct{}
 	fresh := make([]*TaskRecord, 0, 8)
-	ids := make([]string, 0, len(e.staged))
-	for id := range e.staged {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
 	for _, id := range ids {
 		r := e.staged[id]
 		old, known := e.tasks[id]

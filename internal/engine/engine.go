@@ -139,6 +139,7 @@ func New(cfg Config, st store.Store) (*Engine, error) {
 		tasks: map[string]*TaskRecord{}, nodes: map[string]*api.Node{}, queues: map[string]*api.Queue{}, waiters: map[string][]chan struct{}{},
 		jobs: map[string]*JobRecord{}, stJob: map[string]*JobRecord{}, waiting: map[queueTier]int{},
 		staged: map[string]*TaskRecord{}, stNode: map[string]*api.Node{}, stQ: map[string]*api.Queue{},
+		events: newEventLog(1),
 	}
 	if err := e.recover(); err != nil {
 		return nil, err

@@ -228,3 +228,47 @@ func TestConcurrentSubmitsAllDurable(t *testing.T) {
 		t.Errorf("g0-0 still %s: the engine's timer did not dispatch the batch", r.State)
 	}
 }
+
+// TestEventSeqContinuesAcrossRestart: event numbers never repeat across a
+// restart, a cursor at the previous life's last event resumes with the
+// first new one, older cursors are told to list again, future ones are
+// rejected.
+func TestEventSeqContinuesAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	lastSeq := func(e *Engine) uint64 {
+		e.mu.RLock()
+		defer e.mu.RUnlock()
+		return e.events.next - 1
+	}
+	e, st := open(t, dir)
+	if _, _, err := e.Submit(ctx, "default", []api.Task{{ID: "a"}, {ID: "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	last1 := lastSeq(e)
+	if last1 < 2 {
+		t.Fatalf("life 1 produced %d events", last1)
+	}
+	evs, _, err := e.Events(ctx, last1-1, 100)
+	if err != nil || len(evs) != 1 || evs[0].Seq != last1 {
+		t.Fatalf("resume within life 1: %v %v", evs, err)
+	}
+	e.Close()
+	st.Close()
+
+	e, st = open(t, dir)
+	defer func() { e.Close(); st.Close() }()
+	if _, _, err := e.Submit(ctx, "default", []api.Task{{ID: "c"}}); err != nil {
+		t.Fatal(err)
+	}
+	evs, _, err = e.Events(ctx, last1, 100)
+	if err != nil || len(evs) == 0 || evs[0].Seq <= last1 || evs[0].ID != "c" {
+		t.Fatalf("resume from life 1's last event: %v %v", evs, err)
+	}
+	if _, _, err := e.Events(ctx, last1-1, 100); errs.FieldOf(err) != "since" {
+		t.Fatalf("a cursor before this life: %v", err)
+	}
+	if _, _, err := e.Events(ctx, lastSeq(e)+5, 100); errs.FieldOf(err) != "since" {
+		t.Fatalf("a future cursor: %v", err)
+	}
+}

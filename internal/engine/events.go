@@ -27,16 +27,24 @@ const eventRetention = 1 << 17
 // are added only after their change is durable.
 type eventLog struct {
 	ring   []Event
-	next   uint64        // seq of the next event (the first is 1)
+	next   uint64        // seq of the next event (the first ever is 1)
+	first  uint64        // seq of the first event of this server's life
 	notify chan struct{} // closed and replaced when events are added
 	added  bool
 }
 
+// metaEventsKey holds, in the store, the seq after the last event that a
+// commit produced, so that seqs keep increasing across restarts and a
+// client's cursor from an earlier life is never mistaken for a new event.
+const metaEventsKey = "events.next"
+
+func newEventLog(next uint64) eventLog {
+	return eventLog{ring: make([]Event, eventRetention), next: next, first: next}
+}
+
+// add appends ev. Only the loop calls it (under Engine.mu), so the loop
+// may read next without the lock.
 func (l *eventLog) add(ev Event) {
-	if l.ring == nil {
-		l.ring = make([]Event, eventRetention)
-		l.next = 1
-	}
 	ev.Seq = l.next
 	l.ring[l.next%eventRetention] = ev
 	l.next++
@@ -55,26 +63,25 @@ func (l *eventLog) wake() {
 	}
 }
 
-// Events returns up to max events with seq > since, waiting until at least
+// Events returns up to limit events with seq > since, waiting until at least
 // one exists or ctx ends. since=0 means "from now on". An error names since
 // when it is older than the retained history.
-func (e *Engine) Events(ctx context.Context, since uint64, max int) ([]Event, uint64, error) {
+func (e *Engine) Events(ctx context.Context, since uint64, limit int) ([]Event, uint64, error) {
 	for {
 		e.mu.Lock()
 		l := &e.events
-		if l.ring == nil {
-			l.ring = make([]Event, eventRetention)
-			l.next = 1
-		}
 		if since == 0 {
 			since = l.next - 1
 		}
 		if since >= l.next {
-			since = l.next - 1 // a cursor from a previous server life: resume from now
+			e.mu.Unlock()
+			return nil, since, errs.Invalid("since", "event %d has not happened yet (the latest is %d)", since, l.next-1)
 		}
-		oldest := uint64(1)
+		// Events before this server started, and those pushed out of the
+		// ring, are gone.
+		oldest := max(l.first, uint64(1))
 		if l.next > eventRetention {
-			oldest = l.next - eventRetention
+			oldest = max(oldest, l.next-eventRetention)
 		}
 		if since+1 < oldest {
 			e.mu.Unlock()
@@ -82,7 +89,7 @@ func (e *Engine) Events(ctx context.Context, since uint64, max int) ([]Event, ui
 		}
 		if since+1 < l.next {
 			var out []Event
-			for s := since + 1; s < l.next && len(out) < max; s++ {
+			for s := since + 1; s < l.next && len(out) < limit; s++ {
 				out = append(out, l.ring[s%eventRetention])
 			}
 			e.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 
 	"github.com/hetsched/hetsched/internal/api"
 )
@@ -15,6 +16,15 @@ import (
 func (e *Engine) recover() error {
 	ctx := context.Background()
 	now := e.cfg.Now()
+	if v, ok, err := e.st.Get(ctx, KindMeta, metaEventsKey); err != nil {
+		return fmt.Errorf("recover event seq: %w", err)
+	} else if ok {
+		next, err := strconv.ParseUint(string(v), 10, 64)
+		if err != nil || next == 0 {
+			return fmt.Errorf("recover event seq: bad value %q", v)
+		}
+		e.events = newEventLog(next)
+	}
 	if err := e.st.Load(ctx, KindNode, func(key string, v []byte) error {
 		var r NodeRecord
 		if err := json.Unmarshal(v, &r); err != nil {
