@@ -9,7 +9,6 @@
 package benchhttp
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -17,107 +16,14 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/hetsched/hetsched/internal/benchcore"
+	"github.com/hetsched/hetsched/internal/childproc"
 	"github.com/hetsched/hetsched/internal/loadgen"
 	"github.com/hetsched/hetsched/internal/server"
 )
-
-// Child is a running child process that printed its URL.
-type Child struct {
-	cmd    *exec.Cmd
-	URL    string
-	Line   string // the first line it printed
-	stderr *bytes.Buffer
-}
-
-// Start runs bin with args and waits (up to timeout) for a first stdout
-// line holding "http://ADDR".
-func Start(bin string, timeout time.Duration, args ...string) (*Child, error) {
-	cmd := exec.Command(bin, args...)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	c := &Child{cmd: cmd, stderr: &bytes.Buffer{}}
-	cmd.Stderr = c.stderr
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	line := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		if sc.Scan() {
-			line <- sc.Text()
-		}
-		close(line)
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	select {
-	case l, ok := <-line:
-		if !ok {
-			_ = cmd.Wait()
-			return nil, fmt.Errorf("%s %s exited: %s", bin, strings.Join(args, " "), c.stderr.String())
-		}
-		_, rest, found := strings.Cut(l, "http://")
-		if !found {
-			c.Kill()
-			return nil, fmt.Errorf("unexpected first line %q", l)
-		}
-		addr, _, _ := strings.Cut(rest, " ")
-		c.URL, c.Line = "http://"+addr, l
-		return c, nil
-	case <-time.After(timeout):
-		c.Kill()
-		return nil, fmt.Errorf("%s did not start within %v: %s", bin, timeout, c.stderr.String())
-	}
-}
-
-// Pid is the child's process id.
-func (c *Child) Pid() int { return c.cmd.Process.Pid }
-
-// Kill sends SIGKILL and reaps the child.
-func (c *Child) Kill() {
-	_ = c.cmd.Process.Kill()
-	_ = c.cmd.Wait()
-}
-
-// Memory is a process's resident memory in bytes: now and at its peak.
-type Memory struct {
-	RSS  int64 `json:"rss_bytes"`
-	Peak int64 `json:"peak_rss_bytes"`
-}
-
-// ReadMemory reads VmRSS and VmHWM of pid from /proc.
-func ReadMemory(pid int) (Memory, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return Memory{}, fmt.Errorf("reading process memory (Linux /proc needed): %w", err)
-	}
-	var m Memory
-	for _, line := range strings.Split(string(b), "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		f := strings.Fields(v)
-		if len(f) < 1 {
-			continue
-		}
-		n, _ := strconv.ParseInt(f[0], 10, 64)
-		switch k {
-		case "VmRSS":
-			m.RSS = n << 10
-		case "VmHWM":
-			m.Peak = n << 10
-		}
-	}
-	return m, nil
-}
 
 // WriteNodesFile writes n fleet nodes (benchcore's 10k-node mix) as a
 // --nodes file.
@@ -163,12 +69,12 @@ func Compare(ctx context.Context, opt CompareOptions) ([]CompareResult, error) {
 	if err := WriteNodesFile(nodes, opt.Nodes); err != nil {
 		return nil, err
 	}
-	srv, err := Start(opt.Bin, 2*time.Minute, "server", "--listen", "127.0.0.1:0", "--data-dir", dir+"/data", "--nodes", nodes)
+	srv, err := childproc.Start(opt.Bin, 2*time.Minute, "server", "--listen", "127.0.0.1:0", "--data-dir", dir+"/data", "--nodes", nodes)
 	if err != nil {
 		return nil, err
 	}
 	defer srv.Kill()
-	echo, err := Start(opt.Bin, time.Minute, "bench", "echo", "--listen", "127.0.0.1:0")
+	echo, err := childproc.Start(opt.Bin, time.Minute, "bench", "echo", "--listen", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
@@ -211,16 +117,16 @@ type PendingOptions struct {
 
 // PendingResult is what holding Tasks pending in one server costs.
 type PendingResult struct {
-	Tasks         int     `json:"tasks"`
-	SubmitSeconds float64 `json:"submit_seconds"`
-	SubmitRate    float64 `json:"submit_tasks_per_s"`
-	Memory        Memory  `json:"memory"`
+	Tasks         int              `json:"tasks"`
+	SubmitSeconds float64          `json:"submit_seconds"`
+	SubmitRate    float64          `json:"submit_tasks_per_s"`
+	Memory        childproc.Memory `json:"memory"`
 	// RestartSeconds is from starting the server on the data directory of
 	// the killed one until it answers /readyz with every task restored.
-	RestartSeconds float64 `json:"restart_seconds"`
-	RestartLine    string  `json:"restart_line"`
-	MemoryAfter    Memory  `json:"memory_after_restart"`
-	Restored       int     `json:"restored_tasks"`
+	RestartSeconds float64          `json:"restart_seconds"`
+	RestartLine    string           `json:"restart_line"`
+	MemoryAfter    childproc.Memory `json:"memory_after_restart"`
+	Restored       int              `json:"restored_tasks"`
 }
 
 // Pending starts a server without nodes, submits opt.Tasks tasks through
@@ -236,7 +142,7 @@ func Pending(ctx context.Context, opt PendingOptions) (*PendingResult, error) {
 	}
 	defer os.RemoveAll(dir)
 	data := dir + "/data"
-	srv, err := Start(opt.Bin, time.Minute, "server", "--listen", "127.0.0.1:0", "--data-dir", data)
+	srv, err := childproc.Start(opt.Bin, time.Minute, "server", "--listen", "127.0.0.1:0", "--data-dir", data)
 	if err != nil {
 		return nil, err
 	}
@@ -248,7 +154,7 @@ func Pending(ctx context.Context, opt PendingOptions) (*PendingResult, error) {
 	}
 	res.SubmitSeconds = time.Since(t0).Seconds()
 	res.SubmitRate = float64(opt.Tasks) / res.SubmitSeconds
-	if res.Memory, err = ReadMemory(srv.Pid()); err != nil {
+	if res.Memory, err = childproc.ReadMemory(srv.Pid()); err != nil {
 		return nil, err
 	}
 	if opt.Log != nil {
@@ -257,7 +163,7 @@ func Pending(ctx context.Context, opt PendingOptions) (*PendingResult, error) {
 	}
 	srv.Kill()
 	t1 := time.Now()
-	srv, err = Start(opt.Bin, 10*time.Minute, "server", "--listen", "127.0.0.1:0", "--data-dir", data)
+	srv, err = childproc.Start(opt.Bin, 10*time.Minute, "server", "--listen", "127.0.0.1:0", "--data-dir", data)
 	if err != nil {
 		return nil, err
 	}
@@ -269,7 +175,7 @@ func Pending(ctx context.Context, opt PendingOptions) (*PendingResult, error) {
 	if res.Restored, err = countTasks(ctx, srv.URL); err != nil {
 		return nil, err
 	}
-	if res.MemoryAfter, err = ReadMemory(srv.Pid()); err != nil {
+	if res.MemoryAfter, err = childproc.ReadMemory(srv.Pid()); err != nil {
 		return nil, err
 	}
 	if opt.Log != nil {

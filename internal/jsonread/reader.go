@@ -298,46 +298,74 @@ func hex4(b []byte, i int) (uint16, bool) {
 	return uint16(v), err == nil
 }
 
-// ObjectIter walks the members of an object.
-type ObjectIter struct {
+// items walks the items of a container: the separators and the end.
+type items struct {
 	r     *Reader
+	close byte // '}' or ']'
 	first bool
 	done  bool
 	err   error
-	key   string
 }
 
-// ReadObject consumes '{' and returns an iterator over the members; the
-// caller reads each member's value after Next.
-func (r *Reader) ReadObject() (*ObjectIter, error) {
-	r.space()
-	if r.i >= len(r.b) || r.b[r.i] != '{' {
-		return nil, r.errf("expected an object")
-	}
-	r.i++
-	return &ObjectIter{r: r, first: true}, nil
-}
-
-// Next moves to the next member; false at '}' or on an error (see Err).
-func (it *ObjectIter) Next() bool {
+// next consumes the separator before the next item; false at the end or
+// on an error.
+func (it *items) next() bool {
 	if it.done || it.err != nil {
 		return false
 	}
 	r := it.r
 	r.space()
-	if r.i < len(r.b) && r.b[r.i] == '}' {
+	if r.i < len(r.b) && r.b[r.i] == it.close {
 		r.i++
 		it.done = true
 		return false
 	}
 	if !it.first {
 		if r.i >= len(r.b) || r.b[r.i] != ',' {
-			it.err = r.errf("expected ',' or '}' in object")
+			it.err = r.errf("expected ',' or '%c'", it.close)
 			return false
 		}
 		r.i++
 	}
 	it.first = false
+	return true
+}
+
+// Err is the syntax error that ended the walk, if any.
+func (it *items) Err() error { return it.err }
+
+// open consumes the opening byte of a container.
+func (r *Reader) open(c byte, what string) (items, error) {
+	r.space()
+	if r.i >= len(r.b) || r.b[r.i] != c {
+		return items{}, r.errf("expected %s", what)
+	}
+	r.i++
+	return items{r: r, close: c + 2, first: true}, nil // '{'+2 = '}', '['+2 = ']'
+}
+
+// ObjectIter walks the members of an object.
+type ObjectIter struct {
+	items
+	key string
+}
+
+// ReadObject consumes '{' and returns an iterator over the members; the
+// caller reads each member's value after Next.
+func (r *Reader) ReadObject() (*ObjectIter, error) {
+	it, err := r.open('{', "an object")
+	if err != nil {
+		return nil, err
+	}
+	return &ObjectIter{items: it}, nil
+}
+
+// Next moves to the next member; false at '}' or on an error (see Err).
+func (it *ObjectIter) Next() bool {
+	if !it.next() {
+		return false
+	}
+	r := it.r
 	k, err := r.ReadString()
 	if err != nil {
 		it.err = err
@@ -356,54 +384,29 @@ func (it *ObjectIter) Next() bool {
 // Key is the current member's name.
 func (it *ObjectIter) Key() string { return it.key }
 
-// Err is the syntax error that ended the walk, if any.
-func (it *ObjectIter) Err() error { return it.err }
-
 // ArrayIter walks the elements of an array.
 type ArrayIter struct {
-	r     *Reader
-	first bool
-	done  bool
-	err   error
-	n     int
+	items
+	n int
 }
 
 // ReadArray consumes '[' and returns an iterator over the elements.
 func (r *Reader) ReadArray() (*ArrayIter, error) {
-	r.space()
-	if r.i >= len(r.b) || r.b[r.i] != '[' {
-		return nil, r.errf("expected an array")
+	it, err := r.open('[', "an array")
+	if err != nil {
+		return nil, err
 	}
-	r.i++
-	return &ArrayIter{r: r, first: true, n: -1}, nil
+	return &ArrayIter{items: it, n: -1}, nil
 }
 
 // Next moves to the next element; false at ']' or on an error.
 func (it *ArrayIter) Next() bool {
-	if it.done || it.err != nil {
+	if !it.next() {
 		return false
 	}
-	r := it.r
-	r.space()
-	if r.i < len(r.b) && r.b[r.i] == ']' {
-		r.i++
-		it.done = true
-		return false
-	}
-	if !it.first {
-		if r.i >= len(r.b) || r.b[r.i] != ',' {
-			it.err = r.errf("expected ',' or ']' in array")
-			return false
-		}
-		r.i++
-	}
-	it.first = false
 	it.n++
 	return true
 }
 
 // Index is the current element's position.
 func (it *ArrayIter) Index() int { return it.n }
-
-// Err is the syntax error that ended the walk, if any.
-func (it *ArrayIter) Err() error { return it.err }

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,68 +8,23 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hetsched/hetsched/internal/childproc"
 )
 
-// buildBinary builds cmd/hetsched into a temporary directory.
-func buildBinary(t *testing.T) string {
+// startProcess runs `hetsched server` on dir with the nodes file.
+func startProcess(t *testing.T, bin, dir, nodes string) *childproc.Child {
 	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the go tool is needed to build the server for this test: %v", err)
-	}
-	bin := filepath.Join(t.TempDir(), "hetsched")
-	out, err := exec.Command(goBin, "build", "-o", bin, "github.com/hetsched/hetsched/cmd/hetsched").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
-// startProcess runs `hetsched server` and returns its base URL.
-func startProcess(t *testing.T, bin, dir, nodes string) (*exec.Cmd, string) {
-	t.Helper()
-	cmd := exec.Command(bin, "server", "--listen", "127.0.0.1:0", "--data-dir", dir, "--nodes", nodes)
-	stdout, err := cmd.StdoutPipe()
+	c, err := childproc.Start(bin, time.Minute, "server", "--listen", "127.0.0.1:0", "--data-dir", dir, "--nodes", nodes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		if sc.Scan() {
-			line <- sc.Text()
-		}
-		close(line)
-		io.Copy(io.Discard, stdout)
-	}()
-	select {
-	case l, ok := <-line:
-		if !ok {
-			cmd.Wait()
-			t.Fatalf("server exited: %s", stderr.String())
-		}
-		_, rest, found := strings.Cut(l, "http://")
-		if !found {
-			t.Fatalf("unexpected first line %q", l)
-		}
-		addr, _, _ := strings.Cut(rest, " ")
-		return cmd, "http://" + addr
-	case <-time.After(60 * time.Second):
-		cmd.Process.Kill()
-		t.Fatalf("server did not start: %s", stderr.String())
-	}
-	return nil, ""
+	return c
 }
 
 // TestKill9LosesNothingAcknowledged submits (and cancels) tasks from 8
@@ -82,7 +36,10 @@ func TestKill9LosesNothingAcknowledged(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: starts and kills real server processes")
 	}
-	bin := buildBinary(t)
+	bin, err := childproc.Build(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
 	nodes := filepath.Join(t.TempDir(), "nodes.yaml")
 	if err := os.WriteFile(nodes, []byte(nodesYAML), 0o600); err != nil {
@@ -93,7 +50,8 @@ func TestKill9LosesNothingAcknowledged(t *testing.T) {
 	acked := map[string]string{} // id -> "submitted" or "cancelled"
 	hc := &http.Client{Timeout: 5 * time.Second}
 	for round := 0; round < 5; round++ {
-		cmd, base := startProcess(t, bin, dir, nodes)
+		srv := startProcess(t, bin, dir, nodes)
+		base := srv.URL
 		verify(t, hc, base, acked, round)
 		ctx, stop := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
@@ -134,17 +92,16 @@ func TestKill9LosesNothingAcknowledged(t *testing.T) {
 			}(c)
 		}
 		time.Sleep(time.Duration(150+rng.IntN(350)) * time.Millisecond)
-		cmd.Process.Kill()
-		cmd.Wait()
+		srv.Kill()
 		stop()
 		wg.Wait()
 	}
-	cmd, base := startProcess(t, bin, dir, nodes)
+	srv := startProcess(t, bin, dir, nodes)
 	defer func() {
-		cmd.Process.Signal(os.Interrupt)
-		cmd.Wait()
+		srv.Signal(os.Interrupt)
+		srv.Wait()
 	}()
-	verify(t, hc, base, acked, 5)
+	verify(t, hc, srv.URL, acked, 5)
 }
 
 // verify lists every task and checks the acknowledged ones.

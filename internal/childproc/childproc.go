@@ -1,0 +1,155 @@
+// Package childproc runs hetsched binaries as child processes for tests
+// and benchmarks: build the binary, start it, wait for the URL it prints,
+// read its memory, kill it.
+//
+// Contracts: every wait has a deadline; Kill reaps the child.
+package childproc
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Build compiles cmd/hetsched into dir and returns the binary's path.
+func Build(dir string) (string, error) {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("the go tool is needed to build hetsched: %w", err)
+	}
+	bin := filepath.Join(dir, "hetsched")
+	out, err := exec.Command(goBin, "build", "-o", bin, "github.com/hetsched/hetsched/cmd/hetsched").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// Child is a running child process that printed its URL.
+type Child struct {
+	cmd    *exec.Cmd
+	URL    string
+	Line   string // the first line it printed
+	stderr *syncBuffer
+}
+
+// Start runs bin with args and waits (up to timeout) for a first stdout
+// line holding "http://ADDR".
+func Start(bin string, timeout time.Duration, args ...string) (*Child, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.WaitDelay = 5 * time.Second // a grandchild holding the pipes cannot block Wait
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	c := &Child{cmd: cmd, stderr: &syncBuffer{}}
+	cmd.Stderr = c.stderr
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	line := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		if sc.Scan() {
+			line <- sc.Text()
+		}
+		close(line)
+		_, _ = io.Copy(io.Discard, stdout)
+	}()
+	select {
+	case l, ok := <-line:
+		if !ok {
+			_ = cmd.Wait()
+			return nil, fmt.Errorf("%s %s exited: %s", bin, strings.Join(args, " "), c.stderr.String())
+		}
+		_, rest, found := strings.Cut(l, "http://")
+		if !found {
+			c.Kill()
+			return nil, fmt.Errorf("unexpected first line %q", l)
+		}
+		addr, _, _ := strings.Cut(rest, " ")
+		c.URL, c.Line = "http://"+addr, l
+		return c, nil
+	case <-time.After(timeout):
+		c.Kill()
+		return nil, fmt.Errorf("%s did not start within %v: %s", bin, timeout, c.stderr.String())
+	}
+}
+
+// syncBuffer is a buffer that the child's stderr copier writes while
+// others read it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Pid is the child's process id.
+func (c *Child) Pid() int { return c.cmd.Process.Pid }
+
+// Signal sends sig to the child.
+func (c *Child) Signal(sig os.Signal) error { return c.cmd.Process.Signal(sig) }
+
+// Wait reaps the child after it exits.
+func (c *Child) Wait() error { return c.cmd.Wait() }
+
+// Stderr is what the child wrote to standard error so far.
+func (c *Child) Stderr() string { return c.stderr.String() }
+
+// Kill sends SIGKILL and reaps the child.
+func (c *Child) Kill() {
+	_ = c.cmd.Process.Kill()
+	_ = c.cmd.Wait()
+}
+
+// Memory is a process's resident memory in bytes: now and at its peak.
+type Memory struct {
+	RSS  int64 `json:"rss_bytes"`
+	Peak int64 `json:"peak_rss_bytes"`
+}
+
+// ReadMemory reads VmRSS and VmHWM of pid from /proc.
+func ReadMemory(pid int) (Memory, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return Memory{}, fmt.Errorf("reading process memory (Linux /proc needed): %w", err)
+	}
+	var m Memory
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(v)
+		if len(f) < 1 {
+			continue
+		}
+		n, _ := strconv.ParseInt(f[0], 10, 64)
+		switch k {
+		case "VmRSS":
+			m.RSS = n << 10
+		case "VmHWM":
+			m.Peak = n << 10
+		}
+	}
+	return m, nil
+}

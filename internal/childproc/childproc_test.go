@@ -1,0 +1,39 @@
+package childproc
+
+import (
+	"os"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestReadMemoryOfSelf(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("process memory is read from Linux's /proc")
+	}
+	m, err := ReadMemory(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.RSS <= 0 || m.Peak < m.RSS {
+		t.Fatalf("%+v", m)
+	}
+}
+
+// TestStartReportsAnEarlyExit: a child that exits before printing a URL is
+// an error that carries its stderr.
+func TestStartReportsAnEarlyExit(t *testing.T) {
+	_, err := Start("/bin/sh", 10*time.Second, "-c", "echo broken >&2; exit 3")
+	if err == nil || !strings.Contains(err.Error(), "broken") {
+		t.Fatalf("got %v", err)
+	}
+	c, err := Start("/bin/sh", 10*time.Second, "-c", "echo 'up at http://127.0.0.1:9 now'; exec sleep 30")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Kill()
+	if c.URL != "http://127.0.0.1:9" || c.Pid() <= 0 {
+		t.Fatalf("url %q pid %d", c.URL, c.Pid())
+	}
+}
