@@ -1,0 +1,130 @@
+package discover
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/resource"
+)
+
+const meminfo = "MemTotal:       16384000 kB\nMemFree:         1000 kB\n"
+
+func TestHostCapacityTakesTheSmallerOfMachineAndCgroup(t *testing.T) {
+	cases := []struct {
+		name      string
+		files     map[string]string
+		cpu, mem  int64
+		wantError bool
+	}{
+		{"no cgroup", map[string]string{}, 8000, 16384000 << 10, false},
+		{"v2 unlimited", map[string]string{"sys/fs/cgroup/cpu.max": "max 100000\n", "sys/fs/cgroup/memory.max": "max\n"}, 8000, 16384000 << 10, false},
+		{"v2 limits", map[string]string{"sys/fs/cgroup/cpu.max": "250000 100000\n", "sys/fs/cgroup/memory.max": "4294967296\n"}, 2500, 4 << 30, false},
+		{"v2 limit above machine", map[string]string{"sys/fs/cgroup/cpu.max": "1600000 100000\n"}, 8000, 16384000 << 10, false},
+		{"v1 limits", map[string]string{"sys/fs/cgroup/cpu/cpu.cfs_quota_us": "150000\n", "sys/fs/cgroup/cpu/cpu.cfs_period_us": "100000\n",
+			"sys/fs/cgroup/memory/memory.limit_in_bytes": "1073741824\n"}, 1500, 1 << 30, false},
+		{"v1 no quota", map[string]string{"sys/fs/cgroup/cpu/cpu.cfs_quota_us": "-1\n", "sys/fs/cgroup/cpu/cpu.cfs_period_us": "100000\n",
+			"sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712\n"}, 8000, 16384000 << 10, false},
+		{"garbage cgroup ignored", map[string]string{"sys/fs/cgroup/cpu.max": "lots\n", "sys/fs/cgroup/memory.max": "-5\n"}, 8000, 16384000 << 10, false},
+	}
+	for _, c := range cases {
+		fsys := fstest.MapFS{"proc/meminfo": {Data: []byte(meminfo)}}
+		for k, v := range c.files {
+			fsys[k] = &fstest.MapFile{Data: []byte(v)}
+		}
+		got, err := Host{Root: fsys, NumCPU: 8}.Capacity()
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		want := resource.List{resource.CPU: c.cpu, resource.Memory: c.mem}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s: (-want +got)\n%s", c.name, diff)
+		}
+	}
+	for _, bad := range []string{"", "MemTotal: lots kB\n", "MemTotal: 5 MB\n"} {
+		if _, err := (Host{Root: fstest.MapFS{"proc/meminfo": {Data: []byte(bad)}}, NumCPU: 2}).Capacity(); err == nil {
+			t.Errorf("meminfo %q accepted", bad)
+		}
+	}
+	if _, err := (Host{Root: fstest.MapFS{}, NumCPU: 2}).Capacity(); err == nil {
+		t.Error("missing /proc/meminfo accepted")
+	}
+}
+
+func TestHostOfThisMachine(t *testing.T) {
+	if _, err := os.Stat("/proc/meminfo"); err != nil {
+		t.Skip("not Linux: no /proc/meminfo")
+	}
+	got, err := Host{Root: os.DirFS("/"), NumCPU: 2}.Capacity()
+	if err != nil || got[resource.CPU] <= 0 || got[resource.CPU] > 2000 || got[resource.Memory] <= 0 {
+		t.Fatalf("%v %v", got, err)
+	}
+}
+
+func TestTPUsFromDevAndSysfs(t *testing.T) {
+	fsys := fstest.MapFS{
+		"dev/accel0": {}, "dev/accel1": {}, "dev/accel10": {}, "dev/accelX": {}, "dev/null": {},
+		"sys/class/accel/accel0/device/device":    {Data: []byte("0x0063\n")},
+		"sys/class/accel/accel0/device/numa_node": {Data: []byte("1\n")},
+		"sys/class/accel/accel1/device/device":    {Data: []byte("0x005E\n")},
+		"sys/class/accel/accel1/device/numa_node": {Data: []byte("-1\n")},
+	}
+	got, note, err := TPU{Root: fsys}.Devices()
+	if err != nil || note != "" {
+		t.Fatal(err, note)
+	}
+	want := []api.Device{
+		{Type: "google.com/tpu", ID: "0", Model: "tpu-v5e", Topology: map[string]string{"numa": "1", "ici": "host"}},
+		{Type: "google.com/tpu", ID: "1", Model: "tpu-v4", Topology: map[string]string{"ici": "host"}},
+		{Type: "google.com/tpu", ID: "10", Model: "tpu", Topology: map[string]string{"ici": "host"}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("(-want +got)\n%s", diff)
+	}
+	if devs, note, err := (TPU{Root: fstest.MapFS{"dev/null": {}}}).Devices(); len(devs) != 0 || note == "" || err != nil {
+		t.Fatalf("no TPUs: %v %q %v", devs, note, err)
+	}
+}
+
+func TestDeclaredDevicesAreSimulatedAndValidated(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	os.WriteFile(good, []byte("devices:\n  - {type: nvidia.com/gpu, id: \"0\", model: H100-80GB, memory: 80Gi}\n  - {type: nvidia.com/gpu, id: \"1\", model: H100-80GB, memory: 80Gi}\n"), 0o600)
+	devs, _, err := Declared{Path: good}.Devices()
+	if err != nil || len(devs) != 2 || !devs[0].Simulated || !devs[1].Simulated || devs[0].Memory != 80<<30 {
+		t.Fatalf("%+v %v", devs, err)
+	}
+	for name, body := range map[string]string{
+		"dup.yaml":     "devices:\n  - {type: nvidia.com/gpu, id: \"0\"}\n  - {type: nvidia.com/gpu, id: \"0\"}\n",
+		"unknown.yaml": "devices:\n  - {type: nvidia.com/gpu, id: \"0\", colour: red}\n",
+		"badtype.yaml": "devices:\n  - {type: gpu, id: \"0\"}\n",
+	} {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(body), 0o600)
+		if _, _, err := (Declared{Path: p}).Devices(); err == nil || !strings.Contains(err.Error(), p) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if _, _, err := (Declared{Path: filepath.Join(dir, "missing.yaml")}).Devices(); err == nil {
+		t.Error("missing file accepted")
+	}
+}
+
+func TestNodeAssemblesSourcesAndNotes(t *testing.T) {
+	fsys := fstest.MapFS{"proc/meminfo": {Data: []byte(meminfo)}, "dev/accel0": {}}
+	n, notes, err := Node("host-1", Host{Root: fsys, NumCPU: 4}, []Source{TPU{Root: fsys}, Declared{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Name != "host-1" || len(n.Devices) != 1 || n.Capacity[resource.CPU] != 4000 {
+		t.Fatalf("%+v", n)
+	}
+	if len(notes) != 1 || !strings.HasPrefix(notes[0], "declared: ") {
+		t.Fatalf("notes %q", notes)
+	}
+}
