@@ -79,8 +79,8 @@ type Result struct {
 	Target      string           `json:"target"`
 	Connections int              `json:"connections"`
 	Seconds     float64          `json:"seconds"`
-	Requests    int64            `json:"requests"`     // every successful HTTP request
-	Scheduled   int64            `json:"scheduled"`    // successful schedule (or echo) requests
+	Requests    int64            `json:"requests"`  // every successful HTTP request
+	Scheduled   int64            `json:"scheduled"` // successful schedule (or echo) requests
 	RequestRate float64          `json:"requests_per_s"`
 	Rate        float64          `json:"scheduled_per_s"`
 	Errors      int64            `json:"errors"`
