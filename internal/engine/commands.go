@@ -117,7 +117,6 @@ func (e *Engine) submit(tenant string, spec *api.Task, specJSON []byte, now time
 	return spec.ID, nil
 }
 
-// do sends a command to the loop and waits for its durable answer.
 // Submit admits tasks owned by tenant. It returns each task's id
 // (generated when empty) and error; a nil error means the task is durable.
 func (e *Engine) Submit(ctx context.Context, tenant string, tasks []api.Task) ([]string, []error, error) {

@@ -65,17 +65,25 @@ func (e *Engine) commitStaged(now time.Time) error {
 		}
 		recs = append(recs, store.Record{Kind: KindNode, Key: name, Value: b})
 	}
-	// The events this commit publishes are counted now, so that the
-	// store's event high-water mark commits with them.
-	ids := make([]string, 0, len(e.staged))
+	// What each staged task publishes is decided now, so that the store's
+	// event high-water mark commits with the events.
+	type change struct {
+		id    string
+		r     *TaskRecord
+		old   *TaskRecord // nil for a new task
+		event bool
+	}
+	changes := make([]change, 0, len(e.staged))
 	nEvents := len(e.stNode)
 	for id, r := range e.staged {
-		ids = append(ids, id)
-		if old, known := e.tasks[id]; !known || old.State != r.State || old.Node != r.Node {
+		old := e.tasks[id]
+		ev := old == nil || old.State != r.State || old.Node != r.Node
+		if ev {
 			nEvents++
 		}
+		changes = append(changes, change{id, r, old, ev})
 	}
-	sort.Strings(ids)
+	sort.Slice(changes, func(i, j int) bool { return changes[i].id < changes[j].id })
 	if nEvents > 0 {
 		recs = append(recs, store.Record{Kind: KindMeta, Key: metaEventsKey,
 			Value: strconv.AppendUint(nil, e.events.next+uint64(nEvents), 10)})
@@ -91,20 +99,18 @@ func (e *Engine) commitStaged(now time.Time) error {
 	e.mu.Lock()
 	var wake []chan struct{}
 	fresh := make([]*TaskRecord, 0, 8)
-	for _, id := range ids {
-		r := e.staged[id]
-		old, known := e.tasks[id]
-		if !known {
-			fresh = append(fresh, r)
+	for _, c := range changes {
+		if c.old == nil {
+			fresh = append(fresh, c.r)
 		}
-		e.countWaiting(old, -1)
-		e.countWaiting(r, +1)
-		if !known || old.State != r.State || old.Node != r.Node {
-			e.events.add(Event{Kind: "task", ID: id, State: r.State, Node: r.Node, Reason: r.Reason, Time: now, Tenant: r.Tenant})
+		e.countWaiting(c.old, -1)
+		e.countWaiting(c.r, +1)
+		if c.event {
+			e.events.add(Event{Kind: "task", ID: c.id, State: c.r.State, Node: c.r.Node, Reason: c.r.Reason, Time: now, Tenant: c.r.Tenant})
 		}
-		e.tasks[id] = r
-		wake = append(wake, e.waiters[id]...)
-		delete(e.waiters, id)
+		e.tasks[c.id] = c.r
+		wake = append(wake, e.waiters[c.id]...)
+		delete(e.waiters, c.id)
 	}
 	for name, n := range e.stNode {
 		e.nodes[name] = n
@@ -168,6 +174,8 @@ func (e *Engine) gauge(now time.Time) {
 	dims := e.c.Dims()
 	var capSum, allocSum [resource.MaxDims]int64
 	states := map[string]int{api.NodeReady: 0, api.NodeNotReady: 0, api.NodeCordoned: 0, api.NodeDraining: 0}
+	type typeModel struct{ typ, model string }
+	devCap, devAlloc := map[typeModel]int64{}, map[typeModel]int64{}
 	for _, n := range e.c.Nodes() {
 		c, a := n.Capacity(), n.Allocated()
 		for i := 0; i < dims.Len(); i++ {
@@ -175,6 +183,13 @@ func (e *Engine) gauge(now time.Time) {
 			allocSum[i] += a[i]
 		}
 		states[n.State()]++
+		for _, d := range n.Devices() {
+			k := typeModel{d.Type, d.Model}
+			if d.Healthy {
+				devCap[k] += 1000
+			}
+			devAlloc[k] += int64(d.Used)
+		}
 	}
 	for i := 0; i < dims.Len(); i++ {
 		name := string(dims.Name(i))
@@ -183,17 +198,6 @@ func (e *Engine) gauge(now time.Time) {
 	}
 	for s, n := range states {
 		m.Nodes.WithLabelValues(s).Set(float64(n))
-	}
-	type typeModel struct{ typ, model string }
-	devCap, devAlloc := map[typeModel]int64{}, map[typeModel]int64{}
-	for _, n := range e.c.Nodes() {
-		for _, d := range n.Devices() {
-			k := typeModel{d.Type, d.Model}
-			if d.Healthy {
-				devCap[k] += 1000
-			}
-			devAlloc[k] += int64(d.Used)
-		}
 	}
 	for k, v := range devCap {
 		m.DeviceCapacity.WithLabelValues(k.typ, k.model).Set(float64(v))
@@ -206,8 +210,6 @@ func (e *Engine) gauge(now time.Time) {
 	for k, n := range e.waiting {
 		m.PendingQueue.WithLabelValues(k.queue, api.TierNames[k.tier]).Set(float64(n))
 	}
-	e.mu.RUnlock()
-	e.mu.RLock()
 	m.Tasks.Set(float64(len(e.tasks)))
 	e.mu.RUnlock()
 }

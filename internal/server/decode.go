@@ -102,9 +102,9 @@ func decodeTasks(b []byte) (tasks []api.Task, batch bool, err error) {
 	default:
 		return nil, false, errs.Invalid("", "the body must be a task object or {\"tasks\": [...]}, got %s", r.Peek())
 	}
-	probe := jsonread.New(b)
-	obj, _ := probe.ReadObject()
+	obj, _ := r.ReadObject()
 	if !obj.Next() || obj.Key() != "tasks" {
+		// Not a batch: decode the body again from its start as one task.
 		t, err := decodeTask(b)
 		if err != nil {
 			if e, ok := err.(*errs.Error); ok && e.Field == "tasks" {
@@ -114,16 +114,16 @@ func decodeTasks(b []byte) (tasks []api.Task, batch bool, err error) {
 		}
 		return []api.Task{t}, false, nil
 	}
-	if probe.Peek() != jsonread.Array {
+	if r.Peek() != jsonread.Array {
 		return nil, true, errs.Invalid("tasks", "must be a list of tasks")
 	}
-	arr, _ := probe.ReadArray()
+	arr, _ := r.ReadArray()
 	tasks = make([]api.Task, 0, min(len(b)/64+1, maxBatchTasks))
 	for arr.Next() {
 		if len(tasks) >= maxBatchTasks {
 			return nil, true, errs.Invalid("tasks", "must hold 1 to %d tasks", maxBatchTasks)
 		}
-		t, err := api.ReadTask(probe)
+		t, err := api.ReadTask(r)
 		if err != nil {
 			return nil, true, errs.Prefix("tasks["+strconv.Itoa(arr.Index())+"]", err)
 		}
@@ -141,7 +141,7 @@ func decodeTasks(b []byte) (tasks []api.Task, batch bool, err error) {
 	if err := obj.Err(); err != nil {
 		return nil, true, errs.Invalid("", "%v", err)
 	}
-	if err := probe.Finish(); err != nil {
+	if err := r.Finish(); err != nil {
 		return nil, true, errs.Invalid("", "%v", err)
 	}
 	return tasks, true, nil

@@ -191,9 +191,9 @@ func view(r *engine.TaskRecord) taskView {
 		Scheduled: r.Scheduled, Started: r.Started, Finished: r.Finished}
 }
 
-// submitTasks decodes the body and submits; it returns the records (nil
-// for rejected tasks) and the first per-task error.
-func (s *Server) submitTasks(w http.ResponseWriter, r *http.Request) ([]*engine.TaskRecord, bool, bool) {
+// submitTasks decodes the body and submits; it returns the durable ids
+// in order and whether the body was a batch, or writes the first error.
+func (s *Server) submitTasks(w http.ResponseWriter, r *http.Request) ([]string, bool, bool) {
 	b, err := readBody(r)
 	if err != nil {
 		writeError(w, err)
@@ -223,29 +223,22 @@ func (s *Server) submitTasks(w http.ResponseWriter, r *http.Request) ([]*engine.
 			return nil, false, false
 		}
 	}
-	recs := make([]*engine.TaskRecord, len(ids))
-	for i, id := range ids {
-		recs[i], _ = s.eng.Task(id)
-	}
-	return recs, batch, true
+	return ids, batch, true
 }
 
 // submit is POST /api/v1/tasks: 201 once durable, with the task (one) or
 // the ids in order (a batch: {"ids": [...]}, as API.md says).
 func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
-	recs, batch, ok := s.submitTasks(w, r)
+	ids, batch, ok := s.submitTasks(w, r)
 	if !ok {
 		return
 	}
-	if !batch {
-		writeTasks(w, http.StatusCreated, recs, false)
+	if batch {
+		writeJSON(w, http.StatusCreated, map[string]any{"ids": ids})
 		return
 	}
-	ids := make([]string, len(recs))
-	for i, rec := range recs {
-		ids[i] = rec.Spec.ID
-	}
-	writeJSON(w, http.StatusCreated, map[string]any{"ids": ids})
+	rec, _ := s.eng.Task(ids[0]) // durable, so published
+	writeJSON(w, http.StatusCreated, view(rec))
 }
 
 func writeTasks(w http.ResponseWriter, status int, recs []*engine.TaskRecord, batch bool) {
@@ -272,15 +265,16 @@ func (s *Server) schedule(w http.ResponseWriter, r *http.Request) {
 		}
 		wait = d
 	}
-	recs, batch, ok := s.submitTasks(w, r)
+	ids, batch, ok := s.submitTasks(w, r)
 	if !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), wait)
 	defer cancel()
 	status := http.StatusOK
-	for i, rec := range recs {
-		latest, err := s.eng.WaitPlaced(ctx, rec.Spec.ID)
+	recs := make([]*engine.TaskRecord, len(ids))
+	for i, id := range ids {
+		latest, err := s.eng.WaitPlaced(ctx, id)
 		if err != nil {
 			writeError(w, err)
 			return
