@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/store"
 )
 
 // recover rebuilds the core: nodes first, then tasks in submission order,
@@ -25,39 +26,27 @@ func (e *Engine) recover() error {
 		}
 		e.events = newEventLog(next)
 	}
-	if err := e.st.Load(ctx, KindNode, func(key string, v []byte) error {
-		var r NodeRecord
-		if err := json.Unmarshal(v, &r); err != nil {
-			return fmt.Errorf("node %s: %w", key, err)
-		}
+	if err := loadJSON(ctx, e.st, KindNode, func(key string, r *NodeRecord) error {
 		if err := e.c.UpsertNode(now, &r.Spec); err != nil {
-			return fmt.Errorf("node %s: %w", key, err)
+			return err
 		}
-		spec := r.Spec
+		spec := r.Spec // the published copy, apart from what the core was given
 		e.nodes[key] = &spec
 		return nil
 	}); err != nil {
-		return fmt.Errorf("recover nodes: %w", err)
+		return err
 	}
-	if err := e.st.Load(ctx, KindQueue, func(key string, v []byte) error {
-		var q api.Queue
-		if err := json.Unmarshal(v, &q); err != nil {
-			return fmt.Errorf("queue %s: %w", key, err)
-		}
-		e.queues[key] = &q
+	if err := loadJSON(ctx, e.st, KindQueue, func(key string, q *api.Queue) error {
+		e.queues[key] = q
 		return nil
 	}); err != nil {
-		return fmt.Errorf("recover queues: %w", err)
+		return err
 	}
-	if err := e.st.Load(ctx, KindJob, func(key string, v []byte) error {
-		var j JobRecord
-		if err := json.Unmarshal(v, &j); err != nil {
-			return fmt.Errorf("job %s: %w", key, err)
-		}
-		e.jobs[key] = &j
+	if err := loadJSON(ctx, e.st, KindJob, func(key string, j *JobRecord) error {
+		e.jobs[key] = j
 		return nil
 	}); err != nil {
-		return fmt.Errorf("recover jobs: %w", err)
+		return err
 	}
 	var recs []*TaskRecord
 	if err := e.st.Load(ctx, KindTask, func(key string, v []byte) error {
@@ -90,5 +79,24 @@ func (e *Engine) recover() error {
 		return err
 	}
 	e.log.Info("engine recovered", "nodes", len(e.nodes), "tasks", len(recs))
+	return nil
+}
+
+// loadJSON decodes every record of kind into a fresh T and hands it to fn;
+// errors name the kind and key.
+func loadJSON[T any](ctx context.Context, st store.Store, kind string, fn func(key string, v *T) error) error {
+	err := st.Load(ctx, kind, func(key string, b []byte) error {
+		v := new(T)
+		if err := json.Unmarshal(b, v); err != nil {
+			return fmt.Errorf("%s %s: %w", kind, key, err)
+		}
+		if err := fn(key, v); err != nil {
+			return fmt.Errorf("%s %s: %w", kind, key, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("recover: %w", err)
+	}
 	return nil
 }

@@ -5,10 +5,7 @@ import (
 	"crypto/subtle"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
-
-	"sigs.k8s.io/yaml"
 
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/errs"
@@ -55,13 +52,9 @@ type Auth struct {
 
 // LoadTokens reads and validates a --tokens file.
 func LoadTokens(path string) (*Auth, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, errs.Invalid("tokens", "%v", err)
-	}
 	var f TokensFile
-	if err := yaml.UnmarshalStrict(b, &f); err != nil {
-		return nil, errs.Invalid("tokens", "%s: %v", path, err)
+	if err := readConfigFile("tokens", path, &f); err != nil {
+		return nil, err
 	}
 	if len(f.Tokens) == 0 {
 		return nil, errs.Invalid("tokens", "%s lists no tokens", path)

@@ -38,6 +38,19 @@ type Options struct {
 	Ready func(addr string)
 }
 
+// readConfigFile decodes the YAML or JSON file of flag --field into v;
+// unknown fields are errors, and errors name the flag.
+func readConfigFile(field, path string, v any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return errs.Invalid(field, "%v", err)
+	}
+	if err := yaml.UnmarshalStrict(b, v); err != nil {
+		return errs.Invalid(field, "%s: %v", path, err)
+	}
+	return nil
+}
+
 // NodesFile is the --nodes file format.
 type NodesFile struct {
 	Nodes []api.Node `json:"nodes"`
@@ -46,13 +59,9 @@ type NodesFile struct {
 // LoadNodesFile reads and validates a --nodes file (YAML or JSON; unknown
 // fields are errors).
 func LoadNodesFile(path string) ([]api.Node, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, errs.Invalid("nodes", "%v", err)
-	}
 	var f NodesFile
-	if err := yaml.UnmarshalStrict(b, &f); err != nil {
-		return nil, errs.Invalid("nodes", "%s: %v", path, err)
+	if err := readConfigFile("nodes", path, &f); err != nil {
+		return nil, err
 	}
 	seen := map[string]bool{}
 	for i := range f.Nodes {
@@ -75,13 +84,9 @@ type QueuesFile struct {
 // LoadQueuesFile reads a --queues file (YAML or JSON; unknown fields are
 // errors). The tree is checked when the queues are put.
 func LoadQueuesFile(path string) ([]api.Queue, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, errs.Invalid("queues", "%v", err)
-	}
 	var f QueuesFile
-	if err := yaml.UnmarshalStrict(b, &f); err != nil {
-		return nil, errs.Invalid("queues", "%s: %v", path, err)
+	if err := readConfigFile("queues", path, &f); err != nil {
+		return nil, err
 	}
 	for i := range f.Queues {
 		if f.Queues[i].Parent == api.RootQueue {
