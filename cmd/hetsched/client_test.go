@@ -1,44 +1,16 @@
 package main
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/hetsched/hetsched/internal/server"
+	"github.com/hetsched/hetsched/internal/server/servertest"
 )
 
-func startServer(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	nodes := filepath.Join(dir, "nodes.yaml")
-	os.WriteFile(nodes, []byte("nodes:\n  - name: gpu-a\n    capacity: {cpu: \"8\", memory: 16Gi}\n    devices:\n      - {type: nvidia.com/gpu, id: \"0\", model: L4}\n"), 0o600)
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- server.Run(ctx, io.Discard, server.Options{Listen: "127.0.0.1:0", DataDir: filepath.Join(dir, "data"), NodesFile: nodes,
-			Logger: slog.New(slog.DiscardHandler), Ready: func(a string) { ready <- a }})
-	}()
-	t.Cleanup(func() { cancel(); <-done })
-	select {
-	case a := <-ready:
-		return "http://" + a
-	case err := <-done:
-		t.Fatalf("server: %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("timeout")
-	}
-	return ""
-}
-
 func TestCLIAgainstARealServer(t *testing.T) {
-	base := startServer(t)
+	base := servertest.Start(t, "nodes:\n  - name: gpu-a\n    capacity: {cpu: \"8\", memory: 16Gi}\n    devices:\n      - {type: nvidia.com/gpu, id: \"0\", model: L4}\n")
 	dir := t.TempDir()
 	file := filepath.Join(dir, "tasks.yaml")
 	os.WriteFile(file, []byte(`- id: prep

@@ -2,16 +2,12 @@ package loadgen
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/hetsched/hetsched/internal/server"
+	"github.com/hetsched/hetsched/internal/server/servertest"
 )
 
 func TestParseMix(t *testing.T) {
@@ -66,28 +62,12 @@ func TestEchoFloor(t *testing.T) {
 // TestAgainstServer schedules and completes leases on a real server: no
 // errors, two requests per placement, every task placed within wait.
 func TestAgainstServer(t *testing.T) {
-	dir := t.TempDir()
-	nodes := filepath.Join(dir, "nodes.yaml")
-	os.WriteFile(nodes, []byte("nodes:\n  - name: n1\n    capacity: {cpu: \"8\", memory: 4Gi}\n"), 0o600)
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- server.Run(ctx, io.Discard, server.Options{Listen: "127.0.0.1:0", DataDir: filepath.Join(dir, "data"), NodesFile: nodes,
-			Logger: slog.New(slog.DiscardHandler), Ready: func(a string) { ready <- a }})
-	}()
-	defer func() { cancel(); <-done }()
-	var addr string
-	select {
-	case addr = <-ready:
-	case err := <-done:
-		t.Fatal(err)
-	}
+	addr := servertest.Start(t, "nodes:\n  - name: n1\n    capacity: {cpu: \"8\", memory: 4Gi}\n")
 	// 8 connections of 1 cpu each on an 8-cpu node: each connection holds
 	// at most one lease, so if completes free capacity every schedule is
 	// placed at once; a lost release would leave later schedules waiting
 	// (202) once the node is full.
-	r, err := Run(context.Background(), Options{Target: "http://" + addr, Connections: 8, Duration: 500 * time.Millisecond,
+	r, err := Run(context.Background(), Options{Target: addr, Connections: 8, Duration: 500 * time.Millisecond,
 		Mix: [4]int{1, 1, 1, 1}, Complete: true, Resources: `{"cpu":"1"}`, Wait: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
