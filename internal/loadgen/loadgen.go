@@ -23,7 +23,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -338,7 +337,6 @@ func Table(w io.Writer, rs []*Result, labels []string) {
 				tiers = append(tiers, fmt.Sprintf("%s %.0f/%.0f/%.0f", TierNames[k], t.P50, t.P99, t.P999))
 			}
 		}
-		sort.Strings(tiers)
 		fmt.Fprintf(w, "%-10s %6d %10.0f %10.0f %8d %8.0fµs %8.0fµs %8.0fµs   %s\n", labels[i], r.Connections, r.RequestRate, r.Rate,
 			r.Errors, r.All.P50, r.All.P99, r.All.P999, strings.Join(tiers, ", "))
 	}
