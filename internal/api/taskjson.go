@@ -19,6 +19,20 @@ import (
 // Errors are *errs.Error whose Field is the path inside the task
 // ("resources.cpu", "alternatives[1].speed", "env.PATH").
 func ReadTask(r *jsonread.Reader) (Task, error) {
+	t, err := DecodeTask(r)
+	if err != nil {
+		return t, err
+	}
+	if err := t.Validate(); err != nil {
+		return t, err
+	}
+	return t, nil
+}
+
+// DecodeTask is ReadTask without Validate, for tasks that were validated
+// when they were accepted (the store's records): a later, stricter rule
+// must not stop a restart.
+func DecodeTask(r *jsonread.Reader) (Task, error) {
 	var t Task
 	if r.Peek() == jsonread.Null {
 		_ = r.ReadNull()
@@ -45,9 +59,6 @@ func ReadTask(r *jsonread.Reader) (Task, error) {
 	}
 	if err := obj.Err(); err != nil {
 		return t, syntax("", err)
-	}
-	if err := t.Validate(); err != nil {
-		return t, err
 	}
 	return t, nil
 }

@@ -222,45 +222,69 @@ func (e *Engine) current(id string) *TaskRecord {
 	return e.tasks[id]
 }
 
-// refresh stages a new record of task id from the core's state.
+// refresh stages a new record of task id from the core's state, when
+// that state differs from the record's (a published record is copied only
+// then: recovery refreshes every task and most are unchanged).
 func (e *Engine) refresh(id string, now time.Time) {
 	old := e.current(id)
 	if old == nil {
 		return
 	}
-	if e.staged[id] == old {
-		e.stageState(old, id, now) // not yet published: update in place
+	v, ok := e.coreView(id, old)
+	if !ok || v.same(old) {
 		return
 	}
-	r := *old
-	e.stageState(&r, id, now)
+	r := old
+	if e.staged[id] != old {
+		cp := *old
+		r = &cp
+	}
+	e.stage(r, v, id, now)
 }
 
-// stageState brings r up to date with the core's view of task id and
-// stages it when anything changed. r must not be published yet.
+// stageState brings a new record up to date with the core and stages it.
 func (e *Engine) stageState(r *TaskRecord, id string, now time.Time) {
+	if v, ok := e.coreView(id, r); ok {
+		e.stage(r, v, id, now)
+	}
+}
+
+// taskView is the core's view of a task, in a record's terms.
+type taskView struct {
+	s      core.Saved
+	state  string
+	reason string
+}
+
+func (e *Engine) coreView(id string, r *TaskRecord) (taskView, bool) {
 	s, ok := e.c.SavedState(id)
 	if !ok {
-		return
+		return taskView{}, false
 	}
-	prev := r.State
-	state := s.State.String()
-	reason := r.Reason
+	v := taskView{s: s, state: s.State.String(), reason: r.Reason}
 	if t, ok := e.c.Task(id); ok {
-		reason = t.Reason()
+		v.reason = t.Reason()
 	}
-	if prev == state && r.Node == s.Node && r.Chosen == s.Chosen && r.Attempt == s.Attempt &&
-		r.Reason == reason && slices.Equal(r.Devices, s.Devices) {
-		return
-	}
-	r.State, r.Node, r.Devices, r.Chosen, r.Attempt, r.Reason = state, s.Node, s.Devices, s.Chosen, s.Attempt, reason
+	return v, true
+}
+
+func (v taskView) same(r *TaskRecord) bool {
+	return r.State == v.state && r.Node == v.s.Node && r.Chosen == v.s.Chosen && r.Attempt == v.s.Attempt &&
+		r.Reason == v.reason && slices.Equal(r.Devices, v.s.Devices)
+}
+
+// stage writes v into r (not yet published), stamps the times of a state
+// change and stages r.
+func (e *Engine) stage(r *TaskRecord, v taskView, id string, now time.Time) {
+	prev, s := r.State, v.s
+	r.State, r.Node, r.Devices, r.Chosen, r.Attempt, r.Reason = v.state, s.Node, s.Devices, s.Chosen, s.Attempt, v.reason
 	switch {
-	case s.State == core.Scheduled && prev != state:
+	case s.State == core.Scheduled && prev != v.state:
 		r.Scheduled = timePtr(now)
 		r.Started, r.Finished = nil, nil
-	case s.State == core.Running && prev != state:
+	case s.State == core.Running && prev != v.state:
 		r.Started = timePtr(now)
-	case s.State.Terminal() && prev != state:
+	case s.State.Terminal() && prev != v.state:
 		r.Finished = timePtr(now)
 	case s.State == core.Pending:
 		r.Scheduled, r.Started = nil, nil

@@ -144,16 +144,6 @@ func appendString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-func decodeTask(key string, b []byte) (*TaskRecord, error) {
-	var r TaskRecord
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, err
-	}
-	if r.Spec.ID == "" {
-		r.Spec.ID = key // a generated id lives in the key
-	}
-	return &r, nil
-}
 
 // saved converts a record to the core's restore form.
 func (r *TaskRecord) saved() core.Saved {

@@ -67,6 +67,16 @@ func TestAppendJSONMatchesMarshal(t *testing.T) {
 		if diff := cmp.Diff(b, a, cmpopts.IgnoreUnexported(TaskRecord{})); diff != "" {
 			t.Fatalf("decoded records differ (-marshal +appendJSON):\n%s", diff)
 		}
+		// decodeTask, the restart path, reads both encodings as encoding/json does.
+		for _, enc := range [][]byte{got, want} {
+			c, err := decodeTask(r.Spec.ID, enc)
+			if err != nil {
+				t.Fatalf("decodeTask(%s): %v", enc, err)
+			}
+			if diff := cmp.Diff(&b, c, cmpopts.IgnoreUnexported(TaskRecord{})); diff != "" {
+				t.Fatalf("decodeTask differs from encoding/json (-json +decodeTask):\n%s", diff)
+			}
+		}
 	})
 }
 

@@ -1,0 +1,150 @@
+package engine
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/core"
+	"github.com/hetsched/hetsched/internal/jsonread"
+)
+
+// decodeTask reads a stored task record (what appendJSON or json.Marshal
+// wrote). It runs for every task at start-up, so it uses the streaming
+// reader rather than encoding/json; the spec is decoded without
+// re-validation. A member it does not know is an error: recovery stops
+// rather than drop what it cannot read.
+func decodeTask(key string, b []byte) (*TaskRecord, error) {
+	r := jsonread.New(b)
+	obj, err := r.ReadObject()
+	if err != nil {
+		return nil, err
+	}
+	var rec TaskRecord
+	for obj.Next() {
+		k := obj.Key()
+		switch k {
+		case "spec":
+			rec.Spec, err = api.DecodeTask(r)
+		case "tenant":
+			rec.Tenant, err = r.ReadString()
+		case "state":
+			rec.State, err = r.ReadString()
+		case "node":
+			rec.Node, err = r.ReadString()
+		case "reason":
+			rec.Reason, err = r.ReadString()
+		case "seq":
+			rec.Seq, err = readUint(r)
+		case "chosen":
+			rec.Chosen, err = readInt(r)
+		case "attempt":
+			rec.Attempt, err = readInt(r)
+		case "exitCode":
+			var c int
+			if c, err = readInt(r); err == nil {
+				rec.ExitCode = &c
+			}
+		case "devices":
+			rec.Devices, err = readDevices(r)
+		case "submitted":
+			rec.Submitted, err = readTime(r)
+		case "scheduled":
+			rec.Scheduled, err = readTimePtr(r)
+		case "started":
+			rec.Started, err = readTimePtr(r)
+		case "finished":
+			rec.Finished, err = readTimePtr(r)
+		default:
+			err = fmt.Errorf("unknown member %q", k)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", k, err)
+		}
+	}
+	if err := obj.Err(); err != nil {
+		return nil, err
+	}
+	if err := r.Finish(); err != nil {
+		return nil, err
+	}
+	if rec.Spec.ID == "" {
+		rec.Spec.ID = key // a generated id lives in the key
+	}
+	return &rec, nil
+}
+
+func readUint(r *jsonread.Reader) (uint64, error) {
+	s, err := r.ReadNumber()
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(s, 10, 64)
+}
+
+func readInt(r *jsonread.Reader) (int, error) {
+	s, err := r.ReadNumber()
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(s)
+}
+
+func readTime(r *jsonread.Reader) (time.Time, error) {
+	s, err := r.ReadString()
+	if err != nil {
+		return time.Time{}, err
+	}
+	return time.Parse(time.RFC3339Nano, s)
+}
+
+func readTimePtr(r *jsonread.Reader) (*time.Time, error) {
+	t, err := readTime(r)
+	if err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+func readDevices(r *jsonread.Reader) ([]core.DeviceRef, error) {
+	arr, err := r.ReadArray()
+	if err != nil {
+		return nil, err
+	}
+	var out []core.DeviceRef
+	for arr.Next() {
+		obj, err := r.ReadObject()
+		if err != nil {
+			return nil, err
+		}
+		var d core.DeviceRef
+		for obj.Next() {
+			switch k := obj.Key(); k {
+			case "type":
+				d.Type, err = r.ReadString()
+			case "id":
+				d.ID, err = r.ReadString()
+			case "model":
+				d.Model, err = r.ReadString()
+			case "share":
+				var s string
+				if s, err = r.ReadNumber(); err == nil {
+					var n int64
+					n, err = strconv.ParseInt(s, 10, 32)
+					d.Share = int32(n)
+				}
+			default:
+				err = fmt.Errorf("unknown device member %q", k)
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		if err := obj.Err(); err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, arr.Err()
+}
