@@ -144,7 +144,6 @@ func appendString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
-
 // saved converts a record to the core's restore form.
 func (r *TaskRecord) saved() core.Saved {
 	st, _ := core.ParseState(r.State)
