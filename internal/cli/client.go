@@ -46,9 +46,10 @@ func (e *APIError) Error() string {
 const maxResponse = 256 << 20
 
 // Stream copies a GET answer's body to w as it arrives (no size limit:
-// logs are long); a follow request ends when the server closes it or ctx
-// is done. Errors come back as *APIError like Do's.
-func (c *Client) Stream(ctx context.Context, path string, w io.Writer) error {
+// logs are long). With follow the client's timeout does not apply: the
+// answer lasts as long as the task, and ends when the server closes it or
+// ctx is done. Errors come back as *APIError like Do's.
+func (c *Client) Stream(ctx context.Context, path string, w io.Writer, follow bool) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Server+path, nil)
 	if err != nil {
 		return err
@@ -57,7 +58,9 @@ func (c *Client) Stream(ctx context.Context, path string, w io.Writer) error {
 		req.Header.Set("Authorization", "Bearer "+c.Token)
 	}
 	hc := *c.HTTP
-	hc.Timeout = 0 // a followed stream lasts as long as the task; ctx bounds it
+	if follow {
+		hc.Timeout = 0
+	}
 	resp, err := hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("cannot reach %s: %w", c.Server, err)

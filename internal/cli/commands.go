@@ -181,7 +181,7 @@ func Logs(ctx context.Context, c *Client, w io.Writer, id string, follow bool) e
 	if follow {
 		path += "?follow=true"
 	}
-	return c.Stream(ctx, path, w)
+	return c.Stream(ctx, path, w, follow)
 }
 
 // Cancel cancels a task.

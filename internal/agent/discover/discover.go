@@ -181,7 +181,8 @@ func (t TPU) Devices() ([]api.Device, string, error) {
 	devs := make([]api.Device, 0, len(idx))
 	for _, i := range idx {
 		id := strconv.Itoa(i)
-		d := api.Device{Type: "google.com/tpu", ID: id, Model: "tpu"}
+		// Chips of one host share one ICI domain.
+		d := api.Device{Type: "google.com/tpu", ID: id, Model: "tpu", Topology: map[string]string{api.TopologyICI: "host"}}
 		base := path.Join("sys/class/accel", "accel"+id, "device")
 		if b, err := fs.ReadFile(t.Root, base+"/device"); err == nil {
 			if m, ok := tpuModels[strings.ToLower(strings.TrimSpace(string(b)))]; ok {
@@ -190,14 +191,9 @@ func (t TPU) Devices() ([]api.Device, string, error) {
 		}
 		if b, err := fs.ReadFile(t.Root, base+"/numa_node"); err == nil {
 			if n := strings.TrimSpace(string(b)); n != "" && n != "-1" {
-				d.Topology = map[string]string{api.TopologyNUMA: n}
+				d.Topology[api.TopologyNUMA] = n
 			}
 		}
-		// Chips of one host share one ICI domain.
-		if d.Topology == nil {
-			d.Topology = map[string]string{}
-		}
-		d.Topology[api.TopologyICI] = "host"
 		devs = append(devs, d)
 	}
 	return devs, "", nil
