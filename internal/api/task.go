@@ -43,7 +43,12 @@ type Task struct {
 	Lease        Duration          `json:"lease,omitempty"`
 	Depends      []string          `json:"depends,omitempty"`
 	Preemptible  *bool             `json:"preemptible,omitempty"`
-	Metadata     map[string]string `json:"metadata,omitempty"`
+	// Requeue false means the task must not run twice: when its node is
+	// lost or evicts it (notready, a device fault, preemption) it fails
+	// with the reason instead of going back to pending (Slurm's
+	// --no-requeue). Default true.
+	Requeue  *bool             `json:"requeue,omitempty"`
+	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
 // Alternative is another way to run the same task, with its expected speed
@@ -63,6 +68,10 @@ func (t *Task) PriorityOrDefault() int {
 
 // IsPreemptible reports whether the task may be evicted (default true).
 func (t *Task) IsPreemptible() bool { return t.Preemptible == nil || *t.Preemptible }
+
+// Requeues reports whether an evicted task goes back to pending (default
+// true).
+func (t *Task) Requeues() bool { return t.Requeue == nil || *t.Requeue }
 
 // Limits on what one task may carry; every loop over a task's lists is
 // bounded by these.

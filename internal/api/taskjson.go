@@ -66,7 +66,7 @@ func DecodeTask(r *jsonread.Reader) (Task, error) {
 var taskFields = func() map[string]uint32 {
 	names := []string{"id", "name", "queue", "priority", "resources", "alternatives", "nodeSelector",
 		"tolerations", "command", "env", "duration", "timeout", "queueTimeout", "lease", "depends",
-		"preemptible", "metadata"}
+		"preemptible", "metadata", "requeue"}
 	m := make(map[string]uint32, len(names))
 	for i, n := range names {
 		m[n] = 1 << i
@@ -111,6 +111,8 @@ func readTaskField(r *jsonread.Reader, t *Task, k string) error {
 		t.Preemptible, err = readBoolPtr(r, k)
 	case "metadata":
 		t.Metadata, err = readStringMap(r, k)
+	case "requeue":
+		t.Requeue, err = readBoolPtr(r, k)
 	}
 	return err
 }

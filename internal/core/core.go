@@ -298,7 +298,7 @@ func (c *Core) admit(spec *api.Task) (t *Task, deps []*Task, skipReason string, 
 	c.seq++
 	t = &Task{
 		id: spec.ID, cls: cls, prio: int8(prio), level: int8(prio),
-		preemptible: spec.IsPreemptible(), seq: c.seq,
+		preemptible: spec.IsPreemptible(), noRequeue: !spec.Requeues(), seq: c.seq,
 		duration: int64(spec.Duration), timeout: int64(spec.Timeout),
 		queueTTL: int64(spec.QueueTimeout), lease: int64(spec.Lease),
 		qpos: -1, tpos: -1, npos: -1, chosen: -1,
@@ -407,6 +407,23 @@ func (c *Core) TaskFinished(now time.Time, id string, r Result) error {
 		c.learnFinished(t, c.now-start)
 	}
 	c.finish(t, to, reason)
+	c.schedule()
+	return nil
+}
+
+// TaskLost re-queues a placed task whose run was lost without an outcome
+// (its agent fenced it after losing the server, its supervisor died):
+// attempt + 1, or failed with the reason when it must not be re-queued.
+func (c *Core) TaskLost(now time.Time, id, reason string) error {
+	c.advance(now)
+	t, err := c.lookup(id)
+	if err != nil {
+		return err
+	}
+	if t.state != Scheduled && t.state != Running {
+		return errs.New(errs.Conflict, "id", "task %q is %s, not running", id, t.state)
+	}
+	c.requeue(t, Pending, reason)
 	c.schedule()
 	return nil
 }

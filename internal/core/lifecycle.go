@@ -643,8 +643,13 @@ func (c *Core) settleDependents(t *Task) {
 }
 
 // requeue puts a placed task back to pending (attempt + 1), reporting the
-// transition as to (Pending or Preempted).
+// transition as to (Pending or Preempted). A task that must not be
+// re-queued fails with the reason instead.
 func (c *Core) requeue(t *Task, to State, reason string) {
+	if t.noRequeue {
+		c.finish(t, Failed, reason+" (requeue: false)")
+		return
+	}
 	from := t.state
 	c.release(t, true)
 	c.timers.cancel(t)

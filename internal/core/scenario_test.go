@@ -190,6 +190,12 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 				break
 			}
 		}
+	case "lost":
+		for _, id := range args(td, "id") {
+			if err = h.c.TaskLost(h.now, id, "run lost"); err != nil {
+				break
+			}
+		}
 	case "cancel":
 		id, _ := arg(td, "id")
 		err = h.c.Cancel(h.now, id, "")

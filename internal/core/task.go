@@ -81,6 +81,7 @@ type Task struct {
 	raised      int8 // how many times aging raised it
 	state       State
 	preemptible bool
+	noRequeue   bool // fail instead of re-queueing when evicted
 
 	seq        uint64
 	enqueued   int64
