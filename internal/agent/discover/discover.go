@@ -1,16 +1,23 @@
 // Package discover finds what a node has to offer: CPU and memory (from
 // /proc, capped by the cgroup limits the agent runs under), TPUs (from
-// /dev/accel* and sysfs) and devices declared in a file. NVIDIA GPUs come
-// from an NVML Source in a build with the nvml tag (not written yet:
-// issue 4 is in progress).
+// /dev/accel* and sysfs), NVIDIA GPUs (from NVML, in a binary built with
+// the nvml tag; see NVML) and devices declared in a file.
 //
 // Contracts:
 //   - Every source reads through an fs.FS rooted at "/", so tests run the
-//     real parsers over fixture trees; nothing here writes.
+//     real parsers over fixture trees; nothing here writes. NVML is the
+//     exception: it reads through an nvml.Interface, which tests replace
+//     with go-nvml's mocks.
 //   - A source that finds nothing returns no devices and a reason (for the
 //     one log line the agent prints), not an error; an error means the
 //     host looked broken (unreadable /proc/meminfo, a malformed file).
 //   - Declared devices are marked Simulated everywhere they are shown.
+//   - A source that can watch its devices also implements Monitor. Sample
+//     reports the devices of the source's last Devices call, keyed by
+//     their ids; a device it reports unhealthy stays unhealthy for the
+//     life of the process.
+//   - The default build needs no cgo: without the nvml tag, NVML is a
+//     stub that finds no GPUs and says how to build one that does.
 package discover
 
 import (
@@ -36,6 +43,22 @@ type Source interface {
 	Name() string
 	// Devices returns what the source found; note says why it found none.
 	Devices() (devs []api.Device, note string, err error)
+}
+
+// Monitor is implemented by sources that report live device state; the
+// agent samples it for every heartbeat.
+type Monitor interface {
+	// Sample returns the state of each device the source found, keyed by
+	// device id.
+	Sample() (map[string]DeviceSample, error)
+}
+
+// DeviceSample is one device's live state.
+type DeviceSample struct {
+	Utilization float64 // 0..1
+	MemoryUsed  int64   // bytes
+	Healthy     bool
+	Reason      string // why not healthy ("XID 79", "uncorrectable ECC errors")
 }
 
 // Host reads CPU and memory capacity from root (normally os.DirFS("/")).
@@ -235,6 +258,30 @@ func (d Declared) Devices() ([]api.Device, string, error) {
 		return nil, "", fmt.Errorf("--devices %s: %w", d.Path, err)
 	}
 	return f.Devices, "", nil
+}
+
+// Sample re-reads the file: a device now marked unhealthy: true turns
+// unhealthy (and back), so tests and operators can flip a declared
+// device's health while the agent runs. Utilization is 0 (nothing
+// measures a declared device). A file that no longer reads keeps the
+// last state: the error is returned and the agent logs it.
+func (d Declared) Sample() (map[string]DeviceSample, error) {
+	if d.Path == "" {
+		return nil, nil
+	}
+	devs, _, err := d.Devices()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]DeviceSample, len(devs))
+	for _, dv := range devs {
+		s := DeviceSample{Healthy: !dv.Unhealthy}
+		if dv.Unhealthy {
+			s.Reason = "declared unhealthy in " + d.Path
+		}
+		out[dv.ID] = s
+	}
+	return out, nil
 }
 
 // Node assembles a node from the host's capacity and every source's

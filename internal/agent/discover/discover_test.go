@@ -128,3 +128,27 @@ func TestNodeAssemblesSourcesAndNotes(t *testing.T) {
 		t.Fatalf("notes %q", notes)
 	}
 }
+
+func TestDeclaredSampleFollowsTheFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "devices.yaml")
+	write := func(s string) {
+		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("devices:\n  - {type: nvidia.com/gpu, id: \"0\", model: L4}\n  - {type: nvidia.com/gpu, id: \"1\", model: L4}\n")
+	var m Monitor = Declared{Path: path}
+	s, err := m.Sample()
+	if err != nil || len(s) != 2 || !s["0"].Healthy || !s["1"].Healthy {
+		t.Fatalf("sample %+v %v", s, err)
+	}
+	write("devices:\n  - {type: nvidia.com/gpu, id: \"0\", model: L4}\n  - {type: nvidia.com/gpu, id: \"1\", model: L4, unhealthy: true}\n")
+	s, err = m.Sample()
+	if err != nil || !s["0"].Healthy || s["1"].Healthy || s["1"].Reason == "" {
+		t.Fatalf("after the flip: %+v %v", s, err)
+	}
+	write("devices: [")
+	if _, err := m.Sample(); err == nil {
+		t.Fatal("a broken file sampled without error")
+	}
+}
