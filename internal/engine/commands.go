@@ -52,6 +52,14 @@ func (e *Engine) apply(cmd *command, now time.Time) {
 		if cmd.err == nil {
 			e.stNode[cmd.node.Name] = cmd.node
 		}
+	case cmdRegister:
+		cmd.gen, cmd.err = e.register(cmd.reg, now)
+	case cmdHeartbeat:
+		cmd.err = e.heartbeat(cmd.id, cmd.beats, now)
+	case cmdAgentStatus:
+		cmd.statusOut = e.agentStatus(cmd.id, cmd.updates, now)
+	case cmdNodeViews:
+		cmd.nodeViews = e.nodeViews()
 	case cmdNodeState:
 		cmd.err = e.c.SetNodeState(now, cmd.id, cmd.state)
 		if cmd.err == nil {

@@ -59,7 +59,11 @@ func (e *Engine) commitStaged(now time.Time) error {
 		recs = append(recs, store.Record{Kind: KindTask, Key: id, Value: arena[start:len(arena):len(arena)]})
 	}
 	for name, n := range e.stNode {
-		b, err := json.Marshal(NodeRecord{Spec: *n})
+		owner, ok := e.stAgent[name]
+		if !ok {
+			owner = e.owner[name]
+		}
+		b, err := json.Marshal(NodeRecord{Spec: *n, Agent: owner})
 		if err != nil {
 			return fmt.Errorf("encode node %s: %w", name, err)
 		}
@@ -105,6 +109,7 @@ func (e *Engine) commitStaged(now time.Time) error {
 		}
 		e.countWaiting(c.old, -1)
 		e.countWaiting(c.r, +1)
+		e.trackAssignment(c.old, c.r)
 		if c.event {
 			e.events.add(Event{Kind: "task", ID: c.id, State: c.r.State, Node: c.r.Node, Reason: c.r.Reason, Time: now, Tenant: c.r.Tenant})
 		}
@@ -135,6 +140,10 @@ func (e *Engine) commitStaged(now time.Time) error {
 	for _, ch := range wake {
 		close(ch)
 	}
+	for name, a := range e.stAgent {
+		e.owner[name] = a
+	}
+	clear(e.stAgent)
 	clear(e.staged)
 	clear(e.stNode)
 	clear(e.stQ)
@@ -260,6 +269,10 @@ func (e *Engine) coreView(id string, r *TaskRecord) (taskView, bool) {
 	s, ok := e.c.SavedState(id)
 	if !ok {
 		return taskView{}, false
+	}
+	if s.State.Terminal() && s.Node == "" {
+		// A finished task keeps the node it ran on (its logs are there).
+		s.Node, s.Devices = r.Node, r.Devices
 	}
 	v := taskView{s: s, state: s.State.String(), reason: r.Reason}
 	if t, ok := e.c.Task(id); ok {

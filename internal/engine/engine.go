@@ -23,6 +23,11 @@ type Config struct {
 	Logger   *slog.Logger
 	// Metrics, when set, is updated by the loop.
 	Metrics *metrics.Metrics
+	// HeartbeatInterval is how often agents heartbeat (default 2s);
+	// MissedHeartbeats how many may be missed before their node is
+	// notready (default 3).
+	HeartbeatInterval time.Duration
+	MissedHeartbeats  int
 }
 
 // ErrStopped is returned once the engine has stopped.
@@ -46,6 +51,13 @@ type Engine struct {
 	waiters map[string][]chan struct{}
 	fatal   error
 	events  eventLog
+	// agent protocol (see agents.go)
+	agents    map[string]*agentState
+	nodeAgent map[string]string                 // node -> registered agent
+	assigned  map[string]map[string]*TaskRecord // node -> task -> record, command tasks placed there
+	usage     map[string]NodeUsage
+	agentGen  uint64
+	streamSeq uint64
 
 	// loop-owned
 	c      *core.Core
@@ -55,6 +67,12 @@ type Engine struct {
 	stQ    map[string]*api.Queue
 	stJob  map[string]*JobRecord
 	gauged time.Time // when the gauges were last refreshed
+	// owner is the durable agent of each agent node; stAgent the staged
+	// changes to it.
+	owner, stAgent map[string]string
+	// lastBeat is when each agent node last heartbeat (soft state).
+	lastBeat      map[string]time.Time
+	nextLiveCheck time.Time
 	// waiting counts pending and blocked tasks per queue and native tier,
 	// kept up to date as records are published (for the metrics).
 	waiting map[queueTier]int
@@ -95,6 +113,10 @@ const (
 	cmdPutQueue
 	cmdSubmitJob
 	cmdCancelJob
+	cmdRegister
+	cmdHeartbeat
+	cmdAgentStatus
+	cmdNodeViews
 )
 
 type command struct {
@@ -109,12 +131,18 @@ type command struct {
 	job     *api.Job
 	state   string
 	result  core.Result
+	reg     *Registration
+	beats   []Beat
+	updates []StatusUpdate
 	// results
-	summary *Summary
-	ids     []string
-	errs    []error
-	err     error
-	reply   chan struct{}
+	gen       uint64
+	statusOut []StatusResult
+	nodeViews []NodeView
+	summary   *Summary
+	ids       []string
+	errs      []error
+	err       error
+	reply     chan struct{}
 }
 
 // New opens an engine on st, rebuilding the core from what st holds, and
@@ -140,6 +168,8 @@ func New(cfg Config, st store.Store) (*Engine, error) {
 		jobs: map[string]*JobRecord{}, stJob: map[string]*JobRecord{}, waiting: map[queueTier]int{},
 		staged: map[string]*TaskRecord{}, stNode: map[string]*api.Node{}, stQ: map[string]*api.Queue{},
 		events: newEventLog(1),
+		agents: map[string]*agentState{}, nodeAgent: map[string]string{}, assigned: map[string]map[string]*TaskRecord{},
+		usage: map[string]NodeUsage{}, owner: map[string]string{}, stAgent: map[string]string{}, lastBeat: map[string]time.Time{},
 	}
 	if err := e.recover(); err != nil {
 		return nil, err
@@ -205,12 +235,14 @@ func (e *Engine) loop() {
 			}
 		}
 		d := time.Hour
+		now := e.cfg.Now()
 		if next, ok := e.c.NextWakeup(); ok {
-			d = next.Sub(e.cfg.Now())
-			if d < 0 {
-				d = 0
-			}
+			d = next.Sub(now)
 		}
+		if next, ok := e.nextLiveness(); ok {
+			d = min(d, next.Sub(now))
+		}
+		d = max(d, 0)
 		timer.Reset(d)
 	}
 }
@@ -235,6 +267,7 @@ func (e *Engine) step(batch []*command) error {
 	for _, cmd := range batch {
 		e.apply(cmd, now)
 	}
+	e.checkLiveness(now)
 	e.c.Tick(now)
 	return e.commitStaged(now)
 }

@@ -58,6 +58,9 @@ type TaskRecord struct {
 // NodeRecord is a node as the store keeps it.
 type NodeRecord struct {
 	Spec api.Node `json:"spec"`
+	// Agent is the agent that registered the node; empty for a node of
+	// the static inventory (which never heartbeats).
+	Agent string `json:"agent,omitempty"`
 }
 
 // appendJSON appends the record's store encoding: the JSON object that

@@ -32,6 +32,12 @@ func (e *Engine) recover() error {
 		}
 		spec := r.Spec // the published copy, apart from what the core was given
 		e.nodes[key] = &spec
+		if r.Agent != "" {
+			// An agent node gets a full heartbeat deadline from now
+			// before it is judged: its agent is reconnecting.
+			e.owner[key] = r.Agent
+			e.lastBeat[key] = now
+		}
 		return nil
 	}); err != nil {
 		return err
@@ -72,6 +78,9 @@ func (e *Engine) recover() error {
 		}
 	}
 	e.c.TakeOutput() // restore's own transitions are re-read below
+	for _, r := range recs {
+		e.trackAssignment(nil, r)
+	}
 	for _, r := range recs {
 		e.refresh(r.Spec.ID, now)
 	}

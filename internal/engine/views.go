@@ -182,3 +182,60 @@ func (e *Engine) Err() error {
 	defer e.mu.RUnlock()
 	return e.fatal
 }
+
+// NodeView is a node as GET /api/v1/nodes shows it: its durable spec plus
+// what the scheduler holds on it and its latest heartbeat.
+type NodeView struct {
+	api.Node
+	// Allocated is what placed tasks hold, per resource (cpu in
+	// millicores, memory in bytes, devices in milli-devices).
+	Allocated map[string]int64 `json:"allocated"`
+	Tasks     int              `json:"tasks"`
+	// Agent serves the node; empty for a node of the static inventory.
+	Agent string     `json:"agent,omitempty"`
+	Usage *NodeUsage `json:"usage,omitempty"`
+	// Simulated is true when any of its devices is declared, not real.
+	Simulated bool `json:"simulated,omitempty"`
+}
+
+// nodeViews runs on the loop.
+func (e *Engine) nodeViews() []NodeView {
+	dims := e.c.Dims()
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	out := make([]NodeView, 0, len(e.nodes))
+	for name, spec := range e.nodes {
+		v := NodeView{Node: *spec, Allocated: map[string]int64{}, Agent: e.owner[name]}
+		if v.State == "" {
+			v.State = api.NodeReady
+		}
+		if n, ok := e.c.Node(name); ok {
+			a := n.Allocated()
+			for i := 0; i < dims.Len(); i++ {
+				if a[i] != 0 {
+					v.Allocated[string(dims.Name(i))] = a[i]
+				}
+			}
+			v.Tasks = n.TaskCount()
+		}
+		if u, ok := e.usage[name]; ok {
+			v.Usage = &u
+		}
+		for _, d := range spec.Devices {
+			v.Simulated = v.Simulated || d.Simulated
+		}
+		out = append(out, v)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// NodeViews returns every node with its allocation and usage, computed by
+// the loop.
+func (e *Engine) NodeViews(ctx context.Context) ([]NodeView, error) {
+	cmd := &command{kind: cmdNodeViews}
+	if err := e.do(ctx, cmd); err != nil {
+		return nil, err
+	}
+	return cmd.nodeViews, nil
+}

@@ -33,7 +33,11 @@ type Options struct {
 	// QueuesFile declares queues (API.md --queues).
 	QueuesFile string
 	Policy     string
-	Logger     *slog.Logger
+	// HeartbeatInterval and MissedHeartbeats set the agents' liveness
+	// rule (defaults 2s and 3).
+	HeartbeatInterval time.Duration
+	MissedHeartbeats  int
+	Logger            *slog.Logger
 	// Ready, when set, receives the bound address once serving.
 	Ready func(addr string)
 }
@@ -160,7 +164,8 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg)
-	eng, err := engine.New(engine.Config{Core: cfg, Logger: lg, Metrics: m}, st)
+	eng, err := engine.New(engine.Config{Core: cfg, Logger: lg, Metrics: m,
+		HeartbeatInterval: opt.HeartbeatInterval, MissedHeartbeats: opt.MissedHeartbeats}, st)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"encoding/json"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -37,6 +38,8 @@ type Server struct {
 	auth    *Auth
 	closing chan struct{} // closed by Close: long-lived streams end
 	once    sync.Once
+	// logClient fetches task logs from agents.
+	logClient *http.Client
 }
 
 // Close ends long-lived streams (events) so that a graceful shutdown does
@@ -49,7 +52,13 @@ func New(eng *engine.Engine, policy string, log *slog.Logger, reg *prometheus.Re
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{eng: eng, log: log, policy: policy, mux: http.NewServeMux(), metrics: m, auth: auth, closing: make(chan struct{})}
+	s := &Server{eng: eng, log: log, policy: policy, mux: http.NewServeMux(), metrics: m, auth: auth, closing: make(chan struct{}),
+		logClient: &http.Client{Transport: &http.Transport{
+			DialContext:           (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+			ResponseHeaderTimeout: 10 * time.Second,
+			MaxIdleConnsPerHost:   4,
+			IdleConnTimeout:       time.Minute,
+		}}}
 	s.routes()
 	if reg != nil {
 		s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)}))
@@ -93,6 +102,11 @@ func (s *Server) table() []route {
 		{"POST /api/v1/tasks/{id}/renew", s.guard(s.renew, RoleTenant)},
 		{"GET /api/v1/tasks/{id}/logs", s.guard(s.logs, RoleTenant)},
 		{"GET /api/v1/nodes", s.guard(s.listNodes, RoleTenant, RoleAgent)},
+		{"GET /api/v1/nodes/{name}", s.guard(s.getNode, RoleTenant, RoleAgent)},
+		{"POST /api/v1/agents/register", s.guard(s.agentRegister, RoleAgent)},
+		{"POST /api/v1/agents/{agent}/heartbeat", s.guard(s.agentHeartbeat, RoleAgent)},
+		{"GET /api/v1/agents/{agent}/assignments", s.guard(s.agentAssignments, RoleAgent)},
+		{"POST /api/v1/agents/{agent}/status", s.guard(s.agentStatus, RoleAgent)},
 		{"GET /api/v1/cluster", s.guard(s.cluster, RoleTenant)},
 		{"GET /api/v1/events", s.guard(s.events, RoleTenant, RoleAgent)},
 		{"POST /api/v1/jobs", s.guard(s.submitJob, RoleTenant)},
@@ -350,9 +364,9 @@ func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
 }
 
 // logs is GET /api/v1/tasks/{id}/logs?follow=&stream=stdout|stderr. Only
-// tasks with a command have logs; they are kept where the command runs, by
-// the agent of the task's node, and served from there once agents
-// connect (the node agent issue). Until then the answer says why not.
+// tasks with a command have logs; they are kept where the command ran, by
+// the agent of the task's node, and proxied from it (its latest attempt);
+// 503 when that agent is not connected.
 func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 	rec, ok := s.owned(w, r)
 	if !ok {
@@ -375,7 +389,12 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errs.New(errs.Conflict, "id", "task %q has not been placed yet (state %s): no logs so far", rec.Spec.ID, rec.State))
 		return
 	}
-	writeError(w, errs.New(errs.Unavailable, "", "the logs of task %q are kept by the agent of node %q, and no agent serves that node", rec.Spec.ID, rec.Node))
+	base, token, ok := s.eng.AgentLogs(rec.Node)
+	if !ok {
+		writeError(w, errs.New(errs.Unavailable, "", "the logs of task %q are kept by the agent of node %q, and no agent serves that node now", rec.Spec.ID, rec.Node))
+		return
+	}
+	s.proxyLogs(w, r, base, token, rec.Spec.ID, rec.Attempt)
 }
 
 func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
@@ -434,7 +453,28 @@ func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"nodes": s.eng.Nodes()})
+	nodes, err := s.eng.NodeViews(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"nodes": nodes})
+}
+
+func (s *Server) getNode(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	nodes, err := s.eng.NodeViews(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	for i := range nodes {
+		if nodes[i].Name == name {
+			writeJSON(w, http.StatusOK, nodes[i])
+			return
+		}
+	}
+	writeError(w, errs.New(errs.NotFound, "name", "no node %q", name))
 }
 
 func (s *Server) nodeState(state string) http.HandlerFunc {

@@ -1,0 +1,636 @@
+package engine
+
+import (
+	"context"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/core"
+	"github.com/hetsched/hetsched/internal/errs"
+)
+
+// The agent protocol, engine side.
+//
+// An agent serves one or more nodes (a node agent serves its own; a fake
+// fleet serves thousands). It registers its nodes, heartbeats them, reads a
+// stream of assignments and reports task status. Contracts:
+//   - Assignments are level-triggered: a stream starts with a snapshot of
+//     every command task placed on the agent's nodes, then sends assign and
+//     revoke changes in commit order. An agent runs exactly the snapshot
+//     plus later assigns minus revokes; anything else it kills.
+//   - Only durable placements are sent (the feed is filled when a commit is
+//     published).
+//   - A node an agent registered goes notready when no heartbeat arrived
+//     for MissedHeartbeats × HeartbeatInterval; its tasks are re-queued
+//     (or fail when they must not restart). A restarted server gives every
+//     agent node that long again before judging it.
+//   - Status reports name the task's attempt; a report for an attempt the
+//     server no longer has on that node is stale and ignored, so a late
+//     report never finishes a re-queued task.
+//   - Heartbeats and usage are soft state: never written to the store.
+
+// Assignment is a command task placed on an agent's node.
+type Assignment struct {
+	Task     string            `json:"task"`
+	Attempt  int               `json:"attempt"`
+	Node     string            `json:"node"`
+	State    string            `json:"state"` // scheduled or running
+	Command  []string          `json:"command"`
+	Env      map[string]string `json:"env,omitempty"`
+	Devices  []core.DeviceRef  `json:"devices,omitempty"`
+	Timeout  api.Duration      `json:"timeout,omitempty"`
+	Duration api.Duration      `json:"duration,omitempty"`
+}
+
+// AgentMessage is one message of an assignment stream.
+type AgentMessage struct {
+	// Type is snapshot, assign, revoke or ping.
+	Type        string       `json:"type"`
+	Assignments []Assignment `json:"assignments,omitempty"` // snapshot
+	Assignment  *Assignment  `json:"assignment,omitempty"`  // assign
+	// revoke: the task's attempt to stop, and why.
+	Task    string `json:"task,omitempty"`
+	Attempt int    `json:"attempt,omitempty"`
+	Node    string `json:"node,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// Registration is what an agent says about itself when it connects.
+type Registration struct {
+	Agent string     `json:"agent"`
+	Nodes []api.Node `json:"nodes"`
+	// Logs is where the agent serves task logs (http://host:port) and the
+	// bearer token it expects there; empty when it serves none.
+	Logs      string `json:"logs,omitempty"`
+	LogsToken string `json:"logsToken,omitempty"`
+}
+
+// RegisterReply tells an agent the liveness rules.
+type RegisterReply struct {
+	Agent             string       `json:"agent"`
+	Generation        uint64       `json:"generation"`
+	HeartbeatInterval api.Duration `json:"heartbeatInterval"`
+	MissedHeartbeats  int          `json:"missedHeartbeats"`
+}
+
+// Beat is one node's heartbeat sample.
+type Beat struct {
+	Node string `json:"node"`
+	// CPU is the fraction of the node's CPU in use, 0..1.
+	CPU        float64 `json:"cpu"`
+	MemoryUsed int64   `json:"memoryUsed,omitempty"`
+	// Devices by id; a device absent from the map keeps its health.
+	Devices map[string]DeviceBeat `json:"devices,omitempty"`
+}
+
+// DeviceBeat is one device's sample.
+type DeviceBeat struct {
+	Utilization float64 `json:"utilization"`
+	MemoryUsed  int64   `json:"memoryUsed,omitempty"`
+	Healthy     bool    `json:"healthy"`
+	Reason      string  `json:"reason,omitempty"`
+}
+
+// NodeUsage is a node's latest heartbeat, as GET /nodes shows it.
+type NodeUsage struct {
+	Agent         string                `json:"agent"`
+	LastHeartbeat time.Time             `json:"lastHeartbeat"`
+	CPU           float64               `json:"cpu"`
+	MemoryUsed    int64                 `json:"memoryUsed,omitempty"`
+	Devices       map[string]DeviceBeat `json:"devices,omitempty"`
+}
+
+// StatusUpdate is an agent's report on one task attempt.
+type StatusUpdate struct {
+	Task    string `json:"task"`
+	Attempt int    `json:"attempt"`
+	// State is running, succeeded, failed, timeout or lost (the run ended
+	// without an outcome: the task is re-queued).
+	State    string `json:"state"`
+	ExitCode int    `json:"exitCode"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// StatusResult says what became of one StatusUpdate: applied, or stale
+// with the reason (the agent drops stale reports).
+type StatusResult struct {
+	Task    string `json:"task"`
+	Applied bool   `json:"applied"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// Limits on agent input; every loop over it is bounded by these.
+const (
+	MaxAgentNodes   = 100_000
+	MaxStatusBatch  = 10_000
+	maxFeed         = 1 << 16 // queued changes per agent before it gets a fresh snapshot
+	defaultInterval = 2 * time.Second
+)
+
+// agentState is one registered agent. Guarded by Engine.mu.
+type agentState struct {
+	gen       uint64
+	nodes     map[string]struct{}
+	logs      string
+	logsToken string
+	feed      []AgentMessage
+	resync    bool // the feed overflowed: the next read is a snapshot
+	stream    uint64
+	notify    chan struct{}
+}
+
+func (a *agentState) wake() {
+	if a.notify != nil {
+		close(a.notify)
+		a.notify = nil
+	}
+}
+
+func (a *agentState) push(m AgentMessage) {
+	if a.stream == 0 || a.resync {
+		return // no reader: the next stream starts with a snapshot
+	}
+	if len(a.feed) >= maxFeed {
+		a.feed, a.resync = nil, true
+	} else {
+		a.feed = append(a.feed, m)
+	}
+	a.wake()
+}
+
+func (e *Engine) interval() time.Duration {
+	if e.cfg.HeartbeatInterval > 0 {
+		return e.cfg.HeartbeatInterval
+	}
+	return defaultInterval
+}
+
+func (e *Engine) missed() int {
+	if e.cfg.MissedHeartbeats > 0 {
+		return e.cfg.MissedHeartbeats
+	}
+	return 3
+}
+
+// active reports whether r is a command task an agent should be running.
+func active(r *TaskRecord) bool {
+	return r != nil && len(r.Spec.Command) > 0 && r.Node != "" && (r.State == "scheduled" || r.State == "running")
+}
+
+func assignmentOf(r *TaskRecord) Assignment {
+	return Assignment{Task: r.Spec.ID, Attempt: r.Attempt, Node: r.Node, State: r.State,
+		Command: r.Spec.Command, Env: r.Spec.Env, Devices: r.Devices,
+		Timeout: r.Spec.Timeout, Duration: r.Spec.Duration}
+}
+
+// trackAssignment updates the per-node assignment index and the agents'
+// feeds for a record changing from old to r. Called under e.mu.
+func (e *Engine) trackAssignment(old, r *TaskRecord) {
+	was, is := active(old), active(r)
+	if !was && !is {
+		return
+	}
+	id := r.Spec.ID
+	if was && (!is || old.Node != r.Node || old.Attempt != r.Attempt) {
+		if m := e.assigned[old.Node]; m != nil {
+			delete(m, id)
+			if len(m) == 0 {
+				delete(e.assigned, old.Node)
+			}
+		}
+		if a := e.agents[e.nodeAgent[old.Node]]; a != nil {
+			reason := r.Reason
+			if reason == "" {
+				reason = r.State
+			}
+			a.push(AgentMessage{Type: "revoke", Task: id, Attempt: old.Attempt, Node: old.Node, Reason: reason})
+		}
+	}
+	if !is {
+		return
+	}
+	m := e.assigned[r.Node]
+	if m == nil {
+		m = map[string]*TaskRecord{}
+		e.assigned[r.Node] = m
+	}
+	m[id] = r
+	if !was || old.Node != r.Node || old.Attempt != r.Attempt {
+		if a := e.agents[e.nodeAgent[r.Node]]; a != nil {
+			as := assignmentOf(r)
+			a.push(AgentMessage{Type: "assign", Assignment: &as})
+		}
+	}
+}
+
+// Register records an agent and its nodes (upserting them, ready unless an
+// admin cordoned or drained them) and returns the liveness rules. A new
+// registration of the same agent supersedes the old one: its stream ends.
+func (e *Engine) Register(ctx context.Context, reg Registration) (*RegisterReply, error) {
+	if err := api.ValidateID("agent", reg.Agent); err != nil {
+		return nil, err
+	}
+	if len(reg.Nodes) == 0 || len(reg.Nodes) > MaxAgentNodes {
+		return nil, errs.Invalid("nodes", "an agent registers 1 to %d nodes, got %d", MaxAgentNodes, len(reg.Nodes))
+	}
+	seen := make(map[string]bool, len(reg.Nodes))
+	for i := range reg.Nodes {
+		n := &reg.Nodes[i]
+		if err := n.Validate(); err != nil {
+			return nil, errs.Prefix("nodes["+itoa(i)+"]", err)
+		}
+		if seen[n.Name] {
+			return nil, errs.Invalid("nodes["+itoa(i)+"].name", "node %q is listed twice", n.Name)
+		}
+		seen[n.Name] = true
+	}
+	cmd := &command{kind: cmdRegister, reg: &reg}
+	if err := e.do(ctx, cmd); err != nil {
+		return nil, err
+	}
+	return &RegisterReply{Agent: reg.Agent, Generation: cmd.gen,
+		HeartbeatInterval: api.Duration(e.interval()), MissedHeartbeats: e.missed()}, nil
+}
+
+// register runs on the loop.
+func (e *Engine) register(reg *Registration, now time.Time) (uint64, error) {
+	for i := range reg.Nodes {
+		n := reg.Nodes[i]
+		prev := e.currentNode(n.Name)
+		if prev != nil && (prev.State == api.NodeCordoned || prev.State == api.NodeDraining) {
+			n.State = prev.State // an admin's decision outlives the agent
+		} else {
+			n.State = ""
+		}
+		if err := e.c.UpsertNode(now, &n); err != nil {
+			return 0, errs.Prefix("nodes["+itoa(i)+"]", err)
+		}
+		e.stNode[n.Name] = &n
+		e.stAgent[n.Name] = reg.Agent
+		e.lastBeat[n.Name] = now
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.agentGen++
+	a := e.agents[reg.Agent]
+	if a != nil {
+		for n := range a.nodes {
+			if e.nodeAgent[n] == reg.Agent {
+				delete(e.nodeAgent, n)
+			}
+		}
+		a.wake() // the old stream sees the new generation and ends
+	}
+	a = &agentState{gen: e.agentGen, nodes: make(map[string]struct{}, len(reg.Nodes)), logs: reg.Logs, logsToken: reg.LogsToken}
+	for i := range reg.Nodes {
+		name := reg.Nodes[i].Name
+		if other := e.agents[e.nodeAgent[name]]; other != nil && e.nodeAgent[name] != reg.Agent {
+			delete(other.nodes, name) // the node moved to this agent
+		}
+		a.nodes[name] = struct{}{}
+		e.nodeAgent[name] = reg.Agent
+	}
+	e.agents[reg.Agent] = a
+	return a.gen, nil
+}
+
+// Heartbeat records an agent's samples. A node the agent did not register
+// is an error (NotFound): the agent registers again.
+func (e *Engine) Heartbeat(ctx context.Context, agent string, beats []Beat) error {
+	if len(beats) > MaxAgentNodes {
+		return errs.Invalid("nodes", "at most %d nodes per heartbeat", MaxAgentNodes)
+	}
+	return e.do(ctx, &command{kind: cmdHeartbeat, id: agent, beats: beats})
+}
+
+// heartbeat runs on the loop.
+func (e *Engine) heartbeat(agent string, beats []Beat, now time.Time) error {
+	e.mu.RLock()
+	a := e.agents[agent]
+	var missing string
+	for i := range beats {
+		if a == nil || e.nodeAgent[beats[i].Node] != agent {
+			missing = beats[i].Node
+			break
+		}
+	}
+	e.mu.RUnlock()
+	if a == nil {
+		return errs.New(errs.NotFound, "agent", "agent %q is not registered (register again)", agent)
+	}
+	if missing != "" {
+		return errs.New(errs.NotFound, "node", "node %q is not registered by agent %q (register again)", missing, agent)
+	}
+	for i := range beats {
+		b := &beats[i]
+		e.lastBeat[b.Node] = now
+		spec := e.currentNode(b.Node)
+		if spec == nil {
+			continue
+		}
+		if spec.State == api.NodeNotReady {
+			if err := e.c.SetNodeState(now, b.Node, api.NodeReady); err != nil {
+				return err
+			}
+			n := *spec
+			n.State = ""
+			e.stNode[b.Node] = &n
+			spec = &n
+			e.log.Info("node ready again: heartbeats resumed", "node", b.Node, "agent", agent)
+		}
+		u := core.NodeUsage{CPU: b.CPU}
+		if len(b.Devices) > 0 {
+			u.Devices = make(map[string]float64, len(b.Devices))
+		}
+		var changed []int
+		for j := range spec.Devices {
+			d := &spec.Devices[j]
+			s, ok := b.Devices[d.ID]
+			if !ok {
+				continue
+			}
+			u.Devices[d.ID] = s.Utilization
+			if s.Healthy == d.Unhealthy {
+				changed = append(changed, j)
+			}
+		}
+		if len(changed) > 0 {
+			n := *spec
+			n.Devices = append([]api.Device(nil), spec.Devices...)
+			for _, j := range changed {
+				d := &n.Devices[j]
+				s := b.Devices[d.ID]
+				if err := e.c.SetDeviceHealth(now, b.Node, d.Type, d.ID, s.Healthy); err != nil {
+					return err
+				}
+				d.Unhealthy = !s.Healthy
+				e.log.Warn("device health changed", "node", b.Node, "device", d.Type+" "+d.ID, "healthy", s.Healthy, "reason", s.Reason)
+			}
+			e.stNode[b.Node] = &n
+		}
+		if err := e.c.ObserveNode(now, b.Node, u); err != nil {
+			return err
+		}
+	}
+	e.mu.Lock()
+	for i := range beats {
+		b := &beats[i]
+		e.usage[b.Node] = NodeUsage{Agent: agent, LastHeartbeat: now, CPU: b.CPU, MemoryUsed: b.MemoryUsed, Devices: b.Devices}
+	}
+	e.mu.Unlock()
+	return nil
+}
+
+// checkLiveness marks notready every agent node whose heartbeats stopped.
+// It runs on the loop at most twice per heartbeat interval.
+func (e *Engine) checkLiveness(now time.Time) {
+	if now.Before(e.nextLiveCheck) || len(e.lastBeat) == 0 {
+		return
+	}
+	e.nextLiveCheck = now.Add(e.interval() / 2)
+	deadline := time.Duration(e.missed()) * e.interval()
+	for name, t := range e.lastBeat {
+		if now.Sub(t) <= deadline {
+			continue
+		}
+		spec := e.currentNode(name)
+		if spec == nil {
+			delete(e.lastBeat, name)
+			continue
+		}
+		if spec.State == api.NodeNotReady {
+			continue
+		}
+		if err := e.c.SetNodeState(now, name, api.NodeNotReady); err != nil {
+			e.log.Error("mark node notready", "node", name, "err", err)
+			continue
+		}
+		n := *spec
+		n.State = api.NodeNotReady
+		e.stNode[name] = &n
+		e.log.Warn("node notready: heartbeats stopped", "node", name, "last", t, "missed", e.missed())
+	}
+}
+
+// nextLiveness is when the loop must wake for checkLiveness.
+func (e *Engine) nextLiveness() (time.Time, bool) {
+	if len(e.lastBeat) == 0 {
+		return time.Time{}, false
+	}
+	return e.nextLiveCheck, true
+}
+
+// AgentStatus applies an agent's task reports.
+func (e *Engine) AgentStatus(ctx context.Context, agent string, ups []StatusUpdate) ([]StatusResult, error) {
+	if len(ups) > MaxStatusBatch {
+		return nil, errs.Invalid("updates", "at most %d updates per report", MaxStatusBatch)
+	}
+	for i, u := range ups {
+		switch u.State {
+		case "running", "succeeded", "failed", "timeout", "lost":
+		default:
+			return nil, errs.Invalid("updates["+itoa(i)+"].state", "must be running, succeeded, failed, timeout or lost, got %q", u.State)
+		}
+		if u.Task == "" {
+			return nil, errs.Invalid("updates["+itoa(i)+"].task", "required")
+		}
+	}
+	e.mu.RLock()
+	known := e.agents[agent] != nil
+	e.mu.RUnlock()
+	if !known {
+		// Not "stale": a restarted server has not seen the agent register
+		// yet, and the agent keeps these reports until it has.
+		return nil, errs.New(errs.NotFound, "agent", "agent %q is not registered (register again)", agent)
+	}
+	cmd := &command{kind: cmdAgentStatus, id: agent, updates: ups}
+	if err := e.do(ctx, cmd); err != nil {
+		return nil, err
+	}
+	return cmd.statusOut, nil
+}
+
+// agentStatus runs on the loop.
+func (e *Engine) agentStatus(agent string, ups []StatusUpdate, now time.Time) []StatusResult {
+	out := make([]StatusResult, len(ups))
+	e.mu.RLock()
+	owner := make([]string, len(ups))
+	for i, u := range ups {
+		if r := e.current(u.Task); r != nil {
+			owner[i] = e.nodeAgent[r.Node]
+		}
+	}
+	e.mu.RUnlock()
+	for i, u := range ups {
+		out[i].Task = u.Task
+		r := e.current(u.Task)
+		switch {
+		case r == nil:
+			out[i].Reason = "no such task"
+			continue
+		case !active(r):
+			out[i].Reason = "task is " + r.State
+			continue
+		case r.Attempt != u.Attempt:
+			out[i].Reason = "attempt " + itoa(u.Attempt) + " is over; the task is on attempt " + itoa(r.Attempt)
+			continue
+		case owner[i] != agent:
+			out[i].Reason = "task is placed on node " + r.Node + ", not served by this agent"
+			continue
+		}
+		var err error
+		switch u.State {
+		case "running":
+			if r.State == "scheduled" {
+				err = e.c.TaskStarted(now, u.Task)
+			}
+		case "lost":
+			reason := u.Reason
+			if reason == "" {
+				reason = "run lost on node " + r.Node
+			}
+			err = e.c.TaskLost(now, u.Task, reason)
+		default:
+			res := core.Result{ExitCode: u.ExitCode, TimedOut: u.State == "timeout", Reason: u.Reason}
+			if u.State == "failed" && res.ExitCode == 0 {
+				res.ExitCode = -1 // failed without an exit code of its own
+			}
+			if u.State == "succeeded" {
+				res.ExitCode = 0
+			}
+			if err = e.c.TaskFinished(now, u.Task, res); err == nil {
+				cp := *r
+				code := res.ExitCode
+				cp.ExitCode = &code
+				e.staged[u.Task] = &cp
+			}
+		}
+		if err != nil {
+			out[i].Reason = err.Error()
+			continue
+		}
+		out[i].Applied = true
+	}
+	return out
+}
+
+// ErrSuperseded ends an assignment stream whose agent registered again.
+var ErrSuperseded = errs.New(errs.Conflict, "agent", "the agent registered again; this stream is superseded")
+
+// AgentStream sends an agent's assignments to send until ctx ends, the
+// agent registers again (ErrSuperseded) or send fails. The first message is
+// a snapshot; a ping goes out after each idle keepAlive.
+func (e *Engine) AgentStream(ctx context.Context, agent string, gen uint64, keepAlive time.Duration, send func(*AgentMessage) error) error {
+	e.mu.Lock()
+	a := e.agents[agent]
+	if a == nil {
+		e.mu.Unlock()
+		return errs.New(errs.NotFound, "agent", "agent %q is not registered (register again)", agent)
+	}
+	if gen != 0 && a.gen != gen {
+		e.mu.Unlock()
+		return ErrSuperseded
+	}
+	gen = a.gen
+	e.streamSeq++
+	id := e.streamSeq
+	a.stream, a.feed, a.resync = id, nil, true
+	a.wake() // an older stream of this agent ends
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		if a.stream == id {
+			a.stream, a.feed = 0, nil
+		}
+		e.mu.Unlock()
+	}()
+	ping := time.NewTimer(keepAlive)
+	defer ping.Stop()
+	for {
+		e.mu.Lock()
+		if e.agents[agent] != a || a.gen != gen || a.stream != id {
+			e.mu.Unlock()
+			return ErrSuperseded
+		}
+		var msgs []AgentMessage
+		if a.resync {
+			a.resync, a.feed = false, nil
+			msgs = []AgentMessage{e.snapshot(a)}
+		} else {
+			msgs, a.feed = a.feed, nil
+		}
+		var wait chan struct{}
+		if len(msgs) == 0 {
+			if a.notify == nil {
+				a.notify = make(chan struct{})
+			}
+			wait = a.notify
+		}
+		e.mu.Unlock()
+		for i := range msgs {
+			if err := send(&msgs[i]); err != nil {
+				return err
+			}
+		}
+		if wait == nil {
+			continue
+		}
+		if !ping.Stop() {
+			select {
+			case <-ping.C:
+			default:
+			}
+		}
+		ping.Reset(keepAlive)
+		select {
+		case <-wait:
+		case <-ping.C:
+			if err := send(&AgentMessage{Type: "ping"}); err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return nil
+		case <-e.done:
+			return ErrStopped
+		}
+	}
+}
+
+// snapshot lists every assignment on a's nodes, in task order. Called
+// under e.mu.
+func (e *Engine) snapshot(a *agentState) AgentMessage {
+	m := AgentMessage{Type: "snapshot", Assignments: []Assignment{}}
+	for n := range a.nodes {
+		for _, r := range e.assigned[n] {
+			m.Assignments = append(m.Assignments, assignmentOf(r))
+		}
+	}
+	sort.Slice(m.Assignments, func(i, j int) bool { return m.Assignments[i].Task < m.Assignments[j].Task })
+	return m
+}
+
+// AgentLogs returns where the agent serving node keeps its task logs.
+func (e *Engine) AgentLogs(node string) (url, token string, ok bool) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	a := e.agents[e.nodeAgent[node]]
+	if a == nil || a.logs == "" {
+		return "", "", false
+	}
+	return a.logs, a.logsToken, true
+}
+
+// Usage returns the latest heartbeat of each agent node.
+func (e *Engine) Usage() map[string]NodeUsage {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	out := make(map[string]NodeUsage, len(e.usage))
+	for k, v := range e.usage {
+		out[k] = v
+	}
+	return out
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

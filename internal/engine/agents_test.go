@@ -1,0 +1,309 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/core"
+	"github.com/hetsched/hetsched/internal/errs"
+	"github.com/hetsched/hetsched/internal/resource"
+	"github.com/hetsched/hetsched/internal/store"
+)
+
+// fakeClock is a settable clock for the engine.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func openClock(t *testing.T, dir string, clk *fakeClock) (*Engine, store.Store) {
+	t.Helper()
+	st, err := store.OpenDisk(dir, store.DiskOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(Config{Core: core.DefaultConfig(), Now: clk.Now, HeartbeatInterval: time.Second, MissedHeartbeats: 3}, st)
+	if err != nil {
+		st.Close()
+		t.Fatal(err)
+	}
+	return e, st
+}
+
+// streamed collects an agent stream's messages.
+type streamed struct {
+	mu   sync.Mutex
+	msgs []AgentMessage
+	ch   chan struct{}
+}
+
+func follow(t *testing.T, e *Engine, agent string) (*streamed, func()) {
+	t.Helper()
+	s := &streamed{ch: make(chan struct{}, 1024)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = e.AgentStream(ctx, agent, 0, time.Hour, func(m *AgentMessage) error {
+			s.mu.Lock()
+			s.msgs = append(s.msgs, *m)
+			s.mu.Unlock()
+			s.ch <- struct{}{}
+			return nil
+		})
+	}()
+	return s, func() { cancel(); <-done }
+}
+
+// next waits for message i.
+func (s *streamed) next(t *testing.T, i int) AgentMessage {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		s.mu.Lock()
+		if len(s.msgs) > i {
+			m := s.msgs[i]
+			s.mu.Unlock()
+			return m
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.ch:
+		case <-deadline:
+			t.Fatalf("no message %d; got %+v", i, s.msgs)
+		}
+	}
+}
+
+func cmdTask(id string, gpus int64) api.Task {
+	return api.Task{ID: id, Priority: prio(1), Command: []string{"true"},
+		Resources: resource.List{resource.CPU: 1000, "nvidia.com/gpu": gpus * 1000}}
+}
+
+func TestAgentProtocol(t *testing.T) {
+	ctx := context.Background()
+	clk := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+	e, st := openClock(t, t.TempDir(), clk)
+	defer st.Close()
+	defer e.Close()
+
+	// Heartbeats and streams of an unknown agent say "register".
+	if err := e.Heartbeat(ctx, "a1", []Beat{{Node: "g1"}}); errs.CodeOf(err) != errs.NotFound {
+		t.Fatalf("heartbeat before register: %v", err)
+	}
+	if _, err := e.Register(ctx, Registration{Agent: "a1", Nodes: []api.Node{gpuNode("g1"), gpuNode("g1")}}); errs.FieldOf(err) != "nodes[1].name" {
+		t.Fatalf("duplicate node: %v", err)
+	}
+	reply, err := e.Register(ctx, Registration{Agent: "a1", Nodes: []api.Node{gpuNode("g1")}, Logs: "http://127.0.0.1:1"})
+	if err != nil || reply.MissedHeartbeats != 3 || time.Duration(reply.HeartbeatInterval) != time.Second {
+		t.Fatalf("register: %+v %v", reply, err)
+	}
+	if _, err := e.Register(ctx, Registration{Agent: "a2", Nodes: []api.Node{gpuNode("g2")}}); err != nil {
+		t.Fatal(err)
+	}
+
+	// A task placed before the stream opens comes in the snapshot; one
+	// placed after comes as an assign. Leases never reach agents.
+	if _, _, err := e.Submit(ctx, "default", []api.Task{cmdTask("t1", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	lease := cmdTask("lease", 1)
+	lease.Command = nil
+	if _, _, err := e.Submit(ctx, "default", []api.Task{lease}); err != nil {
+		t.Fatal(err)
+	}
+	s1, stop1 := follow(t, e, "a1")
+	defer stop1()
+	snap := s1.next(t, 0)
+	if snap.Type != "snapshot" {
+		t.Fatalf("first message %+v", snap)
+	}
+	onA1 := map[string]bool{}
+	for _, a := range snap.Assignments {
+		onA1[a.Task] = true
+		if a.Task == "lease" {
+			t.Fatalf("a lease was assigned to an agent: %+v", a)
+		}
+	}
+	r1, _ := e.Task("t1")
+	if (r1.Node == "g1") != onA1["t1"] {
+		t.Fatalf("t1 on %s, a1 snapshot %+v", r1.Node, snap)
+	}
+
+	// Force the next task onto g1 so a1's stream sees it.
+	t2 := cmdTask("t2", 1)
+	t2.NodeSelector = map[string]string{api.NodeNameLabel: "g1"}
+	if _, _, err := e.Submit(ctx, "default", []api.Task{t2}); err != nil {
+		t.Fatal(err)
+	}
+	m := s1.next(t, 1)
+	if m.Type != "assign" || m.Assignment.Task != "t2" || m.Assignment.Node != "g1" || len(m.Assignment.Devices) != 1 || m.Assignment.Command[0] != "true" {
+		t.Fatalf("assign: %+v", m)
+	}
+
+	// Status: running, then a stale report (wrong attempt) is ignored, and
+	// a report from the wrong agent too.
+	res, err := e.AgentStatus(ctx, "a1", []StatusUpdate{{Task: "t2", Attempt: 0, State: "running"}, {Task: "t2", Attempt: 5, State: "failed"}})
+	if err != nil || !res[0].Applied || res[1].Applied {
+		t.Fatalf("status: %+v %v", res, err)
+	}
+	res, err = e.AgentStatus(ctx, "a2", []StatusUpdate{{Task: "t2", Attempt: 0, State: "succeeded"}})
+	if err != nil || res[0].Applied {
+		t.Fatalf("other agent's report applied: %+v %v", res, err)
+	}
+	if r, _ := e.Task("t2"); r.State != "running" {
+		t.Fatalf("t2 %s", r.State)
+	}
+	if _, err := e.AgentStatus(ctx, "a1", []StatusUpdate{{Task: "t2", State: "exploded"}}); errs.FieldOf(err) != "updates[0].state" {
+		t.Fatalf("bad state: %v", err)
+	}
+
+	// Cancelling revokes it.
+	if err := e.Cancel(ctx, "t2"); err != nil {
+		t.Fatal(err)
+	}
+	m = s1.next(t, 2)
+	if m.Type != "revoke" || m.Task != "t2" || m.Attempt != 0 {
+		t.Fatalf("revoke: %+v", m)
+	}
+
+	// A device health flip moves the task on it (t1 leaves first, so
+	// both of g1's GPUs are free).
+	if err := e.Cancel(ctx, "t1"); err != nil {
+		t.Fatal(err)
+	}
+	t3 := cmdTask("t3", 2)
+	t3.NodeSelector = map[string]string{api.NodeNameLabel: "g1"}
+	if _, _, err := e.Submit(ctx, "default", []api.Task{t3}); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	r3, err := e.WaitPlaced(wctx, "t3")
+	if err != nil || r3.Node != "g1" {
+		t.Fatalf("t3: %+v %v", r3, err)
+	}
+	clk.Add(500 * time.Millisecond)
+	if err := e.Heartbeat(ctx, "a1", []Beat{{Node: "g1", CPU: 0.5, Devices: map[string]DeviceBeat{"1": {Healthy: false, Reason: "XID 79"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	r3, _ = e.Task("t3")
+	if r3.State != "pending" || r3.Attempt != 1 {
+		t.Fatalf("t3 after its device failed: %+v", r3)
+	}
+	views, err := e.NodeViews(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range views {
+		if v.Name == "g1" && (!v.Devices[1].Unhealthy || v.Usage == nil || v.Usage.CPU != 0.5 || v.Agent != "a1") {
+			t.Fatalf("g1 view %+v", v)
+		}
+	}
+
+	// a2 stops heartbeating: after 3 intervals g2 is notready and its
+	// command tasks go back to pending; a1 kept beating and stays ready.
+	t4 := cmdTask("t4", 1)
+	t4.NodeSelector = map[string]string{api.NodeNameLabel: "g2"}
+	if _, _, err := e.Submit(ctx, "default", []api.Task{t4}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := e.WaitPlaced(wctx, "t4"); err != nil || r.Node != "g2" {
+		t.Fatalf("t4: %+v %v", r, err)
+	}
+	for i := 0; i < 4; i++ {
+		clk.Add(time.Second)
+		if err := e.Heartbeat(ctx, "a1", []Beat{{Node: "g1"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, _ := e.Task("t4"); r.State != "pending" || r.Attempt != 1 {
+		t.Fatalf("t4 after its node went silent: %+v", r)
+	}
+	nodes := e.Nodes()
+	if nodes[0].State != "" || nodes[1].State != api.NodeNotReady {
+		t.Fatalf("node states %q %q", nodes[0].State, nodes[1].State)
+	}
+	// It beats again: ready, and t4 is placed there again.
+	if err := e.Heartbeat(ctx, "a2", []Beat{{Node: "g2"}}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := e.WaitPlaced(wctx, "t4"); err != nil || r.Node != "g2" || r.Attempt != 1 {
+		t.Fatalf("t4 again: %+v %v", r, err)
+	}
+
+	// A lost run is re-queued with attempt + 1.
+	res, err = e.AgentStatus(ctx, "a2", []StatusUpdate{{Task: "t4", Attempt: 1, State: "lost", Reason: "fenced"}})
+	if err != nil || !res[0].Applied {
+		t.Fatalf("lost: %+v %v", res, err)
+	}
+	if r, _ := e.Task("t4"); r.Attempt != 2 {
+		t.Fatalf("t4 after lost: %+v", r)
+	}
+
+	// Registering again supersedes the old stream.
+	if _, err := e.Register(ctx, Registration{Agent: "a1", Nodes: []api.Node{gpuNode("g1")}}); err != nil {
+		t.Fatal(err)
+	}
+	stop1()
+	if err := e.AgentStream(ctx, "a1", 1, time.Hour, func(*AgentMessage) error { return nil }); err != ErrSuperseded {
+		t.Fatalf("stream of an old generation: %v", err)
+	}
+}
+
+func TestAgentNodesGetAGraceAfterRestart(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	clk := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+	e, st := openClock(t, dir, clk)
+	if _, err := e.Register(ctx, Registration{Agent: "a1", Nodes: []api.Node{gpuNode("g1")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.Submit(ctx, "default", []api.Task{cmdTask("t1", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.AgentStatus(ctx, "a1", []StatusUpdate{{Task: "t1", State: "running"}}); err != nil {
+		t.Fatal(err)
+	}
+	e.Close()
+	st.Close()
+
+	// The server was down for a minute: far past the deadline, but the
+	// node is judged from the restart on.
+	clk.Add(time.Minute)
+	e, st = openClock(t, dir, clk)
+	defer st.Close()
+	defer e.Close()
+	if r, _ := e.Task("t1"); r.State != "running" || r.Node != "g1" {
+		t.Fatalf("t1 after restart: %+v", r)
+	}
+	// Reports before the agent registered again are refused (kept by the
+	// agent), not dropped as stale.
+	if _, err := e.AgentStatus(ctx, "a1", []StatusUpdate{{Task: "t1", State: "succeeded"}}); errs.CodeOf(err) != errs.NotFound {
+		t.Fatalf("report before register: %v", err)
+	}
+	clk.Add(2 * time.Second)
+	if _, err := e.Summarize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := e.Task("t1"); r.State != "running" {
+		t.Fatalf("t1 2s after restart: %+v", r)
+	}
+	clk.Add(2 * time.Second)
+	if _, err := e.Summarize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := e.Task("t1"); r.State != "pending" || r.Attempt != 1 {
+		t.Fatalf("t1 4s after restart without its agent: %+v", r)
+	}
+}

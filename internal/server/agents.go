@@ -1,0 +1,212 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/engine"
+	"github.com/hetsched/hetsched/internal/errs"
+)
+
+// The agent protocol (API.md "agents"): register, heartbeat, a stream of
+// assignments, status reports. {agent} is the agent's name: a node agent
+// is named after its node; one agent may serve many nodes (a fake fleet).
+
+// AgentKeepAlive is how often an idle assignment stream sends a ping; an
+// agent that reads nothing for a few of them reconnects.
+const AgentKeepAlive = 10 * time.Second
+
+func (s *Server) agentRegister(w http.ResponseWriter, r *http.Request) {
+	b, err := readBody(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var reg engine.Registration
+	if err := decodeStrict(b, &reg); err != nil {
+		writeError(w, err)
+		return
+	}
+	if reg.Logs != "" {
+		u, err := url.Parse(reg.Logs)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			writeError(w, errs.Invalid("logs", "must be an http(s) URL, got %q", reg.Logs))
+			return
+		}
+	}
+	reply, err := s.eng.Register(r.Context(), reg)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	s.log.Info("agent registered", "agent", reg.Agent, "nodes", len(reg.Nodes), "generation", reply.Generation)
+	writeJSON(w, http.StatusOK, reply)
+}
+
+func (s *Server) agentHeartbeat(w http.ResponseWriter, r *http.Request) {
+	b, err := readBody(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var body struct {
+		Nodes []engine.Beat `json:"nodes"`
+	}
+	if err := decodeStrict(b, &body); err != nil {
+		writeError(w, err)
+		return
+	}
+	for i, bt := range body.Nodes {
+		if bt.CPU < 0 || bt.CPU > 1 || bt.CPU != bt.CPU {
+			writeError(w, errs.Invalid("nodes["+strconv.Itoa(i)+"].cpu", "must be a fraction 0..1, got %v", bt.CPU))
+			return
+		}
+		for id, d := range bt.Devices {
+			if d.Utilization < 0 || d.Utilization > 1 || d.Utilization != d.Utilization {
+				writeError(w, errs.Invalid("nodes["+strconv.Itoa(i)+"].devices."+id+".utilization", "must be a fraction 0..1, got %v", d.Utilization))
+				return
+			}
+		}
+	}
+	if err := s.eng.Heartbeat(r.Context(), r.PathValue("agent"), body.Nodes); err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int{"nodes": len(body.Nodes)})
+}
+
+func (s *Server) agentStatus(w http.ResponseWriter, r *http.Request) {
+	b, err := readBody(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var body struct {
+		Updates []engine.StatusUpdate `json:"updates"`
+	}
+	if err := decodeStrict(b, &body); err != nil {
+		writeError(w, err)
+		return
+	}
+	res, err := s.eng.AgentStatus(r.Context(), r.PathValue("agent"), body.Updates)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"results": res})
+}
+
+// agentAssignments is GET /agents/{agent}/assignments?generation=N: a
+// stream of newline-delimited JSON messages (engine.AgentMessage), a
+// snapshot first. generation (from register) makes a stream of a
+// superseded registration fail with 409 instead of taking over.
+func (s *Server) agentAssignments(w http.ResponseWriter, r *http.Request) {
+	var gen uint64
+	if v := r.URL.Query().Get("generation"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			writeError(w, errs.Invalid("generation", "must be the number register returned, got %q", v))
+			return
+		}
+		gen = n
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{}) // a stream outlives the server's ReadTimeout
+	stream, stop := context.WithCancel(r.Context())
+	defer stop()
+	go func() {
+		select {
+		case <-s.closing:
+			stop()
+		case <-stream.Done():
+		}
+	}()
+	started := false
+	enc := json.NewEncoder(w)
+	err := s.eng.AgentStream(stream, r.PathValue("agent"), gen, AgentKeepAlive, func(m *engine.AgentMessage) error {
+		if !started {
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			w.Header().Set("Cache-Control", "no-cache")
+			w.WriteHeader(http.StatusOK)
+			started = true
+		}
+		if err := enc.Encode(m); err != nil {
+			return err
+		}
+		return rc.Flush()
+	})
+	if err != nil && !started {
+		writeError(w, err)
+	}
+}
+
+// proxyLogs streams a task's logs from the agent that ran it.
+func (s *Server) proxyLogs(w http.ResponseWriter, r *http.Request, base, token, task string, attempt int) {
+	q := url.Values{}
+	q.Set("attempt", strconv.Itoa(attempt))
+	follow := r.URL.Query().Get("follow") == "true"
+	if follow {
+		q.Set("follow", "true")
+	}
+	if v := r.URL.Query().Get("stream"); v != "" {
+		q.Set("stream", v)
+	}
+	ctx := r.Context()
+	var cancel context.CancelFunc
+	if !follow {
+		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/logs/"+url.PathEscape(task)+"?"+q.Encode(), nil)
+	if err != nil {
+		writeError(w, errs.New(errs.Unavailable, "", "the agent's log address %q is unusable: %v", base, err))
+		return
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := s.logClient.Do(req)
+	if err != nil {
+		writeError(w, errs.New(errs.Unavailable, "", "the agent keeping the logs of task %q does not answer: %v", task, err))
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		var body struct {
+			Error struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		_ = json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&body)
+		code := errs.Unavailable
+		if resp.StatusCode == http.StatusNotFound {
+			code = errs.NotFound
+		}
+		writeError(w, errs.New(code, "id", "the agent has no logs for task %q: %s", task, body.Error.Message))
+		return
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(http.StatusOK)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			if follow {
+				_ = rc.Flush()
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
