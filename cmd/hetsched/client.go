@@ -141,7 +141,39 @@ func newClientCommands() []*cobra.Command {
 	logsFlags.add(logs)
 	logs.Flags().BoolVarP(&follow, "follow", "f", false, "stream new output until the task ends")
 
-	cmds := []*cobra.Command{submit, get, describe, cancel, logs}
+	var completeFlags clientFlags
+	var exitCode int
+	complete := &cobra.Command{
+		Use:   "complete ID",
+		Short: "Report a lease finished (its devices are freed)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := completeFlags.client()
+			if err != nil {
+				return err
+			}
+			return cli.Complete(cmd.Context(), c, cmd.OutOrStdout(), args[0], exitCode)
+		},
+	}
+	completeFlags.add(complete)
+	complete.Flags().IntVar(&exitCode, "exit-code", 0, "the lease holder's outcome (non-zero: failed)")
+
+	var renewFlags clientFlags
+	renew := &cobra.Command{
+		Use:   "renew ID",
+		Short: "Extend a lease by its lease duration",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := renewFlags.client()
+			if err != nil {
+				return err
+			}
+			return cli.Renew(cmd.Context(), c, cmd.OutOrStdout(), args[0])
+		},
+	}
+	renewFlags.add(renew)
+
+	cmds := []*cobra.Command{submit, get, describe, cancel, logs, complete, renew}
 	for _, action := range []string{"cordon", "uncordon", "drain"} {
 		var f clientFlags
 		action := action

@@ -35,6 +35,14 @@ func TestCLIAgainstARealServer(t *testing.T) {
 	if err != nil || !strings.Contains(out, "state: scheduled") || !strings.Contains(out, "node: gpu-a") {
 		t.Errorf("describe: %v\n%s", err, out)
 	}
+	out, err = run(t, "renew", "train", "--server", base)
+	if err == nil || !strings.Contains(err.Error(), "lease") {
+		t.Errorf("renew of a task without a lease: %v %q", err, out)
+	}
+	out, err = run(t, "complete", "prep", "--server", base)
+	if err != nil || strings.TrimSpace(out) != "prep succeeded" {
+		t.Errorf("complete: %v %q", err, out)
+	}
 	out, err = run(t, "cancel", "train", "--server", base)
 	if err != nil || strings.TrimSpace(out) != "train cancelled" {
 		t.Errorf("cancel: %v %q", err, out)

@@ -51,12 +51,12 @@ func TestBenchCoreBadInput(t *testing.T) {
 	}
 }
 
-func TestUpQuiet(t *testing.T) {
-	out, err := run(t, "up", "-q")
+func TestDemoQuiet(t *testing.T) {
+	out, err := run(t, "demo", "-q")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Not yet here", "submitted 19", "still pending 0", "nvidia.com/gpu"} {
+	for _, want := range []string{"simulated time", "submitted 19", "still pending 0", "nvidia.com/gpu"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("up output lacks %q:\n%s", want, out)
 		}

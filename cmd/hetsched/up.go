@@ -2,27 +2,62 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/demo"
+	"github.com/hetsched/hetsched/internal/up"
 )
 
 func newUp() *cobra.Command {
+	var opt up.Options
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Run a control plane plus agents for a default heterogeneous fleet on this machine",
+		Long: `Run the control plane (embedded store) with in-process agents for a default
+heterogeneous fleet: two 8-GPU nodes of different models (H100, A100), one
+4-TPU node and two CPU nodes, whose devices are declared and marked
+simulated, next to this machine as discovered (real CPU and memory, GPUs in
+an nvml build, TPUs). Every task's command runs on this machine with the
+device variables (CUDA_VISIBLE_DEVICES, TPU_VISIBLE_CHIPS, ...) of the
+devices the scheduler chose. Ctrl-C stops everything.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			level := slog.LevelWarn
+			if verbose {
+				level = slog.LevelInfo
+			}
+			opt.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			return up.Run(ctx, cmd.OutOrStdout(), opt)
+		},
+	}
+	cmd.Flags().StringVar(&opt.DataDir, "data-dir", up.DefaultDataDir(), "directory of the store and the agents' work dirs")
+	cmd.Flags().StringVar(&opt.Listen, "listen", "127.0.0.1:7070", "API address (loopback: up runs without auth)")
+	cmd.Flags().StringVar(&opt.Policy, "policy", core.DefaultConfig().Policy, "scheduling policy (see hetsched policies)")
+	cmd.Flags().DurationVar(&opt.Grace, "grace", 10*time.Second, "SIGTERM to SIGKILL grace when a task is killed")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log server and agent activity (info level)")
+	return cmd
+}
+
+func newDemo() *cobra.Command {
 	var policy string
 	var quiet bool
 	var horizon time.Duration
 	cmd := &cobra.Command{
-		Use:   "up",
-		Short: "Run hetsched on its embedded default fleet",
-		Long: `Run hetsched on its embedded default fleet: two 8-GPU nodes of different
-models (H100, A100), one 4-TPU node, two CPU nodes and this machine.
-
-Today "up" drives the scheduling core with the embedded demo workload in
-simulated time and prints every decision the core makes; the HTTP control
-plane and the node agents that will run real commands are not built yet.`,
+		Use:   "demo",
+		Short: "Drive the scheduling core through the default fleet and workload in simulated time",
+		Long: `Drive the scheduling core with the embedded demo workload on the default
+fleet (the nodes of "up") in simulated time, printing every decision the
+core makes. Nothing runs: tasks "run" for their duration divided by the
+chosen alternative's speed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			w := cmd.OutOrStdout()
@@ -35,17 +70,14 @@ plane and the node agents that will run real commands are not built yet.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(w, "hetsched up: scheduling core with policy %q on %d nodes (%s is this machine).\n", policy, len(fleet.Nodes), fleet.Nodes[len(fleet.Nodes)-1].Name)
-			fmt.Fprintln(w, "Not yet here: the HTTP API server and node agents. The workload below runs in simulated time;")
-			fmt.Fprintln(w, "every placement, preemption and wait is the real core's decision.")
-			fmt.Fprintln(w)
+			fmt.Fprintf(w, "hetsched demo: scheduling core with policy %q on %d nodes (%s is this machine), simulated time.\n\n", policy, len(fleet.Nodes), fleet.Nodes[len(fleet.Nodes)-1].Name)
 			s, err := demo.Run(w, fleet, work, demo.Options{Policy: policy, Quiet: quiet, Horizon: horizon})
 			if err != nil {
 				return err
 			}
 			demo.PrintSummary(w, s)
-			fmt.Fprintln(w, "\nNext: try another policy (hetsched policies; hetsched up --policy binpack),")
-			fmt.Fprintln(w, "or measure the core (hetsched bench core).")
+			fmt.Fprintln(w, "\nNext: try another policy (hetsched policies; hetsched demo --policy binpack),")
+			fmt.Fprintln(w, "run the real thing (hetsched up), or measure the core (hetsched bench core).")
 			return nil
 		},
 	}

@@ -92,11 +92,26 @@ func prio(p *int) int {
 	return *p
 }
 
-// Submit sends a file's tasks; with wait it uses /schedule and waits up to
-// wait for placement.
+// IsJob reports whether a spec body is a job: an object with tasks and
+// any other member (id, name, gang, failurePolicy, ...); {"tasks":[...]}
+// alone is a task list.
+func IsJob(body []byte) bool {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) != nil {
+		return false
+	}
+	_, ok := top["tasks"]
+	return ok && len(top) > 1
+}
+
+// Submit sends a file's tasks, or its job to POST /jobs; with wait, tasks
+// go to /schedule, which waits up to wait for placement.
 func Submit(ctx context.Context, c *Client, w io.Writer, body []byte, wait time.Duration, output string) error {
 	path := "/api/v1/tasks"
-	if wait > 0 {
+	switch {
+	case IsJob(body):
+		path = "/api/v1/jobs"
+	case wait > 0:
 		path = "/api/v1/schedule?wait=" + url.QueryEscape(wait.String())
 	}
 	var raw json.RawMessage
@@ -191,6 +206,27 @@ func Cancel(ctx context.Context, c *Client, w io.Writer, id string) error {
 		return err
 	}
 	_, err := fmt.Fprintf(w, "%s %s\n", t.ID, t.State)
+	return err
+}
+
+// Complete reports a lease finished with exitCode.
+func Complete(ctx context.Context, c *Client, w io.Writer, id string, exitCode int) error {
+	body, _ := json.Marshal(map[string]int{"exitCode": exitCode})
+	var t task
+	if _, err := c.Do(ctx, "POST", "/api/v1/tasks/"+url.PathEscape(id)+"/complete", body, &t); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "%s %s\n", t.ID, t.State)
+	return err
+}
+
+// Renew extends a lease.
+func Renew(ctx context.Context, c *Client, w io.Writer, id string) error {
+	var t task
+	if _, err := c.Do(ctx, "POST", "/api/v1/tasks/"+url.PathEscape(id)+"/renew", nil, &t); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "%s %s renewed\n", t.ID, t.State)
 	return err
 }
 

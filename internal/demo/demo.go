@@ -1,6 +1,6 @@
 // Package demo runs the scheduling core on the embedded default fleet and
-// workload in simulated time: what `hetsched up` does until the HTTP server
-// and the node agents exist. Every decision printed is the core's own; only
+// workload in simulated time (`hetsched demo`; `hetsched up` runs the same
+// fleet for real, with the server and agents). Every decision printed is the core's own; only
 // the passage of time and the tasks' running are simulated (a task runs for
 // its duration divided by the chosen alternative's speed).
 package demo

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hetsched/hetsched/internal/agent"
+	"github.com/hetsched/hetsched/internal/agent/discover"
+	"github.com/hetsched/hetsched/internal/agent/executor"
+	"github.com/hetsched/hetsched/internal/demo"
+)
+
+func newAgent() *cobra.Command {
+	var (
+		server, token, name, devices, workDir, logsListen, logsURL string
+		fakeFleet                                                  int
+		grace, fakeDuration                                        time.Duration
+		verbose                                                    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Run a node agent: discover devices, register, heartbeat, run assigned tasks",
+		Long: `Run a node agent. It discovers this machine's CPU and memory (capped by its
+cgroup), NVIDIA GPUs (in a build with -tags nvml), TPUs (/dev/accel*) and the
+devices declared in --devices (marked simulated), registers them with the
+server, heartbeats every 2s and runs the tasks the server assigns to it.
+
+With --fake-fleet N it instead registers N simulated nodes whose tasks
+"run" for their duration (for scale tests).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			level := slog.LevelInfo
+			if !verbose && fakeFleet > 0 {
+				level = slog.LevelWarn
+			}
+			lg := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			if token == "" {
+				token = os.Getenv("HETSCHED_TOKEN")
+			}
+			if fakeFleet > 0 {
+				if name == "" {
+					name = "fake"
+				}
+				f, err := agent.NewFleet(agent.FleetOptions{Server: server, Token: token, Name: name, Nodes: fakeFleet,
+					DefaultDuration: fakeDuration, Logger: lg})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "hetsched agent: fake fleet %q of %d nodes -> %s\n", name, fakeFleet, server)
+				return f.Run(ctx)
+			}
+			if name == "" {
+				name = demo.LocalNode().Name
+			}
+			if workDir == "" {
+				return errors.New("--work-dir: required (task logs and results live there)")
+			}
+			sources := []discover.Source{&discover.NVML{}, discover.TPU{Root: os.DirFS("/")}}
+			var monitors []discover.Monitor
+			if devices != "" {
+				sources = append(sources, discover.Declared{Path: devices})
+			}
+			for _, s := range sources {
+				if m, ok := s.(discover.Monitor); ok {
+					monitors = append(monitors, m)
+				}
+			}
+			node, notes, err := discover.Node(name, discover.Host{Root: os.DirFS("/"), NumCPU: runtime.NumCPU()}, sources)
+			if err != nil {
+				return err
+			}
+			for _, n := range notes {
+				lg.Info("discovery: " + n)
+			}
+			for _, d := range node.Devices {
+				lg.Info("discovered device", "type", d.Type, "id", d.ID, "model", d.Model, "memory", int64(d.Memory), "simulated", d.Simulated, "topology", d.Topology)
+			}
+			a, err := agent.New(agent.Options{Server: server, Token: token, Node: node, Monitors: monitors,
+				WorkDir: workDir, LogsListen: logsListen, LogsURL: logsURL, Grace: grace, Logger: lg})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "hetsched agent: node %s (%d devices) -> %s\n", node.Name, len(node.Devices), server)
+			return a.Run(ctx)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&server, "server", envOr("HETSCHED_SERVER", "http://127.0.0.1:7070"), "control plane URL ($HETSCHED_SERVER)")
+	f.StringVar(&token, "token", "", "agent token ($HETSCHED_TOKEN)")
+	f.StringVar(&name, "name", "", "node name (default local-<hostname>; with --fake-fleet, the name prefix)")
+	f.StringVar(&devices, "devices", "", "declared devices file (YAML/JSON {devices: [...]}); they are marked simulated")
+	f.StringVar(&workDir, "work-dir", "", "directory for task work dirs, logs and results (keep it across restarts)")
+	f.StringVar(&logsListen, "logs-listen", "127.0.0.1:0", "address serving task logs to the server")
+	f.StringVar(&logsURL, "logs-url", "", "URL the server uses to reach --logs-listen (default http://<logs-listen>)")
+	f.DurationVar(&grace, "grace", 10*time.Second, "SIGTERM to SIGKILL grace when a task is killed")
+	f.IntVar(&fakeFleet, "fake-fleet", 0, "simulate this many nodes instead of running tasks")
+	f.DurationVar(&fakeDuration, "fake-duration", time.Second, "with --fake-fleet: how long a task without a duration runs")
+	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level with --fake-fleet")
+	return cmd
+}
+
+// newAgentShim is the hidden per-task supervisor the agent starts.
+func newAgentShim() *cobra.Command {
+	return &cobra.Command{
+		Use:                "agent-shim TASKDIR",
+		Hidden:             true,
+		DisableFlagParsing: true,
+		RunE: func(_ *cobra.Command, args []string) error {
+			os.Exit(executor.RunShim(args))
+			return nil
+		},
+	}
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}

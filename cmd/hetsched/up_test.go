@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/up"
+)
+
+// asCLI makes this test binary act as the hetsched binary (the agents'
+// shim and the examples' script run it).
+const asCLI = "HETSCHED_TEST_AS_CLI"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asCLI) == "1" {
+		_ = os.Unsetenv(asCLI)
+		root := newRoot()
+		root.SetArgs(os.Args[1:])
+		if err := root.Execute(); err != nil {
+			fmt.Fprintln(os.Stderr, "hetsched:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestUpRunsTheExamples starts `up` (server plus in-process agents for the
+// default fleet and this machine) and runs every example on it to
+// completion: the CPU data-prep task, the GPU training job, the sweep and
+// the TPU inference leases (through examples/tpu-inference.sh).
+func TestUpRunsTheExamples(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs the examples' commands")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan string, 1)
+	done := make(chan error, 1)
+	var out syncBuf
+	go func() {
+		done <- up.Run(ctx, &out, up.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Grace: time.Second,
+			Shim: []string{exe, "agent-shim"}, ShimEnv: []string{asCLI + "=1"}, Ready: func(u string) { ready <- u }})
+	}()
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			cancel()
+			<-done
+		}
+	})
+	var base string
+	select {
+	case base = <-ready:
+	case err := <-done:
+		t.Fatalf("up: %v\n%s", err, out.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("up not ready in 60s:\n%s", out.String())
+	}
+	for _, want := range []string{"hetsched is up: " + base, "gpu-h100", "gpu-a100", "tpu-v5e", "cpu-1", "cpu-2", "(this machine)", "Ctrl-C"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("banner lacks %q:\n%s", want, out.String())
+		}
+	}
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp) // the examples' shared data dir (inherited by the tasks via the agents)
+	ids := map[string]bool{}
+	for _, f := range []string{"data-prep.yaml", "train-gang.yaml", "sweep.yaml"} {
+		o, err := run(t, "submit", "-f", filepath.Join("..", "..", "examples", f), "--server", base, "-o", "json")
+		if err != nil {
+			t.Fatalf("submit %s: %v\n%s", f, err, o)
+		}
+		if f == "data-prep.yaml" { // the training reads its output
+			var v struct{ ID string }
+			if err := json.Unmarshal([]byte(o), &v); err != nil {
+				t.Fatalf("%v %s", err, o)
+			}
+			waitSucceeded(t, base, v.ID)
+		}
+	}
+	// The leases, through the script, with this binary as hetsched.
+	script := exec.Command("sh", filepath.Join("..", "..", "examples", "tpu-inference.sh"))
+	script.Env = append(os.Environ(), "HETSCHED="+exe, asCLI+"=1", "HETSCHED_SERVER="+base)
+	if o, err := script.CombinedOutput(); err != nil || strings.Count(string(o), "succeeded") != 4 || !strings.Contains(string(o), "google.com/tpu") {
+		t.Fatalf("tpu-inference.sh: %v\n%s", err, o)
+	}
+	hc := &http.Client{Timeout: 10 * time.Second}
+	var tasks []struct {
+		Spec  map[string]any `json:"-"`
+		ID    string         `json:"id"`
+		Name  string         `json:"name"`
+		State string         `json:"state"`
+		Node  string         `json:"node"`
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		resp, err := hc.Get(base + "/api/v1/tasks?limit=1000")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Tasks json.RawMessage `json:"tasks"`
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err := json.Unmarshal(b, &body); err != nil {
+			t.Fatalf("%v %s", err, b)
+		}
+		if err := json.Unmarshal(body.Tasks, &tasks); err != nil {
+			t.Fatal(err)
+		}
+		finished := 0
+		for _, x := range tasks {
+			ids[x.ID] = true
+			if x.State == "succeeded" {
+				finished++
+			} else if x.State == "failed" || x.State == "timeout" || x.State == "expired" {
+				t.Fatalf("task %s (%s) %s on %s", x.ID, x.Name, x.State, x.Node)
+			}
+		}
+		if len(tasks) == 1+2+8+4 && finished == len(tasks) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not all examples finished in 90s: %+v", tasks)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// Their logs are there.
+	for _, x := range tasks {
+		if x.Name == "data-prep" {
+			if o, err := run(t, "logs", x.ID, "--server", base); err != nil || !strings.Contains(o, "rows: 200000") {
+				t.Errorf("data-prep logs: %v %q", err, o)
+			}
+		}
+	}
+	worker := ""
+	for _, x := range tasks {
+		if strings.HasSuffix(x.ID, ".worker-1") {
+			worker = x.ID
+		}
+	}
+	if o, err := run(t, "logs", worker, "--server", base); err != nil || !strings.Contains(o, "rank 1 epoch 4 loss") || !strings.Contains(o, "200000 rows") {
+		t.Errorf("worker-1 logs: %v %q", err, o)
+	}
+	cancel()
+	stopped = true
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("up did not stop within 30s")
+	}
+	if !strings.Contains(out.String(), "stopped.") {
+		t.Errorf("no clean stop:\n%s", out.String())
+	}
+}
+
+func waitSucceeded(t *testing.T, base, id string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		o, err := run(t, "describe", "task", id, "--server", base, "-o", "json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v struct{ State string }
+		_ = json.Unmarshal([]byte(o), &v)
+		if v.State == "succeeded" {
+			return
+		}
+		if v.State == "failed" || time.Now().After(deadline) {
+			t.Fatalf("task %s: %s", id, o)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

@@ -1,0 +1,188 @@
+// Package agent is hetsched's node agent: it registers the devices of its
+// node(s), heartbeats their usage and health, follows the server's stream
+// of assignments and runs or simulates the assigned tasks, reporting their
+// outcome.
+//
+// Contracts:
+//   - Level-triggered: after every (re)connection the agent makes its
+//     running set equal to the server's snapshot — it kills attempts the
+//     server no longer assigns it and starts the ones it lacks — so a lost
+//     message or a restart on either side converges.
+//   - Fencing: an agent that has not had a heartbeat acknowledged for the
+//     server's notready deadline kills its tasks and reports them lost, so
+//     a task re-queued elsewhere by the server is not also still running
+//     here (a partitioned node stops its work before the server moves it).
+//   - Reports are retried until the server answers them (applied or stale)
+//     and only then forgotten; every network call has a timeout.
+package agent
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/engine"
+	"github.com/hetsched/hetsched/internal/errs"
+)
+
+// client speaks the agent protocol to one server.
+type client struct {
+	base  string
+	token string
+	unary *http.Client // bounded calls
+	long  *http.Client // the assignment stream (no overall timeout)
+}
+
+func newClient(base, token string) (*client, error) {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, errs.Invalid("server", "must be an http(s) URL, got %q", base)
+	}
+	tr := &http.Transport{
+		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ResponseHeaderTimeout: 30 * time.Second,
+		MaxIdleConnsPerHost:   8,
+		IdleConnTimeout:       time.Minute,
+	}
+	return &client{
+		base:  strings.TrimRight(base, "/"),
+		token: token,
+		unary: &http.Client{Transport: tr, Timeout: 30 * time.Second},
+		long:  &http.Client{Transport: tr},
+	}, nil
+}
+
+// apiError is an error answer of the server.
+type apiError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *apiError) Error() string {
+	return fmt.Sprintf("server answered %d %s: %s", e.Status, e.Code, e.Message)
+}
+
+func isNotFound(err error) bool {
+	ae, ok := err.(*apiError)
+	return ok && ae.Status == http.StatusNotFound
+}
+
+func (c *client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.unary.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return decodeAnswer(resp, out)
+}
+
+func decodeAnswer(resp *http.Response, out any) error {
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		var e struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		_ = json.Unmarshal(b, &e)
+		return &apiError{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(b, out)
+}
+
+func (c *client) register(ctx context.Context, reg engine.Registration) (*engine.RegisterReply, error) {
+	var out engine.RegisterReply
+	if err := c.do(ctx, http.MethodPost, "/api/v1/agents/register", reg, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+func (c *client) heartbeat(ctx context.Context, agent string, beats []engine.Beat) error {
+	return c.do(ctx, http.MethodPost, "/api/v1/agents/"+url.PathEscape(agent)+"/heartbeat",
+		map[string]any{"nodes": beats}, nil)
+}
+
+func (c *client) status(ctx context.Context, agent string, ups []engine.StatusUpdate) ([]engine.StatusResult, error) {
+	var out struct {
+		Results []engine.StatusResult `json:"results"`
+	}
+	err := c.do(ctx, http.MethodPost, "/api/v1/agents/"+url.PathEscape(agent)+"/status",
+		map[string]any{"updates": ups}, &out)
+	return out.Results, err
+}
+
+// stream reads the assignment stream, calling fn for each message, until
+// ctx ends, the stream breaks or nothing (not even a ping) arrived for
+// idle.
+func (c *client) stream(ctx context.Context, agent string, gen uint64, idle time.Duration, fn func(*engine.AgentMessage)) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	path := "/api/v1/agents/" + url.PathEscape(agent) + "/assignments?generation=" + strconv.FormatUint(gen, 10)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	if err != nil {
+		return err
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.long.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return decodeAnswer(resp, nil)
+	}
+	watchdog := time.AfterFunc(idle, cancel)
+	defer watchdog.Stop()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 256<<20)
+	for sc.Scan() {
+		watchdog.Reset(idle)
+		var m engine.AgentMessage
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			return fmt.Errorf("assignment stream: bad message: %w", err)
+		}
+		fn(&m)
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	if ctx.Err() != nil && ctx.Err() != context.Canceled {
+		return ctx.Err()
+	}
+	return io.ErrUnexpectedEOF
+}

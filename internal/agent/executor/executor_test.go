@@ -1,0 +1,642 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// shimEnv makes the test binary act as the shim (see TestMain).
+const shimEnv = "HETSCHED_EXECUTOR_SHIM"
+
+// deadline bounds every wait in these tests; the machine may be slow.
+const deadline = 30 * time.Second
+
+func TestMain(m *testing.M) {
+	if os.Getenv(shimEnv) == "1" {
+		_ = os.Unsetenv(shimEnv) // not for the command
+		os.Exit(RunShim(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+// newExec makes an executor over dir whose shim is this test binary; it is
+// closed, and checked to have left no goroutine, when the test ends.
+func newExec(t *testing.T, dir string) *Executor {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := New(Options{
+		Dir:  dir,
+		Shim: []string{exe},
+		// A race-enabled shim would otherwise sleep 1s at exit.
+		ShimEnv: []string{shimEnv + "=1", "GORACE=" + strings.TrimSpace(os.Getenv("GORACE")+" atexit_sleep_ms=0")},
+		Logger:  slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Poll:    50 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeAndCheck(t, x) })
+	return x
+}
+
+// closeAndCheck closes x and fails if an executor goroutine is left (one
+// that ran wg.Done may take a moment to return: like goleak, it retries).
+func closeAndCheck(t *testing.T, x *Executor) {
+	t.Helper()
+	x.Close()
+	end := time.Now().Add(5 * time.Second)
+	for {
+		var left []string
+		buf := make([]byte, 1<<20)
+		stacks := string(buf[:runtime.Stack(buf, true)])
+		for _, g := range strings.Split(stacks, "\n\n") {
+			if strings.Contains(g, "executor.(*Executor)") {
+				left = append(left, g)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("goroutines left after Close:\n%s", strings.Join(left, "\n\n"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func sh(task, script string) Spec {
+	return Spec{Task: task, Command: []string{"sh", "-c", script}}
+}
+
+// waitResult returns the next Result of task, skipping others.
+func waitResult(t *testing.T, x *Executor, task string) Result {
+	t.Helper()
+	timer := time.NewTimer(deadline)
+	defer timer.Stop()
+	for {
+		select {
+		case r, ok := <-x.Results():
+			if !ok {
+				t.Fatalf("Results closed while waiting for %s", task)
+			}
+			if r.Task == task {
+				return r
+			}
+			t.Logf("skipping the result of %s: %+v", r.Task, r)
+		case <-timer.C:
+			t.Fatalf("no result for %s within %v", task, deadline)
+		}
+	}
+}
+
+// nextResult returns the next Result, whichever task's.
+func nextResult(t *testing.T, x *Executor) Result {
+	t.Helper()
+	select {
+	case r, ok := <-x.Results():
+		if !ok {
+			t.Fatal("Results closed")
+		}
+		return r
+	case <-time.After(deadline):
+		t.Fatalf("no result within %v", deadline)
+	}
+	panic("unreachable")
+}
+
+// waitFor polls cond until it holds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	end := time.Now().Add(deadline)
+	for !cond() {
+		if time.Now().After(end) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func taskDir(dir, task string, attempt int) string {
+	return filepath.Join(dir, "tasks", attemptName(task, attempt))
+}
+
+// pgidOf is the command's process group from the pgid file, checked
+// against the leader's pid the command printed as its first line.
+func pgidOf(t *testing.T, dir string) int {
+	t.Helper()
+	g, err := readProcID(filepath.Join(dir, pgidFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := strings.Cut(readFile(t, filepath.Join(dir, stdoutLog)), "\n")
+	if first != strconv.Itoa(g.Pid) {
+		t.Fatalf("the command printed its pid %q; the pgid file says %d", first, g.Pid)
+	}
+	return g.Pid
+}
+
+// liveMembers lists the processes of group pgid that are not zombies.
+func liveMembers(pgid int) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if st, err := readProcStat(pid); err == nil && st.Pgrp == pgid && st.State != 'Z' && st.State != 'X' {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// assertGroupGone checks that no process, zombies included, is in pgid.
+func assertGroupGone(t *testing.T, pgid int) {
+	t.Helper()
+	if err := syscall.Kill(-pgid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("process group %d still there (kill 0: %v); live members %v", pgid, err, liveMembers(pgid))
+	}
+}
+
+func TestOutputExitCodeEnvWorkDirAndLeftovers(t *testing.T) {
+	dir := t.TempDir()
+	x := newExec(t, dir)
+	if err := x.Recover(); err != nil {
+		t.Fatal(err)
+	}
+	env := sh("env", `echo "$FOO"; pwd -P`)
+	env.Env = map[string]string{"FOO": "bar baz", "PATH": os.Getenv("PATH")}
+	// No shell: a shell fixes PWD itself.
+	pwd := Spec{Task: "pwd", Command: []string{"printenv", "PWD", "FOO"}, Env: map[string]string{"FOO": "x"}}
+	specs := []Spec{
+		sh("out", "echo out; echo err >&2"),
+		sh("exit3", "exit 3"),
+		env,
+		pwd,
+		sh("signalled", "kill -KILL $$"),
+		sh("leftover", "echo $$; sleep 100 & echo $!"),
+	}
+	for _, s := range specs {
+		if err := x.Start(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := map[string]Result{}
+	for range specs {
+		select {
+		case r := <-x.Results():
+			got[r.Task] = r
+		case <-time.After(deadline):
+			t.Fatalf("results so far: %v", got)
+		}
+	}
+
+	out := taskDir(dir, "out", 0)
+	if r := got["out"]; r.ExitCode != 0 || r.Reason != "" || r.TimedOut || r.Killed || r.Started.IsZero() || r.Finished.Before(r.Started) {
+		t.Errorf("out: %+v", r)
+	}
+	if s := readFile(t, filepath.Join(out, stdoutLog)); s != "out\n" {
+		t.Errorf("stdout.log = %q", s)
+	}
+	if s := readFile(t, filepath.Join(out, stderrLog)); s != "err\n" {
+		t.Errorf("stderr.log = %q", s)
+	}
+	if s := readFile(t, filepath.Join(out, outputLog)); s != "out\nerr\n" && s != "err\nout\n" {
+		t.Errorf("output.log = %q", s)
+	}
+	// The shims are reaped, not left zombies.
+	for _, s := range specs {
+		p, err := readProcID(filepath.Join(taskDir(dir, s.Task, 0), pidFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, s.Task+"'s shim to be reaped", func() bool { return !exists("/proc/" + strconv.Itoa(p.Pid)) })
+	}
+	onDisk, err := readResult(out)
+	if err != nil || onDisk.ExitCode != 0 || onDisk.Task != "out" {
+		t.Errorf("result.json: %+v, %v", onDisk, err)
+	}
+
+	if r := got["exit3"]; r.ExitCode != 3 || r.Signal != "" {
+		t.Errorf("exit3: %+v", r)
+	}
+
+	work := filepath.Join(taskDir(dir, "env", 0), workDir)
+	real, err := filepath.EvalSymlinks(work)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, want := readFile(t, filepath.Join(taskDir(dir, "env", 0), stdoutLog)), "bar baz\n"+real+"\n"; s != want {
+		t.Errorf("env: stdout %q, want %q", s, want)
+	}
+	pwdWork := filepath.Join(taskDir(dir, "pwd", 0), workDir)
+	if s, want := readFile(t, filepath.Join(taskDir(dir, "pwd", 0), stdoutLog)), pwdWork+"\nx\n"; s != want {
+		t.Errorf("pwd: stdout %q, want %q", s, want)
+	}
+
+	if r := got["signalled"]; r.ExitCode != 137 || r.Signal != "SIGKILL" || r.Reason != "killed by SIGKILL" || r.Killed {
+		t.Errorf("signalled: %+v", r)
+	}
+
+	// On a normal exit the group's leftovers are SIGKILLed too.
+	ld := taskDir(dir, "leftover", 0)
+	if r := got["leftover"]; r.ExitCode != 0 {
+		t.Errorf("leftover: %+v", r)
+	}
+	pgid := pgidOf(t, ld)
+	assertGroupGone(t, pgid)
+	lines := strings.Fields(readFile(t, filepath.Join(ld, stdoutLog)))
+	if len(lines) != 2 {
+		t.Fatalf("leftover printed %q", lines)
+	}
+	sleeper, _ := strconv.Atoi(lines[1])
+	if st, err := readProcStat(sleeper); err == nil && st.Pgrp == pgid {
+		t.Errorf("the background sleep %d survived: %+v", sleeper, st)
+	}
+	if len(x.Running()) != 0 {
+		t.Errorf("Running after all results: %+v", x.Running())
+	}
+}
+
+func TestTimeoutKillsTheWholeGroup(t *testing.T) {
+	dir := t.TempDir()
+	x := newExec(t, dir)
+	polite := sh("polite", "echo $$; sleep 100 & echo $!; sleep 100 & echo $!; wait")
+	stubborn := sh("stubborn", `trap "" TERM; echo $$; sleep 100`)
+	for _, s := range []*Spec{&polite, &stubborn} {
+		s.Timeout, s.Grace = 300*time.Millisecond, 200*time.Millisecond
+		if err := x.Start(*s); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	r := waitResult(t, x, "polite")
+	if !r.TimedOut || r.Killed || r.Reason != "timed out after 300ms" || r.ExitCode != 128+int(syscall.SIGTERM) {
+		t.Errorf("polite: %+v", r)
+	}
+	pd := taskDir(dir, "polite", 0)
+	assertGroupGone(t, pgidOf(t, pd))
+	for _, s := range strings.Fields(readFile(t, filepath.Join(pd, stdoutLog)))[1:] {
+		pid, _ := strconv.Atoi(s)
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("background sleep %d still there: %v", pid, err)
+		}
+	}
+
+	// SIGTERM is ignored (by sleep too: ignored signals survive exec), so
+	// only SIGKILL after the grace ends it.
+	r = waitResult(t, x, "stubborn")
+	if !r.TimedOut || r.ExitCode != 137 || r.Signal != "SIGKILL" || r.Reason != "timed out after 300ms" {
+		t.Errorf("stubborn: %+v", r)
+	}
+	if d := r.Finished.Sub(r.Started); d < 500*time.Millisecond {
+		t.Errorf("stubborn ended %v after it started; want timeout+grace = 500ms at least", d)
+	}
+	assertGroupGone(t, pgidOf(t, taskDir(dir, "stubborn", 0)))
+}
+
+func TestKillStopsTheGroupWithTheReason(t *testing.T) {
+	dir := t.TempDir()
+	x := newExec(t, dir)
+	s := sh("victim", "echo $$; sleep 100")
+	s.Grace = 20 * time.Second // ends on SIGTERM, long before
+	if err := x.Start(s); err != nil {
+		t.Fatal(err)
+	}
+	vd := taskDir(dir, "victim", 0)
+	waitFor(t, "the command to start", func() bool {
+		b, _ := os.ReadFile(filepath.Join(vd, stdoutLog))
+		return strings.HasSuffix(string(b), "\n")
+	})
+	if run := x.Running(); len(run) != 1 || run[0].Task != "victim" {
+		t.Errorf("Running = %+v", run)
+	}
+	x.Kill("no-such-task", "whatever")
+	x.Kill("victim", "preempted by x")
+	r := waitResult(t, x, "victim")
+	if !r.Killed || r.TimedOut || !strings.Contains(r.Reason, "preempted by x") || r.ExitCode != 143 || r.Signal != "SIGTERM" {
+		t.Errorf("victim: %+v", r)
+	}
+	if d := r.Finished.Sub(r.Started); d > 15*time.Second {
+		t.Errorf("victim took %v: the grace was waited out", d)
+	}
+	assertGroupGone(t, pgidOf(t, vd))
+	x.Kill("victim", "again") // finished: no-op
+
+	// Killed at once, maybe before the shim handles SIGTERM: the kill
+	// file covers that.
+	if err := x.Start(sh("early", "sleep 100")); err != nil {
+		t.Fatal(err)
+	}
+	x.Kill("early", "cancelled")
+	r = waitResult(t, x, "early")
+	if !r.Killed || !strings.Contains(r.Reason, "cancelled") {
+		t.Errorf("early: %+v", r)
+	}
+	if g, err := readProcID(filepath.Join(taskDir(dir, "early", 0), pgidFile)); err == nil {
+		assertGroupGone(t, g.Pid)
+	}
+}
+
+func TestAgentCrashAdoptsTheTaskAndRedeliversUnackedResults(t *testing.T) {
+	dir := t.TempDir()
+	gate := filepath.Join(t.TempDir(), "gate")
+	x1 := newExec(t, dir)
+	s := sh("survivor", `while [ ! -e "$GATE" ]; do sleep 0.02; done; echo done`)
+	s.Env = map[string]string{"GATE": gate}
+	if err := x1.Start(s); err != nil {
+		t.Fatal(err)
+	}
+	closeAndCheck(t, x1) // the agent dies; the shim must not
+
+	x2 := newExec(t, dir)
+	if err := x2.Recover(); err != nil {
+		t.Fatal(err)
+	}
+	if run := x2.Running(); len(run) != 1 || run[0].Task != "survivor" || run[0].Command[2] != s.Command[2] {
+		t.Fatalf("Running after Recover = %+v", run)
+	}
+	if err := x2.Start(s); err != nil { // idempotent: already there
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(gate, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := waitResult(t, x2, "survivor")
+	if r.ExitCode != 0 || r.Killed || r.TimedOut || r.Reason != "" {
+		t.Errorf("survivor: %+v", r)
+	}
+	if s := readFile(t, filepath.Join(taskDir(dir, "survivor", 0), outputLog)); s != "done\n" {
+		t.Errorf("output.log = %q", s)
+	}
+	if len(x2.Running()) != 0 {
+		t.Errorf("Running = %+v", x2.Running())
+	}
+	closeAndCheck(t, x2)
+
+	// Not acked: delivered again.
+	x3 := newExec(t, dir)
+	for range 2 { // against the contract, but still once per executor
+		if err := x3.Recover(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r := waitResult(t, x3, "survivor"); r.ExitCode != 0 || r.Attempt != 0 {
+		t.Errorf("redelivered: %+v", r)
+	}
+	if err := x3.Start(sh("marker3", "true")); err != nil {
+		t.Fatal(err)
+	}
+	if r := nextResult(t, x3); r.Task != "marker3" {
+		t.Errorf("a result was delivered twice: %+v", r)
+	}
+	if err := x3.Ack("marker3", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := x3.Ack("survivor", 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := x3.Ack("nothing", 0); err == nil {
+		t.Error("Ack of an attempt without a result succeeded")
+	}
+	closeAndCheck(t, x3)
+
+	// Acked: not delivered. Recover queues before Start, so the marker's
+	// result comes after any recovered one.
+	x4 := newExec(t, dir)
+	if err := x4.Recover(); err != nil {
+		t.Fatal(err)
+	}
+	if err := x4.Start(sh("marker", "true")); err != nil {
+		t.Fatal(err)
+	}
+	if r := nextResult(t, x4); r.Task != "marker" {
+		t.Errorf("an acked result was delivered again: %+v", r)
+	}
+	if err := x4.Remove("survivor", 0); err != nil {
+		t.Fatal(err)
+	}
+	if exists(taskDir(dir, "survivor", 0)) {
+		t.Error("Remove left the directory")
+	}
+	if err := x4.Start(sh("long", "sleep 100")); err != nil {
+		t.Fatal(err)
+	}
+	if err := x4.Remove("long", 0); err == nil {
+		t.Error("Remove of a running attempt succeeded")
+	}
+	x4.Kill("long", "test over")
+	waitResult(t, x4, "long")
+}
+
+func TestShimKilledMakesTheAttemptLostAndKillsTheOrphans(t *testing.T) {
+	dir := t.TempDir()
+	x1 := newExec(t, dir)
+	if err := x1.Start(sh("orphaned", "echo $$; sleep 100")); err != nil {
+		t.Fatal(err)
+	}
+	od := taskDir(dir, "orphaned", 0)
+	waitFor(t, "the command to start", func() bool {
+		b, _ := os.ReadFile(filepath.Join(od, stdoutLog))
+		return strings.HasSuffix(string(b), "\n") && exists(filepath.Join(od, pgidFile))
+	})
+	pgid := pgidOf(t, od)
+	shimPid, err := readProcID(filepath.Join(od, pidFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAndCheck(t, x1)
+	if err := syscall.Kill(shimPid.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// The shim is this process's child: reap it, as an agent that died
+	// would no longer be its parent.
+	var ws syscall.WaitStatus
+	if _, err := syscall.Wait4(shimPid.Pid, &ws, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(liveMembers(pgid)) == 0 {
+		t.Fatal("the command died with the shim; nothing to test")
+	}
+
+	x2 := newExec(t, dir)
+	if err := x2.Recover(); err != nil {
+		t.Fatal(err)
+	}
+	r := waitResult(t, x2, "orphaned")
+	if r.ExitCode != -1 || r.Reason != LostReason || r.Killed {
+		t.Errorf("orphaned: %+v", r)
+	}
+	if onDisk, err := readResult(od); err != nil || onDisk.Reason != LostReason {
+		t.Errorf("result.json: %+v, %v", onDisk, err)
+	}
+	// Its parent is gone, so zombies may stay until init reaps them.
+	waitFor(t, "the orphaned group to die", func() bool { return len(liveMembers(pgid)) == 0 })
+	if len(x2.Running()) != 0 {
+		t.Errorf("Running = %+v", x2.Running())
+	}
+}
+
+func TestOpenLog(t *testing.T) {
+	dir := t.TempDir()
+	x := newExec(t, dir)
+	first := sh("chatty", "for i in 1 2 3 4 5; do echo line$i; sleep 0.1; done; echo bye >&2")
+	first.Attempt = 1
+	if err := x.Start(first); err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	rc, err := x.OpenLog(ctx, "chatty", 0, "", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(rc)
+	_ = rc.Close()
+	if want := "line1\nline2\nline3\nline4\nline5\nbye\n"; err != nil || string(b) != want {
+		t.Errorf("followed output %q, %v; want %q", b, err, want)
+	}
+	waitResult(t, x, "chatty")
+
+	rc, err = x.OpenLog(ctx, "chatty", 0, "stderr", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(rc); err != nil || string(b) != "bye\n" {
+		t.Errorf("stderr %q, %v", b, err)
+	}
+	_ = rc.Close()
+
+	// The latest attempt is read unless one is named (> 0).
+	s := sh("chatty", "echo second")
+	s.Attempt = 2
+	if err := x.Start(s); err != nil {
+		t.Fatal(err)
+	}
+	waitResult(t, x, "chatty")
+	for attempt, want := range map[int]string{1: "line1\n", 2: "second\n", 0: "second\n"} {
+		rc, err := x.OpenLog(ctx, "chatty", attempt, "stdout", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(rc)
+		_ = rc.Close()
+		if err != nil || !strings.HasPrefix(string(b), want) {
+			t.Errorf("attempt %d: %q, %v", attempt, b, err)
+		}
+	}
+
+	if _, err := x.OpenLog(ctx, "nobody", 0, "", false); !errors.Is(err, ErrNoLog) {
+		t.Errorf("unknown task: %v", err)
+	}
+	if _, err := x.OpenLog(ctx, "chatty", 7, "", false); !errors.Is(err, ErrNoLog) {
+		t.Errorf("unknown attempt: %v", err)
+	}
+	if _, err := x.OpenLog(ctx, "chatty", 0, "stdin", false); err == nil {
+		t.Error("unknown stream accepted")
+	}
+
+	// Following a task that runs on ends with the context.
+	if err := x.Start(sh("quiet", "sleep 100")); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	rc, err = x.OpenLog(short, "quiet", 0, "", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadAll(rc); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("follow with an ending context: %v", err)
+	}
+	_ = rc.Close()
+	x.Kill("quiet", "test over")
+	waitResult(t, x, "quiet")
+}
+
+func TestCommandThatCannotStart(t *testing.T) {
+	dir := t.TempDir()
+	x := newExec(t, dir)
+	if err := x.Start(Spec{Task: "missing", Command: []string{"no-such-command-hetsched"}}); err != nil {
+		t.Fatal(err)
+	}
+	r := waitResult(t, x, "missing")
+	if r.ExitCode != 127 || !strings.Contains(r.Reason, "not found") || !strings.Contains(r.Reason, "no-such-command-hetsched") {
+		t.Errorf("missing: %+v", r)
+	}
+	if err := x.Start(Spec{Task: "nopath", Command: []string{"/no/such/file"}}); err != nil {
+		t.Fatal(err)
+	}
+	r = waitResult(t, x, "nopath")
+	if r.ExitCode != 127 || !strings.Contains(r.Reason, "/no/such/file") {
+		t.Errorf("nopath: %+v", r)
+	}
+}
+
+func TestStartValidatesAndIsIdempotent(t *testing.T) {
+	dir := t.TempDir()
+	x := newExec(t, dir)
+	for _, id := range []string{"../x", "", "a/b", ".", "..", "-a", "a-", "a b", "/abs", strings.Repeat("a", 254)} {
+		if err := x.Start(sh(id, "true")); err == nil {
+			t.Errorf("task id %q accepted", id)
+		}
+	}
+	if err := x.Start(Spec{Task: "empty"}); err == nil {
+		t.Error("empty command accepted")
+	}
+	if err := x.Start(Spec{Task: "neg", Attempt: -1, Command: []string{"true"}}); err == nil {
+		t.Error("negative attempt accepted")
+	}
+	entries, _ := os.ReadDir(filepath.Join(dir, "tasks"))
+	if len(entries) != 0 || exists(filepath.Join(dir, "x_0")) {
+		t.Errorf("rejected specs left directories: %v", entries)
+	}
+
+	ok := sh("job-1.a:b_c", "echo once")
+	ok.Attempt = 2
+	ok.Task = strings.Repeat("a", 240) + ok.Task
+	if err := x.Start(ok); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Start(ok); err != nil {
+		t.Fatal(err)
+	}
+	r := waitResult(t, x, ok.Task)
+	if r.Attempt != 2 || r.ExitCode != 0 {
+		t.Errorf("result %+v", r)
+	}
+	if err := x.Start(ok); err != nil { // finished: still a no-op
+		t.Fatal(err)
+	}
+	if err := x.Start(sh("marker", "true")); err != nil {
+		t.Fatal(err)
+	}
+	if r := nextResult(t, x); r.Task != "marker" {
+		t.Errorf("a second result: %+v", r)
+	}
+	if s := readFile(t, filepath.Join(taskDir(dir, ok.Task, 2), outputLog)); s != "once\n" {
+		t.Errorf("output %q: the attempt ran more than once", s)
+	}
+}

@@ -1,0 +1,504 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// defaultGrace is the SIGTERM→SIGKILL wait when a Spec sets none.
+const defaultGrace = 10 * time.Second
+
+// Bounds on the shim's waits after the command's leader exited: for the
+// killed group to disappear, and for the output pipes to reach EOF once
+// it has (a descendant that left the group may still hold them).
+const (
+	groupGoneWait = 10 * time.Second
+	drainWait     = 2 * time.Second
+)
+
+// prSetChildSubreaper is PR_SET_CHILD_SUBREAPER from <linux/prctl.h>.
+const prSetChildSubreaper = 36
+
+// RunShim runs one task attempt; it is the body of the agent's hidden shim
+// subcommand and returns the process's exit status. args is the attempt's
+// directory, which holds spec.json.
+//
+// Contracts:
+//   - The shim is in its own session (it calls setsid unless its parent
+//     already made it a session leader) and ignores SIGHUP, so it outlives
+//     the agent and any terminal. It is a child subreaper, so descendants
+//     of the command that lose their parent are reaped by it, not left as
+//     zombies.
+//   - It writes shim.pid only after its SIGTERM handler is installed; the
+//     agent signals only shims that wrote it (others read the kill file
+//     before starting the command).
+//   - The command runs in its own process group with cwd DIR/work, stdin
+//     /dev/null and the shim's environment overlaid by Spec.Env and
+//     PWD=DIR/work (an explicit PWD in Spec.Env wins). Its stdout and
+//     stderr are copied to stdout.log and stderr.log and both, in the
+//     order the shim reads them, to output.log.
+//   - Timeout and SIGTERM (the agent's Kill, reason in DIR/kill) stop the
+//     group: SIGTERM, then SIGKILL once the grace passed unless the whole
+//     group is gone before.
+//   - Whenever the leader exits, including normally, the members left in
+//     its group are SIGKILLed, so no orphan keeps devices busy; processes
+//     that left the group (setsid, setpgid) are not tracked.
+//   - result.json is written last, after the group is gone (or 10s passed)
+//     and the logs are drained and fsynced; every path, a command that
+//     cannot start included, ends with one. If the directory already has a
+//     result.json (the agent declared the attempt lost), the shim runs
+//     nothing.
+func RunShim(args []string) int {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if len(args) != 1 || args[0] == "" {
+		fmt.Fprintln(os.Stderr, "usage: agent-shim TASKDIR")
+		return 2
+	}
+	dir := args[0]
+	log = log.With("dir", dir)
+	if sid, _, _ := syscall.RawSyscall(syscall.SYS_GETSID, 0, 0, 0); int(sid) != os.Getpid() {
+		if _, err := syscall.Setsid(); err != nil {
+			log.Warn("setsid failed: the shim dies with the agent's session", "err", err)
+		}
+	}
+	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); e != 0 {
+		log.Warn("cannot become a child subreaper", "err", e)
+	}
+	stop := make(chan os.Signal, 4)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	// Caught rather than ignored: an ignored signal would stay ignored in
+	// the command.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+
+	self, err := selfID()
+	if err == nil {
+		err = writeFileAtomic(dir, pidFile, []byte(self.String()))
+	}
+	if err != nil {
+		log.Error("cannot write shim.pid", "err", err)
+		return 1
+	}
+	if exists(filepath.Join(dir, resultFile)) {
+		log.Warn("the attempt already has a result; not running it")
+		return 0
+	}
+	s := &shim{dir: dir, log: log, stop: stop}
+	r := s.run()
+	r.Finished = time.Now()
+	if err := writeResult(dir, r); err != nil {
+		if errors.Is(err, errResultExists) {
+			log.Warn("the attempt got a result from elsewhere; this one is dropped", "result", r)
+			return 0
+		}
+		log.Error("cannot write result.json", "err", err, "result", r)
+		return 1
+	}
+	log.Info("done", "exitCode", r.ExitCode, "reason", r.Reason)
+	return 0
+}
+
+type shim struct {
+	dir  string
+	log  *slog.Logger
+	stop chan os.Signal // SIGTERM, SIGINT
+}
+
+// killReason is the agent's reason in the kill file, or "killed".
+func (s *shim) killReason() (string, bool) {
+	b, err := os.ReadFile(filepath.Join(s.dir, killFile))
+	if err != nil {
+		return "killed", false
+	}
+	if r := strings.TrimSpace(string(b)); r != "" {
+		return r, true
+	}
+	return "killed", true
+}
+
+// cannotStart is the result of a command that never ran.
+func cannotStart(spec Spec, started time.Time, format string, a ...any) Result {
+	return Result{Task: spec.Task, Attempt: spec.Attempt, ExitCode: 127,
+		Reason: fmt.Sprintf(format, a...), Started: started}
+}
+
+// run runs the command and returns its result, Finished unset.
+func (s *shim) run() Result {
+	started := time.Now()
+	spec, err := readSpec(s.dir)
+	if err != nil {
+		return cannotStart(spec, started, "cannot read the spec: %v", err)
+	}
+	if len(spec.Command) == 0 {
+		return cannotStart(spec, started, "empty command")
+	}
+	if reason, ok := s.killReason(); ok {
+		return Result{Task: spec.Task, Attempt: spec.Attempt, ExitCode: 128 + int(syscall.SIGKILL),
+			Killed: true, Reason: reason + " (before the command started)", Started: started}
+	}
+	work := filepath.Join(s.dir, workDir)
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return cannotStart(spec, started, "cannot create the work directory: %v", err)
+	}
+	env := commandEnv(os.Environ(), spec.Env, work)
+	path, err := lookPath(spec.Command[0], env, work)
+	if err != nil {
+		return cannotStart(spec, started, "command not found: %v", err)
+	}
+	logs, err := openLogs(s.dir)
+	if err != nil {
+		return cannotStart(spec, started, "cannot open the logs: %v", err)
+	}
+	defer logs.close()
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return cannotStart(spec, started, "cannot make a pipe: %v", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		_ = outR.Close()
+		_ = outW.Close()
+		return cannotStart(spec, started, "cannot make a pipe: %v", err)
+	}
+	cmd := &exec.Cmd{
+		Path:        path,
+		Args:        spec.Command,
+		Dir:         work,
+		Env:         env,
+		Stdout:      outW,
+		Stderr:      errW,
+		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
+	}
+	started = time.Now()
+	err = cmd.Start()
+	_ = outW.Close()
+	_ = errW.Close()
+	if err != nil {
+		_ = outR.Close()
+		_ = errR.Close()
+		return cannotStart(spec, started, "cannot start %q: %v", spec.Command[0], err)
+	}
+	pgid := cmd.Process.Pid   // Setpgid with Pgid 0: the leader's pid
+	_ = cmd.Process.Release() // reaped by reap below, never by cmd.Wait
+	// Not reaped yet, so /proc has the leader even if it exited.
+	st, err := readProcStat(pgid)
+	if err == nil {
+		err = writeFileAtomic(s.dir, pgidFile, []byte(procID{pgid, st.Start}.String()))
+	}
+	if err != nil {
+		s.log.Warn("cannot write the pgid file: the group cannot be killed if the shim dies", "err", err)
+	}
+	leader := make(chan syscall.WaitStatus, 1)
+	go reap(pgid, leader)
+	s.log.Info("started", "pgid", pgid, "command", spec.Command)
+	var copiers sync.WaitGroup
+	copiers.Add(2)
+	go logs.copy(outR, logs.stdout, &copiers, s.log)
+	go logs.copy(errR, logs.stderr, &copiers, s.log)
+
+	r := Result{Task: spec.Task, Attempt: spec.Attempt, Started: started}
+	var timeout <-chan time.Time
+	if spec.Timeout > 0 {
+		t := time.NewTimer(spec.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	grace := spec.Grace
+	if grace <= 0 {
+		grace = defaultGrace
+	}
+	var fence <-chan time.Time
+	if spec.FenceFile != "" {
+		t := time.NewTicker(fencePoll)
+		defer t.Stop()
+		fence = t.C
+	}
+	var ws syscall.WaitStatus
+wait:
+	for {
+		select {
+		case ws = <-leader:
+			break wait
+		case <-timeout:
+			r.TimedOut = true
+			r.Reason = "timed out after " + spec.Timeout.String()
+			s.log.Info("timed out; stopping the group", "pgid", pgid, "grace", grace)
+			ws = s.stopGroup(pgid, grace, leader)
+			break wait
+		case <-s.stop:
+			r.Killed = true
+			r.Reason, _ = s.killReason()
+			s.log.Info("killed; stopping the group", "pgid", pgid, "grace", grace, "reason", r.Reason)
+			ws = s.stopGroup(pgid, grace, leader)
+			break wait
+		case now := <-fence:
+			why, expired := fenceExpired(spec.FenceFile, now)
+			if !expired {
+				continue
+			}
+			r.Killed = true
+			r.Reason = why
+			s.log.Warn("fenced: the agent's lease expired; SIGKILL to the group", "pgid", pgid, "reason", why)
+			ws = s.stopGroup(pgid, 0, leader)
+			break wait
+		}
+	}
+	// The leader is gone; so must be everyone left in its group.
+	if err := syscall.Kill(-pgid, syscall.SIGKILL); err == nil {
+		s.log.Info("killed the members left in the group", "pgid", pgid)
+	}
+	if !waitGroupGone(pgid, groupGoneWait) {
+		s.log.Warn("the process group is still there", "pgid", pgid, "waited", groupGoneWait)
+	}
+	// Data the dead wrote is still in the pipes; only a process outside
+	// the group can keep them open past the deadline.
+	deadline := time.Now().Add(drainWait)
+	_ = outR.SetReadDeadline(deadline)
+	_ = errR.SetReadDeadline(deadline)
+	copiers.Wait()
+	_ = outR.Close()
+	_ = errR.Close()
+	logs.sync()
+
+	switch {
+	case ws.Exited():
+		r.ExitCode = ws.ExitStatus()
+		if r.Reason == "" && r.ExitCode != 0 {
+			r.Reason = fmt.Sprintf("exited with code %d", r.ExitCode)
+		}
+	case ws.Signaled():
+		r.ExitCode = 128 + int(ws.Signal())
+		r.Signal = signalName(ws.Signal())
+		if r.Reason == "" {
+			r.Reason = "killed by " + r.Signal
+		}
+	default:
+		r.ExitCode = -1
+		r.Reason = fmt.Sprintf("unexpected wait status %#x", uint32(ws))
+	}
+	return r
+}
+
+// stopGroup sends SIGTERM to the group, and SIGKILL when grace passed with
+// any of it left. It returns the leader's wait status.
+func (s *shim) stopGroup(pgid int, grace time.Duration, leader <-chan syscall.WaitStatus) syscall.WaitStatus {
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	deadline := time.NewTimer(grace)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	var ws syscall.WaitStatus
+	exited := false
+	for {
+		select {
+		case ws = <-leader:
+			exited = true
+			if groupGone(pgid) {
+				return ws
+			}
+		case <-tick.C:
+			if exited && groupGone(pgid) {
+				return ws
+			}
+		case <-s.stop: // already stopping
+		case <-deadline.C:
+			s.log.Info("grace passed; SIGKILL to the group", "pgid", pgid)
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			if !exited {
+				ws = <-leader
+			}
+			return ws
+		}
+	}
+}
+
+// reap reaps the shim's children for the rest of its life (a subreaper
+// inherits orphans) and sends the leader's status on leader.
+func reap(leaderPid int, leader chan<- syscall.WaitStatus) {
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, 0, nil)
+		switch {
+		case errors.Is(err, syscall.EINTR):
+		case err != nil: // ECHILD: none now, orphans may come
+			time.Sleep(10 * time.Millisecond)
+		case pid == leaderPid && (ws.Exited() || ws.Signaled()):
+			leader <- ws
+		}
+	}
+}
+
+// waitGroupGone polls until the process group pgid is empty or d passed.
+func waitGroupGone(pgid int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for !groupGone(pgid) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
+}
+
+// commandEnv is env overlaid by spec (spec wins) with PWD set to work
+// unless spec sets it; spec's variables come last, sorted.
+func commandEnv(env []string, spec map[string]string, work string) []string {
+	over := make(map[string]string, len(spec)+1)
+	over["PWD"] = work
+	for k, v := range spec {
+		over[k] = v
+	}
+	out := make([]string, 0, len(env)+len(over))
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		if _, ok := over[k]; !ok {
+			out = append(out, kv)
+		}
+	}
+	keys := make([]string, 0, len(over))
+	for k := range over {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		out = append(out, k+"="+over[k])
+	}
+	return out
+}
+
+// lookPath resolves name like a shell in work with env's PATH: a name
+// holding '/' is used as it is (the kernel resolves it in work), relative
+// PATH entries are relative to work.
+func lookPath(name string, env []string, work string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	path := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, d := range filepath.SplitList(path) {
+		if !filepath.IsAbs(d) {
+			d = filepath.Join(work, d)
+		}
+		p := filepath.Join(d, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%q: %w in $PATH", name, fs.ErrNotExist)
+}
+
+// logs are the attempt's three log files.
+type logs struct {
+	stdout, stderr *os.File
+	mu             sync.Mutex // orders writes to output
+	output         *os.File
+	failed         sync.Once
+}
+
+func openLogs(dir string) (*logs, error) {
+	open := func(name string) (*os.File, error) {
+		return os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	}
+	l := &logs{}
+	var err error
+	if l.stdout, err = open(stdoutLog); err != nil {
+		return nil, err
+	}
+	if l.stderr, err = open(stderrLog); err != nil {
+		_ = l.stdout.Close()
+		return nil, err
+	}
+	if l.output, err = open(outputLog); err != nil {
+		_ = l.stdout.Close()
+		_ = l.stderr.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// copy copies r to own and output until r ends. Write errors are logged
+// once and the copy goes on, so the command never blocks on a full disk.
+func (l *logs) copy(r *os.File, own *os.File, wg *sync.WaitGroup, log *slog.Logger) {
+	defer wg.Done()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			_, werr := own.Write(buf[:n])
+			l.mu.Lock()
+			_, werr2 := l.output.Write(buf[:n])
+			l.mu.Unlock()
+			if werr = errors.Join(werr, werr2); werr != nil {
+				l.failed.Do(func() { log.Error("cannot write the logs; output is lost", "err", werr) })
+			}
+		}
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				log.Warn("an output pipe is still open after the group ended: a process outside the group holds it")
+			}
+			return
+		}
+	}
+}
+
+func (l *logs) sync() {
+	_ = l.stdout.Sync()
+	_ = l.stderr.Sync()
+	_ = l.output.Sync()
+}
+
+func (l *logs) close() {
+	_ = l.stdout.Close()
+	_ = l.stderr.Close()
+	_ = l.output.Close()
+}
+
+// fencePoll is how often a shim reads its fence file.
+const fencePoll = 100 * time.Millisecond
+
+// FencedPrefix starts the reason of an attempt killed by its fence.
+const FencedPrefix = "fenced: "
+
+// fenceExpired reads a fence file (the deadline in Unix nanoseconds,
+// decimal) and reports whether now is past it. A missing or unreadable
+// file does not fence: the agent that promised a deadline writes it
+// before it starts a task that names it.
+func fenceExpired(path string, now time.Time) (string, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", false
+	}
+	ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || ns <= 0 {
+		return "", false
+	}
+	if d := time.Unix(0, ns); now.After(d) {
+		return fmt.Sprintf("%sthe agent's lease on this node expired %v ago (no heartbeat acknowledged by the server)", FencedPrefix, now.Sub(d).Round(time.Millisecond)), true
+	}
+	return "", false
+}
+
+// WriteFence records deadline in a fence file (atomically): every shim
+// whose spec names the file kills its task once the deadline passes. An
+// agent moves the deadline forward after each heartbeat the server
+// acknowledged, so its tasks stop when the server would re-queue them,
+// even if the agent itself is dead.
+func WriteFence(path string, deadline time.Time) error {
+	return writeFileAtomic(filepath.Dir(path), filepath.Base(path), []byte(strconv.FormatInt(deadline.UnixNano(), 10)+"\n"))
+}

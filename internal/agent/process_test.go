@@ -1,0 +1,259 @@
+package agent
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/childproc"
+)
+
+// These tests run real `hetsched server` and `hetsched agent` processes
+// over loopback and kill them with SIGKILL.
+
+type cluster struct {
+	t      *testing.T
+	bin    string
+	data   string
+	listen string
+	url    string
+	server *childproc.Child
+	agents map[string]*childproc.Child
+	work   map[string]string
+}
+
+func newCluster(t *testing.T) *cluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: runs and kills real server and agent processes")
+	}
+	bin, err := childproc.Build(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A fixed port, so that agents find a restarted server where it was.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	listen := ln.Addr().String()
+	ln.Close()
+	c := &cluster{t: t, bin: bin, data: t.TempDir(), listen: listen, agents: map[string]*childproc.Child{}, work: map[string]string{}}
+	c.startServer()
+	t.Cleanup(func() {
+		for _, a := range c.agents {
+			a.Kill()
+		}
+		if c.server != nil {
+			c.server.Kill()
+		}
+	})
+	return c
+}
+
+func (c *cluster) startServer() {
+	c.t.Helper()
+	s, err := childproc.Start(c.bin, time.Minute, "server", "--listen", c.listen, "--data-dir", c.data)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.server, c.url = s, s.URL
+}
+
+func (c *cluster) startAgent(name string) {
+	c.t.Helper()
+	if c.work[name] == "" {
+		c.work[name] = c.t.TempDir()
+	}
+	a, err := childproc.Start(c.bin, time.Minute, "agent", "--server", "http://"+c.listen, "--name", name,
+		"--devices", devicesFile(c.t, twoGPUs), "--work-dir", c.work[name], "--grace", "500ms")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.agents[name] = a
+}
+
+// agentNodes counts the nodes that agents registered.
+func agentNodes(t *testing.T, base string) int {
+	t.Helper()
+	_, b := get(t, base+"/api/v1/nodes")
+	var nodes struct {
+		Nodes []struct {
+			Agent string `json:"agent"`
+		} `json:"nodes"`
+	}
+	if err := json.Unmarshal(b, &nodes); err != nil {
+		t.Fatalf("nodes: %v %s", err, b)
+	}
+	n := 0
+	for _, x := range nodes.Nodes {
+		if x.Agent != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// run is one run of a task, from a run log of lines
+// "start|tick|end TASK ATTEMPT NODE UNIXNANO".
+type run struct {
+	task, node string
+	attempt    int
+	start      int64
+	last       int64 // the run's last line
+	ended      bool
+}
+
+func readRuns(t *testing.T, path string) map[string][]*run {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byKey := map[string]*run{}
+	out := map[string][]*run{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var kind, task, node string
+		var attempt int
+		var at int64
+		if _, err := fmt.Sscan(line, &kind, &task, &attempt, &node, &at); err != nil {
+			t.Fatalf("run log line %q: %v", line, err)
+		}
+		k := fmt.Sprintf("%s/%d", task, attempt)
+		r := byKey[k]
+		if r == nil {
+			r = &run{task: task, node: node, attempt: attempt, start: at}
+			byKey[k] = r
+			out[task] = append(out[task], r)
+		}
+		r.last = max(r.last, at)
+		r.ended = r.ended || kind == "end"
+	}
+	return out
+}
+
+// noOverlap fails if a run of a task wrote anything after the next run of
+// the same task started.
+func noOverlap(t *testing.T, runs map[string][]*run) {
+	t.Helper()
+	for task, rs := range runs {
+		sort.Slice(rs, func(i, j int) bool { return rs[i].start < rs[j].start })
+		for i := 1; i < len(rs); i++ {
+			if rs[i-1].last >= rs[i].start {
+				t.Errorf("task %s ran twice at once: attempt %d on %s was still running %v after attempt %d started on %s",
+					task, rs[i-1].attempt, rs[i-1].node, time.Duration(rs[i-1].last-rs[i].start), rs[i].attempt, rs[i].node)
+			}
+		}
+	}
+}
+
+// command logs a start line, a tick every 200ms for d, and an end line
+// into log.
+func command(log string, d time.Duration) string {
+	line := func(kind string) string {
+		return fmt.Sprintf("echo %s $HETSCHED_TASK_ID $HETSCHED_ATTEMPT $HETSCHED_NODE $(date +%%s%%N) >> %s", kind, log)
+	}
+	n := int(d / (200 * time.Millisecond))
+	return fmt.Sprintf(`["sh","-c","%s; i=0; while [ $i -lt %d ]; do sleep 0.2; %s; i=$((i+1)); done; %s"]`,
+		line("start"), n, line("tick"), line("end"))
+}
+
+// TestProcessesEndToEnd: a server and three agent processes run a real
+// command with its logs; killing an agent mid-task re-queues the task,
+// which succeeds on another node within 10 s, and the killed agent's copy
+// is fenced, never running at the same time as the new one.
+func TestProcessesEndToEnd(t *testing.T) {
+	c := newCluster(t)
+	for _, n := range []string{"a1", "a2", "a3"} {
+		c.startAgent(n)
+	}
+	waitFor(t, 30*time.Second, func() bool { return agentNodes(t, c.url) == 3 }, "three agents registered")
+
+	post(t, c.url+"/api/v1/tasks", `{"id":"hello","priority":1,"resources":{"cpu":"1","nvidia.com/gpu":1},"command":["sh","-c","echo hello from $HETSCHED_NODE gpu $CUDA_VISIBLE_DEVICES"]}`)
+	v := waitState(t, c.url, "hello", 30*time.Second, "succeeded", "failed")
+	if v.State != "succeeded" {
+		t.Fatalf("hello: %+v", v)
+	}
+	if _, out := get(t, c.url+"/api/v1/tasks/hello/logs"); string(out) != fmt.Sprintf("hello from %s gpu %s\n", v.Node, v.Devices[0].ID) {
+		t.Fatalf("hello logs %q", out)
+	}
+
+	// Two tasks that each fill a node; both their agents die. The short
+	// one must succeed elsewhere within 10 s; the long one's first run
+	// must be fenced (stopped) before its second run starts.
+	runLog := filepath.Join(t.TempDir(), "runs.log")
+	post(t, c.url+"/api/v1/tasks", `{"tasks":[
+		{"id":"victim","priority":0,"resources":{"cpu":"1","nvidia.com/gpu":2},"command":`+command(runLog, 1500*time.Millisecond)+`},
+		{"id":"long","priority":1,"resources":{"cpu":"1","nvidia.com/gpu":2},"command":`+command(runLog, 60*time.Second)+`}]}`)
+	v = waitState(t, c.url, "victim", 30*time.Second, "running")
+	l := waitState(t, c.url, "long", 30*time.Second, "running")
+	if v.Node == l.Node {
+		t.Fatalf("both tasks on %s", v.Node)
+	}
+	time.Sleep(300 * time.Millisecond) // both have started writing
+	killed := time.Now()
+	for _, n := range []string{v.Node, l.Node} {
+		c.agents[n].Kill()
+		delete(c.agents, n)
+	}
+	v2 := waitState(t, c.url, "victim", 20*time.Second, "succeeded", "failed")
+	took := time.Since(killed)
+	if v2.State != "succeeded" || v2.Node == v.Node || v2.Attempt != 1 {
+		t.Fatalf("victim after its agent died: %+v (was on %s)", v2, v.Node)
+	}
+	if took > 10*time.Second {
+		t.Errorf("the re-queued task succeeded %v after its agent's kill -9, want ≤ 10s", took)
+	}
+	t.Logf("kill -9 of agent %s: the task succeeded on %s %v later", v.Node, v2.Node, took.Round(time.Millisecond))
+	l2 := waitState(t, c.url, "long", 30*time.Second, "running")
+	if l2.Node == l.Node || l2.Attempt < 1 { // 2 when the urgent victim preempted it
+		t.Fatalf("long after its agent died: %+v (was on %s)", l2, l.Node)
+	}
+	time.Sleep(time.Second) // a wrongly surviving first run would tick meanwhile
+	runs := readRuns(t, runLog)
+	if len(runs["victim"]) != 2 || len(runs["long"]) != 2 {
+		t.Fatalf("runs: victim %d, long %d", len(runs["victim"]), len(runs["long"]))
+	}
+	noOverlap(t, runs)
+}
+
+// TestServerKill9WhileTasksRun: the server dies with SIGKILL while tasks
+// run; it restarts on its data dir, the agents reconnect, and every task
+// succeeds, each having run exactly once.
+func TestServerKill9WhileTasksRun(t *testing.T) {
+	c := newCluster(t)
+	for _, n := range []string{"a1", "a2", "a3"} {
+		c.startAgent(n)
+	}
+	waitFor(t, 30*time.Second, func() bool { return agentNodes(t, c.url) == 3 }, "three agents registered")
+	runLog := filepath.Join(t.TempDir(), "runs.log")
+	var tasks []string
+	for i := 0; i < 6; i++ {
+		tasks = append(tasks, fmt.Sprintf(`{"id":"t%d","priority":1,"resources":{"cpu":"1","nvidia.com/gpu":1},"command":%s}`, i, command(runLog, 3*time.Second)))
+	}
+	post(t, c.url+"/api/v1/tasks", `{"tasks":[`+strings.Join(tasks, ",")+`]}`)
+	for i := 0; i < 6; i++ {
+		waitState(t, c.url, fmt.Sprintf("t%d", i), 30*time.Second, "running")
+	}
+	c.server.Kill()
+	time.Sleep(500 * time.Millisecond)
+	c.startServer()
+	for i := 0; i < 6; i++ {
+		v := waitState(t, c.url, fmt.Sprintf("t%d", i), 30*time.Second, "succeeded", "failed")
+		if v.State != "succeeded" || v.Attempt != 0 {
+			t.Errorf("t%d after the server restart: %+v", i, v)
+		}
+	}
+	runs := readRuns(t, runLog)
+	for i := 0; i < 6; i++ {
+		if rs := runs[fmt.Sprintf("t%d", i)]; len(rs) != 1 || !rs[0].ended {
+			t.Errorf("t%d ran %d times, want once to its end", i, len(rs))
+		}
+	}
+}

@@ -1,0 +1,276 @@
+package agent
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/engine"
+)
+
+// runner is what an agent does with its assignments: run real processes
+// (Agent) or pretend to (Fleet). Its methods are called from the session's
+// goroutines and must be safe for concurrent use.
+type runner interface {
+	// nodes returns the node specs to register (current device health).
+	nodes() []api.Node
+	// beats returns one heartbeat sample per node.
+	beats() []engine.Beat
+	// sync makes the running set equal to the snapshot.
+	sync(snapshot []engine.Assignment)
+	assign(a engine.Assignment)
+	revoke(task string, attempt int, reason string)
+	// fence kills every running task and reports it lost.
+	fence(reason string)
+}
+
+// session keeps an agent connected: register, heartbeat, follow the
+// assignment stream, reconnect with backoff and jitter; it fences the
+// runner when heartbeats stop being acknowledged.
+type session struct {
+	name      string
+	c         *client
+	r         runner
+	rep       *reporter
+	log       *slog.Logger
+	logs      string
+	logsToken string
+
+	lastAck  atomic.Int64 // send time (unix ns) of the last acknowledged heartbeat
+	deadline atomic.Int64 // the server's notready deadline, ns (0 until registered)
+	fenced   atomic.Bool
+	// connected counts successful registrations (tests wait on it).
+	connected atomic.Int64
+	// onAck, when set, is told the send time of each request the server
+	// acknowledged as a sign of life (registration, heartbeat) and the
+	// server's notready deadline.
+	onAck func(sent time.Time, deadline time.Duration)
+}
+
+func (s *session) acked(sent time.Time) {
+	s.lastAck.Store(sent.UnixNano())
+	if s.onAck != nil {
+		s.onAck(sent, time.Duration(s.deadline.Load()))
+	}
+}
+
+// backoff is capped exponential backoff with full jitter.
+type backoff struct {
+	base, max, cur time.Duration
+}
+
+func (b *backoff) next() time.Duration {
+	if b.cur == 0 {
+		b.cur = b.base
+	} else {
+		b.cur = min(2*b.cur, b.max)
+	}
+	return b.cur/2 + rand.N(b.cur/2+1)
+}
+
+func (b *backoff) reset() { b.cur = 0 }
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// run keeps the session up until ctx ends.
+func (s *session) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); s.rep.run(ctx, s.c, s.name, s.log) }()
+	go func() { defer wg.Done(); s.watchFence(ctx) }()
+	defer wg.Wait()
+	bo := backoff{base: 100 * time.Millisecond, max: 2 * time.Second}
+	for ctx.Err() == nil {
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		sent := time.Now()
+		reply, err := s.c.register(rctx, engine.Registration{Agent: s.name, Nodes: s.r.nodes(), Logs: s.logs, LogsToken: s.logsToken})
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("register failed; retrying", "err", err)
+			}
+			sleep(ctx, bo.next())
+			continue
+		}
+		interval := time.Duration(reply.HeartbeatInterval)
+		if interval <= 0 {
+			interval = 2 * time.Second
+		}
+		s.deadline.Store(int64(time.Duration(max(reply.MissedHeartbeats, 1)) * interval))
+		s.acked(sent)
+		s.connected.Add(1)
+		s.log.Info("registered", "agent", s.name, "generation", reply.Generation, "heartbeat", interval)
+		sctx, stop := context.WithCancel(ctx)
+		hb := make(chan struct{})
+		go func() { defer close(hb); s.heartbeats(sctx, stop, interval) }()
+		err = s.c.stream(sctx, s.name, reply.Generation, 3*10*time.Second, s.handle)
+		stop()
+		<-hb
+		if ctx.Err() != nil {
+			return
+		}
+		s.log.Warn("assignment stream ended; reconnecting", "err", err)
+		sleep(ctx, bo.next())
+		if time.Since(time.Unix(0, s.lastAck.Load())) < interval {
+			bo.reset() // the connection was healthy until just now
+		}
+	}
+}
+
+func (s *session) handle(m *engine.AgentMessage) {
+	switch m.Type {
+	case "snapshot":
+		s.r.sync(m.Assignments)
+	case "assign":
+		if m.Assignment != nil {
+			s.r.assign(*m.Assignment)
+		}
+	case "revoke":
+		s.r.revoke(m.Task, m.Attempt, m.Reason)
+	}
+}
+
+// heartbeats sends one heartbeat per interval until ctx ends; a server
+// that no longer knows the agent (restarted and not yet re-registered,
+// or a newer registration) ends the session through stop.
+func (s *session) heartbeats(ctx context.Context, stop context.CancelFunc, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		sent := time.Now()
+		hctx, cancel := context.WithTimeout(ctx, interval)
+		err := s.c.heartbeat(hctx, s.name, s.r.beats())
+		cancel()
+		switch {
+		case err == nil:
+			s.acked(sent)
+			if s.fenced.Swap(false) {
+				s.log.Info("heartbeats acknowledged again")
+			}
+		case isNotFound(err):
+			s.log.Warn("the server does not know this agent; registering again", "err", err)
+			stop()
+			return
+		case ctx.Err() == nil:
+			s.log.Warn("heartbeat failed", "err", err)
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// watchFence kills the runner's tasks once no heartbeat was acknowledged
+// for the server's notready deadline, measured from the last acknowledged
+// heartbeat's send time (which precedes the server's receipt of it, so the
+// agent stops before the server re-queues).
+func (s *session) watchFence(ctx context.Context) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
+		d := time.Duration(s.deadline.Load())
+		if d == 0 || s.fenced.Load() {
+			continue
+		}
+		if since := time.Since(time.Unix(0, s.lastAck.Load())); since > d {
+			s.fenced.Store(true)
+			s.log.Error("no heartbeat acknowledged within the server's deadline: killing this node's tasks (fencing)", "deadline", d)
+			s.r.fence("fenced: no heartbeat acknowledged for " + since.Round(time.Millisecond).String())
+		}
+	}
+}
+
+// reporter delivers status updates in order, retrying until the server
+// answers them.
+type reporter struct {
+	mu      sync.Mutex
+	queue   []report
+	notify  chan struct{}
+	pending atomic.Int64
+}
+
+type report struct {
+	up   engine.StatusUpdate
+	done func() // called once the server answered (applied or stale)
+}
+
+func newReporter() *reporter { return &reporter{notify: make(chan struct{}, 1)} }
+
+func (r *reporter) add(up engine.StatusUpdate, done func()) {
+	r.mu.Lock()
+	r.queue = append(r.queue, report{up, done})
+	r.mu.Unlock()
+	r.pending.Add(1)
+	select {
+	case r.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (r *reporter) run(ctx context.Context, c *client, agent string, log *slog.Logger) {
+	bo := backoff{base: 100 * time.Millisecond, max: 2 * time.Second}
+	for {
+		r.mu.Lock()
+		n := min(len(r.queue), engine.MaxStatusBatch)
+		batch := append([]report(nil), r.queue[:n]...)
+		r.mu.Unlock()
+		if n == 0 {
+			select {
+			case <-r.notify:
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		ups := make([]engine.StatusUpdate, n)
+		for i := range batch {
+			ups[i] = batch[i].up
+		}
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		res, err := c.status(sctx, agent, ups)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			log.Warn("status report failed; retrying", "updates", n, "err", err)
+			sleep(ctx, bo.next())
+			continue
+		}
+		bo.reset()
+		for i, x := range res {
+			if !x.Applied && i < n {
+				log.Info("status report was stale", "task", x.Task, "state", ups[i].State, "reason", x.Reason)
+			}
+		}
+		r.mu.Lock()
+		r.queue = r.queue[n:]
+		r.mu.Unlock()
+		for _, b := range batch {
+			if b.done != nil {
+				b.done()
+			}
+		}
+		r.pending.Add(-int64(n))
+	}
+}

@@ -1,0 +1,244 @@
+// Package up is `hetsched up`: a control plane with its embedded store plus
+// in-process node agents for the default heterogeneous fleet (two 8-GPU
+// nodes of different models, one 4-TPU node, two CPU nodes; their devices
+// declared and marked simulated) and this machine (its real CPU, memory
+// and any GPUs or TPUs discovery finds). Every agent runs its tasks'
+// commands on this machine, with the device variables of the devices the
+// scheduler chose.
+package up
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/agent"
+	"github.com/hetsched/hetsched/internal/agent/discover"
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/demo"
+	"github.com/hetsched/hetsched/internal/server"
+)
+
+// Options are the `hetsched up` flags.
+type Options struct {
+	DataDir string
+	Listen  string
+	Policy  string
+	// Grace is the SIGTERM→SIGKILL grace of killed tasks (default 10s).
+	Grace time.Duration
+	// Shim and ShimEnv start the agents' per-task shim (default: this
+	// binary's agent-shim subcommand).
+	Shim    []string
+	ShimEnv []string
+	Logger  *slog.Logger
+	// Ready, when set, is called with the API URL once every agent has
+	// registered.
+	Ready func(url string)
+}
+
+// DefaultDataDir is where `up` keeps its store and agent work dirs.
+func DefaultDataDir() string {
+	if d, err := os.UserHomeDir(); err == nil && d != "" {
+		return filepath.Join(d, ".hetsched", "up")
+	}
+	return filepath.Join(os.TempDir(), "hetsched-up")
+}
+
+// Run serves until ctx ends, then stops the agents (their running tasks are
+// killed: up is a single-machine sandbox) and the server.
+func Run(ctx context.Context, out io.Writer, opt Options) error {
+	lg := opt.Logger
+	if lg == nil {
+		lg = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	if opt.DataDir == "" {
+		opt.DataDir = DefaultDataDir()
+	}
+	if opt.Listen == "" {
+		opt.Listen = "127.0.0.1:7070"
+	}
+	fleet, err := demo.DefaultFleet()
+	if err != nil {
+		return err
+	}
+	local, notes, err := localNode()
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(opt.DataDir, 0o755); err != nil {
+		return fmt.Errorf("data-dir: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	addr := make(chan string, 1)
+	srvErr := make(chan error, 1)
+	go func() {
+		srvErr <- server.Run(ctx, io.Discard, server.Options{
+			Listen: opt.Listen, DataDir: filepath.Join(opt.DataDir, "store"), Policy: opt.Policy,
+			Logger: lg, Ready: func(a string) { addr <- a },
+		})
+	}()
+	var url string
+	select {
+	case a := <-addr:
+		url = "http://" + a
+	case err := <-srvErr:
+		if err == nil {
+			err = ctx.Err()
+		}
+		return fmt.Errorf("server: %w", err)
+	}
+	nodes := append(fleet.Nodes, local.node)
+	var agents []*agent.Agent
+	for _, n := range nodes {
+		var mons []discover.Monitor
+		if n.Name == local.node.Name {
+			mons = local.monitors
+		}
+		a, err := agent.New(agent.Options{Server: url, Node: n, Monitors: mons,
+			WorkDir: filepath.Join(opt.DataDir, "agents", n.Name), Grace: opt.Grace,
+			Shim: opt.Shim, ShimEnv: opt.ShimEnv, KillOnExit: true, Logger: lg})
+		if err != nil {
+			cancel()
+			<-srvErr
+			return fmt.Errorf("agent %s: %w", n.Name, err)
+		}
+		agents = append(agents, a)
+	}
+	var wg sync.WaitGroup
+	actx, stopAgents := context.WithCancel(context.Background())
+	for _, a := range agents {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := a.Run(actx); err != nil {
+				lg.Error("agent stopped", "err", err)
+			}
+		}()
+	}
+	stop := func() {
+		stopAgents()
+		wg.Wait()
+		cancel()
+		<-srvErr
+	}
+	// Wait for every agent's first registration.
+	for _, a := range agents {
+		for a.Connected() == 0 {
+			select {
+			case <-ctx.Done():
+				stop()
+				return nil
+			case err := <-srvErr:
+				stopAgents()
+				wg.Wait()
+				return fmt.Errorf("server: %w", err)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	printBanner(out, url, opt.DataDir, nodes, local, notes)
+	if opt.Ready != nil {
+		opt.Ready(url)
+	}
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(out, "\nhetsched up: stopping the agents (killing their tasks) and the server…")
+		stop()
+		fmt.Fprintln(out, "hetsched up: stopped.")
+		return nil
+	case err := <-srvErr:
+		stopAgents()
+		wg.Wait()
+		return fmt.Errorf("server: %w", err)
+	}
+}
+
+type localInfo struct {
+	node     api.Node
+	monitors []discover.Monitor
+}
+
+// localNode discovers this machine: CPU and memory, NVIDIA GPUs (nvml
+// builds) and TPUs.
+func localNode() (localInfo, []string, error) {
+	sources := []discover.Source{&discover.NVML{}, discover.TPU{Root: os.DirFS("/")}}
+	n, notes, err := discover.Node(demo.LocalNode().Name, discover.Host{Root: os.DirFS("/"), NumCPU: runtime.NumCPU()}, sources)
+	if err != nil {
+		return localInfo{}, notes, fmt.Errorf("discover this machine: %w", err)
+	}
+	n.Labels = map[string]string{"hetsched.io/local": "true"}
+	li := localInfo{node: n}
+	for _, s := range sources {
+		if m, ok := s.(discover.Monitor); ok {
+			li.monitors = append(li.monitors, m)
+		}
+	}
+	return li, notes, nil
+}
+
+func printBanner(w io.Writer, url, dataDir string, nodes []api.Node, local localInfo, notes []string) {
+	fmt.Fprintf(w, "hetsched is up: %s\n", url)
+	fmt.Fprintf(w, "data: %s (store and agent work dirs; delete it to start afresh)\n\n", dataDir)
+	fmt.Fprintln(w, "nodes (each with an in-process agent; every command runs on this machine):")
+	for _, n := range nodes {
+		fmt.Fprintf(w, "  %-22s %s\n", n.Name, describe(n, n.Name == local.node.Name))
+	}
+	for _, n := range notes {
+		fmt.Fprintf(w, "  (this machine: %s)\n", n)
+	}
+	fmt.Fprintf(w, `
+try, in another terminal:
+  export HETSCHED_SERVER=%s
+  go run ./cmd/hetsched get nodes
+  go run ./cmd/hetsched submit -f examples/data-prep.yaml --wait
+  go run ./cmd/hetsched submit -f examples/train-gang.yaml
+  go run ./cmd/hetsched submit -f examples/sweep.yaml
+  examples/tpu-inference.sh            # TPU inference through leases
+  go run ./cmd/hetsched get tasks
+  go run ./cmd/hetsched logs <task-id> -f
+  curl -s %s/metrics | grep hetsched_
+
+Ctrl-C stops.
+`, url, url)
+}
+
+func describe(n api.Node, local bool) string {
+	var parts []string
+	if v, ok := n.Capacity["cpu"]; ok {
+		parts = append(parts, fmt.Sprintf("%g CPUs", float64(v)/1000))
+	}
+	if v, ok := n.Capacity["memory"]; ok {
+		parts = append(parts, fmt.Sprintf("%.0fGi", float64(v)/(1<<30)))
+	}
+	models := map[string]int{}
+	sim := false
+	for _, d := range n.Devices {
+		models[d.Type+" "+d.Model]++
+		sim = sim || d.Simulated
+	}
+	keys := make([]string, 0, len(models))
+	for k := range models {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%d× %s", models[k], k))
+	}
+	s := strings.Join(parts, ", ")
+	switch {
+	case local:
+		s += "  (this machine)"
+	case sim:
+		s += "  (devices simulated)"
+	}
+	return s
+}
