@@ -28,7 +28,11 @@ func TestMain(m *testing.M) {
 		_ = os.Unsetenv(shimEnv)
 		os.Exit(executor.RunShim(os.Args[1:]))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
 }
 
 // startAgent runs an in-process agent for a node with declared devices

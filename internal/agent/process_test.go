@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +17,19 @@ import (
 
 // These tests run real `hetsched server` and `hetsched agent` processes
 // over loopback and kill them with SIGKILL.
+
+// builtBinary builds hetsched once for the package's tests (removed by
+// TestMain).
+var builtBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "hetsched-agent-test-")
+	if err != nil {
+		return "", err
+	}
+	binDir = dir
+	return childproc.Build(dir)
+})
+
+var binDir string
 
 type cluster struct {
 	t      *testing.T
@@ -33,7 +47,7 @@ func newCluster(t *testing.T) *cluster {
 	if testing.Short() {
 		t.Skip("-short: runs and kills real server and agent processes")
 	}
-	bin, err := childproc.Build(t.TempDir())
+	bin, err := builtBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,5 +269,32 @@ func TestServerKill9WhileTasksRun(t *testing.T) {
 		if rs := runs[fmt.Sprintf("t%d", i)]; len(rs) != 1 || !rs[0].ended {
 			t.Errorf("t%d ran %d times, want once to its end", i, len(rs))
 		}
+	}
+}
+
+// TestAgentRestartAdoptsRunningTasks: an agent killed with SIGKILL and
+// started again on the same work dir before its deadline adopts the task
+// still running there; the task runs once, to its end, on its first
+// attempt.
+func TestAgentRestartAdoptsRunningTasks(t *testing.T) {
+	c := newCluster(t)
+	c.startAgent("a1")
+	waitFor(t, 30*time.Second, func() bool { return agentNodes(t, c.url) == 1 }, "the agent registered")
+	runLog := filepath.Join(t.TempDir(), "runs.log")
+	post(t, c.url+"/api/v1/tasks", `{"id":"steady","priority":1,"resources":{"cpu":"1"},"command":`+command(runLog, 4*time.Second)+`}`)
+	waitState(t, c.url, "steady", 30*time.Second, "running")
+	c.agents["a1"].Kill()
+	time.Sleep(500 * time.Millisecond)
+	c.startAgent("a1")
+	v := waitState(t, c.url, "steady", 30*time.Second, "succeeded", "failed")
+	if v.State != "succeeded" || v.Attempt != 0 {
+		t.Fatalf("steady after the agent restart: %+v", v)
+	}
+	runs := readRuns(t, runLog)
+	if rs := runs["steady"]; len(rs) != 1 || !rs[0].ended {
+		t.Fatalf("steady ran %d times", len(rs))
+	}
+	if _, out := get(t, c.url+"/api/v1/tasks/steady/logs"); out == nil {
+		t.Fatal("no logs after the restart")
 	}
 }

@@ -1,10 +1,12 @@
 package api
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/hetsched/hetsched/internal/errs"
 	"github.com/hetsched/hetsched/internal/resource"
 )
 
@@ -219,5 +221,33 @@ func TestTolerates(t *testing.T) {
 		if got := tol.Tolerates(taint); got != c.want {
 			t.Errorf("%q tolerates %q = %v, want %v", c.tol, c.taint, got, c.want)
 		}
+	}
+}
+
+func TestNodeJSONErrorsNameTheField(t *testing.T) {
+	for _, c := range []struct{ in, field string }{
+		{`{"name":"n","capacity":{"cpu":"x"}}`, "capacity.cpu"},
+		{`{"name":"n","devices":[{"type":"nvidia.com/gpu","id":"0"},{"type":"nvidia.com/gpu","id":"1","memory":"lots"}]}`, "devices[1]"},
+		{`{"name":"n","devices":[{"type":"nvidia.com/gpu","id":"0","colour":"red"}]}`, "devices[0].colour"},
+		{`{"name":"n","colour":"red"}`, "colour"},
+		{`{"name":"n","labels":5}`, "labels"},
+		{`{"name":"n"} x`, ""},
+	} {
+		var n Node
+		err := json.Unmarshal([]byte(c.in), &n)
+		if err == nil {
+			t.Errorf("%s: no error", c.in)
+			continue
+		}
+		if f := errs.FieldOf(err); !strings.HasPrefix(f, c.field) {
+			t.Errorf("%s: field %q, want %q (%v)", c.in, f, c.field, err)
+		}
+	}
+	var n Node
+	if err := json.Unmarshal([]byte(`{"name":"n","capacity":{"cpu":"2","memory":"1Gi"},"devices":[{"type":"nvidia.com/gpu","id":"0","memory":"80Gi","simulated":true}]}`), &n); err != nil {
+		t.Fatal(err)
+	}
+	if n.Capacity["cpu"] != 2000 || n.Capacity["memory"] != 1<<30 || len(n.Devices) != 1 || n.Devices[0].Memory != 80<<30 || !n.Devices[0].Simulated {
+		t.Fatalf("decoded %+v", n)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/engine"
 	"github.com/hetsched/hetsched/internal/errs"
 )
@@ -27,10 +28,27 @@ func (s *Server) agentRegister(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	var reg engine.Registration
-	if err := decodeStrict(b, &reg); err != nil {
+	// Nodes are decoded one by one so that errors name them (nodes[3].x).
+	var raw struct {
+		Agent     string            `json:"agent"`
+		Nodes     []json.RawMessage `json:"nodes"`
+		Logs      string            `json:"logs"`
+		LogsToken string            `json:"logsToken"`
+	}
+	if err := decodeStrict(b, &raw); err != nil {
 		writeError(w, err)
 		return
+	}
+	if len(raw.Nodes) > engine.MaxAgentNodes {
+		writeError(w, errs.Invalid("nodes", "at most %d nodes per agent", engine.MaxAgentNodes))
+		return
+	}
+	reg := engine.Registration{Agent: raw.Agent, Logs: raw.Logs, LogsToken: raw.LogsToken, Nodes: make([]api.Node, len(raw.Nodes))}
+	for i, n := range raw.Nodes {
+		if err := reg.Nodes[i].UnmarshalJSON(n); err != nil {
+			writeError(w, errs.Prefix("nodes["+strconv.Itoa(i)+"]", err))
+			return
+		}
 	}
 	if reg.Logs != "" {
 		u, err := url.Parse(reg.Logs)

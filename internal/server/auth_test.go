@@ -98,6 +98,12 @@ func TestTenantIsolation(t *testing.T) {
 		{aTok, "POST", "/nodes/cpu-a/cordon", 403},
 		{agentTok, "POST", "/tasks", 403},
 		{agentTok, "GET", "/nodes", 200},
+		{aTok, "POST", "/agents/register", 403},
+		{aTok, "POST", "/agents/n1/heartbeat", 403},
+		{aTok, "GET", "/agents/n1/assignments", 403},
+		{aTok, "POST", "/agents/n1/status", 403},
+		{"", "POST", "/agents/register", 401},
+		{agentTok, "POST", "/agents/n1/heartbeat", 400}, // allowed; the empty body is the problem
 		{adminTok, "POST", "/nodes/cpu-a/cordon", 200},
 	} {
 		if code, body := callAs(t, c.tok, c.method, api+c.path, ""); code != c.status {
