@@ -172,3 +172,38 @@ func newBenchPending() *cobra.Command {
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
 	return cmd
 }
+
+func newBenchFleet() *cobra.Command {
+	var o benchhttp.FleetOptions
+	var output string
+	cmd := &cobra.Command{
+		Use:   "fleet",
+		Short: "Hold a fake fleet of --nodes nodes (one agent process) and measure the server's idle CPU",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if o.Bin, err = os.Executable(); err != nil {
+				return err
+			}
+			if o.Nodes <= 0 {
+				return fmt.Errorf("--nodes: must be positive")
+			}
+			o.Log = cmd.ErrOrStderr()
+			r, err := benchhttp.Fleet(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(r)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "nodes %d  ready after %.1fs  idle CPU: server %.3f cores, agent %.3f cores  RSS: server %d MiB, agent %d MiB\n",
+				r.Nodes, r.ReadySeconds, r.ServerCores, r.AgentCores, r.ServerRSS.RSS>>20, r.AgentRSS.RSS>>20)
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&o.Nodes, "nodes", 10000, "fake nodes")
+	cmd.Flags().DurationVar(&o.Settle, "settle", 10*time.Second, "wait after every node is ready")
+	cmd.Flags().DurationVar(&o.Duration, "duration", 30*time.Second, "measurement time")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	return cmd
+}

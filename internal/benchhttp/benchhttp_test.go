@@ -32,6 +32,13 @@ func TestPendingAndCompareSmall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f, err := Fleet(context.Background(), FleetOptions{Bin: bin, Nodes: 300, Duration: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Nodes != 300 || f.ReadySeconds <= 0 || f.ServerRSS.RSS <= 0 || f.AgentRSS.RSS <= 0 || f.ServerCores < 0 || f.ServerCores > 2 {
+		t.Fatalf("fleet %+v", f)
+	}
 	if len(rs) != 1 || rs[0].Hetsched.Errors != 0 || rs[0].Echo.Errors != 0 || rs[0].Hetsched.Scheduled == 0 || rs[0].Echo.Scheduled == 0 || rs[0].Ratio <= 0 {
 		t.Fatalf("compare %+v", rs)
 	}

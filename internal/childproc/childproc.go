@@ -153,3 +153,29 @@ func ReadMemory(pid int) (Memory, error) {
 	}
 	return m, nil
 }
+
+// ReadCPU returns the CPU time (user + system) the process has used so
+// far, from /proc/PID/stat (clock ticks of 10ms: USER_HZ is 100 on Linux).
+func ReadCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, fmt.Errorf("reading process CPU time (Linux /proc needed): %w", err)
+	}
+	// The command name (field 2) may hold spaces; fields after ")" count
+	// from 3 (state).
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
+}
