@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"syscall"
 	"time"
@@ -63,7 +64,14 @@ With --fake-fleet N it instead registers N simulated nodes whose tasks
 				name = demo.LocalNode().Name
 			}
 			if workDir == "" {
-				return errors.New("--work-dir: required (task logs and results live there)")
+				home, err := os.UserHomeDir()
+				if err != nil || home == "" {
+					return errors.New("--work-dir: required here (no home directory for the default)")
+				}
+				workDir = filepath.Join(home, ".hetsched", "agent", name)
+			}
+			if err := os.MkdirAll(workDir, 0o755); err != nil {
+				return fmt.Errorf("--work-dir: %w", err)
 			}
 			sources := []discover.Source{&discover.NVML{}, discover.TPU{Root: os.DirFS("/")}}
 			var monitors []discover.Monitor
@@ -99,7 +107,7 @@ With --fake-fleet N it instead registers N simulated nodes whose tasks
 	f.StringVar(&token, "token", "", "agent token ($HETSCHED_TOKEN)")
 	f.StringVar(&name, "name", "", "node name (default local-<hostname>; with --fake-fleet, the name prefix)")
 	f.StringVar(&devices, "devices", "", "declared devices file (YAML/JSON {devices: [...]}); they are marked simulated")
-	f.StringVar(&workDir, "work-dir", "", "directory for task work dirs, logs and results (keep it across restarts)")
+	f.StringVar(&workDir, "work-dir", "", "directory for task work dirs, logs and results; keep it across restarts (default ~/.hetsched/agent/NAME)")
 	f.StringVar(&logsListen, "logs-listen", "127.0.0.1:0", "address serving task logs to the server")
 	f.StringVar(&logsURL, "logs-url", "", "URL the server uses to reach --logs-listen (default http://<logs-listen>)")
 	f.DurationVar(&grace, "grace", 10*time.Second, "SIGTERM to SIGKILL grace when a task is killed")

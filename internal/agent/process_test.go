@@ -203,7 +203,7 @@ func TestProcessesEndToEnd(t *testing.T) {
 	// must be fenced (stopped) before its second run starts.
 	runLog := filepath.Join(t.TempDir(), "runs.log")
 	post(t, c.url+"/api/v1/tasks", `{"tasks":[
-		{"id":"victim","priority":0,"resources":{"cpu":"1","nvidia.com/gpu":2},"command":`+command(runLog, 1500*time.Millisecond)+`},
+		{"id":"victim","priority":0,"resources":{"cpu":"1","nvidia.com/gpu":2},"command":`+command(runLog, 600*time.Millisecond)+`},
 		{"id":"long","priority":1,"resources":{"cpu":"1","nvidia.com/gpu":2},"command":`+command(runLog, 60*time.Second)+`}]}`)
 	v = waitState(t, c.url, "victim", 30*time.Second, "running")
 	l := waitState(t, c.url, "long", 30*time.Second, "running")
