@@ -67,4 +67,3 @@ func strictJSON(b []byte, v any) error {
 	}
 	return nil
 }
-
