@@ -50,7 +50,7 @@ func startAgent(t *testing.T, base, name, devicesFile string) *Agent {
 	}
 	node := api.Node{Name: name, Capacity: resource.List{resource.CPU: 8000, resource.Memory: 8 << 30}, Devices: devs}
 	a, err := New(Options{Server: base, Node: node, Monitors: []discover.Monitor{src}, WorkDir: t.TempDir(),
-		Grace: 500 * time.Millisecond, Shim: []string{exe}, ShimEnv: []string{shimEnv + "=1"},
+		Grace: 500 * time.Millisecond, Shim: []string{exe}, ShimEnv: []string{shimEnv + "=1", "GORACE=atexit_sleep_ms=0"},
 		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		t.Fatal(err)
