@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hetsched/hetsched/internal/agent/discover"
@@ -54,15 +55,15 @@ type Options struct {
 
 // Agent runs a node's assigned tasks.
 type Agent struct {
-	opt  Options
-	log  *slog.Logger
-	x    *executor.Executor
-	host hostUsage
-	sess *session
+	opt Options
+	log *slog.Logger
+	x   atomic.Pointer[executor.Executor] // set at the first registration
+	// cluster is the server's cluster id the executor's directory is for.
+	cluster string
+	host    hostUsage
+	sess    *session
 
 	mu sync.Mutex
-	// want is the attempt the server assigns of each task on this node.
-	want map[string]int
 	// fenced marks attempts killed by fencing (reported lost).
 	fenced map[key]bool
 	health map[string]discover.DeviceSample // latest monitor samples
@@ -102,12 +103,8 @@ func New(opt Options) (*Agent, error) {
 		return nil, err
 	}
 	lg := opt.Logger.With("node", opt.Node.Name)
-	x, err := executor.New(executor.Options{Dir: filepath.Join(opt.WorkDir), Shim: opt.Shim, ShimEnv: opt.ShimEnv, Logger: lg})
-	if err != nil {
-		return nil, err
-	}
-	a := &Agent{opt: opt, log: lg, x: x, host: hostUsage{root: os.DirFS(opt.HostRoot)},
-		want: map[string]int{}, fenced: map[key]bool{}, health: map[string]discover.DeviceSample{}}
+	a := &Agent{opt: opt, log: lg, host: hostUsage{root: os.DirFS(opt.HostRoot)},
+		fenced: map[key]bool{}, health: map[string]discover.DeviceSample{}}
 	a.sess = &session{name: opt.Node.Name, c: c, r: a, rep: newReporter(), log: lg}
 	a.fenceFile = filepath.Join(opt.WorkDir, "fence")
 	a.sess.onAck = func(sent time.Time, deadline time.Duration) {
@@ -118,11 +115,53 @@ func New(opt Options) (*Agent, error) {
 	return a, nil
 }
 
-// Run serves logs, recovers what a previous agent left running, and keeps
-// the node connected until ctx ends. Running tasks are left running when
-// it returns (they outlive the agent; the next one adopts them).
+// Run serves logs, connects, recovers what a previous agent left running
+// for the same cluster, and keeps the node connected until ctx ends.
+// Running tasks are left running when it returns (they outlive the agent;
+// the next one adopts them) unless KillOnExit.
+//
+// Task directories live under WorkDir/clusters/<cluster id>: a server
+// started on a fresh store is a new cluster whose generated task ids
+// (t1, t2, ...) must not meet the old cluster's attempts. A server that
+// answers with another cluster id than the one this agent runs tasks for
+// stops the agent with an error.
 func (a *Agent) Run(ctx context.Context) error {
-	defer a.x.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	var runErr error
+	defer func() {
+		if x := a.x.Load(); x != nil {
+			x.Close()
+		}
+	}()
+	a.sess.onRegister = func(reply *engine.RegisterReply) error {
+		if x := a.x.Load(); x != nil {
+			if reply.Cluster != a.cluster {
+				runErr = fmt.Errorf("the server now belongs to cluster %q, but this agent runs tasks of cluster %q: restart the agent", reply.Cluster, a.cluster)
+				return runErr
+			}
+			return nil
+		}
+		if err := api.ValidateID("cluster", reply.Cluster); err != nil {
+			runErr = fmt.Errorf("the server sent a bad cluster id: %w", err)
+			return runErr
+		}
+		x, err := executor.New(executor.Options{Dir: filepath.Join(a.opt.WorkDir, "clusters", reply.Cluster),
+			Shim: a.opt.Shim, ShimEnv: a.opt.ShimEnv, Logger: a.log})
+		if err == nil {
+			err = x.Recover()
+		}
+		if err != nil {
+			runErr = fmt.Errorf("the work dir: %w", err)
+			return runErr
+		}
+		a.cluster = reply.Cluster
+		a.x.Store(x)
+		wg.Add(1)
+		go func() { defer wg.Done(); a.collect(ctx, x) }()
+		return nil
+	}
 	ln, err := net.Listen("tcp", a.opt.LogsListen)
 	if err != nil {
 		return fmt.Errorf("logs-listen: %w", err)
@@ -134,38 +173,33 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.sess.logs == "" {
 		a.sess.logs = "http://" + ln.Addr().String()
 	}
-	srv := &http.Server{Handler: logHandler(a.x, a.sess.logsToken), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: logHandler(a.x.Load, a.sess.logsToken), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	if err := a.x.Recover(); err != nil {
-		return fmt.Errorf("recover the work dir: %w", err)
-	}
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() { defer wg.Done(); a.collect(ctx) }()
 	a.sess.run(ctx)
+	cancel()
 	wg.Wait()
-	if a.opt.KillOnExit {
-		a.killAll()
+	if x := a.x.Load(); x != nil && a.opt.KillOnExit {
+		a.killAll(x)
 	}
-	return nil
+	return runErr
 }
 
 // stoppedReason marks tasks killed because their agent stopped; their
 // results are reported lost, so the server runs them again.
 const stoppedReason = "agent stopped"
 
-func (a *Agent) killAll() {
-	running := a.x.Running()
+func (a *Agent) killAll(x *executor.Executor) {
+	running := x.Running()
 	for _, s := range running {
-		a.x.Kill(s.Task, stoppedReason)
+		x.Kill(s.Task, stoppedReason)
 	}
 	deadline := time.Now().Add(a.opt.Grace + 2*time.Second)
-	for len(a.x.Running()) > 0 && time.Now().Before(deadline) {
+	for len(x.Running()) > 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
@@ -175,12 +209,12 @@ func (a *Agent) killAll() {
 func (a *Agent) Connected() int64 { return a.sess.connected.Load() }
 
 // collect turns executor results into status reports.
-func (a *Agent) collect(ctx context.Context) {
+func (a *Agent) collect(ctx context.Context, x *executor.Executor) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case r, ok := <-a.x.Results():
+		case r, ok := <-x.Results():
 			if !ok {
 				return
 			}
@@ -205,7 +239,7 @@ func (a *Agent) collect(ctx context.Context) {
 			}
 			a.log.Info("task ended", "task", r.Task, "attempt", r.Attempt, "state", up.State, "exit", r.ExitCode, "reason", r.Reason)
 			a.sess.rep.add(up, func() {
-				if err := a.x.Ack(r.Task, r.Attempt); err != nil {
+				if err := x.Ack(r.Task, r.Attempt); err != nil {
 					a.log.Warn("ack result", "task", r.Task, "err", err)
 				}
 			})
@@ -241,7 +275,8 @@ func (a *Agent) beats() []engine.Beat {
 		a.mu.Lock()
 		for id, d := range s {
 			a.health[id] = d
-			b.Devices[id] = engine.DeviceBeat{Utilization: min(max(d.Utilization, 0), 1), MemoryUsed: d.MemoryUsed, Healthy: d.Healthy, Reason: d.Reason}
+			healthy := d.Healthy
+			b.Devices[id] = engine.DeviceBeat{Utilization: min(max(d.Utilization, 0), 1), MemoryUsed: d.MemoryUsed, Healthy: &healthy, Reason: d.Reason}
 		}
 		a.mu.Unlock()
 	}
@@ -253,13 +288,11 @@ func (a *Agent) sync(snapshot []engine.Assignment) {
 	for _, as := range snapshot {
 		want[as.Task] = as.Attempt
 	}
-	a.mu.Lock()
-	a.want = want
-	a.mu.Unlock()
-	for _, s := range a.x.Running() {
+	x := a.x.Load()
+	for _, s := range x.Running() {
 		if at, ok := want[s.Task]; !ok || at != s.Attempt {
 			a.log.Warn("killing a task this node is no longer assigned", "task", s.Task, "attempt", s.Attempt)
-			a.x.Kill(s.Task, "not assigned to node "+a.opt.Node.Name+" any more")
+			x.KillAttempt(s.Task, s.Attempt, "not assigned to node "+a.opt.Node.Name+" any more")
 		}
 	}
 	for i := range snapshot {
@@ -268,15 +301,12 @@ func (a *Agent) sync(snapshot []engine.Assignment) {
 }
 
 func (a *Agent) assign(as engine.Assignment) {
-	a.mu.Lock()
-	a.want[as.Task] = as.Attempt
-	a.mu.Unlock()
 	spec := executor.Spec{Task: as.Task, Attempt: as.Attempt, Command: as.Command,
 		Env: taskEnv(&as, &a.opt.Node), Timeout: time.Duration(as.Timeout), Grace: a.opt.Grace, FenceFile: a.fenceFile}
 	for k, v := range as.Env {
 		spec.Env[k] = v
 	}
-	if err := a.x.Start(spec); err != nil {
+	if err := a.x.Load().Start(spec); err != nil {
 		a.log.Error("cannot start task", "task", as.Task, "err", err)
 		a.sess.rep.add(engine.StatusUpdate{Task: as.Task, Attempt: as.Attempt, State: "failed", ExitCode: 127, Reason: "the agent could not start it: " + err.Error()}, nil)
 		return
@@ -287,27 +317,23 @@ func (a *Agent) assign(as engine.Assignment) {
 }
 
 func (a *Agent) revoke(task string, attempt int, reason string) {
-	a.mu.Lock()
-	if a.want[task] == attempt {
-		delete(a.want, task)
-	}
-	a.mu.Unlock()
-	for _, s := range a.x.Running() {
-		if s.Task == task && s.Attempt == attempt {
-			a.log.Info("stopping task", "task", task, "attempt", attempt, "reason", reason)
-			a.x.Kill(task, reason)
-		}
-	}
+	a.log.Info("stopping task", "task", task, "attempt", attempt, "reason", reason)
+	a.x.Load().KillAttempt(task, attempt, reason)
 }
 
-func (a *Agent) fence(reason string) {
-	running := a.x.Running()
+// fence marks the running attempts lost. The shims kill them themselves,
+// at once (SIGKILL, no grace), at the deadline in the fence file, which is
+// the same deadline this is called at; killing them here with the grace
+// would let them run on past it.
+func (a *Agent) fence(string) {
+	x := a.x.Load()
+	if x == nil {
+		return
+	}
+	running := x.Running()
 	a.mu.Lock()
 	for _, s := range running {
 		a.fenced[key{s.Task, s.Attempt}] = true
 	}
 	a.mu.Unlock()
-	for _, s := range running {
-		a.x.Kill(s.Task, reason)
-	}
 }

@@ -39,6 +39,13 @@ func TestMain(m *testing.M) {
 // from devicesFile; it stops when the test ends.
 func startAgent(t *testing.T, base, name, devicesFile string) *Agent {
 	t.Helper()
+	a, _ := startAgentIn(t, base, name, devicesFile, t.TempDir())
+	return a
+}
+
+// startAgentIn is startAgent on a given work dir; stop ends it early.
+func startAgentIn(t *testing.T, base, name, devicesFile, workDir string) (a *Agent, stop func()) {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -49,7 +56,7 @@ func startAgent(t *testing.T, base, name, devicesFile string) *Agent {
 		t.Fatal(err)
 	}
 	node := api.Node{Name: name, Capacity: resource.List{resource.CPU: 8000, resource.Memory: 8 << 30}, Devices: devs}
-	a, err := New(Options{Server: base, Node: node, Monitors: []discover.Monitor{src}, WorkDir: t.TempDir(),
+	a, err = New(Options{Server: base, Node: node, Monitors: []discover.Monitor{src}, WorkDir: workDir,
 		Grace: 500 * time.Millisecond, Shim: []string{exe}, ShimEnv: []string{shimEnv + "=1", "GORACE=atexit_sleep_ms=0"},
 		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
@@ -58,9 +65,11 @@ func startAgent(t *testing.T, base, name, devicesFile string) *Agent {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = a.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
 	waitFor(t, 20*time.Second, func() bool { return a.Connected() > 0 }, "agent "+name+" registered")
-	return a
+	return a, stop
 }
 
 type testWriter struct{ t *testing.T }
@@ -309,5 +318,28 @@ func TestFakeFleet(t *testing.T) {
 	}
 	if err := json.Unmarshal(b, &nodes); err != nil || len(nodes.Nodes) != 50 || !nodes.Nodes[0].Simulated || nodes.Nodes[0].Agent != "fk" {
 		t.Fatalf("nodes %v %.300s", err, b)
+	}
+}
+
+// TestNewClusterDoesNotMeetOldAttempts: an agent keeps its work dir while
+// the server is replaced by one with a fresh store, whose generated task
+// ids start again at t1; the new t1 runs (it is not taken for the old
+// cluster's finished t1).
+func TestNewClusterDoesNotMeetOldAttempts(t *testing.T) {
+	work := t.TempDir()
+	devs := devicesFile(t, twoGPUs)
+	for i, want := range []string{"first", "second"} {
+		base := servertest.Start(t, "nodes: []\n")
+		_, stop := startAgentIn(t, base, "n1", devs, work)
+		b := post(t, base+"/api/v1/tasks", `{"priority":1,"resources":{"cpu":"1"},"command":["echo","`+want+`"]}`)
+		var sub struct{ ID string }
+		if err := json.Unmarshal(b, &sub); err != nil || sub.ID != "t1" {
+			t.Fatalf("submit: %v %s (the test needs the same generated id in both clusters)", err, b)
+		}
+		waitState(t, base, sub.ID, 30*time.Second, "succeeded")
+		if _, out := get(t, base+"/api/v1/tasks/"+sub.ID+"/logs"); strings.TrimSpace(string(out)) != want {
+			t.Fatalf("cluster %d: logs %q, want %q", i, out, want)
+		}
+		stop()
 	}
 }

@@ -14,7 +14,7 @@ import (
 // logHandler serves GET /logs/{task}?attempt=&stream=&follow= to the
 // server (bearer token: the one the agent registered). Errors are the
 // API's error object.
-func logHandler(x *executor.Executor, token string) http.Handler {
+func logHandler(exec func() *executor.Executor, token string) http.Handler {
 	mux := http.NewServeMux()
 	fail := func(w http.ResponseWriter, status int, code, field, msg string) {
 		w.Header().Set("Content-Type", "application/json")
@@ -42,6 +42,11 @@ func logHandler(x *executor.Executor, token string) http.Handler {
 			return
 		}
 		follow := q.Get("follow") == "true"
+		x := exec()
+		if x == nil {
+			fail(w, http.StatusServiceUnavailable, "unavailable", "", "the agent has not connected to the server yet")
+			return
+		}
 		rc, err := x.OpenLog(r.Context(), r.PathValue("task"), attempt, stream, follow)
 		if errors.Is(err, executor.ErrNoLog) {
 			fail(w, http.StatusNotFound, "not_found", "id", "no logs of that task attempt on this node")

@@ -49,6 +49,9 @@ type session struct {
 	// acknowledged as a sign of life (registration, heartbeat) and the
 	// server's notready deadline.
 	onAck func(sent time.Time, deadline time.Duration)
+	// onRegister, when set, sees each registration's reply before the
+	// stream opens; an error ends the session.
+	onRegister func(*engine.RegisterReply) error
 }
 
 func (s *session) acked(sent time.Time) {
@@ -105,6 +108,12 @@ func (s *session) run(ctx context.Context) {
 			sleep(ctx, bo.next())
 			continue
 		}
+		if s.onRegister != nil {
+			if err := s.onRegister(reply); err != nil {
+				s.log.Error("stopping", "err", err)
+				return
+			}
+		}
 		interval := time.Duration(reply.HeartbeatInterval)
 		if interval <= 0 {
 			interval = 2 * time.Second
@@ -131,6 +140,11 @@ func (s *session) run(ctx context.Context) {
 }
 
 func (s *session) handle(m *engine.AgentMessage) {
+	if s.fenced.Load() && (m.Type == "snapshot" || m.Type == "assign") {
+		// Fenced: the shims kill whatever starts; the snapshot after the
+		// next acknowledged heartbeat brings these back.
+		return
+	}
 	switch m.Type {
 	case "snapshot":
 		s.r.sync(m.Assignments)
@@ -151,14 +165,21 @@ func (s *session) heartbeats(ctx context.Context, stop context.CancelFunc, inter
 	defer t.Stop()
 	for {
 		sent := time.Now()
-		hctx, cancel := context.WithTimeout(ctx, interval)
+		// A slow answer is still an acknowledgment: wait for it as long as
+		// the fence deadline allows, never less than an interval.
+		budget := time.Duration(s.deadline.Load()) - sent.Sub(time.Unix(0, s.lastAck.Load()))
+		hctx, cancel := context.WithTimeout(ctx, max(budget, interval))
 		err := s.c.heartbeat(hctx, s.name, s.r.beats())
 		cancel()
 		switch {
 		case err == nil:
 			s.acked(sent)
 			if s.fenced.Swap(false) {
-				s.log.Info("heartbeats acknowledged again")
+				// Assignments that came while fenced were not started:
+				// reconnect for a fresh snapshot.
+				s.log.Info("heartbeats acknowledged again; resynchronising")
+				stop()
+				return
 			}
 		case isNotFound(err):
 			s.log.Warn("the server does not know this agent; registering again", "err", err)

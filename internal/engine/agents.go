@@ -69,7 +69,10 @@ type Registration struct {
 
 // RegisterReply tells an agent the liveness rules.
 type RegisterReply struct {
-	Agent             string       `json:"agent"`
+	Agent string `json:"agent"`
+	// Cluster identifies the server's store: a server started on a fresh
+	// store is a new cluster, whose task ids may repeat an old one's.
+	Cluster           string       `json:"cluster"`
 	Generation        uint64       `json:"generation"`
 	HeartbeatInterval api.Duration `json:"heartbeatInterval"`
 	MissedHeartbeats  int          `json:"missedHeartbeats"`
@@ -89,8 +92,10 @@ type Beat struct {
 type DeviceBeat struct {
 	Utilization float64 `json:"utilization"`
 	MemoryUsed  int64   `json:"memoryUsed,omitempty"`
-	Healthy     bool    `json:"healthy"`
-	Reason      string  `json:"reason,omitempty"`
+	// Healthy reports the device's health; absent keeps what the server
+	// knows.
+	Healthy *bool  `json:"healthy,omitempty"`
+	Reason  string `json:"reason,omitempty"`
 }
 
 // NodeUsage is a node's latest heartbeat, as GET /nodes shows it.
@@ -250,7 +255,7 @@ func (e *Engine) Register(ctx context.Context, reg Registration) (*RegisterReply
 	if err := e.do(ctx, cmd); err != nil {
 		return nil, err
 	}
-	return &RegisterReply{Agent: reg.Agent, Generation: cmd.gen,
+	return &RegisterReply{Agent: reg.Agent, Cluster: e.cluster, Generation: cmd.gen,
 		HeartbeatInterval: api.Duration(e.interval()), MissedHeartbeats: e.missed()}, nil
 }
 
@@ -259,9 +264,13 @@ func (e *Engine) register(reg *Registration, now time.Time) (uint64, error) {
 	for i := range reg.Nodes {
 		n := reg.Nodes[i]
 		prev := e.currentNode(n.Name)
-		if prev != nil && (prev.State == api.NodeCordoned || prev.State == api.NodeDraining) {
+		switch {
+		case prev != nil && (prev.State == api.NodeCordoned || prev.State == api.NodeDraining):
 			n.State = prev.State // an admin's decision outlives the agent
-		} else {
+		case prev != nil && prev.State == api.NodeNotReady:
+			n.State = e.adminState(n.Name)
+			e.stAdmin[n.Name] = ""
+		default:
 			n.State = ""
 		}
 		if err := e.c.UpsertNode(now, &n); err != nil {
@@ -302,6 +311,11 @@ func (e *Engine) Heartbeat(ctx context.Context, agent string, beats []Beat) erro
 	if len(beats) > MaxAgentNodes {
 		return errs.Invalid("nodes", "at most %d nodes per heartbeat", MaxAgentNodes)
 	}
+	for i := range beats {
+		if len(beats[i].Devices) > api.MaxNodeDevices {
+			return errs.Invalid("nodes["+itoa(i)+"].devices", "at most %d devices per node", api.MaxNodeDevices)
+		}
+	}
 	return e.do(ctx, &command{kind: cmdHeartbeat, id: agent, beats: beats})
 }
 
@@ -331,14 +345,20 @@ func (e *Engine) heartbeat(agent string, beats []Beat, now time.Time) error {
 			continue
 		}
 		if spec.State == api.NodeNotReady {
-			if err := e.c.SetNodeState(now, b.Node, api.NodeReady); err != nil {
+			back := e.adminState(b.Node)
+			to := back
+			if to == "" {
+				to = api.NodeReady
+			}
+			if err := e.c.SetNodeState(now, b.Node, to); err != nil {
 				return err
 			}
 			n := *spec
-			n.State = ""
+			n.State = back
 			e.stNode[b.Node] = &n
+			e.stAdmin[b.Node] = ""
 			spec = &n
-			e.log.Info("node ready again: heartbeats resumed", "node", b.Node, "agent", agent)
+			e.log.Info("heartbeats resumed", "node", b.Node, "agent", agent, "state", to)
 		}
 		u := core.NodeUsage{CPU: b.CPU}
 		if len(b.Devices) > 0 {
@@ -352,7 +372,7 @@ func (e *Engine) heartbeat(agent string, beats []Beat, now time.Time) error {
 				continue
 			}
 			u.Devices[d.ID] = s.Utilization
-			if s.Healthy == d.Unhealthy {
+			if s.Healthy != nil && *s.Healthy == d.Unhealthy {
 				changed = append(changed, j)
 			}
 		}
@@ -362,11 +382,11 @@ func (e *Engine) heartbeat(agent string, beats []Beat, now time.Time) error {
 			for _, j := range changed {
 				d := &n.Devices[j]
 				s := b.Devices[d.ID]
-				if err := e.c.SetDeviceHealth(now, b.Node, d.Type, d.ID, s.Healthy); err != nil {
+				if err := e.c.SetDeviceHealth(now, b.Node, d.Type, d.ID, *s.Healthy); err != nil {
 					return err
 				}
-				d.Unhealthy = !s.Healthy
-				e.log.Warn("device health changed", "node", b.Node, "device", d.Type+" "+d.ID, "healthy", s.Healthy, "reason", s.Reason)
+				d.Unhealthy = !*s.Healthy
+				e.log.Warn("device health changed", "node", b.Node, "device", d.Type+" "+d.ID, "healthy", *s.Healthy, "reason", s.Reason)
 			}
 			e.stNode[b.Node] = &n
 		}
@@ -410,8 +430,20 @@ func (e *Engine) checkLiveness(now time.Time) {
 		n := *spec
 		n.State = api.NodeNotReady
 		e.stNode[name] = &n
+		e.stAdmin[name] = "" // ready when heartbeats resume, unless an admin said otherwise
+		if spec.State == api.NodeCordoned || spec.State == api.NodeDraining {
+			e.stAdmin[name] = spec.State
+		}
 		e.log.Warn("node notready: heartbeats stopped", "node", name, "last", t, "missed", e.missed())
 	}
+}
+
+// adminState is the state a notready node returns to ("" is ready).
+func (e *Engine) adminState(name string) string {
+	if a, ok := e.stAdmin[name]; ok {
+		return a
+	}
+	return e.admin[name]
 }
 
 // nextLiveness is when the loop must wake for checkLiveness.
@@ -452,44 +484,46 @@ func (e *Engine) AgentStatus(ctx context.Context, agent string, ups []StatusUpda
 	return cmd.statusOut, nil
 }
 
-// agentStatus runs on the loop.
+// agentStatus runs on the loop. Each update is checked against the core's
+// state at that moment (not the published record, which lags within a
+// step): an earlier update in the same batch may have moved the task on.
 func (e *Engine) agentStatus(agent string, ups []StatusUpdate, now time.Time) []StatusResult {
 	out := make([]StatusResult, len(ups))
-	e.mu.RLock()
-	owner := make([]string, len(ups))
-	for i, u := range ups {
-		if r := e.current(u.Task); r != nil {
-			owner[i] = e.nodeAgent[r.Node]
-		}
-	}
-	e.mu.RUnlock()
 	for i, u := range ups {
 		out[i].Task = u.Task
 		r := e.current(u.Task)
+		s, ok := e.c.SavedState(u.Task)
 		switch {
-		case r == nil:
+		case r == nil || !ok:
 			out[i].Reason = "no such task"
 			continue
-		case !active(r):
-			out[i].Reason = "task is " + r.State
+		case len(r.Spec.Command) == 0:
+			out[i].Reason = "task is a lease: agents do not run it"
 			continue
-		case r.Attempt != u.Attempt:
-			out[i].Reason = "attempt " + itoa(u.Attempt) + " is over; the task is on attempt " + itoa(r.Attempt)
+		case s.State != core.Scheduled && s.State != core.Running:
+			out[i].Reason = "task is " + s.State.String()
 			continue
-		case owner[i] != agent:
-			out[i].Reason = "task is placed on node " + r.Node + ", not served by this agent"
+		case s.Attempt != u.Attempt:
+			out[i].Reason = "attempt " + itoa(u.Attempt) + " is over; the task is on attempt " + itoa(s.Attempt)
+			continue
+		}
+		e.mu.RLock()
+		owner := e.nodeAgent[s.Node]
+		e.mu.RUnlock()
+		if owner != agent {
+			out[i].Reason = "task is placed on node " + s.Node + ", not served by this agent"
 			continue
 		}
 		var err error
 		switch u.State {
 		case "running":
-			if r.State == "scheduled" {
+			if s.State == core.Scheduled {
 				err = e.c.TaskStarted(now, u.Task)
 			}
 		case "lost":
 			reason := u.Reason
 			if reason == "" {
-				reason = "run lost on node " + r.Node
+				reason = "run lost on node " + s.Node
 			}
 			err = e.c.TaskLost(now, u.Task, reason)
 		default:

@@ -194,7 +194,7 @@ func TestAgentProtocol(t *testing.T) {
 		t.Fatalf("t3: %+v %v", r3, err)
 	}
 	clk.Add(500 * time.Millisecond)
-	if err := e.Heartbeat(ctx, "a1", []Beat{{Node: "g1", CPU: 0.5, Devices: map[string]DeviceBeat{"1": {Healthy: false, Reason: "XID 79"}}}}); err != nil {
+	if err := e.Heartbeat(ctx, "a1", []Beat{{Node: "g1", CPU: 0.5, Devices: map[string]DeviceBeat{"0": {Utilization: 0.5}, "1": {Healthy: new(false), Reason: "XID 79"}}}}); err != nil {
 		t.Fatal(err)
 	}
 	r3, _ = e.Task("t3")
@@ -305,5 +305,75 @@ func TestAgentNodesGetAGraceAfterRestart(t *testing.T) {
 	}
 	if r, _ := e.Task("t1"); r.State != "pending" || r.Attempt != 1 {
 		t.Fatalf("t1 4s after restart without its agent: %+v", r)
+	}
+}
+
+// TestStatusBatchIsCheckedAgainstTheCore: in one report, "lost" for
+// attempt 0 moves the task on, so a later update for attempt 0 in the
+// same batch is stale, not applied to attempt 1.
+func TestStatusBatchIsCheckedAgainstTheCore(t *testing.T) {
+	ctx := context.Background()
+	clk := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+	e, st := openClock(t, t.TempDir(), clk)
+	defer st.Close()
+	defer e.Close()
+	if _, err := e.Register(ctx, Registration{Agent: "a1", Nodes: []api.Node{gpuNode("g1")}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.Submit(ctx, "default", []api.Task{cmdTask("x", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.AgentStatus(ctx, "a1", []StatusUpdate{{Task: "x", State: "lost"}, {Task: "x", State: "running"}, {Task: "x", State: "failed", ExitCode: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res[0].Applied || res[1].Applied || res[2].Applied {
+		t.Fatalf("results %+v", res)
+	}
+	if r, _ := e.Task("x"); r.State != "scheduled" || r.Attempt != 1 {
+		t.Fatalf("x %+v", r)
+	}
+}
+
+// TestNotReadyKeepsAnAdminsCordon: a cordoned node that goes silent and
+// comes back is cordoned again, not ready.
+func TestNotReadyKeepsAnAdminsCordon(t *testing.T) {
+	ctx := context.Background()
+	clk := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+	e, st := openClock(t, t.TempDir(), clk)
+	defer st.Close()
+	defer e.Close()
+	if _, err := e.Register(ctx, Registration{Agent: "a1", Nodes: []api.Node{gpuNode("g1")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.SetNodeState(ctx, "g1", api.NodeCordoned); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(4 * time.Second)
+	if _, err := e.Summarize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.Nodes()[0]; n.State != api.NodeNotReady {
+		t.Fatalf("silent node %q", n.State)
+	}
+	if err := e.Heartbeat(ctx, "a1", []Beat{{Node: "g1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.Nodes()[0]; n.State != api.NodeCordoned {
+		t.Fatalf("node back from silence: %q, want cordoned", n.State)
+	}
+	// Uncordoned, silent again, back: ready.
+	if err := e.SetNodeState(ctx, "g1", api.NodeReady); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(4 * time.Second)
+	if _, err := e.Summarize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Heartbeat(ctx, "a1", []Beat{{Node: "g1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.Nodes()[0]; n.State != "" {
+		t.Fatalf("node back from silence: %q, want ready", n.State)
 	}
 }

@@ -63,7 +63,11 @@ func (e *Engine) commitStaged(now time.Time) error {
 		if !ok {
 			owner = e.owner[name]
 		}
-		b, err := json.Marshal(NodeRecord{Spec: *n, Agent: owner})
+		admin, ok := e.stAdmin[name]
+		if !ok {
+			admin = e.admin[name]
+		}
+		b, err := json.Marshal(NodeRecord{Spec: *n, Agent: owner, Admin: admin})
 		if err != nil {
 			return fmt.Errorf("encode node %s: %w", name, err)
 		}
@@ -143,7 +147,15 @@ func (e *Engine) commitStaged(now time.Time) error {
 	for name, a := range e.stAgent {
 		e.owner[name] = a
 	}
+	for name, a := range e.stAdmin {
+		if a == "" {
+			delete(e.admin, name)
+		} else {
+			e.admin[name] = a
+		}
+	}
 	clear(e.stAgent)
+	clear(e.stAdmin)
 	clear(e.staged)
 	clear(e.stNode)
 	clear(e.stQ)

@@ -57,6 +57,7 @@ type Engine struct {
 	assigned  map[string]map[string]*TaskRecord // node -> task -> record, command tasks placed there
 	usage     map[string]NodeUsage
 	agentGen  uint64
+	cluster   string // the store's cluster id (meta cluster.id), set by recover
 	streamSeq uint64
 
 	// loop-owned
@@ -70,6 +71,9 @@ type Engine struct {
 	// owner is the durable agent of each agent node; stAgent the staged
 	// changes to it.
 	owner, stAgent map[string]string
+	// admin is the admin state (cordoned, draining) of each notready node
+	// to restore when its heartbeats resume; stAdmin the staged changes.
+	admin, stAdmin map[string]string
 	// lastBeat is when each agent node last heartbeat (soft state).
 	lastBeat      map[string]time.Time
 	nextLiveCheck time.Time
@@ -169,7 +173,8 @@ func New(cfg Config, st store.Store) (*Engine, error) {
 		staged: map[string]*TaskRecord{}, stNode: map[string]*api.Node{}, stQ: map[string]*api.Queue{},
 		events: newEventLog(1),
 		agents: map[string]*agentState{}, nodeAgent: map[string]string{}, assigned: map[string]map[string]*TaskRecord{},
-		usage: map[string]NodeUsage{}, owner: map[string]string{}, stAgent: map[string]string{}, lastBeat: map[string]time.Time{},
+		usage: map[string]NodeUsage{}, owner: map[string]string{}, stAgent: map[string]string{},
+		admin: map[string]string{}, stAdmin: map[string]string{}, lastBeat: map[string]time.Time{},
 	}
 	if err := e.recover(); err != nil {
 		return nil, err
@@ -190,7 +195,7 @@ func (e *Engine) Close() {
 
 func (e *Engine) loop() {
 	defer close(e.done)
-	timer := time.NewTimer(time.Hour)
+	timer := time.NewTimer(0) // a first step at once: liveness and the core's timers after a restart
 	defer timer.Stop()
 	batch := make([]*command, 0, e.cfg.MaxBatch)
 	for {

@@ -151,7 +151,7 @@ func TestStoreFailureStopsAcknowledging(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	fs := &failingStore{Store: st, n: 1}
+	fs := &failingStore{Store: st, n: 2} // the cluster id at the first open, then the node
 	e, err := New(Config{Core: core.DefaultConfig()}, fs)
 	if err != nil {
 		t.Fatal(err)

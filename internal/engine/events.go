@@ -38,6 +38,9 @@ type eventLog struct {
 // client's cursor from an earlier life is never mistaken for a new event.
 const metaEventsKey = "events.next"
 
+// metaClusterKey holds the cluster id, made when a store is first opened.
+const metaClusterKey = "cluster.id"
+
 func newEventLog(next uint64) eventLog {
 	return eventLog{ring: make([]Event, eventRetention), next: next, first: next}
 }

@@ -61,6 +61,9 @@ type NodeRecord struct {
 	// Agent is the agent that registered the node; empty for a node of
 	// the static inventory (which never heartbeats).
 	Agent string `json:"agent,omitempty"`
+	// Admin is the state an admin set (cordoned, draining) that a
+	// notready node returns to when its heartbeats resume; empty: ready.
+	Admin string `json:"admin,omitempty"`
 }
 
 // appendJSON appends the record's store encoding: the JSON object that

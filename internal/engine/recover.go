@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -17,6 +19,20 @@ import (
 func (e *Engine) recover() error {
 	ctx := context.Background()
 	now := e.cfg.Now()
+	if v, ok, err := e.st.Get(ctx, KindMeta, metaClusterKey); err != nil {
+		return fmt.Errorf("recover the cluster id: %w", err)
+	} else if ok {
+		e.cluster = string(v)
+	} else {
+		b := make([]byte, 8)
+		if _, err := rand.Read(b); err != nil {
+			return err
+		}
+		e.cluster = hex.EncodeToString(b)
+		if err := e.st.Commit(ctx, []store.Record{{Kind: KindMeta, Key: metaClusterKey, Value: []byte(e.cluster)}}); err != nil {
+			return fmt.Errorf("store the cluster id: %w", err)
+		}
+	}
 	if v, ok, err := e.st.Get(ctx, KindMeta, metaEventsKey); err != nil {
 		return fmt.Errorf("recover event seq: %w", err)
 	} else if ok {
@@ -36,7 +52,10 @@ func (e *Engine) recover() error {
 			// An agent node gets a full heartbeat deadline from now
 			// before it is judged: its agent is reconnecting.
 			e.owner[key] = r.Agent
-			e.lastBeat[key] = now
+			e.lastBeat[key] = now // moved to the end of recovery below
+		}
+		if r.Admin != "" {
+			e.admin[key] = r.Admin
 		}
 		return nil
 	}); err != nil {
@@ -86,6 +105,12 @@ func (e *Engine) recover() error {
 	}
 	if err := e.commitStaged(now); err != nil {
 		return err
+	}
+	// Agent nodes are judged from the end of recovery, which can take
+	// longer than their heartbeat deadline.
+	end := e.cfg.Now()
+	for name := range e.lastBeat {
+		e.lastBeat[name] = end
 	}
 	e.log.Info("engine recovered", "nodes", len(e.nodes), "tasks", len(recs))
 	return nil

@@ -293,16 +293,24 @@ func (x *Executor) Start(spec Spec) (err error) {
 	return nil
 }
 
-// Kill stops the task's running attempts (any attempt) with reason: it
-// writes the kill file, then SIGTERMs the shim, which stops the group with
-// the spec's grace. A shim that has not written shim.pid yet is not
-// signalled: it reads the kill file before it starts the command. Unknown
-// or finished task: no-op.
-func (x *Executor) Kill(task, reason string) {
+// Kill stops the task's running attempts (any attempt) with reason; see
+// KillAttempt.
+func (x *Executor) Kill(task, reason string) { x.kill(task, -1, reason) }
+
+// KillAttempt stops one attempt of a task with reason: it writes the kill
+// file, then SIGTERMs the shim, which stops the group with the spec's
+// grace. A shim that has not written shim.pid yet is not signalled: it
+// reads the kill file before it starts the command. Unknown or finished
+// attempt: no-op.
+func (x *Executor) KillAttempt(task string, attempt int, reason string) {
+	x.kill(task, attempt, reason)
+}
+
+func (x *Executor) kill(task string, which int, reason string) {
 	x.mu.Lock()
 	var targets []*attempt
 	for k, a := range x.live {
-		if k.task == task {
+		if k.task == task && (which < 0 || a.spec.Attempt == which) {
 			targets = append(targets, a)
 		}
 	}

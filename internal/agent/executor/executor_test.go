@@ -640,3 +640,63 @@ func TestStartValidatesAndIsIdempotent(t *testing.T) {
 		t.Errorf("output %q: the attempt ran more than once", s)
 	}
 }
+
+// TestKillAttemptSparesOtherAttempts: killing attempt 0 of a task leaves
+// its attempt 1 running.
+func TestKillAttemptSparesOtherAttempts(t *testing.T) {
+	x := newExec(t, t.TempDir())
+	a0, a1 := sh("twice", "sleep 30"), sh("twice", "sleep 30")
+	a1.Attempt = 1
+	for _, s := range []Spec{a0, a1} {
+		if err := x.Start(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "both attempts running", func() bool { return len(x.Running()) == 2 })
+	x.KillAttempt("twice", 0, "revoked")
+	r := nextResult(t, x)
+	if r.Attempt != 0 || !r.Killed || !strings.Contains(r.Reason, "revoked") {
+		t.Fatalf("result %+v", r)
+	}
+	if run := x.Running(); len(run) != 1 || run[0].Attempt != 1 {
+		t.Fatalf("running after killing attempt 0: %+v", run)
+	}
+	x.Kill("twice", "done")
+	if r := nextResult(t, x); r.Attempt != 1 || !r.Killed {
+		t.Fatalf("result %+v", r)
+	}
+}
+
+// TestFenceFileKillsAtTheDeadline: a shim whose fence file's deadline has
+// passed SIGKILLs its task at once, with a fenced reason; a later deadline
+// leaves it running.
+func TestFenceFileKillsAtTheDeadline(t *testing.T) {
+	dir := t.TempDir()
+	x := newExec(t, dir)
+	fence := filepath.Join(dir, "fence")
+	if err := WriteFence(fence, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	s := sh("fenced", "trap '' TERM; sleep 30")
+	s.FenceFile = fence
+	s.Grace = time.Minute
+	if err := x.Start(s); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "running", func() bool { return len(x.Running()) == 1 })
+	time.Sleep(300 * time.Millisecond) // several fence checks with a future deadline
+	if len(x.Running()) != 1 {
+		t.Fatal("killed before its deadline")
+	}
+	if err := WriteFence(fence, time.Now().Add(-time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	r := nextResult(t, x)
+	if !r.Killed || !strings.HasPrefix(r.Reason, FencedPrefix) || r.Signal != "SIGKILL" {
+		t.Fatalf("result %+v", r)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("fenced after %v despite a 1-minute grace", took)
+	}
+}
