@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/hetsched/hetsched/internal/errs"
@@ -22,11 +23,20 @@ type Job struct {
 	Retries       *Retries `json:"retries,omitempty"`
 }
 
-// Gang asks for all-or-nothing placement of MinMember tasks.
+// Gang asks for all-or-nothing placement: at least MinMember of its tasks
+// are placed at once or none is; a gang that cannot start within Timeout
+// fails with the shortfall. Tasks names the members (default: every task of
+// the job); Topology the node label keys whose shared value makes a domain
+// the gang prefers to fit in, best first (default nvlink, ici, rack).
 type Gang struct {
 	MinMember int      `json:"minMember"`
 	Timeout   Duration `json:"timeout,omitempty"`
+	Tasks     []string `json:"tasks,omitempty"`
+	Topology  []string `json:"topology,omitempty"`
 }
+
+// DefaultGangTopology is the label keys a gang prefers to share.
+var DefaultGangTopology = []string{"nvlink", "ici", "rack"}
 
 // Retries is a job's retry policy.
 type Retries struct {
@@ -72,8 +82,25 @@ func (j *Job) Validate() error {
 	default:
 		return errs.Invalid("failurePolicy", "must be failFast or continue, got %q", truncate(j.FailurePolicy))
 	}
-	if j.Gang != nil && (j.Gang.MinMember < 1 || j.Gang.MinMember > len(j.Tasks) || j.Gang.Timeout < 0) {
-		return errs.Invalid("gang.minMember", "must be 1..%d (the job's tasks), with a non-negative timeout", len(j.Tasks))
+	if g := j.Gang; g != nil {
+		members := len(j.Tasks)
+		if g.Tasks != nil {
+			members = len(g.Tasks)
+		}
+		if g.MinMember < 1 || g.MinMember > members {
+			return errs.Invalid("gang.minMember", "must be 1..%d (the gang's tasks), got %d", members, g.MinMember)
+		}
+		if g.Timeout < 0 {
+			return errs.Invalid("gang.timeout", "must not be negative")
+		}
+		if len(g.Topology) > 8 {
+			return errs.Invalid("gang.topology", "at most 8 label keys")
+		}
+		for i, k := range g.Topology {
+			if err := ValidateLabelKey(k); err != nil {
+				return errs.Invalid(fmt.Sprintf("gang.topology[%d]", i), "%v", err)
+			}
+		}
 	}
 	if j.Retries != nil && (j.Retries.Limit < 0 || j.Retries.Limit > 100 || j.Retries.Backoff < 0) {
 		return errs.Invalid("retries.limit", "must be 0..100, with a non-negative backoff")
@@ -92,6 +119,18 @@ func (j *Job) Validate() error {
 			return errs.Invalid(f+".id", "duplicate task id %q in the job", t.ID)
 		}
 		index[t.ID] = i
+	}
+	if j.Gang != nil {
+		seen := make(map[string]bool, len(j.Gang.Tasks))
+		for i, id := range j.Gang.Tasks {
+			if _, ok := index[id]; !ok {
+				return errs.Invalid(fmt.Sprintf("gang.tasks[%d]", i), "%q is not a task of this job", id)
+			}
+			if seen[id] {
+				return errs.Invalid(fmt.Sprintf("gang.tasks[%d]", i), "%q is listed twice", id)
+			}
+			seen[id] = true
+		}
 	}
 	for i := range j.Tasks {
 		for k, d := range j.Tasks[i].Depends {
@@ -156,5 +195,96 @@ func findCycle(tasks []Task, index map[string]int) []string {
 			}
 		}
 	}
+	return nil
+}
+
+// Expand replaces every sharded task (shards: N, or inputs) by its shards
+// <id>-0 … <id>-(N-1), each with HETSCHED_SHARD, HETSCHED_SHARDS (and
+// HETSCHED_INPUT, plus the input's locality) in its env; dependencies on
+// the sharded task, and gang members naming it, become every shard. Call
+// it before Validate; a job without sharded tasks is left as it is.
+func (j *Job) Expand() error {
+	sharded := false
+	for i := range j.Tasks {
+		sharded = sharded || j.Tasks[i].Shards != 0 || j.Tasks[i].Inputs != nil
+	}
+	if !sharded {
+		return nil
+	}
+	shards := map[string][]string{}
+	out := make([]Task, 0, len(j.Tasks))
+	for i, t := range j.Tasks {
+		f := fmt.Sprintf("tasks[%d]", i)
+		if t.Shards == 0 && t.Inputs == nil {
+			out = append(out, t)
+			continue
+		}
+		n := t.Shards
+		switch {
+		case t.Shards != 0 && t.Inputs != nil:
+			return errs.Invalid(f+".shards", "give shards or inputs, not both")
+		case t.Inputs != nil:
+			n = len(t.Inputs)
+		}
+		if n < 1 || n > MaxShards {
+			return errs.Invalid(f+".shards", "a task fans out into 1 to %d shards, got %d", MaxShards, n)
+		}
+		if t.ID == "" {
+			return errs.Invalid(f+".id", "a sharded task needs an id")
+		}
+		if len(out)+n > MaxJobTasks {
+			return errs.Invalid("tasks", "a job holds at most %d tasks once its shards are counted", MaxJobTasks)
+		}
+		for k := 0; k < n; k++ {
+			s := t
+			s.Shards, s.Inputs = 0, nil
+			s.ID = t.ID + "-" + strconv.Itoa(k)
+			s.Env = make(map[string]string, len(t.Env)+3)
+			for kk, v := range t.Env {
+				s.Env[kk] = v
+			}
+			s.Env["HETSCHED_SHARD"] = strconv.Itoa(k)
+			s.Env["HETSCHED_SHARDS"] = strconv.Itoa(n)
+			if t.Inputs != nil {
+				in := t.Inputs[k]
+				if in.Name == "" {
+					return errs.Invalid(fmt.Sprintf("%s.inputs[%d].name", f, k), "required")
+				}
+				s.Env["HETSCHED_INPUT"] = in.Name
+				if in.Locality != nil {
+					s.Locality = in.Locality
+				}
+			}
+			out = append(out, s)
+			shards[t.ID] = append(shards[t.ID], s.ID)
+		}
+	}
+	expand := func(ids []string) []string {
+		grow := false
+		for _, d := range ids {
+			grow = grow || shards[d] != nil
+		}
+		if !grow {
+			return ids
+		}
+		res := make([]string, 0, len(ids))
+		for _, d := range ids {
+			if s := shards[d]; s != nil {
+				res = append(res, s...)
+			} else {
+				res = append(res, d)
+			}
+		}
+		return res
+	}
+	for i := range out {
+		out[i].Depends = expand(out[i].Depends)
+	}
+	if j.Gang != nil && j.Gang.Tasks != nil {
+		g := *j.Gang
+		g.Tasks = expand(g.Tasks)
+		j.Gang = &g
+	}
+	j.Tasks = out
 	return nil
 }

@@ -54,3 +54,59 @@ func TestJobCycleSearchIsLinear(t *testing.T) {
 		t.Fatalf("%.200v", err)
 	}
 }
+
+func TestJobExpandShards(t *testing.T) {
+	j := &Job{ID: "mr", Tasks: []Task{
+		{ID: "map", Shards: 3, Env: map[string]string{"X": "1"}},
+		{ID: "split", Inputs: []Input{{Name: "a.csv", Locality: &Locality{Nodes: []string{"n1"}}}, {Name: "b.csv", Locality: &Locality{Labels: map[string]string{"rack": "r2"}}}}},
+		{ID: "reduce", Depends: []string{"map", "split"}},
+	}, Gang: &Gang{MinMember: 2, Tasks: []string{"map"}}}
+	if err := j.Expand(); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, x := range j.Tasks {
+		ids = append(ids, x.ID)
+	}
+	if got := strings.Join(ids, ","); got != "map-0,map-1,map-2,split-0,split-1,reduce" {
+		t.Fatalf("ids %s", got)
+	}
+	if m := j.Tasks[1]; m.Env["HETSCHED_SHARD"] != "1" || m.Env["HETSCHED_SHARDS"] != "3" || m.Env["X"] != "1" {
+		t.Fatalf("map-1 env %v", m.Env)
+	}
+	if s := j.Tasks[4]; s.Env["HETSCHED_INPUT"] != "b.csv" || s.Locality == nil || s.Locality.Labels["rack"] != "r2" {
+		t.Fatalf("split-1 %+v", s)
+	}
+	if got := strings.Join(j.Tasks[5].Depends, ","); got != "map-0,map-1,map-2,split-0,split-1" {
+		t.Fatalf("reduce depends on %s", got)
+	}
+	if got := strings.Join(j.Gang.Tasks, ","); got != "map-0,map-1,map-2" {
+		t.Fatalf("gang %s", got)
+	}
+	for _, c := range []struct {
+		j     *Job
+		field string
+	}{
+		{&Job{ID: "j", Tasks: []Task{{ID: "a", Shards: 2, Inputs: []Input{{Name: "x"}}}}}, "tasks[0].shards"},
+		{&Job{ID: "j", Tasks: []Task{{ID: "a", Shards: MaxShards + 1}}}, "tasks[0].shards"},
+		{&Job{ID: "j", Tasks: []Task{{ID: "a", Inputs: []Input{{}}}}}, "tasks[0].inputs[0].name"},
+		{&Job{ID: "j", Tasks: []Task{{Shards: 2}}}, "tasks[0].id"},
+	} {
+		if err := c.j.Expand(); errs.FieldOf(err) != c.field {
+			t.Errorf("%+v: %v, want field %s", c.j.Tasks, err, c.field)
+		}
+	}
+	// A standalone task may not be sharded; a bad locality names its field.
+	if err := (&Task{Shards: 2}).Validate(); errs.FieldOf(err) != "shards" {
+		t.Errorf("standalone shards: %v", err)
+	}
+	if err := (&Task{Locality: &Locality{Nodes: []string{"bad node"}}}).Validate(); errs.FieldOf(err) != "locality.nodes[0]" {
+		t.Errorf("bad locality: %v", err)
+	}
+	if err := (&Job{ID: "j", Tasks: []Task{{ID: "a"}}, Gang: &Gang{MinMember: 1, Tasks: []string{"zz"}}}).Validate(); errs.FieldOf(err) != "gang.tasks[0]" {
+		t.Errorf("unknown gang member: %v", err)
+	}
+}

@@ -47,9 +47,63 @@ type Task struct {
 	// lost or evicts it (notready, a device fault, preemption) it fails
 	// with the reason instead of going back to pending (Slurm's
 	// --no-requeue). Default true.
-	Requeue  *bool             `json:"requeue,omitempty"`
+	Requeue *bool `json:"requeue,omitempty"`
+	// Locality prefers the nodes holding the task's data (by name or by
+	// labels) for up to LocalityWait (default 3s) after it becomes
+	// pending; then any node will do (delay scheduling).
+	Locality     *Locality `json:"locality,omitempty"`
+	LocalityWait Duration  `json:"localityWait,omitempty"`
+	// Shards fans a job's task out into tasks <id>-0 … <id>-(N-1); Inputs
+	// fans it out into one task per input, each preferring the nodes that
+	// hold it. Tasks that depend on <id> depend on every shard. Only in a
+	// job (Job.Expand).
+	Shards   int               `json:"shards,omitempty"`
+	Inputs   []Input           `json:"inputs,omitempty"`
 	Metadata map[string]string `json:"metadata,omitempty"`
 }
+
+// Locality names where a task's data is: node names, or node labels that
+// every holder carries.
+type Locality struct {
+	Nodes  []string          `json:"nodes,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+func (l *Locality) validate(field string) error {
+	if len(l.Nodes) == 0 && len(l.Labels) == 0 {
+		return errs.Invalid(field, "name nodes or labels")
+	}
+	if len(l.Nodes) > MaxLocalityNodes {
+		return errs.Invalid(field+".nodes", "at most %d nodes", MaxLocalityNodes)
+	}
+	for i, n := range l.Nodes {
+		if err := ValidateID(fmt.Sprintf("%s.nodes[%d]", field, i), n); err != nil {
+			return err
+		}
+	}
+	if len(l.Labels) > MaxSelectorLabels {
+		return errs.Invalid(field+".labels", "at most %d labels", MaxSelectorLabels)
+	}
+	for _, k := range sortedKeys(l.Labels) {
+		if err := ValidateLabelKey(k); err != nil {
+			return errs.Invalid(field+".labels."+truncate(k), "%v", err)
+		}
+		if err := ValidateLabelValue(l.Labels[k]); err != nil {
+			return errs.Invalid(field+".labels."+k, "%v", err)
+		}
+	}
+	return nil
+}
+
+// Input is one input of a sharded task and where it is held.
+type Input struct {
+	Name     string    `json:"name"`
+	Locality *Locality `json:"locality,omitempty"`
+}
+
+// DefaultLocalityWait is how long a task with a locality waits for its
+// preferred nodes before taking any node.
+const DefaultLocalityWait = 3 * 1e9
 
 // Alternative is another way to run the same task, with its expected speed
 // relative to the task's own resources (1.0).
@@ -82,8 +136,10 @@ const (
 	MaxTolerations    = 32
 	MaxCommandArgs    = 4096
 	MaxEnv            = 1024
-	MaxDepends        = 1024
+	MaxDepends        = MaxShards // a fan-in may wait for every shard of a task
 	MaxMetadata       = 64
+	MaxShards         = 10_000 // tasks one sharded task may become
+	MaxLocalityNodes  = 64
 	MaxDeviceCount    = 1024 // whole devices of one type in one request
 	maxStringLen      = 64 << 10
 )
@@ -228,6 +284,17 @@ func (t *Task) Validate() error {
 				return errs.Invalid("nodeSelector."+k, "%v", err)
 			}
 		}
+	}
+	if t.Shards != 0 || t.Inputs != nil {
+		return errs.Invalid("shards", "only a job's task may be sharded (POST /api/v1/jobs)")
+	}
+	if t.Locality != nil {
+		if err := t.Locality.validate("locality"); err != nil {
+			return err
+		}
+	}
+	if t.LocalityWait < 0 {
+		return errs.Invalid("localityWait", "must not be negative")
 	}
 	if len(t.Tolerations) > MaxTolerations {
 		return errs.Invalid("tolerations", "at most %d tolerations", MaxTolerations)

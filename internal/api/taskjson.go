@@ -66,7 +66,7 @@ func DecodeTask(r *jsonread.Reader) (Task, error) {
 var taskFields = func() map[string]uint32 {
 	names := []string{"id", "name", "queue", "priority", "resources", "alternatives", "nodeSelector",
 		"tolerations", "command", "env", "duration", "timeout", "queueTimeout", "lease", "depends",
-		"preemptible", "metadata", "requeue"}
+		"preemptible", "metadata", "requeue", "locality", "localityWait", "shards", "inputs"}
 	m := make(map[string]uint32, len(names))
 	for i, n := range names {
 		m[n] = 1 << i
@@ -113,6 +113,17 @@ func readTaskField(r *jsonread.Reader, t *Task, k string) error {
 		t.Metadata, err = readStringMap(r, k)
 	case "requeue":
 		t.Requeue, err = readBoolPtr(r, k)
+	case "locality":
+		t.Locality, err = readLocality(r, k)
+	case "localityWait":
+		t.LocalityWait, err = readDuration(r, k)
+	case "shards":
+		var n *int
+		if n, err = readIntPtr(r, k); n != nil {
+			t.Shards = *n
+		}
+	case "inputs":
+		t.Inputs, err = readInputs(r, k)
 	}
 	return err
 }
@@ -398,4 +409,110 @@ func readFloat(r *jsonread.Reader, field string) (float64, error) {
 		return 0, errs.Invalid(field, "must be a number, got %s", truncate(s))
 	}
 	return v, nil
+}
+
+// readLocality reads {"nodes": [...], "labels": {...}}.
+func readLocality(r *jsonread.Reader, field string) (*Locality, error) {
+	if null(r) {
+		return nil, nil
+	}
+	if r.Peek() != jsonread.Object {
+		return nil, wrongType(r, field, "an object")
+	}
+	obj, err := r.ReadObject()
+	if err != nil {
+		return nil, syntax(field, err)
+	}
+	l := &Locality{}
+	var seen [2]bool
+	for obj.Next() {
+		k := obj.Key()
+		switch k {
+		case "nodes":
+			if seen[0] {
+				return nil, errs.Invalid(field+"."+k, "given twice")
+			}
+			seen[0] = true
+			if l.Nodes, err = readStrings(r, field+".nodes"); err != nil {
+				return nil, err
+			}
+		case "labels":
+			if seen[1] {
+				return nil, errs.Invalid(field+"."+k, "given twice")
+			}
+			seen[1] = true
+			if l.Labels, err = readStringMap(r, field+".labels"); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, errs.Invalid(field+"."+k, "unknown field")
+		}
+	}
+	if err := obj.Err(); err != nil {
+		return nil, syntax(field, err)
+	}
+	return l, nil
+}
+
+// readInputs reads [{"name": ..., "locality": {...}}, ...].
+func readInputs(r *jsonread.Reader, field string) ([]Input, error) {
+	if null(r) {
+		return nil, nil
+	}
+	if r.Peek() != jsonread.Array {
+		return nil, wrongType(r, field, "a list of inputs")
+	}
+	arr, err := r.ReadArray()
+	if err != nil {
+		return nil, syntax(field, err)
+	}
+	out := []Input{}
+	for arr.Next() {
+		f := field + "[" + strconv.Itoa(arr.Index()) + "]"
+		if len(out) >= MaxShards {
+			return nil, errs.Invalid(field, "at most %d inputs", MaxShards)
+		}
+		var in Input
+		if !null(r) {
+			if r.Peek() != jsonread.Object {
+				return nil, wrongType(r, f, "an object")
+			}
+			obj, err := r.ReadObject()
+			if err != nil {
+				return nil, syntax(f, err)
+			}
+			var seen [2]bool
+			for obj.Next() {
+				k := obj.Key()
+				switch k {
+				case "name":
+					if seen[0] {
+						return nil, errs.Invalid(f+"."+k, "given twice")
+					}
+					seen[0] = true
+					if in.Name, err = readString(r, f+".name"); err != nil {
+						return nil, err
+					}
+				case "locality":
+					if seen[1] {
+						return nil, errs.Invalid(f+"."+k, "given twice")
+					}
+					seen[1] = true
+					if in.Locality, err = readLocality(r, f+".locality"); err != nil {
+						return nil, err
+					}
+				default:
+					return nil, errs.Invalid(f+"."+k, "unknown field")
+				}
+			}
+			if err := obj.Err(); err != nil {
+				return nil, syntax(f, err)
+			}
+		}
+		out = append(out, in)
+	}
+	if err := arr.Err(); err != nil {
+		return nil, syntax(field, err)
+	}
+	return out, nil
 }

@@ -107,7 +107,7 @@ func stricterOnPurpose(b []byte, err error) bool {
 		}
 		for _, k := range []string{"id", "name", "queue", "priority", "resources", "alternatives", "nodeSelector",
 			"tolerations", "command", "env", "duration", "timeout", "queueTimeout", "lease", "depends",
-			"preemptible", "metadata", "speed"} {
+			"preemptible", "metadata", "speed", "requeue", "locality", "localityWait", "shards", "inputs", "nodes", "labels"} {
 			if strings.EqualFold(f, k) && f != k {
 				return true
 			}

@@ -71,6 +71,15 @@ type Core struct {
 	rr          int // round-robin cursor over index.order
 	callPlaced  int // placements made by the current input
 
+	// jobs (jobs.go)
+	jobs     map[string]*job
+	joining  *job    // the job of the task being submitted
+	gangWait []*gang // gangs with pending members
+	gangAff  *gangAffinity
+	capSeq   uint64 // bumps when capacity may have appeared (wake)
+	// locality (locality.go)
+	locHeap locHeap
+
 	stats Stats
 }
 
@@ -96,6 +105,7 @@ func New(cfg Config) (*Core, error) {
 		rtByClass:  map[*class]*runtimeClass{},
 		modelSpeed: map[string]ewma{},
 		pinned:     map[pinKey][]blockRef{},
+		jobs:       map[string]*job{},
 	}
 	c.cs.core = c
 	for i := range c.tiers {
@@ -154,6 +164,7 @@ func (c *Core) Pending() [4]int {
 	for i := range c.tiers {
 		p[i] = c.tiers[i].count
 	}
+	c.gangPending(&p)
 	return p
 }
 
@@ -170,6 +181,8 @@ func (c *Core) advance(now time.Time) {
 func (c *Core) Tick(now time.Time) {
 	c.advance(now)
 	c.fireTimers()
+	c.fireLocality()
+	c.gangTimeouts()
 	// Due batches go before aging, so that a task is raised only when its
 	// own tier's dispatch did not place it.
 	c.schedule()
@@ -220,6 +233,12 @@ func (c *Core) NextWakeup() (time.Time, bool) {
 	}
 	if c.retrySet {
 		consider(c.retryAt)
+	}
+	if d, has := c.nextGangTimeout(); has {
+		consider(d)
+	}
+	if d, has := c.locHeap.next(); has {
+		consider(d)
 	}
 	if !ok {
 		return time.Time{}, false
@@ -304,7 +323,13 @@ func (c *Core) admit(spec *api.Task) (t *Task, deps []*Task, skipReason string, 
 		qpos: -1, tpos: -1, npos: -1, chosen: -1,
 	}
 	t.rt = c.runtimeClassFor(spec, cls)
+	if spec.Locality != nil {
+		if err := c.setLocality(t, spec); err != nil {
+			return nil, nil, "", err
+		}
+	}
 	c.tasks[t.id] = t
+	c.attachJob(t)
 	c.stats.Submitted++
 	for oi := range cls.opts {
 		c.work.observe(&cls.opts[oi])

@@ -115,6 +115,26 @@ func checkInvariants(c *Core) error {
 	for _, t := range c.tasks {
 		switch t.state {
 		case Pending:
+			if t.backoff || t.gready {
+				// In no class queue: waiting out a retry backoff (with a
+				// retry timer), or in its gang's ready list.
+				if t.node != nil {
+					return fmt.Errorf("pending task %s (backoff %v, gang %v) holds a node", t.id, t.backoff, t.gready)
+				}
+				if t.backoff && t.tkind != timerRetry {
+					return fmt.Errorf("task %s in backoff without its retry timer", t.id)
+				}
+				if t.gready {
+					found := false
+					for _, m := range t.gang.ready {
+						found = found || m == t
+					}
+					if !found || !t.gang.waiting {
+						return fmt.Errorf("gang-ready task %s is not in its waiting gang's ready list", t.id)
+					}
+				}
+				continue
+			}
 			if t.q == nil || int(t.qpos) >= len(t.q.tasks) || t.q.tasks[t.qpos] != t {
 				return fmt.Errorf("pending task %s is not in its queue", t.id)
 			}

@@ -243,6 +243,13 @@ func (c *Core) enqueue(t *Task) {
 	if t.queueTTL > 0 {
 		c.timers.set(t, timerQueue, c.now+t.queueTTL)
 	}
+	if t.locCls != nil {
+		c.enterLocality(t)
+	}
+	if t.gang != nil {
+		c.gangEnqueue(t)
+		return
+	}
 	c.pushLevel(t)
 }
 
@@ -269,8 +276,13 @@ func (c *Core) pushLevel(t *Task) {
 	}
 }
 
-// unqueue takes a pending t out of its queue and level list.
+// unqueue takes a pending t out of its queue and level list (or its
+// gang's ready list).
 func (c *Core) unqueue(t *Task) {
+	if t.gready {
+		c.gangUnqueue(t)
+		return
+	}
 	q := t.q
 	tr := &c.tiers[t.level]
 	tr.listRemove(t)
@@ -306,6 +318,9 @@ func (c *Core) schedule() {
 			continue
 		}
 		c.dispatch(l)
+	}
+	if len(c.gangWait) > 0 {
+		c.placeGangs()
 	}
 }
 
@@ -422,6 +437,7 @@ func appendRef(refs []blockRef, r blockRef) []blockRef {
 // comparison per blocked class of the group, so a release never retries
 // classes it cannot help.
 func (c *Core) wake(n *Node) {
+	c.capSeq++
 	g := n.group
 	if g == nil || n.bucket < 0 {
 		return
@@ -496,6 +512,7 @@ func (c *Core) couldFit(cls *class, g *group, n *Node) bool {
 
 // wakeAll reactivates every blocked class queue (the set of groups changed).
 func (c *Core) wakeAll() {
+	c.capSeq++
 	for _, r := range c.blockedAll {
 		if r.q.blocked && r.q.gen == r.gen {
 			c.unblock(r.q)
@@ -582,6 +599,13 @@ func (c *Core) fireTimers() {
 			if t.state == Scheduled || t.state == Running {
 				c.finish(t, Expired, "lease not renewed within "+durString(t.lease))
 			}
+		case timerRetry:
+			if t.state == Pending && t.backoff {
+				t.backoff = false
+				reason := t.reason
+				c.enqueue(t)
+				t.reason = reason
+			}
 		}
 	}
 }
@@ -590,12 +614,16 @@ func (c *Core) fireTimers() {
 // settles its dependents.
 func (c *Core) finish(t *Task, to State, reason string) {
 	from := t.state
-	switch from {
-	case Pending:
+	if c.retry(t, from, to, reason) {
+		return
+	}
+	switch {
+	case from == Pending && t.backoff:
+		t.backoff = false
+	case from == Pending:
 		c.unqueue(t)
-	case Scheduled, Running:
+	case from == Scheduled, from == Running:
 		c.release(t, true)
-	case Blocked:
 	}
 	c.timers.cancel(t)
 	t.state = to
@@ -603,6 +631,9 @@ func (c *Core) finish(t *Task, to State, reason string) {
 	c.stats.Finished++
 	c.out.Transitions = append(c.out.Transitions, Transition{Task: t.id, From: from, To: to, Reason: reason, Attempt: int(t.attempt)})
 	c.settleDependents(t)
+	if t.job != nil {
+		c.jobTaskEnded(t, from)
+	}
 }
 
 // settleDependents releases or skips the tasks waiting on t. Work is
@@ -657,6 +688,9 @@ func (c *Core) requeue(t *Task, to State, reason string) {
 	c.out.Transitions = append(c.out.Transitions, Transition{Task: t.id, From: from, To: to, Reason: reason, Attempt: int(t.attempt)})
 	c.enqueue(t)
 	t.reason = reason
+	if t.gang != nil && (from == Scheduled || from == Running) {
+		c.gangMemberLeft(t, to, reason)
+	}
 }
 
 func durString(ns int64) string { return time.Duration(ns).String() }

@@ -310,6 +310,9 @@ func (c *Core) consider(t *Task, o *Option, n *Node, best *candidate) bool {
 		}
 		s += ws.Weight * v
 	}
+	if c.gangAff != nil {
+		s += c.gangAff.bonus(n)
+	}
 	if s > best.score {
 		best.n, best.o, best.score = n, o, s
 		c.bestDevs = append(c.bestDevs[:0], c.scratchDevs...)
@@ -504,6 +507,9 @@ func (c *Core) commit(t *Task, o *Option, n *Node, devs []devShare) {
 	c.unqueue(t)
 	c.timers.cancel(t)
 	c.allocate(t, n, o, devs)
+	if c.gangAff == nil {
+		t.locDone = true // a gang try may be rolled back: tryGang spends it
+	}
 	t.state = Scheduled
 	t.started = c.now // until TaskStarted says when it really started
 	t.reason = ""

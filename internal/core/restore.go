@@ -20,6 +20,10 @@ type Saved struct {
 	// Started is when a running task started (or a scheduled one was
 	// placed); run timeouts and preemption's minimum runtime count from it.
 	Started time.Time
+	// Job is the job (registered with AddJob before) the task belongs to;
+	// Failures how many of its retries it used.
+	Job      string
+	Failures int
 }
 
 // Restore puts a task back as it was saved, after nodes were restored and
@@ -39,11 +43,24 @@ func (c *Core) Restore(now time.Time, spec *api.Task, s Saved) error {
 	if s.State >= numStates || s.State == Preempted {
 		return errs.Invalid("state", "cannot restore a task in state %s", s.State)
 	}
+	if s.Job != "" {
+		if c.joining = c.jobs[s.Job]; c.joining == nil {
+			return errs.New(errs.NotFound, "job", "no job %q: restore jobs before their tasks", s.Job)
+		}
+		defer func() { c.joining = nil }()
+	}
 	t, deps, skipReason, err := c.admit(spec)
 	if err != nil {
 		return err
 	}
 	t.attempt = int32(s.Attempt)
+	t.failures = int32(s.Failures)
+	defer func() {
+		if g := t.gang; g != nil && (t.state == Scheduled || t.state == Running) {
+			g.placed++
+			g.started = true
+		}
+	}()
 	switch {
 	case s.State.Terminal():
 		t.state = s.State
@@ -144,7 +161,10 @@ func (c *Core) SavedState(id string) (Saved, bool) {
 	if !ok {
 		return Saved{}, false
 	}
-	s := Saved{State: t.state, Chosen: int(t.chosen), Attempt: int(t.attempt), Reason: t.reason}
+	s := Saved{State: t.state, Chosen: int(t.chosen), Attempt: int(t.attempt), Reason: t.reason, Failures: int(t.failures)}
+	if t.job != nil {
+		s.Job = t.job.id
+	}
 	if t.node != nil {
 		s.Node = t.node.name
 		s.Started = time.Unix(0, t.started)

@@ -150,6 +150,10 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 			if err := spec.Validate(); err != nil {
 				return "error: " + err.Error()
 			}
+			if j, ok := arg(td, "job"); ok {
+				err = h.c.SubmitJobTask(h.now, j, &spec)
+				break
+			}
 			err = h.c.Submit(h.now, &spec)
 			break
 		}
@@ -190,6 +194,35 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 				break
 			}
 		}
+	case "job":
+		var js struct {
+			ID           string
+			FailFast     bool
+			RetryLimit   int
+			RetryBackoff string
+			Gang         *struct {
+				Members   []string
+				MinMember int
+				Timeout   string
+				Topology  []string
+			}
+		}
+		dec := json.NewDecoder(strings.NewReader(td.Input))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&js); err != nil {
+			t.Fatalf("%s: %v", td.Pos, err)
+		}
+		spec := JobSpec{ID: js.ID, FailFast: js.FailFast, RetryLimit: js.RetryLimit}
+		if js.RetryBackoff != "" {
+			spec.RetryBackoff = mustDur(t, js.RetryBackoff)
+		}
+		if g := js.Gang; g != nil {
+			spec.Gang = &GangSpec{Members: g.Members, MinMember: g.MinMember, Topology: g.Topology}
+			if g.Timeout != "" {
+				spec.Gang.Timeout = mustDur(t, g.Timeout)
+			}
+		}
+		err = h.c.AddJob(h.now, spec)
 	case "lost":
 		for _, id := range args(td, "id") {
 			if err = h.c.TaskLost(h.now, id, "run lost"); err != nil {

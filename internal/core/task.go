@@ -110,6 +110,18 @@ type Task struct {
 	unmet     int32
 	dependent []*Task
 	reason    string
+
+	job      *job
+	gang     *gang
+	gready   bool  // pending in its gang's ready list (in no class queue)
+	backoff  bool  // pending, waiting out a retry backoff (in no queue)
+	failures int32 // retries used
+	// locality (locality.go): the class preferring the data's nodes, the
+	// task's own class, the wait, and whether the preference is spent.
+	locCls  *class
+	baseCls *class
+	locWait int64
+	locDone bool
 }
 
 type devShare struct {

@@ -8,6 +8,7 @@ const (
 	timerQueue           // pending past queueTimeout: expired
 	timerRun             // running past timeout: timeout
 	timerLease           // lease not renewed: expired
+	timerRetry           // a failed job task's backoff ended: pending again
 )
 
 // timers is a min-heap of tasks by deadline; a task holds at most one timer.

@@ -20,7 +20,7 @@ func (e *Engine) apply(cmd *command, now time.Time) {
 		cmd.errs = make([]error, len(cmd.tasks))
 		for i := range cmd.tasks {
 			if cmd.errs[i] = cmd.prepErr[i]; cmd.errs[i] == nil {
-				cmd.ids[i], cmd.errs[i] = e.submit(cmd.tenant, &cmd.tasks[i], cmd.specs[i], now)
+				cmd.ids[i], cmd.errs[i] = e.submit(cmd.tenant, &cmd.tasks[i], cmd.specs[i], now, "")
 			}
 		}
 	case cmdCancel:
@@ -80,7 +80,7 @@ func (e *Engine) currentNode(name string) *api.Node {
 // submit admits one task: a new id, or the same spec again (idempotent),
 // or a conflict. specJSON is the spec's encoding from prepare, or nil to
 // validate and encode here.
-func (e *Engine) submit(tenant string, spec *api.Task, specJSON []byte, now time.Time) (string, error) {
+func (e *Engine) submit(tenant string, spec *api.Task, specJSON []byte, now time.Time, job string) (string, error) {
 	if specJSON == nil {
 		var err error
 		if specJSON, err = prepare(spec); err != nil {
@@ -116,7 +116,13 @@ func (e *Engine) submit(tenant string, spec *api.Task, specJSON []byte, now time
 		}
 		return "", errs.New(errs.Conflict, "id", "task %q exists with a different spec", spec.ID)
 	}
-	if err := e.c.Submit(now, spec); err != nil {
+	var err error
+	if job != "" {
+		err = e.c.SubmitJobTask(now, job, spec)
+	} else {
+		err = e.c.Submit(now, spec)
+	}
+	if err != nil {
 		return "", err
 	}
 	e.seq++

@@ -294,7 +294,7 @@ func (e *Engine) coreView(id string, r *TaskRecord) (taskView, bool) {
 }
 
 func (v taskView) same(r *TaskRecord) bool {
-	return r.State == v.state && r.Node == v.s.Node && r.Chosen == v.s.Chosen && r.Attempt == v.s.Attempt &&
+	return r.State == v.state && r.Node == v.s.Node && r.Chosen == v.s.Chosen && r.Attempt == v.s.Attempt && r.Failures == v.s.Failures &&
 		r.Reason == v.reason && slices.Equal(r.Devices, v.s.Devices)
 }
 
@@ -303,6 +303,7 @@ func (v taskView) same(r *TaskRecord) bool {
 func (e *Engine) stage(r *TaskRecord, v taskView, id string, now time.Time) {
 	prev, s := r.State, v.s
 	r.State, r.Node, r.Devices, r.Chosen, r.Attempt, r.Reason = v.state, s.Node, s.Devices, s.Chosen, s.Attempt, v.reason
+	r.Failures = s.Failures
 	switch {
 	case s.State == core.Scheduled && prev != v.state:
 		r.Scheduled = timePtr(now)

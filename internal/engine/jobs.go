@@ -28,6 +28,31 @@ type JobRecord struct {
 // JobTaskID is the id a job's task gets.
 func JobTaskID(job, task string) string { return job + "." + task }
 
+// JobMetadataKey is the metadata key naming a task's job.
+const JobMetadataKey = "job"
+
+// coreJob is what the core needs of a job (its tasks' ids are job.task).
+func coreJob(j *api.Job) core.JobSpec {
+	spec := core.JobSpec{ID: j.ID, FailFast: j.FailurePolicy != api.Continue}
+	if r := j.Retries; r != nil {
+		spec.RetryLimit, spec.RetryBackoff = r.Limit, time.Duration(r.Backoff)
+	}
+	if g := j.Gang; g != nil {
+		gs := &core.GangSpec{MinMember: g.MinMember, Timeout: time.Duration(g.Timeout), Topology: g.Topology}
+		members := g.Tasks
+		if members == nil {
+			for _, t := range j.Tasks {
+				members = append(members, t.ID)
+			}
+		}
+		for _, m := range members {
+			gs.Members = append(gs.Members, JobTaskID(j.ID, m))
+		}
+		spec.Gang = gs
+	}
+	return spec
+}
+
 // submitJob admits a whole job in one step: validated first, tasks
 // submitted dependencies first, all committed together.
 func (e *Engine) submitJob(tenant string, j *api.Job, now time.Time) (string, error) {
@@ -40,6 +65,9 @@ func (e *Engine) submitJob(tenant string, j *api.Job, now time.Time) (string, er
 				break
 			}
 		}
+	}
+	if err := j.Expand(); err != nil {
+		return "", err
 	}
 	if err := j.Validate(); err != nil {
 		return "", err
@@ -62,6 +90,9 @@ func (e *Engine) submitJob(tenant string, j *api.Job, now time.Time) (string, er
 	}
 	order := topoOrder(j.Tasks)
 	rec := &JobRecord{Spec: *j, Tenant: tenant, Submitted: now}
+	if err := e.c.AddJob(now, coreJob(j)); err != nil {
+		return "", err
+	}
 	for _, i := range order {
 		spec := j.Tasks[i] // a copy: the job keeps the ids as submitted
 		spec.ID = JobTaskID(j.ID, spec.ID)
@@ -84,8 +115,8 @@ func (e *Engine) submitJob(tenant string, j *api.Job, now time.Time) (string, er
 			}
 			spec.Metadata = m
 		}
-		spec.Metadata["job"] = j.ID
-		if _, err := e.submit(tenant, &spec, nil, now); err != nil {
+		spec.Metadata[JobMetadataKey] = j.ID
+		if _, err := e.submit(tenant, &spec, nil, now, j.ID); err != nil {
 			// Validated above, so this is rare (a core limit): cancel what
 			// was admitted so the job is not half there.
 			for _, id := range rec.TaskIDs {

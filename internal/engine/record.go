@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hetsched/hetsched/internal/api"
@@ -34,20 +35,22 @@ const (
 // TaskRecord is a task as the API shows it and the store keeps it: the
 // submitted spec plus its state.
 type TaskRecord struct {
-	Spec      api.Task         `json:"spec"`
-	Tenant    string           `json:"tenant"`
-	Seq       uint64           `json:"seq"`
-	State     string           `json:"state"`
-	Node      string           `json:"node,omitempty"`
-	Devices   []core.DeviceRef `json:"devices,omitempty"`
-	Chosen    int              `json:"chosen"`
-	Attempt   int              `json:"attempt"`
-	Reason    string           `json:"reason,omitempty"`
-	ExitCode  *int             `json:"exitCode,omitempty"`
-	Submitted time.Time        `json:"submitted"`
-	Scheduled *time.Time       `json:"scheduled,omitempty"`
-	Started   *time.Time       `json:"started,omitempty"`
-	Finished  *time.Time       `json:"finished,omitempty"`
+	Spec    api.Task         `json:"spec"`
+	Tenant  string           `json:"tenant"`
+	Seq     uint64           `json:"seq"`
+	State   string           `json:"state"`
+	Node    string           `json:"node,omitempty"`
+	Devices []core.DeviceRef `json:"devices,omitempty"`
+	Chosen  int              `json:"chosen"`
+	Attempt int              `json:"attempt"`
+	// Failures counts the retries a job task used.
+	Failures  int        `json:"failures,omitempty"`
+	Reason    string     `json:"reason,omitempty"`
+	ExitCode  *int       `json:"exitCode,omitempty"`
+	Submitted time.Time  `json:"submitted"`
+	Scheduled *time.Time `json:"scheduled,omitempty"`
+	Started   *time.Time `json:"started,omitempty"`
+	Finished  *time.Time `json:"finished,omitempty"`
 
 	// spec caches Spec's JSON encoding (which may lack the id when the
 	// engine generated it; the store key carries it). Immutable once set,
@@ -101,6 +104,10 @@ func (r *TaskRecord) appendJSON(b []byte) ([]byte, error) {
 	b = strconv.AppendInt(b, int64(r.Chosen), 10)
 	b = append(b, `,"attempt":`...)
 	b = strconv.AppendInt(b, int64(r.Attempt), 10)
+	if r.Failures != 0 {
+		b = append(b, `,"failures":`...)
+		b = strconv.AppendInt(b, int64(r.Failures), 10)
+	}
 	if r.Reason != "" {
 		b = append(b, `,"reason":`...)
 		b = appendString(b, r.Reason)
@@ -153,7 +160,13 @@ func appendString(b []byte, s string) []byte {
 // saved converts a record to the core's restore form.
 func (r *TaskRecord) saved() core.Saved {
 	st, _ := core.ParseState(r.State)
-	s := core.Saved{State: st, Node: r.Node, Devices: r.Devices, Chosen: r.Chosen, Attempt: r.Attempt, Reason: r.Reason}
+	s := core.Saved{State: st, Node: r.Node, Devices: r.Devices, Chosen: r.Chosen, Attempt: r.Attempt, Reason: r.Reason,
+		Failures: r.Failures}
+	// A job's tasks are "<job>.<task>" with the job in their metadata; a
+	// standalone task's own "job" metadata names no job.
+	if j := r.Spec.Metadata[JobMetadataKey]; j != "" && strings.HasPrefix(r.Spec.ID, j+".") {
+		s.Job = j
+	}
 	if r.Started != nil {
 		s.Started = *r.Started
 	} else if r.Scheduled != nil {

@@ -41,6 +41,8 @@ func decodeTask(key string, b []byte) (*TaskRecord, error) {
 			rec.Chosen, err = readInt(r)
 		case "attempt":
 			rec.Attempt, err = readInt(r)
+		case "failures":
+			rec.Failures, err = readInt(r)
 		case "exitCode":
 			var c int
 			if c, err = readInt(r); err == nil {

@@ -69,7 +69,7 @@ func (e *Engine) recover() error {
 	}
 	if err := loadJSON(ctx, e.st, KindJob, func(key string, j *JobRecord) error {
 		e.jobs[key] = j
-		return nil
+		return e.c.AddJob(now, coreJob(&j.Spec))
 	}); err != nil {
 		return err
 	}

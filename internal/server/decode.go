@@ -166,11 +166,22 @@ func decodeJob(b []byte) (api.Job, error) {
 	}
 	j.Tasks = make([]api.Task, len(w.Tasks))
 	for i, raw := range w.Tasks {
-		t, err := decodeTask(raw)
+		// Decoded without validation: a sharded task is valid only once
+		// expanded; Validate checks every task after Expand.
+		r := jsonread.New(raw)
+		t, err := api.DecodeTask(r)
+		if err == nil {
+			if ferr := r.Finish(); ferr != nil {
+				err = errs.Invalid("", "%v", ferr)
+			}
+		}
 		if err != nil {
 			return api.Job{}, errs.Prefix(fmt.Sprintf("tasks[%d]", i), err)
 		}
 		j.Tasks[i] = t
+	}
+	if err := j.Expand(); err != nil {
+		return api.Job{}, err
 	}
 	if err := j.Validate(); err != nil {
 		return api.Job{}, err

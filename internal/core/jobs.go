@@ -1,0 +1,513 @@
+package core
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/errs"
+	"github.com/hetsched/hetsched/internal/resource"
+)
+
+// Jobs: what the core knows of a job beyond its tasks' dependencies.
+//
+//   - Retries: a job task that fails or times out goes back to pending
+//     after a backoff (RetryBackoff, doubling each time) until it has been
+//     retried RetryLimit times; its attempt counts each run.
+//   - Failure policy: with FailFast, a task that ends failed, timed out or
+//     expired (retries spent) cancels every unfinished task of its job;
+//     otherwise only its dependents are skipped and independent branches
+//     run on.
+//   - Gangs: the members are placed all at once or not at all. A gang is
+//     tried when enough members are pending and capacity changed since its
+//     last failed try; a try places members one by one with a score bonus
+//     for nodes sharing the gang's topology labels with the members placed
+//     so far, and rolls every placement back (checkpoint, rollback) unless
+//     at least MinMember end up placed. Nothing is held between tries. A
+//     member that stops without success restarts the gang (the others are
+//     re-queued); a gang that has not started within Timeout fails with the
+//     shortfall.
+
+// JobSpec is what the core needs of a job; its tasks are submitted after
+// it with SubmitJobTask.
+type JobSpec struct {
+	ID           string
+	FailFast     bool
+	RetryLimit   int
+	RetryBackoff time.Duration // the first retry's delay; doubles per retry
+	Gang         *GangSpec
+}
+
+// GangSpec is a job's gang.
+type GangSpec struct {
+	Members   []string // task ids
+	MinMember int
+	Timeout   time.Duration
+	Topology  []string // node label keys, best first
+}
+
+type job struct {
+	id         string
+	failFast   bool
+	retryLimit int32
+	backoff    int64
+	tasks      []*Task
+	failed     bool // fail-fast already cancelled the rest
+	gang       *gang
+}
+
+type gang struct {
+	job      *job
+	members  []*Task
+	want     map[string]bool // member ids not submitted yet
+	min      int
+	timeout  int64
+	topology []string
+	ready    []*Task // pending members (in no class queue)
+	placed   int     // members scheduled or running
+	started  bool    // reached min since the last (re)start
+	since    int64   // when it began waiting
+	tried    uint64  // capSeq at the last failed try
+	dirty    bool    // a member became ready since the last try
+	waiting  bool    // in Core.gangWait
+	failed   int     // members that ended without success for good
+	reason   string
+	restart  bool // restarting: members leaving now do not restart it again
+	failing  bool // failing its members: no second verdict per member
+}
+
+// maxGangTries bounds the gangs tried per schedule call.
+const maxGangTries = 64
+
+// AddJob registers a job before its tasks are submitted (and, after a
+// restart, before they are restored).
+func (c *Core) AddJob(now time.Time, spec JobSpec) error {
+	c.advance(now)
+	if spec.ID == "" {
+		return errs.Invalid("id", "a job needs an id")
+	}
+	if c.jobs[spec.ID] != nil {
+		return errs.New(errs.AlreadyExists, "id", "job %q already exists", spec.ID)
+	}
+	if spec.RetryLimit < 0 || spec.RetryBackoff < 0 {
+		return errs.Invalid("retries", "limit and backoff must not be negative")
+	}
+	j := &job{id: spec.ID, failFast: spec.FailFast, retryLimit: int32(spec.RetryLimit), backoff: int64(spec.RetryBackoff)}
+	if gs := spec.Gang; gs != nil {
+		if gs.MinMember < 1 || gs.MinMember > len(gs.Members) {
+			return errs.Invalid("gang.minMember", "must be 1..%d, got %d", len(gs.Members), gs.MinMember)
+		}
+		g := &gang{job: j, want: make(map[string]bool, len(gs.Members)), min: gs.MinMember,
+			timeout: int64(gs.Timeout), topology: gs.Topology}
+		for _, m := range gs.Members {
+			g.want[m] = true
+		}
+		j.gang = g
+	}
+	c.jobs[spec.ID] = j
+	return nil
+}
+
+// SubmitJobTask submits a task of a registered job.
+func (c *Core) SubmitJobTask(now time.Time, jobID string, spec *api.Task) error {
+	j := c.jobs[jobID]
+	if j == nil {
+		return errs.New(errs.NotFound, "job", "no job %q", jobID)
+	}
+	c.joining = j
+	defer func() { c.joining = nil }()
+	return c.Submit(now, spec)
+}
+
+// attachJob links a task being admitted to the job being submitted.
+func (c *Core) attachJob(t *Task) {
+	j := c.joining
+	if j == nil {
+		return
+	}
+	t.job = j
+	j.tasks = append(j.tasks, t)
+	if g := j.gang; g != nil && g.want[t.id] {
+		delete(g.want, t.id)
+		t.gang = g
+		g.members = append(g.members, t)
+	}
+}
+
+func isFailure(s State) bool { return s == Failed || s == Timeout || s == Expired }
+
+// retry takes over a job task's failure while retries remain: the task
+// goes back to pending after the backoff. It reports whether it did.
+func (c *Core) retry(t *Task, from, to State, reason string) bool {
+	j := t.job
+	if j == nil || (to != Failed && to != Timeout) || (from != Scheduled && from != Running) ||
+		t.noRequeue || t.failures >= j.retryLimit {
+		return false
+	}
+	c.release(t, true)
+	c.timers.cancel(t)
+	t.failures++
+	t.attempt++
+	delay := j.backoff
+	if delay <= 0 {
+		delay = int64(time.Second)
+	}
+	for i := int32(1); i < t.failures && delay < int64(time.Hour); i++ {
+		delay *= 2
+	}
+	delay = min(delay, int64(time.Hour))
+	t.state = Pending
+	t.backoff = true
+	t.reason = fmt.Sprintf("retry %d/%d in %s: %s", t.failures, j.retryLimit, durString(delay), to)
+	if reason != "" {
+		t.reason += " (" + reason + ")"
+	}
+	c.timers.set(t, timerRetry, c.now+delay)
+	c.out.Transitions = append(c.out.Transitions, Transition{Task: t.id, From: from, To: Pending, Reason: t.reason, Attempt: int(t.attempt)})
+	if t.gang != nil {
+		c.gangMemberLeft(t, to, reason)
+	}
+	return true
+}
+
+// jobTaskEnded runs after a job task reached a terminal state.
+func (c *Core) jobTaskEnded(t *Task, from State) {
+	if g := t.gang; g != nil {
+		if from == Scheduled || from == Running {
+			c.gangMemberLeft(t, t.state, t.reason)
+		}
+		if t.state != Succeeded {
+			g.failed++
+			c.gangCheckReachable(g, t)
+		}
+	}
+	j := t.job
+	if !isFailure(t.state) || !j.failFast || j.failed {
+		return
+	}
+	j.failed = true
+	why := "job " + j.id + " failed fast: task " + t.id + " " + t.state.String()
+	for _, x := range j.tasks {
+		if x != t && !x.state.Terminal() {
+			c.finish(x, Cancelled, why)
+		}
+	}
+}
+
+// gangMemberLeft accounts for a placed member leaving its placement; one
+// that did not succeed restarts the gang: the other placed members go back
+// to pending.
+func (c *Core) gangMemberLeft(t *Task, to State, reason string) {
+	g := t.gang
+	g.placed--
+	if to == Succeeded || g.restart {
+		return
+	}
+	g.restart = true
+	g.started = false
+	why := "gang restart: member " + t.id + " " + to.String()
+	if reason != "" {
+		why += ": " + reason
+	}
+	for _, m := range g.members {
+		if m != t && (m.state == Scheduled || m.state == Running) {
+			c.requeue(m, Pending, why)
+		}
+	}
+	g.restart = false
+}
+
+// gangCheckReachable fails the gang's unfinished members once too many
+// ended without success for MinMember ever to run together.
+func (c *Core) gangCheckReachable(g *gang, t *Task) {
+	if g.failing {
+		return
+	}
+	total := len(g.members) + len(g.want)
+	if total-g.failed >= g.min {
+		return
+	}
+	why := fmt.Sprintf("gang of job %s can no longer reach minMember %d: member %s %s", g.job.id, g.min, t.id, t.state)
+	g.failing = true
+	for _, m := range append([]*Task(nil), g.members...) {
+		if !m.state.Terminal() {
+			c.finish(m, Failed, why)
+		}
+	}
+	g.failing = false
+}
+
+// gangEnqueue makes a pending member wait for its gang.
+func (c *Core) gangEnqueue(t *Task) {
+	g := t.gang
+	t.gready = true
+	g.ready = append(g.ready, t)
+	g.dirty = true
+	if !g.waiting {
+		g.waiting = true
+		g.since = c.now
+		c.gangWait = append(c.gangWait, g)
+	}
+	t.reason = c.gangWaitReason(g)
+}
+
+func (c *Core) gangWaitReason(g *gang) string {
+	if g.reason != "" {
+		return g.reason
+	}
+	return fmt.Sprintf("waiting for its gang: %d of %d members pending or placed (minMember %d)", g.placed+len(g.ready), len(g.members)+len(g.want), g.min)
+}
+
+// gangUnqueue takes a ready member out of its gang's ready list.
+func (c *Core) gangUnqueue(t *Task) {
+	g := t.gang
+	t.gready = false
+	for i, m := range g.ready {
+		if m == t {
+			g.ready = append(g.ready[:i], g.ready[i+1:]...)
+			break
+		}
+	}
+}
+
+// placeGangs tries the waiting gangs that could start now.
+func (c *Core) placeGangs() {
+	keep := c.gangWait[:0]
+	tries := 0
+	for _, g := range c.gangWait {
+		if len(g.ready) == 0 {
+			g.waiting = false
+			continue
+		}
+		keep = append(keep, g)
+		if tries >= maxGangTries || c.callPlaced >= c.cfg.MaxPlacementsPerCall {
+			continue
+		}
+		if g.placed+len(g.ready) < g.min || (!g.dirty && g.tried == c.capSeq) {
+			continue
+		}
+		tries++
+		c.tryGang(g)
+	}
+	for i := len(keep); i < len(c.gangWait); i++ {
+		c.gangWait[i] = nil
+	}
+	c.gangWait = keep
+}
+
+// gangAffinity steers a gang try's placements towards nodes that share
+// topology labels with the members placed before them.
+type gangAffinity struct {
+	keys   []string
+	anchor *Node
+}
+
+// gangBonus dominates every policy score: a node sharing the first key's
+// value with the anchor beats one sharing only the second's, and so on.
+const gangBonus = int64(1) << 50
+
+func (a *gangAffinity) bonus(n *Node) int64 {
+	if a.anchor == nil {
+		return 0
+	}
+	for i, k := range a.keys {
+		v, ok := a.anchor.labels[k]
+		if ok && n.labels[k] == v {
+			return gangBonus >> (2 * i)
+		}
+	}
+	return 0
+}
+
+// tryGang places as many ready members as fit, keeping them only if the
+// gang then has MinMember placed; otherwise every placement of this try is
+// rolled back.
+func (c *Core) tryGang(g *gang) {
+	mark := len(c.out.Placements)
+	ready := append([]*Task(nil), g.ready...)
+	sort.Slice(ready, func(i, j int) bool { return ready[i].seq < ready[j].seq })
+	keys := g.topology
+	if keys == nil {
+		keys = defaultGangTopology
+	}
+	aff := &gangAffinity{keys: keys}
+	for _, m := range g.members {
+		if m.node != nil && (m.state == Scheduled || m.state == Running) {
+			aff.anchor = m.node
+			break
+		}
+	}
+	c.gangAff = aff
+	var newly []*Task
+	for _, t := range ready {
+		c.stats.Attempts++
+		if c.tryPlace(t) == placed {
+			newly = append(newly, t)
+			if aff.anchor == nil {
+				aff.anchor = t.node
+			}
+		}
+	}
+	c.gangAff = nil
+	g.dirty = false
+	if g.placed+len(newly) >= g.min {
+		for _, t := range newly {
+			t.locDone = true
+		}
+		g.placed += len(newly)
+		g.started = true
+		g.reason = ""
+		for _, t := range g.ready {
+			t.reason = c.gangWaitReason(g)
+		}
+		return
+	}
+	for i := len(newly) - 1; i >= 0; i-- {
+		c.uncommit(newly[i])
+	}
+	c.out.Placements = c.out.Placements[:mark]
+	g.tried = c.capSeq
+	g.reason = fmt.Sprintf("gang of job %s: %d of %d pending members fit together now, %d needed to start", g.job.id, len(newly), len(ready), g.min-g.placed)
+	for _, t := range g.ready {
+		t.reason = g.reason
+	}
+}
+
+var defaultGangTopology = []string{"nvlink", "ici", "rack"}
+
+// uncommit undoes commit for a gang member of a failed try.
+func (c *Core) uncommit(t *Task) {
+	c.release(t, false)
+	c.timers.cancel(t)
+	t.state = Pending
+	t.chosen = -1
+	c.stats.Placed--
+	c.callPlaced--
+	t.gready = true
+	t.gang.ready = append(t.gang.ready, t)
+	if t.queueTTL > 0 {
+		c.timers.set(t, timerQueue, t.enqueued+t.queueTTL)
+	}
+}
+
+// gangTimeouts fails the gangs that did not start within their timeout,
+// naming the shortfall.
+func (c *Core) gangTimeouts() {
+	for _, g := range c.gangWait {
+		if g.started || g.timeout <= 0 || len(g.ready) == 0 || c.now < g.since+g.timeout {
+			continue
+		}
+		why := c.gangShortfall(g)
+		g.failing = true
+		for _, m := range append([]*Task(nil), g.ready...) {
+			if !m.state.Terminal() {
+				c.finish(m, Failed, why)
+			}
+		}
+		g.failing = false
+	}
+}
+
+// nextGangTimeout is the earliest gang deadline.
+func (c *Core) nextGangTimeout() (int64, bool) {
+	var best int64
+	ok := false
+	for _, g := range c.gangWait {
+		if g.started || g.timeout <= 0 || len(g.ready) == 0 {
+			continue
+		}
+		if d := g.since + g.timeout; !ok || d < best {
+			best, ok = d, true
+		}
+	}
+	return best, ok
+}
+
+// gangShortfall explains why a gang could not start: what its pending
+// members need in total of the resource they need most, against the most
+// that one topology domain (or one node) has free. It walks every node
+// once; it runs only when a gang times out.
+func (c *Core) gangShortfall(g *gang) string {
+	var need resource.Vector
+	for _, t := range g.ready {
+		o := &t.cls.opts[t.cls.optOrder[0]]
+		for i := range o.req {
+			need[i] += o.req[i]
+		}
+	}
+	// The resource to report: the device type needed most, else cpu.
+	dim := -1
+	for i := 0; i < c.dims.Len(); i++ {
+		if strings.Contains(string(c.dims.Name(i)), "/") && need[i] > 0 && (dim < 0 || need[i] > need[dim]) {
+			dim = i
+		}
+	}
+	if dim < 0 {
+		dim = 0
+	}
+	keys := g.topology
+	if keys == nil {
+		keys = defaultGangTopology
+	}
+	// One walk: free capacity per domain of every key, and per node.
+	byKey := make([]map[string]int64, len(keys))
+	for i := range byKey {
+		byKey[i] = map[string]int64{}
+	}
+	byNode := map[string]int64{}
+	for _, n := range c.idx.order {
+		if !n.Schedulable() {
+			continue
+		}
+		f := n.capacity[dim] - n.alloc[dim]
+		byNode[n.name] = f
+		for i, k := range keys {
+			if v, ok := n.labels[k]; ok {
+				byKey[i][v] += f
+			}
+		}
+	}
+	key, free := "", byNode
+	for i, k := range keys {
+		if len(byKey[i]) > 0 {
+			key, free = k, byKey[i]
+			break
+		}
+	}
+	var largest int64
+	for _, v := range free {
+		largest = max(largest, v)
+	}
+	domain := "node"
+	if key != "" {
+		domain = key + " domain"
+	}
+	name := string(c.dims.Name(dim))
+	return fmt.Sprintf("gang of job %s did not start within %s: needs %s %s in one %s, the largest free %s has %s (%d of %d members pending)",
+		g.job.id, durString(g.timeout), c.formatQty(dim, need[dim]), name, domain, domain, c.formatQty(dim, largest),
+		len(g.ready), len(g.members)+len(g.want))
+}
+
+func (c *Core) formatQty(dim int, v int64) string {
+	switch c.dims.Name(dim) {
+	case resource.Memory:
+		return resource.FormatBytes(v)
+	default:
+		return resource.FormatMilli(v)
+	}
+}
+
+// gangPending counts the members waiting for their gangs, per level.
+func (c *Core) gangPending(p *[4]int) {
+	for _, g := range c.gangWait {
+		for _, t := range g.ready {
+			p[t.prio]++
+		}
+	}
+}
+
+// Failures returns how many times a task failed and was retried.
+func (t *Task) Failures() int { return int(t.failures) }
+
