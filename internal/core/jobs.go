@@ -510,4 +510,3 @@ func (c *Core) gangPending(p *[4]int) {
 
 // Failures returns how many times a task failed and was retried.
 func (t *Task) Failures() int { return int(t.failures) }
-
