@@ -11,7 +11,7 @@ import (
 
 func newBench() *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: "Benchmarks of hetsched's parts"}
-	cmd.AddCommand(newBenchCore(), newBenchAPI(), newBenchEcho(), newBenchHTTP(), newBenchPending(), newBenchFleet())
+	cmd.AddCommand(newBenchCore(), newBenchAPI(), newBenchEcho(), newBenchHTTP(), newBenchPending(), newBenchFleet(), newBenchJob())
 	return cmd
 }
 

@@ -207,3 +207,40 @@ func newBenchFleet() *cobra.Command {
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
 	return cmd
 }
+
+func newBenchJob() *cobra.Command {
+	var o benchhttp.JobOptions
+	var output string
+	cmd := &cobra.Command{
+		Use:   "job",
+		Short: "Run one layered DAG job (--layers × --width tasks) through a server and a fake fleet",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if o.Bin, err = os.Executable(); err != nil {
+				return err
+			}
+			if o.Layers <= 0 || o.Width <= 1 || o.Nodes <= 0 {
+				return fmt.Errorf("--layers, --nodes: positive; --width: at least 2")
+			}
+			o.Log = cmd.ErrOrStderr()
+			r, err := benchhttp.Job(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(r)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "tasks %d  submit %.1fs  run %.1fs (%.0f tasks/s)  server RSS %d MiB\n",
+				r.Tasks, r.SubmitSeconds, r.RunSeconds, r.TasksPerSecond, r.ServerMemory.RSS>>20)
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&o.Layers, "layers", 1000, "layers of the DAG")
+	cmd.Flags().IntVar(&o.Width, "width", 100, "tasks per layer")
+	cmd.Flags().IntVar(&o.Nodes, "nodes", 100, "fake nodes")
+	cmd.Flags().DurationVar(&o.TaskDuration, "task-duration", time.Millisecond, "how long each task runs on the fake fleet")
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", 10*time.Minute, "give up after")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	return cmd
+}

@@ -32,6 +32,13 @@ func TestPendingAndCompareSmall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	jr, err := Job(context.Background(), JobOptions{Bin: bin, Layers: 5, Width: 4, Nodes: 3, TaskDuration: time.Millisecond, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if jr.Tasks != 20 || jr.RunSeconds <= 0 || jr.TasksPerSecond <= 0 {
+		t.Fatalf("job %+v", jr)
+	}
 	f, err := Fleet(context.Background(), FleetOptions{Bin: bin, Nodes: 300, Duration: time.Second})
 	if err != nil {
 		t.Fatal(err)

@@ -570,9 +570,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 // tasks (ids "<job>.<task>").
 type jobView struct {
 	api.Job
-	State     string     `json:"state"`
-	Submitted time.Time  `json:"submitted"`
-	Tasks     []taskView `json:"tasks"`
+	State     string         `json:"state"`
+	Counts    map[string]int `json:"counts"` // tasks per state
+	Submitted time.Time      `json:"submitted"`
+	Tasks     []taskView     `json:"tasks,omitempty"`
 }
 
 func (s *Server) writeJob(w http.ResponseWriter, r *http.Request, status int, id string) {
@@ -581,12 +582,16 @@ func (s *Server) writeJob(w http.ResponseWriter, r *http.Request, status int, id
 		writeError(w, errs.New(errs.NotFound, "id", "no job %q", id))
 		return
 	}
-	v := jobView{Job: j.Spec, Submitted: j.Submitted}
+	withTasks := r.URL.Query().Get("tasks") != "false" // ?tasks=false: counts only (big jobs)
+	v := jobView{Job: j.Spec, Submitted: j.Submitted, Counts: map[string]int{}}
 	v.Job.Tasks = nil
 	states := make([]string, len(tasks))
 	for i, t := range tasks {
-		v.Tasks = append(v.Tasks, view(t))
+		if withTasks {
+			v.Tasks = append(v.Tasks, view(t))
+		}
 		states[i] = t.State
+		v.Counts[t.State]++
 	}
 	v.State = engine.JobState(states)
 	writeJSON(w, status, v)
