@@ -78,11 +78,15 @@ func TestUpRunsTheExamples(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp) // the examples' shared data dir (inherited by the tasks via the agents)
 	ids := map[string]bool{}
-	for _, f := range []string{"data-prep.yaml", "train-gang.yaml", "sweep.yaml"} {
+	jobIDs := map[string]string{}
+	for _, f := range []string{"data-prep.yaml", "train-gang.yaml", "sweep.yaml", "pipeline.yaml", "mapreduce.yaml"} {
 		o, err := run(t, "submit", "-f", filepath.Join("..", "..", "examples", f), "--server", base, "-o", "json")
 		if err != nil {
 			t.Fatalf("submit %s: %v\n%s", f, err, o)
 		}
+		var sub struct{ ID string }
+		_ = json.Unmarshal([]byte(o), &sub)
+		jobIDs[f] = sub.ID
 		if f == "data-prep.yaml" { // the training reads its output
 			var v struct{ ID string }
 			if err := json.Unmarshal([]byte(o), &v); err != nil {
@@ -105,7 +109,7 @@ func TestUpRunsTheExamples(t *testing.T) {
 		State string         `json:"state"`
 		Node  string         `json:"node"`
 	}
-	deadline := time.Now().Add(90 * time.Second)
+	deadline := time.Now().Add(120 * time.Second)
 	for {
 		resp, err := hc.Get(base + "/api/v1/tasks?limit=1000")
 		if err != nil {
@@ -131,11 +135,11 @@ func TestUpRunsTheExamples(t *testing.T) {
 				t.Fatalf("task %s (%s) %s on %s", x.ID, x.Name, x.State, x.Node)
 			}
 		}
-		if len(tasks) == 1+2+8+4 && finished == len(tasks) {
+		if len(tasks) == 1+2+8+4+4+5 && finished == len(tasks) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("not all examples finished in 90s: %+v", tasks)
+			t.Fatalf("not all examples finished in 120s: %+v", tasks)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -155,6 +159,55 @@ func TestUpRunsTheExamples(t *testing.T) {
 	}
 	if o, err := run(t, "logs", worker, "--server", base); err != nil || !strings.Contains(o, "rank 1 epoch 4 loss") || !strings.Contains(o, "200000 rows") {
 		t.Errorf("worker-1 logs: %v %q", err, o)
+	}
+	// The pipeline: the training gang was placed in one step on two nodes,
+	// the evaluation after it on the TPU; the map shards near their data.
+	type jobTask struct {
+		ID, Node, State string
+		Chosen          int
+		Scheduled       time.Time
+		Started         time.Time
+		Finished        time.Time
+	}
+	job := func(id string) map[string]jobTask {
+		resp, err := hc.Get(base + "/api/v1/jobs/" + id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var v struct {
+			State string
+			Tasks []jobTask
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&v); err != nil || v.State != "succeeded" {
+			t.Fatalf("job %s: %v %+v", id, err, v)
+		}
+		out := map[string]jobTask{}
+		for _, x := range v.Tasks {
+			out[strings.TrimPrefix(x.ID, id+".")] = x
+		}
+		return out
+	}
+	pl := job(jobIDs["pipeline.yaml"])
+	t0, t1, ev, prep := pl["train-0"], pl["train-1"], pl["eval"], pl["prep"]
+	if !t0.Scheduled.Equal(t1.Scheduled) || t0.Node == t1.Node {
+		t.Errorf("the training gang was not placed together on two nodes: %+v %+v", t0, t1)
+	}
+	if t0.Scheduled.Before(prep.Finished) || ev.Scheduled.Before(t0.Finished) || ev.Scheduled.Before(t1.Finished) {
+		t.Errorf("pipeline order broken: prep %+v, train %+v %+v, eval %+v", prep, t0, t1, ev)
+	}
+	if ev.Node != "tpu-v5e" || ev.Chosen != -1 {
+		t.Errorf("eval ran on %s (alternative %d), want the TPU", ev.Node, ev.Chosen)
+	}
+	if o, err := run(t, "logs", jobIDs["pipeline.yaml"]+".eval", "--server", base); err != nil || !strings.Contains(o, "2 models") || !strings.Contains(o, "google.com/tpu:") {
+		t.Errorf("eval logs: %v %q", err, o)
+	}
+	mr := job(jobIDs["mapreduce.yaml"])
+	if mr["map-0"].Node != "cpu-1" || mr["map-1"].Node != "cpu-2" || mr["map-2"].Node != "cpu-1" {
+		t.Errorf("map shards not on their data: %s %s %s", mr["map-0"].Node, mr["map-1"].Node, mr["map-2"].Node)
+	}
+	if o, err := run(t, "logs", jobIDs["mapreduce.yaml"]+".reduce", "--server", base); err != nil || !strings.Contains(o, "8 the") {
+		t.Errorf("reduce logs: %v %q", err, o)
 	}
 	cancel()
 	stopped = true

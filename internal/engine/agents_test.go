@@ -377,3 +377,55 @@ func TestNotReadyKeepsAnAdminsCordon(t *testing.T) {
 		t.Fatalf("node back from silence: %q, want ready", n.State)
 	}
 }
+
+// TestGangJobSurvivesRestart: a gang placed before a restart is restored
+// as one: a member failing after the restart restarts the gang (the other
+// member is re-queued), and retries and failures are counted across it.
+func TestGangJobSurvivesRestart(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	e, st := open(t, dir)
+	for _, n := range []string{"g1", "g2"} {
+		if err := e.UpsertNode(ctx, gpuNode(n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	job := api.Job{ID: "tr", Retries: &api.Retries{Limit: 1, Backoff: api.Duration(time.Hour)},
+		Gang: &api.Gang{MinMember: 2}, Tasks: []api.Task{
+			{ID: "w0", Priority: prio(1), Resources: resource.List{resource.CPU: 1000, "nvidia.com/gpu": 2000}},
+			{ID: "w1", Priority: prio(1), Resources: resource.List{resource.CPU: 1000, "nvidia.com/gpu": 2000}},
+		}}
+	if _, err := e.SubmitJob(ctx, "default", job); err != nil {
+		t.Fatal(err)
+	}
+	r0, _ := e.Task("tr.w0")
+	r1, _ := e.Task("tr.w1")
+	if r0.State != "scheduled" || r1.State != "scheduled" || r0.Node == r1.Node {
+		t.Fatalf("gang not placed on two nodes: %+v %+v", r0, r1)
+	}
+	e.Close()
+	st.Close()
+
+	e, st = open(t, dir)
+	defer st.Close()
+	defer e.Close()
+	if err := e.Finished(ctx, "tr.w1", core.Result{ExitCode: 2}); err != nil {
+		t.Fatal(err)
+	}
+	r0, _ = e.Task("tr.w0")
+	r1, _ = e.Task("tr.w1")
+	if r1.State != "pending" || r1.Failures != 1 || r1.Attempt != 1 {
+		t.Fatalf("failed member: %+v", r1)
+	}
+	if r0.State != "pending" || r0.Attempt != 1 {
+		t.Fatalf("the other member was not re-queued with the gang: %+v", r0)
+	}
+	e.Close()
+	st.Close()
+	e2, st2 := open(t, dir)
+	defer st2.Close()
+	defer e2.Close()
+	if r, _ := e2.Task("tr.w1"); r.Failures != 1 {
+		t.Fatalf("failures after a restart: %+v", r)
+	}
+}

@@ -202,6 +202,8 @@ try, in another terminal:
   go run ./cmd/hetsched submit -f examples/data-prep.yaml --wait
   go run ./cmd/hetsched submit -f examples/train-gang.yaml
   go run ./cmd/hetsched submit -f examples/sweep.yaml
+  go run ./cmd/hetsched submit -f examples/pipeline.yaml    # prep → 2-node GPU gang → TPU eval
+  go run ./cmd/hetsched submit -f examples/mapreduce.yaml   # shards near their data, then a reduce
   examples/tpu-inference.sh            # TPU inference through leases
   go run ./cmd/hetsched get tasks
   go run ./cmd/hetsched logs <task-id> -f
