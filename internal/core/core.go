@@ -77,6 +77,9 @@ type Core struct {
 	gangWait []*gang // gangs with pending members
 	gangAff  *gangAffinity
 	capSeq   uint64 // bumps when capacity may have appeared (wake)
+	// fullSearch makes every search complete (no MaxVisit budget): a gang
+	// try after one that ran out of budget.
+	fullSearch bool
 	// locality (locality.go)
 	locHeap locHeap
 
@@ -259,6 +262,10 @@ func (c *Core) Submit(now time.Time, spec *api.Task) error {
 		t.state = Skipped
 		t.reason = skipReason
 		c.out.Transitions = append(c.out.Transitions, Transition{Task: t.id, From: Pending, To: Skipped, Reason: skipReason})
+		if t.gang != nil {
+			t.gang.failed++
+			t.gang.dirty = true
+		}
 	case len(deps) > 0:
 		c.waitFor(t, deps)
 	default:

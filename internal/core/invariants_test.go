@@ -212,5 +212,164 @@ func checkInvariants(c *Core) error {
 			return fmt.Errorf("timer heap order broken at %d", i)
 		}
 	}
+	return checkJobInvariants(c)
+}
+
+// checkJobInvariants verifies the bookkeeping of jobs, gangs, retries and
+// locality (jobs.go, locality.go) between inputs:
+//
+//   - no input is half done: no job being joined, no gang try, restart or
+//     failure in progress;
+//   - a backoff task is pending in no queue, holds no node, its retry
+//     timer is its only timer, and it belongs to a job with retries left;
+//     a retry timer belongs to a backoff task;
+//   - a gang-ready task is pending, in no class queue, listed exactly once
+//     in its gang's ready list; a pending gang member that is not in
+//     backoff is gang-ready (members never wait in class queues);
+//   - per gang: placed counts the members scheduled or running; a gang
+//     that has not started holds no placed member (no partial hold); a
+//     started gang has, with the members that succeeded since, at least
+//     MinMember; failed counts the members that ended without success;
+//     the ready list holds only gang-ready members; waiting says whether
+//     the gang is in Core.gangWait (once), and a gang with ready members
+//     waits;
+//   - locality: a task with a locality class is in it or in its own
+//     class; one pending in its locality class has not spent the
+//     preference and has a live deadline in the locality heap; one pending
+//     in its own class has spent it; the locality heap is ordered.
+func checkJobInvariants(c *Core) error {
+	if c.joining != nil {
+		return fmt.Errorf("core still joining tasks to job %s", c.joining.id)
+	}
+	if c.gangAff != nil {
+		return fmt.Errorf("gang affinity left set after an input")
+	}
+	inWait := map[*gang]int{}
+	for _, g := range c.gangWait {
+		inWait[g]++
+		if inWait[g] > 1 {
+			return fmt.Errorf("gang of job %s listed twice in gangWait", g.job.id)
+		}
+	}
+	locLive := map[*Task]bool{}
+	for i, e := range c.locHeap.h {
+		if i > 0 && e.at < c.locHeap.h[(i-1)/2].at {
+			return fmt.Errorf("locality heap order broken at %d", i)
+		}
+		if e.t.attempt == e.attempt {
+			locLive[e.t] = true
+		}
+	}
+	for _, t := range c.tasks {
+		if t.tkind == timerRetry && !t.backoff {
+			return fmt.Errorf("task %s (%s) holds a retry timer but is not in backoff", t.id, t.state)
+		}
+		if t.backoff {
+			switch {
+			case t.state != Pending:
+				return fmt.Errorf("task %s in backoff but %s", t.id, t.state)
+			case t.gready || t.q != nil || t.node != nil:
+				return fmt.Errorf("task %s in backoff but queued (gang %v, class %v) or placed (%v)", t.id, t.gready, t.q != nil, t.node != nil)
+			case t.tkind != timerRetry:
+				return fmt.Errorf("task %s in backoff without its retry timer", t.id)
+			case t.job == nil:
+				return fmt.Errorf("task %s in backoff without a job", t.id)
+			}
+		}
+		if t.job != nil && t.failures > t.job.retryLimit {
+			return fmt.Errorf("task %s used %d retries, limit %d", t.id, t.failures, t.job.retryLimit)
+		}
+		if t.gready {
+			if t.state != Pending || t.gang == nil || t.q != nil || t.backoff {
+				return fmt.Errorf("gang-ready task %s: state %s, gang %v, queued %v, backoff %v", t.id, t.state, t.gang != nil, t.q != nil, t.backoff)
+			}
+		}
+		if t.gang != nil {
+			if t.job == nil || t.job.gang != t.gang {
+				return fmt.Errorf("gang member %s not in its gang's job", t.id)
+			}
+			if t.state == Pending && !t.backoff && !t.gready {
+				return fmt.Errorf("pending gang member %s is neither gang-ready nor in backoff", t.id)
+			}
+		}
+		if t.locCls != nil {
+			if t.baseCls == nil || (t.cls != t.locCls && t.cls != t.baseCls) {
+				return fmt.Errorf("task %s with locality is in a third class", t.id)
+			}
+			if t.state == Pending && !t.backoff {
+				if t.cls == t.locCls && (t.locDone || !locLive[t]) {
+					return fmt.Errorf("task %s pending in its locality class, preference spent %v, live deadline %v", t.id, t.locDone, locLive[t])
+				}
+				if t.cls == t.baseCls && !t.locDone {
+					return fmt.Errorf("task %s pending in its own class with the locality preference unspent", t.id)
+				}
+			}
+		}
+	}
+	for _, j := range c.jobs {
+		for _, t := range j.tasks {
+			if t.job != j {
+				return fmt.Errorf("job %s lists task %s of another job", j.id, t.id)
+			}
+		}
+		g := j.gang
+		if g == nil {
+			continue
+		}
+		if g.job != j {
+			return fmt.Errorf("gang of job %s points to another job", j.id)
+		}
+		if g.restart || g.failing {
+			return fmt.Errorf("gang of job %s left restarting (%v) or failing (%v) after an input", j.id, g.restart, g.failing)
+		}
+		placed, ready, failed, succeeded := 0, 0, 0, 0
+		for _, m := range g.members {
+			if m.gang != g {
+				return fmt.Errorf("gang of job %s lists %s, a member of another gang", j.id, m.id)
+			}
+			if g.want[m.id] {
+				return fmt.Errorf("gang of job %s still wants submitted member %s", j.id, m.id)
+			}
+			switch {
+			case m.state == Scheduled || m.state == Running:
+				placed++
+			case m.state == Succeeded:
+				succeeded++
+			case m.state.Terminal():
+				failed++
+			}
+			if m.gready {
+				ready++
+			}
+		}
+		if placed != g.placed {
+			return fmt.Errorf("gang of job %s: placed %d, members scheduled or running %d", j.id, g.placed, placed)
+		}
+		if !g.started && g.placed > 0 {
+			return fmt.Errorf("gang of job %s has not started but holds %d placed members (partial hold)", j.id, g.placed)
+		}
+		if g.started && placed+succeeded < g.min {
+			return fmt.Errorf("gang of job %s started with %d placed and %d succeeded, minMember %d", j.id, placed, succeeded, g.min)
+		}
+		if failed != g.failed {
+			return fmt.Errorf("gang of job %s: failed %d, members ended without success %d", j.id, g.failed, failed)
+		}
+		if ready != len(g.ready) {
+			return fmt.Errorf("gang of job %s: %d members gang-ready, ready list holds %d", j.id, ready, len(g.ready))
+		}
+		seen := map[*Task]bool{}
+		for _, m := range g.ready {
+			if m.gang != g || !m.gready || m.state != Pending || seen[m] {
+				return fmt.Errorf("gang of job %s: ready list holds %s (%s, gang-ready %v, twice %v)", j.id, m.id, m.state, m.gready, seen[m])
+			}
+			seen[m] = true
+		}
+		if g.waiting != (inWait[g] == 1) {
+			return fmt.Errorf("gang of job %s: waiting %v, in gangWait %v", j.id, g.waiting, inWait[g] == 1)
+		}
+		if len(g.ready) > 0 && !g.waiting {
+			return fmt.Errorf("gang of job %s has ready members but is not waiting", j.id)
+		}
+	}
 	return nil
 }

@@ -73,13 +73,20 @@ type gang struct {
 	dirty    bool    // a member became ready since the last try
 	waiting  bool    // in Core.gangWait
 	failed   int     // members that ended without success for good
+	done     int     // members that succeeded (they count towards minMember)
+	deferred int     // consecutive tries cut short by the search budget
 	reason   string
 	restart  bool // restarting: members leaving now do not restart it again
 	failing  bool // failing its members: no second verdict per member
 }
 
-// maxGangTries bounds the gangs tried per schedule call.
-const maxGangTries = 64
+// maxGangTries bounds the gangs tried per schedule call;
+// maxGangDeferrals the retries of a gang whose tries ran out of search
+// budget without a change of capacity.
+const (
+	maxGangTries     = 64
+	maxGangDeferrals = 3
+)
 
 // AddJob registers a job before its tasks are submitted (and, after a
 // restart, before they are restored).
@@ -143,7 +150,7 @@ func isFailure(s State) bool { return s == Failed || s == Timeout || s == Expire
 func (c *Core) retry(t *Task, from, to State, reason string) bool {
 	j := t.job
 	if j == nil || (to != Failed && to != Timeout) || (from != Scheduled && from != Running) ||
-		t.noRequeue || t.failures >= j.retryLimit {
+		t.noRequeue || t.failures >= j.retryLimit || (t.gang != nil && t.gang.failing) {
 		return false
 	}
 	c.release(t, true)
@@ -175,13 +182,15 @@ func (c *Core) retry(t *Task, from, to State, reason string) bool {
 // jobTaskEnded runs after a job task reached a terminal state.
 func (c *Core) jobTaskEnded(t *Task, from State) {
 	if g := t.gang; g != nil {
+		if t.state == Succeeded {
+			g.done++
+		} else {
+			g.failed++
+		}
 		if from == Scheduled || from == Running {
 			c.gangMemberLeft(t, t.state, t.reason)
 		}
-		if t.state != Succeeded {
-			g.failed++
-			c.gangCheckReachable(g, t)
-		}
+		c.gangCheckReachable(g)
 	}
 	j := t.job
 	if !isFailure(t.state) || !j.failFast || j.failed {
@@ -205,23 +214,16 @@ func (c *Core) gangMemberLeft(t *Task, to State, reason string) {
 	if to == Succeeded || g.restart {
 		return
 	}
-	g.restart = true
-	g.started = false
 	why := "gang restart: member " + t.id + " " + to.String()
 	if reason != "" {
 		why += ": " + reason
 	}
-	for _, m := range g.members {
-		if m != t && (m.state == Scheduled || m.state == Running) {
-			c.requeue(m, Pending, why)
-		}
-	}
-	g.restart = false
+	c.gangRestart(g, why)
 }
 
 // gangCheckReachable fails the gang's unfinished members once too many
-// ended without success for MinMember ever to run together.
-func (c *Core) gangCheckReachable(g *gang, t *Task) {
+// ended without success for MinMember ever to run (or have run) together.
+func (c *Core) gangCheckReachable(g *gang) {
 	if g.failing {
 		return
 	}
@@ -229,7 +231,7 @@ func (c *Core) gangCheckReachable(g *gang, t *Task) {
 	if total-g.failed >= g.min {
 		return
 	}
-	why := fmt.Sprintf("gang of job %s can no longer reach minMember %d: member %s %s", g.job.id, g.min, t.id, t.state)
+	why := fmt.Sprintf("gang of job %s can no longer reach minMember %d: %d of its %d members ended without success", g.job.id, g.min, g.failed, total)
 	g.failing = true
 	for _, m := range append([]*Task(nil), g.members...) {
 		if !m.state.Terminal() {
@@ -257,7 +259,7 @@ func (c *Core) gangWaitReason(g *gang) string {
 	if g.reason != "" {
 		return g.reason
 	}
-	return fmt.Sprintf("waiting for its gang: %d of %d members pending or placed (minMember %d)", g.placed+len(g.ready), len(g.members)+len(g.want), g.min)
+	return fmt.Sprintf("waiting for its gang: %d of %d members pending, placed or done (minMember %d)", g.placed+g.done+len(g.ready), len(g.members)+len(g.want), g.min)
 }
 
 // gangUnqueue takes a ready member out of its gang's ready list.
@@ -272,20 +274,32 @@ func (c *Core) gangUnqueue(t *Task) {
 	}
 }
 
-// placeGangs tries the waiting gangs that could start now.
+// placeGangs tries the waiting gangs that could start now. Gangs left
+// untried by the per-call limits, or whose try ran out of search budget,
+// get a retry soon (as deferred class queues do).
 func (c *Core) placeGangs() {
 	keep := c.gangWait[:0]
 	tries := 0
 	for _, g := range c.gangWait {
+		if len(g.ready) > 0 {
+			// A member joined or left since: the gang may be out of reach.
+			c.gangCheckReachable(g)
+		}
 		if len(g.ready) == 0 {
 			g.waiting = false
 			continue
 		}
 		keep = append(keep, g)
-		if tries >= maxGangTries || c.callPlaced >= c.cfg.MaxPlacementsPerCall {
+		if g.started && g.placed+g.done < g.min {
+			// Started, but its placements were not all restored: start
+			// over rather than hold part of it.
+			c.gangRestart(g, "gang restart: members lost their placements")
+		}
+		if g.placed+g.done+len(g.ready) < g.min || (!g.dirty && g.tried == c.capSeq) {
 			continue
 		}
-		if g.placed+len(g.ready) < g.min || (!g.dirty && g.tried == c.capSeq) {
+		if tries >= maxGangTries || c.callPlaced >= c.cfg.MaxPlacementsPerCall {
+			c.retrySoon()
 			continue
 		}
 		tries++
@@ -295,6 +309,26 @@ func (c *Core) placeGangs() {
 		c.gangWait[i] = nil
 	}
 	c.gangWait = keep
+}
+
+// retrySoon asks for a Tick after the retry interval.
+func (c *Core) retrySoon() {
+	if !c.retrySet {
+		c.retryAt, c.retrySet = c.now+int64(c.cfg.RetryInterval), true
+	}
+}
+
+// gangRestart sends a gang's placed members back to pending.
+func (c *Core) gangRestart(g *gang, why string) {
+	g.restart = true
+	g.started = false
+	g.since = c.now
+	for _, m := range g.members {
+		if m.state == Scheduled || m.state == Running {
+			c.requeue(m, Pending, why)
+		}
+	}
+	g.restart = false
 }
 
 // gangAffinity steers a gang try's placements towards nodes that share
@@ -325,6 +359,9 @@ func (a *gangAffinity) bonus(n *Node) int64 {
 // gang then has MinMember placed; otherwise every placement of this try is
 // rolled back.
 func (c *Core) tryGang(g *gang) {
+	if g.tried != c.capSeq {
+		g.deferred = 0
+	}
 	mark := len(c.out.Placements)
 	ready := append([]*Task(nil), g.ready...)
 	sort.Slice(ready, func(i, j int) bool { return ready[i].seq < ready[j].seq })
@@ -340,25 +377,41 @@ func (c *Core) tryGang(g *gang) {
 		}
 	}
 	c.gangAff = aff
+	// Gang tries search completely (no MaxVisit budget) and leave the
+	// class's search state as they found it: a gang member shares its
+	// class with plain tasks, and a try that changed that state could
+	// keep their searches, and its own, from ever completing.
+	c.fullSearch = true
 	var newly []*Task
+	deferredTry := false
 	for _, t := range ready {
 		c.stats.Attempts++
-		if c.tryPlace(t) == placed {
+		saved := saveSearch(t.cls)
+		res := c.tryPlace(t)
+		saved.restore(t.cls)
+		switch res {
+		case placed:
 			newly = append(newly, t)
 			if aff.anchor == nil {
 				aff.anchor = t.node
 			}
+		case deferred:
+			deferredTry = true
 		}
 	}
 	c.gangAff = nil
+	c.fullSearch = false
 	g.dirty = false
-	if g.placed+len(newly) >= g.min {
+	if g.placed+g.done+len(newly) >= g.min {
 		for _, t := range newly {
 			t.locDone = true
 		}
 		g.placed += len(newly)
 		g.started = true
 		g.reason = ""
+		if len(g.ready) > 0 {
+			g.tried = c.capSeq // the rest wait for capacity
+		}
 		for _, t := range g.ready {
 			t.reason = c.gangWaitReason(g)
 		}
@@ -369,7 +422,16 @@ func (c *Core) tryGang(g *gang) {
 	}
 	c.out.Placements = c.out.Placements[:mark]
 	g.tried = c.capSeq
-	g.reason = fmt.Sprintf("gang of job %s: %d of %d pending members fit together now, %d needed to start", g.job.id, len(newly), len(ready), g.min-g.placed)
+	if deferredTry && g.deferred < maxGangDeferrals {
+		// The search ran out of budget, not of nodes: try again soon (a
+		// few times: members of one class share its search state, so a
+		// try can keep cutting itself short; then the gang waits for
+		// capacity to change, like an unfit class).
+		g.deferred++
+		g.dirty = true
+		c.retrySoon()
+	}
+	g.reason = fmt.Sprintf("gang of job %s: %d of %d pending members fit together now, %d needed to start", g.job.id, len(newly), len(ready), g.min-g.placed-g.done)
 	for _, t := range g.ready {
 		t.reason = g.reason
 	}
@@ -510,3 +572,24 @@ func (c *Core) gangPending(p *[4]int) {
 
 // Failures returns how many times a task failed and was retried.
 func (t *Task) Failures() int { return int(t.failures) }
+
+// searchState is a class's search state, saved around a gang try.
+type searchState struct {
+	rr    bool
+	scans [][]scanState
+}
+
+func saveSearch(cls *class) searchState {
+	s := searchState{rr: cls.rrExhaustive, scans: make([][]scanState, len(cls.opts))}
+	for i := range cls.opts {
+		s.scans[i] = append([]scanState(nil), cls.opts[i].scans...)
+	}
+	return s
+}
+
+func (s searchState) restore(cls *class) {
+	cls.rrExhaustive = s.rr
+	for i := range cls.opts {
+		cls.opts[i].scans = append(cls.opts[i].scans[:0], s.scans[i]...)
+	}
+}

@@ -668,6 +668,10 @@ func (c *Core) settleDependents(t *Task) {
 			d.reason = "dependency " + x.id + " " + x.state.String()
 			c.out.Transitions = append(c.out.Transitions, Transition{Task: d.id, From: Blocked, To: Skipped, Reason: d.reason})
 			stack = append(stack, d)
+			if d.gang != nil {
+				d.gang.failed++ // counted now, judged by placeGangs
+				d.gang.dirty = true
+			}
 		}
 		x.dependent = nil
 	}
@@ -677,6 +681,9 @@ func (c *Core) settleDependents(t *Task) {
 // transition as to (Pending or Preempted). A task that must not be
 // re-queued fails with the reason instead.
 func (c *Core) requeue(t *Task, to State, reason string) {
+	if t.state != Scheduled && t.state != Running {
+		return // already moved (a gang restart re-queued it first)
+	}
 	if t.noRequeue {
 		c.finish(t, Failed, reason+" (requeue: false)")
 		return

@@ -77,10 +77,14 @@ func (c *Core) fireLocality() {
 		}
 		if t.gready {
 			t.cls = t.baseCls // its gang places it; no class queue to move
+			t.gang.dirty = true
 			continue
 		}
 		c.unqueue(t)
 		t.cls = t.baseCls
+		// It joins the tail of its level's aging list, so its aging
+		// restarts now (the list is ordered by levelSince).
+		t.levelSince = c.now
 		c.pushLevel(t)
 	}
 }

@@ -164,13 +164,14 @@ func (c *Core) rotatePlace(t *Task) outcome {
 		t.cls.rrExhaustive = false
 		return unfit
 	}
+	full := t.cls.rrExhaustive || c.fullSearch
 	limit := c.cfg.MaxVisit
-	if t.cls.rrExhaustive {
+	if full {
 		limit = len(order)
 	}
 	checked := 0
 	scanLimit := 4 * c.cfg.MaxVisit // incompatible nodes are cheap, not free
-	if t.cls.rrExhaustive {
+	if full {
 		scanLimit = len(order)
 	}
 	for scanned := 0; scanned < len(order); scanned++ {
@@ -199,7 +200,9 @@ func (c *Core) rotatePlace(t *Task) outcome {
 			}
 		}
 		if compatible {
-			if checked++; checked >= limit {
+			// An exhaustive turn ends at the end of the order (unfit), not
+			// at its budget.
+			if checked++; checked >= limit && !full {
 				c.rr = pos + 1
 				t.cls.rrExhaustive = true
 				return deferred
@@ -252,7 +255,7 @@ func (c *Core) searchGroup(t *Task, o *Option, g *group, sample int, best *candi
 	}
 	st := o.scan(g)
 	limit, start := c.cfg.MaxVisit, 0
-	if st.exhaustive {
+	if st.exhaustive || c.fullSearch {
 		limit, start = total, st.hint
 		if start >= total {
 			start = 0
@@ -290,9 +293,10 @@ func (c *Core) searchGroup(t *Task, o *Option, g *group, sample int, best *candi
 			}
 		}
 	}
-	if found == 0 {
-		st.exhaustive = false
-	}
+	// A complete walk that found nothing leaves the next search
+	// exhaustive too: were it reset to a budgeted one, two groups of one
+	// class could take turns cutting each other short, and the class would
+	// be deferred for ever instead of found unfit.
 	return true
 }
 

@@ -104,6 +104,11 @@ decide:
 		c.out.Preemptions = append(c.out.Preemptions, Preemption{Victim: v.id, By: t.id, Node: plan.n.name})
 		c.requeue(v, Preempted, "preempted by "+t.id)
 	}
+	if t.state != Pending || t.q == nil {
+		// An eviction's consequences settled t itself (a victim that must
+		// not restart failed, and its job failed fast, cancelling t).
+		return true
+	}
 	if c.checkNode(t, plan.o, plan.n) != nil {
 		// Cannot happen: the what-if proved the fit on this exact state.
 		return false

@@ -56,9 +56,17 @@ func (c *Core) Restore(now time.Time, spec *api.Task, s Saved) error {
 	t.attempt = int32(s.Attempt)
 	t.failures = int32(s.Failures)
 	defer func() {
-		if g := t.gang; g != nil && (t.state == Scheduled || t.state == Running) {
+		g := t.gang
+		switch {
+		case g == nil:
+		case t.state == Scheduled || t.state == Running:
 			g.placed++
 			g.started = true
+		case t.state == Succeeded:
+			g.done++
+		case t.state.Terminal():
+			g.failed++
+			g.dirty = true
 		}
 	}()
 	switch {

@@ -1,0 +1,966 @@
+package core
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"strings"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/resource"
+)
+
+// Property tests of jobs: random clusters and random jobs (DAGs of tasks,
+// retries with backoff, fail-fast or not, gangs of 2-4 members with
+// MinMember <= members, start timeouts and topology, tasks preferring the
+// data's node), driven by random inputs (job submission, finishing a placed
+// task with success, failure or timeout, starting, losing and cancelling
+// tasks, node states, device health, NoExecute taints, time passing, and a
+// restart of the core through SavedState and Restore).
+//
+// Safety: after every input checkInvariants holds (with
+// checkJobInvariants: gang placed counts, no partial hold, a started gang
+// keeps MinMember placed or succeeded, ready lists, backoff tasks, failure
+// counts, locality classes).
+//
+// Liveness, at the end: every node is made ready with every device healthy
+// and no taint, and then, as a driver would, placed tasks are finished with
+// success and the core is ticked only when NextWakeup asks, until nothing
+// is placed and nothing is due. Then:
+//   - a Tick at that same time changes nothing (no wakeup was missing);
+//   - no task is scheduled, running or in backoff;
+//   - a blocked task waits on a dependency that is not finished;
+//   - a pending task outside gangs does not fit the (empty) cluster;
+//   - a pending gang member belongs to a gang that cannot start on the
+//     empty cluster (fewer than MinMember members pending, or fewer than
+//     MinMember of them fit together) but could still start some day (at
+//     least MinMember members not finished): a gang that can never start
+//     must fail its members, not keep them pending for ever.
+//
+// Gang members have identical requests (as gang workers do), so how many of
+// them fit together on an empty cluster is a sum of per-node counts and
+// the greedy try is exact.
+//
+// The inputs of a case are recorded as concrete ops (ids resolved), so a
+// failure prints them as a reproduction, after replaying them and deleting
+// ops while the same kind of failure remains (rapid's own shrinking stalls
+// on these state-dependent draws): for 3s, or to the end with
+// HETSCHED_PROPERTY_MINIMIZE=1, e.g.
+//
+//	HETSCHED_PROPERTY_MINIMIZE=1 go test ./internal/core -run TestPropertyJobs \
+//		-rapid.checks=2000
+//
+// TestPropertyJobs draws everything. The other variants leave out what
+// triggers a bug already pinned by a deterministic test in jobs_test.go,
+// so that they can find the next one.
+
+// jobsOpts selects what a case may draw.
+type jobsOpts struct {
+	preempt bool // preemptible tasks (and so urgent tasks preempting them)
+	taints  bool // NoExecute taints via UpsertNode
+	tight   bool // now and then MaxPlacementsPerCall 1..3, SampleSize = MaxVisit = 1
+	// gangDeps: gang members may depend on other tasks of their job (a
+	// member skipped by a failed dependency is not counted:
+	// TestGangMemberSkippedByDependency).
+	gangDeps bool
+	// gangLocality: gang members may prefer a node (a gang is not tried
+	// again when the wait ends: TestGangLocalityWaitEnds).
+	gangLocality bool
+	// gangSuccess: gang members may succeed while their gang runs on, and
+	// the liveness check holds for gangs with succeeded members (members
+	// that succeeded do not count towards MinMember: the rest of the gang
+	// can wait for ever, TestGangRestartAfterMemberSucceeded,
+	// TestGangLastMemberAfterOthersSucceeded). When false, gang members
+	// are finished with success only in the liveness phase, and gangs with
+	// a succeeded member are not checked there.
+	gangSuccess bool
+	// locality: tasks may prefer a node (a pending task moved out of its
+	// locality class breaks its aging list's order:
+	// TestLocalityMoveKeepsAgingOrder).
+	locality bool
+	// noRequeue: tasks may say requeue: false (a gang found unreachable in
+	// the middle of a restart retries a member still placed:
+	// TestGangUnreachableDuringRestart).
+	noRequeue bool
+	// restore: now and then the core restarts: a fresh core gets the nodes
+	// as they are, the jobs, and every task through SavedState and Restore
+	// (members that ended without success are not counted again:
+	// TestRestoreGangCountsFailedMembers).
+	restore bool
+}
+
+var allJobsOpts = jobsOpts{preempt: true, taints: true, gangDeps: true, gangLocality: true, gangSuccess: true, locality: true, noRequeue: true, restore: true}
+
+type pjOpKind uint8
+
+const (
+	pjAddJob pjOpKind = iota
+	pjSubmitJob
+	pjSubmit
+	pjFinish
+	pjStart
+	pjLost
+	pjCancel
+	pjState
+	pjHealth
+	pjTaint
+	pjTick
+	pjRestart
+)
+
+// pjOp is one concrete input.
+type pjOp struct {
+	kind    pjOpKind
+	job     JobSpec
+	jobID   string
+	task    *api.Task
+	id      string // task id, or node name
+	r       Result
+	state   string
+	dev     int
+	healthy bool
+	taint   bool
+	adv     time.Duration
+}
+
+func (o pjOp) String() string {
+	switch o.kind {
+	case pjAddJob:
+		s := fmt.Sprintf("AddJob %s failFast=%v retries=%d backoff=%s", o.job.ID, o.job.FailFast, o.job.RetryLimit, o.job.RetryBackoff)
+		if g := o.job.Gang; g != nil {
+			s += fmt.Sprintf(" gang=%v min=%d timeout=%s topology=%v", g.Members, g.MinMember, g.Timeout, g.Topology)
+		}
+		return s
+	case pjSubmitJob:
+		return "SubmitJobTask " + o.jobID + " " + taskDesc(o.task)
+	case pjSubmit:
+		return "Submit " + taskDesc(o.task)
+	case pjFinish:
+		return fmt.Sprintf("TaskFinished %s exit=%d timedOut=%v", o.id, o.r.ExitCode, o.r.TimedOut)
+	case pjStart:
+		return "TaskStarted " + o.id
+	case pjLost:
+		return "TaskLost " + o.id
+	case pjCancel:
+		return "Cancel " + o.id
+	case pjState:
+		return "SetNodeState " + o.id + " " + o.state
+	case pjHealth:
+		return fmt.Sprintf("SetDeviceHealth %s gpu %d healthy=%v", o.id, o.dev, o.healthy)
+	case pjTaint:
+		return fmt.Sprintf("UpsertNode %s NoExecute taint=%v", o.id, o.taint)
+	case pjTick:
+		return "Tick +" + o.adv.String()
+	case pjRestart:
+		return "restart: a fresh core, nodes as they are, AddJob every job, Restore every task (SavedState), Tick"
+	}
+	return "?"
+}
+
+func taskDesc(s *api.Task) string {
+	d := fmt.Sprintf("%s prio=%d cpu=%dm", s.ID, *s.Priority, s.Resources[resource.CPU])
+	if g := s.Resources[gpuRes]; g > 0 {
+		d += fmt.Sprintf(" gpu=%d", g/1000)
+	}
+	if len(s.Depends) > 0 {
+		d += fmt.Sprintf(" after=%v", s.Depends)
+	}
+	if s.Locality != nil {
+		d += fmt.Sprintf(" locality=%v/%s", s.Locality.Nodes, time.Duration(s.LocalityWait))
+	}
+	if s.Timeout > 0 {
+		d += " timeout=" + time.Duration(s.Timeout).String()
+	}
+	if s.QueueTimeout > 0 {
+		d += " queueTimeout=" + time.Duration(s.QueueTimeout).String()
+	}
+	if s.Preemptible != nil && !*s.Preemptible {
+		d += " preemptible=false"
+	}
+	if s.Requeue != nil && !*s.Requeue {
+		d += " requeue=false"
+	}
+	return d
+}
+
+type pjNode struct {
+	name  string
+	cpu   int64
+	gpus  int
+	rack  string
+	taint bool
+}
+
+func (n *pjNode) spec() *api.Node {
+	s := &api.Node{Name: n.name, Labels: map[string]string{"rack": n.rack},
+		Capacity: resource.List{resource.CPU: n.cpu, resource.Memory: 64 << 30}}
+	for d := 0; d < n.gpus; d++ {
+		s.Devices = append(s.Devices, api.Device{Type: gpuRes, ID: fmt.Sprint(d), Model: "A"})
+	}
+	if n.taint {
+		s.Taints = []string{"maint:NoExecute"}
+	}
+	return s
+}
+
+type pjGang struct {
+	job     string
+	members []string
+	min     int
+	cpu     int64
+	gpu     int
+}
+
+// pjFailure is a failed check; pjCase.run turns it into an error.
+type pjFailure struct{ msg string }
+
+// pjCase runs one case: drawn (t set) or replayed (t nil).
+type pjCase struct {
+	t      *rapid.T
+	opts   jobsOpts
+	cfg    Config
+	c      *Core
+	now    time.Time
+	start  time.Time
+	nodes  []*pjNode
+	strict bool // an input error is a failure (not when replaying a cut-down case)
+
+	specs   map[string]*api.Task
+	ids     []string
+	jobs    []JobSpec
+	jobGang map[string]*pjGang
+	gangOf  map[string]*pjGang
+	njobs   int
+	nplain  int
+
+	ops   []pjOp
+	drawn int // ops before the liveness phase
+	hist  []string
+}
+
+var (
+	pjCPUs    = []int64{250, 500, 1000, 2000, 4000}
+	pjBackoff = []time.Duration{0, 500 * time.Millisecond, time.Second, 2 * time.Second}
+	pjStates  = []string{api.NodeReady, api.NodeNotReady, api.NodeCordoned, api.NodeDraining}
+)
+
+func newPJCase(cfg Config, nodes []*pjNode, opts jobsOpts) *pjCase {
+	c, err := New(cfg)
+	if err != nil {
+		panic(err)
+	}
+	k := &pjCase{opts: opts, cfg: cfg, c: c, now: time.Unix(1_000_000, 0), strict: true,
+		specs: map[string]*api.Task{}, jobGang: map[string]*pjGang{}, gangOf: map[string]*pjGang{}}
+	k.start = k.now
+	for _, n := range nodes {
+		cp := *n
+		k.nodes = append(k.nodes, &cp)
+		k.must("UpsertNode "+n.name, c.UpsertNode(k.now, cp.spec()))
+	}
+	k.c.TakeOutput()
+	return k
+}
+
+func (k *pjCase) logf(format string, args ...any) {
+	k.hist = append(k.hist, fmt.Sprintf("%9s ", k.now.Sub(k.start))+fmt.Sprintf(format, args...))
+}
+
+func (k *pjCase) fail(format string, args ...any) {
+	panic(pjFailure{fmt.Sprintf(format, args...)})
+}
+
+func (k *pjCase) report(msg string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\ncluster:\n", msg)
+	for _, n := range k.nodes {
+		fmt.Fprintf(&b, "  %s cpu=%dm gpus=%d rack=%s\n", n.name, n.cpu, n.gpus, n.rack)
+	}
+	cfg := k.cfg
+	fmt.Fprintf(&b, "config: policy=%s maxPlacementsPerCall=%d sampleSize=%d maxVisit=%d (aging off, preemptRetry 1000h)\ninputs:\n",
+		cfg.Policy, cfg.MaxPlacementsPerCall, cfg.SampleSize, cfg.MaxVisit)
+	for _, h := range k.hist {
+		b.WriteString("  " + h + "\n")
+	}
+	return b.String()
+}
+
+func (k *pjCase) must(what string, err error) {
+	if err != nil && k.strict {
+		k.fail("%s: unexpected error: %v", what, err)
+	}
+	k.check(what)
+}
+
+func (k *pjCase) check(what string) {
+	if err := checkInvariants(k.c); err != nil {
+		k.fail("after %s: invariant: %v", what, err)
+	}
+}
+
+// outcome logs what an input did (placements and transitions).
+func (k *pjCase) outcome() bool {
+	out := k.c.TakeOutput()
+	var parts []string
+	for _, p := range out.Placements {
+		parts = append(parts, "placed "+p.Task+" on "+p.Node)
+	}
+	for _, tr := range out.Transitions {
+		s := fmt.Sprintf("%s %s->%s", tr.Task, tr.From, tr.To)
+		if tr.Reason != "" {
+			s += " (" + tr.Reason + ")"
+		}
+		parts = append(parts, s)
+	}
+	for _, p := range out.Preemptions {
+		parts = append(parts, "preempted "+p.Victim+" by "+p.By)
+	}
+	if len(parts) > 0 {
+		k.hist = append(k.hist, "            => "+strings.Join(parts, "; "))
+	}
+	return len(parts) > 0
+}
+
+// apply runs one op, records it, and checks the invariants.
+func (k *pjCase) apply(o pjOp) {
+	k.ops = append(k.ops, o)
+	if o.kind == pjTick {
+		k.now = k.now.Add(o.adv)
+	}
+	k.logf("%s", o)
+	c, now := k.c, k.now
+	var err error
+	switch o.kind {
+	case pjAddJob:
+		if err = c.AddJob(now, o.job); err == nil {
+			k.jobs = append(k.jobs, o.job)
+		}
+		if err == nil && o.job.Gang != nil {
+			k.jobGang[o.job.ID] = &pjGang{job: o.job.ID, members: o.job.Gang.Members, min: o.job.Gang.MinMember}
+		}
+	case pjSubmitJob, pjSubmit:
+		if o.kind == pjSubmitJob {
+			err = c.SubmitJobTask(now, o.jobID, o.task)
+		} else {
+			err = c.Submit(now, o.task)
+		}
+		if err == nil {
+			k.specs[o.task.ID] = o.task
+			k.ids = append(k.ids, o.task.ID)
+			if g := k.jobGang[o.jobID]; g != nil && o.kind == pjSubmitJob {
+				for _, m := range g.members {
+					if m == o.task.ID {
+						k.gangOf[m] = g
+						g.cpu, g.gpu = o.task.Resources[resource.CPU], int(o.task.Resources[gpuRes]/1000)
+					}
+				}
+			}
+		}
+	case pjFinish:
+		err = c.TaskFinished(now, o.id, o.r)
+	case pjStart:
+		err = c.TaskStarted(now, o.id)
+	case pjLost:
+		err = c.TaskLost(now, o.id, "lost")
+	case pjCancel:
+		err = c.Cancel(now, o.id, "")
+	case pjState:
+		err = c.SetNodeState(now, o.id, o.state)
+	case pjHealth:
+		err = c.SetDeviceHealth(now, o.id, gpuRes, fmt.Sprint(o.dev), o.healthy)
+	case pjTaint:
+		for _, n := range k.nodes {
+			if n.name == o.id {
+				n.taint = o.taint
+				err = c.UpsertNode(now, k.nodeSpecNow(n))
+			}
+		}
+	case pjTick:
+		c.Tick(now)
+	case pjRestart:
+		err = k.restart()
+	}
+	k.must(o.String(), err)
+	k.outcome()
+}
+
+// restart replaces the core by a fresh one rebuilt as a server does after
+// a restart: nodes, jobs, then tasks in submission order (dependencies
+// first), then a Tick. The invariants are checked once every task is back
+// (a gang restored member by member is partial in between).
+func (k *pjCase) restart() error {
+	old := k.c
+	c, err := New(k.cfg)
+	if err != nil {
+		return err
+	}
+	var specs []*api.Node
+	for _, n := range k.nodes {
+		specs = append(specs, k.nodeSpecNow(n))
+	}
+	k.c = c
+	for _, s := range specs {
+		if err := c.UpsertNode(k.now, s); err != nil {
+			return err
+		}
+	}
+	for _, j := range k.jobs {
+		if err := c.AddJob(k.now, j); err != nil {
+			return err
+		}
+	}
+	for _, id := range k.ids {
+		s, _ := old.SavedState(id)
+		if err := c.Restore(k.now, k.specs[id], s); err != nil {
+			return fmt.Errorf("restore %s: %w", id, err)
+		}
+	}
+	c.TakeOutput()
+	c.Tick(k.now)
+	return nil
+}
+
+// nodeSpecNow is n's spec with its current state and device health, so
+// that an UpsertNode changes only what the caller changed.
+func (k *pjCase) nodeSpecNow(n *pjNode) *api.Node {
+	s := n.spec()
+	cur, ok := k.c.Node(n.name)
+	if !ok {
+		return s
+	}
+	s.State = cur.state
+	for i := range s.Devices {
+		j := findDevice(cur, s.Devices[i].Type, s.Devices[i].ID)
+		s.Devices[i].Unhealthy = j >= 0 && !cur.devices[j].Healthy
+	}
+	return s
+}
+
+// --- drawing
+
+func drawPJConfig(t *rapid.T, opts jobsOpts) Config {
+	cfg := DefaultConfig()
+	cfg.Policy = rapid.SampledFrom(Policies()).Draw(t, "policy")
+	// Aging and the periodic preemption retry re-try blocked classes
+	// without a wakeup and would hide a lost one.
+	cfg.Tiers[2].AgingAfter, cfg.Tiers[3].AgingAfter = 0, 0
+	cfg.PreemptRetry = 1000 * time.Hour
+	if opts.tight && rapid.IntRange(0, 2).Draw(t, "tight") == 0 {
+		cfg.MaxPlacementsPerCall = rapid.IntRange(1, 3).Draw(t, "maxPlacements")
+		cfg.SampleSize = 1
+		cfg.MaxVisit = 1
+	}
+	return cfg
+}
+
+func drawPJNodes(t *rapid.T) []*pjNode {
+	var nodes []*pjNode
+	nn := rapid.IntRange(1, 4).Draw(t, "nodes")
+	for i := 0; i < nn; i++ {
+		nodes = append(nodes, &pjNode{
+			name: fmt.Sprintf("n%d", i),
+			cpu:  int64(rapid.IntRange(1, 8).Draw(t, "cores")) * 1000,
+			gpus: rapid.IntRange(0, 4).Draw(t, "gpus"),
+			rack: fmt.Sprintf("r%d", rapid.IntRange(1, 2).Draw(t, "rack")),
+		})
+	}
+	return nodes
+}
+
+// drawTask draws a task's spec (id and dependencies set by the caller).
+func (k *pjCase) drawTask(cpu int64, gpu, prio int) *api.Task {
+	t := k.t
+	spec := &api.Task{Priority: &prio, Resources: resource.List{resource.CPU: cpu}}
+	if gpu > 0 {
+		spec.Resources[gpuRes] = int64(gpu) * 1000
+	}
+	if !k.opts.preempt {
+		f := false
+		spec.Preemptible = &f
+	}
+	if k.opts.noRequeue && rapid.IntRange(0, 7).Draw(t, "requeueSet") == 0 {
+		f := false
+		spec.Requeue = &f
+	}
+	if k.opts.locality && rapid.IntRange(0, 3).Draw(t, "locSet") == 0 {
+		spec.Locality = &api.Locality{Nodes: []string{k.nodes[rapid.IntRange(0, len(k.nodes)-1).Draw(t, "locNode")].name}}
+		spec.LocalityWait = api.Duration(rapid.SampledFrom([]time.Duration{time.Second, 3 * time.Second}).Draw(t, "locWait"))
+	}
+	if rapid.IntRange(0, 4).Draw(t, "timeoutSet") == 0 {
+		spec.Timeout = api.Duration(rapid.SampledFrom([]time.Duration{time.Second, 5 * time.Second}).Draw(t, "timeout"))
+	}
+	if rapid.IntRange(0, 7).Draw(t, "qtimeoutSet") == 0 {
+		spec.QueueTimeout = api.Duration(rapid.SampledFrom([]time.Duration{5 * time.Second, 30 * time.Second}).Draw(t, "qtimeout"))
+	}
+	return spec
+}
+
+func (k *pjCase) drawRequest(label string) (int64, int, int) {
+	cpu := rapid.SampledFrom(pjCPUs).Draw(k.t, label+"cpu")
+	gpu := 0
+	if rapid.IntRange(0, 2).Draw(k.t, label+"gpuSet") == 0 {
+		gpu = rapid.IntRange(1, 2).Draw(k.t, label+"gpu")
+	}
+	return cpu, gpu, rapid.IntRange(0, 3).Draw(k.t, label+"prio")
+}
+
+// submitJob registers a random job and submits all its tasks, in
+// dependency order, as the engine does.
+func (k *pjCase) submitJob() {
+	t := k.t
+	k.njobs++
+	jid := fmt.Sprintf("j%d", k.njobs)
+	n := rapid.IntRange(1, 5).Draw(t, "jobTasks")
+	spec := JobSpec{ID: jid, FailFast: rapid.Bool().Draw(t, "failFast"),
+		RetryLimit: rapid.IntRange(0, 2).Draw(t, "retryLimit"), RetryBackoff: rapid.SampledFrom(pjBackoff).Draw(t, "backoff")}
+	gsize := 0
+	if n >= 2 && rapid.Bool().Draw(t, "gangSet") {
+		gsize = rapid.IntRange(2, min(4, n)).Draw(t, "gangSize")
+	}
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("%s.t%d", jid, i)
+	}
+	var gcpu int64
+	var ggpu int
+	if gsize > 0 {
+		spec.Gang = &GangSpec{Members: ids[n-gsize:], MinMember: rapid.IntRange(1, gsize).Draw(t, "minMember"),
+			Timeout: rapid.SampledFrom([]time.Duration{0, 0, 5 * time.Second, 30 * time.Second}).Draw(t, "gangTimeout")}
+		if rapid.Bool().Draw(t, "topoSet") {
+			spec.Gang.Topology = []string{"rack"}
+		}
+		gcpu, ggpu, _ = k.drawRequest("gang")
+	}
+	k.apply(pjOp{kind: pjAddJob, job: spec})
+	gangPrio := rapid.IntRange(0, 3).Draw(t, "gangPrio")
+	for i, id := range ids {
+		var ts *api.Task
+		member := gsize > 0 && i >= n-gsize
+		if member {
+			ts = k.drawTask(gcpu, ggpu, gangPrio)
+			if !k.opts.gangLocality {
+				ts.Locality, ts.LocalityWait = nil, 0
+			}
+		} else {
+			ts = k.drawTask(k.drawRequest("task"))
+		}
+		ts.ID = id
+		// Dependencies on earlier tasks that are not gang members: a
+		// member waiting on another member of its own gang could never
+		// start by design.
+		limit := i
+		if gsize > 0 {
+			limit = min(i, n-gsize)
+		}
+		if member && !k.opts.gangDeps {
+			limit = 0
+		}
+		for d := 0; d < limit; d++ {
+			if rapid.IntRange(0, 2).Draw(t, "dep") == 0 {
+				ts.Depends = append(ts.Depends, ids[d])
+			}
+		}
+		k.apply(pjOp{kind: pjSubmitJob, jobID: jid, task: ts})
+	}
+}
+
+// pick returns a random submitted task id whose task passes ok, "" when
+// none.
+func (k *pjCase) pick(label string, ok func(*Task) bool) string {
+	var cand []string
+	for _, id := range k.ids {
+		if t, _ := k.c.Task(id); ok(t) {
+			cand = append(cand, id)
+		}
+	}
+	if len(cand) == 0 {
+		return ""
+	}
+	return cand[rapid.IntRange(0, len(cand)-1).Draw(k.t, label)]
+}
+
+func isPlaced(s State) bool { return s == Scheduled || s == Running }
+
+func (k *pjCase) step() {
+	t := k.t
+	switch rapid.IntRange(0, 15).Draw(t, "op") {
+	case 0, 1:
+		k.submitJob()
+	case 2:
+		k.nplain++
+		ts := k.drawTask(k.drawRequest("plain"))
+		ts.ID = fmt.Sprintf("p%d", k.nplain)
+		k.apply(pjOp{kind: pjSubmit, task: ts})
+	case 3, 4, 5:
+		id := k.pick("finishPick", func(t *Task) bool { return isPlaced(t.state) })
+		if id == "" {
+			return
+		}
+		r := Result{}
+		switch rapid.IntRange(0, 3).Draw(t, "result") {
+		case 1, 2:
+			r.ExitCode = 1
+		case 3:
+			r.TimedOut = true
+		}
+		if tk, _ := k.c.Task(id); tk.gang != nil && !k.opts.gangSuccess && r == (Result{}) {
+			r.ExitCode = 1
+		}
+		k.apply(pjOp{kind: pjFinish, id: id, r: r})
+	case 6:
+		if id := k.pick("startPick", func(t *Task) bool { return t.state == Scheduled }); id != "" {
+			k.apply(pjOp{kind: pjStart, id: id})
+		}
+	case 7:
+		if id := k.pick("lostPick", func(t *Task) bool { return isPlaced(t.state) }); id != "" {
+			k.apply(pjOp{kind: pjLost, id: id})
+		}
+	case 8:
+		if id := k.pick("cancelPick", func(t *Task) bool { return !t.state.Terminal() }); id != "" {
+			k.apply(pjOp{kind: pjCancel, id: id})
+		}
+	case 9:
+		n := k.nodes[rapid.IntRange(0, len(k.nodes)-1).Draw(t, "stateNode")]
+		k.apply(pjOp{kind: pjState, id: n.name, state: rapid.SampledFrom(pjStates).Draw(t, "state")})
+	case 10:
+		n := k.nodes[rapid.IntRange(0, len(k.nodes)-1).Draw(t, "healthNode")]
+		if n.gpus > 0 {
+			k.apply(pjOp{kind: pjHealth, id: n.name, dev: rapid.IntRange(0, n.gpus-1).Draw(t, "dev"), healthy: rapid.Bool().Draw(t, "healthy")})
+		}
+	case 11:
+		if k.opts.restore && rapid.IntRange(0, 2).Draw(t, "restart") == 0 {
+			k.apply(pjOp{kind: pjRestart})
+			return
+		}
+		if k.opts.taints {
+			n := k.nodes[rapid.IntRange(0, len(k.nodes)-1).Draw(t, "taintNode")]
+			k.apply(pjOp{kind: pjTaint, id: n.name, taint: !n.taint})
+		}
+	default:
+		var d time.Duration
+		switch rapid.IntRange(0, 3).Draw(t, "advKind") {
+		case 0:
+			d = time.Duration(rapid.IntRange(0, 100).Draw(t, "ms")) * time.Millisecond
+		case 1, 2:
+			d = time.Duration(rapid.IntRange(1, 10).Draw(t, "s")) * time.Second
+		case 3:
+			d = time.Minute
+		}
+		k.apply(pjOp{kind: pjTick, adv: d})
+	}
+}
+
+// --- liveness
+
+// settle ticks at NextWakeup, as a driver sleeping until then does, until
+// nothing is due within horizon.
+func (k *pjCase) settle(horizon time.Duration) {
+	end := k.now.Add(horizon)
+	idle := 0
+	for {
+		next, ok := k.c.NextWakeup()
+		if !ok || next.After(end) {
+			k.now = end
+			return
+		}
+		if next.After(k.now) {
+			k.now = next
+		}
+		k.logf("Tick (NextWakeup)")
+		k.c.Tick(k.now)
+		k.check("Tick at NextWakeup")
+		if k.outcome() {
+			idle = 0
+			continue
+		}
+		k.hist = k.hist[:len(k.hist)-1] // a tick that did nothing
+		if idle++; idle == 2000 {
+			k.fail("NextWakeup asked for 2000 Ticks in a row that changed nothing (now +%s, next %s)", k.now.Sub(k.start), next.Sub(k.start))
+		}
+	}
+}
+
+// liveness heals the cluster, runs every placed task to success until
+// nothing is placed or due, and checks that what is left is left for a
+// reason.
+func (k *pjCase) liveness() {
+	k.drawn = len(k.ops)
+	k.hist = append(k.hist, "--- liveness: every node ready, devices healthy, no taints; placed tasks succeed")
+	for _, n := range k.nodes {
+		if n.taint {
+			k.apply(pjOp{kind: pjTaint, id: n.name, taint: false})
+		}
+		if cur, _ := k.c.Node(n.name); cur.state != api.NodeReady {
+			k.apply(pjOp{kind: pjState, id: n.name, state: api.NodeReady})
+		}
+		for d := 0; d < n.gpus; d++ {
+			if cur, _ := k.c.Node(n.name); !cur.devices[findDevice(cur, gpuRes, fmt.Sprint(d))].Healthy {
+				k.apply(pjOp{kind: pjHealth, id: n.name, dev: d, healthy: true})
+			}
+		}
+	}
+	k.settle(10 * time.Minute)
+	for round := 0; ; round++ {
+		var placed []string
+		for _, id := range k.ids {
+			if t, _ := k.c.Task(id); isPlaced(t.State()) {
+				placed = append(placed, id)
+			}
+		}
+		if len(placed) == 0 {
+			break
+		}
+		if round == 500 {
+			k.fail("tasks still placed after %d rounds of finishing them: %v", round, placed)
+		}
+		for _, id := range placed {
+			if t, _ := k.c.Task(id); isPlaced(t.State()) { // a gang restart or fail-fast may have moved it
+				k.apply(pjOp{kind: pjFinish, id: id})
+			}
+		}
+		k.settle(10 * time.Minute)
+	}
+	// Nothing is due: a Tick now must change nothing.
+	k.logf("Tick +0s (probe)")
+	k.c.Tick(k.now)
+	k.check("probe Tick")
+	if k.outcome() {
+		k.fail("NextWakeup asked for no Tick, yet a Tick at the same time changed something (last input above): a wakeup was missing")
+	}
+	k.checkLeftovers()
+}
+
+// fitsEmpty is how many tasks of cpu milli-cores and gpu whole GPUs fit
+// together on the empty cluster (capped at most).
+func (k *pjCase) fitsEmpty(cpu int64, gpu, most int) int {
+	total := 0
+	for _, n := range k.nodes {
+		per := most
+		if cpu > 0 {
+			per = int(n.cpu / cpu)
+		}
+		if gpu > 0 {
+			per = min(per, n.gpus/gpu)
+		}
+		total += per
+	}
+	return min(total, most)
+}
+
+func (k *pjCase) checkLeftovers() {
+	c := k.c
+	seen := map[*pjGang]bool{}
+	for _, id := range k.ids {
+		t, _ := c.Task(id)
+		spec := k.specs[id]
+		switch st := t.State(); {
+		case st.Terminal():
+		case isPlaced(st):
+			k.fail("task %s still %s after the cluster drained", id, st)
+		case st == Blocked:
+			waiting := false
+			for _, d := range spec.Depends {
+				if dt, ok := c.Task(d); ok && !dt.State().Terminal() {
+					waiting = true
+				}
+			}
+			if !waiting {
+				k.fail("task %s stays blocked though every dependency finished", id)
+			}
+		case t.backoff:
+			k.fail("task %s still in backoff (%q) long after its retry was due", id, t.reason)
+		case k.gangOf[id] == nil:
+			if k.fitsEmpty(spec.Resources[resource.CPU], int(spec.Resources[gpuRes]/1000), 1) > 0 {
+				k.fail("task %s stays pending (%q) though it fits the empty cluster", id, t.reason)
+			}
+		default:
+			g := k.gangOf[id]
+			if seen[g] {
+				continue
+			}
+			seen[g] = true
+			pending, alive, succeeded := 0, 0, 0
+			for _, m := range g.members {
+				mt, ok := c.Task(m)
+				if ok && mt.State() == Succeeded {
+					succeeded++
+				}
+				if !ok || !mt.State().Terminal() {
+					alive++ // not submitted yet counts: the gang waits for it
+				}
+				if ok && mt.State() == Pending {
+					pending++
+				}
+			}
+			if succeeded > 0 && !k.opts.gangSuccess {
+				continue
+			}
+			if alive < g.min {
+				k.fail("gang of job %s can never start (%d members not finished, minMember %d), yet member %s stays pending (%q)",
+					g.job, alive, g.min, id, t.reason)
+			}
+			if fit := k.fitsEmpty(g.cpu, g.gpu, pending); pending >= g.min && fit >= g.min {
+				k.fail("gang of job %s stays pending (%s: %q) though %d of its %d pending members fit the empty cluster together (minMember %d)",
+					g.job, id, t.reason, fit, pending, g.min)
+			}
+		}
+	}
+}
+
+// --- running, replaying, minimizing
+
+// run runs body on k and returns the failure it raised (nil when none); a
+// panic of the core is a failure too. rapid's own panics pass through.
+func (k *pjCase) run(body func()) (err error) {
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		if f, ok := r.(pjFailure); ok {
+			err = errors.New(f.msg)
+			return
+		}
+		switch fmt.Sprintf("%T", r) {
+		case "rapid.invalidData", "rapid.stopTest":
+			panic(r)
+		}
+		err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+	}()
+	body()
+	return nil
+}
+
+// replay applies ops (errors allowed: ops of a cut-down case may no longer
+// apply) and the liveness phase to a fresh core.
+func replayPJ(cfg Config, nodes []*pjNode, opts jobsOpts, ops []pjOp) (*pjCase, error) {
+	k := newPJCase(cfg, nodes, opts)
+	k.strict = false
+	err := k.run(func() {
+		for _, o := range ops {
+			k.apply(o)
+		}
+		k.strict = true
+		k.liveness()
+	})
+	return k, err
+}
+
+// minimizePJ deletes ops (ddmin) and nodes while the same kind of failure
+// remains, until deadline.
+func minimizePJ(cfg Config, nodes []*pjNode, opts jobsOpts, ops []pjOp, kind string, deadline time.Time) ([]*pjNode, []pjOp) {
+	fails := func(nodes []*pjNode, ops []pjOp) bool {
+		if time.Now().After(deadline) {
+			return false
+		}
+		_, err := replayPJ(cfg, nodes, opts, ops)
+		return err != nil && failureKind(err) == kind
+	}
+	for changed := true; changed && time.Now().Before(deadline); {
+		changed = false
+		for chunk := len(ops) / 2; chunk >= 1; chunk /= 2 {
+			for i := 0; i+chunk <= len(ops); {
+				cand := append(append([]pjOp(nil), ops[:i]...), ops[i+chunk:]...)
+				if fails(nodes, cand) {
+					ops, changed = cand, true
+				} else {
+					i += chunk
+				}
+			}
+		}
+		for i := 0; i < len(nodes) && len(nodes) > 1; {
+			cand := append(append([]*pjNode(nil), nodes[:i]...), nodes[i+1:]...)
+			if fails(cand, ops) {
+				nodes, changed = cand, true
+			} else {
+				i++
+			}
+		}
+	}
+	return nodes, ops
+}
+
+// runPJCase runs one drawn case and returns its failure report ("" when
+// it passes). The failing ops are minimized for a few seconds (for as long
+// as it takes with HETSCHED_PROPERTY_MINIMIZE=1).
+func runPJCase(t *rapid.T, opts jobsOpts) string {
+	cfg := drawPJConfig(t, opts)
+	nodes := drawPJNodes(t)
+	k := newPJCase(cfg, nodes, opts)
+	k.t = t
+	nops := rapid.IntRange(1, 150).Draw(t, "nops")
+	err := k.run(func() {
+		for i := 0; i < nops; i++ {
+			k.step()
+		}
+		k.liveness()
+	})
+	if err == nil {
+		return ""
+	}
+	budget := 3 * time.Second
+	if os.Getenv("HETSCHED_PROPERTY_MINIMIZE") != "" {
+		budget = time.Hour
+	}
+	drawn := k.ops
+	if k.drawn > 0 {
+		drawn = k.ops[:k.drawn]
+	}
+	mnodes, mops := minimizePJ(cfg, nodes, opts, drawn, failureKind(err), time.Now().Add(budget))
+	if mk, merr := replayPJ(cfg, mnodes, opts, mops); merr != nil && failureKind(merr) == failureKind(err) {
+		return mk.report("(minimized) " + merr.Error())
+	}
+	return k.report(err.Error())
+}
+
+// checkPJ runs rapid's checks of runPJCase and reports the first failure
+// with its (minimized) inputs. rapid does not see the failure: its
+// shrinking of these state-dependent draws is slow (up to its 30s limit)
+// and gains little over minimizePJ; the printed ops are the reproduction.
+func checkPJ(t *testing.T, opts jobsOpts) {
+	t.Helper()
+	failure := ""
+	rapid.Check(t, func(rt *rapid.T) {
+		if failure == "" {
+			failure = runPJCase(rt, opts)
+		}
+	})
+	if failure != "" {
+		t.Fatal(failure)
+	}
+}
+
+// TestPropertyJobs: random jobs, gangs, retries and locality under random
+// inputs; invariants after every input, liveness at the end (see the top
+// of this file).
+func TestPropertyJobs(t *testing.T) {
+	checkPJ(t, allJobsOpts)
+}
+
+// TestPropertyJobsTight is TestPropertyJobsKnownBugsAvoided with, now and
+// then, tight limits (MaxPlacementsPerCall 1..3, SampleSize = MaxVisit =
+// 1): gang tries cut short by the search budget or the placement limit
+// must be resumed (TestGangTryDeferredIsResumed,
+// TestGangSkippedByPlacementLimitIsResumed,
+// TestGangTriesBeyondMaxAreResumed), and a search that cannot succeed must
+// end (TestRoundRobinUnfitAfterFullTurn,
+// TestSearchGroupsOutOfPhaseDeferForever: the core polls every
+// RetryInterval for ever, which the liveness phase reports as Ticks that
+// change nothing).
+func TestPropertyJobsTight(t *testing.T) {
+	checkPJ(t, jobsOpts{tight: true})
+}
+
+// TestPropertyJobsKnownBugsAvoided leaves out the inputs that trigger the
+// bugs pinned in jobs_test.go: preemption and NoExecute taints (several
+// members of one gang evicted in one input), gang members with
+// dependencies or locality, gang members succeeding while their gang runs
+// on, requeue: false, restarts of the core, and locality altogether
+// (TestLocalityMoveKeepsAgingOrder). It passes; it guards the rest.
+func TestPropertyJobsKnownBugsAvoided(t *testing.T) {
+	checkPJ(t, jobsOpts{})
+}
