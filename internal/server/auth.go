@@ -4,8 +4,14 @@ import (
 	"context"
 	"crypto/subtle"
 	"fmt"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/errs"
@@ -26,6 +32,11 @@ type Token struct {
 	Token  string `json:"token"`
 	Role   string `json:"role"`
 	Tenant string `json:"tenant,omitempty"`
+	// Rate (requests/s) and Burst limit the tenant's API calls, over all
+	// its tokens (a token bucket; 429 with Retry-After past it). Unset:
+	// the server's --tenant-rate, if any.
+	Rate  float64 `json:"rate,omitempty"`
+	Burst int     `json:"burst,omitempty"`
 }
 
 // TokensFile is the --tokens file format.
@@ -48,6 +59,7 @@ func (p Principal) sees(tenant string) bool {
 // every request acts as an admin of tenant "default".
 type Auth struct {
 	tokens []Token
+	limits *tenantLimits
 }
 
 // LoadTokens reads and validates a --tokens file.
@@ -60,6 +72,7 @@ func LoadTokens(path string) (*Auth, error) {
 		return nil, errs.Invalid("tokens", "%s lists no tokens", path)
 	}
 	seen := map[string]bool{}
+	perTenant := map[string]limit{}
 	for i, t := range f.Tokens {
 		field := fmt.Sprintf("tokens[%d]", i)
 		if len(t.Token) < 16 || len(t.Token) > 4096 || strings.ContainsAny(t.Token, " \t\r\n") {
@@ -74,15 +87,39 @@ func LoadTokens(path string) (*Auth, error) {
 			if t.Tenant != "" {
 				return nil, errs.Invalid(field+".tenant", "only tenant tokens name a tenant")
 			}
+			if t.Rate != 0 || t.Burst != 0 {
+				return nil, errs.Invalid(field+".rate", "only tenants are rate limited")
+			}
 		case RoleTenant:
 			if err := api.ValidateID(field+".tenant", t.Tenant); err != nil {
 				return nil, err
+			}
+			if t.Rate < 0 || t.Rate > 1e9 || t.Rate != t.Rate || t.Burst < 0 || t.Burst > 1e9 || (t.Burst > 0 && t.Rate == 0) {
+				return nil, errs.Invalid(field+".rate", "rate must be 0..1e9 requests/s and burst 0..1e9, a burst only with a rate")
+			}
+			if t.Rate > 0 {
+				if prev, ok := perTenant[t.Tenant]; ok && prev != (limit{t.Rate, t.Burst}) {
+					return nil, errs.Invalid(field+".rate", "tenant %q already has rate %g, burst %d from another token", t.Tenant, prev.rate, prev.burst)
+				}
+				perTenant[t.Tenant] = limit{t.Rate, t.Burst}
 			}
 		default:
 			return nil, errs.Invalid(field+".role", "must be admin, tenant or agent, got %q", t.Role)
 		}
 	}
-	return &Auth{tokens: f.Tokens}, nil
+	return &Auth{tokens: f.Tokens, limits: newTenantLimits(perTenant)}, nil
+}
+
+// SetDefaultLimit limits the tenants without a rate of their own to rate
+// requests/s with burst (0: unlimited).
+func (a *Auth) SetDefaultLimit(rate float64, burst int) error {
+	if rate < 0 || burst < 0 || rate != rate {
+		return errs.Invalid("tenant-rate", "must not be negative")
+	}
+	if a != nil {
+		a.limits.def = limit{rate, burst}
+	}
+	return nil
 }
 
 // authenticate finds the principal of a request.
@@ -132,6 +169,69 @@ func (s *Server) guard(h http.HandlerFunc, allow ...string) http.HandlerFunc {
 			writeError(w, errs.New(errs.PermissionDenied, "", "role %s may not %s %s", p.Role, r.Method, r.URL.Path))
 			return
 		}
+		if p.Role == RoleTenant && s.auth != nil {
+			if wait, l, limited := s.auth.limits.take(p.Tenant); limited {
+				secs := int(math.Ceil(wait.Seconds()))
+				w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
+				writeError(w, errs.New(errs.RateLimited, "", "tenant %q is over its rate limit of %g requests/s (burst %d): retry after %s", p.Tenant, l.rate, l.burst, wait.Round(time.Millisecond)))
+				return
+			}
+		}
 		h(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	}
+}
+
+// limit is a token bucket's rate (per second) and burst.
+type limit struct {
+	rate  float64
+	burst int
+}
+
+// tenantLimits holds one token bucket per tenant.
+type tenantLimits struct {
+	mu        sync.Mutex
+	perTenant map[string]limit
+	def       limit
+	buckets   map[string]*rate.Limiter
+}
+
+func newTenantLimits(per map[string]limit) *tenantLimits {
+	return &tenantLimits{perTenant: per, buckets: map[string]*rate.Limiter{}}
+}
+
+// take spends one token of tenant's bucket; when none is left it reports
+// how long until one is, and spends nothing.
+func (t *tenantLimits) take(tenant string) (time.Duration, limit, bool) {
+	if t == nil {
+		return 0, limit{}, false
+	}
+	t.mu.Lock()
+	l, ok := t.perTenant[tenant]
+	if !ok {
+		l = t.def
+	}
+	if l.rate <= 0 {
+		t.mu.Unlock()
+		return 0, l, false
+	}
+	b := t.buckets[tenant]
+	if b == nil {
+		burst := l.burst
+		if burst <= 0 {
+			burst = max(1, int(math.Ceil(l.rate)))
+		}
+		b = rate.NewLimiter(rate.Limit(l.rate), burst)
+		t.buckets[tenant] = b
+	}
+	t.mu.Unlock()
+	now := time.Now()
+	res := b.ReserveN(now, 1)
+	if !res.OK() {
+		return time.Second, l, true
+	}
+	if d := res.DelayFrom(now); d > 0 {
+		res.CancelAt(now)
+		return d, l, true
+	}
+	return 0, l, false
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hetsched/hetsched/internal/errs"
 )
@@ -193,5 +194,72 @@ func TestJobIsolation(t *testing.T) {
 	}
 	if code, _ := callAs(t, bTok, "GET", api+"/tasks/ja.x", ""); code != 404 {
 		t.Errorf("a's job task by b: %d", code)
+	}
+}
+
+// TestTenantRateLimit: a tenant past its token bucket gets 429 with
+// Retry-After and the rate_limited code; other tenants, admins and agents
+// are not held back by it; the bucket refills.
+func TestTenantRateLimit(t *testing.T) {
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens.yaml")
+	os.WriteFile(tokens, []byte(`tokens:
+  - {token: `+adminTok+`, role: admin}
+  - {token: `+aTok+`, role: tenant, tenant: team-a, rate: 2, burst: 3}
+  - {token: `+bTok+`, role: tenant, tenant: team-b}
+  - {token: `+agentTok+`, role: agent}
+`), 0o600)
+	s := startWith(t, Options{DataDir: filepath.Join(dir, "data"), TokensFile: tokens, TenantRate: 1000, TenantBurst: 1000})
+	defer s.stop(t)
+	api := s.base + "/api/v1/tasks"
+	limited := 0
+	var retryAfter string
+	for i := 0; i < 6; i++ {
+		req, _ := http.NewRequest("GET", api, nil)
+		req.Header.Set("Authorization", "Bearer "+aTok)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		json.NewDecoder(resp.Body).Decode(&m)
+		resp.Body.Close()
+		if resp.StatusCode == 429 {
+			limited++
+			retryAfter = resp.Header.Get("Retry-After")
+			if errCode(m) != string(errs.RateLimited) {
+				t.Errorf("429 with code %q", errCode(m))
+			}
+		}
+	}
+	// A burst of 3 at 2/s: 6 quick calls leave at least 2 refused.
+	if limited < 2 || retryAfter == "" || retryAfter == "0" {
+		t.Fatalf("team-a: %d of 6 calls limited, Retry-After %q", limited, retryAfter)
+	}
+	for _, tok := range []string{bTok, adminTok} {
+		for i := 0; i < 6; i++ {
+			if code, m := callAs(t, tok, "GET", api, ""); code != 200 {
+				t.Fatalf("%s limited by team-a's bucket: %d %v", tok, code, m)
+			}
+		}
+	}
+	time.Sleep(time.Second) // two tokens back
+	if code, m := callAs(t, aTok, "GET", api, ""); code != 200 {
+		t.Fatalf("team-a after the refill: %d %v", code, m)
+	}
+}
+
+func TestTokensRateValidation(t *testing.T) {
+	for _, c := range []struct{ file, field string }{
+		{"tokens:\n  - {token: aaaaaaaaaaaaaaaaaaaa, role: admin, rate: 5}", "tokens[0].rate"},
+		{"tokens:\n  - {token: aaaaaaaaaaaaaaaaaaaa, role: tenant, tenant: a, rate: -1}", "tokens[0].rate"},
+		{"tokens:\n  - {token: aaaaaaaaaaaaaaaaaaaa, role: tenant, tenant: a, burst: 5}", "tokens[0].rate"},
+		{"tokens:\n  - {token: aaaaaaaaaaaaaaaaaaaa, role: tenant, tenant: a, rate: 1}\n  - {token: bbbbbbbbbbbbbbbbbbbb, role: tenant, tenant: a, rate: 2}", "tokens[1].rate"},
+	} {
+		p := filepath.Join(t.TempDir(), "tokens.yaml")
+		os.WriteFile(p, []byte(c.file), 0o600)
+		if _, err := LoadTokens(p); errs.FieldOf(err) != c.field {
+			t.Errorf("%s: %v, want field %s", c.file, err, c.field)
+		}
 	}
 }

@@ -33,6 +33,10 @@ type Options struct {
 	// QueuesFile declares queues (API.md --queues).
 	QueuesFile string
 	Policy     string
+	// TenantRate and TenantBurst limit each tenant's API calls when its
+	// tokens set no rate (0: unlimited; needs --tokens).
+	TenantRate  float64
+	TenantBurst int
 	// HeartbeatInterval and MissedHeartbeats set the agents' liveness
 	// rule (defaults 2s and 3).
 	HeartbeatInterval time.Duration
@@ -129,6 +133,9 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	if opt.TokensFile != "" {
 		var err error
 		if auth, err = LoadTokens(opt.TokensFile); err != nil {
+			return err
+		}
+		if err := auth.SetDefaultLimit(opt.TenantRate, opt.TenantBurst); err != nil {
 			return err
 		}
 	} else if !isLoopback(opt.Listen) {
