@@ -151,13 +151,22 @@ func (t *Task) Node() *Node { return t.node }
 // A pending task whose class could not be placed reports why, after the
 // reason it went back to pending (if any).
 func (t *Task) Reason() string {
+	r := t.reason
 	if t.state == Pending && t.q != nil && t.q.blocked && t.q.lastReason != "" {
-		if t.reason != "" {
-			return t.reason + "; " + t.q.lastReason
+		if r != "" {
+			r += "; " + t.q.lastReason
+		} else {
+			r = t.q.lastReason
 		}
-		return t.q.lastReason
 	}
-	return t.reason
+	if t.state == Pending && t.locCls != nil && t.cls == t.locCls {
+		w := "waiting up to " + durString(t.locWait) + " for the nodes holding its data (locality)"
+		if r != "" {
+			return w + ": " + r
+		}
+		return w
+	}
+	return r
 }
 
 // classKey builds the scheduling-class key of a validated spec. Options are
