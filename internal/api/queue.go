@@ -11,8 +11,9 @@ import (
 const RootQueue = "root"
 
 // Queue is a node of the queue tree root → tenant → sub-queue (API.md
-// "--queues"). Quota semantics (guarantees, borrowing, fair share) come
-// with the tenants issue; the tree and its numbers are validated now.
+// "--queues"). Max is enforced (a queue's placed tasks, with its
+// descendants', never hold more); guarantees, borrowing order, fair share
+// and reclaim come with the rest of the tenants issue.
 type Queue struct {
 	Name       string        `json:"name"`
 	Parent     string        `json:"parent,omitempty"`

@@ -82,6 +82,8 @@ type Core struct {
 	fullSearch bool
 	// locality (locality.go)
 	locHeap locHeap
+	// queue quotas (queues.go)
+	queueTree map[string]*queueNode
 
 	stats Stats
 }
@@ -109,6 +111,7 @@ func New(cfg Config) (*Core, error) {
 		modelSpeed: map[string]ewma{},
 		pinned:     map[pinKey][]blockRef{},
 		jobs:       map[string]*job{},
+		queueTree:  map[string]*queueNode{},
 	}
 	c.cs.core = c
 	for i := range c.tiers {
@@ -337,6 +340,7 @@ func (c *Core) admit(spec *api.Task) (t *Task, deps []*Task, skipReason string, 
 	}
 	c.tasks[t.id] = t
 	c.attachJob(t)
+	t.queue = c.queueTree[spec.Queue]
 	c.stats.Submitted++
 	for oi := range cls.opts {
 		c.work.observe(&cls.opts[oi])

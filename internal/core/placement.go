@@ -330,6 +330,11 @@ func (c *Core) checkNode(t *Task, o *Option, n *Node) *Status {
 	if len(t.cls.identity) > 0 && !identityMatch(t.cls, n) {
 		return selectorMismatch
 	}
+	if t.queue != nil {
+		if st := c.queueCheck(t, o); st != nil {
+			return st
+		}
+	}
 	nd := c.dims.Len()
 	for i := 0; i < nd; i++ {
 		if o.req[i] > n.capacity[i]-n.alloc[i] {
@@ -556,6 +561,9 @@ func rawAdd(n *Node, t *Task, o *Option, devs []devShare, sign int64) {
 // allocate records t's placement on n.
 func (c *Core) allocate(t *Task, n *Node, o *Option, devs []devShare) {
 	rawAdd(n, t, o, devs, 1)
+	if t.queue != nil {
+		c.queueAdd(t, o, 1)
+	}
 	t.devs = append(t.devs[:0], devs...)
 	t.node = n
 	t.chosen = int8(o.Index)
@@ -578,6 +586,9 @@ func (c *Core) release(t *Task, wake bool) {
 		r.Unreserve(&c.cs, t, o, n)
 	}
 	rawAdd(n, t, o, t.devs, -1)
+	if t.queue != nil {
+		c.queueAdd(t, o, -1)
+	}
 	last := len(n.tasks) - 1
 	if int(t.npos) != last {
 		n.tasks[t.npos] = n.tasks[last]

@@ -70,6 +70,9 @@ func (c *Core) tryPreempt(t *Task) bool {
 	}
 	for oi := range t.cls.opts {
 		o := &t.cls.opts[oi]
+		if t.queue != nil && c.queueCheck(t, o) != nil {
+			continue // evicting others cannot lift its queue's max
+		}
 		c.refreshGroups(t, o)
 		if len(t.cls.identity) > 0 {
 			// Pinned: only the nodes the identity index names.

@@ -32,6 +32,12 @@ func (c *Core) explain(t *Task) string {
 }
 
 func (c *Core) explainOption(t *Task, o *Option) string {
+	if t.queue != nil {
+		// Over its queue's max, no node can take it: say that alone.
+		if st := c.queueCheck(t, o); st != nil {
+			return st.Reason
+		}
+	}
 	counts := map[string]int{}
 	budget := explainVisit
 	if len(t.cls.identity) > 0 {

@@ -223,6 +223,14 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 			}
 		}
 		err = h.c.AddJob(h.now, spec)
+	case "queue":
+		var q api.Queue
+		dec := json.NewDecoder(strings.NewReader(td.Input))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&q); err != nil {
+			t.Fatalf("%s: %v", td.Pos, err)
+		}
+		err = h.c.SetQueue(h.now, &q)
 	case "lost":
 		for _, id := range args(td, "id") {
 			if err = h.c.TaskLost(h.now, id, "run lost"); err != nil {

@@ -113,9 +113,10 @@ type Task struct {
 
 	job      *job
 	gang     *gang
-	gready   bool  // pending in its gang's ready list (in no class queue)
-	backoff  bool  // pending, waiting out a retry backoff (in no queue)
-	failures int32 // retries used
+	queue    *queueNode // nil: no quota applies
+	gready   bool       // pending in its gang's ready list (in no class queue)
+	backoff  bool       // pending, waiting out a retry backoff (in no queue)
+	failures int32      // retries used
 	// locality (locality.go): the class preferring the data's nodes, the
 	// task's own class, the wait, and whether the preference is spent.
 	locCls  *class

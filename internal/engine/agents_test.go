@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -427,5 +428,48 @@ func TestGangJobSurvivesRestart(t *testing.T) {
 	defer e2.Close()
 	if r, _ := e2.Task("tr.w1"); r.Failures != 1 {
 		t.Fatalf("failures after a restart: %+v", r)
+	}
+}
+
+// TestQueueMaxHoldsAcrossRestart: a queue's max keeps a task waiting, with
+// the reason, before and after a restart (usage is rebuilt from the
+// restored placements).
+func TestQueueMaxHoldsAcrossRestart(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	e, st := open(t, dir)
+	if err := e.UpsertNode(ctx, gpuNode("g1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.PutQueue(ctx, "", api.Queue{Name: "team-a", Max: resource.List{"nvidia.com/gpu": 1000}}); err != nil {
+		t.Fatal(err)
+	}
+	gpu := func(id string) api.Task {
+		return api.Task{ID: id, Queue: "team-a", Priority: prio(1), Resources: resource.List{resource.CPU: 1000, "nvidia.com/gpu": 1000}}
+	}
+	if _, _, err := e.Submit(ctx, "default", []api.Task{gpu("q1"), gpu("q2")}); err != nil {
+		t.Fatal(err)
+	}
+	r1, _ := e.Task("q1")
+	r2, _ := e.Task("q2")
+	if r1.State != "scheduled" || r2.State != "pending" || !strings.Contains(r2.Reason, "queue team-a max reached: nvidia.com/gpu 1/1") {
+		t.Fatalf("q1 %s, q2 %s %q", r1.State, r2.State, r2.Reason)
+	}
+	e.Close()
+	st.Close()
+	e, st = open(t, dir)
+	defer st.Close()
+	defer e.Close()
+	if _, err := e.Summarize(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r2, _ = e.Task("q2"); r2.State != "pending" {
+		t.Fatalf("q2 after restart: %s (the queue's usage was lost)", r2.State)
+	}
+	if err := e.Finished(ctx, "q1", core.Result{}); err != nil {
+		t.Fatal(err)
+	}
+	if r2, _ = e.Task("q2"); r2.State != "scheduled" {
+		t.Fatalf("q2 after q1 ended: %s %q", r2.State, r2.Reason)
 	}
 }

@@ -228,6 +228,9 @@ func (e *Engine) putQueue(tenant string, q *api.Queue) error {
 			return errs.New(errs.PermissionDenied, "name", "queue %q is not under tenant %s", q.Name, tenant)
 		}
 	}
+	if err := e.c.SetQueue(e.cfg.Now(), q); err != nil {
+		return err
+	}
 	e.stQ[q.Name] = q
 	return nil
 }

@@ -67,6 +67,22 @@ func (e *Engine) recover() error {
 	}); err != nil {
 		return err
 	}
+	// The core takes parents before children (the tree was validated).
+	for set := map[string]bool{}; len(set) < len(e.queues); {
+		progress := false
+		for name, q := range e.queues {
+			if set[name] || (q.Parent != "" && q.Parent != api.RootQueue && !set[q.Parent]) {
+				continue
+			}
+			if err := e.c.SetQueue(now, q); err != nil {
+				return fmt.Errorf("restore queue %s: %w", name, err)
+			}
+			set[name], progress = true, true
+		}
+		if !progress {
+			return fmt.Errorf("restore queues: a parent is missing")
+		}
+	}
 	if err := loadJSON(ctx, e.st, KindJob, func(key string, j *JobRecord) error {
 		e.jobs[key] = j
 		return e.c.AddJob(now, coreJob(&j.Spec))
