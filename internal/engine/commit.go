@@ -226,6 +226,22 @@ func (e *Engine) gauge(now time.Time) {
 	for k, v := range devAlloc {
 		m.DeviceAllocated.WithLabelValues(k.typ, k.model).Set(float64(v))
 	}
+	m.QueueUsage.Reset()
+	m.QueueMax.Reset()
+	m.QueueGuaranteed.Reset()
+	for name, q := range e.queues {
+		if u, ok := e.c.QueueUsage(name); ok {
+			for r, v := range u {
+				m.QueueUsage.WithLabelValues(name, string(r)).Set(float64(v))
+			}
+		}
+		for r, v := range q.Max {
+			m.QueueMax.WithLabelValues(name, string(r)).Set(float64(v))
+		}
+		for r, v := range q.Guaranteed {
+			m.QueueGuaranteed.WithLabelValues(name, string(r)).Set(float64(v))
+		}
+	}
 	m.PendingQueue.Reset()
 	e.mu.RLock()
 	for k, n := range e.waiting {

@@ -24,6 +24,9 @@ type Metrics struct {
 	CommitDuration  prometheus.Histogram
 	CommitRecords   prometheus.Histogram
 	Tasks           prometheus.Gauge
+	QueueUsage      *prometheus.GaugeVec // queue, resource
+	QueueMax        *prometheus.GaugeVec // queue, resource
+	QueueGuaranteed *prometheus.GaugeVec // queue, resource
 }
 
 // New creates the collectors and registers them on reg.
@@ -93,9 +96,22 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "hetsched_tasks",
 			Help: "Task records held by the control plane, all states.",
 		}),
+		QueueUsage: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hetsched_queue_usage",
+			Help: "Resources held by the placed tasks of a queue and its descendants, in canonical units.",
+		}, []string{"queue", "resource"}),
+		QueueMax: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hetsched_queue_max",
+			Help: "A queue's max by resource, in canonical units (absent: unlimited).",
+		}, []string{"queue", "resource"}),
+		QueueGuaranteed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hetsched_queue_guaranteed",
+			Help: "A queue's guarantee by resource, in canonical units.",
+		}, []string{"queue", "resource"}),
 	}
 	reg.MustRegister(m.SchedulingDelay, m.Placements, m.Preemptions, m.Transitions, m.Pending,
 		m.PendingQueue, m.DeviceCapacity, m.DeviceAllocated,
-		m.Capacity, m.Allocated, m.Nodes, m.APIDuration, m.CommitDuration, m.CommitRecords, m.Tasks)
+		m.Capacity, m.Allocated, m.Nodes, m.APIDuration, m.CommitDuration, m.CommitRecords, m.Tasks,
+		m.QueueUsage, m.QueueMax, m.QueueGuaranteed)
 	return m
 }

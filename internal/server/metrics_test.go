@@ -32,7 +32,10 @@ func scrape(t *testing.T, base string) []byte {
 func TestMetricsLiveScrape(t *testing.T) {
 	s := start(t, t.TempDir())
 	defer s.stop(t)
-	if code, _ := call(t, "POST", s.base+"/api/v1/schedule", `{"id":"m1","priority":0,"resources":{"cpu":"1","nvidia.com/gpu":1}}`); code != 200 {
+	if code, m := call(t, "PUT", s.base+"/api/v1/queues/qa", `{"name":"qa","max":{"nvidia.com/gpu":1},"guaranteed":{"cpu":"2"}}`); code != 200 {
+		t.Fatalf("queue: %d %v", code, m)
+	}
+	if code, _ := call(t, "POST", s.base+"/api/v1/schedule", `{"id":"m1","queue":"qa","priority":0,"resources":{"cpu":"1","nvidia.com/gpu":1}}`); code != 200 {
 		t.Fatalf("schedule: %d", code)
 	}
 	call(t, "GET", s.base+"/api/v1/tasks/nosuch", "")
@@ -66,6 +69,9 @@ func TestMetricsLiveScrape(t *testing.T) {
 		`hetsched_preemptions_total 0`,
 		`hetsched_device_capacity{model="L4",resource="nvidia.com/gpu"} 2000`,
 		`hetsched_device_allocated{model="L4",resource="nvidia.com/gpu"} 1000`,
+		`hetsched_queue_usage{queue="qa",resource="nvidia.com/gpu"} 1000`,
+		`hetsched_queue_max{queue="qa",resource="nvidia.com/gpu"} 1000`,
+		`hetsched_queue_guaranteed{queue="qa",resource="cpu"} 2000`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("scrape lacks %s", want)
