@@ -212,6 +212,9 @@ func checkInvariants(c *Core) error {
 			return fmt.Errorf("timer heap order broken at %d", i)
 		}
 	}
+	if err := checkQueueInvariants(c); err != nil {
+		return err
+	}
 	return checkJobInvariants(c)
 }
 
@@ -369,6 +372,35 @@ func checkJobInvariants(c *Core) error {
 		}
 		if len(g.ready) > 0 && !g.waiting {
 			return fmt.Errorf("gang of job %s has ready members but is not waiting", j.id)
+		}
+	}
+	return nil
+}
+
+// checkQueueInvariants: every queue's usage is the sum of the requests of
+// the placed tasks of it and its descendants.
+func checkQueueInvariants(c *Core) error {
+	if len(c.queueTree) == 0 {
+		return nil
+	}
+	want := map[*queueNode]*resource.Vector{}
+	for _, q := range c.queueTree {
+		want[q] = &resource.Vector{}
+	}
+	for _, t := range c.tasks {
+		if t.queue == nil || (t.state != Scheduled && t.state != Running) {
+			continue
+		}
+		o := &t.cls.opts[optIndex(t.chosen)]
+		for q := t.queue; q != nil; q = q.parent {
+			for i := range o.req {
+				want[q][i] += o.req[i]
+			}
+		}
+	}
+	for name, q := range c.queueTree {
+		if *want[q] != q.used {
+			return fmt.Errorf("queue %s: usage %s, placed tasks hold %s", name, c.dims.Format(&q.used), c.dims.Format(want[q]))
 		}
 	}
 	return nil
