@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"runtime"
 	"syscall"
 	"time"
 
@@ -73,17 +72,7 @@ With --fake-fleet N it instead registers N simulated nodes whose tasks
 			if err := os.MkdirAll(workDir, 0o755); err != nil {
 				return fmt.Errorf("--work-dir: %w", err)
 			}
-			sources := []discover.Source{&discover.NVML{}, discover.TPU{Root: os.DirFS("/")}}
-			var monitors []discover.Monitor
-			if devices != "" {
-				sources = append(sources, discover.Declared{Path: devices})
-			}
-			for _, s := range sources {
-				if m, ok := s.(discover.Monitor); ok {
-					monitors = append(monitors, m)
-				}
-			}
-			node, notes, err := discover.Node(name, discover.Host{Root: os.DirFS("/"), NumCPU: runtime.NumCPU()}, sources)
+			node, monitors, notes, err := discover.Local(name, devices)
 			if err != nil {
 				return err
 			}

@@ -14,7 +14,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -170,19 +169,12 @@ type localInfo struct {
 // localNode discovers this machine: CPU and memory, NVIDIA GPUs (nvml
 // builds) and TPUs.
 func localNode() (localInfo, []string, error) {
-	sources := []discover.Source{&discover.NVML{}, discover.TPU{Root: os.DirFS("/")}}
-	n, notes, err := discover.Node(demo.LocalNode().Name, discover.Host{Root: os.DirFS("/"), NumCPU: runtime.NumCPU()}, sources)
+	n, monitors, notes, err := discover.Local(demo.LocalNode().Name, "")
 	if err != nil {
 		return localInfo{}, notes, fmt.Errorf("discover this machine: %w", err)
 	}
 	n.Labels = map[string]string{"hetsched.io/local": "true"}
-	li := localInfo{node: n}
-	for _, s := range sources {
-		if m, ok := s.(discover.Monitor); ok {
-			li.monitors = append(li.monitors, m)
-		}
-	}
-	return li, notes, nil
+	return localInfo{node: n, monitors: monitors}, notes, nil
 }
 
 func printBanner(w io.Writer, url, dataDir string, nodes []api.Node, local localInfo, notes []string) {

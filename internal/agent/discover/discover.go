@@ -27,6 +27,7 @@ import (
 	"math"
 	"os"
 	"path"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -307,4 +308,28 @@ func Node(name string, host Host, sources []Source) (api.Node, []string, error) 
 		return api.Node{}, notes, fmt.Errorf("the discovered node is invalid: %w", err)
 	}
 	return n, notes, nil
+}
+
+// Local discovers this machine as node name: CPU and memory from /proc
+// (within the cgroup limits), NVIDIA GPUs (nvml builds), TPUs and, when
+// devicesFile is set, declared devices. It returns the node, the sources
+// that report live device state, and one note per source that found
+// nothing.
+func Local(name, devicesFile string) (api.Node, []Monitor, []string, error) {
+	root := os.DirFS("/")
+	sources := []Source{&NVML{}, TPU{Root: root}}
+	if devicesFile != "" {
+		sources = append(sources, Declared{Path: devicesFile})
+	}
+	n, notes, err := Node(name, Host{Root: root, NumCPU: runtime.NumCPU()}, sources)
+	if err != nil {
+		return api.Node{}, nil, notes, err
+	}
+	var monitors []Monitor
+	for _, s := range sources {
+		if m, ok := s.(Monitor); ok {
+			monitors = append(monitors, m)
+		}
+	}
+	return n, monitors, notes, nil
 }
