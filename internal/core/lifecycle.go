@@ -362,9 +362,7 @@ func (c *Core) dispatch(l int) {
 	if len(c.deferred) > 0 {
 		// The search budget ran out: resume soon, batch or not.
 		tr.resume = true
-		if !c.retrySet {
-			c.retryAt, c.retrySet = c.now+int64(c.cfg.RetryInterval), true
-		}
+		c.retrySoon()
 	}
 	switch {
 	case tr.active == 0:

@@ -57,6 +57,9 @@ func (c *Core) sampleSize() int {
 // tryPlace searches the compatible groups of every option of t and commits
 // the best-scoring fit.
 func (c *Core) tryPlace(t *Task) outcome {
+	if t.queue != nil && c.overQueueMax(t) {
+		return unfit // node-independent: no walk can find a fit
+	}
 	if len(t.cls.identity) > 0 {
 		return c.identityPlace(t)
 	}

@@ -79,6 +79,17 @@ func (c *Core) queueCheck(t *Task, o *Option) *Status {
 	return nil
 }
 
+// overQueueMax reports whether every option of t is over a queue max, so
+// that an attempt fails before walking any node.
+func (c *Core) overQueueMax(t *Task) bool {
+	for oi := range t.cls.opts {
+		if c.queueCheck(t, &t.cls.opts[oi]) == nil {
+			return false
+		}
+	}
+	return true
+}
+
 // queueAdd charges (sign 1) or refunds (sign -1) o's request to t's queue
 // and its ancestors; a refund to a queue that refused a placement wakes the
 // blocked classes.
