@@ -41,8 +41,12 @@ type Config struct {
 	// PreemptRetry is how often blocked urgent and high tasks try preemption
 	// again without a capacity change (victims may have become eligible).
 	PreemptRetry time.Duration
-	// PreemptMaxVisit bounds the nodes examined for one preemption.
-	PreemptMaxVisit int
+	// PreemptMaxVisit bounds the nodes examined for one preemption;
+	// PreemptCandidates stops the walk once this many nodes offer a plan
+	// (as kube-scheduler's minCandidateNodesAbsolute), the best of them
+	// taken.
+	PreemptMaxVisit   int
+	PreemptCandidates int
 	// DefaultDuration is the runtime assumed for a task with no estimate and
 	// no history (shortest-job-first, expected completion).
 	DefaultDuration time.Duration
@@ -80,6 +84,7 @@ func DefaultConfig() Config {
 		RetryInterval:     time.Millisecond,
 		PreemptMinRuntime: 0,
 		PreemptMaxVisit:   2048,
+		PreemptCandidates: 100,
 		PreemptRetry:      time.Second,
 		DefaultDuration:   time.Hour,
 		LoadTarget:        0.8,
@@ -123,6 +128,9 @@ func (c *Config) Validate() error {
 	}
 	if c.PreemptMaxVisit < 1 {
 		return errs.Invalid("preemptMaxVisit", "must be positive")
+	}
+	if c.PreemptCandidates < 1 {
+		return errs.Invalid("preemptCandidates", "must be positive")
 	}
 	if c.DefaultDuration <= 0 {
 		return errs.Invalid("defaultDuration", "must be positive")

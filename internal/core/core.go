@@ -62,8 +62,8 @@ type Core struct {
 	blockedAll  []blockRef
 	pinned      map[pinKey][]blockRef // pinned classes by the identity value they wait on
 	unresolved  []*class              // classes requesting resources no node offers yet
-	// blockedHigh lists blocked urgent/high queues, retried for preemption
-	// at highRetryAt.
+	// blockedHigh lists the blocked queues whose head may preempt (urgent
+	// and high) or reclaim, retried at highRetryAt.
 	blockedHigh []blockRef
 	highRetryAt int64
 	retryAt     int64 // a deferred search resumes at this time (when retrySet)
@@ -82,8 +82,11 @@ type Core struct {
 	fullSearch bool
 	// locality (locality.go)
 	locHeap locHeap
-	// queue quotas (queues.go)
-	queueTree map[string]*queueNode
+	// tenant queues (queues.go)
+	queueTree   map[string]*queueNode
+	rootQ       *queueNode
+	queueSeq    int
+	sharesDirty bool // recompute shares and re-order lanes at the next schedule
 
 	stats Stats
 }
@@ -112,6 +115,7 @@ func New(cfg Config) (*Core, error) {
 		pinned:     map[pinKey][]blockRef{},
 		jobs:       map[string]*job{},
 		queueTree:  map[string]*queueNode{},
+		rootQ:      newRootQueue(),
 	}
 	c.cs.core = c
 	for i := range c.tiers {
@@ -320,7 +324,7 @@ func (c *Core) admit(spec *api.Task) (t *Task, deps []*Task, skipReason string, 
 			deps = append(deps, dt)
 		}
 	}
-	cls, err := c.classFor(spec)
+	cls, err := c.classFor(spec, c.leafOf(spec.Queue))
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -330,7 +334,7 @@ func (c *Core) admit(spec *api.Task) (t *Task, deps []*Task, skipReason string, 
 		preemptible: spec.IsPreemptible(), noRequeue: !spec.Requeues(), seq: c.seq,
 		duration: int64(spec.Duration), timeout: int64(spec.Timeout),
 		queueTTL: int64(spec.QueueTimeout), lease: int64(spec.Lease),
-		qpos: -1, tpos: -1, npos: -1, chosen: -1,
+		qpos: -1, tpos: -1, npos: -1, chosen: -1, queue: cls.leaf,
 	}
 	t.rt = c.runtimeClassFor(spec, cls)
 	if spec.Locality != nil {
@@ -340,7 +344,6 @@ func (c *Core) admit(spec *api.Task) (t *Task, deps []*Task, skipReason string, 
 	}
 	c.tasks[t.id] = t
 	c.attachJob(t)
-	t.queue = c.queueTree[spec.Queue]
 	c.stats.Submitted++
 	for oi := range cls.opts {
 		c.work.observe(&cls.opts[oi])

@@ -35,6 +35,7 @@ type group struct {
 	max    int // highest non-empty bucket, -1 when none
 	// blocked lists class queues waiting for capacity in this group.
 	blocked []blockRef
+	ix      *index
 }
 
 type blockRef struct {
@@ -84,6 +85,8 @@ func (g *group) insert(n *Node) {
 	n.pos = int32(len(g.buckets[b]))
 	g.buckets[b] = append(g.buckets[b], n)
 	g.indexed++
+	g.ix.total.Add(&n.capacity)
+	g.ix.totalChanged = true
 	if b > g.max {
 		g.max = b
 	}
@@ -104,6 +107,8 @@ func (g *group) remove(n *Node) {
 	g.buckets[b] = bk[:last]
 	n.bucket, n.pos = -1, -1
 	g.indexed--
+	g.ix.total.Sub(&n.capacity)
+	g.ix.totalChanged = true
 	if b == g.max {
 		for g.max >= 0 && len(g.buckets[g.max]) == 0 {
 			g.max--
@@ -119,8 +124,10 @@ func (g *group) rebucket(n *Node) {
 	if g.bucketOf(n.freeDim(g.primary)) == int(n.bucket) {
 		return
 	}
+	ch := g.ix.totalChanged // the capacity stays: total does not change
 	g.remove(n)
 	g.insert(n)
+	g.ix.totalChanged = ch
 }
 
 // index is the cluster: nodes by name, groups by key.
@@ -135,6 +142,10 @@ type index struct {
 	// to the nodes carrying it.
 	identity   map[string]bool
 	byIdentity map[string]map[string][]*Node
+	// total is the capacity of the schedulable nodes (those in buckets);
+	// totalChanged is set when it changes.
+	total        resource.Vector
+	totalChanged bool
 }
 
 func newIndex(identityLabels []string) *index {
@@ -168,7 +179,7 @@ func (x *index) attach(n *Node, dims *resource.Dims) {
 				shared[k] = v
 			}
 		}
-		g = &group{id: len(x.glist), key: key, labels: shared, taints: n.taints, max: -1}
+		g = &group{id: len(x.glist), key: key, labels: shared, taints: n.taints, max: -1, ix: x}
 		g.primary = choosePrimary(n)
 		g.tmpl = &Node{name: n.name, labels: shared, taints: n.taints, state: api.NodeReady,
 			byDim: n.byDim, bucket: -1, group: g}

@@ -190,18 +190,13 @@ func checkInvariants(c *Core) error {
 		if listed != tr.count {
 			return fmt.Errorf("level %d: %d listed, %d counted", l, listed, tr.count)
 		}
-		for i, q := range tr.heap {
-			if int(q.hpos) != i || q.blocked || q.size() == 0 || q.level != l {
-				return fmt.Errorf("level %d heap entry %d inconsistent (hpos %d blocked %v size %d)", l, i, q.hpos, q.blocked, q.size())
-			}
-			if i > 0 && qLess(q, tr.heap[(i-1)/2]) {
-				return fmt.Errorf("level %d heap order broken at %d", l, i)
-			}
-		}
+	}
+	if err := checkLanes(c); err != nil {
+		return err
 	}
 	for q := range seenQ {
 		if !q.blocked && !q.deferred && q.hpos < 0 {
-			return fmt.Errorf("active queue of class %q at level %d is not in its tier heap", q.cls.key, q.level)
+			return fmt.Errorf("active queue of class %q at level %d is not in its lane", q.cls.key, q.level)
 		}
 	}
 	for i, t := range c.timers.h {
@@ -377,18 +372,24 @@ func checkJobInvariants(c *Core) error {
 	return nil
 }
 
-// checkQueueInvariants: every queue's usage is the sum of the requests of
-// the placed tasks of it and its descendants.
+// checkQueueInvariants: every queue's usage (leaves and root included) is
+// the sum of the requests of the placed tasks below it; every share and
+// guarantee flag follows its usage; the cluster total is the capacity of the
+// schedulable nodes.
 func checkQueueInvariants(c *Core) error {
-	if len(c.queueTree) == 0 {
-		return nil
-	}
+	all := allQueueNodes(c)
 	want := map[*queueNode]*resource.Vector{}
-	for _, q := range c.queueTree {
+	for _, q := range all {
 		want[q] = &resource.Vector{}
 	}
 	for _, t := range c.tasks {
-		if t.queue == nil || (t.state != Scheduled && t.state != Running) {
+		if t.queue == nil {
+			return fmt.Errorf("task %s has no queue leaf", t.id)
+		}
+		if t.queue != t.cls.leaf || !t.queue.leaf {
+			return fmt.Errorf("task %s: queue %s is not its class's leaf", t.id, t.queue.name)
+		}
+		if t.state != Scheduled && t.state != Running {
 			continue
 		}
 		o := &t.cls.opts[optIndex(t.chosen)]
@@ -398,9 +399,69 @@ func checkQueueInvariants(c *Core) error {
 			}
 		}
 	}
-	for name, q := range c.queueTree {
+	for _, q := range all {
 		if *want[q] != q.used {
-			return fmt.Errorf("queue %s: usage %s, placed tasks hold %s", name, c.dims.Format(&q.used), c.dims.Format(want[q]))
+			return fmt.Errorf("queue %s (leaf %v): usage %s, placed tasks hold %s", q.name, q.leaf, c.dims.Format(&q.used), c.dims.Format(want[q]))
+		}
+		if !q.evicted.IsZero() {
+			return fmt.Errorf("queue %s: what-if scratch left %s", q.name, c.dims.Format(&q.evicted))
+		}
+	}
+	var total resource.Vector
+	for _, n := range c.idx.order {
+		if n.bucket >= 0 {
+			total.Add(&n.capacity)
+		}
+	}
+	if total != c.idx.total {
+		return fmt.Errorf("cluster total %s, schedulable nodes hold %s", c.dims.Format(&c.idx.total), c.dims.Format(&total))
+	}
+	if !c.sharesDirty && !c.idx.totalChanged {
+		for _, q := range all {
+			if q.parent == nil {
+				continue
+			}
+			if sh, under := c.shareOf(q); sh != q.share || under != q.under {
+				return fmt.Errorf("queue %s (leaf %v): share %v under %v, usage says %v %v", q.name, q.leaf, q.share, q.under, sh, under)
+			}
+		}
+	}
+	return nil
+}
+
+// checkLanes: each level's lanes hold exactly the active class queues, in
+// heap order, and a lane is linked into its parent's exactly when it is not
+// empty.
+func checkLanes(c *Core) error {
+	for _, q := range allQueueNodes(c) {
+		for l := range q.ln {
+			ln := &q.ln[l]
+			if ln.node != q || int(ln.level) != l {
+				return fmt.Errorf("queue %s level %d: lane points at %s level %d", q.name, l, ln.node.name, ln.level)
+			}
+			if q.leaf && len(ln.kids) > 0 || !q.leaf && len(ln.cqs) > 0 {
+				return fmt.Errorf("queue %s (leaf %v) level %d: %d kids, %d class queues", q.name, q.leaf, l, len(ln.kids), len(ln.cqs))
+			}
+			for i, cq := range ln.cqs {
+				if int(cq.hpos) != i || cq.blocked || cq.deferred || cq.size() == 0 || cq.level != l || cq.cls.leaf != q {
+					return fmt.Errorf("queue %s level %d lane entry %d inconsistent (hpos %d blocked %v size %d)", q.name, l, i, cq.hpos, cq.blocked, cq.size())
+				}
+				if i > 0 && qLess(cq, ln.cqs[(i-1)/2]) {
+					return fmt.Errorf("queue %s level %d: class order broken at %d", q.name, l, i)
+				}
+			}
+			for i, k := range ln.kids {
+				if int(k.pos) != i || k.node.parent != q || int(k.level) != l {
+					return fmt.Errorf("queue %s level %d kid %d inconsistent (pos %d)", q.name, l, i, k.pos)
+				}
+				if i > 0 && !c.sharesDirty && !c.idx.totalChanged && (byFair{}).less(k, ln.kids[(i-1)/2]) {
+					return fmt.Errorf("queue %s level %d: fair order broken at %d", q.name, l, i)
+				}
+			}
+			empty := len(ln.cqs) == 0 && len(ln.kids) == 0
+			if q.parent != nil && empty != (ln.pos < 0) {
+				return fmt.Errorf("queue %s (leaf %v) level %d: empty %v, pos %d", q.name, q.leaf, l, empty, ln.pos)
+			}
 		}
 	}
 	return nil

@@ -14,7 +14,7 @@ import (
 // classFor returns the scheduling class of a spec, creating it when new.
 // Classes are found by a hash of the options' vectors, selector and
 // tolerations, and confirmed by comparing them.
-func (c *Core) classFor(spec *api.Task) (*class, error) {
+func (c *Core) classFor(spec *api.Task, leaf *queueNode) (*class, error) {
 	var vecs [1 + api.MaxAlternatives]resource.Vector
 	var unknown [1 + api.MaxAlternatives][]unknownRes
 	if len(spec.Alternatives) > api.MaxAlternatives {
@@ -64,9 +64,10 @@ func (c *Core) classFor(spec *api.Task) (*class, error) {
 		tols += strHash(t)
 	}
 	mix(tols)
+	mix(uint64(leaf.order))
 	nopts := 1 + len(spec.Alternatives)
 	for _, cl := range c.classes[h] {
-		if cl.matches(spec, vecs[:nopts], unknown[:nopts]) {
+		if cl.leaf == leaf && cl.matches(spec, vecs[:nopts], unknown[:nopts]) {
 			return cl, nil
 		}
 	}
@@ -74,6 +75,7 @@ func (c *Core) classFor(spec *api.Task) (*class, error) {
 	if err != nil {
 		return nil, err
 	}
+	cl.leaf = leaf
 	for _, s := range cl.selector {
 		if c.idx.identity[s.key] {
 			cl.identity = append(cl.identity, s)
@@ -270,9 +272,9 @@ func (c *Core) pushLevel(t *Task) {
 	switch {
 	case q.deferred:
 	case wasEmpty:
-		tr.hpush(q)
+		c.hpush(q)
 	default:
-		tr.hfix(q)
+		c.hfix(q)
 	}
 }
 
@@ -291,9 +293,9 @@ func (c *Core) unqueue(t *Task) {
 		tr.active--
 		if q.hpos >= 0 {
 			if q.size() == 0 {
-				tr.hremove(q)
+				c.hremove(q)
 			} else {
-				tr.hfix(q)
+				c.hfix(q)
 			}
 		}
 	}
@@ -304,13 +306,17 @@ func (c *Core) unqueue(t *Task) {
 
 // schedule dispatches every tier that is due.
 func (c *Core) schedule() {
+	if c.sharesDirty || c.idx.totalChanged {
+		c.idx.totalChanged = false
+		c.refreshAllShares()
+	}
 	for l := 0; l < 4; l++ {
 		if c.callPlaced >= c.cfg.MaxPlacementsPerCall {
 			c.retryAt, c.retrySet = c.now, true
 			return
 		}
 		tr := &c.tiers[l]
-		if tr.active == 0 || len(tr.heap) == 0 {
+		if tr.active == 0 || !c.hasActive(l) {
 			continue
 		}
 		tc := &c.cfg.Tiers[l]
@@ -330,24 +336,24 @@ func (c *Core) dispatch(l int) {
 	tr := &c.tiers[l]
 	c.deferred = c.deferred[:0]
 	tr.resume = false
-	for len(tr.heap) > 0 {
+	for c.hasActive(l) {
 		if c.callPlaced >= c.cfg.MaxPlacementsPerCall {
 			c.retryAt, c.retrySet = c.now, true
 			tr.resume = true
 			break
 		}
-		q := tr.heap[0]
+		q := c.top(l)
 		t := q.head()
 		c.stats.Attempts++
 		switch c.tryPlace(t) {
 		case placed:
 		case deferred:
 			c.stats.Deferrals++
-			tr.hremove(q)
+			c.hremove(q)
 			q.deferred = true
 			c.deferred = append(c.deferred, q)
 		case unfit:
-			if t.prio <= api.PriorityHigh && c.tryPreempt(t) {
+			if c.mayPreempt(t) && c.tryPreempt(t) {
 				continue
 			}
 			c.block(q, t)
@@ -356,7 +362,7 @@ func (c *Core) dispatch(l int) {
 	for _, q := range c.deferred {
 		q.deferred = false
 		if q.size() > 0 && !q.blocked && q.hpos < 0 {
-			tr.hpush(q)
+			c.hpush(q)
 		}
 	}
 	if len(c.deferred) > 0 {
@@ -377,7 +383,7 @@ func (c *Core) block(q *classQueue, t *Task) {
 	tr := &c.tiers[q.level]
 	c.stats.Blocks++
 	if q.hpos >= 0 {
-		tr.hremove(q)
+		c.hremove(q)
 	}
 	q.blocked = true
 	q.gen++
@@ -399,7 +405,7 @@ func (c *Core) block(q *classQueue, t *Task) {
 		}
 	}
 	c.blockedAll = appendRef(c.blockedAll, ref)
-	if q.level <= api.PriorityHigh {
+	if c.mayPreempt(t) {
 		if len(c.blockedHigh) == 0 {
 			c.highRetryAt = c.now + int64(c.cfg.PreemptRetry)
 		}
@@ -530,7 +536,7 @@ func (c *Core) unblock(q *classQueue) {
 	}
 	tr.active += q.size()
 	if !q.deferred {
-		tr.hpush(q)
+		c.hpush(q)
 	}
 }
 

@@ -2,42 +2,66 @@ package core
 
 import "sort"
 
-// Preemption: an urgent or high task that fits nowhere may evict
-// preemptible tasks of lower priority (larger number). The what-if runs on
-// the live node state with raw, undoable allocation changes (checkpoint,
-// evict, check, reprieve, rollback), so nothing is committed until the best
-// node is chosen. On a node, victims are taken least important first, most
-// recently started first, and then reprieved from the most important down,
-// leaving the fewest that make room. Across nodes (as kube-scheduler does):
-// the node whose most important victim is least important, then the fewest
-// victims, then the most recently started. Victims go back to pending with
-// their attempt counted; they are never lost.
+// Preemption and reclaim: a task that fits nowhere may evict preemptible
+// tasks that have run at least PreemptMinRuntime.
+//
+//   - Priority: an urgent or high task may evict tasks of lower priority
+//     (a larger number), except that a task of another queue is protected
+//     while its queue (the sibling subtree, below the two queues' common
+//     ancestor) is within its guarantee of a resource the victim holds.
+//   - Reclaim: a task of any priority whose queue stays within its
+//     guarantee with the task placed (for each guaranteed resource it
+//     asks for) may evict tasks of other queues that are borrowing (their
+//     subtree holds more than its guarantee of a resource both ask for).
+//
+// The what-if runs on the live node and queue state with raw, undoable
+// changes (checkpoint, evict, check, reprieve, rollback), so nothing is
+// committed until the best node is chosen. On a node, victims are taken
+// least important first, most recently started first, and then reprieved
+// from the most important down, leaving the fewest that make room. Across
+// nodes (as kube-scheduler does): the node whose most important victim is
+// least important, then the fewest victims (a gang counts all its placed
+// members: it is evicted whole), then the most recently started. The walk
+// stops after PreemptCandidates nodes with a plan, or PreemptMaxVisit
+// nodes. Victims go back to pending with "preempted by T", their attempt
+// counted; they are never lost.
+
+// PreemptReason says why a task was evicted.
+type PreemptReason string
+
+// Preemption reasons (the metrics' label values).
+const (
+	PreemptPriority PreemptReason = "priority" // for a more important task
+	PreemptReclaim  PreemptReason = "reclaim"  // for a queue under its guarantee
+	PreemptGang     PreemptReason = "gang"     // with a member of its gang
+)
 
 type preemptPlan struct {
 	n       *Node
 	o       *Option
 	victims []*Task
 	minPrio int8  // the most important victim's priority (larger is better)
+	cost    int   // victims, a gang counting all its placed members
 	latest  int64 // the latest start among victims (larger is better)
 	hasPlan bool
 }
 
-func (p *preemptPlan) better(victims []*Task) bool {
+func (p *preemptPlan) better(minPrio int8, cost int, latest int64) bool {
 	if !p.hasPlan {
 		return true
 	}
-	mp, lt := victimStats(victims)
-	if mp != p.minPrio {
-		return mp > p.minPrio
+	if minPrio != p.minPrio {
+		return minPrio > p.minPrio
 	}
-	if len(victims) != len(p.victims) {
-		return len(victims) < len(p.victims)
+	if cost != p.cost {
+		return cost < p.cost
 	}
-	return lt > p.latest
+	return latest > p.latest
 }
 
-func victimStats(vs []*Task) (minPrio int8, latest int64) {
+func victimStats(vs []*Task) (minPrio int8, cost int, latest int64) {
 	minPrio = 127
+	var gangs []*gang
 	for _, v := range vs {
 		if v.prio < minPrio {
 			minPrio = v.prio
@@ -45,33 +69,104 @@ func victimStats(vs []*Task) (minPrio int8, latest int64) {
 		if s := startOf(v); s > latest {
 			latest = s
 		}
+		if g := v.gang; inGang(v) {
+			seen := false
+			for _, x := range gangs {
+				seen = seen || x == g
+			}
+			if !seen {
+				gangs = append(gangs, g)
+				cost += g.placed
+			}
+			continue
+		}
+		cost++
 	}
 	return
 }
 
+// inGang reports whether evicting t evicts other tasks with it.
+func inGang(t *Task) bool { return t.gang != nil && t.gang.placed > 1 }
+
 // startOf is when t started running, or was placed if not started yet.
 func startOf(t *Task) int64 { return t.started }
 
+// preemptMode is what a preemption attempt may do.
+type preemptMode struct {
+	priority bool // evict lower-priority tasks
+	reclaim  bool // evict borrowers of other queues
+}
+
+// preemptModeOf says what t may evict with option o.
+func (c *Core) preemptModeOf(t *Task, o *Option) preemptMode {
+	return preemptMode{priority: t.prio <= 1, reclaim: c.mayReclaim(t, o)}
+}
+
+// mayReclaim reports whether t's queue (the nearest ancestor with a
+// guarantee) stays within its guarantee of every guaranteed resource o
+// asks for, and o asks for at least one.
+func (c *Core) mayReclaim(t *Task, o *Option) bool {
+	for q := t.queue; q != nil; q = q.parent {
+		if len(q.guar) == 0 {
+			continue
+		}
+		asked := false
+		for _, g := range q.guar {
+			if o.req[g.dim] == 0 {
+				continue
+			}
+			asked = true
+			if q.used[g.dim]+o.req[g.dim] > g.max {
+				return false
+			}
+		}
+		return asked
+	}
+	return false
+}
+
+// mayPreempt reports whether t may evict anything: it is urgent or high,
+// or some option may reclaim.
+func (c *Core) mayPreempt(t *Task) bool {
+	if t.prio <= 1 {
+		return true
+	}
+	for oi := range t.cls.opts {
+		if c.mayReclaim(t, &t.cls.opts[oi]) {
+			return true
+		}
+	}
+	return false
+}
+
 // tryPreempt finds victims for t and, when it finds a plan, evicts them and
-// places t. It looks at no more than Config.PreemptMaxVisit nodes.
+// places t.
 func (c *Core) tryPreempt(t *Task) bool {
 	var plan preemptPlan
-	visited := 0
-	try := func(o *Option, n *Node) {
-		if !c.potentialFits(t, o, n) {
+	visited, plans := 0, 0
+	try := func(o *Option, m preemptMode, n *Node) {
+		if !c.potentialFits(t, o, n, m) {
 			return
 		}
-		victims, ok := c.victimsOn(t, o, n)
-		if ok && len(victims) > 0 && plan.better(victims) {
+		victims, ok := c.victimsOn(t, o, n, m)
+		if !ok || len(victims) == 0 {
+			return
+		}
+		plans++
+		if mp, cost, lt := victimStats(victims); plan.better(mp, cost, lt) {
 			plan.n, plan.o, plan.hasPlan = n, o, true
 			plan.victims = append(plan.victims[:0], victims...)
-			plan.minPrio, plan.latest = victimStats(victims)
+			plan.minPrio, plan.cost, plan.latest = mp, cost, lt
 		}
 	}
 	for oi := range t.cls.opts {
 		o := &t.cls.opts[oi]
-		if t.queue != nil && c.queueCheck(t, o) != nil {
-			continue // evicting others cannot lift its queue's max
+		if c.queueCheck(t, o) != nil {
+			continue // evicting others' work cannot lift its queue's max
+		}
+		m := c.preemptModeOf(t, o)
+		if !m.priority && !m.reclaim {
+			continue
 		}
 		c.refreshGroups(t, o)
 		if len(t.cls.identity) > 0 {
@@ -80,7 +175,7 @@ func (c *Core) tryPreempt(t *Task) bool {
 			for _, v := range term.values {
 				for _, n := range c.idx.byIdentity[term.key][v] {
 					if n.bucket >= 0 && o.hasGroup(n.group) && identityMatch(t.cls, n) {
-						try(o, n)
+						try(o, m, n)
 					}
 				}
 			}
@@ -89,11 +184,11 @@ func (c *Core) tryPreempt(t *Task) bool {
 		for _, g := range o.groups {
 			for b := g.max; b >= 0; b-- {
 				for _, n := range g.buckets[b] {
-					if visited >= c.cfg.PreemptMaxVisit {
+					if visited >= c.cfg.PreemptMaxVisit || plans >= c.cfg.PreemptCandidates {
 						goto decide
 					}
 					visited++
-					try(o, n)
+					try(o, m, n)
 				}
 			}
 		}
@@ -103,9 +198,9 @@ decide:
 		return false
 	}
 	for _, v := range plan.victims {
-		c.stats.Preempted++
-		c.out.Preemptions = append(c.out.Preemptions, Preemption{Victim: v.id, By: t.id, Node: plan.n.name})
-		c.requeue(v, Preempted, "preempted by "+t.id)
+		if v.state == Scheduled || v.state == Running {
+			c.evict(v, t, plan.n)
+		}
 	}
 	if t.state != Pending || t.q == nil {
 		// An eviction's consequences settled t itself (a victim that must
@@ -120,13 +215,50 @@ decide:
 	return true
 }
 
-// potentialFits reports whether o could fit on n if every lower-priority
-// preemptible task left.
-func (c *Core) potentialFits(t *Task, o *Option, n *Node) bool {
+// evict sends v (and the other placed members of its gang) back to pending
+// for t.
+func (c *Core) evict(v, t *Task, n *Node) {
+	why := "preempted by " + t.id
+	reason := PreemptReclaim
+	if t.prio <= 1 && v.prio > t.prio {
+		reason = PreemptPriority
+	}
+	g := v.gang
+	if g == nil || g.placed <= 1 {
+		c.stats.Preempted++
+		c.out.Preemptions = append(c.out.Preemptions, Preemption{Victim: v.id, By: t.id, Node: n.name, Reason: reason})
+		c.requeue(v, Preempted, why)
+		return
+	}
+	g.restart = true
+	for _, m := range g.members {
+		if m.state != Scheduled && m.state != Running {
+			continue
+		}
+		r := reason
+		if m != v {
+			r = PreemptGang
+		}
+		c.stats.Preempted++
+		c.out.Preemptions = append(c.out.Preemptions, Preemption{Victim: m.id, By: t.id, Node: m.node.name, Reason: r})
+		c.requeue(m, Preempted, why+" (gang of job "+g.job.id+" evicted whole)")
+	}
+	g.restart = false
+	g.started = false
+	g.since = c.now
+}
+
+// potentialFits reports whether o could fit on n if every task m may evict
+// left (a bound: the victims' own checks decide).
+func (c *Core) potentialFits(t *Task, o *Option, n *Node, m preemptMode) bool {
+	from := int(t.prio) + 1
+	if m.reclaim {
+		from = 0
+	}
 	nd := c.dims.Len()
 	for i := 0; i < nd; i++ {
 		avail := n.capacity[i] - n.alloc[i]
-		for p := int(t.prio) + 1; p < 4; p++ {
+		for p := from; p < 4; p++ {
 			avail += n.allocByPrio[p][i]
 		}
 		if o.req[i] > avail {
@@ -136,56 +268,141 @@ func (c *Core) potentialFits(t *Task, o *Option, n *Node) bool {
 	return true
 }
 
+// siblingBelow returns the ancestor of v's leaf just below the lowest
+// common ancestor of the leaves of t and v (nil when they share a leaf).
+func siblingBelow(t, v *Task) *queueNode {
+	if t.queue == v.queue {
+		return nil
+	}
+	for b := v.queue; b.parent != nil; b = b.parent {
+		for a := t.queue; a != nil; a = a.parent {
+			if a == b.parent {
+				return b
+			}
+		}
+	}
+	return nil
+}
+
+// borrowing reports whether q holds (net of the what-if's evictions) more
+// than its guarantee of dim d.
+func borrowing(q *queueNode, d int) bool {
+	held := q.used[d] - q.evicted[d]
+	for _, g := range q.guar {
+		if g.dim == d {
+			return held > g.max
+		}
+	}
+	return held > 0
+}
+
+// priorityVictim reports whether t may evict v for priority: v is less
+// important, and its queue's guarantee does not protect it.
+func (c *Core) priorityVictim(t, v *Task) bool {
+	if v.prio <= t.prio || t.prio > 1 {
+		return false
+	}
+	b := siblingBelow(t, v)
+	if b == nil || len(b.guar) == 0 {
+		return true
+	}
+	vo := &v.cls.opts[optIndex(v.chosen)]
+	for _, g := range b.guar {
+		if vo.req[g.dim] > 0 && !borrowing(b, g.dim) {
+			return false
+		}
+	}
+	return true
+}
+
+// reclaimVictim reports whether t may take back from v: v's queue is
+// borrowing a resource that both ask for.
+func (c *Core) reclaimVictim(t *Task, o *Option, v *Task) bool {
+	b := siblingBelow(t, v)
+	if b == nil {
+		return false
+	}
+	vo := &v.cls.opts[optIndex(v.chosen)]
+	for i := 0; i < c.dims.Len(); i++ {
+		if o.req[i] > 0 && vo.req[i] > 0 && borrowing(b, i) {
+			return true
+		}
+	}
+	return false
+}
+
+// whatIf evicts (sign -1) or restores (sign 1) v on n and in its queues'
+// what-if scratch.
+func whatIf(n *Node, v *Task, sign int64) {
+	vo := &v.cls.opts[optIndex(v.chosen)]
+	rawAdd(n, v, vo, v.devs, sign)
+	for q := v.queue; q != nil; q = q.parent {
+		for i := range vo.req {
+			q.evicted[i] -= sign * vo.req[i]
+		}
+	}
+}
+
 // victimsOn returns the smallest set of victims on n that lets o fit, found
 // by evicting candidates least important first and then reprieving from the
-// most important down. The node's state is restored before returning.
-func (c *Core) victimsOn(t *Task, o *Option, n *Node) ([]*Task, bool) {
+// most important down. A candidate's eligibility is judged as it is taken,
+// against what the victims before it already freed. The node's and the
+// queues' state is restored before returning.
+func (c *Core) victimsOn(t *Task, o *Option, n *Node, m preemptMode) ([]*Task, bool) {
 	cands := c.victimBuf[:0]
 	for _, v := range n.tasks {
-		if v.preemptible && v.prio > t.prio && c.now-startOf(v) >= int64(c.cfg.PreemptMinRuntime) {
+		if v.preemptible && c.now-startOf(v) >= int64(c.cfg.PreemptMinRuntime) &&
+			(m.priority && v.prio > t.prio || m.reclaim) {
 			cands = append(cands, v)
 		}
 	}
 	// Least important first, then most recently started, then newest.
 	sort.Slice(cands, func(i, j int) bool { return victimBefore(cands[i], cands[j]) })
 	c.victimBuf = cands
-	evicted := 0
+	taken := cands[:0] // the evicted, in order (reuses cands' front)
 	fits := false
 	for _, v := range cands {
-		rawAdd(n, v, &v.cls.opts[optIndex(v.chosen)], v.devs, -1)
-		evicted++
+		if !(m.priority && c.priorityVictim(t, v) || m.reclaim && c.reclaimVictim(t, o, v)) {
+			continue
+		}
+		whatIf(n, v, -1)
+		taken = append(taken, v)
 		if c.checkNode(t, o, n) == nil {
 			fits = true
 			break
 		}
 	}
 	if !fits {
-		for i := evicted - 1; i >= 0; i-- {
-			v := cands[i]
-			rawAdd(n, v, &v.cls.opts[optIndex(v.chosen)], v.devs, 1)
+		for i := len(taken) - 1; i >= 0; i-- {
+			whatIf(n, taken[i], 1)
 		}
 		return nil, false
 	}
 	victims := c.victimOut[:0]
-	for i := evicted - 1; i >= 0; i-- {
-		v := cands[i]
-		vo := &v.cls.opts[optIndex(v.chosen)]
-		rawAdd(n, v, vo, v.devs, 1)
+	for i := len(taken) - 1; i >= 0; i-- {
+		v := taken[i]
+		whatIf(n, v, 1)
 		if c.checkNode(t, o, n) != nil {
-			rawAdd(n, v, vo, v.devs, -1)
+			whatIf(n, v, -1)
 			victims = append(victims, v)
 		}
 	}
 	for _, v := range victims {
-		rawAdd(n, v, &v.cls.opts[optIndex(v.chosen)], v.devs, 1)
+		whatIf(n, v, 1)
 	}
 	c.victimOut = victims
 	return victims, true
 }
 
+// victimBefore orders a node's candidates: least important first, then
+// tasks outside a placed gang (a gang is evicted whole), then the most
+// recently started, then the newest.
 func victimBefore(a, b *Task) bool {
 	if a.prio != b.prio {
 		return a.prio > b.prio
+	}
+	if ga, gb := inGang(a), inGang(b); ga != gb {
+		return gb
 	}
 	sa, sb := startOf(a), startOf(b)
 	if sa != sb {

@@ -13,7 +13,7 @@ type classQueue struct {
 	tasks    []*Task // FIFO: tasks[first:] with nil holes; heap: the heap
 	first    int
 	live     int
-	hpos     int32 // index in tier.heap; -1 when not there
+	hpos     int32 // index in its leaf's lane; -1 when not there
 	blocked  bool
 	gen      uint32 // bumps at each block, invalidates old blockRefs
 	deferred bool   // left for the next cycle (search budget spent)
@@ -91,12 +91,11 @@ func (q *classQueue) removeAt(i int) {
 	q.tasks = heapRemove[*Task, byQueueOrder](q.tasks, i)
 }
 
-// tier holds one level: the heap of active class queues ordered by their
-// heads, and its pending tasks in entry order (for aging): aging[0] holds
+// tier holds one level (its active class queues are in the queue tree's
+// lanes, queues.go), and its pending tasks in entry order (for aging): aging[0] holds
 // tasks at their native level, aging[1] tasks raised into it, so that each
 // list is ordered by deadline.
 type tier struct {
-	heap   []*classQueue
 	active int   // tasks in active queues
 	since  int64 // when the current batch started collecting; -1 when none
 	resume bool  // a dispatch stopped early: the tier is due again at once
@@ -116,20 +115,6 @@ func agingList(x *Task) int {
 }
 
 func qLess(a, b *classQueue) bool { return taskLess(a.head(), b.head()) }
-
-func (t *tier) hpush(q *classQueue) {
-	q.hpos = int32(len(t.heap))
-	t.heap = append(t.heap, q)
-	heapUp[*classQueue, byHead](t.heap, int(q.hpos))
-}
-
-func (t *tier) hremove(q *classQueue) {
-	t.heap = heapRemove[*classQueue, byHead](t.heap, int(q.hpos))
-	q.hpos = -1
-}
-
-// hfix restores order after q's head changed.
-func (t *tier) hfix(q *classQueue) { heapFix[*classQueue, byHead](t.heap, int(q.hpos)) }
 
 // listAppend adds x at the tail of its aging list.
 func (t *tier) listAppend(x *Task) {

@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hetsched/hetsched/internal/api"
@@ -9,24 +10,51 @@ import (
 	"github.com/hetsched/hetsched/internal/resource"
 )
 
-// Queue quotas (first part of the tenants issue): a queue's max caps what
-// the placed tasks of the queue and of its descendants hold, per resource.
-// A placement that would pass the max of the task's queue or of any
-// ancestor does not fit, with the reason "queue team-a max reached:
-// nvidia.com/gpu 16/16". Guarantees, borrowing order and fair share come
-// later; below its max a queue may use any idle capacity.
+// Tenant queues: a tree root → tenant → sub-queue.
 //
-// Contracts: usage is the sum of the requests of the queue's placed tasks
-// (its own and its descendants'), kept by allocate and release; a class
-// refused by a max is woken when a task of a queue that hit its max
-// releases (wakeAll: rare, only after a refusal).
+//   - Max caps what the placed tasks of a queue and of its descendants
+//     hold, per resource. A placement that would pass the max of the
+//     task's queue or of any ancestor does not fit, with the reason "queue
+//     team-a max reached: nvidia.com/gpu 16/16".
+//   - Below its max a queue may use any idle capacity: it borrows beyond
+//     its guarantee. Reclaim (preempt.go) takes borrowed capacity back for
+//     a queue under its guarantee.
+//   - Fair order: within a tier, the pending work of the queues is served
+//     in weighted dominant-resource-fair order, hierarchically. At each
+//     queue, its children (and the queue's own tasks, as a leaf of
+//     weight 1) are ordered: those below their guarantee first, then by
+//     dominant share (the largest fraction of the cluster's schedulable
+//     capacity of any resource the subtree holds) divided by weight, then
+//     the one served least recently. Each tier keeps, per queue, a heap of
+//     its children with active work (lane), and per leaf a heap of its
+//     active class queues; a pick walks from the root down, so its cost is
+//     the tree's depth times log(fan-out), never the number of queues.
+//
+// Contracts: every task belongs to a leaf (the own-task leaf of its queue,
+// or of the root when it names no queue the core knows); used is the sum of
+// the requests of the placed tasks below a queue, kept by allocate and
+// release; share and under follow used at once (the lanes are re-ordered on
+// each change), and the cluster's capacity when it changes (at the next
+// schedule). A class refused by a max is woken when a task of a queue that
+// hit its max releases (wakeAll: rare, only after a refusal).
 
 type queueNode struct {
 	name   string
 	parent *queueNode
+	self   *queueNode // the leaf holding the queue's own tasks (nil on a leaf)
+	leaf   bool
+	order  int // creation order: the last tie-break
 	limits []dimLimit
+	guar   []dimLimit // the guarantee, per resource it names
+	weight float64
 	used   resource.Vector
-	hit    bool // a placement was refused by this queue's max since the last release
+	hit    bool    // a placement was refused by this queue's max since the last release
+	share  float64 // dominant share of the cluster / weight
+	under  bool    // below its guarantee in some resource it names
+	picked uint64  // when a placement last went below this queue
+	ln     [4]lane
+	// scratch for what-ifs (preemption), zero between them
+	evicted resource.Vector
 }
 
 type dimLimit struct {
@@ -34,34 +62,125 @@ type dimLimit struct {
 	max int64
 }
 
+// lane is the pending work of one queue node at one tier: for a leaf, its
+// active class queues (by head task); otherwise its children whose lanes
+// are not empty (by fair order).
+type lane struct {
+	node  *queueNode
+	level int8
+	pos   int32 // in the parent's kids; -1 when not there
+	cqs   []*classQueue
+	kids  []*lane
+}
+
+func newQueueNode(name string, parent *queueNode, leaf bool, order int) *queueNode {
+	n := &queueNode{name: name, parent: parent, leaf: leaf, weight: 1, order: order}
+	for l := range n.ln {
+		n.ln[l] = lane{node: n, level: int8(l), pos: -1}
+	}
+	return n
+}
+
+// newRootQueue returns the root with its own-task leaf (where tasks that
+// name no queue wait).
+func newRootQueue() *queueNode {
+	r := newQueueNode(api.RootQueue, nil, false, 0)
+	r.self = newQueueNode(api.RootQueue, r, true, 0)
+	return r
+}
+
+// leafOf returns the leaf where a task of queue name waits.
+func (c *Core) leafOf(name string) *queueNode {
+	if q := c.queueTree[name]; q != nil {
+		return q.self
+	}
+	return c.rootQ.self
+}
+
 // SetQueue adds or updates a queue (its parent first). Unknown resource
-// names in the max are interned.
+// names in max and guaranteed are interned. Moving a queue under another
+// parent carries its usage and its pending work along.
 func (c *Core) SetQueue(now time.Time, q *api.Queue) error {
 	c.advance(now)
-	var parent *queueNode
+	parent := c.rootQ
 	if q.Parent != "" && q.Parent != api.RootQueue {
 		if parent = c.queueTree[q.Parent]; parent == nil {
 			return errs.Invalid("parent", "no queue %q", q.Parent)
 		}
 	}
+	if q.Name == "" || q.Name == api.RootQueue {
+		return errs.Invalid("name", "must name a queue other than the root")
+	}
 	n := c.queueTree[q.Name]
-	if n == nil {
-		n = &queueNode{name: q.Name}
-		c.queueTree[q.Name] = n
-	}
-	n.parent = parent
-	n.limits = n.limits[:0]
-	for name, v := range q.Max {
-		d, err := c.dims.Intern(name)
-		if err != nil {
-			return errs.Invalid("max."+string(name), "%v", err)
+	for p := parent; p != nil; p = p.parent {
+		if n != nil && p == n {
+			return errs.Invalid("parent", "queue %q cannot move under its own descendant %q", q.Name, q.Parent)
 		}
-		n.limits = append(n.limits, dimLimit{d, v})
 	}
+	limits, err := c.dimLimits("max", q.Max)
+	if err != nil {
+		return err
+	}
+	guar, err := c.dimLimits("guaranteed", q.Guaranteed)
+	if err != nil {
+		return err
+	}
+	if n == nil {
+		c.queueSeq++
+		n = newQueueNode(q.Name, parent, false, c.queueSeq)
+		n.self = newQueueNode(q.Name, n, true, c.queueSeq)
+		c.queueTree[q.Name] = n
+	} else if n.parent != parent {
+		c.reparent(n, parent)
+	}
+	n.limits, n.guar = limits, guar
+	n.weight = q.Weight
+	if n.weight <= 0 {
+		n.weight = 1
+	}
+	c.sharesDirty = true
 	// A raised max may let refused classes in.
 	c.wakeAll()
 	c.schedule()
 	return nil
+}
+
+func (c *Core) dimLimits(field string, l resource.List) ([]dimLimit, error) {
+	var out []dimLimit
+	names := make([]resource.Name, 0, len(l))
+	for name := range l {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		d, err := c.dims.Intern(name)
+		if err != nil {
+			return nil, errs.Invalid(field+"."+string(name), "%v", err)
+		}
+		out = append(out, dimLimit{d, l[name]})
+	}
+	return out, nil
+}
+
+// reparent moves n (with its usage and its lanes) under p.
+func (c *Core) reparent(n, p *queueNode) {
+	for l := range n.ln {
+		if n.ln[l].pos >= 0 {
+			c.laneLeave(&n.ln[l])
+		}
+	}
+	for a := n.parent; a != nil; a = a.parent {
+		a.used.Sub(&n.used)
+	}
+	n.parent = p
+	for a := p; a != nil; a = a.parent {
+		a.used.Add(&n.used)
+	}
+	for l := range n.ln {
+		if len(n.ln[l].kids) > 0 {
+			c.laneJoin(&n.ln[l])
+		}
+	}
 }
 
 // queueCheck reports whether o fits under the max of t's queue and of its
@@ -69,10 +188,10 @@ func (c *Core) SetQueue(now time.Time, q *api.Queue) error {
 func (c *Core) queueCheck(t *Task, o *Option) *Status {
 	for q := t.queue; q != nil; q = q.parent {
 		for _, l := range q.limits {
-			if q.used[l.dim]+o.req[l.dim] > l.max {
+			if q.used[l.dim]-q.evicted[l.dim]+o.req[l.dim] > l.max {
 				q.hit = true
 				return NewUnschedulable(fmt.Sprintf("queue %s max reached: %s %s/%s", q.name,
-					c.dims.Name(l.dim), c.formatQty(l.dim, q.used[l.dim]), c.formatQty(l.dim, l.max)))
+					c.dims.Name(l.dim), c.formatQty(l.dim, q.used[l.dim]-q.evicted[l.dim]), c.formatQty(l.dim, l.max)))
 			}
 		}
 	}
@@ -82,6 +201,9 @@ func (c *Core) queueCheck(t *Task, o *Option) *Status {
 // overQueueMax reports whether every option of t is over a queue max, so
 // that an attempt fails before walking any node.
 func (c *Core) overQueueMax(t *Task) bool {
+	if t.queue.parent == c.rootQ && len(c.rootQ.limits) == 0 {
+		return false // a task of no queue: no max applies
+	}
 	for oi := range t.cls.opts {
 		if c.queueCheck(t, &t.cls.opts[oi]) == nil {
 			return false
@@ -91,8 +213,8 @@ func (c *Core) overQueueMax(t *Task) bool {
 }
 
 // queueAdd charges (sign 1) or refunds (sign -1) o's request to t's queue
-// and its ancestors; a refund to a queue that refused a placement wakes the
-// blocked classes.
+// and its ancestors and re-orders their lanes; a refund to a queue that
+// refused a placement wakes the blocked classes.
 func (c *Core) queueAdd(t *Task, o *Option, sign int64) {
 	wake := false
 	for q := t.queue; q != nil; q = q.parent {
@@ -103,10 +225,175 @@ func (c *Core) queueAdd(t *Task, o *Option, sign int64) {
 			q.hit = false
 			wake = true
 		}
+		if sign > 0 {
+			q.picked = c.stats.Placed
+		}
+		c.refreshShare(q)
 	}
 	if wake {
 		c.wakeAll()
 	}
+}
+
+// refreshShare recomputes q's share and re-orders it among its siblings.
+func (c *Core) refreshShare(q *queueNode) {
+	if q.parent == nil {
+		return
+	}
+	q.share, q.under = c.shareOf(q)
+	for l := range q.ln {
+		ln := &q.ln[l]
+		if ln.pos < 0 {
+			continue
+		}
+		if kids := q.parent.ln[l].kids; len(kids) > 1 {
+			heapFix[*lane, byFair](kids, int(ln.pos))
+		}
+	}
+}
+
+// shareOf returns q's weighted dominant share of the cluster's schedulable
+// capacity, and whether q is below its guarantee.
+func (c *Core) shareOf(q *queueNode) (float64, bool) {
+	var dom float64
+	tot := &c.idx.total
+	for i := 0; i < c.dims.Len(); i++ {
+		if tot[i] > 0 && q.used[i] > 0 {
+			if f := float64(q.used[i]) / float64(tot[i]); f > dom {
+				dom = f
+			}
+		}
+	}
+	under := false
+	for _, g := range q.guar {
+		if q.used[g.dim] < g.max {
+			under = true
+			break
+		}
+	}
+	return dom / q.weight, under
+}
+
+// refreshAllShares recomputes every share and re-orders every lane (the
+// cluster's capacity or a queue's weight or guarantee changed).
+func (c *Core) refreshAllShares() {
+	c.sharesDirty = false
+	var walk func(q *queueNode)
+	walk = func(q *queueNode) {
+		if q.parent != nil {
+			q.share, q.under = c.shareOf(q)
+		}
+		if q.self != nil {
+			walk(q.self)
+		}
+	}
+	walk(c.rootQ)
+	for _, q := range c.queueTree {
+		walk(q)
+	}
+	fix := func(q *queueNode) {
+		for l := range q.ln {
+			kids := q.ln[l].kids
+			for i := len(kids)/2 - 1; i >= 0; i-- {
+				heapDown[*lane, byFair](kids, i)
+			}
+		}
+	}
+	fix(c.rootQ)
+	for _, q := range c.queueTree {
+		fix(q)
+	}
+}
+
+// byFair orders the children of a lane: below guarantee first, then the
+// smallest weighted dominant share, then the least recently served.
+type byFair struct{}
+
+func (byFair) less(a, b *lane) bool {
+	x, y := a.node, b.node
+	if x.under != y.under {
+		return x.under
+	}
+	if x.share != y.share {
+		return x.share < y.share
+	}
+	if x.picked != y.picked {
+		return x.picked < y.picked
+	}
+	if x.order != y.order {
+		return x.order < y.order
+	}
+	return y.leaf && !x.leaf
+}
+func (byFair) setPos(x *lane, i int) { x.pos = int32(i) }
+
+// laneJoin links a lane that became non-empty into its parent's, and on
+// up while the parents were empty.
+func (c *Core) laneJoin(ln *lane) {
+	for ln.node.parent != nil {
+		p := &ln.node.parent.ln[ln.level]
+		ln.pos = int32(len(p.kids))
+		p.kids = append(p.kids, ln)
+		heapUp[*lane, byFair](p.kids, int(ln.pos))
+		if len(p.kids) > 1 {
+			return
+		}
+		ln = p
+	}
+}
+
+// laneLeave unlinks a lane that became empty from its parent's, and on up
+// while the parents become empty.
+func (c *Core) laneLeave(ln *lane) {
+	for ln.node.parent != nil && ln.pos >= 0 {
+		p := &ln.node.parent.ln[ln.level]
+		p.kids = heapRemove[*lane, byFair](p.kids, int(ln.pos))
+		ln.pos = -1
+		if len(p.kids) > 0 {
+			return
+		}
+		ln = p
+	}
+}
+
+// hpush makes q active: it joins its leaf's lane at its level.
+func (c *Core) hpush(q *classQueue) {
+	ln := &q.cls.leaf.ln[q.level]
+	q.hpos = int32(len(ln.cqs))
+	ln.cqs = append(ln.cqs, q)
+	heapUp[*classQueue, byHead](ln.cqs, int(q.hpos))
+	if len(ln.cqs) == 1 {
+		c.laneJoin(ln)
+	}
+}
+
+// hremove takes an active q out of its leaf's lane.
+func (c *Core) hremove(q *classQueue) {
+	ln := &q.cls.leaf.ln[q.level]
+	ln.cqs = heapRemove[*classQueue, byHead](ln.cqs, int(q.hpos))
+	q.hpos = -1
+	if len(ln.cqs) == 0 {
+		c.laneLeave(ln)
+	}
+}
+
+// hfix restores order after q's head changed.
+func (c *Core) hfix(q *classQueue) {
+	heapFix[*classQueue, byHead](q.cls.leaf.ln[q.level].cqs, int(q.hpos))
+}
+
+// hasActive reports whether level l has an active class queue.
+func (c *Core) hasActive(l int) bool { return len(c.rootQ.ln[l].kids) > 0 }
+
+// top returns the class queue level l serves next: the fair-order walk
+// from the root to a leaf, then the leaf's first head. Level l must have
+// an active class queue.
+func (c *Core) top(l int) *classQueue {
+	ln := &c.rootQ.ln[l]
+	for !ln.node.leaf {
+		ln = ln.kids[0]
+	}
+	return ln.cqs[0]
 }
 
 // QueueUsage returns what the placed tasks of a queue (and its

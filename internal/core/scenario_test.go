@@ -314,6 +314,8 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 			fmt.Fprintf(&b, "group %d: %d nodes (%d schedulable)\n", g.id, g.members, g.indexed)
 		}
 		return b.String()
+	case "queues":
+		return h.queues()
 	case "pending":
 		p := h.c.Pending()
 		return fmt.Sprintf("urgent=%d high=%d medium=%d low=%d", p[0], p[1], p[2], p[3])
@@ -333,6 +335,23 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 	b.WriteString(formatOutput(h.c.TakeOutput()))
 	if b.Len() == 0 {
 		return "ok"
+	}
+	return b.String()
+}
+
+// queues prints each queue's usage, weighted dominant share, whether it is
+// below its guarantee, and its fair share.
+func (h *harness) queues() string {
+	names := make([]string, 0, len(h.c.queueTree))
+	for n := range h.c.queueTree {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	fair := h.c.FairShares()
+	var b strings.Builder
+	for _, n := range names {
+		q := h.c.queueTree[n]
+		fmt.Fprintf(&b, "%s used=%s share=%.3f under=%v fair=%s\n", n, h.c.dims.Format(&q.used), q.share, q.under, fair[n])
 	}
 	return b.String()
 }
@@ -398,6 +417,7 @@ func (h *harness) taskFromArgs(t *testing.T, td *datadriven.TestData) api.Task {
 	if v, ok := arg(td, "class"); ok {
 		spec.Metadata = map[string]string{"class": v}
 	}
+	spec.Queue, _ = arg(td, "queue")
 	return spec
 }
 
@@ -423,7 +443,7 @@ func formatOutput(o Output) string {
 		fmt.Fprintf(&b, " level=%d waited=%s\n", p.Level, p.Delay)
 	}
 	for _, p := range o.Preemptions {
-		fmt.Fprintf(&b, "preempt %s on %s for %s\n", p.Victim, p.Node, p.By)
+		fmt.Fprintf(&b, "preempt %s on %s for %s (%s)\n", p.Victim, p.Node, p.By, p.Reason)
 	}
 	for _, tr := range o.Transitions {
 		fmt.Fprintf(&b, "%s: %s -> %s", tr.Task, tr.From, tr.To)

@@ -54,7 +54,8 @@ type class struct {
 	identity    []selTerm // the terms on identity labels (checked per node)
 	tolerations []api.Toleration
 	queues      [4]*classQueue
-	optOrder    []int // option indexes, fastest declared speed first
+	leaf        *queueNode // the tenant queue leaf its tasks wait in
+	optOrder    []int      // option indexes, fastest declared speed first
 	// rrExhaustive: the last round-robin attempt ran out of budget, so the
 	// next one checks a whole turn of the cluster.
 	rrExhaustive bool
@@ -113,7 +114,7 @@ type Task struct {
 
 	job      *job
 	gang     *gang
-	queue    *queueNode // nil: no quota applies
+	queue    *queueNode // its class's leaf (never nil)
 	gready   bool       // pending in its gang's ready list (in no class queue)
 	backoff  bool       // pending, waiting out a retry backoff (in no queue)
 	failures int32      // retries used

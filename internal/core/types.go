@@ -79,6 +79,7 @@ type Preemption struct {
 	Victim string
 	By     string
 	Node   string
+	Reason PreemptReason
 }
 
 // Transition reports a state change other than pending→scheduled (which a
