@@ -69,10 +69,10 @@ func newClientCommands() []*cobra.Command {
 	var state string
 	var limit int
 	get := &cobra.Command{
-		Use:       "get tasks|nodes",
-		Short:     "List tasks or nodes",
+		Use:       "get tasks|nodes|queues",
+		Short:     "List tasks, nodes or queues",
 		Args:      cobra.ExactArgs(1),
-		ValidArgs: []string{"tasks", "nodes"},
+		ValidArgs: []string{"tasks", "nodes", "queues"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := getFlags.client()
 			if err != nil {
@@ -83,8 +83,10 @@ func newClientCommands() []*cobra.Command {
 				return cli.GetTasks(cmd.Context(), c, cmd.OutOrStdout(), state, limit, getFlags.output)
 			case "nodes", "node":
 				return cli.GetNodes(cmd.Context(), c, cmd.OutOrStdout(), getFlags.output)
+			case "queues", "queue":
+				return cli.GetQueues(cmd.Context(), c, cmd.OutOrStdout(), getFlags.output)
 			}
-			return fmt.Errorf("get: unknown kind %q (tasks or nodes; jobs and queues come with their issues)", args[0])
+			return fmt.Errorf("get: unknown kind %q (tasks, nodes or queues; a job: GET /api/v1/jobs/ID)", args[0])
 		},
 	}
 	getFlags.add(get)

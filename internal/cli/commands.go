@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -302,4 +303,67 @@ func printTasksRaw(w io.Writer, raw json.RawMessage, output string) error {
 	b, _ := json.MarshalIndent(v, "", "  ")
 	_, err := fmt.Fprintln(w, string(b))
 	return err
+}
+
+// GetQueues lists the queues with their usage, fair share and waiting
+// tasks.
+func GetQueues(ctx context.Context, c *Client, w io.Writer, output string) error {
+	var raw json.RawMessage
+	if _, err := c.Do(ctx, "GET", "/api/v1/queues", nil, &raw); err != nil {
+		return err
+	}
+	if output != Table {
+		return printTasksRaw(w, raw, output)
+	}
+	var body struct {
+		Queues []struct {
+			Name       string         `json:"name"`
+			Parent     string         `json:"parent"`
+			Weight     float64        `json:"weight"`
+			Guaranteed map[string]any `json:"guaranteed"`
+			Max        map[string]any `json:"max"`
+			Usage      map[string]any `json:"usage"`
+			FairShare  map[string]any `json:"fairShare"`
+			Pending    map[string]int `json:"pending"`
+		} `json:"queues"`
+	}
+	if err := json.Unmarshal(raw, &body); err != nil {
+		return err
+	}
+	list := func(m map[string]any) string {
+		if len(m) == 0 {
+			return "-"
+		}
+		var parts []string
+		for k, v := range m {
+			parts = append(parts, fmt.Sprintf("%s=%v", k, v))
+		}
+		sort.Strings(parts)
+		return strings.Join(parts, ",")
+	}
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tPARENT\tWEIGHT\tGUARANTEED\tMAX\tUSAGE\tFAIR SHARE\tPENDING")
+	for _, q := range body.Queues {
+		parent := q.Parent
+		if parent == "" {
+			parent = "root"
+		}
+		weight := q.Weight
+		if weight == 0 {
+			weight = 1
+		}
+		var pend []string
+		total := 0
+		for k, n := range q.Pending {
+			pend = append(pend, fmt.Sprintf("%s=%d", k, n))
+			total += n
+		}
+		sort.Strings(pend)
+		p := strconv.Itoa(total)
+		if len(pend) > 0 {
+			p += " (" + strings.Join(pend, ",") + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%g\t%s\t%s\t%s\t%s\t%s\n", q.Name, parent, weight, list(q.Guaranteed), list(q.Max), list(q.Usage), list(q.FairShare), p)
+	}
+	return tw.Flush()
 }

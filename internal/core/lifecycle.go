@@ -606,6 +606,7 @@ func (c *Core) fireTimers() {
 		case timerRetry:
 			if t.state == Pending && t.backoff {
 				t.backoff = false
+				t.queue.backoff--
 				reason := t.reason
 				c.enqueue(t)
 				t.reason = reason
@@ -624,6 +625,7 @@ func (c *Core) finish(t *Task, to State, reason string) {
 	switch {
 	case from == Pending && t.backoff:
 		t.backoff = false
+		t.queue.backoff--
 	case from == Pending:
 		c.unqueue(t)
 	case from == Scheduled, from == Running:

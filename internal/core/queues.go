@@ -53,6 +53,8 @@ type queueNode struct {
 	under  bool    // below its guarantee in some resource it names
 	picked uint64  // when a placement last went below this queue
 	ln     [4]lane
+	// backoff counts the leaf's tasks waiting out a retry backoff.
+	backoff int
 	// scratch for what-ifs (preemption), zero between them
 	evicted resource.Vector
 }

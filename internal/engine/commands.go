@@ -60,6 +60,8 @@ func (e *Engine) apply(cmd *command, now time.Time) {
 		cmd.statusOut = e.agentStatus(cmd.id, cmd.updates, now)
 	case cmdNodeViews:
 		cmd.nodeViews = e.nodeViews()
+	case cmdQueueViews:
+		cmd.queueViews = e.queueViews(cmd.tenant)
 	case cmdNodeState:
 		cmd.err = e.c.SetNodeState(now, cmd.id, cmd.state)
 		if cmd.err == nil {
@@ -81,6 +83,11 @@ func (e *Engine) currentNode(name string) *api.Node {
 // or a conflict. specJSON is the spec's encoding from prepare, or nil to
 // validate and encode here.
 func (e *Engine) submit(tenant string, spec *api.Task, specJSON []byte, now time.Time, job string) (string, error) {
+	if spec.Queue == "" && tenant != "" && tenant != DefaultTenant && e.queueView()[tenant] != nil {
+		// A tenant's task that names no queue goes to the tenant's own.
+		spec.Queue = tenant
+		specJSON = nil
+	}
 	if specJSON == nil {
 		var err error
 		if specJSON, err = prepare(spec); err != nil {

@@ -29,6 +29,11 @@ func (e *Engine) commitStaged(now time.Time) error {
 	for _, p := range out.Preemptions {
 		e.refresh(p.Victim, now)
 	}
+	for _, u := range out.Unschedulable {
+		// The class's first task shows why it waits (the others' records
+		// catch up at their next change; GET /queues counts them all).
+		e.refresh(u.Sample, now)
+	}
 	if len(e.staged) == 0 && len(e.stNode) == 0 && len(e.stQ) == 0 && len(e.stJob) == 0 {
 		return nil
 	}
@@ -174,7 +179,9 @@ func (e *Engine) count(out *core.Output) {
 		m.Placements.WithLabelValues(tier).Inc()
 		m.SchedulingDelay.WithLabelValues(tier).Observe(p.Delay.Seconds())
 	}
-	m.Preemptions.Add(float64(len(out.Preemptions)))
+	for _, p := range out.Preemptions {
+		m.Preemptions.WithLabelValues(string(p.Reason)).Inc()
+	}
 	for _, tr := range out.Transitions {
 		m.Transitions.WithLabelValues(tr.To.String()).Inc()
 	}
@@ -184,10 +191,14 @@ func (e *Engine) count(out *core.Output) {
 // walks every node.
 func (e *Engine) gauge(now time.Time) {
 	m := e.cfg.Metrics
-	if m == nil || now.Sub(e.gauged) < time.Second {
+	if m == nil {
 		return
 	}
-	e.gauged = now
+	if now.Sub(e.gauged) < time.Second {
+		e.gaugeDue = true // the loop wakes for it: an idle engine's gauges are not left stale
+		return
+	}
+	e.gauged, e.gaugeDue = now, false
 	p := e.c.Pending()
 	for l, n := range p {
 		m.Pending.WithLabelValues(api.TierNames[l]).Set(float64(n))
@@ -229,6 +240,14 @@ func (e *Engine) gauge(now time.Time) {
 	m.QueueUsage.Reset()
 	m.QueueMax.Reset()
 	m.QueueGuaranteed.Reset()
+	m.QueueFairShare.Reset()
+	if len(e.queues) > 0 {
+		for name, fs := range e.c.FairShares() {
+			for r, v := range fs {
+				m.QueueFairShare.WithLabelValues(name, string(r)).Set(float64(v))
+			}
+		}
+	}
 	for name, q := range e.queues {
 		if u, ok := e.c.QueueUsage(name); ok {
 			for r, v := range u {
@@ -240,6 +259,12 @@ func (e *Engine) gauge(now time.Time) {
 		}
 		for r, v := range q.Guaranteed {
 			m.QueueGuaranteed.WithLabelValues(name, string(r)).Set(float64(v))
+		}
+	}
+	m.PendingReason.Reset()
+	for q, cats := range e.waitingByReason() {
+		for cat, n := range cats {
+			m.PendingReason.WithLabelValues(q, cat).Set(float64(n))
 		}
 	}
 	m.PendingQueue.Reset()

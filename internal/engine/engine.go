@@ -61,13 +61,14 @@ type Engine struct {
 	streamSeq uint64
 
 	// loop-owned
-	c      *core.Core
-	seq    uint64
-	staged map[string]*TaskRecord
-	stNode map[string]*api.Node
-	stQ    map[string]*api.Queue
-	stJob  map[string]*JobRecord
-	gauged time.Time // when the gauges were last refreshed
+	c        *core.Core
+	seq      uint64
+	staged   map[string]*TaskRecord
+	stNode   map[string]*api.Node
+	stQ      map[string]*api.Queue
+	stJob    map[string]*JobRecord
+	gauged   time.Time // when the gauges were last refreshed
+	gaugeDue bool      // a refresh was skipped (at most one a second): one is due
 	// owner is the durable agent of each agent node; stAgent the staged
 	// changes to it.
 	owner, stAgent map[string]string
@@ -80,6 +81,9 @@ type Engine struct {
 	// waiting counts pending and blocked tasks per queue and native tier,
 	// kept up to date as records are published (for the metrics).
 	waiting map[queueTier]int
+	// blockedQ counts the tasks blocked on dependencies per queue (the core
+	// reports the pending ones, core.Waiting).
+	blockedQ map[string]int
 }
 
 type queueTier struct {
@@ -101,6 +105,11 @@ func (e *Engine) countWaiting(r *TaskRecord, delta int) {
 	if e.waiting[k] += delta; e.waiting[k] == 0 {
 		delete(e.waiting, k)
 	}
+	if r.State == "blocked" {
+		if e.blockedQ[q] += delta; e.blockedQ[q] == 0 {
+			delete(e.blockedQ, q)
+		}
+	}
 }
 
 type cmdKind uint8
@@ -121,6 +130,7 @@ const (
 	cmdHeartbeat
 	cmdAgentStatus
 	cmdNodeViews
+	cmdQueueViews
 )
 
 type command struct {
@@ -139,14 +149,15 @@ type command struct {
 	beats   []Beat
 	updates []StatusUpdate
 	// results
-	gen       uint64
-	statusOut []StatusResult
-	nodeViews []NodeView
-	summary   *Summary
-	ids       []string
-	errs      []error
-	err       error
-	reply     chan struct{}
+	gen        uint64
+	statusOut  []StatusResult
+	nodeViews  []NodeView
+	queueViews []QueueView
+	summary    *Summary
+	ids        []string
+	errs       []error
+	err        error
+	reply      chan struct{}
 }
 
 // New opens an engine on st, rebuilding the core from what st holds, and
@@ -169,7 +180,7 @@ func New(cfg Config, st store.Store) (*Engine, error) {
 		cfg: cfg, st: st, log: cfg.Logger, c: c,
 		cmds: make(chan *command, cfg.MaxBatch), quit: make(chan struct{}), done: make(chan struct{}),
 		tasks: map[string]*TaskRecord{}, nodes: map[string]*api.Node{}, queues: map[string]*api.Queue{}, waiters: map[string][]chan struct{}{},
-		jobs: map[string]*JobRecord{}, stJob: map[string]*JobRecord{}, waiting: map[queueTier]int{},
+		jobs: map[string]*JobRecord{}, stJob: map[string]*JobRecord{}, waiting: map[queueTier]int{}, blockedQ: map[string]int{},
 		staged: map[string]*TaskRecord{}, stNode: map[string]*api.Node{}, stQ: map[string]*api.Queue{},
 		events: newEventLog(1),
 		agents: map[string]*agentState{}, nodeAgent: map[string]string{}, assigned: map[string]map[string]*TaskRecord{},
@@ -246,6 +257,9 @@ func (e *Engine) loop() {
 		}
 		if next, ok := e.nextLiveness(); ok {
 			d = min(d, next.Sub(now))
+		}
+		if e.gaugeDue {
+			d = min(d, e.gauged.Add(time.Second).Sub(now))
 		}
 		d = max(d, 0)
 		timer.Reset(d)

@@ -11,7 +11,7 @@ import (
 type Metrics struct {
 	SchedulingDelay *prometheus.HistogramVec // tier
 	Placements      *prometheus.CounterVec   // tier
-	Preemptions     prometheus.Counter
+	Preemptions     *prometheus.CounterVec // reason (priority, reclaim, gang)
 	Transitions     *prometheus.CounterVec // to
 	Pending         *prometheus.GaugeVec   // tier
 	PendingQueue    *prometheus.GaugeVec   // queue, tier
@@ -27,7 +27,13 @@ type Metrics struct {
 	QueueUsage      *prometheus.GaugeVec // queue, resource
 	QueueMax        *prometheus.GaugeVec // queue, resource
 	QueueGuaranteed *prometheus.GaugeVec // queue, resource
+	QueueFairShare  *prometheus.GaugeVec // queue, resource
+	PendingReason   *prometheus.GaugeVec // queue, reason
 }
+
+// PreemptReasons are the label values of hetsched_preemptions_total, each
+// exported from the start (at 0).
+var PreemptReasons = []string{"priority", "reclaim", "gang"}
 
 // New creates the collectors and registers them on reg.
 func New(reg prometheus.Registerer) *Metrics {
@@ -41,10 +47,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "hetsched_placements_total",
 			Help: "Tasks placed on a node, by native priority tier.",
 		}, []string{"tier"}),
-		Preemptions: prometheus.NewCounter(prometheus.CounterOpts{
+		Preemptions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hetsched_preemptions_total",
-			Help: "Tasks evicted to make room for more important ones.",
-		}),
+			Help: "Tasks evicted, by reason: priority (for a more important task), reclaim (for a queue under its guarantee), gang (with a member of its gang).",
+		}, []string{"reason"}),
 		Transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hetsched_task_transitions_total",
 			Help: "Task state changes other than placements, by the state entered.",
@@ -108,10 +114,21 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "hetsched_queue_guaranteed",
 			Help: "A queue's guarantee by resource, in canonical units.",
 		}, []string{"queue", "resource"}),
+		QueueFairShare: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hetsched_queue_fair_share",
+			Help: "A queue's instantaneous fair share of the schedulable capacity (guarantee, then weighted water-filling of its demand), by resource, in canonical units.",
+		}, []string{"queue", "resource"}),
+		PendingReason: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hetsched_pending_tasks_by_reason",
+			Help: "Tasks waiting (pending or blocked) by queue and reason: scheduling, resources, queue_max, gang, backoff, preempted, dependencies, other.",
+		}, []string{"queue", "reason"}),
+	}
+	for _, r := range PreemptReasons {
+		m.Preemptions.WithLabelValues(r)
 	}
 	reg.MustRegister(m.SchedulingDelay, m.Placements, m.Preemptions, m.Transitions, m.Pending,
 		m.PendingQueue, m.DeviceCapacity, m.DeviceAllocated,
 		m.Capacity, m.Allocated, m.Nodes, m.APIDuration, m.CommitDuration, m.CommitRecords, m.Tasks,
-		m.QueueUsage, m.QueueMax, m.QueueGuaranteed)
+		m.QueueUsage, m.QueueMax, m.QueueGuaranteed, m.QueueFairShare, m.PendingReason)
 	return m
 }

@@ -66,7 +66,7 @@ func TestMetricsLiveScrape(t *testing.T) {
 		`hetsched_api_request_duration_seconds_count{code="404",route="GET /api/v1/tasks/{id}"} 1`,
 		`hetsched_store_commit_duration_seconds_count`,
 		`hetsched_store_commit_records_bucket`,
-		`hetsched_preemptions_total 0`,
+		`hetsched_preemptions_total{reason="priority"} 0`,
 		`hetsched_device_capacity{model="L4",resource="nvidia.com/gpu"} 2000`,
 		`hetsched_device_allocated{model="L4",resource="nvidia.com/gpu"} 1000`,
 		`hetsched_queue_usage{queue="qa",resource="nvidia.com/gpu"} 1000`,

@@ -646,7 +646,12 @@ func queueTenant(p Principal) string {
 }
 
 func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"queues": s.eng.Queues(queueTenant(principalOf(r)))})
+	qs, err := s.eng.QueueViews(r.Context(), queueTenant(principalOf(r)))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"queues": qs})
 }
 
 // putQueue is PUT /api/v1/queues/{name} with the queue as the body.
