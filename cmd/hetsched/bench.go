@@ -11,7 +11,7 @@ import (
 
 func newBench() *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: "Benchmarks of hetsched's parts"}
-	cmd.AddCommand(newBenchCore(), newBenchAPI(), newBenchEcho(), newBenchHTTP(), newBenchPending(), newBenchFleet(), newBenchJob())
+	cmd.AddCommand(newBenchCore(), newBenchAPI(), newBenchEcho(), newBenchHTTP(), newBenchPending(), newBenchFleet(), newBenchJob(), newBenchPreempt())
 	return cmd
 }
 
@@ -72,5 +72,45 @@ task finishes and a waiting one is placed).`,
 	cmd.Flags().StringVar(&policy, "policy", "least-allocated", "scheduling policy")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json (one JSON object per line)")
 	cmd.Flags().BoolVar(&presize, "presize", false, "pre-size the core's task index for the task count (core.Config.TaskCapacityHint)")
+	return cmd
+}
+
+func newBenchPreempt() *cobra.Command {
+	var nodes, arrivals int
+	var policy, output string
+	cmd := &cobra.Command{
+		Use:   "preempt",
+		Short: "Time urgent arrivals on a full cluster (arrival to placement, victims chosen)",
+		Long: `Fill the heterogeneous fleet exactly with low-priority preemptible work of
+four tenant queues (each guaranteed a fifth of every resource), queue a
+backlog behind it, then time urgent arrivals one at a time (CPU, GPU and TPU
+tasks of the four tenants in turn): the core's Submit call, from arrival to
+placement with the victims chosen and evicted. Prints p50, p90, p99, max.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if nodes < 10 || nodes > 1_000_000 {
+				return fmt.Errorf("--nodes: must be 10..1000000, got %d", nodes)
+			}
+			if arrivals < 1 || arrivals > 1_000_000 {
+				return fmt.Errorf("--arrivals: must be 1..1000000, got %d", arrivals)
+			}
+			if output != "text" && output != "json" {
+				return fmt.Errorf("-o: must be text or json, got %q", output)
+			}
+			r, err := benchcore.Preempt(benchcore.Options{Policy: policy}, nodes, arrivals)
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(r)
+			}
+			_, err = fmt.Fprintln(cmd.OutOrStdout(), r)
+			return err
+		},
+	}
+	cmd.Flags().IntVar(&nodes, "nodes", 10000, "nodes of the fleet")
+	cmd.Flags().IntVar(&arrivals, "arrivals", 3000, "urgent arrivals to time")
+	cmd.Flags().StringVar(&policy, "policy", "least-allocated", "scheduling policy")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
 	return cmd
 }

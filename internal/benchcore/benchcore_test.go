@@ -84,3 +84,35 @@ func benchChurn(b *testing.B, pending int) {
 func BenchmarkChurn10kPending(b *testing.B)  { benchChurn(b, 10_000) }
 func BenchmarkChurn100kPending(b *testing.B) { benchChurn(b, 100_000) }
 func BenchmarkChurn1MPending(b *testing.B)   { benchChurn(b, 1_000_000) }
+
+// TestPreemptPlacesEveryArrival: on a full (small) fleet every urgent
+// arrival is placed by its own Submit, evicting at least one task.
+func TestPreemptPlacesEveryArrival(t *testing.T) {
+	r, err := Preempt(Options{Policy: "least-allocated"}, 200, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Placed != r.Arrivals || r.VictimsPerOp < 1 {
+		t.Errorf("%v", r)
+	}
+}
+
+func benchPreempt(b *testing.B, nodes int) {
+	for i := 0; i < b.N; i++ {
+		r, err := Preempt(Options{Policy: "least-allocated"}, nodes, 3000)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r.Placed != r.Arrivals {
+			b.Fatalf("placed %d of %d arrivals", r.Placed, r.Arrivals)
+		}
+		b.ReportMetric(float64(r.P50Ns), "p50-ns")
+		b.ReportMetric(float64(r.P99Ns), "p99-ns")
+		b.ReportMetric(float64(r.MaxNs), "max-ns")
+		b.ReportMetric(r.VictimsPerOp, "victims/arrival")
+	}
+}
+
+// BenchmarkUrgentPreempt10k: an urgent task's arrival to its placement
+// (victims chosen) on a full 10,000-node fleet.
+func BenchmarkUrgentPreempt10k(b *testing.B) { benchPreempt(b, 10_000) }

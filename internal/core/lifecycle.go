@@ -345,7 +345,16 @@ func (c *Core) dispatch(l int) {
 		q := c.top(l)
 		t := q.head()
 		c.stats.Attempts++
-		switch c.tryPlace(t) {
+		r := c.tryPlace(t)
+		if r == deferred && t.prio <= api.PriorityHigh {
+			// Urgent and high work does not wait a retry interval for the
+			// rest of its search: it completes now (then may preempt).
+			c.stats.Deferrals++
+			c.fullSearch = true
+			r = c.tryPlace(t)
+			c.fullSearch = false
+		}
+		switch r {
 		case placed:
 		case deferred:
 			c.stats.Deferrals++
