@@ -11,15 +11,15 @@ import (
 type Metrics struct {
 	SchedulingDelay *prometheus.HistogramVec // tier
 	Placements      *prometheus.CounterVec   // tier
-	Preemptions     *prometheus.CounterVec // reason (priority, reclaim, gang)
-	Transitions     *prometheus.CounterVec // to
-	Pending         *prometheus.GaugeVec   // tier
-	PendingQueue    *prometheus.GaugeVec   // queue, tier
-	DeviceCapacity  *prometheus.GaugeVec   // resource, model
-	DeviceAllocated *prometheus.GaugeVec   // resource, model
-	Capacity        *prometheus.GaugeVec   // resource
-	Allocated       *prometheus.GaugeVec   // resource
-	Nodes           *prometheus.GaugeVec   // state
+	Preemptions     *prometheus.CounterVec   // reason (priority, reclaim, gang)
+	Transitions     *prometheus.CounterVec   // to
+	Pending         *prometheus.GaugeVec     // tier
+	PendingQueue    *prometheus.GaugeVec     // queue, tier
+	DeviceCapacity  *prometheus.GaugeVec     // resource, model
+	DeviceAllocated *prometheus.GaugeVec     // resource, model
+	Capacity        *prometheus.GaugeVec     // resource
+	Allocated       *prometheus.GaugeVec     // resource
+	Nodes           *prometheus.GaugeVec     // state
 	APIDuration     *prometheus.HistogramVec
 	CommitDuration  prometheus.Histogram
 	CommitRecords   prometheus.Histogram

@@ -33,6 +33,9 @@ type Options struct {
 	// QueuesFile declares queues (API.md --queues).
 	QueuesFile string
 	Policy     string
+	// PreemptMinRuntime protects a task from preemption and reclaim until
+	// it has run this long (core.Config.PreemptMinRuntime; default 0).
+	PreemptMinRuntime time.Duration
 	// TenantRate and TenantBurst limit each tenant's API calls when its
 	// tokens set no rate (0: unlimited; needs --tokens).
 	TenantRate  float64
@@ -145,6 +148,10 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	if opt.Policy != "" {
 		cfg.Policy = opt.Policy
 	}
+	if opt.PreemptMinRuntime < 0 {
+		return errs.Invalid("preempt-min-runtime", "must not be negative, got %s", opt.PreemptMinRuntime)
+	}
+	cfg.PreemptMinRuntime = opt.PreemptMinRuntime
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
