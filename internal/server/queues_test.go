@@ -122,3 +122,20 @@ func TestTenantQueuesReclaimOverHTTP(t *testing.T) {
 		}
 	}
 }
+
+// TestExampleQueuesFile: the example queue tree loads through --queues and
+// GET /queues shows it, parents and weights as written.
+func TestExampleQueuesFile(t *testing.T) {
+	s := startWith(t, Options{DataDir: t.TempDir(), QueuesFile: "../../examples/queues.yaml"})
+	defer s.stop(t)
+	_, m := call(t, "GET", s.base+"/api/v1/queues", "")
+	got := map[string]string{}
+	for _, x := range m["queues"].([]any) {
+		q := x.(map[string]any)
+		got[q["name"].(string)] = fmt.Sprintf("%v/%v", q["parent"], q["weight"])
+	}
+	want := map[string]string{"research": "<nil>/1", "vision": "research/1", "nlp": "research/2", "prod": "<nil>/3"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("queues %v, want %v", got, want)
+	}
+}
