@@ -76,15 +76,15 @@ task finishes and a waiting one is placed).`,
 }
 
 func newBenchPreempt() *cobra.Command {
-	var nodes, arrivals int
+	var nodes, arrivals, tenants int
 	var policy, output string
 	cmd := &cobra.Command{
 		Use:   "preempt",
 		Short: "Time urgent arrivals on a full cluster (arrival to placement, victims chosen)",
 		Long: `Fill the heterogeneous fleet exactly with low-priority preemptible work of
-four tenant queues (each guaranteed a fifth of every resource), queue a
-backlog behind it, then time urgent arrivals one at a time (CPU, GPU and TPU
-tasks of the four tenants in turn): the core's Submit call, from arrival to
+--tenants tenant queues (each guaranteed 1/(tenants+1) of every resource),
+queue a backlog behind it, then time urgent arrivals one at a time (CPU, GPU and TPU
+tasks of the tenants in turn): the core's Submit call, from arrival to
 placement with the victims chosen and evicted. Prints p50, p90, p99, max.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -97,7 +97,10 @@ placement with the victims chosen and evicted. Prints p50, p90, p99, max.`,
 			if output != "text" && output != "json" {
 				return fmt.Errorf("-o: must be text or json, got %q", output)
 			}
-			r, err := benchcore.Preempt(benchcore.Options{Policy: policy}, nodes, arrivals)
+			if tenants < 0 || tenants > 1000 {
+				return fmt.Errorf("--tenants: must be 0..1000, got %d", tenants)
+			}
+			r, err := benchcore.Preempt(benchcore.Options{Policy: policy}, nodes, arrivals, tenants)
 			if err != nil {
 				return err
 			}
@@ -110,6 +113,7 @@ placement with the victims chosen and evicted. Prints p50, p90, p99, max.`,
 	}
 	cmd.Flags().IntVar(&nodes, "nodes", 10000, "nodes of the fleet")
 	cmd.Flags().IntVar(&arrivals, "arrivals", 3000, "urgent arrivals to time")
+	cmd.Flags().IntVar(&tenants, "tenants", 4, "tenant queues (each guaranteed 1/(tenants+1) of every resource); 0: no queues")
 	cmd.Flags().StringVar(&policy, "policy", "least-allocated", "scheduling policy")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
 	return cmd

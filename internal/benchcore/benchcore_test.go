@@ -88,18 +88,20 @@ func BenchmarkChurn1MPending(b *testing.B)   { benchChurn(b, 1_000_000) }
 // TestPreemptPlacesEveryArrival: on a full (small) fleet every urgent
 // arrival is placed by its own Submit, evicting at least one task.
 func TestPreemptPlacesEveryArrival(t *testing.T) {
-	r, err := Preempt(Options{Policy: "least-allocated"}, 200, 60)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Placed != r.Arrivals || r.VictimsPerOp < 1 {
-		t.Errorf("%v", r)
+	for _, tenants := range []int{0, 4} {
+		r, err := Preempt(Options{Policy: "least-allocated"}, 200, 60, tenants)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Placed != r.Arrivals || r.VictimsPerOp < 1 {
+			t.Errorf("%d tenants: %v", tenants, r)
+		}
 	}
 }
 
-func benchPreempt(b *testing.B, nodes int) {
+func benchPreempt(b *testing.B, nodes, tenants int) {
 	for i := 0; i < b.N; i++ {
-		r, err := Preempt(Options{Policy: "least-allocated"}, nodes, 3000)
+		r, err := Preempt(Options{Policy: "least-allocated"}, nodes, 3000, tenants)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -115,4 +117,7 @@ func benchPreempt(b *testing.B, nodes int) {
 
 // BenchmarkUrgentPreempt10k: an urgent task's arrival to its placement
 // (victims chosen) on a full 10,000-node fleet.
-func BenchmarkUrgentPreempt10k(b *testing.B) { benchPreempt(b, 10_000) }
+// (4 tenant queues, each guaranteed a fifth; NoQueues: the same work in no
+// queue).
+func BenchmarkUrgentPreempt10k(b *testing.B)         { benchPreempt(b, 10_000, 4) }
+func BenchmarkUrgentPreempt10kNoQueues(b *testing.B) { benchPreempt(b, 10_000, 0) }

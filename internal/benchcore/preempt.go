@@ -36,15 +36,17 @@ func (r PreemptResult) String() string {
 }
 
 // Preempt fills the heterogeneous fleet of nodes exactly with low-priority
-// preemptible work of four tenant queues (each guaranteed a fifth of every
+// preemptible work of the tenant queues (each guaranteed a fifth of every
 // resource, so each borrows a little), queues a backlog behind it, and then
 // times urgent arrivals one at a time: the core's Submit call, from the
 // task's arrival to its placement with its victims chosen and evicted.
 // Arrivals alternate between a CPU task, a GPU task and a TPU task, from the
 // four tenants in turn. After each measured arrival the urgent task ends
 // and the cluster refills (not timed).
-func Preempt(opt Options, nodes, arrivals int) (PreemptResult, error) {
-	const tenants = 4
+//
+// With tenants 0 the same work names no queue (the cost of the queue
+// machinery is the difference).
+func Preempt(opt Options, nodes, arrivals, tenants int) (PreemptResult, error) {
 	ns := FleetNodes(nodes)
 	now := time.Unix(1_700_000_000, 0)
 	cfg := core.DefaultConfig()
@@ -64,7 +66,7 @@ func Preempt(opt Options, nodes, arrivals int) (PreemptResult, error) {
 	}
 	guar := resource.List{}
 	for k, v := range total {
-		guar[k] = v / 5
+		guar[k] = v / int64(tenants+1)
 	}
 	for i := 0; i < tenants; i++ {
 		if err := c.SetQueue(now, &api.Queue{Name: "tenant-" + strconv.Itoa(i), Guaranteed: guar}); err != nil {
@@ -85,10 +87,16 @@ func Preempt(opt Options, nodes, arrivals int) (PreemptResult, error) {
 	running := cpuN*16 + gpuN*8 + tpuN*4
 	backlog := running / 10
 	seq := 0
+	queueOf := func(i int) string {
+		if tenants == 0 {
+			return ""
+		}
+		return "tenant-" + strconv.Itoa(i%tenants)
+	}
 	submit := func(tmpl api.Task) error {
 		spec := tmpl
 		spec.ID = "f" + strconv.Itoa(seq)
-		spec.Queue = "tenant-" + strconv.Itoa(seq%tenants)
+		spec.Queue = queueOf(seq)
 		seq++
 		return c.Submit(now, &spec)
 	}
@@ -134,7 +142,7 @@ func Preempt(opt Options, nodes, arrivals int) (PreemptResult, error) {
 		now = now.Add(time.Second) // past the minimum runtime, if any
 		spec := shapes[i%len(shapes)]
 		spec.ID = "u" + strconv.Itoa(i)
-		spec.Queue = "tenant-" + strconv.Itoa(i%tenants)
+		spec.Queue = queueOf(i)
 		start := time.Now()
 		err := c.Submit(now, &spec)
 		d := time.Since(start)
