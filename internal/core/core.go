@@ -55,6 +55,8 @@ type Core struct {
 	candBuf     []int32
 	victimBuf   []*Task
 	victimOut   []*Task
+	gangBuf     []*Task
+	ghostBuf    []*Task
 	insuff      []*Status
 	small       []*Status
 	nodev       []*Status

@@ -323,7 +323,16 @@ func (c *Core) schedule() {
 		if !tr.resume && tc.BatchSize > 1 && tr.active < tc.BatchSize && c.now-tr.since < int64(tc.Window) {
 			continue
 		}
+		evicted := c.stats.Preempted
 		c.dispatch(l)
+		if c.stats.Preempted != evicted && l > 0 {
+			// A reclaim may evict tasks more important than the
+			// reclaimer: their tiers were served already. Serve them
+			// again, or they wait for the next input, which may never
+			// come. (Every preemption gains guaranteed usage or
+			// priority, preempt.go, so this ends.)
+			l = -1
+		}
 	}
 	if len(c.gangWait) > 0 {
 		c.placeGangs()

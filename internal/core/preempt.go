@@ -1,18 +1,27 @@
 package core
 
-import "sort"
+import (
+	"slices"
+	"sort"
+)
 
 // Preemption and reclaim: a task that fits nowhere may evict preemptible
 // tasks that have run at least PreemptMinRuntime.
 //
 //   - Priority: an urgent or high task may evict tasks of lower priority
-//     (a larger number), except that a task of another queue is protected
-//     while its queue (the sibling subtree, below the two queues' common
-//     ancestor) is within its guarantee of a resource the victim holds.
+//     (a larger number).
 //   - Reclaim: a task of any priority whose queue stays within its
 //     guarantee with the task placed (for each guaranteed resource it
 //     asks for) may evict tasks of other queues that are borrowing (their
-//     subtree holds more than its guarantee of a resource both ask for).
+//     subtree holds more than its guarantee of a resource both ask for),
+//     outside the queue whose guarantee it reclaims for.
+//   - Either way, evictions never eat into guaranteed usage: every queue
+//     with a guarantee keeps, of each resource it guarantees, at least the
+//     smaller of what it holds and its guarantee (keepsGuarantees). So no
+//     preemption undoes another, and tasks never evict each other in turn.
+//   - A gang is evicted whole: it is a victim only if every placed member
+//     is preemptible, has run PreemptMinRuntime, and (for priority) is
+//     less important than the preemptor.
 //
 // The what-if runs on the live node and queue state with raw, undoable
 // changes (checkpoint, evict, check, reprieve, rollback), so nothing is
@@ -149,6 +158,11 @@ func (c *Core) tryPreempt(t *Task) bool {
 			return
 		}
 		victims, ok := c.victimsOn(t, o, n, m)
+		if (!ok || len(victims) == 0) && m.reclaim && m.priority {
+			// The reclaim plan spares t's own queue; priority alone
+			// may evict its less important work.
+			victims, ok = c.victimsOn(t, o, n, preemptMode{priority: true})
+		}
 		if !ok || len(victims) == 0 {
 			return
 		}
@@ -296,26 +310,43 @@ func borrowing(q *queueNode, d int) bool {
 	return held > 0
 }
 
-// priorityVictim reports whether t may evict v for priority: v is less
-// important, and its queue's guarantee does not protect it.
+// priorityVictim reports whether t may evict v for priority: v, and every
+// other placed member of its gang (evicted with it), is less important.
 func (c *Core) priorityVictim(t, v *Task) bool {
 	if v.prio <= t.prio || t.prio > 1 {
 		return false
 	}
-	b := siblingBelow(t, v)
-	if b == nil || len(b.guar) == 0 {
-		return true
-	}
-	vo := &v.cls.opts[optIndex(v.chosen)]
-	for _, g := range b.guar {
-		if vo.req[g.dim] > 0 && !borrowing(b, g.dim) {
-			return false
+	if inGang(v) {
+		for _, m := range v.gang.members {
+			if (m.state == Scheduled || m.state == Running) && m.prio <= t.prio {
+				return false
+			}
 		}
 	}
 	return true
 }
 
-// reclaimVictim reports whether t may take back from v: v's queue is
+// reclaimQueue is the queue whose guarantee t reclaims for: the nearest
+// with a guarantee at or above t's leaf (as mayReclaim).
+func reclaimQueue(t *Task) *queueNode {
+	q := t.queue
+	for q != nil && len(q.guar) == 0 {
+		q = q.parent
+	}
+	return q
+}
+
+// inSubtree reports whether leaf is q or below it.
+func inSubtree(leaf, q *queueNode) bool {
+	for x := leaf; x != nil; x = x.parent {
+		if x == q {
+			return true
+		}
+	}
+	return false
+}
+
+// reclaimVictim reports whether t may take back from v: v's side is
 // borrowing a resource that both ask for.
 func (c *Core) reclaimVictim(t *Task, o *Option, v *Task) bool {
 	b := siblingBelow(t, v)
@@ -329,6 +360,66 @@ func (c *Core) reclaimVictim(t *Task, o *Option, v *Task) bool {
 		}
 	}
 	return false
+}
+
+// evictedWith lists what evicting v takes away: v and the other placed
+// members of its gang that the plan does not evict already (taken, on the
+// node, or ghosts, gang members elsewhere evicted with an earlier victim).
+func (c *Core) evictedWith(v *Task, taken, ghosts []*Task) []*Task {
+	xs := append(c.gangBuf[:0], v)
+	if inGang(v) {
+		for _, m := range v.gang.members {
+			if m != v && (m.state == Scheduled || m.state == Running) && !slices.Contains(taken, m) && !slices.Contains(ghosts, m) {
+				xs = append(xs, m)
+			}
+		}
+	}
+	c.gangBuf = xs
+	return xs
+}
+
+// keepsGuarantees reports whether evicting xs, on top of the plan's
+// evictions so far (the what-if's on the node, and ghosts not among them),
+// and placing t with o leave every queue with a guarantee holding, of
+// each resource it guarantees, no less than the smaller of what it holds
+// now and its guarantee: evictions never eat into guaranteed usage. With
+// that, no preemption undoes another: the guaranteed usage (summed over
+// queues and resources) never drops, a reclaim raises it (its victims are
+// outside the queue it reclaims for), and a priority preemption keeps it
+// and places a more important task in the room of less important ones.
+// Without it, tasks evicted each other in turn for ever: an urgent task
+// evicted a queue's work down below its guarantee, and that work reclaimed
+// its place back.
+func keepsGuarantees(t *Task, o *Option, xs, ghosts, taken []*Task) bool {
+	v := xs[0]
+	for _, x := range xs {
+		for q := x.queue; q != nil; q = q.parent {
+			for _, g := range q.guar {
+				var out int64
+				for _, y := range xs {
+					if inSubtree(y.queue, q) {
+						out += y.cls.opts[optIndex(y.chosen)].req[g.dim]
+					}
+				}
+				if out == 0 {
+					continue
+				}
+				for _, y := range ghosts {
+					if y != v && !slices.Contains(taken, y) && inSubtree(y.queue, q) {
+						out += y.cls.opts[optIndex(y.chosen)].req[g.dim]
+					}
+				}
+				after := q.used[g.dim] - q.evicted[g.dim] - out
+				if inSubtree(t.queue, q) {
+					after += o.req[g.dim]
+				}
+				if after < min(q.used[g.dim], g.max) {
+					return false
+				}
+			}
+		}
+	}
+	return true
 }
 
 // whatIf evicts (sign -1) or restores (sign 1) v on n and in its queues'
@@ -351,8 +442,7 @@ func whatIf(n *Node, v *Task, sign int64) {
 func (c *Core) victimsOn(t *Task, o *Option, n *Node, m preemptMode) ([]*Task, bool) {
 	cands := c.victimBuf[:0]
 	for _, v := range n.tasks {
-		if v.preemptible && c.now-startOf(v) >= int64(c.cfg.PreemptMinRuntime) &&
-			(m.priority && v.prio > t.prio || m.reclaim) {
+		if c.evictable(v) && (m.priority && v.prio > t.prio || m.reclaim) && !(inGang(v) && c.gangProtected(v)) {
 			cands = append(cands, v)
 		}
 	}
@@ -361,10 +451,26 @@ func (c *Core) victimsOn(t *Task, o *Option, n *Node, m preemptMode) ([]*Task, b
 	c.victimBuf = cands
 	taken := cands[:0] // the evicted, in order (reuses cands' front)
 	fits := false
+	var gq *queueNode
+	if m.reclaim {
+		gq = reclaimQueue(t)
+	}
+	ghosts := c.ghostBuf[:0]
 	for _, v := range cands {
 		if !(m.priority && c.priorityVictim(t, v) || m.reclaim && c.reclaimVictim(t, o, v)) {
 			continue
 		}
+		xs := c.evictedWith(v, taken, ghosts)
+		if gq != nil && slices.ContainsFunc(xs, func(x *Task) bool { return inSubtree(x.queue, gq) }) {
+			// A reclaim takes nothing from the queue it reclaims for
+			// (that gives the queue nothing, and the victim, under
+			// the same guarantee, could reclaim its place back).
+			continue
+		}
+		if !keepsGuarantees(t, o, xs, ghosts, taken) {
+			continue
+		}
+		ghosts = append(ghosts, xs[1:]...)
 		whatIf(n, v, -1)
 		taken = append(taken, v)
 		if c.checkNode(t, o, n) == nil {
@@ -372,6 +478,7 @@ func (c *Core) victimsOn(t *Task, o *Option, n *Node, m preemptMode) ([]*Task, b
 			break
 		}
 	}
+	c.ghostBuf = ghosts[:0]
 	if !fits {
 		for i := len(taken) - 1; i >= 0; i-- {
 			whatIf(n, taken[i], 1)
@@ -392,6 +499,24 @@ func (c *Core) victimsOn(t *Task, o *Option, n *Node, m preemptMode) ([]*Task, b
 	}
 	c.victimOut = victims
 	return victims, true
+}
+
+// evictable reports whether v may be evicted at all: it is preemptible and
+// has run PreemptMinRuntime.
+func (c *Core) evictable(v *Task) bool {
+	return v.preemptible && c.now-startOf(v) >= int64(c.cfg.PreemptMinRuntime)
+}
+
+// gangProtected reports whether a placed member of v's gang may not be
+// evicted: evicting v evicts the whole gang, so one member that is not
+// preemptible, or has not run PreemptMinRuntime, protects them all.
+func (c *Core) gangProtected(v *Task) bool {
+	for _, m := range v.gang.members {
+		if (m.state == Scheduled || m.state == Running) && !c.evictable(m) {
+			return true
+		}
+	}
+	return false
 }
 
 // victimBefore orders a node's candidates: least important first, then
