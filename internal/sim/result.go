@@ -1,0 +1,90 @@
+// Package sim is hetsched's discrete-event simulator: it replays a
+// workload (trace.Workload) on a cluster (nodes) through the same
+// scheduling core as the server (internal/core), one run per policy and
+// seed, and measures what operators compare policies by. Time is
+// simulated; the core never sees the wall clock.
+package sim
+
+// Stats summarises a sample of durations or sizes (seconds unless named).
+type Stats struct {
+	N    int     `json:"n"`
+	Mean float64 `json:"mean"`
+	P50  float64 `json:"p50"`
+	P99  float64 `json:"p99"`
+	Max  float64 `json:"max"`
+}
+
+// Sample is the cluster's state at one simulated time.
+type Sample struct {
+	T float64 `json:"t"` // seconds since the first arrival
+	// Alloc is the allocated fraction of the schedulable capacity per
+	// resource type (cpu, memory, nvidia.com/gpu, google.com/tpu, ...).
+	Alloc map[string]float64 `json:"alloc"`
+	// Arrived is the GPU demand that has arrived so far (placed or not,
+	// finished or not), as a fraction of the GPU capacity.
+	Arrived float64 `json:"arrived"`
+	Pending int     `json:"pending"`
+	Running int     `json:"running"`
+}
+
+// AllocPoint is the GPU allocation ratio when the arrived GPU demand first
+// reached a fraction of the capacity (the FGD paper's protocol).
+type AllocPoint struct {
+	Arrived   float64 `json:"arrived"`   // e.g. 1.30 for 130 %
+	Alloc     float64 `json:"alloc"`     // allocated GPU milli / GPU capacity
+	FragRatio float64 `json:"fragRatio"` // fragmented GPU milli / GPU capacity
+}
+
+// CDFPoint is one point of an empirical CDF.
+type CDFPoint struct {
+	X float64 `json:"x"`
+	P float64 `json:"p"`
+}
+
+// Result is one run: a policy on a workload and cluster with one seed.
+type Result struct {
+	Policy   string `json:"policy"`
+	Seed     int64  `json:"seed"`
+	Cluster  string `json:"cluster"`
+	Workload string `json:"workload"`
+	Nodes    int    `json:"nodes"`
+	// GPUs and TPUs are the cluster's device counts.
+	GPUs int `json:"gpus"`
+	TPUs int `json:"tpus"`
+
+	Jobs      int `json:"jobs"`
+	Placed    int `json:"placed"`
+	Completed int `json:"completed"`
+	// Unplaced jobs never started (no departures, or no node could ever
+	// hold them).
+	Unplaced int `json:"unplaced"`
+
+	// Makespan is from the first arrival to the last completion (s).
+	Makespan float64 `json:"makespan"`
+	// JCT is completion time minus arrival (s), of completed jobs.
+	JCT Stats `json:"jct"`
+	// QueueDelay is placement minus arrival (s), by priority tier.
+	QueueDelay [4]Stats `json:"queueDelay"`
+	// SLO is the fraction of each tier's placed jobs placed within the
+	// tier's delay target (1/1/5/20 ms); NaN-free: 1 when the tier had none.
+	SLO [4]float64 `json:"slo"`
+	// Utilization is the time-averaged allocated fraction per resource
+	// type, from the first arrival to the makespan's end.
+	Utilization map[string]float64 `json:"utilization"`
+	// GPUAlloc is the GPU allocation ratio at the end of the arrivals
+	// (the protocol's point) or averaged, FragRatio its fragmentation.
+	GPUAlloc  float64      `json:"gpuAlloc"`
+	FragRatio float64      `json:"fragRatio"`
+	AllocAt   []AllocPoint `json:"allocAt,omitempty"`
+	// Fairness is Jain's index over the queues' average dominant shares
+	// (1 = equal; 0 when there is one queue or none).
+	Fairness float64 `json:"fairness"`
+	Queues   int     `json:"queues"`
+
+	Series []Sample   `json:"series"`
+	JCTCDF []CDFPoint `json:"jctCdf"`
+
+	Events       int     `json:"events"`
+	WallSeconds  float64 `json:"wallSeconds"`
+	EventsPerSec float64 `json:"eventsPerSec"`
+}

@@ -1,0 +1,681 @@
+package sim
+
+import (
+	"container/heap"
+	"fmt"
+	"maps"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/core"
+	"github.com/hetsched/hetsched/internal/resource"
+	"github.com/hetsched/hetsched/internal/sim/trace"
+)
+
+// Config is one run.
+type Config struct {
+	Policy   string
+	Seed     int64
+	Cluster  trace.Cluster
+	Workload trace.Workload
+	// Protocol FGD (ATC'23): the jobs are shuffled with the seed and
+	// submitted one after another (1 ms apart, as high-priority tasks
+	// placed at once), never depart, and submission stops once the arrived
+	// GPU demand reaches StopAt of the GPU capacity.
+	FGD    bool
+	StopAt float64 // FGD: e.g. 1.3 (default)
+	// AllocAt lists arrived-demand fractions at which the GPU allocation
+	// ratio is recorded (FGD default: 0.9, 1.0, 1.1, 1.2, 1.3).
+	AllocAt []float64
+	// SampleSize and MaxVisit override the core's (0: the policy's own).
+	SampleSize, MaxVisit int
+	// MaxSamples bounds the time series (default 600).
+	MaxSamples int
+	// Progress, when set, is called now and then with the jobs submitted
+	// so far and the total.
+	Progress func(done, total int)
+}
+
+// job is a workload job as the run tracks it. A job asking for more GPUs
+// than the largest node has runs as a gang of tasks of a node's worth each
+// (all placed at once); it is placed with its first task and done with its
+// last.
+type job struct {
+	j        *trace.Job
+	id       string
+	arrival  int64 // ns of simulated time
+	placed   int64 // -1 until placed
+	done     int64 // -1 until completed
+	tasks    []*task
+	left     int // tasks not finished
+	queue    int // index into run.queues
+	prio     int
+	gpuMilli int64
+}
+
+// task is one core task of a job.
+type task struct {
+	id   string
+	j    *job
+	spec api.Task
+	gen  int // bumps at each placement and eviction, voiding old completions
+	vec  resource.Vector
+	on   bool // placed now
+	done bool
+}
+
+type completion struct {
+	at  int64
+	t   *task
+	gen int
+}
+
+type completions []completion
+
+func (h completions) Len() int { return len(h) }
+func (h completions) Less(a, b int) bool {
+	if h[a].at != h[b].at {
+		return h[a].at < h[b].at
+	}
+	return h[a].t.id < h[b].t.id
+}
+func (h completions) Swap(a, b int) { h[a], h[b] = h[b], h[a] }
+func (h *completions) Push(x any)   { *h = append(*h, x.(completion)) }
+func (h *completions) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// maxIdleWakeups ends a run whose core keeps waking (retries, aging) with
+// nothing left to arrive or complete and nothing changing.
+const maxIdleWakeups = 64
+
+// tracked resource types of the series, in this order.
+var seriesTypes = []string{"nvidia.com/gpu", "google.com/tpu", "cpu", "memory"}
+
+type run struct {
+	cfg   Config
+	c     *core.Core
+	epoch time.Time
+	now   int64
+	jobs  []*job
+	byID  map[string]*task
+	done  completions
+
+	capVec   resource.Vector
+	alloc    resource.Vector
+	gpuDim   int // -1 when the cluster has no GPUs
+	dimIndex []int
+	// integrals of alloc over time, per dim
+	integ    [resource.MaxDims]float64
+	lastT    int64
+	startT   int64
+	arrivedG int64 // GPU milli of arrived jobs
+	nextAt   int   // next AllocAt index
+
+	queues   []string
+	qAlloc   []resource.Vector
+	qInteg   []float64
+	series   []Sample
+	res      Result
+	events   int
+	running  int
+	delays   [4][]float64
+	nodeByNm map[string]*api.Node
+}
+
+// Run simulates cfg and measures it.
+func Run(cfg Config) (Result, error) {
+	start := time.Now()
+	if cfg.MaxSamples <= 0 {
+		cfg.MaxSamples = 600
+	}
+	if cfg.FGD {
+		if cfg.StopAt == 0 {
+			cfg.StopAt = 1.3
+		}
+		if cfg.AllocAt == nil {
+			cfg.AllocAt = []float64{0.9, 1.0, 1.1, 1.2, 1.3}
+		}
+	}
+	ccfg := core.DefaultConfig()
+	if cfg.Policy != "" {
+		ccfg.Policy = cfg.Policy
+	}
+	if cfg.SampleSize > 0 {
+		ccfg.SampleSize = cfg.SampleSize
+	}
+	if cfg.MaxVisit > 0 {
+		ccfg.MaxVisit = cfg.MaxVisit
+	}
+	if ccfg.MaxVisit < ccfg.SampleSize {
+		ccfg.MaxVisit = ccfg.SampleSize
+	}
+	c, err := core.New(ccfg)
+	if err != nil {
+		return Result{}, err
+	}
+	r := &run{cfg: cfg, c: c, epoch: time.Unix(1_600_000_000, 0), byID: map[string]*task{}, gpuDim: -1, nodeByNm: map[string]*api.Node{}}
+	r.res = Result{Policy: ccfg.Policy, Seed: cfg.Seed, Cluster: cfg.Cluster.Name, Workload: cfg.Workload.Name, Nodes: len(cfg.Cluster.Nodes)}
+	if err := r.setup(); err != nil {
+		return Result{}, err
+	}
+	if err := r.loop(); err != nil {
+		return Result{}, err
+	}
+	r.finish()
+	r.res.WallSeconds = time.Since(start).Seconds()
+	r.res.Events = r.events
+	if r.res.WallSeconds > 0 {
+		r.res.EventsPerSec = float64(r.events) / r.res.WallSeconds
+	}
+	return r.res, nil
+}
+
+func (r *run) at(ns int64) time.Time { return r.epoch.Add(time.Duration(ns)) }
+
+func (r *run) setup() error {
+	for i := range r.cfg.Cluster.Nodes {
+		n := &r.cfg.Cluster.Nodes[i]
+		if err := r.c.UpsertNode(r.epoch, n); err != nil {
+			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		r.nodeByNm[n.Name] = n
+		for _, d := range n.Devices {
+			switch d.Type {
+			case "nvidia.com/gpu":
+				r.res.GPUs++
+			case "google.com/tpu":
+				r.res.TPUs++
+			}
+		}
+	}
+	r.c.TakeOutput()
+	dims := r.c.Dims()
+	for _, n := range r.c.Nodes() {
+		r.capVec.Add(n.Capacity())
+	}
+	if d, ok := dims.Lookup("nvidia.com/gpu"); ok {
+		r.gpuDim = d
+	}
+	r.dimIndex = make([]int, len(seriesTypes))
+	for i, name := range seriesTypes {
+		r.dimIndex[i] = -1
+		if d, ok := dims.Lookup(resource.Name(name)); ok {
+			r.dimIndex[i] = d
+		}
+	}
+	order := make([]int, len(r.cfg.Workload.Jobs))
+	for i := range order {
+		order[i] = i
+	}
+	if r.cfg.FGD {
+		rng := rand.New(rand.NewPCG(uint64(r.cfg.Seed), 0x5eed))
+		rng.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
+	}
+	qidx := map[string]int{}
+	var maxGPUs int64 // the most GPUs one node has
+	for _, n := range r.c.Nodes() {
+		if r.gpuDim >= 0 {
+			maxGPUs = max(maxGPUs, n.Capacity()[r.gpuDim])
+		}
+	}
+	for k, oi := range order {
+		tj := &r.cfg.Workload.Jobs[oi]
+		j := &job{j: tj, id: "j" + strconv.Itoa(oi), placed: -1, done: -1, arrival: int64(tj.Arrival)}
+		if tj.ID != "" {
+			j.id = tj.ID
+		}
+		if r.cfg.FGD {
+			j.arrival = int64(k) * int64(time.Millisecond)
+		}
+		q := tj.Task.Queue
+		if _, ok := qidx[q]; !ok {
+			qidx[q] = len(r.queues)
+			r.queues = append(r.queues, q)
+		}
+		j.queue = qidx[q]
+		j.prio = tj.Task.PriorityOrDefault()
+		if r.cfg.FGD {
+			j.prio = api.PriorityHigh
+		}
+		if v, ok := tj.Task.Resources["nvidia.com/gpu"]; ok {
+			j.gpuMilli = v
+		}
+		parts := int64(1)
+		if maxGPUs > 0 && j.gpuMilli > maxGPUs && len(tj.Task.Alternatives) == 0 {
+			parts = (j.gpuMilli + maxGPUs - 1) / maxGPUs
+		}
+		for p := int64(0); p < parts; p++ {
+			t := &task{id: j.id, j: j, spec: tj.Task}
+			if parts > 1 {
+				t.id = j.id + "." + strconv.FormatInt(p, 10)
+				t.spec.Resources = maps.Clone(tj.Task.Resources)
+				for name, v := range tj.Task.Resources {
+					t.spec.Resources[name] = (v + parts - 1) / parts
+				}
+				t.spec.Resources["nvidia.com/gpu"] = maxGPUs
+			}
+			t.spec.ID = t.id
+			prio := j.prio
+			t.spec.Priority = &prio
+			if _, dup := r.byID[t.id]; dup {
+				return fmt.Errorf("workload %s: job id %q twice", r.cfg.Workload.Name, t.id)
+			}
+			r.byID[t.id] = t
+			j.tasks = append(j.tasks, t)
+		}
+		j.left = len(j.tasks)
+		r.jobs = append(r.jobs, j)
+	}
+	if !r.cfg.FGD {
+		sort.SliceStable(r.jobs, func(a, b int) bool { return r.jobs[a].arrival < r.jobs[b].arrival })
+	}
+	for _, q := range r.queues {
+		if q == "" {
+			continue
+		}
+		if err := r.c.SetQueue(r.epoch, &api.Queue{Name: q}); err != nil {
+			return fmt.Errorf("queue %s: %w", q, err)
+		}
+	}
+	r.qAlloc = make([]resource.Vector, len(r.queues))
+	r.qInteg = make([]float64, len(r.queues))
+	r.res.Jobs = len(r.jobs)
+	r.res.Queues = len(r.queues)
+	if len(r.jobs) > 0 {
+		r.startT = r.jobs[0].arrival
+		r.lastT, r.now = r.startT, r.startT
+	}
+	return nil
+}
+
+// advance integrates the allocation up to t.
+func (r *run) advance(t int64) {
+	if t <= r.lastT {
+		return
+	}
+	dt := float64(t - r.lastT)
+	for i := range r.alloc {
+		if r.alloc[i] != 0 {
+			r.integ[i] += float64(r.alloc[i]) * dt
+		}
+	}
+	if len(r.queues) > 1 {
+		for qi := range r.qAlloc {
+			r.qInteg[qi] += r.dominant(&r.qAlloc[qi]) * dt
+		}
+	}
+	r.lastT = t
+	r.now = t
+}
+
+func (r *run) dominant(v *resource.Vector) float64 {
+	var m float64
+	for i := range v {
+		if v[i] > 0 && r.capVec[i] > 0 {
+			m = max(m, float64(v[i])/float64(r.capVec[i]))
+		}
+	}
+	return m
+}
+
+func (r *run) gpuRatio() float64 {
+	if r.gpuDim < 0 || r.capVec[r.gpuDim] == 0 {
+		return 0
+	}
+	return float64(r.alloc[r.gpuDim]) / float64(r.capVec[r.gpuDim])
+}
+
+func (r *run) sample() {
+	s := Sample{T: float64(r.now-r.startT) / 1e9, Alloc: map[string]float64{}, Running: r.running}
+	for i, d := range r.dimIndex {
+		if d >= 0 && r.capVec[d] > 0 {
+			s.Alloc[seriesTypes[i]] = float64(r.alloc[d]) / float64(r.capVec[d])
+		}
+	}
+	if r.gpuDim >= 0 && r.capVec[r.gpuDim] > 0 {
+		s.Arrived = float64(r.arrivedG) / float64(r.capVec[r.gpuDim])
+	}
+	p := r.c.Pending()
+	s.Pending = p[0] + p[1] + p[2] + p[3]
+	r.series = append(r.series, s)
+}
+
+func (r *run) loop() error {
+	next := 0 // next job to arrive
+	total := len(r.jobs)
+	lastSample := int64(math.MinInt64)
+	span := int64(0)
+	if total > 0 {
+		span = r.jobs[total-1].arrival - r.jobs[0].arrival
+	}
+	interval := max(span/int64(4*r.cfg.MaxSamples), 1)
+	stopped := false
+	idle := 0 // consecutive wakeups that changed nothing
+	for {
+		more := next < total && !stopped
+		t := int64(math.MaxInt64)
+		if more {
+			t = r.jobs[next].arrival
+		}
+		if len(r.done) > 0 {
+			t = min(t, r.done[0].at)
+		}
+		// The core's own wakeups (batch windows, aging, retries) are
+		// followed until they stop changing anything with no arrival or
+		// completion left to come.
+		if w, ok := r.c.NextWakeup(); ok && (more || len(r.done) > 0 || idle < maxIdleWakeups) {
+			t = min(t, max(w.Sub(r.epoch).Nanoseconds(), r.now))
+		}
+		if t == math.MaxInt64 {
+			break
+		}
+		r.advance(t)
+		changed := false
+		for len(r.done) > 0 && r.done[0].at <= t {
+			cp := heap.Pop(&r.done).(completion)
+			tk := cp.t
+			if cp.gen != tk.gen || !tk.on {
+				continue
+			}
+			r.events++
+			if err := r.c.TaskFinished(r.at(t), tk.id, core.Result{}); err != nil {
+				return fmt.Errorf("finish %s: %w", tk.id, err)
+			}
+			r.release(tk)
+			tk.done = true
+			if tk.j.left--; tk.j.left == 0 {
+				tk.j.done = t
+				r.res.Completed++
+			}
+			r.apply()
+			changed = true
+		}
+		for next < total && !stopped && r.jobs[next].arrival <= t {
+			j := r.jobs[next]
+			next++
+			r.events++
+			r.arrivedG += j.gpuMilli
+			if err := r.submit(t, j); err != nil {
+				return err
+			}
+			r.apply()
+			changed = true
+			r.recordAllocAt()
+			if r.cfg.FGD && r.gpuDim >= 0 && float64(r.arrivedG) >= r.cfg.StopAt*float64(r.capVec[r.gpuDim]) {
+				stopped = true
+			}
+			if r.cfg.Progress != nil && next%1000 == 0 {
+				r.cfg.Progress(next, total)
+			}
+		}
+		if w, ok := r.c.NextWakeup(); ok && w.Sub(r.epoch).Nanoseconds() <= t {
+			r.events++
+			r.c.Tick(r.at(t))
+			if r.apply() {
+				changed = true
+			}
+		}
+		if changed {
+			idle = 0
+		} else {
+			idle++
+		}
+		if t-lastSample >= interval {
+			r.sample()
+			lastSample = t
+		}
+	}
+	if r.cfg.Progress != nil {
+		r.cfg.Progress(next, total)
+	}
+	r.sample()
+	return nil
+}
+
+// recordAllocAt records the GPU allocation ratio at the arrived-demand
+// points crossed.
+func (r *run) recordAllocAt() {
+	if r.gpuDim < 0 || r.capVec[r.gpuDim] == 0 {
+		return
+	}
+	arrived := float64(r.arrivedG) / float64(r.capVec[r.gpuDim])
+	for r.nextAt < len(r.cfg.AllocAt) && arrived >= r.cfg.AllocAt[r.nextAt] {
+		r.res.AllocAt = append(r.res.AllocAt, AllocPoint{Arrived: r.cfg.AllocAt[r.nextAt], Alloc: r.gpuRatio(), FragRatio: r.fragRatio()})
+		r.nextAt++
+	}
+}
+
+// apply takes the core's output: placements start jobs (their completion
+// scheduled from the run time on the chosen device model), preemptions and
+// re-queues stop them.
+func (r *run) apply() bool {
+	out := r.c.TakeOutput()
+	changed := len(out.Placements) > 0 || len(out.Transitions) > 0
+	dims := r.c.Dims()
+	for _, p := range out.Placements {
+		tk := r.byID[p.Task]
+		if tk == nil {
+			continue
+		}
+		j := tk.j
+		req := tk.spec.Resources
+		if p.Chosen >= 0 && p.Chosen < len(tk.spec.Alternatives) {
+			req = tk.spec.Alternatives[p.Chosen].Resources
+		}
+		v, err := dims.Vector(req)
+		if err != nil {
+			continue
+		}
+		if j.placed < 0 {
+			j.placed = r.now
+			r.res.Placed++
+			d := float64(r.now-j.arrival) / 1e9
+			r.delays[j.prio] = append(r.delays[j.prio], d)
+		}
+		tk.vec = v
+		tk.on = true
+		r.alloc.Add(&v)
+		r.qAlloc[j.queue].Add(&v)
+		r.running++
+		tk.gen++
+		if r.cfg.FGD {
+			continue // no departures
+		}
+		dur := j.j.Duration
+		if len(p.Devices) > 0 && j.j.ByModel != nil {
+			if d, ok := j.j.ByModel[p.Devices[0].Model]; ok {
+				dur = d
+			}
+		}
+		if dur > 0 {
+			heap.Push(&r.done, completion{at: r.now + int64(dur), t: tk, gen: tk.gen})
+		}
+	}
+	for _, tr := range out.Transitions {
+		tk := r.byID[tr.Task]
+		if tk == nil || !tk.on {
+			continue
+		}
+		if (tr.From == core.Scheduled || tr.From == core.Running) && tr.To != core.Succeeded {
+			// Evicted or stopped: it holds nothing now; its completion
+			// is void (a re-placement runs it again in full).
+			r.release(tk)
+			tk.gen++
+		}
+	}
+	return changed
+}
+
+func (r *run) release(tk *task) {
+	r.alloc.Sub(&tk.vec)
+	r.qAlloc[tk.j.queue].Sub(&tk.vec)
+	tk.vec = resource.Vector{}
+	tk.on = false
+	r.running--
+}
+
+// submit hands a job's tasks to the core (a gang job first).
+func (r *run) submit(t int64, j *job) error {
+	if len(j.tasks) == 1 {
+		spec := j.tasks[0].spec
+		if err := r.c.Submit(r.at(t), &spec); err != nil {
+			return fmt.Errorf("submit %s: %w", j.id, err)
+		}
+		r.apply()
+		return nil
+	}
+	members := make([]string, len(j.tasks))
+	for i, tk := range j.tasks {
+		members[i] = tk.id
+	}
+	if err := r.c.AddJob(r.at(t), core.JobSpec{ID: j.id, Gang: &core.GangSpec{Members: members, MinMember: len(members)}}); err != nil {
+		return fmt.Errorf("job %s: %w", j.id, err)
+	}
+	for _, tk := range j.tasks {
+		spec := tk.spec
+		if err := r.c.SubmitJobTask(r.at(t), j.id, &spec); err != nil {
+			return fmt.Errorf("submit %s: %w", tk.id, err)
+		}
+	}
+	r.apply()
+	return nil
+}
+
+// fragRatio is the fragmented GPU capacity over the GPU capacity: free GPU
+// milli on partly used GPUs, plus whole free GPUs on nodes with less than
+// one free CPU core (no task can use them).
+func (r *run) fragRatio() float64 {
+	if r.gpuDim < 0 || r.capVec[r.gpuDim] == 0 {
+		return 0
+	}
+	var frag int64
+	for _, n := range r.c.Nodes() {
+		cpuFree := n.Capacity()[resource.DimCPU] - n.Allocated()[resource.DimCPU]
+		for _, d := range n.Devices() {
+			if d.Type != "nvidia.com/gpu" || !d.Healthy {
+				continue
+			}
+			switch {
+			case d.Used > 0 && d.Used < 1000:
+				frag += int64(1000 - d.Used)
+			case d.Used == 0 && cpuFree < 1000:
+				frag += 1000
+			}
+		}
+	}
+	return float64(frag) / float64(r.capVec[r.gpuDim])
+}
+
+func (r *run) finish() {
+	var endT int64
+	var jcts []float64
+	for _, j := range r.jobs {
+		if j.done >= 0 {
+			endT = max(endT, j.done)
+			jcts = append(jcts, float64(j.done-j.arrival)/1e9)
+		}
+		if j.placed < 0 {
+			r.res.Unplaced++
+		}
+	}
+	if endT == 0 {
+		endT = r.now
+	}
+	r.advance(endT)
+	span := float64(endT - r.startT)
+	r.res.Makespan = span / 1e9
+	r.res.JCT = stats(jcts)
+	r.res.JCTCDF = cdf(jcts, 200)
+	targets := core.DefaultConfig().Tiers
+	for l := 0; l < 4; l++ {
+		ds := r.delays[l]
+		r.res.QueueDelay[l] = stats(ds)
+		r.res.SLO[l] = 1
+		if len(ds) > 0 {
+			ok := 0
+			tgt := targets[l].Target.Seconds()
+			for _, d := range ds {
+				if d <= tgt {
+					ok++
+				}
+			}
+			r.res.SLO[l] = float64(ok) / float64(len(ds))
+		}
+	}
+	r.res.Utilization = map[string]float64{}
+	for i, d := range r.dimIndex {
+		if d >= 0 && r.capVec[d] > 0 && span > 0 {
+			r.res.Utilization[seriesTypes[i]] = r.integ[d] / span / float64(r.capVec[d])
+		}
+	}
+	if r.cfg.FGD {
+		r.res.GPUAlloc = r.gpuRatio()
+		r.res.FragRatio = r.fragRatio()
+	} else {
+		r.res.GPUAlloc = r.res.Utilization["nvidia.com/gpu"]
+	}
+	if len(r.queues) > 1 && span > 0 {
+		var sum, sq float64
+		for _, x := range r.qInteg {
+			x /= span
+			sum += x
+			sq += x * x
+		}
+		if sq > 0 {
+			r.res.Fairness = sum * sum / (float64(len(r.qInteg)) * sq)
+		}
+	}
+	r.res.Series = downsample(r.series, r.cfg.MaxSamples)
+}
+
+func stats(xs []float64) Stats {
+	if len(xs) == 0 {
+		return Stats{}
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	var sum float64
+	for _, x := range s {
+		sum += x
+	}
+	at := func(p float64) float64 { return s[min(len(s)-1, int(p*float64(len(s))))] }
+	return Stats{N: len(s), Mean: sum / float64(len(s)), P50: at(0.5), P99: at(0.99), Max: s[len(s)-1]}
+}
+
+func cdf(xs []float64, points int) []CDFPoint {
+	if len(xs) == 0 {
+		return nil
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	step := max(1, len(s)/points)
+	var out []CDFPoint
+	for i := 0; i < len(s); i += step {
+		out = append(out, CDFPoint{X: s[i], P: float64(i+1) / float64(len(s))})
+	}
+	if last := out[len(out)-1]; last.P < 1 {
+		out = append(out, CDFPoint{X: s[len(s)-1], P: 1})
+	}
+	return out
+}
+
+// downsample keeps at most n samples, evenly spaced in index.
+func downsample(ss []Sample, n int) []Sample {
+	if len(ss) <= n {
+		return ss
+	}
+	out := make([]Sample, 0, n)
+	for i := 0; i < n; i++ {
+		out = append(out, ss[i*(len(ss)-1)/(n-1)])
+	}
+	return out
+}
