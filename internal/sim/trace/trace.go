@@ -7,9 +7,11 @@
 package trace
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/resource"
 )
 
 // Job is one unit of work of a workload: a task submitted at Arrival.
@@ -27,7 +29,8 @@ type Job struct {
 	ByModel map[string]time.Duration
 }
 
-// Workload is a named list of jobs in arrival order.
+// Workload is a named list of jobs in arrival order (ReadOpenbPods keeps
+// a pod list's file order, which need not be).
 type Workload struct {
 	Name string
 	Jobs []Job
@@ -37,4 +40,39 @@ type Workload struct {
 type Cluster struct {
 	Name  string
 	Nodes []api.Node
+}
+
+// Resource and label names the readers use.
+const (
+	// GPU is the device type of every GPU the traces describe.
+	GPU resource.Name = "nvidia.com/gpu"
+	// TPU is the device type of the synthetic cluster's TPUs.
+	TPU resource.Name = "google.com/tpu"
+	// ModelLabel is the node label naming the model of a node's GPUs
+	// (V100M32, p100, H100, ...); a task restricted to some models selects
+	// on it ({"gpu.model": "A|B"}, alternatives split on '|' as the core
+	// does). CPU-only nodes do not carry it.
+	ModelLabel = "gpu.model"
+	// TPUModelLabel names the model of a node's TPUs.
+	TPUModelLabel = "tpu.model"
+)
+
+// deviceNode returns a node with cpu (millicores) and memory (bytes)
+// capacity and n devices of type typ and the model, IDs "0".."n-1", with
+// label labelKey = model when n > 0 and the model is known.
+func deviceNode(name string, cpu, mem int64, typ resource.Name, model string, n int, labelKey string) api.Node {
+	node := api.Node{
+		Name:     name,
+		Capacity: resource.List{resource.CPU: cpu, resource.Memory: mem},
+	}
+	if n > 0 {
+		node.Devices = make([]api.Device, n)
+		for i := range node.Devices {
+			node.Devices[i] = api.Device{Type: string(typ), ID: strconv.Itoa(i), Model: model}
+		}
+		if model != "" {
+			node.Labels = map[string]string{labelKey: model}
+		}
+	}
+	return node
 }

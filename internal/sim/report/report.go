@@ -1,0 +1,191 @@
+// Package report renders simulation results (sim.Result) for people and
+// programs: a terminal table (Table), a JSON document (JSON) and one
+// self-contained HTML page with inline SVG plots (HTML). All three share
+// Aggregate, which folds a policy's runs (one per seed) into a Summary of
+// means and standard deviations.
+package report
+
+import (
+	"math"
+	"slices"
+	"sort"
+
+	"github.com/hetsched/hetsched/internal/sim"
+)
+
+// Resource types the report names.
+const (
+	resGPU = "nvidia.com/gpu"
+	resTPU = "google.com/tpu"
+	resCPU = "cpu"
+	resMem = "memory"
+)
+
+// Measure is a measure's mean over a policy's runs and, when more than one
+// run had it, the runs' sample standard deviation. N counts the runs that
+// had it (a JCT needs completed jobs, a tier's delay jobs in that tier);
+// N == 0 means none did and Mean is 0.
+type Measure struct {
+	Mean float64 `json:"mean"`
+	SD   float64 `json:"sd"`
+	N    int     `json:"n"`
+}
+
+// Summary is one policy's runs folded together.
+type Summary struct {
+	Policy string `json:"policy"`
+	// Runs is the number of results; Seeds their distinct seeds, ascending.
+	Runs  int     `json:"runs"`
+	Seeds []int64 `json:"seeds"`
+
+	Jobs      Measure `json:"jobs"`
+	Placed    Measure `json:"placed"`
+	Completed Measure `json:"completed"`
+	Unplaced  Measure `json:"unplaced"`
+
+	// Utilization is the time-averaged allocated fraction per resource
+	// type, over the runs that report the type.
+	Utilization map[string]Measure `json:"utilization"`
+	GPUAlloc    Measure            `json:"gpuAlloc"`
+	FragRatio   Measure            `json:"fragRatio"`
+
+	// JCT measures (s) are over the runs that completed jobs.
+	JCTMean  Measure `json:"jctMean"`
+	JCTP50   Measure `json:"jctP50"`
+	JCTP99   Measure `json:"jctP99"`
+	Makespan Measure `json:"makespan"`
+
+	// TierJobs is the number of placed jobs per priority tier;
+	// QueueDelayP99 (s) and SLO are over the runs with jobs in the tier.
+	TierJobs      [4]Measure `json:"tierJobs"`
+	QueueDelayP99 [4]Measure `json:"queueDelayP99"`
+	SLO           [4]Measure `json:"slo"`
+
+	// Fairness is over the runs with more than one queue; Queues is the
+	// most queues any run had.
+	Fairness Measure `json:"fairness"`
+	Queues   int     `json:"queues"`
+
+	EventsPerSec Measure `json:"eventsPerSec"`
+}
+
+// acc accumulates one measure's values.
+type acc []float64
+
+func (a *acc) add(v float64) {
+	if !math.IsNaN(v) && !math.IsInf(v, 0) {
+		*a = append(*a, v)
+	}
+}
+
+func (a acc) measure() Measure {
+	n := len(a)
+	if n == 0 {
+		return Measure{}
+	}
+	var sum float64
+	for _, v := range a {
+		sum += v
+	}
+	m := Measure{Mean: sum / float64(n), N: n}
+	if n > 1 {
+		var ss float64
+		for _, v := range a {
+			d := v - m.Mean
+			ss += d * d
+		}
+		m.SD = math.Sqrt(ss / float64(n-1))
+	}
+	if !finite(m.Mean) { // sums of huge values
+		m.Mean = 0
+	}
+	if !finite(m.SD) {
+		m.SD = 0
+	}
+	return m
+}
+
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// policies returns the policies of rs in order of first appearance, each
+// with its runs in seed order.
+func policies(rs []sim.Result) (names []string, runs map[string][]*sim.Result) {
+	runs = map[string][]*sim.Result{}
+	for i := range rs {
+		p := rs[i].Policy
+		if _, ok := runs[p]; !ok {
+			names = append(names, p)
+		}
+		runs[p] = append(runs[p], &rs[i])
+	}
+	for _, p := range names {
+		sort.SliceStable(runs[p], func(i, j int) bool { return runs[p][i].Seed < runs[p][j].Seed })
+	}
+	return names, runs
+}
+
+// Aggregate folds rs into one Summary per policy, in the order the
+// policies first appear in rs. Non-finite values are left out of the
+// means, so a Summary never holds NaN or Inf.
+func Aggregate(rs []sim.Result) []Summary {
+	names, runs := policies(rs)
+	out := make([]Summary, 0, len(names))
+	for _, p := range names {
+		out = append(out, summarize(p, runs[p]))
+	}
+	return out
+}
+
+func summarize(policy string, runs []*sim.Result) Summary {
+	s := Summary{Policy: policy, Runs: len(runs), Utilization: map[string]Measure{}}
+	var jobs, placed, completed, unplaced, gpuAlloc, frag, jm, j50, j99, mk, fair, eps acc
+	var tierJobs, qd, slo [4]acc
+	util := map[string]*acc{}
+	for _, r := range runs {
+		if !slices.Contains(s.Seeds, r.Seed) {
+			s.Seeds = append(s.Seeds, r.Seed)
+		}
+		jobs.add(float64(r.Jobs))
+		placed.add(float64(r.Placed))
+		completed.add(float64(r.Completed))
+		unplaced.add(float64(r.Unplaced))
+		for k, v := range r.Utilization {
+			if util[k] == nil {
+				util[k] = &acc{}
+			}
+			util[k].add(v)
+		}
+		gpuAlloc.add(r.GPUAlloc)
+		frag.add(r.FragRatio)
+		if r.JCT.N > 0 {
+			jm.add(r.JCT.Mean)
+			j50.add(r.JCT.P50)
+			j99.add(r.JCT.P99)
+		}
+		mk.add(r.Makespan)
+		for t := range 4 {
+			tierJobs[t].add(float64(r.QueueDelay[t].N))
+			if r.QueueDelay[t].N > 0 {
+				qd[t].add(r.QueueDelay[t].P99)
+				slo[t].add(r.SLO[t])
+			}
+		}
+		if r.Queues > 1 {
+			fair.add(r.Fairness)
+		}
+		s.Queues = max(s.Queues, r.Queues)
+		eps.add(r.EventsPerSec)
+	}
+	slices.Sort(s.Seeds)
+	s.Jobs, s.Placed, s.Completed, s.Unplaced = jobs.measure(), placed.measure(), completed.measure(), unplaced.measure()
+	for k, a := range util {
+		s.Utilization[k] = a.measure()
+	}
+	s.GPUAlloc, s.FragRatio = gpuAlloc.measure(), frag.measure()
+	s.JCTMean, s.JCTP50, s.JCTP99, s.Makespan = jm.measure(), j50.measure(), j99.measure(), mk.measure()
+	for t := range 4 {
+		s.TierJobs[t], s.QueueDelayP99[t], s.SLO[t] = tierJobs[t].measure(), qd[t].measure(), slo[t].measure()
+	}
+	s.Fairness, s.EventsPerSec = fair.measure(), eps.measure()
+	return s
+}
