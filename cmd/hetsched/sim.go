@@ -21,8 +21,8 @@ import (
 func newSim() *cobra.Command {
 	var clusterSpec, workloadSpec, policies, out, traces, protocol, output string
 	var seeds, sample, maxVisit, parallel int
-	var stopAt float64
-	var progress bool
+	var stopAt, arrivalScale float64
+	var progress, noObserve bool
 	cmd := &cobra.Command{
 		Use:   "sim --cluster C --workload W --policy p1,p2,...",
 		Short: "Replay a workload trace on a cluster through the scheduling core, per policy and seed",
@@ -51,6 +51,9 @@ times. Traces are read from --traces (default ../shared/traces).`,
 			}
 			if protocol != "replay" && protocol != "fgd" {
 				return fmt.Errorf("--protocol: must be replay or fgd, got %q", protocol)
+			}
+			if arrivalScale < 0 || arrivalScale > 1000 {
+				return fmt.Errorf("--arrival-scale: must be in (0, 1000], got %v", arrivalScale)
 			}
 			if output != "table" && output != "json" {
 				return fmt.Errorf("-o: must be table or json, got %q", output)
@@ -105,6 +108,7 @@ times. Traces are read from --traces (default ../shared/traces).`,
 						k := keys[i]
 						cfg := sim.Config{Policy: k.policy, Seed: k.seed, Cluster: cluster, Workload: work,
 							FGD: protocol == "fgd", StopAt: stopAt, SampleSize: sample, MaxVisit: maxVisit,
+							ArrivalScale: arrivalScale, NoObserve: noObserve,
 							Progress: bar.track(i)}
 						results[i], errs[i] = sim.Run(cfg)
 					}
@@ -157,6 +161,8 @@ times. Traces are read from --traces (default ../shared/traces).`,
 	f.IntVar(&sample, "sample-size", 0, "fitting nodes scored per placement (0: the policy's own)")
 	f.IntVar(&maxVisit, "max-visit", 0, "nodes looked at per group per attempt (0: the core's default)")
 	f.IntVar(&parallel, "parallel", 0, "runs at once (0: one per CPU)")
+	f.Float64Var(&arrivalScale, "arrival-scale", 1, "multiply arrival times (0.5: arrivals twice as dense)")
+	f.BoolVar(&noObserve, "no-observe", false, "do not feed nodes' allocated fractions back as utilization")
 	f.BoolVar(&progress, "progress", true, "a progress bar on standard error for long runs")
 	f.StringVarP(&output, "output", "o", "table", "table or json")
 	return cmd

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"math"
 	"sort"
 	"strconv"
 )
@@ -204,7 +205,10 @@ func (p *LoadTarget) Filter(_ *CycleState, _ *Task, o *Option, n *Node) *Status 
 	if !ok {
 		return nil
 	}
-	if l+share(o, n) > p.c.cfg.LoadTarget+1e-9 {
+	sh := share(o, n)
+	if l+sh > p.c.cfg.LoadTarget+1e-9 && !(sh > p.c.cfg.LoadTarget && len(n.tasks) == 0) {
+		// A task whose share alone is above the target may still take a
+		// node with no tasks: it would fit nowhere ever otherwise.
 		return NewUnschedulable("predicted load above target " + strconv.FormatFloat(p.c.cfg.LoadTarget, 'f', 2, 64))
 	}
 	return nil
@@ -268,43 +272,55 @@ func (*ShortestFirst) Name() string { return "ShortestFirst" }
 // SortKey implements QueueSortPlugin.
 func (p *ShortestFirst) SortKey(_ *CycleState, t *Task) int64 { return p.c.expectedRuntime(t) }
 
-// workType is one kind of device request seen in the workload, for
-// fragmentation measurement.
+// workType is one kind of request seen in the workload (FGD's "typical
+// pod"): its device request (dim -1 and milli 0 for a request without
+// devices) and its CPU; memory is not part of it, as in the reference.
 type workType struct {
 	dim   int
-	milli int64 // device request
+	milli int64 // device request, milli (k whole devices: k·1000)
 	cpu   int64
-	mem   int64
 	count int64
+	per   int64 // per-device request: milli, or 1000 for whole devices
+	k     int   // devices needed
 }
 
-// workload keeps the popularity of device request types (FGD's target
-// workload). Bounded: at most maxWorkTypes distinct types are tracked.
+// workload keeps the popularity of request types (FGD's target workload,
+// taken from the tasks submitted so far). Bounded: at most maxWorkTypes
+// distinct types are tracked.
 type workload struct {
-	types map[[4]int64]*workType
+	types map[[3]int64]*workType
 	top   []*workType
 	total int64
 	dirty int
 }
 
-const maxWorkTypes = 256
-const fgdTopTypes = 16
+const maxWorkTypes = 512
+
+// fgdCoverage is the share of the workload the typical types cover (the
+// reference's podPopularityThreshold 95); fgdTopTypes bounds their number.
+const (
+	fgdCoverage = 0.95
+	fgdTopTypes = 64
+)
 
 func (w *workload) observe(o *Option) {
-	if len(o.devs) == 0 {
-		return
+	dim, milli := -1, int64(0)
+	if len(o.devs) > 0 {
+		dim, milli = o.devs[0].dim, o.devs[0].milli
 	}
-	d := o.devs[0]
-	k := [4]int64{int64(d.dim), d.milli, o.req[0], o.req[1]}
+	k := [3]int64{int64(dim), milli, o.req[0]}
 	if w.types == nil {
-		w.types = map[[4]int64]*workType{}
+		w.types = map[[3]int64]*workType{}
 	}
 	wt := w.types[k]
 	if wt == nil {
 		if len(w.types) >= maxWorkTypes {
 			return
 		}
-		wt = &workType{dim: d.dim, milli: d.milli, cpu: o.req[0], mem: o.req[1]}
+		wt = &workType{dim: dim, milli: milli, cpu: o.req[0], per: milli, k: 1}
+		if milli >= 1000 {
+			wt.per, wt.k = 1000, int(milli/1000)
+		}
 		w.types[k] = wt
 		w.dirty = 1 << 30
 	}
@@ -313,8 +329,10 @@ func (w *workload) observe(o *Option) {
 	w.dirty++
 }
 
+// topTypes returns the most popular types that together cover fgdCoverage
+// of the workload (at most fgdTopTypes).
 func (w *workload) topTypes() []*workType {
-	if w.dirty > 256 || (w.dirty > 0 && len(w.top) < fgdTopTypes) {
+	if w.dirty > 256 || (w.dirty > 0 && w.total < 4096) {
 		w.top = w.top[:0]
 		for _, t := range w.types {
 			w.top = append(w.top, t)
@@ -330,13 +348,15 @@ func (w *workload) topTypes() []*workType {
 			if a.cpu != b.cpu {
 				return a.cpu < b.cpu
 			}
-			if a.mem != b.mem {
-				return a.mem < b.mem
-			}
 			return a.dim < b.dim // keys are unique: a total order
 		})
-		if len(w.top) > fgdTopTypes {
-			w.top = w.top[:fgdTopTypes]
+		var cum int64
+		for i, t := range w.top {
+			cum += t.count
+			if float64(cum) >= fgdCoverage*float64(w.total) || i+1 == fgdTopTypes {
+				w.top = w.top[:i+1]
+				break
+			}
 		}
 		w.dirty = 0
 	}
@@ -347,6 +367,16 @@ func (w *workload) topTypes() []*workType {
 // it measures, for each popular request type of the workload, how much free
 // device share on a node that type could not use, weighted by popularity,
 // and places a task where this expected fragmentation grows least.
+//
+// As in the reference (kubernetes-scheduler-simulator,
+// pkg/utils/frag.go NodeGpuShareFragAmount): for a type that fits the
+// node (CPU free and enough devices with its per-device share free) the
+// fragment is the free share of the devices too small for it; for every
+// other type (no CPU, too few such devices, no devices of its kind, or a
+// request without devices) all the node's free device share is fragment.
+//
+// Scores are the reference's: int(100·sigmoid(−Δ/1000)) for a change Δ in
+// milli-devices, and a share takes the first device with the best score.
 type Fragmentation struct{ c *Core }
 
 // Name implements Plugin.
@@ -355,43 +385,43 @@ func (*Fragmentation) Name() string { return "Fragmentation" }
 // nodeFrag is the popularity-weighted fragmentation of n (milli-devices).
 func (f *Fragmentation) nodeFrag(n *Node) float64 {
 	types := f.c.work.topTypes()
+	var all int64
+	for i := range n.devices {
+		if d := &n.devices[i]; d.Healthy {
+			all += int64(d.Free())
+		}
+	}
+	if all == 0 {
+		return 0
+	}
+	cpuFree := n.freeDim(0)
 	var total, wsum float64
 	for _, wt := range types {
-		idxs := n.byDim[wt.dim]
-		if len(idxs) == 0 {
+		w := float64(wt.count)
+		wsum += w
+		if wt.dim < 0 || wt.cpu > cpuFree || len(n.byDim[wt.dim]) == 0 {
+			total += w * float64(all)
 			continue
 		}
-		var free, fullFree, partialFree, under int64
-		for _, i := range idxs {
+		var under int64
+		fit := 0
+		for _, i := range n.byDim[wt.dim] {
 			d := &n.devices[i]
 			if !d.Healthy {
 				continue
 			}
-			fr := int64(d.Free())
-			free += fr
-			if fr == 1000 {
-				fullFree++
+			if fr := int64(d.Free()); fr >= wt.per {
+				fit++
 			} else {
-				partialFree += fr
-			}
-			if fr < wt.milli {
 				under += fr
 			}
 		}
-		var frag int64
-		switch {
-		case wt.cpu > n.freeDim(0) || wt.mem > n.freeDim(1):
-			frag = free
-		case wt.milli < 1000:
-			frag = under
-		case fullFree < wt.milli/1000:
-			frag = free
-		default:
-			frag = partialFree
+		if fit < wt.k {
+			total += w * float64(all)
+		} else {
+			// Free share of other device kinds is fragment to this type.
+			total += w * float64(all-devFree(n, wt.dim)+under)
 		}
-		w := float64(wt.count)
-		total += w * float64(frag)
-		wsum += w
 	}
 	if wsum == 0 {
 		return 0
@@ -414,27 +444,21 @@ func (f *Fragmentation) delta(o *Option, n *Node, devs []devShare) float64 {
 	return after - before
 }
 
-// Score implements ScorePlugin: 50 for no change, less for more
-// fragmentation, more for less.
+// refScore is the reference's score of a fragmentation change d.
+func refScore(d float64) int64 { return int64(sigmoid(-d/1000) * 100) }
+
+// Score implements ScorePlugin: higher for less fragmentation growth.
 func (f *Fragmentation) Score(cs *CycleState, _ *Task, o *Option, n *Node) (int64, *Status) {
-	d := f.delta(o, n, cs.core.scratchDevs)
-	capP := 1000.0
-	if n.group != nil && n.capacity[n.group.primary] > 0 {
-		capP = float64(n.capacity[n.group.primary])
-	}
-	s := 50 - 50*d/capP
-	return int64(clampRange(s, 0, 100)), nil
+	return refScore(f.delta(o, n, cs.core.scratchDevs)), nil
 }
 
 // PickShare implements SharePicker: the device whose use grows
-// fragmentation least (ties: the fullest).
+// fragmentation least.
 func (f *Fragmentation) PickShare(_ *CycleState, _ *Task, o *Option, n *Node, cands []int32, milli int64) int32 {
-	best := cands[0]
-	bestD := 0.0
-	for k, i := range cands {
-		d := f.delta(o, n, []devShare{{dev: i, milli: int32(milli)}})
-		if k == 0 || d < bestD || (d == bestD && n.devices[i].Used > n.devices[best].Used) {
-			best, bestD = i, d
+	best, bestS := cands[0], int64(math.MinInt64)
+	for _, i := range cands {
+		if s := refScore(f.delta(o, n, []devShare{{dev: i, milli: int32(milli)}})); s > bestS {
+			best, bestS = i, s
 		}
 	}
 	return best

@@ -258,6 +258,9 @@ func (c *Core) searchGroup(t *Task, o *Option, g *group, sample int, best *candi
 	}
 	st := o.scan(g)
 	limit, start := c.cfg.MaxVisit, 0
+	if c.policy.FullWalk {
+		limit, sample = total, total+1
+	}
 	if st.exhaustive || c.fullSearch {
 		limit, start = total, st.hint
 		if start >= total {

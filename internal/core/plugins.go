@@ -112,6 +112,11 @@ type Policy struct {
 	Picker      SharePicker
 	// SampleSize overrides Config.SampleSize when > 0.
 	SampleSize int
+	// FullWalk makes every search look at every node of every compatible
+	// group and score every fit (kube-scheduler's percentageOfNodesToScore
+	// 100), whatever SampleSize and Config.MaxVisit say. Cost: one check and
+	// one score per node per placement.
+	FullWalk bool
 	// CompareOptions lets the candidates of all of a task's options compete
 	// on score. Without it, options are tried fastest first (declared
 	// speed, ties in the order given) and the first that fits anywhere wins:

@@ -73,10 +73,19 @@ func init() {
 			Scores:         []WeightedScore{{&ExpectedCompletion{c: c}, 10}, {MostAllocated{}, 1}, {AcceleratorGuard{}, 1}}}
 	})
 	register("fgd", "fragmentation gradient descent for shared GPUs (ATC'23)", func(c *Core) *Policy {
+		// The reference's score of the fragmentation change first; among
+		// equal scores the best fit (which keeps idle nodes idle for large
+		// requests) instead of the reference's random pick, then a hash.
 		f := &Fragmentation{c: c}
 		return &Policy{Name: "fgd", Description: "fragmentation gradient descent for shared GPUs (ATC'23)",
-			Order: MostAllocatedFirst, Static: base(c), Picker: f, SampleSize: 16,
-			Scores: []WeightedScore{{f, 1}}}
+			Order: MostAllocatedFirst, Static: base(c), Picker: f, FullWalk: true,
+			Scores: []WeightedScore{{f, 1 << 40}, {BestFit{}, tieBreakRange}, {TieBreak{}, 1}}}
+	})
+	register("fgd-ref", "FGD as its reference simulator scores it (ties broken at random)", func(c *Core) *Policy {
+		f := &Fragmentation{c: c}
+		return &Policy{Name: "fgd-ref", Description: "FGD as its reference simulator scores it (ties broken at random)",
+			Order: MostAllocatedFirst, Static: base(c), Picker: f, FullWalk: true,
+			Scores: []WeightedScore{{f, tieBreakRange}, {TieBreak{}, 1}}}
 	})
 }
 

@@ -71,6 +71,9 @@ type Result struct {
 	// Utilization is the time-averaged allocated fraction per resource
 	// type, from the first arrival to the makespan's end.
 	Utilization map[string]float64 `json:"utilization"`
+	// UtilArrivals is the same over the arrival period only (first to
+	// last arrival): the loaded steady state, before the tail drains.
+	UtilArrivals map[string]float64 `json:"utilArrivals,omitempty"`
 	// GPUAlloc is the GPU allocation ratio at the end of the arrivals
 	// (the protocol's point) or averaged, FragRatio its fragmentation.
 	GPUAlloc  float64      `json:"gpuAlloc"`

@@ -36,6 +36,14 @@ type Config struct {
 	SampleSize, MaxVisit int
 	// MaxSamples bounds the time series (default 600).
 	MaxSamples int
+	// ArrivalScale multiplies arrival times (0.5: arrivals twice as
+	// dense); 0 means 1.
+	ArrivalScale float64
+	// NoObserve turns off the utilization feedback: by default each node
+	// whose allocation changed reports its allocated fraction (CPU and per
+	// device) as utilization, as agents' heartbeats would, for the
+	// policies that learn from load.
+	NoObserve bool
 	// Progress, when set, is called now and then with the jobs submitted
 	// so far and the total.
 	Progress func(done, total int)
@@ -65,6 +73,7 @@ type task struct {
 	spec api.Task
 	gen  int // bumps at each placement and eviction, voiding old completions
 	vec  resource.Vector
+	node string
 	on   bool // placed now
 	done bool
 }
@@ -128,6 +137,10 @@ type run struct {
 	events   int
 	running  int
 	delays   [4][]float64
+	touched  map[string]bool
+	// the allocation integrals when the last job arrived
+	arrInteg [resource.MaxDims]float64
+	arrT     int64
 	nodeByNm map[string]*api.Node
 }
 
@@ -162,7 +175,7 @@ func Run(cfg Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	r := &run{cfg: cfg, c: c, epoch: time.Unix(1_600_000_000, 0), byID: map[string]*task{}, gpuDim: -1, nodeByNm: map[string]*api.Node{}}
+	r := &run{cfg: cfg, c: c, epoch: time.Unix(1_600_000_000, 0), byID: map[string]*task{}, gpuDim: -1, touched: map[string]bool{}, nodeByNm: map[string]*api.Node{}}
 	r.res = Result{Policy: ccfg.Policy, Seed: cfg.Seed, Cluster: cfg.Cluster.Name, Workload: cfg.Workload.Name, Nodes: len(cfg.Cluster.Nodes)}
 	if err := r.setup(); err != nil {
 		return Result{}, err
@@ -235,6 +248,8 @@ func (r *run) setup() error {
 		}
 		if r.cfg.FGD {
 			j.arrival = int64(k) * int64(time.Millisecond)
+		} else if sc := r.cfg.ArrivalScale; sc > 0 && sc != 1 {
+			j.arrival = int64(float64(j.arrival) * sc)
 		}
 		q := tj.Task.Queue
 		if _, ok := qidx[q]; !ok {
@@ -413,6 +428,9 @@ func (r *run) loop() error {
 			if r.cfg.FGD && r.gpuDim >= 0 && float64(r.arrivedG) >= r.cfg.StopAt*float64(r.capVec[r.gpuDim]) {
 				stopped = true
 			}
+			if next == total || stopped {
+				r.arrInteg, r.arrT = r.integ, t
+			}
 			if r.cfg.Progress != nil && next%1000 == 0 {
 				r.cfg.Progress(next, total)
 			}
@@ -426,6 +444,8 @@ func (r *run) loop() error {
 		}
 		if changed {
 			idle = 0
+			r.observe(t)
+			r.apply()
 		} else {
 			idle++
 		}
@@ -483,6 +503,8 @@ func (r *run) apply() bool {
 		}
 		tk.vec = v
 		tk.on = true
+		tk.node = p.Node
+		r.touched[p.Node] = true
 		r.alloc.Add(&v)
 		r.qAlloc[j.queue].Add(&v)
 		r.running++
@@ -520,7 +542,40 @@ func (r *run) release(tk *task) {
 	r.qAlloc[tk.j.queue].Sub(&tk.vec)
 	tk.vec = resource.Vector{}
 	tk.on = false
+	r.touched[tk.node] = true
 	r.running--
+}
+
+// observe feeds the touched nodes' allocated fractions to the core as
+// their utilization.
+func (r *run) observe(t int64) {
+	if r.cfg.NoObserve || r.cfg.FGD || len(r.touched) == 0 {
+		clear(r.touched)
+		return
+	}
+	names := make([]string, 0, len(r.touched))
+	for n := range r.touched {
+		names = append(names, n)
+	}
+	slices.Sort(names) // deterministic order
+	clear(r.touched)
+	for _, name := range names {
+		n, ok := r.c.Node(name)
+		if !ok {
+			continue
+		}
+		u := core.NodeUsage{}
+		if c := n.Capacity()[resource.DimCPU]; c > 0 {
+			u.CPU = float64(n.Allocated()[resource.DimCPU]) / float64(c)
+		}
+		if devs := n.Devices(); len(devs) > 0 {
+			u.Devices = make(map[string]float64, len(devs))
+			for _, d := range devs {
+				u.Devices[d.ID] = float64(d.Used) / 1000
+			}
+		}
+		r.c.ObserveNode(r.at(t), name, u)
+	}
 }
 
 // submit hands a job's tasks to the core (a gang job first).
@@ -615,6 +670,14 @@ func (r *run) finish() {
 	for i, d := range r.dimIndex {
 		if d >= 0 && r.capVec[d] > 0 && span > 0 {
 			r.res.Utilization[seriesTypes[i]] = r.integ[d] / span / float64(r.capVec[d])
+		}
+	}
+	if aspan := float64(r.arrT - r.startT); aspan > 0 {
+		r.res.UtilArrivals = map[string]float64{}
+		for i, d := range r.dimIndex {
+			if d >= 0 && r.capVec[d] > 0 {
+				r.res.UtilArrivals[seriesTypes[i]] = r.arrInteg[d] / aspan / float64(r.capVec[d])
+			}
 		}
 	}
 	if r.cfg.FGD {

@@ -3,12 +3,14 @@ package sim
 import (
 	"math"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/resource"
 	"github.com/hetsched/hetsched/internal/sim/trace"
 )
@@ -144,5 +146,51 @@ func TestWideJobRunsAsGang(t *testing.T) {
 	}
 	if u := r.Utilization["nvidia.com/gpu"]; !near(u, (4*30+16*10)/(16*40.005)) {
 		t.Errorf("GPU utilization %v", u)
+	}
+}
+
+// TestEveryPolicyCompletesTheWork: each registered policy runs a mixed
+// workload to completion through the same core.
+func TestEveryPolicyCompletesTheWork(t *testing.T) {
+	var jobs []trace.Job
+	for i := 0; i < 60; i++ {
+		j := gpuJob(i, time.Duration(i)*500*time.Millisecond, time.Duration(5+i%7)*time.Second, int64(i%3))
+		j.Task.Queue = "q" + strconv.Itoa(i%2)
+		jobs = append(jobs, j)
+	}
+	nodes := []api.Node{gpuNode("a", "A100", 4), gpuNode("b", "V100", 4), gpuNode("c", "V100", 2)}
+	for _, p := range strings.Split(core.PolicyNames(), ", ") {
+		r, err := Run(Config{Policy: p, Cluster: trace.Cluster{Nodes: nodes}, Workload: trace.Workload{Jobs: jobs}})
+		if err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if r.Completed != 60 || r.Policy != p {
+			t.Errorf("%s: completed %d of 60", p, r.Completed)
+		}
+		// Two queues with the same demand: close to equal shares.
+		if r.Queues != 2 || r.Fairness < 0.9 || r.Fairness > 1 {
+			t.Errorf("%s: %d queues, Jain's index %v", p, r.Queues, r.Fairness)
+		}
+	}
+}
+
+// TestFairnessSeesAHog: one queue with all the work and one with a
+// trickle are far from equal shares.
+func TestFairnessSeesAHog(t *testing.T) {
+	var jobs []trace.Job
+	for i := 0; i < 40; i++ {
+		j := gpuJob(i, time.Duration(i)*time.Second, 20*time.Second, 1)
+		j.Task.Queue = "big"
+		if i%10 == 0 {
+			j.Task.Queue = "small"
+		}
+		jobs = append(jobs, j)
+	}
+	r, err := Run(Config{Cluster: trace.Cluster{Nodes: []api.Node{gpuNode("a", "A100", 8)}}, Workload: trace.Workload{Jobs: jobs}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Fairness > 0.8 || r.Fairness < 0.5 {
+		t.Errorf("Jain's index %v for a 9:1 split", r.Fairness)
 	}
 }

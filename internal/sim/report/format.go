@@ -268,6 +268,7 @@ func columns(ss []Summary) []column {
 		return func(s Summary) Measure { return s.Utilization[res] }
 	}
 	add("GPU UTIL", gUtil, "GPU (time average)", +1, util(resGPU), pc)
+	add("GPU UTIL ARRIVALS", gUtil, "GPU (time average over the arrivals)", +1, func(s Summary) Measure { return s.GPUUtilArrivals }, pc)
 	add("TPU UTIL", gUtil, "TPU (time average)", +1, util(resTPU), pc)
 	add("CPU UTIL", gUtil, "CPU (time average)", +1, util(resCPU), pc)
 	add("GPU ALLOC", gUtil, "GPU allocation ratio", +1, func(s Summary) Measure { return s.GPUAlloc }, pc)

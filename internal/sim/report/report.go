@@ -46,6 +46,8 @@ type Summary struct {
 	// Utilization is the time-averaged allocated fraction per resource
 	// type, over the runs that report the type.
 	Utilization map[string]Measure `json:"utilization"`
+	// GPUUtilArrivals is the GPU utilization over the arrival period.
+	GPUUtilArrivals Measure `json:"gpuUtilArrivals"`
 	GPUAlloc    Measure            `json:"gpuAlloc"`
 	FragRatio   Measure            `json:"fragRatio"`
 
@@ -138,7 +140,7 @@ func Aggregate(rs []sim.Result) []Summary {
 
 func summarize(policy string, runs []*sim.Result) Summary {
 	s := Summary{Policy: policy, Runs: len(runs), Utilization: map[string]Measure{}}
-	var jobs, placed, completed, unplaced, gpuAlloc, frag, jm, j50, j99, mk, fair, eps acc
+	var jobs, placed, completed, unplaced, gpuAlloc, frag, jm, j50, j99, mk, fair, eps, gua acc
 	var tierJobs, qd, slo [4]acc
 	util := map[string]*acc{}
 	for _, r := range runs {
@@ -157,6 +159,9 @@ func summarize(policy string, runs []*sim.Result) Summary {
 		}
 		gpuAlloc.add(r.GPUAlloc)
 		frag.add(r.FragRatio)
+		if v, ok := r.UtilArrivals["nvidia.com/gpu"]; ok {
+			gua.add(v)
+		}
 		if r.JCT.N > 0 {
 			jm.add(r.JCT.Mean)
 			j50.add(r.JCT.P50)
@@ -182,6 +187,7 @@ func summarize(policy string, runs []*sim.Result) Summary {
 		s.Utilization[k] = a.measure()
 	}
 	s.GPUAlloc, s.FragRatio = gpuAlloc.measure(), frag.measure()
+	s.GPUUtilArrivals = gua.measure()
 	s.JCTMean, s.JCTP50, s.JCTP99, s.Makespan = jm.measure(), j50.measure(), j99.measure(), mk.measure()
 	for t := range 4 {
 		s.TierJobs[t], s.QueueDelayP99[t], s.SLO[t] = tierJobs[t].measure(), qd[t].measure(), slo[t].measure()
