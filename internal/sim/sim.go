@@ -54,16 +54,17 @@ type Config struct {
 // (all placed at once); it is placed with its first task and done with its
 // last.
 type job struct {
-	j        *trace.Job
-	id       string
-	arrival  int64 // ns of simulated time
-	placed   int64 // -1 until placed
-	done     int64 // -1 until completed
-	tasks    []*task
-	left     int // tasks not finished
-	queue    int // index into run.queues
-	prio     int
-	gpuMilli int64
+	j         *trace.Job
+	id        string
+	arrival   int64 // ns of simulated time
+	placed    int64 // -1 until placed
+	done      int64 // -1 until completed
+	tasks     []*task
+	left      int // tasks not finished
+	queue     int // index into run.queues
+	prio      int
+	gpuMilli  int64
+	submitted bool
 }
 
 // task is one core task of a job.
@@ -129,15 +130,16 @@ type run struct {
 	arrivedG int64 // GPU milli of arrived jobs
 	nextAt   int   // next AllocAt index
 
-	queues   []string
-	qAlloc   []resource.Vector
-	qInteg   []float64
-	series   []Sample
-	res      Result
-	events   int
-	running  int
-	delays   [4][]float64
-	touched  map[string]bool
+	queues    []string
+	qAlloc    []resource.Vector
+	qInteg    []float64
+	series    []Sample
+	res       Result
+	events    int
+	running   int
+	delays    [4][]float64
+	touched   map[string]bool
+	submitted int
 	// the allocation integrals when the last job arrived
 	arrInteg [resource.MaxDims]float64
 	arrT     int64
@@ -230,8 +232,23 @@ func (r *run) setup() error {
 		order[i] = i
 	}
 	if r.cfg.FGD {
+		// The reference's protocol: the pods shuffled, then pods drawn at
+		// random from the list (with replacement) until the arrived GPU
+		// demand would pass StopAt of the capacity.
 		rng := rand.New(rand.NewPCG(uint64(r.cfg.Seed), 0x5eed))
 		rng.Shuffle(len(order), func(a, b int) { order[a], order[b] = order[b], order[a] })
+		if r.gpuDim >= 0 && len(order) > 0 {
+			limit := int64(r.cfg.StopAt * float64(r.capVec[r.gpuDim]))
+			var sum int64
+			for _, oi := range order {
+				sum += r.cfg.Workload.Jobs[oi].Task.Resources["nvidia.com/gpu"]
+			}
+			for extra := 0; sum < limit && extra < 4*len(r.cfg.Workload.Jobs); extra++ {
+				oi := rng.IntN(len(r.cfg.Workload.Jobs))
+				order = append(order, oi)
+				sum += r.cfg.Workload.Jobs[oi].Task.Resources["nvidia.com/gpu"]
+			}
+		}
 	}
 	qidx := map[string]int{}
 	var maxGPUs int64 // the most GPUs one node has
@@ -245,6 +262,9 @@ func (r *run) setup() error {
 		j := &job{j: tj, id: "j" + strconv.Itoa(oi), placed: -1, done: -1, arrival: int64(tj.Arrival)}
 		if tj.ID != "" {
 			j.id = tj.ID
+		}
+		if k >= len(r.cfg.Workload.Jobs) {
+			j.id += "~" + strconv.Itoa(k) // a drawn copy
 		}
 		if r.cfg.FGD {
 			j.arrival = int64(k) * int64(time.Millisecond)
@@ -416,8 +436,19 @@ func (r *run) loop() error {
 		}
 		for next < total && !stopped && r.jobs[next].arrival <= t {
 			j := r.jobs[next]
+			if r.cfg.FGD && r.gpuDim >= 0 && float64(r.arrivedG+j.gpuMilli) > r.cfg.StopAt*float64(r.capVec[r.gpuDim]) {
+				// The next pod would pass the stop point: the protocol
+				// ends here, at StopAt.
+				stopped = true
+				r.arrInteg, r.arrT = r.integ, t
+				r.arrivedG = int64(r.cfg.StopAt * float64(r.capVec[r.gpuDim]))
+				r.recordAllocAt()
+				break
+			}
 			next++
 			r.events++
+			r.submitted++
+			j.submitted = true
 			r.arrivedG += j.gpuMilli
 			if err := r.submit(t, j); err != nil {
 				return err
@@ -425,10 +456,7 @@ func (r *run) loop() error {
 			r.apply()
 			changed = true
 			r.recordAllocAt()
-			if r.cfg.FGD && r.gpuDim >= 0 && float64(r.arrivedG) >= r.cfg.StopAt*float64(r.capVec[r.gpuDim]) {
-				stopped = true
-			}
-			if next == total || stopped {
+			if next == total {
 				r.arrInteg, r.arrT = r.integ, t
 			}
 			if r.cfg.Progress != nil && next%1000 == 0 {
@@ -638,7 +666,7 @@ func (r *run) finish() {
 			endT = max(endT, j.done)
 			jcts = append(jcts, float64(j.done-j.arrival)/1e9)
 		}
-		if j.placed < 0 {
+		if j.placed < 0 && j.submitted {
 			r.res.Unplaced++
 		}
 	}
@@ -648,6 +676,7 @@ func (r *run) finish() {
 	r.advance(endT)
 	span := float64(endT - r.startT)
 	r.res.Makespan = span / 1e9
+	r.res.Jobs = r.submitted
 	r.res.JCT = stats(jcts)
 	r.res.JCTCDF = cdf(jcts, 200)
 	targets := core.DefaultConfig().Tiers
