@@ -22,7 +22,7 @@ func newSim() *cobra.Command {
 	var clusterSpec, workloadSpec, policies, out, traces, protocol, output string
 	var seeds, sample, maxVisit, parallel int
 	var stopAt, arrivalScale float64
-	var progress, noObserve bool
+	var progress, noObserve, known, profile bool
 	cmd := &cobra.Command{
 		Use:   "sim --cluster C --workload W --policy p1,p2,...",
 		Short: "Replay a workload trace on a cluster through the scheduling core, per policy and seed",
@@ -108,7 +108,7 @@ times. Traces are read from --traces (default ../shared/traces).`,
 						k := keys[i]
 						cfg := sim.Config{Policy: k.policy, Seed: k.seed, Cluster: cluster, Workload: work,
 							FGD: protocol == "fgd", StopAt: stopAt, SampleSize: sample, MaxVisit: maxVisit,
-							ArrivalScale: arrivalScale, NoObserve: noObserve,
+							ArrivalScale: arrivalScale, NoObserve: noObserve, KnownWorkload: known, Profile: profile,
 							Progress: bar.track(i)}
 						results[i], errs[i] = sim.Run(cfg)
 					}
@@ -162,6 +162,8 @@ times. Traces are read from --traces (default ../shared/traces).`,
 	f.IntVar(&maxVisit, "max-visit", 0, "nodes looked at per group per attempt (0: the core's default)")
 	f.IntVar(&parallel, "parallel", 0, "runs at once (0: one per CPU)")
 	f.Float64Var(&arrivalScale, "arrival-scale", 1, "multiply arrival times (0.5: arrivals twice as dense)")
+	f.BoolVar(&known, "known-workload", false, "declare the workload's request mix to the core up front (fgd's typical pods, as the FGD reference knows its pod list)")
+	f.BoolVar(&profile, "profile", false, "declare each job class's run time per device model up front (Gavel's profiled throughputs)")
 	f.BoolVar(&noObserve, "no-observe", false, "do not feed nodes' allocated fractions back as utilization")
 	f.BoolVar(&progress, "progress", true, "a progress bar on standard error for long runs")
 	f.StringVarP(&output, "output", "o", "table", "table or json")

@@ -4,6 +4,10 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/errs"
 )
 
 // ewma is an exponentially weighted moving average.
@@ -462,4 +466,57 @@ func (f *Fragmentation) PickShare(_ *CycleState, _ *Task, o *Option, n *Node, ca
 		}
 	}
 	return best
+}
+
+// ObserveWorkload counts a request into the workload distribution that
+// fragmentation-aware scoring protects (FGD's "typical pods") without
+// submitting anything: an operator who knows the coming mix, or a replay
+// that knows its trace, declares it up front instead of letting it be
+// learned from arrivals. Bad resource names are refused; names no node
+// offers are ignored (no node can be fragmented for them).
+func (c *Core) ObserveWorkload(now time.Time, spec *api.Task) error {
+	c.advance(now)
+	if err := api.ValidateRequest("resources", spec.Resources); err != nil {
+		return err
+	}
+	var o Option
+	if _, err := c.vectorOf(&o.req, "resources", spec.Resources); err != nil {
+		return err
+	}
+	o.computeDevs(c.dims)
+	c.work.observe(&o)
+	return nil
+}
+
+// ObserveRuntime records a measured run time of the runtime class class
+// (tasks' metadata "class") on a device model ("cpu" for tasks without
+// devices), as a finished task of that class would: a profile measured
+// elsewhere (Gavel's per-model throughputs) seeds the runtime prediction
+// that hetero-aware scoring and shortest-job-first use, before any task of
+// the class has finished here.
+func (c *Core) ObserveRuntime(now time.Time, class, model string, runtime time.Duration) error {
+	c.advance(now)
+	const maxLen = 256
+	if class == "" || len(class) > maxLen {
+		return errs.Invalid("class", "must be 1..%d characters", maxLen)
+	}
+	if model == "" || len(model) > maxLen {
+		return errs.Invalid("model", "must be 1..%d characters", maxLen)
+	}
+	if runtime <= 0 {
+		return errs.Invalid("runtime", "must be positive, got %s", runtime)
+	}
+	rc := c.rtByMeta[class]
+	if rc == nil {
+		rc = &runtimeClass{key: class}
+		c.rtByMeta[class] = rc
+	}
+	if rc.byModel == nil {
+		rc.byModel = map[string]ewma{}
+	}
+	e := rc.byModel[model]
+	e.add(float64(runtime))
+	rc.byModel[model] = e
+	rc.runtime.add(float64(runtime))
+	return nil
 }

@@ -44,6 +44,15 @@ type Config struct {
 	// device) as utilization, as agents' heartbeats would, for the
 	// policies that learn from load.
 	NoObserve bool
+	// KnownWorkload declares every job's request to the core before the
+	// run (core.ObserveWorkload), as the FGD reference knows its pod list;
+	// otherwise fragmentation-aware scoring learns the mix from arrivals.
+	KnownWorkload bool
+	// Profile declares each job's run time on each device model it lists
+	// (trace.Job.ByModel) to the core before the run (core.ObserveRuntime,
+	// per job class), as Gavel's profiled throughputs are known to its
+	// policies; otherwise run times are learned from finished jobs.
+	Profile bool
 	// Progress, when set, is called now and then with the jobs submitted
 	// so far and the total.
 	Progress func(done, total int)
@@ -319,6 +328,32 @@ func (r *run) setup() error {
 		}
 		if err := r.c.SetQueue(r.epoch, &api.Queue{Name: q}); err != nil {
 			return fmt.Errorf("queue %s: %w", q, err)
+		}
+	}
+	if r.cfg.KnownWorkload {
+		for i := range r.cfg.Workload.Jobs {
+			if err := r.c.ObserveWorkload(r.epoch, &r.cfg.Workload.Jobs[i].Task); err != nil {
+				return fmt.Errorf("workload %s: %w", r.cfg.Workload.Name, err)
+			}
+		}
+	}
+	if r.cfg.Profile {
+		for i := range r.cfg.Workload.Jobs {
+			j := &r.cfg.Workload.Jobs[i]
+			class := j.Task.Metadata["class"]
+			if class == "" {
+				continue
+			}
+			models := make([]string, 0, len(j.ByModel))
+			for m := range j.ByModel {
+				models = append(models, m)
+			}
+			slices.Sort(models)
+			for _, m := range models {
+				if err := r.c.ObserveRuntime(r.epoch, class, m, j.ByModel[m]); err != nil {
+					return fmt.Errorf("workload %s: %w", r.cfg.Workload.Name, err)
+				}
+			}
 		}
 	}
 	r.qAlloc = make([]resource.Vector, len(r.queues))
