@@ -48,8 +48,8 @@ type Summary struct {
 	Utilization map[string]Measure `json:"utilization"`
 	// GPUUtilArrivals is the GPU utilization over the arrival period.
 	GPUUtilArrivals Measure `json:"gpuUtilArrivals"`
-	GPUAlloc    Measure            `json:"gpuAlloc"`
-	FragRatio   Measure            `json:"fragRatio"`
+	GPUAlloc        Measure `json:"gpuAlloc"`
+	FragRatio       Measure `json:"fragRatio"`
 
 	// JCT measures (s) are over the runs that completed jobs.
 	JCTMean  Measure `json:"jctMean"`
