@@ -23,6 +23,9 @@ type Sample struct {
 	// Arrived is the GPU demand that has arrived so far (placed or not,
 	// finished or not), as a fraction of the GPU capacity.
 	Arrived float64 `json:"arrived"`
+	// Demand is the GPU demand present: arrived and not completed (placed
+	// or waiting), as a fraction of the GPU capacity.
+	Demand  float64 `json:"demand"`
 	Pending int     `json:"pending"`
 	Running int     `json:"running"`
 }

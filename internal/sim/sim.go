@@ -149,6 +149,7 @@ type run struct {
 	delays    [4][]float64
 	touched   map[string]bool
 	submitted int
+	finishedG int64 // GPU milli of completed jobs
 	// the allocation integrals when the last job arrived
 	arrInteg [resource.MaxDims]float64
 	arrT     int64
@@ -413,6 +414,7 @@ func (r *run) sample() {
 	}
 	if r.gpuDim >= 0 && r.capVec[r.gpuDim] > 0 {
 		s.Arrived = float64(r.arrivedG) / float64(r.capVec[r.gpuDim])
+		s.Demand = float64(r.arrivedG-r.finishedG) / float64(r.capVec[r.gpuDim])
 	}
 	p := r.c.Pending()
 	s.Pending = p[0] + p[1] + p[2] + p[3]
@@ -422,7 +424,7 @@ func (r *run) sample() {
 func (r *run) loop() error {
 	next := 0 // next job to arrive
 	total := len(r.jobs)
-	lastSample := int64(math.MinInt64)
+	lastSample, sampled := int64(0), false
 	span := int64(0)
 	if total > 0 {
 		span = r.jobs[total-1].arrival - r.jobs[0].arrival
@@ -465,6 +467,7 @@ func (r *run) loop() error {
 			if tk.j.left--; tk.j.left == 0 {
 				tk.j.done = t
 				r.res.Completed++
+				r.finishedG += tk.j.gpuMilli
 			}
 			r.apply()
 			changed = true
@@ -512,9 +515,9 @@ func (r *run) loop() error {
 		} else {
 			idle++
 		}
-		if t-lastSample >= interval {
+		if !sampled || t-lastSample >= interval {
 			r.sample()
-			lastSample = t
+			lastSample, sampled = t, true
 		}
 	}
 	if r.cfg.Progress != nil {
@@ -795,14 +798,23 @@ func cdf(xs []float64, points int) []CDFPoint {
 	return out
 }
 
-// downsample keeps at most n samples, evenly spaced in index.
+// downsample keeps at most n samples, on an even grid of simulated time:
+// for each grid time, the first sample at or after it.
 func downsample(ss []Sample, n int) []Sample {
-	if len(ss) <= n {
+	if len(ss) <= n || n < 2 {
 		return ss
 	}
+	t0, t1 := ss[0].T, ss[len(ss)-1].T
 	out := make([]Sample, 0, n)
+	j := 0
 	for i := 0; i < n; i++ {
-		out = append(out, ss[i*(len(ss)-1)/(n-1)])
+		at := t0 + (t1-t0)*float64(i)/float64(n-1)
+		for j < len(ss)-1 && ss[j].T < at {
+			j++
+		}
+		if len(out) == 0 || out[len(out)-1].T != ss[j].T {
+			out = append(out, ss[j])
+		}
 	}
 	return out
 }

@@ -194,3 +194,33 @@ func TestFairnessSeesAHog(t *testing.T) {
 		t.Errorf("Jain's index %v for a 9:1 split", r.Fairness)
 	}
 }
+
+// TestSeries: the time series samples the whole run on an even time grid,
+// in order, with the demand present falling back to zero as jobs complete.
+func TestSeries(t *testing.T) {
+	var jobs []trace.Job
+	for i := 0; i < 50; i++ {
+		jobs = append(jobs, gpuJob(i, time.Duration(i)*time.Second, 30*time.Second, 1))
+	}
+	r, err := Run(Config{MaxSamples: 40, Cluster: trace.Cluster{Nodes: []api.Node{gpuNode("a", "A100", 8)}}, Workload: trace.Workload{Jobs: jobs}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Series) < 20 || len(r.Series) > 40 {
+		t.Fatalf("%d samples", len(r.Series))
+	}
+	peak := 0.0
+	for i, s := range r.Series {
+		if i > 0 && s.T <= r.Series[i-1].T {
+			t.Fatalf("sample %d at %v after %v", i, s.T, r.Series[i-1].T)
+		}
+		peak = max(peak, s.Alloc["nvidia.com/gpu"])
+		if s.Demand < s.Alloc["nvidia.com/gpu"]-1e-9 {
+			t.Errorf("sample %d: demand %v below allocation %v", i, s.Demand, s.Alloc["nvidia.com/gpu"])
+		}
+	}
+	last := r.Series[len(r.Series)-1]
+	if peak != 1 || last.Demand != 0 || last.T < r.Makespan-1 {
+		t.Errorf("peak %v, last %+v, makespan %v", peak, last, r.Makespan)
+	}
+}

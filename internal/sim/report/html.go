@@ -432,23 +432,36 @@ func (p *page) allocPlot(b *strings.Builder) {
 	lines := make([][]pt, len(runs))
 	maxX, maxY := 0.0, 1.0
 	have := false
+	// With departures (a replay), the arrived demand only grows: the
+	// allocation is set against the demand present (arrived, not
+	// completed) instead, one dot per sample.
+	replay := false
+	for _, r := range runs {
+		replay = replay || r.Completed > 0
+	}
+	xOf := func(s sim.Sample) float64 {
+		if replay {
+			return s.Demand
+		}
+		return s.Arrived
+	}
 	for i, r := range runs {
 		// Up to the end of the arrivals: after it the arrived demand stands
 		// still while departures drain the allocation.
 		last := 0.0
 		for _, s := range r.Series {
-			if finite(s.Arrived) {
-				last = math.Max(last, s.Arrived)
+			if finite(xOf(s)) {
+				last = math.Max(last, xOf(s))
 			}
 		}
 		for _, s := range r.Series {
 			v, ok := s.Alloc[resGPU]
-			if !ok || !finite(v) || !finite(s.Arrived) {
+			if !ok || !finite(v) || !finite(xOf(s)) {
 				continue
 			}
-			lines[i] = append(lines[i], pt{s.Arrived, v})
+			lines[i] = append(lines[i], pt{xOf(s), v})
 			maxY = math.Max(maxY, v)
-			if s.Arrived >= last {
+			if !replay && xOf(s) >= last {
 				break
 			}
 		}
@@ -467,8 +480,12 @@ func (p *page) allocPlot(b *strings.Builder) {
 	if !have {
 		return
 	}
-	c := p.newChart("GPU allocation ratio vs arrived GPU demand", 1100, 400)
-	c.x = linearAxis(0, maxX, 0.01, 8, "arrived GPU demand (% of GPU capacity)")
+	title, axis := "GPU allocation ratio vs arrived GPU demand", "arrived GPU demand (% of GPU capacity)"
+	if replay {
+		title, axis = "GPU allocation ratio vs GPU demand present", "GPU demand present: arrived, not completed (% of GPU capacity)"
+	}
+	c := p.newChart(title, 1100, 400)
+	c.x = linearAxis(0, maxX, 0.01, 8, axis)
 	c.y = linearAxis(0, maxY, 0.01, 6, "GPU allocated (%)")
 	ref := style{inkAxis, "5 4"}
 	c.legend = append(c.legend, legendItem{label: "allocated = arrived", style: ref})
@@ -479,7 +496,11 @@ func (p *page) allocPlot(b *strings.Builder) {
 	if hasPts {
 		c.legend = append(c.legend, legendItem{label: "protocol points", style: style{color: inkMuted}, kind: legDot})
 	}
-	b.WriteString("<section>\n<h2>GPU allocation ratio</h2>\n<p class=\"cap\">Allocated GPU share as GPU demand arrives (the FGD protocol), until the last arrival, one line per policy (" + esc(which) + "). Where the line falls below the dashed diagonal, arrived demand is waiting or could not be placed")
+	if replay {
+		b.WriteString("<section>\n<h2>GPU allocation ratio</h2>\n<p class=\"cap\">Allocated GPU share against the GPU demand present (arrived and not completed), one dot per sample over time, one colour per policy (" + esc(which) + "). Below the dashed diagonal, demand is waiting")
+	} else {
+		b.WriteString("<section>\n<h2>GPU allocation ratio</h2>\n<p class=\"cap\">Allocated GPU share as GPU demand arrives (the FGD protocol), until the last arrival, one line per policy (" + esc(which) + "). Where the line falls below the dashed diagonal, arrived demand is waiting or could not be placed")
+	}
 	if hasPts {
 		b.WriteString("; dots mark the allocation when the arrived demand first reached each protocol level (hover for the fragmentation ratio)")
 	}
@@ -488,7 +509,14 @@ func (p *page) allocPlot(b *strings.Builder) {
 	m := math.Min(c.x.hi, c.y.hi)
 	b.WriteString(`<line x1="` + ff(c.px(0)) + `" y1="` + ff(c.py(0)) + `" x2="` + ff(c.px(m)) + `" y2="` + ff(c.py(m)) + `" stroke="` + ref.color + `" stroke-width="1.5" stroke-dasharray="` + ref.dash + `"/>`)
 	for i := range runs {
-		c.line(b, lines[i], p.styles[p.names[i]], p.names[i])
+		if !replay {
+			c.line(b, lines[i], p.styles[p.names[i]], p.names[i])
+			continue
+		}
+		col := p.styles[p.names[i]].color
+		for _, q := range lines[i] {
+			b.WriteString(`<circle cx="` + ff(c.px(q.X)) + `" cy="` + ff(c.py(q.Y)) + `" r="2" fill="` + col + `" fill-opacity="0.5"/>`)
+		}
 	}
 	for i, r := range runs {
 		st := p.styles[p.names[i]]
