@@ -711,6 +711,19 @@ func (r *run) finish() {
 	if endT == 0 {
 		endT = r.now
 	}
+	if r.cfg.FGD && r.arrT > 0 {
+		// Nothing departs: the run ends with the last arrival (the core's
+		// retries after it change nothing).
+		endT = r.arrT
+		r.integ, r.lastT = r.arrInteg, endT
+		keep := r.series[:0]
+		for _, x := range r.series {
+			if x.T <= float64(endT-r.startT)/1e9 {
+				keep = append(keep, x)
+			}
+		}
+		r.series = keep
+	}
 	r.advance(endT)
 	span := float64(endT - r.startT)
 	r.res.Makespan = span / 1e9
