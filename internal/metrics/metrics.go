@@ -24,11 +24,12 @@ type Metrics struct {
 	CommitDuration  prometheus.Histogram
 	CommitRecords   prometheus.Histogram
 	Tasks           prometheus.Gauge
-	QueueUsage      *prometheus.GaugeVec // queue, resource
-	QueueMax        *prometheus.GaugeVec // queue, resource
-	QueueGuaranteed *prometheus.GaugeVec // queue, resource
-	QueueFairShare  *prometheus.GaugeVec // queue, resource
-	PendingReason   *prometheus.GaugeVec // queue, reason
+	QueueUsage      *prometheus.GaugeVec   // queue, resource
+	QueueMax        *prometheus.GaugeVec   // queue, resource
+	QueueGuaranteed *prometheus.GaugeVec   // queue, resource
+	QueueFairShare  *prometheus.GaugeVec   // queue, resource
+	PendingReason   *prometheus.GaugeVec   // queue, reason
+	Shed            *prometheus.CounterVec // tier
 }
 
 // PreemptReasons are the label values of hetsched_preemptions_total, each
@@ -123,12 +124,16 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Tasks waiting (pending or blocked) by queue and reason: scheduling, resources, queue_max, gang, backoff, preempted, dependencies, other.",
 		}, []string{"queue", "reason"}),
 	}
+	m.Shed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hetsched_submissions_shed_total",
+		Help: "Task submissions refused past capacity (429), by the tier of their most important task.",
+	}, []string{"tier"})
 	for _, r := range PreemptReasons {
 		m.Preemptions.WithLabelValues(r)
 	}
 	reg.MustRegister(m.SchedulingDelay, m.Placements, m.Preemptions, m.Transitions, m.Pending,
 		m.PendingQueue, m.DeviceCapacity, m.DeviceAllocated,
 		m.Capacity, m.Allocated, m.Nodes, m.APIDuration, m.CommitDuration, m.CommitRecords, m.Tasks,
-		m.QueueUsage, m.QueueMax, m.QueueGuaranteed, m.QueueFairShare, m.PendingReason)
+		m.QueueUsage, m.QueueMax, m.QueueGuaranteed, m.QueueFairShare, m.PendingReason, m.Shed)
 	return m
 }

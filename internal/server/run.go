@@ -33,6 +33,11 @@ type Options struct {
 	// QueuesFile declares queues (API.md --queues).
 	QueuesFile string
 	Policy     string
+	// MaxInFlight is how many task submissions may be in flight (being
+	// admitted, or waiting in POST /schedule) before the server sheds them,
+	// low tier first (admission.go). 0 means DefaultMaxInFlight; negative,
+	// unlimited.
+	MaxInFlight int
 	// PreemptMinRuntime protects a task from preemption and reclaim until
 	// it has run this long (core.Config.PreemptMinRuntime; default 0).
 	PreemptMinRuntime time.Duration
@@ -48,6 +53,10 @@ type Options struct {
 	// Ready, when set, receives the bound address once serving.
 	Ready func(addr string)
 }
+
+// DefaultMaxInFlight is the submissions in flight past which low-tier work
+// is shed at half of it (see admission).
+const DefaultMaxInFlight = 50_000
 
 // readConfigFile decodes the YAML or JSON file of flag --field into v;
 // unknown fields are errors, and errors name the flag.
@@ -209,6 +218,12 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 		return errs.Wrap(errs.Unavailable, "listen", err)
 	}
 	handler := New(eng, cfg.Policy, lg, reg, m, auth)
+	switch {
+	case opt.MaxInFlight == 0:
+		handler.adm.max = DefaultMaxInFlight
+	case opt.MaxInFlight > 0:
+		handler.adm.max = int64(opt.MaxInFlight)
+	}
 	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,

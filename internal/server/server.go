@@ -40,6 +40,8 @@ type Server struct {
 	once    sync.Once
 	// logClient fetches task logs from agents.
 	logClient *http.Client
+	// adm sheds submissions past capacity (admission.go).
+	adm admission
 }
 
 // Close ends long-lived streams (events) so that a graceful shutdown does
@@ -208,17 +210,37 @@ func view(r *engine.TaskRecord) taskView {
 
 // submitTasks decodes the body and submits; it returns the durable ids
 // in order and whether the body was a batch, or writes the first error.
-func (s *Server) submitTasks(w http.ResponseWriter, r *http.Request) ([]string, bool, bool) {
+// The caller must call leave when it has answered (the request holds its
+// place in admission until then) unless ok is false.
+func (s *Server) submitTasks(w http.ResponseWriter, r *http.Request) (ids []string, batch bool, leave func(), ok bool) {
 	b, err := readBody(r)
 	if err != nil {
 		writeError(w, err)
-		return nil, false, false
+		return nil, false, nil, false
 	}
 	tasks, batch, err := decodeTasks(b)
 	if err != nil {
 		writeError(w, err)
-		return nil, false, false
+		return nil, false, nil, false
 	}
+	tier := tierOf(tasks)
+	if err := s.adm.enter(tier); err != nil {
+		if s.metrics != nil {
+			s.metrics.Shed.WithLabelValues(api.TierNames[tier]).Inc()
+		}
+		writeError(w, err)
+		return nil, false, nil, false
+	}
+	ids, batch, ok = s.admitTasks(w, r, tasks, batch)
+	if !ok {
+		s.adm.leave()
+		return nil, false, nil, false
+	}
+	return ids, batch, s.adm.leave, true
+}
+
+// admitTasks submits decoded tasks on behalf of the request's tenant.
+func (s *Server) admitTasks(w http.ResponseWriter, r *http.Request, tasks []api.Task, batch bool) ([]string, bool, bool) {
 	p := principalOf(r)
 	tenant := p.Tenant
 	if tenant == "" {
@@ -244,10 +266,11 @@ func (s *Server) submitTasks(w http.ResponseWriter, r *http.Request) ([]string, 
 // submit is POST /api/v1/tasks: 201 once durable, with the task (one) or
 // the ids in order (a batch: {"ids": [...]}, as API.md says).
 func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
-	ids, batch, ok := s.submitTasks(w, r)
+	ids, batch, leave, ok := s.submitTasks(w, r)
 	if !ok {
 		return
 	}
+	defer leave()
 	if batch {
 		writeJSON(w, http.StatusCreated, map[string]any{"ids": ids})
 		return
@@ -280,10 +303,11 @@ func (s *Server) schedule(w http.ResponseWriter, r *http.Request) {
 		}
 		wait = d
 	}
-	ids, batch, ok := s.submitTasks(w, r)
+	ids, batch, leave, ok := s.submitTasks(w, r)
 	if !ok {
 		return
 	}
+	defer leave()
 	ctx, cancel := context.WithTimeout(r.Context(), wait)
 	defer cancel()
 	status := http.StatusOK
