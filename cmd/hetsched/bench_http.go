@@ -22,7 +22,7 @@ func newBenchAPI() *cobra.Command {
 	var mix, output string
 	cmd := &cobra.Command{
 		Use:   "api",
-		Short: "Drive single-task POST /api/v1/schedule load at a server (closed loop)",
+		Short: "Drive single-task POST /api/v1/schedule load at a server (closed loop, or open loop with --rate; HTTP/1.1 or h2c)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
@@ -39,7 +39,9 @@ func newBenchAPI() *cobra.Command {
 			if output == "text" {
 				o.Progress = cmd.ErrOrStderr()
 			}
-			o.SourceAddrs = max(1, o.Connections/2000)
+			if o.SourceAddrs = max(1, o.Connections/2000); o.SourceAddrs > 250 {
+				o.SourceAddrs = 250
+			}
 			r, err := loadgen.Run(cmd.Context(), o)
 			if err != nil {
 				return err
@@ -62,6 +64,9 @@ func newBenchAPI() *cobra.Command {
 	cmd.Flags().BoolVar(&o.Complete, "complete", true, "complete each placed lease at once (a second request)")
 	cmd.Flags().BoolVar(&o.Echo, "echo", false, "the target is the echo floor (POST / with the same bodies)")
 	cmd.Flags().DurationVar(&o.Wait, "wait", 2*time.Second, "the schedule request's ?wait=")
+	cmd.Flags().Float64Var(&o.Rate, "rate", 0, "open loop: requests/s in all, latency from each request's scheduled send time (0: closed loop)")
+	cmd.Flags().BoolVar(&o.H2C, "h2c", false, "HTTP/2 without TLS (prior knowledge)")
+	cmd.Flags().IntVar(&o.Streams, "streams", 0, "with --h2c: concurrent streams per connection (senders = connections × streams)")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
 	return cmd
 }

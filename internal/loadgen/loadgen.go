@@ -61,6 +61,16 @@ type Options struct {
 	Resources string
 	// RunID makes task ids unique across runs against one server.
 	RunID string
+	// Rate, when positive, makes the load open-loop: requests are sent at
+	// this many per second in all (spread evenly over the senders), each
+	// at its scheduled time whether or not earlier ones were answered, and
+	// latency is measured from the scheduled time (no coordinated
+	// omission). Zero: closed loop, one request in flight per sender.
+	Rate float64
+	// H2C speaks HTTP/2 without TLS (prior knowledge) and runs Streams
+	// concurrent senders over each of the Connections connections.
+	H2C     bool
+	Streams int
 }
 
 // Latency is a latency distribution in microseconds.
@@ -105,6 +115,12 @@ func Run(ctx context.Context, opt Options) (*Result, error) {
 	if opt.Duration <= 0 {
 		return nil, fmt.Errorf("duration: must be positive, got %v", opt.Duration)
 	}
+	if opt.Rate < 0 || opt.Rate > 1e8 {
+		return nil, fmt.Errorf("rate: must be 0 (closed loop) up to 1e8 requests/s, got %v", opt.Rate)
+	}
+	if opt.Streams < 0 || opt.Streams > 1_000_000 || (opt.Streams > 0 && !opt.H2C) {
+		return nil, fmt.Errorf("streams: must be 0..1000000, and only with h2c, got %d", opt.Streams)
+	}
 	total := 0
 	for i, w := range opt.Mix {
 		if w < 0 {
@@ -140,7 +156,7 @@ func Run(ctx context.Context, opt Options) (*Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, opt.Duration)
 	defer cancel()
 	var ok, okSched atomic.Int64
-	workers := make([]*worker, opt.Connections)
+	var workers []*worker
 	var wg sync.WaitGroup
 	start := time.Now()
 	stopProgress := make(chan struct{})
@@ -161,47 +177,83 @@ func Run(ctx context.Context, opt Options) (*Result, error) {
 			}
 		}()
 	}
+	streams := 1
+	if opt.H2C {
+		streams = max(1, opt.Streams)
+	}
+	senders := opt.Connections * streams
+	workers = make([]*worker, senders)
+	var interval time.Duration // between one sender's sends (open loop)
+	if opt.Rate > 0 {
+		interval = time.Duration(float64(senders) / opt.Rate * float64(time.Second))
+	}
 	for c := 0; c < opt.Connections; c++ {
-		w := &worker{errs: map[string]int64{}}
-		for i := range w.hist {
-			w.hist[i] = newHist()
-		}
-		workers[c] = w
 		dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 		if opt.SourceAddrs > 1 {
 			dialer.LocalAddr = &net.TCPAddr{IP: net.IPv4(127, 0, 0, byte(1+c%opt.SourceAddrs))}
 		}
 		tr := &http.Transport{DialContext: dialer.DialContext, MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1,
 			IdleConnTimeout: time.Minute, DisableCompression: true}
+		if opt.H2C {
+			var p http.Protocols
+			p.SetUnencryptedHTTP2(true)
+			tr.Protocols = &p
+			tr.HTTP2 = &http.HTTP2Config{StrictMaxConcurrentRequests: true}
+		}
 		hc := &http.Client{Transport: tr, Timeout: opt.Timeout}
-		wg.Add(1)
-		go func(c int) {
-			defer wg.Done()
-			defer tr.CloseIdleConnections()
-			rng := rand.New(rand.NewPCG(uint64(c), 7))
-			for i := 0; ctx.Err() == nil; i++ {
-				tier := pick(rng, opt.Mix, total)
-				id := fmt.Sprintf("lg%s-%d-%d", opt.RunID, c, i)
-				body := `{"id":"` + id + `","priority":` + strconv.Itoa(tier) + `,"resources":` + opt.Resources + `,"lease":"5m"}`
-				t0 := time.Now()
-				status, err := post(hc, schedPath, opt.Token, body)
-				if !w.record(status, err) {
-					continue
+		defer tr.CloseIdleConnections()
+		for k := 0; k < streams; k++ {
+			sid := c*streams + k
+			w := &worker{errs: map[string]int64{}}
+			for i := range w.hist {
+				w.hist[i] = newHist()
+			}
+			workers[sid] = w
+			wg.Add(1)
+			go func(c int) {
+				defer wg.Done()
+				rng := rand.New(rand.NewPCG(uint64(c), 7))
+				// Open loop: sender c's i-th send is due at start +
+				// offset + i·interval (offsets spread the senders).
+				offset := time.Duration(0)
+				if interval > 0 {
+					offset = time.Duration(rng.Int64N(int64(interval)))
 				}
-				w.hist[tier].RecordValue(max(1, time.Since(t0).Microseconds()))
-				if status == http.StatusAccepted {
-					w.pending++
-				}
-				ok.Add(1)
-				okSched.Add(1)
-				if opt.Complete && !opt.Echo {
-					status, err := post(hc, target+"/api/v1/tasks/"+id+"/complete", opt.Token, `{"exitCode":0}`)
-					if w.record(status, err) {
-						ok.Add(1)
+				for i := 0; ctx.Err() == nil; i++ {
+					tier := pick(rng, opt.Mix, total)
+					id := fmt.Sprintf("lg%s-%d-%d", opt.RunID, c, i)
+					body := `{"id":"` + id + `","priority":` + strconv.Itoa(tier) + `,"resources":` + opt.Resources + `,"lease":"5m"}`
+					t0 := time.Now()
+					if interval > 0 {
+						due := start.Add(offset + time.Duration(i)*interval)
+						if d := time.Until(due); d > 0 {
+							select {
+							case <-ctx.Done():
+								return
+							case <-time.After(d):
+							}
+						}
+						t0 = due // latency from the scheduled send time
+					}
+					status, err := post(hc, schedPath, opt.Token, body)
+					if !w.record(status, err) {
+						continue
+					}
+					w.hist[tier].RecordValue(max(1, time.Since(t0).Microseconds()))
+					if status == http.StatusAccepted {
+						w.pending++
+					}
+					ok.Add(1)
+					okSched.Add(1)
+					if opt.Complete && !opt.Echo {
+						status, err := post(hc, target+"/api/v1/tasks/"+id+"/complete", opt.Token, `{"exitCode":0}`)
+						if w.record(status, err) {
+							ok.Add(1)
+						}
 					}
 				}
-			}
-		}(c)
+			}(sid)
+		}
 	}
 	wg.Wait()
 	close(stopProgress)

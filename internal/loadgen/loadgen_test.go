@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -77,5 +78,59 @@ func TestAgainstServer(t *testing.T) {
 	}
 	if r.Pending != 0 {
 		t.Fatalf("%d schedules answered 202: capacity was not released", r.Pending)
+	}
+}
+
+// TestOpenLoopRate: at a fixed arrival rate the run sends about rate ×
+// duration requests, however fast the server answers.
+func TestOpenLoopRate(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: EchoHandler(), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	defer srv.Close()
+	r, err := Run(context.Background(), Options{Target: "http://" + ln.Addr().String(), Echo: true, Connections: 4,
+		Duration: time.Second, Rate: 200})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Errors != 0 || r.Scheduled < 150 || r.Scheduled > 210 {
+		t.Fatalf("sent %d at 200/s for 1s (errors %d)", r.Scheduled, r.Errors)
+	}
+}
+
+// TestH2CStreams: over h2c one connection carries many concurrent
+// streams, and the server sees HTTP/2.
+func TestH2CStreams(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h2 atomic.Int64
+	echo := EchoHandler()
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor == 2 {
+			h2.Add(1)
+		}
+		echo.ServeHTTP(w, r)
+	})}
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	srv.Protocols = &p
+	go srv.Serve(ln)
+	defer srv.Close()
+	r, err := Run(context.Background(), Options{Target: "http://" + ln.Addr().String(), Echo: true, Connections: 1,
+		H2C: true, Streams: 50, Duration: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Errors != 0 || r.Scheduled == 0 || h2.Load() != r.Scheduled {
+		t.Fatalf("%d requests, %d over HTTP/2, errors %v", r.Scheduled, h2.Load(), r.ErrorsBy)
+	}
+	if _, err := Run(context.Background(), Options{Target: "http://x", Connections: 1, Duration: time.Second, Streams: 4}); err == nil {
+		t.Error("streams without h2c accepted")
 	}
 }

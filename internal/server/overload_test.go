@@ -116,3 +116,24 @@ func grepLines(text, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestScheduleOverH2C: the server speaks HTTP/2 without TLS (prior
+// knowledge) as well as HTTP/1.1; a schedule request over h2c is placed.
+func TestScheduleOverH2C(t *testing.T) {
+	s := startWith(t, Options{DataDir: t.TempDir()})
+	defer s.stop(t)
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	tr := &http.Transport{Protocols: &p}
+	defer tr.CloseIdleConnections()
+	hc := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	resp, err := hc.Post(s.base+"/api/v1/schedule", "application/json", strings.NewReader(`{"priority":0,"resources":{"cpu":"1"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || resp.ProtoMajor != 2 || !strings.Contains(string(b), `"scheduled"`) {
+		t.Fatalf("%s %d %s", resp.Proto, resp.StatusCode, b)
+	}
+}

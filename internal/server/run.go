@@ -54,6 +54,10 @@ type Options struct {
 	Ready func(addr string)
 }
 
+// MaxStreams is how many concurrent HTTP/2 streams one h2c connection may
+// carry.
+const MaxStreams = 100_000
+
 // DefaultMaxInFlight is the submissions in flight past which low-tier work
 // is shed at half of it (see admission).
 const DefaultMaxInFlight = 50_000
@@ -230,6 +234,14 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 		ReadTimeout:       2 * time.Minute,
 		IdleTimeout:       2 * time.Minute,
 	}
+	// HTTP/1.1, and HTTP/2 without TLS (h2c, prior knowledge): one
+	// connection multiplexes many waiting schedule requests, which a
+	// process's file limit would not allow as connections.
+	var protos http.Protocols
+	protos.SetHTTP1(true)
+	protos.SetUnencryptedHTTP2(true)
+	srv.Protocols = &protos
+	srv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: MaxStreams}
 	fmt.Fprintf(out, "hetsched server: http://%s (policy %s, data %s, %d tasks restored in %s)\n",
 		ln.Addr(), cfg.Policy, opt.DataDir, eng.NumTasks(), time.Since(start).Round(time.Millisecond))
 	if auth == nil {
