@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -11,7 +12,7 @@ import (
 
 func newBench() *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: "Benchmarks of hetsched's parts"}
-	cmd.AddCommand(newBenchCore(), newBenchAPI(), newBenchEcho(), newBenchHTTP(), newBenchPending(), newBenchFleet(), newBenchJob(), newBenchPreempt())
+	cmd.AddCommand(newBenchCore(), newBenchAPI(), newBenchEcho(), newBenchHTTP(), newBenchPending(), newBenchFleet(), newBenchJob(), newBenchPreempt(), newBenchTiers())
 	return cmd
 }
 
@@ -116,5 +117,34 @@ placement with the victims chosen and evicted. Prints p50, p90, p99, max.`,
 	cmd.Flags().IntVar(&tenants, "tenants", 4, "tenant queues (each guaranteed 1/(tenants+1) of every resource); 0: no queues")
 	cmd.Flags().StringVar(&policy, "policy", "least-allocated", "scheduling policy")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	return cmd
+}
+
+func newBenchTiers() *cobra.Command {
+	var nodes, backlog int
+	var rate float64
+	var d time.Duration
+	var policy string
+	cmd := &cobra.Command{
+		Use:   "tiers",
+		Short: "Per-tier scheduling delay inside the core, in real time, with the low tier saturated",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if nodes < 1 || nodes > 1_000_000 || backlog < 0 || backlog > 10_000_000 || rate <= 0 || rate > 1e7 || d <= 0 {
+				return fmt.Errorf("--nodes 1..1e6, --backlog 0..1e7, --rate (0, 1e7], --duration > 0")
+			}
+			r, err := benchcore.Tiers(benchcore.Options{Policy: policy}, nodes, backlog, rate, d)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprint(cmd.OutOrStdout(), r)
+			return err
+		},
+	}
+	cmd.Flags().IntVar(&nodes, "nodes", 10000, "16-CPU nodes, all full of low-priority tasks")
+	cmd.Flags().IntVar(&backlog, "backlog", 100000, "low-priority tasks waiting behind them")
+	cmd.Flags().Float64Var(&rate, "rate", 20000, "arrivals (and finishes) per second, mix urgent 1 : high 4 : medium 30 : low 65")
+	cmd.Flags().DurationVar(&d, "duration", 5*time.Second, "how long to run")
+	cmd.Flags().StringVar(&policy, "policy", "least-allocated", "scheduling policy")
 	return cmd
 }

@@ -2,6 +2,7 @@ package benchcore
 
 import (
 	"testing"
+	"time"
 )
 
 // TestShapesPlaceEverything checks the shapes themselves: on a fleet sized
@@ -121,3 +122,20 @@ func benchPreempt(b *testing.B, nodes, tenants int) {
 // queue).
 func BenchmarkUrgentPreempt10k(b *testing.B)         { benchPreempt(b, 10_000, 4) }
 func BenchmarkUrgentPreempt10kNoQueues(b *testing.B) { benchPreempt(b, 10_000, 0) }
+
+// TestTiersMeasuresUrgentAndHigh: a short real-time run on a small full
+// cluster with a saturated low tier places urgent and high work (by
+// preemption) and measures it. (Medium work gets no capacity here: the
+// low backlog, raised by aging to the high level, takes every freed slot
+// first — see BENCHMARKS.md.)
+func TestTiersMeasuresUrgentAndHigh(t *testing.T) {
+	r, err := Tiers(Options{Policy: "least-allocated"}, 50, 2000, 2000, 500*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for l := 0; l < 2; l++ {
+		if r.Placed[l] == 0 || r.P99Us[l] < r.P50Us[l] {
+			t.Errorf("tier %d: %v", l, r)
+		}
+	}
+}

@@ -35,7 +35,7 @@ func (c *Core) FairShares() map[string]resource.List {
 	}
 	for _, list := range c.classes {
 		for _, cl := range list {
-			for _, cq := range cl.queues {
+			for _, cq := range cl.classQueues() {
 				if cq != nil && cq.size() > 0 {
 					addPending(cl.leaf, &cl.opts[0].req, int64(cq.size()))
 				}

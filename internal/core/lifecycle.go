@@ -222,11 +222,15 @@ func (c *Core) runtimeClassFor(spec *api.Task, cls *class) *runtimeClass {
 }
 
 // queueOf returns the class queue of cls at level, creating it.
-func (c *Core) queueOf(cls *class, level int) *classQueue {
-	q := cls.queues[level]
+func (c *Core) queueOf(cls *class, level int, raised bool) *classQueue {
+	r := 0
+	if raised {
+		r = 1
+	}
+	q := cls.queues[level][r]
 	if q == nil {
 		q = &classQueue{cls: cls, level: level, hpos: -1, heap: c.policy.QueueSort != nil}
-		cls.queues[level] = q
+		cls.queues[level][r] = q
 	}
 	return q
 }
@@ -257,7 +261,7 @@ func (c *Core) enqueue(t *Task) {
 
 // pushLevel puts t into its class queue at t.level.
 func (c *Core) pushLevel(t *Task) {
-	q := c.queueOf(t.cls, int(t.level))
+	q := c.queueOf(t.cls, int(t.level), t.raised > 0)
 	tr := &c.tiers[t.level]
 	tr.listAppend(t)
 	wasEmpty := q.size() == 0

@@ -53,12 +53,25 @@ type class struct {
 	selector    []selTerm // all terms
 	identity    []selTerm // the terms on identity labels (checked per node)
 	tolerations []api.Toleration
-	queues      [4]*classQueue
-	leaf        *queueNode // the tenant queue leaf its tasks wait in
-	optOrder    []int      // option indexes, fastest declared speed first
+	// queues holds the class's pending tasks per level, native and raised
+	// by aging apart ([level][0] native, [level][1] raised): a raised task
+	// that cannot preempt must not hold back natively urgent or high work
+	// of its class, which can.
+	queues   [4][2]*classQueue
+	leaf     *queueNode // the tenant queue leaf its tasks wait in
+	optOrder []int      // option indexes, fastest declared speed first
 	// rrExhaustive: the last round-robin attempt ran out of budget, so the
 	// next one checks a whole turn of the cluster.
 	rrExhaustive bool
+}
+
+// classQueues lists the class's queues (nil where none was made yet).
+func (cl *class) classQueues() [8]*classQueue {
+	var out [8]*classQueue
+	for l := range cl.queues {
+		out[2*l], out[2*l+1] = cl.queues[l][0], cl.queues[l][1]
+	}
+	return out
 }
 
 // hasGroup reports whether g passed o's static filters.

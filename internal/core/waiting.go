@@ -16,7 +16,7 @@ func (c *Core) Waiting(fn func(queue, reason string, n int)) {
 	}
 	for _, list := range c.classes {
 		for _, cl := range list {
-			for _, cq := range cl.queues {
+			for _, cq := range cl.classQueues() {
 				if cq == nil || cq.size() == 0 {
 					continue
 				}
