@@ -67,6 +67,22 @@ func ValidNodeState(s string) bool {
 	return false
 }
 
+// ValidateNodes checks a node list (a --nodes file, a simulated cluster):
+// each node, and that no name repeats; errors name nodes[i].
+func ValidateNodes(nodes []Node) error {
+	seen := make(map[string]bool, len(nodes))
+	for i := range nodes {
+		if err := nodes[i].Validate(); err != nil {
+			return errs.Prefix(fmt.Sprintf("nodes[%d]", i), err)
+		}
+		if seen[nodes[i].Name] {
+			return errs.Invalid(fmt.Sprintf("nodes[%d].name", i), "duplicate node %q", nodes[i].Name)
+		}
+		seen[nodes[i].Name] = true
+	}
+	return nil
+}
+
 // Validate checks a node and returns the first problem, naming its field.
 func (n *Node) Validate() error {
 	if err := ValidateID("name", n.Name); err != nil {

@@ -87,15 +87,8 @@ func LoadNodesFile(path string) ([]api.Node, error) {
 	if err := readConfigFile("nodes", path, &f); err != nil {
 		return nil, err
 	}
-	seen := map[string]bool{}
-	for i := range f.Nodes {
-		if err := f.Nodes[i].Validate(); err != nil {
-			return nil, errs.Prefix(fmt.Sprintf("nodes[%d]", i), err)
-		}
-		if seen[f.Nodes[i].Name] {
-			return nil, errs.Invalid(fmt.Sprintf("nodes[%d].name", i), "duplicate node %q", f.Nodes[i].Name)
-		}
-		seen[f.Nodes[i].Name] = true
+	if err := api.ValidateNodes(f.Nodes); err != nil {
+		return nil, err
 	}
 	return f.Nodes, nil
 }

@@ -154,15 +154,8 @@ func readNodesFile(path string) ([]api.Node, error) {
 	if err := yaml.UnmarshalStrict(b, &file); err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
-	seen := map[string]bool{}
-	for i := range file.Nodes {
-		if err := file.Nodes[i].Validate(); err != nil {
-			return nil, fmt.Errorf("%s: nodes[%d]: %w", path, i, err)
-		}
-		if seen[file.Nodes[i].Name] {
-			return nil, fmt.Errorf("%s: nodes[%d].name: duplicate node %q", path, i, file.Nodes[i].Name)
-		}
-		seen[file.Nodes[i].Name] = true
+	if err := api.ValidateNodes(file.Nodes); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return file.Nodes, nil
 }
