@@ -184,14 +184,13 @@ func writeFile(path string, fn func(io.Writer) error) error {
 
 // progressBar draws one line on w: the jobs submitted over all runs.
 type progressBar struct {
-	mu     sync.Mutex
-	w      io.Writer
-	on     bool
-	total  int
-	per    map[int]int
-	last   time.Time
-	start  time.Time
-	closed bool
+	mu    sync.Mutex
+	w     io.Writer
+	on    bool
+	total int
+	per   map[int]int
+	last  time.Time
+	start time.Time
 }
 
 func newProgressBar(w io.Writer, on bool, total int) *progressBar {

@@ -280,30 +280,19 @@ func (c *Core) shareOf(q *queueNode) (float64, bool) {
 // cluster's capacity or a queue's weight or guarantee changed).
 func (c *Core) refreshAllShares() {
 	c.sharesDirty = false
-	var walk func(q *queueNode)
-	walk = func(q *queueNode) {
+	all := allQueueNodes(c)
+	for _, q := range all {
 		if q.parent != nil {
 			q.share, q.under = c.shareOf(q)
 		}
-		if q.self != nil {
-			walk(q.self)
-		}
 	}
-	walk(c.rootQ)
-	for _, q := range c.queueTree {
-		walk(q)
-	}
-	fix := func(q *queueNode) {
+	for _, q := range all {
 		for l := range q.ln {
-			kids := q.ln[l].kids
+			kids := q.ln[l].kids // empty on leaves
 			for i := len(kids)/2 - 1; i >= 0; i-- {
 				heapDown[*lane, byFair](kids, i)
 			}
 		}
-	}
-	fix(c.rootQ)
-	for _, q := range c.queueTree {
-		fix(q)
 	}
 }
 

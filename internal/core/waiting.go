@@ -33,13 +33,9 @@ func (c *Core) Waiting(fn func(queue, reason string, n int)) {
 			fn(name(m.queue), c.gangWaitReason(g), 1)
 		}
 	}
-	leaves := []*queueNode{c.rootQ.self}
-	for _, q := range c.queueTree {
-		leaves = append(leaves, q.self)
-	}
-	for _, l := range leaves {
-		if l.backoff > 0 {
-			fn(name(l), "retry", l.backoff)
+	for _, q := range allQueueNodes(c) {
+		if q.leaf && q.backoff > 0 {
+			fn(name(q), "retry", q.backoff)
 		}
 	}
 }
