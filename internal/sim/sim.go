@@ -488,10 +488,9 @@ func (r *run) loop() error {
 			r.submitted++
 			j.submitted = true
 			r.arrivedG += j.gpuMilli
-			if err := r.submit(t, j); err != nil {
+			if err := r.submit(t, j); err != nil { // takes the core's output
 				return err
 			}
-			r.apply()
 			changed = true
 			r.recordAllocAt()
 			if next == total {
