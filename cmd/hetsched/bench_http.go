@@ -249,3 +249,47 @@ func newBenchJob() *cobra.Command {
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
 	return cmd
 }
+
+func newBenchInflight() *cobra.Command {
+	var o benchhttp.InflightOptions
+	var mix, output string
+	cmd := &cobra.Command{
+		Use:   "inflight",
+		Short: "Hold --requests waiting POST /schedule requests (h2c) on a full cluster of --nodes, release it, and check every answer",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if o.Mix, err = loadgen.ParseMix(mix); err != nil {
+				return err
+			}
+			if output != "text" && output != "json" {
+				return fmt.Errorf("-o: must be text or json, got %q", output)
+			}
+			if o.Bin, err = os.Executable(); err != nil {
+				return err
+			}
+			o.Log = cmd.ErrOrStderr()
+			r, err := benchhttp.Inflight(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(r)
+			}
+			benchhttp.InflightTable(cmd.OutOrStdout(), r)
+			if r.Lost > 0 || r.Duplicates > 0 || r.Placed != int64(r.Requests) {
+				return fmt.Errorf("%d of %d placed, %d lost, %d answered twice", r.Placed, r.Requests, r.Lost, r.Duplicates)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&o.Requests, "requests", 1_000_000, "schedule requests to hold in flight")
+	cmd.Flags().IntVar(&o.Nodes, "nodes", 10_000, "64-CPU fake nodes (each fits 640 of the 100m tasks once released)")
+	cmd.Flags().IntVar(&o.Conns, "connections", 16, "h2c connections (each carries up to 100,000 streams)")
+	cmd.Flags().StringVar(&mix, "mix", "urgent=1,high=4,medium=30,low=65", "tier weights")
+	cmd.Flags().StringSliceVar(&o.ServerArgs, "server-arg", nil, "extra flag for the server (repeatable), e.g. --server-arg=--aging=false")
+	cmd.Flags().DurationVar(&o.Hold, "hold", 0, "hold the requests this long before reading memory and releasing")
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", 30*time.Minute, "bound on the whole run")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	return cmd
+}

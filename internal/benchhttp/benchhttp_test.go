@@ -50,3 +50,33 @@ func TestPendingAndCompareSmall(t *testing.T) {
 		t.Fatalf("compare %+v", rs)
 	}
 }
+
+// TestInflightSmall holds a few thousand waiting schedule requests over
+// two h2c connections on a full cluster, releases it, and checks that each
+// request is answered once with its placement and nothing is lost.
+func TestInflightSmall(t *testing.T) {
+	bin, err := childproc.Build(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	r, err := Inflight(context.Background(), InflightOptions{Bin: bin, Nodes: 10, Requests: 3000, Conns: 2, Mix: [4]int{1, 4, 30, 65},
+		Timeout: 3 * time.Minute, Log: &log})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	t.Logf("%+v\n%s", r, log.String())
+	if r.Held != 3000 || r.Answered != 3000 || r.Placed != 3000 || r.Lost != 0 || r.Duplicates != 0 || len(r.ErrorsBy) != 0 {
+		t.Fatalf("result %+v\n%s", r, log.String())
+	}
+	if r.ServerMemory.RSS <= 0 || r.ServerGoroutines < 3000 || r.DrainSeconds <= 0 {
+		t.Fatalf("measures %+v", r)
+	}
+	var n int64
+	for _, d := range r.Drain {
+		n += d.Count
+	}
+	if n != 3000 {
+		t.Fatalf("drain latencies count %d, want 3000", n)
+	}
+}
