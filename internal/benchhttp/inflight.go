@@ -62,9 +62,9 @@ type InflightResult struct {
 	ServerGoroutines int              `json:"server_goroutines"`
 	// ServerStack and ServerHeap are the Go runtime's stack and heap bytes
 	// in use at the hold (go_memstats_stack_inuse_bytes, _heap_inuse_).
-	ServerStack int64 `json:"server_stack_bytes"`
-	ServerHeap  int64 `json:"server_heap_bytes"`
-	ClientMemory     childproc.Memory `json:"client_memory"`
+	ServerStack  int64            `json:"server_stack_bytes"`
+	ServerHeap   int64            `json:"server_heap_bytes"`
+	ClientMemory childproc.Memory `json:"client_memory"`
 	// DrainSeconds is from the release of capacity until the last answer.
 	DrainSeconds float64 `json:"drain_seconds"`
 	Answered     int64   `json:"answered"`

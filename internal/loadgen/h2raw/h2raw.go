@@ -85,13 +85,13 @@ type Conn struct {
 	henc     *hpack.Encoder
 	hbuf     bytes.Buffer
 	nextID   uint32
-	active   int    // streams opened and not yet answered
-	peerMax  int    // SETTINGS_MAX_CONCURRENT_STREAMS
-	sendWin  int64  // connection send window
-	streamIW int64  // the server's initial stream window
-	failed   error  // set once the connection is dead
+	active   int   // streams opened and not yet answered
+	peerMax  int   // SETTINGS_MAX_CONCURRENT_STREAMS
+	sendWin  int64 // connection send window
+	streamIW int64 // the server's initial stream window
+	failed   error // set once the connection is dead
 	streams  map[uint32]*stream
-	unacked  int64  // response bytes consumed since our last WINDOW_UPDATE
+	unacked  int64 // response bytes consumed since our last WINDOW_UPDATE
 
 	done chan struct{}
 }
