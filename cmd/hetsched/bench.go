@@ -12,7 +12,7 @@ import (
 
 func newBench() *cobra.Command {
 	cmd := &cobra.Command{Use: "bench", Short: "Benchmarks of hetsched's parts"}
-	cmd.AddCommand(newBenchCore(), newBenchAPI(), newBenchEcho(), newBenchHTTP(), newBenchPending(), newBenchFleet(), newBenchJob(), newBenchPreempt(), newBenchTiers(), newBenchInflight())
+	cmd.AddCommand(newBenchCore(), newBenchAPI(), newBenchEcho(), newBenchHTTP(), newBenchPending(), newBenchFleet(), newBenchJob(), newBenchPreempt(), newBenchTiers(), newBenchInflight(), newBenchBatch())
 	return cmd
 }
 

@@ -84,6 +84,12 @@ func newBenchEcho() *cobra.Command {
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "hetsched echo: http://%s\n", ln.Addr())
 			srv := &http.Server{Handler: loadgen.EchoHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+			// HTTP/1.1 and h2c, as the server speaks both.
+			var protos http.Protocols
+			protos.SetHTTP1(true)
+			protos.SetUnencryptedHTTP2(true)
+			srv.Protocols = &protos
+			srv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: 100_000}
 			stop := make(chan os.Signal, 1)
 			signal.Notify(stop, os.Interrupt)
 			go func() { <-stop; srv.Close() }()
@@ -99,7 +105,7 @@ func newBenchEcho() *cobra.Command {
 
 func newBenchHTTP() *cobra.Command {
 	var o benchhttp.CompareOptions
-	var conns, mix, output string
+	var conns, h2c, mix, output string
 	cmd := &cobra.Command{
 		Use:   "http",
 		Short: "Schedule requests against a server with static nodes and the echo floor, side by side",
@@ -114,11 +120,26 @@ the same bodies at the echo server, and prints both with their ratio.`,
 				return err
 			}
 			for _, f := range strings.Split(conns, ",") {
-				n, err := strconv.Atoi(strings.TrimSpace(f))
+				if f = strings.TrimSpace(f); f == "" {
+					continue
+				}
+				n, err := strconv.Atoi(f)
 				if err != nil || n <= 0 || n > 19000 {
 					return fmt.Errorf("--connections: %q is not a count from 1 to 19000", f)
 				}
 				o.Connections = append(o.Connections, n)
+			}
+			for _, f := range strings.Split(h2c, ",") {
+				if f = strings.TrimSpace(f); f == "" {
+					continue
+				}
+				c, st, ok := strings.Cut(f, "x")
+				nc, err1 := strconv.Atoi(c)
+				ns, err2 := strconv.Atoi(st)
+				if !ok || err1 != nil || err2 != nil || nc <= 0 || nc > 1000 || ns <= 0 || ns > 100_000 {
+					return fmt.Errorf("--h2c: %q is not CONNSxSTREAMS (1-1000 connections, 1-100000 streams each)", f)
+				}
+				o.H2C = append(o.H2C, [2]int{nc, ns})
 			}
 			if o.Bin, err = os.Executable(); err != nil {
 				return err
@@ -139,7 +160,8 @@ the same bodies at the echo server, and prints both with their ratio.`,
 		},
 	}
 	cmd.Flags().IntVar(&o.Nodes, "nodes", 10000, "static nodes loaded into the server")
-	cmd.Flags().StringVar(&conns, "connections", "64,1000,10000", "connection counts, comma-separated")
+	cmd.Flags().StringVar(&conns, "connections", "64,1000,10000", "HTTP/1.1 connection counts, comma-separated")
+	cmd.Flags().StringVar(&h2c, "h2c", "", "h2c loads after those, comma-separated CONNSxSTREAMS (e.g. 4x250,16x625)")
 	cmd.Flags().DurationVar(&o.Duration, "duration", 10*time.Second, "load time per target and count")
 	cmd.Flags().StringVar(&mix, "mix", "urgent=1,high=4,medium=30,low=65", "tier weights")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
@@ -289,6 +311,49 @@ func newBenchInflight() *cobra.Command {
 	cmd.Flags().StringVar(&mix, "mix", "urgent=1,high=4,medium=30,low=65", "tier weights")
 	cmd.Flags().StringSliceVar(&o.ServerArgs, "server-arg", nil, "extra flag for the server (repeatable), e.g. --server-arg=--aging=false")
 	cmd.Flags().DurationVar(&o.Hold, "hold", 0, "hold the requests this long before reading memory and releasing")
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", 30*time.Minute, "bound on the whole run")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	return cmd
+}
+
+func newBenchBatch() *cobra.Command {
+	var o benchhttp.BatchOptions
+	var mix, output string
+	cmd := &cobra.Command{
+		Use:   "batch",
+		Short: "Hold --tasks lease tasks in flight (leased and pending) through the batch API on --nodes, then drain them by lease expiry",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "text" && output != "json" {
+				return fmt.Errorf("-o: must be text or json, got %q", output)
+			}
+			var err error
+			if o.Bin, err = os.Executable(); err != nil {
+				return err
+			}
+			if o.Mix, err = loadgen.ParseMix(mix); err != nil {
+				return err
+			}
+			o.Log = cmd.ErrOrStderr()
+			r, err := benchhttp.Batch(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(r)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "tasks %d on %d nodes  submit %.1fs (%.0f tasks/s)  in flight: %d leased + %d pending  RSS %d MiB (peak %d MiB)  drained by expiry in %.1fs (%d expired)\n",
+				r.Tasks, r.Nodes, r.SubmitSeconds, r.SubmitRate, r.Leased, r.Pending, r.Memory.RSS>>20, r.Memory.Peak>>20, r.DrainSeconds, r.Expired)
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&o.Tasks, "tasks", 1_000_000, "one-CPU lease tasks to submit")
+	cmd.Flags().IntVar(&o.Nodes, "nodes", 10_000, "64-CPU fake nodes (64 leases each)")
+	cmd.Flags().IntVar(&o.Batch, "batch", 1000, "tasks per request")
+	cmd.Flags().IntVar(&o.Clients, "clients", 16, "concurrent requests")
+	cmd.Flags().StringVar(&mix, "mix", "urgent=1,high=4,medium=30,low=65", "tier weights")
+	cmd.Flags().DurationVar(&o.Lease, "lease", time.Minute, "each task's lease")
+	cmd.Flags().StringSliceVar(&o.ServerArgs, "server-arg", nil, "extra flag for the server (repeatable)")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 30*time.Minute, "bound on the whole run")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
 	return cmd

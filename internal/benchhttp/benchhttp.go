@@ -40,16 +40,21 @@ type CompareOptions struct {
 	Bin         string // the hetsched binary
 	Nodes       int
 	Connections []int
-	Duration    time.Duration
-	Mix         [4]int
-	Log         io.Writer
+	// H2C lists h2c loads, each {connections, streams a connection}, run
+	// after the HTTP/1.1 counts.
+	H2C      [][2]int
+	Duration time.Duration
+	Mix      [4]int
+	Log      io.Writer
 }
 
 // CompareResult is one connection count: hetsched and the echo floor.
 type CompareResult struct {
-	Connections int             `json:"connections"`
-	Hetsched    *loadgen.Result `json:"hetsched"`
-	Echo        *loadgen.Result `json:"echo"`
+	Connections int `json:"connections"`
+	// Streams is the h2c streams a connection (0: HTTP/1.1).
+	Streams  int             `json:"streams,omitempty"`
+	Hetsched *loadgen.Result `json:"hetsched"`
+	Echo     *loadgen.Result `json:"echo"`
 	// Ratio is hetsched's HTTP requests/s (schedule + complete) over the
 	// echo floor's.
 	Ratio float64 `json:"ratio"`
@@ -80,9 +85,16 @@ func Compare(ctx context.Context, opt CompareOptions) ([]CompareResult, error) {
 	}
 	defer echo.Kill()
 	var out []CompareResult
+	loads := make([][2]int, 0, len(opt.Connections)+len(opt.H2C))
 	for _, n := range opt.Connections {
+		loads = append(loads, [2]int{n, 0})
+	}
+	loads = append(loads, opt.H2C...)
+	for _, l := range loads {
+		n, streams := l[0], l[1]
 		lo := loadgen.Options{Connections: n, Duration: opt.Duration, Mix: opt.Mix, Complete: true,
-			SourceAddrs: max(1, n/2000), RunID: "c" + strconv.Itoa(n)}
+			SourceAddrs: max(1, n/2000), RunID: "c" + strconv.Itoa(n) + "s" + strconv.Itoa(streams),
+			H2C: streams > 0, Streams: streams}
 		lo.Target = srv.URL
 		hs, err := loadgen.Run(ctx, lo)
 		if err != nil {
@@ -93,7 +105,7 @@ func Compare(ctx context.Context, opt CompareOptions) ([]CompareResult, error) {
 		if err != nil {
 			return out, err
 		}
-		r := CompareResult{Connections: n, Hetsched: hs, Echo: ec}
+		r := CompareResult{Connections: n, Streams: streams, Hetsched: hs, Echo: ec}
 		if ec.RequestRate > 0 {
 			r.Ratio = hs.RequestRate / ec.RequestRate
 		}

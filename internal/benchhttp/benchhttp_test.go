@@ -28,7 +28,7 @@ func TestPendingAndCompareSmall(t *testing.T) {
 	if !strings.Contains(p.RestartLine, "2500 tasks restored") {
 		t.Fatalf("restart line %q", p.RestartLine)
 	}
-	rs, err := Compare(context.Background(), CompareOptions{Bin: bin, Nodes: 20, Connections: []int{4}, Duration: 300 * time.Millisecond, Mix: [4]int{1, 1, 1, 1}})
+	rs, err := Compare(context.Background(), CompareOptions{Bin: bin, Nodes: 20, Connections: []int{4}, H2C: [][2]int{{1, 4}}, Duration: 300 * time.Millisecond, Mix: [4]int{1, 1, 1, 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,8 +46,13 @@ func TestPendingAndCompareSmall(t *testing.T) {
 	if f.Nodes != 300 || f.ReadySeconds <= 0 || f.ServerRSS.RSS <= 0 || f.AgentRSS.RSS <= 0 || f.ServerCores < 0 || f.ServerCores > 2 {
 		t.Fatalf("fleet %+v", f)
 	}
-	if len(rs) != 1 || rs[0].Hetsched.Errors != 0 || rs[0].Echo.Errors != 0 || rs[0].Hetsched.Scheduled == 0 || rs[0].Echo.Scheduled == 0 || rs[0].Ratio <= 0 {
-		t.Fatalf("compare %+v", rs)
+	if len(rs) != 2 || rs[1].Streams != 4 {
+		t.Fatalf("compare ran %d loads, want HTTP/1.1 then h2c: %+v", len(rs), rs)
+	}
+	for _, r := range rs {
+		if r.Hetsched.Errors != 0 || r.Echo.Errors != 0 || r.Hetsched.Scheduled == 0 || r.Echo.Scheduled == 0 || r.Ratio <= 0 {
+			t.Fatalf("compare %+v: hetsched %+v echo %+v", r, r.Hetsched, r.Echo)
+		}
 	}
 }
 
@@ -78,5 +83,24 @@ func TestInflightSmall(t *testing.T) {
 	}
 	if n != 3000 {
 		t.Fatalf("drain latencies count %d, want 3000", n)
+	}
+}
+
+// TestBatchSmall holds more lease tasks than fit, submitted through the
+// batch API, and checks that all are in flight, then that every one ends
+// by lease expiry.
+func TestBatchSmall(t *testing.T) {
+	bin, err := childproc.Build(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	r, err := Batch(context.Background(), BatchOptions{Bin: bin, Nodes: 10, Tasks: 1000, Batch: 100, Clients: 2, Mix: [4]int{1, 4, 30, 65}, Lease: 2 * time.Second,
+		Timeout: 2 * time.Minute, Log: &log})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	if r.Leased != 640 || r.Pending != 360 || r.Expired != 1000 || r.DrainSeconds < 2 || r.Memory.RSS <= 0 {
+		t.Fatalf("result %+v\n%s", r, log.String())
 	}
 }

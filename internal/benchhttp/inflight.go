@@ -216,15 +216,7 @@ func Inflight(ctx context.Context, opt InflightOptions) (*InflightResult, error)
 	if total <= 0 {
 		return nil, fmt.Errorf("mix: no tier has weight")
 	}
-	tierOf := func(i int) int8 {
-		k, acc := (i*7919)%total, 0
-		for t := 0; t < 4; t++ {
-			if acc += opt.Mix[t]; k < acc {
-				return int8(t)
-			}
-		}
-		return 3
-	}
+	tierOf := func(i int) int8 { return int8(dealTier(i, opt.Mix, total)) }
 	t1 := time.Now()
 	var wg sync.WaitGroup
 	sendErr := make(chan error, opt.Conns)
@@ -491,4 +483,16 @@ func InflightTable(w io.Writer, r *InflightResult) {
 		fmt.Fprintf(w, "%-8s %9d %12.3f %12.3f %10s %10s %10s\n", api.TierNames[t], d.Count, r.FirstPlaced[t], r.LastPlaced[t],
 			secs(d.P50), secs(d.P99), secs(d.Max))
 	}
+}
+
+// dealTier deals request i a tier by the mix's weights (total is their
+// sum), spread evenly over the sequence.
+func dealTier(i int, mix [4]int, total int) int {
+	k, acc := (i*7919)%total, 0
+	for t := 0; t < 4; t++ {
+		if acc += mix[t]; k < acc {
+			return t
+		}
+	}
+	return 3
 }
