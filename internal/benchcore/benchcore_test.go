@@ -125,17 +125,28 @@ func BenchmarkUrgentPreempt10kNoQueues(b *testing.B) { benchPreempt(b, 10_000, 0
 
 // TestTiersMeasuresUrgentAndHigh: a short real-time run on a small full
 // cluster with a saturated low tier places urgent and high work (by
-// preemption) and measures it. (Medium work gets no capacity here: the
-// low backlog, raised by aging to the high level, takes every freed slot
-// first — see BENCHMARKS.md.)
+// preemption) and measures it. Medium work is placed too: the low backlog,
+// raised by aging, waits behind native medium work and passes it only on
+// its bounded turns (core queue.go; before that bound, no medium task was
+// placed at all — BENCHMARKS.md, issue 8).
 func TestTiersMeasuresUrgentAndHigh(t *testing.T) {
 	r, err := Tiers(Options{Policy: "least-allocated"}, 50, 2000, 2000, 500*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for l := 0; l < 2; l++ {
+	for l := 0; l < 3; l++ {
 		if r.Placed[l] == 0 || r.P99Us[l] < r.P50Us[l] {
 			t.Errorf("tier %d: %v", l, r)
 		}
+	}
+	// Most medium arrivals are placed (before the bound: none). Not all:
+	// the run is real time on a shared machine, and the last arrivals
+	// may still wait for their batch or a slot when it ends.
+	if r.Placed[2] < r.Arrived[2]*8/10 {
+		t.Errorf("medium: %d of %d arrivals placed: %v", r.Placed[2], r.Arrived[2], r)
+	}
+	// The aged low backlog is not starved either: it gets its turns.
+	if r.EarlierPlaced == 0 {
+		t.Errorf("no backlog task placed: %v", r)
 	}
 }

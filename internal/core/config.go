@@ -15,10 +15,14 @@ type TierConfig struct {
 	Target time.Duration
 	// BatchSize and Window: a batched tier is dispatched when BatchSize tasks
 	// are waiting or the oldest has waited Window. Window 0 means immediate.
+	// The window must sit well below Target: a task's delay is the window
+	// plus the dispatch plus the wait for capacity, and the window is only
+	// the first part. The defaults take half the target (DefaultConfig).
 	BatchSize int
 	Window    time.Duration
-	// AgingAfter is how long a task waits at this level before it is raised
-	// one level (0 = never). Levels 0 and 1 never age.
+	// AgingAfter is how long a task waits at its native level before it is
+	// raised one level (0 = never). Levels 0 and 1 never age, and a task is
+	// raised at most once (queue.go).
 	AgingAfter time.Duration
 }
 
@@ -27,9 +31,19 @@ type TierConfig struct {
 type Config struct {
 	Policy string
 	Tiers  [4]TierConfig
-	// AgingHysteresis is the extra fraction of AgingAfter a task must wait
-	// before each raise after its first, so that raises stay spaced out.
+	// AgingHysteresis was the extra fraction of AgingAfter a task waited
+	// before each raise after its first. Aging now raises a task at most
+	// once, so it is ignored; it is kept (and still validated) so that
+	// configurations that set it still load.
 	AgingHysteresis float64
+	// AgedBypass bounds how often the work that aging raised may be passed
+	// over: while a raised band has active work, at most AgedBypass
+	// placements in a row from the bands ahead of it (urgent excepted) go
+	// first, then its head is placed (queue.go). Raised work thus gets at
+	// least 1/(AgedBypass+1) of the placements at levels 1 and 2 while it
+	// waits, and natively more important work at least AgedBypass/(AgedBypass+1).
+	// 0 serves raised work ahead of all but urgent work.
+	AgedBypass int
 	// SampleSize is how many fitting nodes of one node group are scored for
 	// a placement; MaxVisit bounds the nodes looked at per group per attempt.
 	SampleSize int
@@ -75,10 +89,13 @@ func DefaultConfig() Config {
 		Tiers: [4]TierConfig{
 			{Target: time.Millisecond},
 			{Target: time.Millisecond},
-			{Target: 5 * time.Millisecond, BatchSize: 8, Window: 5 * time.Millisecond, AgingAfter: 5 * time.Millisecond},
-			{Target: 20 * time.Millisecond, BatchSize: 8, Window: 20 * time.Millisecond, AgingAfter: 20 * time.Millisecond},
+			// Windows are half the target: the other half is the budget
+			// for the dispatch and for capacity to free up.
+			{Target: 5 * time.Millisecond, BatchSize: 8, Window: 2500 * time.Microsecond, AgingAfter: 5 * time.Millisecond},
+			{Target: 20 * time.Millisecond, BatchSize: 8, Window: 10 * time.Millisecond, AgingAfter: 20 * time.Millisecond},
 		},
 		AgingHysteresis:   0.5,
+		AgedBypass:        3,
 		SampleSize:        4,
 		MaxVisit:          256,
 		RetryInterval:     time.Millisecond,
@@ -113,6 +130,9 @@ func (c *Config) Validate() error {
 	}
 	if c.AgingHysteresis < 0 || c.AgingHysteresis > 100 {
 		return errs.Invalid("agingHysteresis", "must be 0..100")
+	}
+	if c.AgedBypass < 0 || c.AgedBypass > 1<<20 {
+		return errs.Invalid("agedBypass", "must be 0..%d", 1<<20)
 	}
 	if c.SampleSize < 1 || c.SampleSize > 1024 {
 		return errs.Invalid("sampleSize", "must be 1..1024")

@@ -39,7 +39,11 @@ type Core struct {
 	rtByMeta  map[string]*runtimeClass
 	rtByClass map[*class]*runtimeClass
 
-	tiers  [4]tier
+	tiers [4]tier
+	bands [nBands]bandState
+	// bypass counts, per raised band, the placements that passed over its
+	// active work since its last placement (queue.go).
+	bypass [nBands]int
 	timers timers
 	seq    uint64
 	now    int64
@@ -120,8 +124,8 @@ func New(cfg Config) (*Core, error) {
 		rootQ:      newRootQueue(),
 	}
 	c.cs.core = c
-	for i := range c.tiers {
-		c.tiers[i].since = -1
+	for i := range c.bands {
+		c.bands[i].since = -1
 	}
 	c.policy = policies[cfg.Policy](c)
 	return c, nil
@@ -228,15 +232,14 @@ func (c *Core) NextWakeup() (time.Time, bool) {
 		consider(d)
 	}
 	for l := 2; l < 4; l++ {
-		tr := &c.tiers[l]
-		if tr.active > 0 && tr.since >= 0 {
-			consider(tr.since + int64(c.cfg.Tiers[l].Window))
+		// Raised bands are never batched: only native batches wait.
+		if bs := &c.bands[bandOf(l, false)]; bs.active > 0 && bs.since >= 0 {
+			consider(bs.since + int64(c.cfg.Tiers[l].Window))
 		}
-		for r := 0; r < 2; r++ {
-			if h := tr.aging[r].head; h != nil {
-				if th := c.agingThreshold(h); th > 0 {
-					consider(h.levelSince + th + 1) // raised once past the threshold
-				}
+		// Only native tasks age (a task is raised at most once).
+		if h := c.tiers[l].aging[0].head; h != nil {
+			if th := c.agingThreshold(h); th > 0 {
+				consider(h.levelSince + th + 1) // raised once past the threshold
 			}
 		}
 	}

@@ -110,7 +110,7 @@ func checkInvariants(c *Core) error {
 		}
 	}
 	var pendingAt [4]int
-	var activeAt [4]int
+	var activeAt [nBands]int
 	seenQ := map[*classQueue]bool{}
 	for _, t := range c.tasks {
 		switch t.state {
@@ -144,9 +144,16 @@ func checkInvariants(c *Core) error {
 			if t.level > t.prio || t.level < 0 || (t.level < 1 && t.prio >= 1) {
 				return fmt.Errorf("pending task %s: level %d for priority %d", t.id, t.level, t.prio)
 			}
+			// Aging raises a task at most once, by one level.
+			if t.raised < 0 || t.raised > 1 || int(t.prio-t.level) != int(t.raised) {
+				return fmt.Errorf("pending task %s: level %d for priority %d, raised %d", t.id, t.level, t.prio, t.raised)
+			}
+			if t.q.band != bandOf(int(t.level), t.raised > 0) {
+				return fmt.Errorf("pending task %s: level %d raised %d in band %d", t.id, t.level, t.raised, t.q.band)
+			}
 			pendingAt[t.level]++
 			if !t.q.blocked {
-				activeAt[t.level]++
+				activeAt[t.q.band]++
 			}
 			seenQ[t.q] = true
 		case Scheduled, Running:
@@ -167,9 +174,6 @@ func checkInvariants(c *Core) error {
 		if tr.count != pendingAt[l] {
 			return fmt.Errorf("level %d: count %d, pending tasks %d", l, tr.count, pendingAt[l])
 		}
-		if tr.active != activeAt[l] {
-			return fmt.Errorf("level %d: active %d, tasks in active queues %d", l, tr.active, activeAt[l])
-		}
 		listed := 0
 		for r := range tr.aging {
 			var prev *Task
@@ -189,6 +193,15 @@ func checkInvariants(c *Core) error {
 		}
 		if listed != tr.count {
 			return fmt.Errorf("level %d: %d listed, %d counted", l, listed, tr.count)
+		}
+	}
+	for b := range c.bands {
+		bs := &c.bands[b]
+		if bs.active != activeAt[b] {
+			return fmt.Errorf("band %d: active %d, tasks in active queues %d", b, bs.active, activeAt[b])
+		}
+		if (bs.active == 0) != (bs.since < 0) {
+			return fmt.Errorf("band %d: active %d, batch since %d", b, bs.active, bs.since)
 		}
 	}
 	if err := checkLanes(c); err != nil {
@@ -429,38 +442,38 @@ func checkQueueInvariants(c *Core) error {
 	return nil
 }
 
-// checkLanes: each level's lanes hold exactly the active class queues, in
+// checkLanes: each band's lanes hold exactly the active class queues, in
 // heap order, and a lane is linked into its parent's exactly when it is not
 // empty.
 func checkLanes(c *Core) error {
 	for _, q := range allQueueNodes(c) {
 		for l := range q.ln {
 			ln := &q.ln[l]
-			if ln.node != q || int(ln.level) != l {
-				return fmt.Errorf("queue %s level %d: lane points at %s level %d", q.name, l, ln.node.name, ln.level)
+			if ln.node != q || int(ln.band) != l {
+				return fmt.Errorf("queue %s band %d: lane points at %s band %d", q.name, l, ln.node.name, ln.band)
 			}
 			if q.leaf && len(ln.kids) > 0 || !q.leaf && len(ln.cqs) > 0 {
-				return fmt.Errorf("queue %s (leaf %v) level %d: %d kids, %d class queues", q.name, q.leaf, l, len(ln.kids), len(ln.cqs))
+				return fmt.Errorf("queue %s (leaf %v) band %d: %d kids, %d class queues", q.name, q.leaf, l, len(ln.kids), len(ln.cqs))
 			}
 			for i, cq := range ln.cqs {
-				if int(cq.hpos) != i || cq.blocked || cq.deferred || cq.size() == 0 || cq.level != l || cq.cls.leaf != q {
-					return fmt.Errorf("queue %s level %d lane entry %d inconsistent (hpos %d blocked %v size %d)", q.name, l, i, cq.hpos, cq.blocked, cq.size())
+				if int(cq.hpos) != i || cq.blocked || cq.deferred || cq.size() == 0 || cq.band != l || cq.cls.leaf != q {
+					return fmt.Errorf("queue %s band %d lane entry %d inconsistent (hpos %d blocked %v size %d)", q.name, l, i, cq.hpos, cq.blocked, cq.size())
 				}
 				if i > 0 && qLess(cq, ln.cqs[(i-1)/2]) {
-					return fmt.Errorf("queue %s level %d: class order broken at %d", q.name, l, i)
+					return fmt.Errorf("queue %s band %d: class order broken at %d", q.name, l, i)
 				}
 			}
 			for i, k := range ln.kids {
-				if int(k.pos) != i || k.node.parent != q || int(k.level) != l {
-					return fmt.Errorf("queue %s level %d kid %d inconsistent (pos %d)", q.name, l, i, k.pos)
+				if int(k.pos) != i || k.node.parent != q || int(k.band) != l {
+					return fmt.Errorf("queue %s band %d kid %d inconsistent (pos %d)", q.name, l, i, k.pos)
 				}
 				if i > 0 && !c.sharesDirty && !c.idx.totalChanged && (byFair{}).less(k, ln.kids[(i-1)/2]) {
-					return fmt.Errorf("queue %s level %d: fair order broken at %d", q.name, l, i)
+					return fmt.Errorf("queue %s band %d: fair order broken at %d", q.name, l, i)
 				}
 			}
 			empty := len(ln.cqs) == 0 && len(ln.kids) == 0
 			if q.parent != nil && empty != (ln.pos < 0) {
-				return fmt.Errorf("queue %s (leaf %v) level %d: empty %v, pos %d", q.name, q.leaf, l, empty, ln.pos)
+				return fmt.Errorf("queue %s (leaf %v) band %d: empty %v, pos %d", q.name, q.leaf, l, empty, ln.pos)
 			}
 		}
 	}

@@ -229,7 +229,7 @@ func (c *Core) queueOf(cls *class, level int, raised bool) *classQueue {
 	}
 	q := cls.queues[level][r]
 	if q == nil {
-		q = &classQueue{cls: cls, level: level, hpos: -1, heap: c.policy.QueueSort != nil}
+		q = &classQueue{cls: cls, level: level, band: bandOf(level, raised), hpos: -1, heap: c.policy.QueueSort != nil}
 		cls.queues[level][r] = q
 	}
 	return q
@@ -262,17 +262,17 @@ func (c *Core) enqueue(t *Task) {
 // pushLevel puts t into its class queue at t.level.
 func (c *Core) pushLevel(t *Task) {
 	q := c.queueOf(t.cls, int(t.level), t.raised > 0)
-	tr := &c.tiers[t.level]
-	tr.listAppend(t)
+	c.tiers[t.level].listAppend(t)
 	wasEmpty := q.size() == 0
 	q.push(t)
 	if q.blocked {
 		return
 	}
-	if tr.active == 0 {
-		tr.since = c.now
+	bs := &c.bands[q.band]
+	if bs.active == 0 {
+		bs.since = c.now
 	}
-	tr.active++
+	bs.active++
 	switch {
 	case q.deferred:
 	case wasEmpty:
@@ -290,11 +290,11 @@ func (c *Core) unqueue(t *Task) {
 		return
 	}
 	q := t.q
-	tr := &c.tiers[t.level]
-	tr.listRemove(t)
+	c.tiers[t.level].listRemove(t)
 	q.removeAt(int(t.qpos))
+	bs := &c.bands[q.band]
 	if !q.blocked {
-		tr.active--
+		bs.active--
 		if q.hpos >= 0 {
 			if q.size() == 0 {
 				c.hremove(q)
@@ -303,39 +303,34 @@ func (c *Core) unqueue(t *Task) {
 			}
 		}
 	}
-	if tr.active == 0 {
-		tr.since = -1
+	if bs.active == 0 {
+		bs.since = -1
 	}
 }
 
-// schedule dispatches every tier that is due.
+// schedule dispatches every band that is due, in band order (queue.go).
 func (c *Core) schedule() {
 	if c.sharesDirty || c.idx.totalChanged {
 		c.idx.totalChanged = false
 		c.refreshAllShares()
 	}
-	for l := 0; l < 4; l++ {
+	for b := 0; b < nBands; b++ {
 		if c.callPlaced >= c.cfg.MaxPlacementsPerCall {
 			c.retryAt, c.retrySet = c.now, true
 			return
 		}
-		tr := &c.tiers[l]
-		if tr.active == 0 || !c.hasActive(l) {
-			continue
-		}
-		tc := &c.cfg.Tiers[l]
-		if !tr.resume && tc.BatchSize > 1 && tr.active < tc.BatchSize && c.now-tr.since < int64(tc.Window) {
+		if !c.due(b) {
 			continue
 		}
 		evicted := c.stats.Preempted
-		c.dispatch(l)
-		if c.stats.Preempted != evicted && l > 0 {
+		c.dispatch(b)
+		if c.stats.Preempted != evicted && b > 0 {
 			// A reclaim may evict tasks more important than the
-			// reclaimer: their tiers were served already. Serve them
+			// reclaimer: their bands were served already. Serve them
 			// again, or they wait for the next input, which may never
 			// come. (Every preemption gains guaranteed usage or
 			// priority, preempt.go, so this ends.)
-			l = -1
+			b = -1
 		}
 	}
 	if len(c.gangWait) > 0 {
@@ -343,21 +338,42 @@ func (c *Core) schedule() {
 	}
 }
 
-// dispatch places the tasks of level l in order until every active class
-// is placed, blocked or deferred.
-func (c *Core) dispatch(l int) {
-	tr := &c.tiers[l]
+// due reports whether band b has active work to dispatch now: the native
+// band of a batched tier waits until its batch holds BatchSize tasks or
+// has collected for Window; every other band is due when it has work.
+func (c *Core) due(b int) bool {
+	if !c.hasActive(b) {
+		return false
+	}
+	if bandRaised(b) {
+		return true
+	}
+	bs := &c.bands[b]
+	tc := &c.cfg.Tiers[bandLevel(b)]
+	return bs.resume || tc.BatchSize <= 1 || bs.active >= tc.BatchSize || c.now-bs.since >= int64(tc.Window)
+}
+
+// dispatch places the tasks of band b in order until every active class
+// queue of the band is placed, blocked or deferred. When a raised band
+// behind b has been passed over AgedBypass times, its head goes instead of
+// b's (see bypassed).
+func (c *Core) dispatch(b int) {
+	bs := &c.bands[b]
 	c.deferred = c.deferred[:0]
-	tr.resume = false
-	for c.hasActive(l) {
+	bs.resume = false
+	for c.hasActive(b) {
 		if c.callPlaced >= c.cfg.MaxPlacementsPerCall {
 			c.retryAt, c.retrySet = c.now, true
-			tr.resume = true
+			bs.resume = true
 			break
 		}
-		q := c.top(l)
+		q := c.top(b)
+		if r := c.bypassed(b); r > 0 {
+			q = c.top(r)
+		}
 		t := q.head()
 		c.stats.Attempts++
+		before := c.stats.Placed
 		r := c.tryPlace(t)
 		if r == deferred && t.prio <= api.PriorityHigh {
 			// Urgent and high work does not wait a retry interval for the
@@ -376,9 +392,12 @@ func (c *Core) dispatch(l int) {
 			c.deferred = append(c.deferred, q)
 		case unfit:
 			if c.mayPreempt(t) && c.tryPreempt(t) {
-				continue
+				break
 			}
 			c.block(q, t)
+		}
+		if c.stats.Placed != before {
+			c.notePlaced(q.band)
 		}
 	}
 	for _, q := range c.deferred {
@@ -386,30 +405,74 @@ func (c *Core) dispatch(l int) {
 		if q.size() > 0 && !q.blocked && q.hpos < 0 {
 			c.hpush(q)
 		}
+		// The search budget ran out: resume soon, batch or not.
+		c.bands[q.band].resume = true
 	}
 	if len(c.deferred) > 0 {
-		// The search budget ran out: resume soon, batch or not.
-		tr.resume = true
 		c.retrySoon()
 	}
 	switch {
-	case tr.active == 0:
-		tr.since = -1
-	case !tr.resume:
-		tr.since = c.now
+	case bs.active == 0:
+		bs.since = -1
+	case !bs.resume:
+		bs.since = c.now
+	}
+}
+
+// bandLevel returns the level of band b's work.
+func bandLevel(b int) int { return (b + 1) / 2 }
+
+// bypassed returns the raised band whose turn it is instead of band b's, 0
+// when none: a band behind b with active work that placements from the
+// bands ahead of it have passed over AgedBypass times since its last
+// placement. Urgent work (band 0) is never held back. When both raised
+// bands qualify, the one whose head was raised first goes (then the
+// earlier submitted).
+func (c *Core) bypassed(b int) int {
+	if b == 0 {
+		return 0
+	}
+	best := 0
+	var bh *Task
+	for _, r := range raisedBands {
+		if r <= b || c.bypass[r] < c.cfg.AgedBypass || !c.hasActive(r) {
+			continue
+		}
+		h := c.top(r).head()
+		if best == 0 || h.levelSince < bh.levelSince || h.levelSince == bh.levelSince && h.seq < bh.seq {
+			best, bh = r, h
+		}
+	}
+	return best
+}
+
+// notePlaced counts a placement from band pb against the raised bands: it
+// resets pb's own count, and counts one bypass of every raised band behind
+// pb that has active work (placements from urgent, band 0, are not
+// counted: urgent work never yields).
+func (c *Core) notePlaced(pb int) {
+	for _, r := range raisedBands {
+		switch {
+		case r == pb:
+			c.bypass[r] = 0
+		case r > pb && pb > 0 && c.hasActive(r):
+			c.bypass[r]++
+		}
 	}
 }
 
 // block parks q until capacity appears in a group its class can use.
 func (c *Core) block(q *classQueue, t *Task) {
-	tr := &c.tiers[q.level]
 	c.stats.Blocks++
 	if q.hpos >= 0 {
 		c.hremove(q)
 	}
 	q.blocked = true
 	q.gen++
-	tr.active -= q.size()
+	bs := &c.bands[q.band]
+	if bs.active -= q.size(); bs.active == 0 {
+		bs.since = -1
+	}
 	ref := blockRef{q: q, gen: q.gen}
 	if id := q.cls.identity; len(id) > 0 {
 		// Pinned: wait on the identity value (whichever node carries it,
@@ -552,54 +615,52 @@ func (c *Core) unblock(q *classQueue) {
 	if q.size() == 0 {
 		return
 	}
-	tr := &c.tiers[q.level]
-	if tr.active == 0 {
-		tr.since = c.now
+	bs := &c.bands[q.band]
+	// The woken tasks have waited already: the batch counts from the
+	// entry of the queue's head (its oldest task in FIFO order), so that
+	// capacity that comes back is not left to less important work for
+	// another window.
+	if h := q.head().levelSince; bs.active == 0 || h < bs.since {
+		bs.since = h
 	}
-	tr.active += q.size()
+	bs.active += q.size()
 	if !q.deferred {
 		c.hpush(q)
 	}
 }
 
 // agingThreshold is how long t must wait at its level before it is raised;
-// 0 means never.
+// 0 means never: urgent and high tasks, and tasks raised once already
+// (aging raises a task at most one level, queue.go).
 func (c *Core) agingThreshold(t *Task) int64 {
-	if t.level <= api.PriorityHigh {
+	if t.level <= api.PriorityHigh || t.raised > 0 {
 		return 0
 	}
-	th := int64(c.cfg.Tiers[t.level].AgingAfter)
-	if th <= 0 {
-		return 0
-	}
-	if t.raised > 0 {
-		th += int64(float64(th) * c.cfg.AgingHysteresis)
-	}
-	return th
+	return int64(c.cfg.Tiers[t.level].AgingAfter)
 }
 
-// age raises tasks that waited past their level's threshold by one level
-// (the number goes down, never below 1), oldest first.
+// age raises the native tasks that waited past their level's threshold by
+// one level (the number goes down: medium to 1, low to 2), oldest first.
+// Raised tasks are not raised again: they wait in their level's raised
+// band, which the bounded bypass keeps from starving (queue.go).
 func (c *Core) age() {
 	for l := 3; l >= 2; l-- {
 		tr := &c.tiers[l]
-		for r := 0; r < 2; r++ {
-			for {
-				h := tr.aging[r].head
-				if h == nil {
-					break
-				}
-				th := c.agingThreshold(h)
-				if th == 0 || c.now-h.levelSince <= th {
-					break // not waited past the threshold yet
-				}
-				c.unqueue(h)
-				h.level--
-				h.raised++
-				h.levelSince = c.now
-				c.stats.Aged++
-				c.pushLevel(h)
+		for {
+			h := tr.aging[0].head
+			if h == nil {
+				break
 			}
+			th := c.agingThreshold(h)
+			if th == 0 || c.now-h.levelSince <= th {
+				break // not waited past the threshold yet
+			}
+			c.unqueue(h)
+			h.level--
+			h.raised = 1
+			h.levelSince = c.now
+			c.stats.Aged++
+			c.pushLevel(h)
 		}
 	}
 }

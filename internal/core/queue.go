@@ -9,6 +9,7 @@ package core
 type classQueue struct {
 	cls      *class
 	level    int
+	band     int     // bandOf(level, raised): where it waits in the serving order
 	heap     bool    // heap mode (sorted policies) or FIFO mode
 	tasks    []*Task // FIFO: tasks[first:] with nil holes; heap: the heap
 	first    int
@@ -91,16 +92,75 @@ func (q *classQueue) removeAt(i int) {
 	q.tasks = heapRemove[*Task, byQueueOrder](q.tasks, i)
 }
 
-// tier holds one level (its active class queues are in the queue tree's
-// lanes, queues.go), and its pending tasks in entry order (for aging): aging[0] holds
-// tasks at their native level, aging[1] tasks raised into it, so that each
-// list is ordered by deadline.
+// tier holds one level's pending tasks in entry order (for aging):
+// aging[0] holds tasks at their native level, aging[1] tasks raised into it,
+// so that each list is ordered by levelSince. Only aging[0] is walked by
+// age(): a task is raised at most once.
 type tier struct {
+	aging [2]tlist
+	count int // pending tasks at this level
+}
+
+// Bands: the order in which pending work is served. A level's native work
+// and the work aging raised into it wait in separate bands, the raised band
+// right behind the native one:
+//
+//	band 0: urgent (level 0)          band 3: medium (level 2)
+//	band 1: high (level 1)            band 4: low raised to level 2
+//	band 2: medium raised to level 1  band 5: low (level 3)
+//
+// Contract (aging and the serving order):
+//   - Aging raises a task at most one level above its native tier (medium
+//     to 1, low to 2), never to 0, once it has waited its tier's
+//     AgingAfter. A raised task waits ahead of the native work of its own
+//     and of every less important tier, and behind the native work of the
+//     level it was raised into, so aged work as a mass never outranks
+//     natively more important work.
+//   - Anti-starvation is a bounded bypass instead (as the deadline I/O
+//     scheduler's writes_starved): while a raised band has active work,
+//     placements from the bands ahead of it (urgent excepted) pass over it
+//     at most Config.AgedBypass times in a row; the next placement is the
+//     raised band's head. So raised work that fits gets at least one
+//     placement in every AgedBypass+1 made at levels 1 and 2 while it
+//     waits, and a low task is placed under any sustained load but
+//     urgent's. When two raised bands are due a turn, the one whose head
+//     was raised first goes. (This orders placement only: a placed task
+//     stays a priority-preemption victim of urgent and high work, by its
+//     native priority, however it was placed.)
+//   - Each band is served in its own fair order (its lanes, queues.go), so
+//     picking the next task of a band, and counting bypasses, is O(depth ×
+//     log fan-out): never a scan of the queue. The counters change only on
+//     placements, so the order is deterministic.
+//   - Batching applies to the native bands of levels 2 and 3 only: raised
+//     tasks have waited past their target already and are never held for
+//     a batch. A batch counts from its oldest active task's entry: a class
+//     woken by released capacity brings its head's entry time along, so
+//     that capacity is not left to less important work for another window.
+const nBands = 6
+
+// bandOf returns the band of level's native (raised false) or raised work.
+func bandOf(level int, raised bool) int {
+	if level == 0 {
+		return 0
+	}
+	b := 2*level - 1
+	if raised {
+		b++
+	}
+	return b
+}
+
+// bandRaised reports whether band b holds raised work.
+func bandRaised(b int) bool { return b == 2 || b == 4 }
+
+// raisedBands lists the bands of raised work.
+var raisedBands = [2]int{2, 4}
+
+// bandState is the batching state of one band.
+type bandState struct {
 	active int   // tasks in active queues
 	since  int64 // when the current batch started collecting; -1 when none
-	resume bool  // a dispatch stopped early: the tier is due again at once
-	aging  [2]tlist
-	count  int // pending tasks at this level
+	resume bool  // a dispatch stopped early: the band is due again at once
 }
 
 type tlist struct {

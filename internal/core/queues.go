@@ -19,13 +19,14 @@ import (
 //   - Below its max a queue may use any idle capacity: it borrows beyond
 //     its guarantee. Reclaim (preempt.go) takes borrowed capacity back for
 //     a queue under its guarantee.
-//   - Fair order: within a tier, the pending work of the queues is served
-//     in weighted dominant-resource-fair order, hierarchically. At each
-//     queue, its children (and the queue's own tasks, as a leaf of
+//   - Fair order: within a band (a tier's native or raised work, queue.go),
+//     the pending work of the queues is served in weighted
+//     dominant-resource-fair order, hierarchically. At each queue, its
+//     children (and the queue's own tasks, as a leaf of
 //     weight 1) are ordered: those below their guarantee first, then by
 //     dominant share (the largest fraction of the cluster's schedulable
 //     capacity of any resource the subtree holds) divided by weight, then
-//     the one served least recently. Each tier keeps, per queue, a heap of
+//     the one served least recently. Each band keeps, per queue, a heap of
 //     its children with active work (lane), and per leaf a heap of its
 //     active class queues; a pick walks from the root down, so its cost is
 //     the tree's depth times log(fan-out), never the number of queues.
@@ -48,11 +49,11 @@ type queueNode struct {
 	guar   []dimLimit // the guarantee, per resource it names
 	weight float64
 	used   resource.Vector
-	hit    bool    // a placement was refused by this queue's max since the last release
-	share  float64 // dominant share of the cluster / weight
-	under  bool    // below its guarantee in some resource it names
-	picked uint64  // when a placement last went below this queue
-	ln     [4]lane
+	hit    bool         // a placement was refused by this queue's max since the last release
+	share  float64      // dominant share of the cluster / weight
+	under  bool         // below its guarantee in some resource it names
+	picked uint64       // when a placement last went below this queue
+	ln     [nBands]lane // pending work by band (queue.go)
 	// backoff counts the leaf's tasks waiting out a retry backoff.
 	backoff int
 	// scratch for what-ifs (preemption), zero between them
@@ -64,21 +65,21 @@ type dimLimit struct {
 	max int64
 }
 
-// lane is the pending work of one queue node at one tier: for a leaf, its
-// active class queues (by head task); otherwise its children whose lanes
-// are not empty (by fair order).
+// lane is the pending work of one queue node in one band (queue.go): for a
+// leaf, its active class queues (by head task); otherwise its children
+// whose lanes are not empty (by fair order).
 type lane struct {
-	node  *queueNode
-	level int8
-	pos   int32 // in the parent's kids; -1 when not there
-	cqs   []*classQueue
-	kids  []*lane
+	node *queueNode
+	band int8
+	pos  int32 // in the parent's kids; -1 when not there
+	cqs  []*classQueue
+	kids []*lane
 }
 
 func newQueueNode(name string, parent *queueNode, leaf bool, order int) *queueNode {
 	n := &queueNode{name: name, parent: parent, leaf: leaf, weight: 1, order: order}
 	for l := range n.ln {
-		n.ln[l] = lane{node: n, level: int8(l), pos: -1}
+		n.ln[l] = lane{node: n, band: int8(l), pos: -1}
 	}
 	return n
 }
@@ -322,7 +323,7 @@ func (byFair) setPos(x *lane, i int) { x.pos = int32(i) }
 // up while the parents were empty.
 func (c *Core) laneJoin(ln *lane) {
 	for ln.node.parent != nil {
-		p := &ln.node.parent.ln[ln.level]
+		p := &ln.node.parent.ln[ln.band]
 		ln.pos = int32(len(p.kids))
 		p.kids = append(p.kids, ln)
 		heapUp[*lane, byFair](p.kids, int(ln.pos))
@@ -337,7 +338,7 @@ func (c *Core) laneJoin(ln *lane) {
 // while the parents become empty.
 func (c *Core) laneLeave(ln *lane) {
 	for ln.node.parent != nil && ln.pos >= 0 {
-		p := &ln.node.parent.ln[ln.level]
+		p := &ln.node.parent.ln[ln.band]
 		p.kids = heapRemove[*lane, byFair](p.kids, int(ln.pos))
 		ln.pos = -1
 		if len(p.kids) > 0 {
@@ -347,9 +348,9 @@ func (c *Core) laneLeave(ln *lane) {
 	}
 }
 
-// hpush makes q active: it joins its leaf's lane at its level.
+// hpush makes q active: it joins its leaf's lane in its band.
 func (c *Core) hpush(q *classQueue) {
-	ln := &q.cls.leaf.ln[q.level]
+	ln := &q.cls.leaf.ln[q.band]
 	q.hpos = int32(len(ln.cqs))
 	ln.cqs = append(ln.cqs, q)
 	heapUp[*classQueue, byHead](ln.cqs, int(q.hpos))
@@ -360,7 +361,7 @@ func (c *Core) hpush(q *classQueue) {
 
 // hremove takes an active q out of its leaf's lane.
 func (c *Core) hremove(q *classQueue) {
-	ln := &q.cls.leaf.ln[q.level]
+	ln := &q.cls.leaf.ln[q.band]
 	ln.cqs = heapRemove[*classQueue, byHead](ln.cqs, int(q.hpos))
 	q.hpos = -1
 	if len(ln.cqs) == 0 {
@@ -370,17 +371,17 @@ func (c *Core) hremove(q *classQueue) {
 
 // hfix restores order after q's head changed.
 func (c *Core) hfix(q *classQueue) {
-	heapFix[*classQueue, byHead](q.cls.leaf.ln[q.level].cqs, int(q.hpos))
+	heapFix[*classQueue, byHead](q.cls.leaf.ln[q.band].cqs, int(q.hpos))
 }
 
-// hasActive reports whether level l has an active class queue.
-func (c *Core) hasActive(l int) bool { return len(c.rootQ.ln[l].kids) > 0 }
+// hasActive reports whether band b has an active class queue.
+func (c *Core) hasActive(b int) bool { return len(c.rootQ.ln[b].kids) > 0 }
 
-// top returns the class queue level l serves next: the fair-order walk
-// from the root to a leaf, then the leaf's first head. Level l must have
+// top returns the class queue band b serves next: the fair-order walk
+// from the root to a leaf, then the leaf's first head. Band b must have
 // an active class queue.
-func (c *Core) top(l int) *classQueue {
-	ln := &c.rootQ.ln[l]
+func (c *Core) top(b int) *classQueue {
+	ln := &c.rootQ.ln[b]
 	for !ln.node.leaf {
 		ln = ln.kids[0]
 	}

@@ -112,6 +112,9 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 		if v, ok := arg(td, "hysteresis"); ok {
 			cfg.AgingHysteresis, _ = strconv.ParseFloat(v, 64)
 		}
+		if v, ok := arg(td, "bypass"); ok {
+			cfg.AgedBypass, _ = strconv.Atoi(v)
+		}
 		if v, ok := arg(td, "min-runtime"); ok {
 			cfg.PreemptMinRuntime = mustDur(t, v)
 		}

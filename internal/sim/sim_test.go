@@ -50,7 +50,7 @@ func TestRunMeasures(t *testing.T) {
 		t.Fatalf("counts: %+v", r)
 	}
 	// Medium tasks wait for their batch window (5 ms) unless 8 wait.
-	window := 0.005
+	window := 0.0025
 	if !near(r.JCT.Mean, 10+window) || !near(r.QueueDelay[2].P50, window) {
 		t.Errorf("JCT %+v, delay %+v", r.JCT, r.QueueDelay[2])
 	}
@@ -78,7 +78,7 @@ func TestRunTimeByModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !near(r.JCT.Mean, 80.005) {
+	if !near(r.JCT.Mean, 80.0025) {
 		t.Errorf("JCT %v, want 80 s on the K80 (+ the batch window)", r.JCT.Mean)
 	}
 }
@@ -139,12 +139,12 @@ func TestWideJobRunsAsGang(t *testing.T) {
 	if r.Completed != 2 || r.Unplaced != 0 {
 		t.Fatalf("%+v", r)
 	}
-	// The wide job starts when the small one ends (30.005 s) and runs 10 s:
-	// done at 40.005 s, arrived at 1 s.
-	if !near(r.Makespan, 40.005) || !near(r.JCT.Max, 39.005) {
+	// The wide job starts when the small one ends (30.0025 s) and runs 10 s:
+	// done at 40.0025 s, arrived at 1 s.
+	if !near(r.Makespan, 40.0025) || !near(r.JCT.Max, 39.0025) {
 		t.Errorf("makespan %v, JCT %+v", r.Makespan, r.JCT)
 	}
-	if u := r.Utilization["nvidia.com/gpu"]; !near(u, (4*30+16*10)/(16*40.005)) {
+	if u := r.Utilization["nvidia.com/gpu"]; !near(u, (4*30+16*10)/(16*40.0025)) {
 		t.Errorf("GPU utilization %v", u)
 	}
 }
