@@ -159,7 +159,7 @@ func prepare(spec *api.Task) ([]byte, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	b, err := json.Marshal(spec)
+	b, err := spec.AppendJSON(nil)
 	if err != nil {
 		return nil, errs.Invalid("", "encoding the task: %v", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hetsched/hetsched/internal/api"
@@ -37,7 +38,10 @@ func (e *Engine) commitStaged(now time.Time) error {
 	if len(e.staged) == 0 && len(e.stNode) == 0 && len(e.stQ) == 0 && len(e.stJob) == 0 {
 		return nil
 	}
-	recs := make([]store.Record, 0, len(e.staged)+len(e.stNode)+len(e.stQ))
+	// recs, the arena of task values and changes are the loop's, reused
+	// from step to step (the store keeps nothing of recs once Commit
+	// returns).
+	recs := e.recsBuf[:0]
 	for id, j := range e.stJob {
 		b, err := json.Marshal(j)
 		if err != nil {
@@ -54,7 +58,10 @@ func (e *Engine) commitStaged(now time.Time) error {
 	}
 	// One arena for the batch's task values; a value is a slice of it
 	// (growing the arena leaves earlier slices on the old array, intact).
-	arena := make([]byte, 0, 256*len(e.staged))
+	arena := e.arena[:0]
+	if need := 256 * len(e.staged); cap(arena) < need {
+		arena = make([]byte, 0, need)
+	}
 	for id, r := range e.staged {
 		start := len(arena)
 		var err error
@@ -80,13 +87,7 @@ func (e *Engine) commitStaged(now time.Time) error {
 	}
 	// What each staged task publishes is decided now, so that the store's
 	// event high-water mark commits with the events.
-	type change struct {
-		id    string
-		r     *TaskRecord
-		old   *TaskRecord // nil for a new task
-		event bool
-	}
-	changes := make([]change, 0, len(e.staged))
+	changes := e.changes[:0]
 	nEvents := len(e.stNode)
 	for id, r := range e.staged {
 		old := e.tasks[id]
@@ -96,10 +97,11 @@ func (e *Engine) commitStaged(now time.Time) error {
 		}
 		changes = append(changes, change{id, r, old, ev})
 	}
-	sort.Slice(changes, func(i, j int) bool { return changes[i].id < changes[j].id })
+	slices.SortFunc(changes, func(a, b change) int { return strings.Compare(a.id, b.id) })
 	if nEvents > 0 {
-		recs = append(recs, store.Record{Kind: KindMeta, Key: metaEventsKey,
-			Value: strconv.AppendUint(nil, e.events.next+uint64(nEvents), 10)})
+		start := len(arena)
+		arena = strconv.AppendUint(arena, e.events.next+uint64(nEvents), 10)
+		recs = append(recs, store.Record{Kind: KindMeta, Key: metaEventsKey, Value: arena[start:len(arena):len(arena)]})
 	}
 	t0 := time.Now()
 	if err := e.st.Commit(context.Background(), recs); err != nil {
@@ -110,7 +112,6 @@ func (e *Engine) commitStaged(now time.Time) error {
 		m.CommitRecords.Observe(float64(len(recs)))
 	}
 	e.mu.Lock()
-	var wake []chan struct{}
 	fresh := make([]*TaskRecord, 0, 8)
 	for _, c := range changes {
 		if c.old == nil {
@@ -123,8 +124,6 @@ func (e *Engine) commitStaged(now time.Time) error {
 			e.events.add(Event{Kind: "task", ID: c.id, State: c.r.State, Node: c.r.Node, Reason: c.r.Reason, Time: now, Tenant: c.r.Tenant})
 		}
 		e.tasks[c.id] = c.r
-		wake = append(wake, e.waiters[c.id]...)
-		delete(e.waiters, c.id)
 	}
 	for name, n := range e.stNode {
 		e.nodes[name] = n
@@ -146,9 +145,19 @@ func (e *Engine) commitStaged(now time.Time) error {
 		e.order = append(e.order, r.Spec.ID)
 	}
 	e.mu.Unlock()
-	for _, ch := range wake {
-		close(ch)
+	// Waiters are woken after the records are published: a waiter
+	// registers before it reads the record, so it either reads the new
+	// record or is woken here.
+	e.waitMu.Lock()
+	if len(e.waiters) > 0 {
+		for _, c := range changes {
+			if ch, ok := e.waiters[c.id]; ok {
+				close(ch)
+				delete(e.waiters, c.id)
+			}
+		}
 	}
+	e.waitMu.Unlock()
 	for name, a := range e.stAgent {
 		e.owner[name] = a
 	}
@@ -159,6 +168,12 @@ func (e *Engine) commitStaged(now time.Time) error {
 			e.admin[name] = a
 		}
 	}
+	clear(recs) // drop the references the reused buffers would keep
+	clear(changes)
+	e.recsBuf, e.arena, e.changes = recs[:0], arena[:0], changes[:0]
+	if cap(e.arena) > 4<<20 { // a big step (a large batch, recovery) does not pin its arena
+		e.recsBuf, e.arena, e.changes = nil, nil, nil
+	}
 	clear(e.stAgent)
 	clear(e.stAdmin)
 	clear(e.staged)
@@ -166,6 +181,14 @@ func (e *Engine) commitStaged(now time.Time) error {
 	clear(e.stQ)
 	clear(e.stJob)
 	return nil
+}
+
+// change is a staged task record to publish.
+type change struct {
+	id    string
+	r     *TaskRecord
+	old   *TaskRecord // nil for a new task
+	event bool
 }
 
 // count updates the decision counters.

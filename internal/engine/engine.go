@@ -42,14 +42,19 @@ type Engine struct {
 	quit chan struct{}
 	done chan struct{}
 
-	mu      sync.RWMutex // guards tasks, order, nodes, waiters and fatal for readers
-	tasks   map[string]*TaskRecord
-	order   []string // task ids in submission order (for listing)
-	nodes   map[string]*api.Node
-	queues  map[string]*api.Queue
-	jobs    map[string]*JobRecord
-	waiters map[string][]chan struct{}
-	fatal   error
+	mu     sync.RWMutex // guards tasks, order, nodes and fatal for readers
+	tasks  map[string]*TaskRecord
+	order  []string // task ids in submission order (for listing)
+	nodes  map[string]*api.Node
+	queues map[string]*api.Queue
+	jobs   map[string]*JobRecord
+	fatal  error
+	// waitMu guards waiters: for each task someone waits on, one channel
+	// that the commit publishing the task's next change closes. It is not
+	// mu, so that registering a waiter never blocks the readers or the
+	// loop's publication (it used to be mu held exclusively).
+	waitMu  sync.Mutex
+	waiters map[string]chan struct{}
 	events  eventLog
 	// agent protocol (see agents.go)
 	agents    map[string]*agentState
@@ -84,6 +89,10 @@ type Engine struct {
 	// blockedQ counts the tasks blocked on dependencies per queue (the core
 	// reports the pending ones, core.Waiting).
 	blockedQ map[string]int
+	// Buffers of commitStaged, reused from step to step.
+	recsBuf []store.Record
+	arena   []byte
+	changes []change
 }
 
 type queueTier struct {
@@ -179,7 +188,7 @@ func New(cfg Config, st store.Store) (*Engine, error) {
 	e := &Engine{
 		cfg: cfg, st: st, log: cfg.Logger, c: c,
 		cmds: make(chan *command, cfg.MaxBatch), quit: make(chan struct{}), done: make(chan struct{}),
-		tasks: map[string]*TaskRecord{}, nodes: map[string]*api.Node{}, queues: map[string]*api.Queue{}, waiters: map[string][]chan struct{}{},
+		tasks: map[string]*TaskRecord{}, nodes: map[string]*api.Node{}, queues: map[string]*api.Queue{}, waiters: map[string]chan struct{}{},
 		jobs: map[string]*JobRecord{}, stJob: map[string]*JobRecord{}, waiting: map[queueTier]int{}, blockedQ: map[string]int{},
 		staged: map[string]*TaskRecord{}, stNode: map[string]*api.Node{}, stQ: map[string]*api.Queue{},
 		events: newEventLog(1),
@@ -300,14 +309,34 @@ func (e *Engine) do(ctx context.Context, cmd *command) error {
 		return ErrStopped
 	}
 	select {
-	case e.cmds <- cmd:
 	case <-e.quit:
 		return ErrStopped
-	case <-ctx.Done():
-		return errs.Wrap(errs.Unavailable, "", ctx.Err())
+	default:
+	}
+	select {
+	case e.cmds <- cmd: // the queue has room (nearly always): no need for ctx's channel
+	default:
+		select {
+		case e.cmds <- cmd:
+		case <-e.quit:
+			return ErrStopped
+		case <-ctx.Done():
+			return errs.Wrap(errs.Unavailable, "", ctx.Err())
+		}
 	}
 	// Once queued the command will run; its answer is waited for even if
-	// ctx ends, so that "not acknowledged" never hides "done".
-	<-cmd.reply
-	return cmd.err
+	// ctx ends, so that "not acknowledged" never hides "done". A command
+	// queued after the loop's last drain (the engine was closing) is never
+	// run: the loop's end says so.
+	select {
+	case <-cmd.reply:
+		return cmd.err
+	case <-e.done:
+		select {
+		case <-cmd.reply: // answered before the loop ended
+			return cmd.err
+		default:
+			return ErrStopped
+		}
+	}
 }

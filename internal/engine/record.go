@@ -74,7 +74,7 @@ type NodeRecord struct {
 // task change on the engine loop.
 func (r *TaskRecord) appendJSON(b []byte) ([]byte, error) {
 	if r.spec == nil {
-		spec, err := json.Marshal(r.Spec)
+		spec, err := r.Spec.AppendJSON(nil)
 		if err != nil {
 			return b, err
 		}

@@ -26,30 +26,54 @@ func (e *Engine) NumTasks() int {
 }
 
 // WaitChange returns a channel closed at the next durable change of task
-// id (or at once if the task is unknown).
+// id (or at once if the task is unknown). Every caller waiting on the same
+// task shares one channel.
 func (e *Engine) WaitChange(id string) <-chan struct{} {
-	ch := make(chan struct{})
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if _, ok := e.tasks[id]; !ok || e.fatal != nil {
-		close(ch)
-		return ch
+	e.mu.RLock()
+	_, ok := e.tasks[id]
+	fatal := e.fatal
+	e.mu.RUnlock()
+	if !ok || fatal != nil {
+		return closedCh
 	}
-	e.waiters[id] = append(e.waiters[id], ch)
+	return e.waitChange(id)
+}
+
+// closedCh is a closed channel.
+var closedCh = func() chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
+
+// waitChange registers interest in task id's next published change.
+func (e *Engine) waitChange(id string) <-chan struct{} {
+	e.waitMu.Lock()
+	ch, ok := e.waiters[id]
+	if !ok {
+		ch = make(chan struct{})
+		e.waiters[id] = ch
+	}
+	e.waitMu.Unlock()
 	return ch
 }
 
 // WaitPlaced waits until task id is no longer pending or blocked, or ctx
 // ends, and returns its latest record.
 func (e *Engine) WaitPlaced(ctx context.Context, id string) (*TaskRecord, error) {
+	r, ok := e.Task(id)
 	for {
-		ch := e.WaitChange(id)
-		r, ok := e.Task(id)
 		if !ok {
 			return nil, errs.New(errs.NotFound, "id", "no task %q", id)
 		}
-		if r.State != core.Pending.String() && r.State != core.Blocked.String() {
+		if !r.waiting() {
 			return r, nil
+		}
+		// Register, then read again: the commit that changes the task
+		// publishes it before it wakes the registered waiters.
+		ch := e.waitChange(id)
+		if r, ok = e.Task(id); !ok || !r.waiting() {
+			continue
 		}
 		select {
 		case <-ch:
@@ -58,8 +82,17 @@ func (e *Engine) WaitPlaced(ctx context.Context, id string) (*TaskRecord, error)
 		case <-e.done:
 			return r, ErrStopped
 		}
+		r, ok = e.Task(id)
 	}
 }
+
+// Stopped returns a channel closed once the engine has stopped.
+func (e *Engine) Stopped() <-chan struct{} { return e.done }
+
+// waiting reports whether the task waits for a placement.
+func (r *TaskRecord) waiting() bool { return r.State == stPending || r.State == stBlocked }
+
+var stPending, stBlocked = core.Pending.String(), core.Blocked.String()
 
 // Nodes returns the durable node specs, by name.
 func (e *Engine) Nodes() []api.Node {

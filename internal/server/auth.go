@@ -147,7 +147,11 @@ func (a *Auth) authenticate(r *http.Request) (Principal, error) {
 
 type principalKey struct{}
 
-func principalOf(r *http.Request) Principal {
+// principalOf is the principal guard found for the request.
+func principalOf(w http.ResponseWriter, r *http.Request) Principal {
+	if sw, ok := w.(*statusWriter); ok && sw.authed {
+		return sw.principal
+	}
 	p, _ := r.Context().Value(principalKey{}).(Principal)
 	return p
 }
@@ -176,6 +180,11 @@ func (s *Server) guard(h http.HandlerFunc, allow ...string) http.HandlerFunc {
 				writeError(w, errs.New(errs.RateLimited, "", "tenant %q is over its rate limit of %g requests/s (burst %d): retry after %s", p.Tenant, l.rate, l.burst, wait.Round(time.Millisecond)))
 				return
 			}
+		}
+		if sw, ok := w.(*statusWriter); ok {
+			sw.principal, sw.authed = p, true
+			h(w, r)
+			return
 		}
 		h(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, p)))
 	}

@@ -49,7 +49,11 @@ type Options struct {
 	// rule (defaults 2s and 3).
 	HeartbeatInterval time.Duration
 	MissedHeartbeats  int
-	Logger            *slog.Logger
+	// PprofListen, when set, serves net/http/pprof on its own loopback
+	// listener (pprof.go) and turns on mutex and block profiling; "" (the
+	// default) serves no profiles.
+	PprofListen string
+	Logger      *slog.Logger
 	// Ready, when set, receives the bound address once serving.
 	Ready func(addr string)
 }
@@ -138,6 +142,9 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	if opt.DataDir == "" {
 		return errs.Invalid("data-dir", "a directory for the store is required")
 	}
+	if opt.PprofListen != "" && !isLoopback(opt.PprofListen) {
+		return errs.Invalid("pprof", "the profiling listener is served on loopback only; got %q", opt.PprofListen)
+	}
 	var auth *Auth
 	if opt.TokensFile != "" {
 		var err error
@@ -214,6 +221,15 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	if err != nil {
 		return errs.Wrap(errs.Unavailable, "listen", err)
 	}
+	var pprofAddr net.Addr
+	if opt.PprofListen != "" {
+		pctx, stopPprof := context.WithCancel(ctx)
+		defer stopPprof()
+		if pprofAddr, err = servePprof(pctx, opt.PprofListen); err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	handler := New(eng, cfg.Policy, lg, reg, m, auth)
 	switch {
 	case opt.MaxInFlight == 0:
@@ -237,6 +253,10 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	srv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: MaxStreams}
 	fmt.Fprintf(out, "hetsched server: http://%s (policy %s, data %s, %d tasks restored in %s)\n",
 		ln.Addr(), cfg.Policy, opt.DataDir, eng.NumTasks(), time.Since(start).Round(time.Millisecond))
+	if pprofAddr != nil {
+		// After the first line: tools read the server's address from it.
+		fmt.Fprintf(out, "profiling: http://%s/debug/pprof/\n", pprofAddr)
+	}
 	if auth == nil {
 		fmt.Fprintln(out, "authentication is off (no --tokens): listening on loopback only, everything is tenant \"default\"")
 	} else {

@@ -63,8 +63,9 @@ func (d *Disk) Commit(ctx context.Context, recs []Record) error {
 	}
 	b := d.db.NewBatchWithSize(size)
 	defer b.Close()
+	var scratch [128]byte // the batch copies each key: one buffer serves them all
 	for _, r := range recs {
-		k := dataKey(r.Kind, r.Key)
+		k := appendDataKey(scratch[:0], r.Kind, r.Key)
 		var err error
 		if r.Value == nil {
 			err = b.Delete(k, nil)

@@ -39,6 +39,8 @@ type Record struct {
 //   - Commit applies recs atomically (all or none) in order and returns nil
 //     only once they are durable (fsync). A Commit that returned nil is
 //     never lost, whatever happens to the process afterwards.
+//   - Commit keeps no reference to recs or their keys and values once it
+//     returns: the caller may reuse their memory.
 //   - After a crash, the store holds every Commit that returned nil and,
 //     all or none, each Commit that was in flight.
 //   - Get and Load see every Commit that returned before they started.
@@ -96,7 +98,11 @@ func validateCommit(ctx context.Context, recs []Record) error {
 // dataKey is the on-disk key of a record: kind, NUL, key. Keys of one kind
 // are contiguous and sorted.
 func dataKey(kind, key string) []byte {
-	b := make([]byte, 0, len(kind)+1+len(key))
+	return appendDataKey(make([]byte, 0, len(kind)+1+len(key)), kind, key)
+}
+
+// appendDataKey appends the on-disk key of a record to b.
+func appendDataKey(b []byte, kind, key string) []byte {
 	b = append(b, kind...)
 	b = append(b, 0)
 	return append(b, key...)

@@ -1,0 +1,123 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/hetsched/hetsched/internal/resource"
+)
+
+// TestAppendJSONMatchesMarshal: Task.AppendJSON writes exactly what
+// json.Marshal writes, for the decoder's seeds and for generated tasks
+// (plain and escaped strings, every optional field).
+func TestAppendJSONMatchesMarshal(t *testing.T) {
+	check := func(t interface{ Fatalf(string, ...any) }, task *Task) {
+		want, err := json.Marshal(task)
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		prefix := []byte("xx")
+		got, err := task.AppendJSON(prefix)
+		if err != nil {
+			t.Fatalf("%v", err)
+		}
+		if !bytes.Equal(got[2:], want) || string(got[:2]) != "xx" {
+			t.Fatalf("AppendJSON\n got %s\nwant %s", got[2:], want)
+		}
+	}
+	for _, s := range taskSeeds {
+		var task Task
+		if err := json.Unmarshal([]byte(s), &task); err == nil {
+			check(t, &task)
+		}
+	}
+	rapid.Check(t, func(rt *rapid.T) {
+		text := func(label string) string {
+			return rapid.StringOf(rapid.RuneFrom([]rune("ab-_.:/ Z9\"\\<>&\u00e9\u2028\x01"))).Draw(rt, label)
+		}
+		plain := func(label string) string {
+			return rapid.StringMatching(`[a-z0-9.-]{0,8}`).Draw(rt, label)
+		}
+		pick := func(label string) func(string) string {
+			if rapid.Bool().Draw(rt, label) {
+				return text
+			}
+			return plain
+		}
+		s := pick("escaped")
+		strs := func(label string) []string {
+			n := rapid.IntRange(0, 3).Draw(rt, label)
+			if n == 0 && rapid.Bool().Draw(rt, label+"-nil") {
+				return nil
+			}
+			out := make([]string, n)
+			for i := range out {
+				out[i] = s(label)
+			}
+			return out
+		}
+		smap := func(label string) map[string]string {
+			n := rapid.IntRange(0, 3).Draw(rt, label)
+			if n == 0 && rapid.Bool().Draw(rt, label+"-nil") {
+				return nil
+			}
+			m := map[string]string{}
+			for i := 0; i < n; i++ {
+				m[s(label+"-k")] = s(label + "-v")
+			}
+			return m
+		}
+		dur := func(label string) Duration {
+			return Duration(rapid.SampledFrom([]time.Duration{0, time.Nanosecond, 1500 * time.Nanosecond, 5 * time.Minute, -time.Second}).Draw(rt, label))
+		}
+		task := Task{ID: s("id"), Name: s("name"), Queue: s("queue"), NodeSelector: smap("sel"), Tolerations: strs("tol"),
+			Command: strs("cmd"), Env: smap("env"), Duration: dur("d"), Timeout: dur("t"), QueueTimeout: dur("qt"), Lease: dur("l"),
+			Depends: strs("dep"), LocalityWait: dur("lw"), Shards: rapid.IntRange(-2, 3).Draw(rt, "shards"), Metadata: smap("md")}
+		if rapid.Bool().Draw(rt, "prio") {
+			p := rapid.IntRange(-1, 5).Draw(rt, "p")
+			task.Priority = &p
+		}
+		if rapid.Bool().Draw(rt, "pre") {
+			v := rapid.Bool().Draw(rt, "pv")
+			task.Preemptible = &v
+		}
+		if rapid.Bool().Draw(rt, "req") {
+			v := rapid.Bool().Draw(rt, "rv")
+			task.Requeue = &v
+		}
+		if n := rapid.IntRange(0, 3).Draw(rt, "res"); n > 0 {
+			task.Resources = resource.List{}
+			for _, name := range []resource.Name{"cpu", "memory", "nvidia.com/gpu"}[:n] {
+				task.Resources[name] = rapid.Int64Range(0, 1<<40).Draw(rt, "q")
+			}
+		}
+		if rapid.IntRange(0, 9).Draw(rt, "rare") == 0 {
+			task.Alternatives = []Alternative{{Resources: resource.List{"cpu": 1000}, Speed: 1.5}}
+			task.Locality = &Locality{Nodes: []string{"n<1>"}}
+			task.Inputs = []Input{{Name: "in"}}
+		}
+		check(rt, &task)
+	})
+}
+
+func BenchmarkTaskJSON(b *testing.B) {
+	p := 3
+	task := Task{ID: "lg1-2-3", Priority: &p, Resources: resource.List{"cpu": 10}, Lease: Duration(5 * time.Minute)}
+	b.Run("AppendJSON", func(b *testing.B) {
+		b.ReportAllocs()
+		var buf []byte
+		for b.Loop() {
+			buf, _ = task.AppendJSON(buf[:0])
+		}
+	})
+	b.Run("json.Marshal", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_, _ = json.Marshal(&task)
+		}
+	})
+}

@@ -1,0 +1,61 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"runtime"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/errs"
+)
+
+// PprofHandler serves net/http/pprof's profiles under /debug/pprof/. It is
+// never on the API's handler tree: Run serves it on its own listener
+// (Options.PprofListen), off by default.
+func PprofHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}
+
+// Sampling rates turned on with the profiling listener: one in
+// pprofMutexFraction contended lock events, and goroutine blocking events
+// sampled about once per pprofBlockRate nanoseconds blocked.
+const (
+	pprofMutexFraction = 100
+	pprofBlockRate     = 100_000
+)
+
+// servePprof serves PprofHandler on addr, which must be a loopback address
+// (the profiles show internals and the endpoints cost CPU), until ctx
+// ends. It turns on mutex and block profiling. It returns the bound
+// address.
+func servePprof(ctx context.Context, addr string) (net.Addr, error) {
+	if !isLoopback(addr) {
+		return nil, errs.Invalid("pprof", "the profiling listener is served on loopback only; got %q", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, errs.Wrap(errs.Unavailable, "pprof", err)
+	}
+	runtime.SetMutexProfileFraction(pprofMutexFraction)
+	runtime.SetBlockProfileRate(pprofBlockRate)
+	srv := &http.Server{Handler: PprofHandler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		_ = srv.Close()
+	}()
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			_ = err // the API server runs on; profiling is best effort
+		}
+	}()
+	return ln.Addr(), nil
+}
