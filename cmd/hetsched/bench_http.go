@@ -309,7 +309,7 @@ func newBenchInflight() *cobra.Command {
 	cmd.Flags().IntVar(&o.Nodes, "nodes", 10_000, "64-CPU fake nodes (each fits 640 of the 100m tasks once released)")
 	cmd.Flags().IntVar(&o.Conns, "connections", 16, "h2c connections (each carries up to 100,000 streams)")
 	cmd.Flags().StringVar(&mix, "mix", "urgent=1,high=4,medium=30,low=65", "tier weights")
-	cmd.Flags().StringSliceVar(&o.ServerArgs, "server-arg", nil, "extra flag for the server (repeatable), e.g. --server-arg=--aging=false")
+	cmd.Flags().StringSliceVar(&o.ServerArgs, "server-arg", nil, "extra flag for the server (repeatable), e.g. --server-arg=--no-aging")
 	cmd.Flags().DurationVar(&o.Hold, "hold", 0, "hold the requests this long before reading memory and releasing")
 	cmd.Flags().DurationVar(&o.Timeout, "timeout", 30*time.Minute, "bound on the whole run")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")

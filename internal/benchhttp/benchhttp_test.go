@@ -58,7 +58,8 @@ func TestPendingAndCompareSmall(t *testing.T) {
 
 // TestInflightSmall holds a few thousand waiting schedule requests over
 // two h2c connections on a full cluster, releases it, and checks that each
-// request is answered once with its placement and nothing is lost.
+// request is answered once with its placement, nothing is lost, and (with
+// aging off) every tier is placed before any less important one.
 func TestInflightSmall(t *testing.T) {
 	bin, err := childproc.Build(t.TempDir())
 	if err != nil {
@@ -66,12 +67,12 @@ func TestInflightSmall(t *testing.T) {
 	}
 	var log strings.Builder
 	r, err := Inflight(context.Background(), InflightOptions{Bin: bin, Nodes: 10, Requests: 3000, Conns: 2, Mix: [4]int{1, 4, 30, 65},
-		Timeout: 3 * time.Minute, Log: &log})
+		ServerArgs: []string{"--no-aging"}, Timeout: 3 * time.Minute, Log: &log})
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
 	t.Logf("%+v\n%s", r, log.String())
-	if r.Held != 3000 || r.Answered != 3000 || r.Placed != 3000 || r.Lost != 0 || r.Duplicates != 0 || len(r.ErrorsBy) != 0 {
+	if r.Held != 3000 || r.Answered != 3000 || r.Placed != 3000 || r.Lost != 0 || r.Duplicates != 0 || len(r.ErrorsBy) != 0 || r.Inversions != 0 {
 		t.Fatalf("result %+v\n%s", r, log.String())
 	}
 	if r.ServerMemory.RSS <= 0 || r.ServerGoroutines < 3000 || r.DrainSeconds <= 0 {

@@ -11,6 +11,8 @@ import (
 	"os"
 	"time"
 
+	"golang.org/x/net/http2"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"sigs.k8s.io/yaml"
@@ -41,6 +43,10 @@ type Options struct {
 	// PreemptMinRuntime protects a task from preemption and reclaim until
 	// it has run this long (core.Config.PreemptMinRuntime; default 0).
 	PreemptMinRuntime time.Duration
+	// NoAging turns aging off: waiting tasks keep their tier for ever, so
+	// placements follow tier order strictly and low work may starve
+	// (core.TierConfig.AgingAfter 0 for every tier).
+	NoAging bool
 	// TenantRate and TenantBurst limit each tenant's API calls when its
 	// tokens set no rate (0: unlimited; needs --tokens).
 	TenantRate  float64
@@ -165,6 +171,11 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 		return errs.Invalid("preempt-min-runtime", "must not be negative, got %s", opt.PreemptMinRuntime)
 	}
 	cfg.PreemptMinRuntime = opt.PreemptMinRuntime
+	if opt.NoAging {
+		for i := range cfg.Tiers {
+			cfg.Tiers[i].AgingAfter = 0
+		}
+	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -251,6 +262,19 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	protos.SetUnencryptedHTTP2(true)
 	srv.Protocols = &protos
 	srv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: MaxStreams}
+	// Go's default HTTP/2 write scheduler (round robin) walks the ring of
+	// every open stream of a connection to find one with something to
+	// write, for each frame: with tens of thousands of schedule requests
+	// waiting on one connection, answering them became quadratic (61 % of
+	// the CPU while a full cluster drained 100,000 waiting requests). The
+	// random scheduler holds only the streams that have frames queued.
+	if err := http2.ConfigureServer(srv, &http2.Server{
+		MaxConcurrentStreams: MaxStreams,
+		NewWriteScheduler:    func() http2.WriteScheduler { return http2.NewRandomWriteScheduler() },
+	}); err != nil {
+		ln.Close()
+		return err
+	}
 	fmt.Fprintf(out, "hetsched server: http://%s (policy %s, data %s, %d tasks restored in %s)\n",
 		ln.Addr(), cfg.Policy, opt.DataDir, eng.NumTasks(), time.Since(start).Round(time.Millisecond))
 	if pprofAddr != nil {
