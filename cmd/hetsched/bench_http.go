@@ -64,6 +64,7 @@ func newBenchAPI() *cobra.Command {
 	cmd.Flags().BoolVar(&o.Complete, "complete", true, "complete each placed lease at once (a second request)")
 	cmd.Flags().BoolVar(&o.Echo, "echo", false, "the target is the echo floor (POST / with the same bodies)")
 	cmd.Flags().DurationVar(&o.Wait, "wait", 2*time.Second, "the schedule request's ?wait=")
+	cmd.Flags().DurationVar(&o.Lease, "lease", 5*time.Minute, "each task's lease (with --complete=false, placed tasks hold resources until it runs out)")
 	cmd.Flags().Float64Var(&o.Rate, "rate", 0, "open loop: requests/s in all, latency from each request's scheduled send time (0: closed loop)")
 	cmd.Flags().BoolVar(&o.H2C, "h2c", false, "HTTP/2 without TLS (prior knowledge)")
 	cmd.Flags().IntVar(&o.Streams, "streams", 0, "with --h2c: concurrent streams per connection (senders = connections × streams)")

@@ -75,7 +75,7 @@ func TestInflightSmall(t *testing.T) {
 	if r.Held != 3000 || r.Answered != 3000 || r.Placed != 3000 || r.Lost != 0 || r.Duplicates != 0 || len(r.ErrorsBy) != 0 || r.Inversions != 0 {
 		t.Fatalf("result %+v\n%s", r, log.String())
 	}
-	if r.ServerMemory.RSS <= 0 || r.ServerGoroutines < 3000 || r.DrainSeconds <= 0 {
+	if r.ServerMemory.RSS <= 0 || r.ServerPeak < r.ServerMemory.RSS || r.ServerGoroutines < 3000 || r.DrainSeconds <= 0 {
 		t.Fatalf("measures %+v", r)
 	}
 	var n int64

@@ -57,9 +57,12 @@ type InflightResult struct {
 	SendSeconds float64 `json:"send_seconds"`
 	// Held is the number of requests in flight at the server when the
 	// capacity was released (tasks it reported minus the blockers).
-	Held             int              `json:"held"`
-	ServerMemory     childproc.Memory `json:"server_memory"`
-	ServerGoroutines int              `json:"server_goroutines"`
+	Held         int              `json:"held"`
+	ServerMemory childproc.Memory `json:"server_memory"`
+	// ServerPeak is the server's peak RSS over the whole run, drain
+	// included, read when the last request was answered.
+	ServerPeak       int64 `json:"server_peak_rss_bytes"`
+	ServerGoroutines int   `json:"server_goroutines"`
 	// ServerStack and ServerHeap are the Go runtime's stack and heap bytes
 	// in use at the hold (go_memstats_stack_inuse_bytes, _heap_inuse_).
 	ServerStack  int64            `json:"server_stack_bytes"`
@@ -338,6 +341,9 @@ wait:
 		}
 	}
 	res.Answered = answered.Load()
+	if m, err := childproc.ReadMemory(srv.Pid()); err == nil {
+		res.ServerPeak = m.Peak
+	}
 	summarizeInflight(res, slots, release)
 	return res, nil
 }
@@ -476,6 +482,7 @@ func InflightTable(w io.Writer, r *InflightResult) {
 	fmt.Fprintf(w, "server RSS %.0f MiB (peak %.0f MiB, %.1f KiB a request; Go stacks %.0f MiB, heap in use %.0f MiB), %d goroutines; client RSS %.0f MiB\n",
 		mib(r.ServerMemory.RSS), mib(r.ServerMemory.Peak), float64(r.ServerMemory.RSS)/1024/float64(max(1, r.Held)),
 		mib(r.ServerStack), mib(r.ServerHeap), r.ServerGoroutines, mib(r.ClientMemory.RSS))
+	fmt.Fprintf(w, "server peak RSS over the run %.0f MiB\n", mib(r.ServerPeak))
 	fmt.Fprintf(w, "drained in %.1fs: %d answered, %d placed, %d lost, %d answered twice, %d placed out of tier order, errors %v\n",
 		r.DrainSeconds, r.Answered, r.Placed, r.Lost, r.Duplicates, r.Inversions, r.ErrorsBy)
 	fmt.Fprintf(w, "%-8s %9s %12s %12s %10s %10s %10s\n", "tier", "placed", "first (s)", "last (s)", "p50", "p99", "max")

@@ -59,6 +59,9 @@ type Options struct {
 	Progress io.Writer
 	// Resources is the task's resources object (default {"cpu":"10m"}).
 	Resources string
+	// Lease is each task's lease (default 5m): without Complete, placed
+	// tasks hold their resources until it runs out.
+	Lease time.Duration
 	// RunID makes task ids unique across runs against one server.
 	RunID string
 	// Rate, when positive, makes the load open-loop: requests are sent at
@@ -141,6 +144,13 @@ func Run(ctx context.Context, opt Options) (*Result, error) {
 	if opt.SourceAddrs <= 0 {
 		opt.SourceAddrs = 1
 	}
+	if opt.Lease < 0 || (opt.Lease > 0 && opt.Lease < time.Millisecond) {
+		return nil, fmt.Errorf("lease: must be at least 1ms, got %v", opt.Lease)
+	}
+	if opt.Lease == 0 {
+		opt.Lease = 5 * time.Minute
+	}
+	lease := opt.Lease.String()
 	if opt.Resources == "" {
 		opt.Resources = `{"cpu":"10m"}`
 	}
@@ -222,7 +232,7 @@ func Run(ctx context.Context, opt Options) (*Result, error) {
 				for i := 0; ctx.Err() == nil; i++ {
 					tier := pick(rng, opt.Mix, total)
 					id := fmt.Sprintf("lg%s-%d-%d", opt.RunID, c, i)
-					body := `{"id":"` + id + `","priority":` + strconv.Itoa(tier) + `,"resources":` + opt.Resources + `,"lease":"5m"}`
+					body := `{"id":"` + id + `","priority":` + strconv.Itoa(tier) + `,"resources":` + opt.Resources + `,"lease":"` + lease + `"}`
 					t0 := time.Now()
 					if interval > 0 {
 						due := start.Add(offset + time.Duration(i)*interval)

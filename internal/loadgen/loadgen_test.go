@@ -27,7 +27,8 @@ func TestParseMix(t *testing.T) {
 }
 
 func TestRunRejectsBadOptions(t *testing.T) {
-	for _, o := range []Options{{Connections: 0, Duration: time.Second}, {Connections: 1}, {Connections: 1, Duration: time.Second, Mix: [4]int{-1}}} {
+	for _, o := range []Options{{Connections: 0, Duration: time.Second}, {Connections: 1}, {Connections: 1, Duration: time.Second, Mix: [4]int{-1}},
+		{Connections: 1, Duration: time.Second, Mix: [4]int{1}, Lease: time.Microsecond}} {
 		if _, err := Run(context.Background(), o); err == nil {
 			t.Errorf("%+v accepted", o)
 		}
@@ -78,6 +79,21 @@ func TestAgainstServer(t *testing.T) {
 	}
 	if r.Pending != 0 {
 		t.Fatalf("%d schedules answered 202: capacity was not released", r.Pending)
+	}
+}
+
+// TestShortLeasesFreeCapacity: without completes, tasks' own short leases
+// free the node, so schedules keep being placed (none left waiting) and no
+// complete request is sent.
+func TestShortLeasesFreeCapacity(t *testing.T) {
+	addr := servertest.Start(t, "nodes:\n  - name: n1\n    capacity: {cpu: \"2\", memory: 4Gi}\n")
+	r, err := Run(context.Background(), Options{Target: addr, Connections: 4, Duration: 600 * time.Millisecond,
+		Mix: [4]int{0, 0, 1, 1}, Resources: `{"cpu":"1"}`, Lease: 20 * time.Millisecond, Wait: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Errors != 0 || r.Pending != 0 || r.Requests != r.Scheduled || r.Scheduled <= 4 {
+		t.Fatalf("result %+v: expiring leases should have freed the 2 CPUs for every schedule", r)
 	}
 }
 
