@@ -70,34 +70,12 @@ func Batch(ctx context.Context, opt BatchOptions) (*BatchResult, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, opt.Timeout)
 	defer cancel()
-	logf := func(format string, a ...any) {
-		if opt.Log != nil {
-			fmt.Fprintf(opt.Log, format, a...)
-		}
-	}
-	dir, err := os.MkdirTemp("", "hetsched-batch-")
+	logf := logTo(opt.Log)
+	srv, stop, err := startOn64CPUNodes(opt.Bin, opt.Nodes, opt.ServerArgs)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	nodes := make([]api.Node, opt.Nodes)
-	for i := range nodes {
-		nodes[i] = api.Node{Name: "node-" + strconv.Itoa(i), Capacity: resource.List{resource.CPU: 64000, resource.Memory: 256 << 30}}
-	}
-	b, err := json.Marshal(server.NodesFile{Nodes: nodes})
-	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(dir+"/nodes.json", b, 0o644); err != nil {
-		return nil, err
-	}
-	args := append([]string{"server", "--listen", "127.0.0.1:0", "--data-dir", dir + "/data",
-		"--nodes", dir + "/nodes.json", "--max-inflight", "-1"}, opt.ServerArgs...)
-	srv, err := childproc.Start(opt.Bin, 2*time.Minute, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer srv.Kill()
+	defer stop()
 	lease := opt.Lease.String()
 	total := opt.Mix[0] + opt.Mix[1] + opt.Mix[2] + opt.Mix[3]
 	if total <= 0 {
@@ -258,4 +236,41 @@ func getJSON(ctx context.Context, u string, v any) error {
 		return fmt.Errorf("GET %s: status %d: %s", u, resp.StatusCode, b)
 	}
 	return json.NewDecoder(io.LimitReader(resp.Body, 1<<30)).Decode(v)
+}
+
+// startOn64CPUNodes starts `hetsched server` (admission unlimited, extra
+// flags appended) on n fake 64-CPU, 256 GiB nodes in a temporary
+// directory; stop kills it and removes the directory.
+func startOn64CPUNodes(bin string, n int, extra []string) (srv *childproc.Child, stop func(), err error) {
+	dir, err := os.MkdirTemp("", "hetsched-bench-")
+	if err != nil {
+		return nil, nil, err
+	}
+	nodes := make([]api.Node, n)
+	for i := range nodes {
+		nodes[i] = api.Node{Name: "node-" + strconv.Itoa(i), Capacity: resource.List{resource.CPU: 64000, resource.Memory: 256 << 30}}
+	}
+	b, err := json.Marshal(server.NodesFile{Nodes: nodes})
+	if err == nil {
+		err = os.WriteFile(dir+"/nodes.json", b, 0o644)
+	}
+	if err == nil {
+		args := append([]string{"server", "--listen", "127.0.0.1:0", "--data-dir", dir + "/data",
+			"--nodes", dir + "/nodes.json", "--max-inflight", "-1"}, extra...)
+		srv, err = childproc.Start(bin, 2*time.Minute, args...)
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, err
+	}
+	return srv, func() { srv.Kill(); os.RemoveAll(dir) }, nil
+}
+
+// logTo is a printf to w, or nothing when w is nil.
+func logTo(w io.Writer) func(format string, a ...any) {
+	return func(format string, a ...any) {
+		if w != nil {
+			fmt.Fprintf(w, format, a...)
+		}
+	}
 }

@@ -161,7 +161,10 @@ func Pending(ctx context.Context, opt PendingOptions) (*PendingResult, error) {
 	defer func() { srv.Kill() }()
 	res := &PendingResult{Tasks: opt.Tasks}
 	t0 := time.Now()
-	if err := submitAll(ctx, srv.URL, opt); err != nil {
+	err = submitBatches(ctx, srv.URL, opt.Tasks, opt.Batch, opt.Clients, func(buf *bytes.Buffer, k int) {
+		fmt.Fprintf(buf, `{"id":"p%d","priority":%d,"resources":{"cpu":"100m","memory":"64Mi"}}`, k, k%4)
+	})
+	if err != nil {
 		return nil, err
 	}
 	res.SubmitSeconds = time.Since(t0).Seconds()
@@ -201,66 +204,6 @@ func Pending(ctx context.Context, opt PendingOptions) (*PendingResult, error) {
 }
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
-
-func submitAll(ctx context.Context, base string, opt PendingOptions) error {
-	batches := make(chan int, opt.Clients)
-	errc := make(chan error, opt.Clients)
-	hc := &http.Client{Timeout: 5 * time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: opt.Clients}}
-	for c := 0; c < opt.Clients; c++ {
-		go func() {
-			var buf bytes.Buffer
-			for first := range batches {
-				buf.Reset()
-				buf.WriteString(`{"tasks":[`)
-				for k := first; k < min(first+opt.Batch, opt.Tasks); k++ {
-					if k > first {
-						buf.WriteByte(',')
-					}
-					fmt.Fprintf(&buf, `{"id":"p%d","priority":%d,"resources":{"cpu":"100m","memory":"64Mi"}}`, k, k%4)
-				}
-				buf.WriteString(`]}`)
-				req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/v1/tasks", bytes.NewReader(buf.Bytes()))
-				if err != nil {
-					errc <- err
-					return
-				}
-				req.Header.Set("Content-Type", "application/json")
-				resp, err := hc.Do(req)
-				if err != nil {
-					errc <- err
-					return
-				}
-				body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusCreated {
-					errc <- fmt.Errorf("batch at %d: status %d: %s", first, resp.StatusCode, body)
-					return
-				}
-			}
-			errc <- nil
-		}()
-	}
-	go func() {
-		defer close(batches)
-		for k := 0; k < opt.Tasks; k += opt.Batch {
-			select {
-			case batches <- k:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	var first error
-	for c := 0; c < opt.Clients; c++ {
-		if err := <-errc; err != nil && first == nil {
-			first = err
-		}
-	}
-	if first == nil {
-		first = ctx.Err()
-	}
-	return first
-}
 
 func waitReady(ctx context.Context, base string, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)

@@ -23,8 +23,6 @@ import (
 	"github.com/hetsched/hetsched/internal/childproc"
 	"github.com/hetsched/hetsched/internal/loadgen"
 	"github.com/hetsched/hetsched/internal/loadgen/h2raw"
-	"github.com/hetsched/hetsched/internal/resource"
-	"github.com/hetsched/hetsched/internal/server"
 )
 
 // InflightOptions configures Inflight.
@@ -119,33 +117,12 @@ func Inflight(ctx context.Context, opt InflightOptions) (*InflightResult, error)
 	}
 	ctx, cancel := context.WithTimeout(ctx, opt.Timeout)
 	defer cancel()
-	logf := func(format string, a ...any) {
-		if opt.Log != nil {
-			fmt.Fprintf(opt.Log, format, a...)
-		}
-	}
-	dir, err := os.MkdirTemp("", "hetsched-inflight-")
+	logf := logTo(opt.Log)
+	srv, stop, err := startOn64CPUNodes(opt.Bin, opt.Nodes, opt.ServerArgs)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
-	nodes := make([]api.Node, opt.Nodes)
-	for i := range nodes {
-		nodes[i] = api.Node{Name: "node-" + strconv.Itoa(i), Capacity: resource.List{resource.CPU: 64000, resource.Memory: 256 << 30}}
-	}
-	b, err := json.Marshal(server.NodesFile{Nodes: nodes})
-	if err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(dir+"/nodes.json", b, 0o644); err != nil {
-		return nil, err
-	}
-	args := append([]string{"server", "--listen", "127.0.0.1:0", "--data-dir", dir + "/data", "--nodes", dir + "/nodes.json", "--max-inflight", "-1"}, opt.ServerArgs...)
-	srv, err := childproc.Start(opt.Bin, 2*time.Minute, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer srv.Kill()
+	defer stop()
 	hc := &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
 
 	// Fill: one whole-node lease per node.
