@@ -191,6 +191,30 @@ func (e *Engine) UpsertNode(ctx context.Context, n api.Node) error {
 	return e.do(ctx, &command{kind: cmdUpsertNode, node: &n})
 }
 
+// UpsertNodes adds or replaces nodes, applied in their order. They are all
+// queued before any answer is awaited, so the loop's group commit writes
+// them in as few steps as its step size allows (not one fsync each). Every
+// node is tried; it returns the index of the first (by order) that failed
+// with its error, or (-1, nil).
+func (e *Engine) UpsertNodes(ctx context.Context, nodes []api.Node) (int, error) {
+	cmds := make([]*command, 0, len(nodes))
+	failed, firstErr := -1, error(nil)
+	for i := range nodes {
+		cmd := &command{kind: cmdUpsertNode, node: &nodes[i]}
+		if err := e.send(ctx, cmd); err != nil {
+			failed, firstErr = i, err
+			break
+		}
+		cmds = append(cmds, cmd)
+	}
+	for i, cmd := range cmds {
+		if err := e.wait(cmd); err != nil && (failed < 0 || i < failed) {
+			failed, firstErr = i, err
+		}
+	}
+	return failed, firstErr
+}
+
 // SetNodeState cordons, uncordons, drains or marks a node notready.
 func (e *Engine) SetNodeState(ctx context.Context, name, state string) error {
 	return e.do(ctx, &command{kind: cmdNodeState, id: name, state: state})

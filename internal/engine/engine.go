@@ -301,6 +301,14 @@ func (e *Engine) step(batch []*command) error {
 }
 
 func (e *Engine) do(ctx context.Context, cmd *command) error {
+	if err := e.send(ctx, cmd); err != nil {
+		return err
+	}
+	return e.wait(cmd)
+}
+
+// send queues cmd for the loop without waiting for its answer.
+func (e *Engine) send(ctx context.Context, cmd *command) error {
 	cmd.reply = make(chan struct{})
 	e.mu.RLock()
 	fatal := e.fatal
@@ -324,6 +332,11 @@ func (e *Engine) do(ctx context.Context, cmd *command) error {
 			return errs.Wrap(errs.Unavailable, "", ctx.Err())
 		}
 	}
+	return nil
+}
+
+// wait is the answer of a command queued by send.
+func (e *Engine) wait(cmd *command) error {
 	// Once queued the command will run; its answer is waited for even if
 	// ctx ends, so that "not acknowledged" never hides "done". A command
 	// queued after the loop's last drain (the engine was closing) is never

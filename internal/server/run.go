@@ -208,10 +208,8 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 		return err
 	}
 	defer eng.Close()
-	for _, n := range nodes {
-		if err := eng.UpsertNode(ctx, n); err != nil {
-			return errs.Prefix("nodes."+n.Name, err)
-		}
+	if i, err := eng.UpsertNodes(ctx, nodes); err != nil {
+		return errs.Prefix("nodes."+nodes[i].Name, err)
 	}
 	// Parents before children, whatever the file's order.
 	for pending := queues; len(pending) > 0; {
