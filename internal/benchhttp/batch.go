@@ -54,6 +54,10 @@ type BatchResult struct {
 	// expiry (every task must).
 	DrainSeconds float64 `json:"drain_seconds"`
 	Expired      int     `json:"expired"`
+	// ServerCPUSeconds and WriteBytes are the server's CPU time and bytes
+	// written to storage over the whole run (submission and drain).
+	ServerCPUSeconds float64 `json:"server_cpu_seconds"`
+	WriteBytes       int64   `json:"write_bytes"`
 }
 
 // Batch starts a server with opt.Nodes 64-CPU nodes, submits opt.Tasks
@@ -125,10 +129,17 @@ func Batch(ctx context.Context, opt BatchOptions) (*BatchResult, error) {
 		}
 	}
 	res.DrainSeconds = time.Since(acked).Seconds()
+	if cpu, err := childproc.ReadCPU(srv.Pid()); err == nil {
+		res.ServerCPUSeconds = cpu.Seconds()
+	}
+	if res.WriteBytes, err = childproc.ReadWriteBytes(srv.Pid()); err != nil {
+		return nil, err
+	}
 	if res.Expired, err = countState(ctx, srv.URL, "expired"); err != nil {
 		return nil, err
 	}
-	logf("drained in %.1fs: %d tasks expired\n", res.DrainSeconds, res.Expired)
+	logf("drained in %.1fs: %d tasks expired; server CPU %.1fs, %.0f MiB written to storage (%.0f bytes a task)\n",
+		res.DrainSeconds, res.Expired, res.ServerCPUSeconds, mib(res.WriteBytes), float64(res.WriteBytes)/float64(opt.Tasks))
 	if res.Expired != opt.Tasks {
 		return res, fmt.Errorf("%d of %d tasks ended by lease expiry", res.Expired, opt.Tasks)
 	}

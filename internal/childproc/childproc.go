@@ -179,3 +179,19 @@ func ReadCPU(pid int) (time.Duration, error) {
 	}
 	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
 }
+
+// ReadWriteBytes returns the bytes pid has caused to be written to storage
+// so far (write_bytes of /proc/PID/io: what reached the block layer, WAL
+// and compactions included).
+func ReadWriteBytes(pid int) (int64, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/io")
+	if err != nil {
+		return 0, fmt.Errorf("reading process I/O (Linux /proc needed): %w", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "write_bytes:"); ok {
+			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no write_bytes in /proc/%d/io", pid)
+}

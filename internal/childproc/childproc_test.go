@@ -37,3 +37,33 @@ func TestStartReportsAnEarlyExit(t *testing.T) {
 		t.Fatalf("url %q pid %d", c.URL, c.Pid())
 	}
 }
+
+// TestReadWriteBytesOfSelf: writing and syncing a file moves this
+// process's write_bytes by at least the file's size.
+func TestReadWriteBytesOfSelf(t *testing.T) {
+	before, err := ReadWriteBytes(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// In the package directory, not $TMPDIR, which may be a tmpfs that
+	// never reaches the block layer.
+	f, err := os.CreateTemp(".", "writebytes-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(make([]byte, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	after, err := ReadWriteBytes(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after-before < 1<<20 {
+		t.Fatalf("write_bytes moved by %d after writing and syncing 1 MiB", after-before)
+	}
+}

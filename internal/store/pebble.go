@@ -36,7 +36,16 @@ func OpenDisk(dir string, opt DiskOptions) (*Disk, error) {
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
 	}
-	db, err := pebble.Open(dir, &pebble.Options{Logger: pebbleLogger{lg}})
+	db, err := pebble.Open(dir, &pebble.Options{
+		Logger: pebbleLogger{lg},
+		// A task record is rewritten as the task moves (pending, placed,
+		// ended), usually within seconds. A 64 MiB memtable (Pebble's
+		// default is 4 MiB) absorbs those rewrites before a flush, so
+		// fewer versions reach L0 and are compacted again. The cost is up
+		// to that much WAL to replay on a restart.
+		MemTableSize:                64 << 20,
+		MemTableStopWritesThreshold: 4,
+	})
 	if err != nil {
 		return nil, errs.Wrap(errs.Unavailable, "data-dir", fmt.Errorf("open store in %s: %w", dir, err))
 	}
