@@ -134,6 +134,16 @@ func appendPlainString(b []byte, s string, ok bool) ([]byte, bool) {
 	return append(b, '"'), ok
 }
 
+// AppendJSONString appends s exactly as encoding/json writes a string:
+// plain strings by hand, any other through json.Marshal.
+func AppendJSONString(b []byte, s string) []byte {
+	if out, ok := appendPlainString(b, s, true); ok {
+		return out
+	}
+	q, _ := json.Marshal(s) // a string always marshals
+	return append(b, q...)
+}
+
 // appendResources appends what resource.List.MarshalJSON writes (names
 // sorted, quantities in their readable form), which encoding/json copies
 // as it is when every byte is plain.

@@ -121,3 +121,14 @@ func BenchmarkTaskJSON(b *testing.B) {
 		}
 	})
 }
+
+// TestAppendJSONStringMatchesEncodingJSON: the one string writer used by
+// the hand-written encoders gives encoding/json's bytes, escapes included.
+func TestAppendJSONStringMatchesEncodingJSON(t *testing.T) {
+	for _, s := range []string{"", "plain-node-1", `quo"te`, `back\slash`, "<a>&b", "tab\tnew\nline", "é日本", "\x7f", "bad\xffutf8", "\u2028"} {
+		want, _ := json.Marshal(s)
+		if got := AppendJSONString([]byte("x"), s); string(got) != "x"+string(want) {
+			t.Errorf("AppendJSONString(%q) = %s, want x%s", s, got, want)
+		}
+	}
+}

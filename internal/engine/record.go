@@ -83,14 +83,14 @@ func (r *TaskRecord) appendJSON(b []byte) ([]byte, error) {
 	b = append(b, `{"spec":`...)
 	b = append(b, r.spec...)
 	b = append(b, `,"tenant":`...)
-	b = appendString(b, r.Tenant)
+	b = api.AppendJSONString(b, r.Tenant)
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendUint(b, r.Seq, 10)
 	b = append(b, `,"state":`...)
-	b = appendString(b, r.State)
+	b = api.AppendJSONString(b, r.State)
 	if r.Node != "" {
 		b = append(b, `,"node":`...)
-		b = appendString(b, r.Node)
+		b = api.AppendJSONString(b, r.Node)
 	}
 	if len(r.Devices) > 0 {
 		d, err := json.Marshal(r.Devices)
@@ -110,7 +110,7 @@ func (r *TaskRecord) appendJSON(b []byte) ([]byte, error) {
 	}
 	if r.Reason != "" {
 		b = append(b, `,"reason":`...)
-		b = appendString(b, r.Reason)
+		b = api.AppendJSONString(b, r.Reason)
 	}
 	if r.ExitCode != nil {
 		b = append(b, `,"exitCode":`...)
@@ -142,19 +142,6 @@ func appendTime(b []byte, key string, t time.Time) ([]byte, error) {
 	b = append(b, '"')
 	b = t.AppendFormat(b, time.RFC3339Nano)
 	return append(b, '"'), nil
-}
-
-// appendString writes s as a JSON string.
-func appendString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' {
-			q, _ := json.Marshal(s)
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }
 
 // saved converts a record to the core's restore form.

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/engine"
 	"github.com/hetsched/hetsched/internal/errs"
 	"github.com/hetsched/hetsched/internal/jsonread"
@@ -32,10 +33,10 @@ func appendTaskView(b []byte, r *engine.TaskRecord) ([]byte, error) {
 		b = append(b, ',')
 	}
 	b = append(b, `"state":`...)
-	b = appendJSONString(b, r.State)
+	b = api.AppendJSONString(b, r.State)
 	if r.Node != "" {
 		b = append(b, `,"node":`...)
-		b = appendJSONString(b, r.Node)
+		b = api.AppendJSONString(b, r.Node)
 	}
 	if len(r.Devices) > 0 {
 		d, err := json.Marshal(r.Devices)
@@ -55,7 +56,7 @@ func appendTaskView(b []byte, r *engine.TaskRecord) ([]byte, error) {
 	}
 	if r.Reason != "" {
 		b = append(b, `,"reason":`...)
-		b = appendJSONString(b, r.Reason)
+		b = api.AppendJSONString(b, r.Reason)
 	}
 	if b, err = appendJSONTime(b, `,"submitted":`, r.Submitted); err != nil {
 		return b[:start], err
@@ -71,19 +72,6 @@ func appendTaskView(b []byte, r *engine.TaskRecord) ([]byte, error) {
 		}
 	}
 	return append(b, '}'), nil
-}
-
-// appendJSONString appends s as encoding/json writes it.
-func appendJSONString(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s)
-			return append(b, q...)
-		}
-	}
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
 }
 
 // appendJSONTime appends key and t as time.Time's MarshalJSON writes it.
