@@ -11,7 +11,17 @@ import (
 )
 
 func newBench() *cobra.Command {
-	cmd := &cobra.Command{Use: "bench", Short: "Benchmarks of hetsched's parts"}
+	cmd := &cobra.Command{Use: "bench", Short: "Benchmarks of hetsched's parts",
+		// Every bench command's -o is checked here, before its run starts.
+		PersistentPreRunE: func(c *cobra.Command, _ []string) error {
+			if f := c.Flags().Lookup("output"); f != nil {
+				if v := f.Value.String(); v != "text" && v != "json" {
+					return fmt.Errorf("-o: must be text or json, got %q", v)
+				}
+			}
+			return nil
+		},
+	}
 	cmd.AddCommand(newBenchCore(), newBenchAPI(), newBenchEcho(), newBenchHTTP(), newBenchPending(), newBenchFleet(), newBenchJob(), newBenchPreempt(), newBenchTiers(), newBenchInflight(), newBenchBatch())
 	return cmd
 }
@@ -34,9 +44,6 @@ full cluster of 16-cpu nodes with --tasks tasks waiting; each cycle one
 task finishes and a waiting one is placed).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "text" && output != "json" {
-				return fmt.Errorf("-o: must be text or json, got %q", output)
-			}
 			specs := benchcore.DefaultSpecs()
 			if shape != "" {
 				s := benchcore.Spec{Shape: shape, Nodes: nodes, Tasks: tasks}
@@ -94,9 +101,6 @@ placement with the victims chosen and evicted. Prints p50, p90, p99, max.`,
 			}
 			if arrivals < 1 || arrivals > 1_000_000 {
 				return fmt.Errorf("--arrivals: must be 1..1000000, got %d", arrivals)
-			}
-			if output != "text" && output != "json" {
-				return fmt.Errorf("-o: must be text or json, got %q", output)
 			}
 			if tenants < 0 || tenants > 1000 {
 				return fmt.Errorf("--tenants: must be 0..1000, got %d", tenants)

@@ -29,9 +29,6 @@ func newBenchAPI() *cobra.Command {
 			if o.Mix, err = loadgen.ParseMix(mix); err != nil {
 				return err
 			}
-			if output != "text" && output != "json" {
-				return fmt.Errorf("-o: must be text or json, got %q", output)
-			}
 			if o.Target == "" {
 				return fmt.Errorf("--target: required (for example http://127.0.0.1:7070)")
 			}
@@ -285,9 +282,6 @@ func newBenchInflight() *cobra.Command {
 			if o.Mix, err = loadgen.ParseMix(mix); err != nil {
 				return err
 			}
-			if output != "text" && output != "json" {
-				return fmt.Errorf("-o: must be text or json, got %q", output)
-			}
 			if o.Bin, err = os.Executable(); err != nil {
 				return err
 			}
@@ -325,9 +319,6 @@ func newBenchBatch() *cobra.Command {
 		Short: "Hold --tasks lease tasks in flight (leased and pending) through the batch API on --nodes, then drain them by lease expiry",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if output != "text" && output != "json" {
-				return fmt.Errorf("-o: must be text or json, got %q", output)
-			}
 			var err error
 			if o.Bin, err = os.Executable(); err != nil {
 				return err

@@ -51,6 +51,17 @@ func TestBenchCoreBadInput(t *testing.T) {
 	}
 }
 
+// TestBenchOutputChecked: every bench command refuses an unknown -o before
+// it starts its run (these would otherwise start servers for minutes).
+func TestBenchOutputChecked(t *testing.T) {
+	for _, c := range []string{"core", "api", "http", "pending", "fleet", "job", "preempt", "inflight", "batch"} {
+		_, err := run(t, "bench", c, "-o", "yaml")
+		if err == nil || !strings.Contains(err.Error(), `-o: must be text or json, got "yaml"`) {
+			t.Errorf("bench %s -o yaml: %v", c, err)
+		}
+	}
+}
+
 func TestDemoQuiet(t *testing.T) {
 	out, err := run(t, "demo", "-q")
 	if err != nil {
