@@ -30,6 +30,7 @@ func newServer() *cobra.Command {
 	cmd.Flags().StringVar(&opt.TokensFile, "tokens", "", "bearer tokens (admin, tenant, agent); without it auth is off and only loopback is served")
 	cmd.Flags().StringVar(&opt.Policy, "policy", core.DefaultConfig().Policy, "scheduling policy (see hetsched policies)")
 	cmd.Flags().IntVar(&opt.MaxInFlight, "max-inflight", 0, "task submissions in flight before the server sheds them with 429, low tier first (at half), then medium (80%), urgent and high only at the max; 0: 50000, -1: unlimited")
+	cmd.Flags().StringVar(&opt.MemoryLimit, "memory-limit", server.DefaultMemoryLimit, "Go runtime soft memory limit: a share of the machine's (or cgroup's) memory, a size like 20Gi, or off; GOMEMLIMIT wins when set")
 	cmd.Flags().BoolVar(&opt.NoAging, "no-aging", false, "never raise waiting tasks: strict tier order, and low work may starve")
 	cmd.Flags().DurationVar(&opt.PreemptMinRuntime, "preempt-min-runtime", 0, "a task runs at least this long before preemption or reclaim may evict it")
 	cmd.Flags().Float64Var(&opt.TenantRate, "tenant-rate", 0, "API requests/s per tenant (token bucket) unless its tokens set a rate; 0: unlimited")

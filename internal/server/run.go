@@ -59,6 +59,10 @@ type Options struct {
 	// listener (pprof.go) and turns on mutex and block profiling; "" (the
 	// default) serves no profiles.
 	PprofListen string
+	// MemoryLimit is the Go runtime's soft memory limit: "off", a share of
+	// the machine's memory ("90%", the default when empty) or a size
+	// ("20Gi"). GOMEMLIMIT, when set, wins (memlimit.go).
+	MemoryLimit string
 	Logger      *slog.Logger
 	// Ready, when set, receives the bound address once serving.
 	Ready func(addr string)
@@ -150,6 +154,10 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	}
 	if opt.PprofListen != "" && !isLoopback(opt.PprofListen) {
 		return errs.Invalid("pprof", "the profiling listener is served on loopback only; got %q", opt.PprofListen)
+	}
+	memLimit, memFrom, err := applyMemoryLimit(opt.MemoryLimit)
+	if err != nil {
+		return err
 	}
 	var auth *Auth
 	if opt.TokensFile != "" {
@@ -275,6 +283,9 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	}
 	fmt.Fprintf(out, "hetsched server: http://%s (policy %s, data %s, %d tasks restored in %s)\n",
 		ln.Addr(), cfg.Policy, opt.DataDir, eng.NumTasks(), time.Since(start).Round(time.Millisecond))
+	if memLimit > 0 {
+		lg.Info("go runtime soft memory limit", "bytes", memLimit, "from", memFrom)
+	}
 	if pprofAddr != nil {
 		// After the first line: tools read the server's address from it.
 		fmt.Fprintf(out, "profiling: http://%s/debug/pprof/\n", pprofAddr)
