@@ -81,13 +81,7 @@ func newBenchEcho() *cobra.Command {
 				return fmt.Errorf("--listen: %w", err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "hetsched echo: http://%s\n", ln.Addr())
-			srv := &http.Server{Handler: loadgen.EchoHandler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-			// HTTP/1.1 and h2c, as the server speaks both.
-			var protos http.Protocols
-			protos.SetHTTP1(true)
-			protos.SetUnencryptedHTTP2(true)
-			srv.Protocols = &protos
-			srv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: 100_000}
+			srv := loadgen.EchoServer(loadgen.EchoHandler())
 			stop := make(chan os.Signal, 1)
 			signal.Notify(stop, os.Interrupt)
 			go func() { <-stop; srv.Close() }()

@@ -386,6 +386,19 @@ func EchoHandler() http.Handler {
 	})
 }
 
+// EchoServer serves h (EchoHandler, or a wrapper of it) as the floor is
+// served: HTTP/1.1 and h2c with up to 100,000 streams a connection, as
+// hetsched's server speaks both.
+func EchoServer(h http.Handler) *http.Server {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	var protos http.Protocols
+	protos.SetHTTP1(true)
+	protos.SetUnencryptedHTTP2(true)
+	srv.Protocols = &protos
+	srv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: 100_000}
+	return srv
+}
+
 // TierNames label Result.Tiers.
 var TierNames = [4]string{"urgent", "high", "medium", "low"}
 

@@ -35,17 +35,24 @@ func TestRunRejectsBadOptions(t *testing.T) {
 	}
 }
 
-// TestEchoFloor drives the echo handler on a real socket: every request
-// succeeds and lands in the tier histogram it was drawn for.
-func TestEchoFloor(t *testing.T) {
+// startEcho serves h on 127.0.0.1:0 as the echo floor is served and
+// returns its base URL; the server closes with the test.
+func startEcho(t *testing.T, h http.Handler) string {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: EchoHandler(), ReadHeaderTimeout: 5 * time.Second}
+	srv := EchoServer(h)
 	go srv.Serve(ln)
-	defer srv.Close()
-	r, err := Run(context.Background(), Options{Target: "http://" + ln.Addr().String(), Echo: true, Connections: 4,
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + ln.Addr().String()
+}
+
+// TestEchoFloor drives the echo handler on a real socket: every request
+// succeeds and lands in the tier histogram it was drawn for.
+func TestEchoFloor(t *testing.T) {
+	r, err := Run(context.Background(), Options{Target: startEcho(t, EchoHandler()), Echo: true, Connections: 4,
 		Duration: 300 * time.Millisecond, Mix: [4]int{1, 0, 0, 1}, SourceAddrs: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -100,14 +107,7 @@ func TestShortLeasesFreeCapacity(t *testing.T) {
 // TestOpenLoopRate: at a fixed arrival rate the run sends about rate ×
 // duration requests, however fast the server answers.
 func TestOpenLoopRate(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: EchoHandler(), ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
-	defer srv.Close()
-	r, err := Run(context.Background(), Options{Target: "http://" + ln.Addr().String(), Echo: true, Connections: 4,
+	r, err := Run(context.Background(), Options{Target: startEcho(t, EchoHandler()), Echo: true, Connections: 4,
 		Duration: time.Second, Rate: 200})
 	if err != nil {
 		t.Fatal(err)
@@ -120,25 +120,15 @@ func TestOpenLoopRate(t *testing.T) {
 // TestH2CStreams: over h2c one connection carries many concurrent
 // streams, and the server sees HTTP/2.
 func TestH2CStreams(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var h2 atomic.Int64
 	echo := EchoHandler()
-	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	target := startEcho(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ProtoMajor == 2 {
 			h2.Add(1)
 		}
 		echo.ServeHTTP(w, r)
-	})}
-	var p http.Protocols
-	p.SetHTTP1(true)
-	p.SetUnencryptedHTTP2(true)
-	srv.Protocols = &p
-	go srv.Serve(ln)
-	defer srv.Close()
-	r, err := Run(context.Background(), Options{Target: "http://" + ln.Addr().String(), Echo: true, Connections: 1,
+	}))
+	r, err := Run(context.Background(), Options{Target: target, Echo: true, Connections: 1,
 		H2C: true, Streams: 50, Duration: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/hetsched/hetsched/internal/loadgen"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -23,9 +25,8 @@ func h2cServer(t *testing.T, maxStreams int, handler http.Handler) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
-	srv := &http.Server{Handler: handler, Protocols: &p, HTTP2: &http.HTTP2Config{MaxConcurrentStreams: maxStreams}}
+	srv := loadgen.EchoServer(handler)
+	srv.HTTP2.MaxConcurrentStreams = maxStreams
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 	return ln.Addr().String()
