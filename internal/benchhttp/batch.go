@@ -195,7 +195,9 @@ func submitBatches(ctx context.Context, base string, n, batch, clients int, task
 	return first
 }
 
+// clusterSummary is the part of GET /api/v1/cluster the benches read.
 type clusterSummary struct {
+	Nodes     map[string]int `json:"nodes"`
 	Pending   map[string]int `json:"pending"`
 	Resources map[string]struct {
 		Allocated int64 `json:"allocated"`
@@ -203,6 +205,7 @@ type clusterSummary struct {
 	Tasks int `json:"tasks"`
 }
 
+// summary reads GET /api/v1/cluster.
 func summary(ctx context.Context, base string) (*clusterSummary, error) {
 	var s clusterSummary
 	return &s, getJSON(ctx, base+"/api/v1/cluster", &s)

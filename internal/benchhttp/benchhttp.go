@@ -226,19 +226,8 @@ func waitReady(ctx context.Context, base string, timeout time.Duration) error {
 }
 
 func countTasks(ctx context.Context, base string) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/cluster", nil)
+	s, err := summary(ctx, base)
 	if err != nil {
-		return 0, err
-	}
-	resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	var s struct {
-		Tasks int `json:"tasks"`
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&s); err != nil {
 		return 0, err
 	}
 	return s.Tasks, nil

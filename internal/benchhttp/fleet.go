@@ -66,7 +66,7 @@ func Fleet(ctx context.Context, opt FleetOptions) (*FleetResult, error) {
 		}
 		wall := time.Since(t0).Seconds()
 		// Every node must still be ready: heartbeats kept up.
-		if states, err := nodeStates(hc, srv.URL); err != nil || states["ready"] != opt.Nodes {
+		if states, err := nodeStates(ctx, srv.URL); err != nil || states["ready"] != opt.Nodes {
 			return fmt.Errorf("after the measurement %v of %d nodes are ready (err %v): %s", states, opt.Nodes, err, ag.Stderr())
 		}
 		r.ServerCores = (s1 - s0).Seconds() / wall

@@ -141,31 +141,26 @@ func withFleet(ctx context.Context, bin string, nodes int, extra []string, fn fu
 	}
 	defer ag.Kill()
 	hc := &http.Client{Timeout: 5 * time.Minute}
-	if err := waitNodesReady(ctx, hc, srv.URL, nodes); err != nil {
+	if err := waitNodesReady(ctx, srv.URL, nodes); err != nil {
 		return fmt.Errorf("%w: %s", err, ag.Stderr())
 	}
 	return fn(srv, ag, hc, time.Since(start))
 }
 
 // nodeStates returns the server's node count by state.
-func nodeStates(hc *http.Client, base string) (map[string]int, error) {
-	var sum struct {
-		Nodes map[string]int `json:"nodes"`
-	}
-	resp, err := hc.Get(base + "/api/v1/cluster")
+func nodeStates(ctx context.Context, base string) (map[string]int, error) {
+	s, err := summary(ctx, base)
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
-	err = json.NewDecoder(resp.Body).Decode(&sum)
-	return sum.Nodes, err
+	return s.Nodes, nil
 }
 
 // waitNodesReady waits until n nodes are ready.
-func waitNodesReady(ctx context.Context, hc *http.Client, base string, n int) error {
+func waitNodesReady(ctx context.Context, base string, n int) error {
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
-		states, err := nodeStates(hc, base)
+		states, err := nodeStates(ctx, base)
 		if err == nil && states["ready"] == n {
 			return nil
 		}
