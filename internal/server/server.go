@@ -140,6 +140,12 @@ func (s *Server) table() []route {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sw := &statusWriter{ResponseWriter: w, code: http.StatusOK, start: time.Now()}
 	s.serve(sw, r)
+	s.finishWaits(sw, r)
+}
+
+// finishWaits answers a schedule request left waiting in sw.then, parking
+// in this shallow frame between checks (so the stack stays small).
+func (s *Server) finishWaits(sw *statusWriter, r *http.Request) {
 	for sw.then != nil {
 		changed := s.continueSchedule(sw, r)
 		if changed == nil {
@@ -345,14 +351,7 @@ func (s *Server) schedule(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Not under ServeHTTP (a handler called directly): finish here.
-	sw := &statusWriter{ResponseWriter: w, code: http.StatusOK, start: time.Now(), then: p}
-	for sw.then != nil {
-		changed := s.continueSchedule(sw, r)
-		if changed == nil {
-			return
-		}
-		s.park(p, changed, r)
-	}
+	s.finishWaits(&statusWriter{ResponseWriter: w, code: http.StatusOK, start: time.Now(), then: p}, r)
 }
 
 // pendingSchedule is a schedule request whose tasks are durable, waiting
