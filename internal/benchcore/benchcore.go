@@ -172,6 +172,22 @@ func newCore(cfg core.Config, nodes []api.Node, now time.Time) (*core.Core, erro
 	return c, nil
 }
 
+// fill ticks c every step from now until a Tick places nothing, appending
+// the placed tasks to running; it returns running and the clock.
+func fill(c *core.Core, now time.Time, step time.Duration, running []string) ([]string, time.Time) {
+	for {
+		now = now.Add(step)
+		c.Tick(now)
+		out := c.TakeOutput()
+		for _, p := range out.Placements {
+			running = append(running, p.Task)
+		}
+		if len(out.Placements) == 0 {
+			return running, now
+		}
+	}
+}
+
 // Fleet submits tasks mixed tasks to the fleet of nodes and places them
 // all: urgent and high at once, medium and low in one dispatch.
 func Fleet(opt Options, nodes, tasks int) (Result, error) {
@@ -363,17 +379,7 @@ func Churn(opt Options, nodes, pending, cycles int) (ChurnResult, error) {
 			return ChurnResult{}, err
 		}
 	}
-	for {
-		now = now.Add(time.Hour)
-		c.Tick(now)
-		out := c.TakeOutput()
-		for _, p := range out.Placements {
-			running = append(running, p.Task)
-		}
-		if len(out.Placements) == 0 {
-			break
-		}
-	}
+	running, now = fill(c, now, time.Hour, running)
 	if len(running) != nodes*16 {
 		return ChurnResult{}, fmt.Errorf("filled %d of %d slots", len(running), nodes*16)
 	}

@@ -69,7 +69,6 @@ func Tiers(opt Options, nodes, backlog int, rate float64, d time.Duration) (Tier
 		return api.Task{ID: id, Priority: &prio[tier], Resources: resource.List{resource.CPU: 1000, resource.Memory: q("1Gi")}}
 	}
 	// Fill every slot with low tasks, and queue the backlog behind them.
-	var running []string
 	seq := 0
 	for i := 0; i < nodes*16+backlog; i++ {
 		t := mk("f"+strconv.Itoa(seq), 3)
@@ -78,17 +77,7 @@ func Tiers(opt Options, nodes, backlog int, rate float64, d time.Duration) (Tier
 			return TiersResult{}, err
 		}
 	}
-	for {
-		now = now.Add(time.Second)
-		c.Tick(now)
-		out := c.TakeOutput()
-		for _, p := range out.Placements {
-			running = append(running, p.Task)
-		}
-		if len(out.Placements) == 0 {
-			break
-		}
-	}
+	running, now := fill(c, now, time.Second, nil)
 	var hist [4]*hdrhistogram.Histogram
 	for l := range hist {
 		hist[l] = hdrhistogram.New(1, 10_000_000, 3)

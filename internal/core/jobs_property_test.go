@@ -571,16 +571,22 @@ func (k *pjCase) submitJob() {
 // pick returns a random submitted task id whose task passes ok, "" when
 // none.
 func (k *pjCase) pick(label string, ok func(*Task) bool) string {
+	return drawTaskID(k.t, k.c, k.ids, label, ok)
+}
+
+// drawTaskID draws, as label, one of ids whose task in c passes ok; ""
+// when none does.
+func drawTaskID(t *rapid.T, c *Core, ids []string, label string, ok func(*Task) bool) string {
 	var cand []string
-	for _, id := range k.ids {
-		if t, _ := k.c.Task(id); ok(t) {
+	for _, id := range ids {
+		if tk, _ := c.Task(id); ok(tk) {
 			cand = append(cand, id)
 		}
 	}
 	if len(cand) == 0 {
 		return ""
 	}
-	return cand[rapid.IntRange(0, len(cand)-1).Draw(k.t, label)]
+	return cand[rapid.IntRange(0, len(cand)-1).Draw(t, label)]
 }
 
 func isPlaced(s State) bool { return s == Scheduled || s == Running }

@@ -115,23 +115,21 @@ func (c *Core) preemptModeOf(t *Task, o *Option) preemptMode {
 // guarantee) stays within its guarantee of every guaranteed resource o
 // asks for, and o asks for at least one.
 func (c *Core) mayReclaim(t *Task, o *Option) bool {
-	for q := t.queue; q != nil; q = q.parent {
-		if len(q.guar) == 0 {
+	q := reclaimQueue(t)
+	if q == nil {
+		return false
+	}
+	asked := false
+	for _, g := range q.guar {
+		if o.req[g.dim] == 0 {
 			continue
 		}
-		asked := false
-		for _, g := range q.guar {
-			if o.req[g.dim] == 0 {
-				continue
-			}
-			asked = true
-			if q.used[g.dim]+o.req[g.dim] > g.max {
-				return false
-			}
+		asked = true
+		if q.used[g.dim]+o.req[g.dim] > g.max {
+			return false
 		}
-		return asked
 	}
-	return false
+	return asked
 }
 
 // mayPreempt reports whether t may evict anything: it is urgent or high,
@@ -327,7 +325,7 @@ func (c *Core) priorityVictim(t, v *Task) bool {
 }
 
 // reclaimQueue is the queue whose guarantee t reclaims for: the nearest
-// with a guarantee at or above t's leaf (as mayReclaim).
+// with a guarantee at or above t's leaf.
 func reclaimQueue(t *Task) *queueNode {
 	q := t.queue
 	for q != nil && len(q.guar) == 0 {

@@ -394,16 +394,7 @@ func (k *qpCase) submitJob() {
 
 // pick returns a random task id whose task passes ok, "" when none.
 func (k *qpCase) pick(label string, ok func(*Task) bool) string {
-	var cand []string
-	for _, id := range k.ids {
-		if t, _ := k.c.Task(id); ok(t) {
-			cand = append(cand, id)
-		}
-	}
-	if len(cand) == 0 {
-		return ""
-	}
-	return cand[rapid.IntRange(0, len(cand)-1).Draw(k.t, label)]
+	return drawTaskID(k.t, k.c, k.ids, label, ok)
 }
 
 func (k *qpCase) step() {
