@@ -5,6 +5,7 @@ import (
 
 	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/resource"
+	"github.com/hetsched/hetsched/internal/sim/trace"
 )
 
 // fragRatio is the fragmented GPU capacity over the GPU capacity: free GPU
@@ -18,7 +19,7 @@ func (r *run) fragRatio() float64 {
 	for _, n := range r.c.Nodes() {
 		cpuFree := n.Capacity()[resource.DimCPU] - n.Allocated()[resource.DimCPU]
 		for _, d := range n.Devices() {
-			if d.Type != "nvidia.com/gpu" || !d.Healthy {
+			if d.Type != string(trace.GPU) || !d.Healthy {
 				continue
 			}
 			switch {
@@ -100,7 +101,7 @@ func (r *run) finish() {
 		r.res.GPUAlloc = r.gpuRatio()
 		r.res.FragRatio = r.fragRatio()
 	} else {
-		r.res.GPUAlloc = r.res.Utilization["nvidia.com/gpu"]
+		r.res.GPUAlloc = r.res.Utilization[string(trace.GPU)]
 	}
 	if len(r.queues) > 1 && span > 0 {
 		var sum, sq float64

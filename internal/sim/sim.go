@@ -85,7 +85,6 @@ type task struct {
 	vec  resource.Vector
 	node string
 	on   bool // placed now
-	done bool
 }
 
 type completion struct {
@@ -117,7 +116,7 @@ func (h *completions) Pop() any {
 const maxIdleWakeups = 64
 
 // tracked resource types of the series, in this order.
-var seriesTypes = []string{"nvidia.com/gpu", "google.com/tpu", "cpu", "memory"}
+var seriesTypes = []string{string(trace.GPU), string(trace.TPU), string(resource.CPU), string(resource.Memory)}
 
 type run struct {
 	cfg   Config
@@ -153,7 +152,6 @@ type run struct {
 	// the allocation integrals when the last job arrived
 	arrInteg [resource.MaxDims]float64
 	arrT     int64
-	nodeByNm map[string]*api.Node
 }
 
 // Run simulates cfg and measures it.
@@ -187,7 +185,7 @@ func Run(cfg Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	r := &run{cfg: cfg, c: c, epoch: time.Unix(1_600_000_000, 0), byID: map[string]*task{}, gpuDim: -1, touched: map[string]bool{}, nodeByNm: map[string]*api.Node{}}
+	r := &run{cfg: cfg, c: c, epoch: time.Unix(1_600_000_000, 0), byID: map[string]*task{}, gpuDim: -1, touched: map[string]bool{}}
 	r.res = Result{Policy: ccfg.Policy, Seed: cfg.Seed, Cluster: cfg.Cluster.Name, Workload: cfg.Workload.Name, Nodes: len(cfg.Cluster.Nodes)}
 	if err := r.setup(); err != nil {
 		return Result{}, err
@@ -212,12 +210,11 @@ func (r *run) setup() error {
 		if err := r.c.UpsertNode(r.epoch, n); err != nil {
 			return fmt.Errorf("node %s: %w", n.Name, err)
 		}
-		r.nodeByNm[n.Name] = n
 		for _, d := range n.Devices {
 			switch d.Type {
-			case "nvidia.com/gpu":
+			case string(trace.GPU):
 				r.res.GPUs++
-			case "google.com/tpu":
+			case string(trace.TPU):
 				r.res.TPUs++
 			}
 		}
@@ -227,7 +224,7 @@ func (r *run) setup() error {
 	for _, n := range r.c.Nodes() {
 		r.capVec.Add(n.Capacity())
 	}
-	if d, ok := dims.Lookup("nvidia.com/gpu"); ok {
+	if d, ok := dims.Lookup(trace.GPU); ok {
 		r.gpuDim = d
 	}
 	r.dimIndex = make([]int, len(seriesTypes))
@@ -251,12 +248,12 @@ func (r *run) setup() error {
 			limit := int64(r.cfg.StopAt * float64(r.capVec[r.gpuDim]))
 			var sum int64
 			for _, oi := range order {
-				sum += r.cfg.Workload.Jobs[oi].Task.Resources["nvidia.com/gpu"]
+				sum += r.cfg.Workload.Jobs[oi].Task.Resources[trace.GPU]
 			}
 			for extra := 0; sum < limit && extra < 4*len(r.cfg.Workload.Jobs); extra++ {
 				oi := rng.IntN(len(r.cfg.Workload.Jobs))
 				order = append(order, oi)
-				sum += r.cfg.Workload.Jobs[oi].Task.Resources["nvidia.com/gpu"]
+				sum += r.cfg.Workload.Jobs[oi].Task.Resources[trace.GPU]
 			}
 		}
 	}
@@ -291,9 +288,7 @@ func (r *run) setup() error {
 		if r.cfg.FGD {
 			j.prio = api.PriorityHigh
 		}
-		if v, ok := tj.Task.Resources["nvidia.com/gpu"]; ok {
-			j.gpuMilli = v
-		}
+		j.gpuMilli = tj.Task.Resources[trace.GPU]
 		parts := int64(1)
 		if maxGPUs > 0 && j.gpuMilli > maxGPUs && len(tj.Task.Alternatives) == 0 {
 			parts = (j.gpuMilli + maxGPUs - 1) / maxGPUs
@@ -306,7 +301,7 @@ func (r *run) setup() error {
 				for name, v := range tj.Task.Resources {
 					t.spec.Resources[name] = (v + parts - 1) / parts
 				}
-				t.spec.Resources["nvidia.com/gpu"] = maxGPUs
+				t.spec.Resources[trace.GPU] = maxGPUs
 			}
 			t.spec.ID = t.id
 			prio := j.prio
@@ -359,7 +354,6 @@ func (r *run) setup() error {
 	}
 	r.qAlloc = make([]resource.Vector, len(r.queues))
 	r.qInteg = make([]float64, len(r.queues))
-	r.res.Jobs = len(r.jobs)
 	r.res.Queues = len(r.queues)
 	if len(r.jobs) > 0 {
 		r.startT = r.jobs[0].arrival
@@ -463,7 +457,6 @@ func (r *run) loop() error {
 				return fmt.Errorf("finish %s: %w", tk.id, err)
 			}
 			r.release(tk)
-			tk.done = true
 			if tk.j.left--; tk.j.left == 0 {
 				tk.j.done = t
 				r.res.Completed++

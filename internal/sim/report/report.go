@@ -75,7 +75,7 @@ type Summary struct {
 type acc []float64
 
 func (a *acc) add(v float64) {
-	if !math.IsNaN(v) && !math.IsInf(v, 0) {
+	if finite(v) {
 		*a = append(*a, v)
 	}
 }
@@ -159,7 +159,7 @@ func summarize(policy string, runs []*sim.Result) Summary {
 		}
 		gpuAlloc.add(r.GPUAlloc)
 		frag.add(r.FragRatio)
-		if v, ok := r.UtilArrivals["nvidia.com/gpu"]; ok {
+		if v, ok := r.UtilArrivals[resGPU]; ok {
 			gua.add(v)
 		}
 		if r.JCT.N > 0 {

@@ -74,35 +74,33 @@ func ReadGavelThroughputs(r io.Reader) (Throughputs, error) {
 		return nil, err
 	}
 	th := Throughputs{}
-	for {
-		ok, err := rr.nextRow()
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			return th, nil
-		}
+	err := rr.eachRow(func() error {
 		worker, job := rr.get("worker_type"), rr.get("job_type")
 		if worker == "" || len(worker) > api.MaxIDLen {
-			return nil, rr.errf("worker_type", "want 1 to %d characters", api.MaxIDLen)
+			return rr.errf("worker_type", "want 1 to %d characters", api.MaxIDLen)
 		}
 		if job == "" || len(job) > api.MaxIDLen {
-			return nil, rr.errf("job_type", "want 1 to %d characters", api.MaxIDLen)
+			return rr.errf("job_type", "want 1 to %d characters", api.MaxIDLen)
 		}
 		scale, err := parseInt(rr.get("scale_factor"), 1, maxScale)
 		if err != nil {
-			return nil, rr.wrap("scale_factor", err)
+			return rr.wrap("scale_factor", err)
 		}
 		v, err := parseFloat(rr.get("isolated_throughput_steps_per_s"), 0, math.MaxFloat64)
 		if err != nil {
-			return nil, rr.wrap("isolated_throughput_steps_per_s", err)
+			return rr.wrap("isolated_throughput_steps_per_s", err)
 		}
 		k := ThroughputKey{Worker: worker, JobType: job, Scale: int(scale)}
 		if _, dup := th[k]; dup {
-			return nil, rr.errf("", "%s, %q, scale factor %d measured twice", worker, job, scale)
+			return rr.errf("", "%s, %q, scale factor %d measured twice", worker, job, scale)
 		}
 		th[k] = v
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
+	return th, nil
 }
 
 // gavelColumns are a Gavel trace's tab-separated fields.
@@ -132,26 +130,19 @@ var gavelColumns = []string{"job_type", "command", "working_directory", "num_ste
 // Errors are *ParseError naming the line and column.
 func ReadGavelTrace(r io.Reader, th Throughputs) (Workload, error) {
 	rr := newRowReader(r, '\t')
-	rr.cols = make(map[string]int, len(gavelColumns))
-	for i, c := range gavelColumns {
-		rr.cols[c] = i
-	}
-	rr.width = len(gavelColumns)
+	rr.setColumns(gavelColumns)
 	w := Workload{Name: "gavel"}
-	for {
-		ok, err := rr.nextRow()
-		if err != nil {
-			return Workload{}, err
-		}
-		if !ok {
-			break
-		}
+	err := rr.eachRow(func() error {
 		j, err := gavelJob(rr, th)
 		if err != nil {
-			return Workload{}, err
+			return err
 		}
 		j.ID = "gavel-" + strconv.Itoa(len(w.Jobs))
 		w.Jobs = append(w.Jobs, j)
+		return nil
+	})
+	if err != nil {
+		return Workload{}, err
 	}
 	slices.SortStableFunc(w.Jobs, func(a, b Job) int { return cmp.Compare(a.Arrival, b.Arrival) })
 	return w, nil

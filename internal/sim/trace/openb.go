@@ -28,46 +28,40 @@ func ReadOpenbNodes(r io.Reader) (Cluster, error) {
 	}
 	c := Cluster{Name: "openb"}
 	seen := map[string]bool{}
-	for {
-		ok, err := rr.nextRow()
+	err := rr.eachRow(func() error {
+		name, err := rr.uniqueID("sn", "node", seen)
 		if err != nil {
-			return Cluster{}, err
+			return err
 		}
-		if !ok {
-			return c, nil
-		}
-		name := rr.get("sn")
-		if err := api.ValidateID("sn", name); err != nil {
-			return Cluster{}, rr.wrap("sn", err)
-		}
-		if seen[name] {
-			return Cluster{}, rr.errf("sn", "duplicate node %q", name)
-		}
-		seen[name] = true
 		cpu, err := parseInt(rr.get("cpu_milli"), 0, resource.MaxValue)
 		if err != nil {
-			return Cluster{}, rr.wrap("cpu_milli", err)
+			return rr.wrap("cpu_milli", err)
 		}
 		mib, err := parseInt(rr.get("memory_mib"), 0, resource.MaxValue>>20)
 		if err != nil {
-			return Cluster{}, rr.wrap("memory_mib", err)
+			return rr.wrap("memory_mib", err)
 		}
 		gpus, err := parseInt(rr.get("gpu"), 0, api.MaxNodeDevices)
 		if err != nil {
-			return Cluster{}, rr.wrap("gpu", err)
+			return rr.wrap("gpu", err)
 		}
 		model := rr.get("model")
 		if gpus > 0 && model != "" {
 			if err := api.ValidateLabelValue(model); err != nil {
-				return Cluster{}, rr.wrap("model", err)
+				return rr.wrap("model", err)
 			}
 		}
 		n := deviceNode(name, cpu, mib<<20, GPU, model, int(gpus), ModelLabel)
 		if err := n.Validate(); err != nil {
-			return Cluster{}, rr.wrap("", err)
+			return rr.wrap("", err)
 		}
 		c.Nodes = append(c.Nodes, n)
+		return nil
+	})
+	if err != nil {
+		return Cluster{}, err
 	}
+	return c, nil
 }
 
 // ReadOpenbPods reads an Alibaba openb pod list (openb_pod_list_*.csv): a
@@ -104,27 +98,25 @@ func ReadOpenbPods(r io.Reader) (Workload, error) {
 	}
 	w := Workload{Name: "openb"}
 	seen := map[string]bool{}
-	for {
-		ok, err := rr.nextRow()
-		if err != nil {
-			return Workload{}, err
-		}
-		if !ok {
-			return w, nil
-		}
+	err := rr.eachRow(func() error {
 		j, err := openbPod(rr)
 		if err != nil {
-			return Workload{}, err
+			return err
 		}
 		if seen[j.ID] {
-			return Workload{}, rr.errf("name", "duplicate pod %q", j.ID)
+			return rr.errf("name", "duplicate pod %q", j.ID)
 		}
 		seen[j.ID] = true
 		if err := j.Task.Validate(); err != nil {
-			return Workload{}, rr.wrap("", err)
+			return rr.wrap("", err)
 		}
 		w.Jobs = append(w.Jobs, j)
+		return nil
+	})
+	if err != nil {
+		return Workload{}, err
 	}
+	return w, nil
 }
 
 func openbPod(rr *rowReader) (Job, error) {

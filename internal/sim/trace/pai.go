@@ -29,57 +29,46 @@ const paiHeader = "machine,gpu_type,cap_cpu,cap_mem,cap_gpu"
 // column.
 func ReadPAIMachines(r io.Reader) (Cluster, error) {
 	rr := newRowReader(r, ',')
-	cols := strings.Split(paiHeader, ",")
-	rr.cols = make(map[string]int, len(cols))
-	for i, c := range cols {
-		rr.cols[c] = i
-	}
-	rr.width = len(cols)
+	rr.setColumns(strings.Split(paiHeader, ","))
 	c := Cluster{Name: "pai"}
 	seen := map[string]bool{}
-	for {
-		ok, err := rr.nextRow()
-		if err != nil {
-			return Cluster{}, err
-		}
-		if !ok {
-			return c, nil
-		}
+	err := rr.eachRow(func() error {
 		if rr.rows == 1 && strings.Join(rr.rec, ",") == paiHeader {
 			rr.rows--
-			continue
+			return nil
 		}
-		name := rr.get("machine")
-		if err := api.ValidateID("machine", name); err != nil {
-			return Cluster{}, rr.wrap("machine", err)
+		name, err := rr.uniqueID("machine", "machine", seen)
+		if err != nil {
+			return err
 		}
-		if seen[name] {
-			return Cluster{}, rr.errf("machine", "duplicate machine %q", name)
-		}
-		seen[name] = true
 		model := rr.get("gpu_type")
 		if err := api.ValidateLabelValue(model); err != nil || model == "" {
-			return Cluster{}, rr.errf("gpu_type", "want a GPU model (P100, T4, V100, V100M32, MISC) or CPU, got %q", truncate(model))
+			return rr.errf("gpu_type", "want a GPU model (P100, T4, V100, V100M32, MISC) or CPU, got %q", truncate(model))
 		}
 		cores, err := parseFloat(rr.get("cap_cpu"), 0, float64(resource.MaxValue/1000))
 		if err != nil {
-			return Cluster{}, rr.wrap("cap_cpu", err)
+			return rr.wrap("cap_cpu", err)
 		}
 		gib, err := parseFloat(rr.get("cap_mem"), 0, float64(resource.MaxValue>>30))
 		if err != nil {
-			return Cluster{}, rr.wrap("cap_mem", err)
+			return rr.wrap("cap_mem", err)
 		}
 		gpus, err := parseInt(rr.get("cap_gpu"), 0, api.MaxNodeDevices)
 		if err != nil {
-			return Cluster{}, rr.wrap("cap_gpu", err)
+			return rr.wrap("cap_gpu", err)
 		}
 		if model == "CPU" && gpus != 0 {
-			return Cluster{}, rr.errf("cap_gpu", "a CPU machine has no GPUs, got %d", gpus)
+			return rr.errf("cap_gpu", "a CPU machine has no GPUs, got %d", gpus)
 		}
 		n := deviceNode(name, int64(math.Round(cores*1000)), int64(math.Round(gib*(1<<30))), GPU, model, int(gpus), ModelLabel)
 		if err := n.Validate(); err != nil {
-			return Cluster{}, rr.wrap("", err)
+			return rr.wrap("", err)
 		}
 		c.Nodes = append(c.Nodes, n)
+		return nil
+	})
+	if err != nil {
+		return Cluster{}, err
 	}
+	return c, nil
 }

@@ -53,34 +53,31 @@ func ReadPhilly(r io.Reader) (Workload, error) {
 		queue string
 	}
 	var rows []row
-	for {
-		ok, err := rr.nextRow()
-		if err != nil {
-			return Workload{}, err
-		}
-		if !ok {
-			break
-		}
+	err := rr.eachRow(func() error {
 		at, err := time.Parse(phillyTime, rr.get("timestamp"))
 		if err != nil {
-			return Workload{}, rr.errf("timestamp", "want YYYY-MM-DD hh:mm:ss, got %q", truncate(rr.get("timestamp")))
+			return rr.errf("timestamp", "want YYYY-MM-DD hh:mm:ss, got %q", truncate(rr.get("timestamp")))
 		}
 		dur, err := parseFloat(rr.get("duration"), 0, maxSeconds)
 		if err == nil && dur <= 0 {
 			err = errNotPositive
 		}
 		if err != nil {
-			return Workload{}, rr.wrap("duration", err)
+			return rr.wrap("duration", err)
 		}
 		gpus, err := parseInt(rr.get("num_gpus"), 0, api.MaxDeviceCount)
 		if err != nil {
-			return Workload{}, rr.wrap("num_gpus", err)
+			return rr.wrap("num_gpus", err)
 		}
 		queue := "vc-" + rr.get("cluster")
 		if err := api.ValidateID("cluster", queue); err != nil || rr.get("cluster") == "" {
-			return Workload{}, rr.errf("cluster", "want a virtual cluster id of letters and digits, got %q", truncate(rr.get("cluster")))
+			return rr.errf("cluster", "want a virtual cluster id of letters and digits, got %q", truncate(rr.get("cluster")))
 		}
 		rows = append(rows, row{at: at, dur: dur, gpus: gpus, line: rr.line, queue: queue})
+		return nil
+	})
+	if err != nil {
+		return Workload{}, err
 	}
 	slices.SortStableFunc(rows, func(a, b row) int { return a.at.Compare(b.at) })
 	w := Workload{Name: "philly", Jobs: make([]Job, len(rows))}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/hetsched/hetsched/internal/api"
 )
 
 // Limits on untrusted input: every loop over a trace file is bounded by
@@ -98,6 +100,20 @@ func (rr *rowReader) next() (bool, error) {
 	}
 }
 
+// eachRow calls row for every data row (nextRow) until the end of the
+// input or the first error, which it returns.
+func (rr *rowReader) eachRow(row func() error) error {
+	for {
+		ok, err := rr.nextRow()
+		if err != nil || !ok {
+			return err
+		}
+		if err := row(); err != nil {
+			return err
+		}
+	}
+}
+
 // nextRow is next for data rows: it counts them against MaxRows.
 func (rr *rowReader) nextRow() (bool, error) {
 	ok, err := rr.next()
@@ -177,6 +193,31 @@ func (rr *rowReader) readHeader(required ...string) error {
 	}
 	rr.width = len(rr.rec)
 	return nil
+}
+
+// setColumns names the columns of a file without a header: rows must have
+// exactly these fields, in this order.
+func (rr *rowReader) setColumns(cols []string) {
+	rr.cols = make(map[string]int, len(cols))
+	for i, c := range cols {
+		rr.cols[c] = i
+	}
+	rr.width = len(cols)
+}
+
+// uniqueID returns column col of the current row, which must be a valid
+// ID (api.ValidateID) not in seen; it adds it to seen. what names the
+// thing in the error for a duplicate.
+func (rr *rowReader) uniqueID(col, what string, seen map[string]bool) (string, error) {
+	id := rr.get(col)
+	if err := api.ValidateID(col, id); err != nil {
+		return "", rr.wrap(col, err)
+	}
+	if seen[id] {
+		return "", rr.errf(col, "duplicate %s %q", what, id)
+	}
+	seen[id] = true
+	return id, nil
 }
 
 // get returns the named column of the current row, trimmed; "" when the

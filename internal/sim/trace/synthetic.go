@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -119,39 +120,19 @@ func DefaultSynthConfig() SynthConfig {
 // withDefaults fills zero fields from DefaultSynthConfig.
 func (c SynthConfig) withDefaults() SynthConfig {
 	d := DefaultSynthConfig()
-	if c.Jobs == 0 {
-		c.Jobs = d.Jobs
-	}
-	if c.Rate == 0 {
-		c.Rate = d.Rate
-	}
-	if c.MeanDuration == 0 {
-		c.MeanDuration = d.MeanDuration
-	}
-	if c.Dist == "" {
-		c.Dist = d.Dist
-	}
-	if c.Sigma == 0 {
-		c.Sigma = d.Sigma
-	}
-	if c.Sizes == (SizeMix{}) {
-		c.Sizes = d.Sizes
-	}
+	c.Jobs = cmp.Or(c.Jobs, d.Jobs)
+	c.Rate = cmp.Or(c.Rate, d.Rate)
+	c.MeanDuration = cmp.Or(c.MeanDuration, d.MeanDuration)
+	c.Dist = cmp.Or(c.Dist, d.Dist)
+	c.Sigma = cmp.Or(c.Sigma, d.Sigma)
+	c.Sizes = cmp.Or(c.Sizes, d.Sizes)
 	if c.Models == nil {
 		c.Models = d.Models
 	}
-	if c.Tiers == ([4]float64{}) {
-		c.Tiers = d.Tiers
-	}
-	if c.Queues == 0 {
-		c.Queues = d.Queues
-	}
-	if c.CPUPerGPU == 0 {
-		c.CPUPerGPU = d.CPUPerGPU
-	}
-	if c.MemoryPerGPU == 0 {
-		c.MemoryPerGPU = d.MemoryPerGPU
-	}
+	c.Tiers = cmp.Or(c.Tiers, d.Tiers)
+	c.Queues = cmp.Or(c.Queues, d.Queues)
+	c.CPUPerGPU = cmp.Or(c.CPUPerGPU, d.CPUPerGPU)
+	c.MemoryPerGPU = cmp.Or(c.MemoryPerGPU, d.MemoryPerGPU)
 	return c
 }
 
