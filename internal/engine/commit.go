@@ -260,41 +260,37 @@ func (e *Engine) gauge(now time.Time) {
 	for k, v := range devAlloc {
 		m.DeviceAllocated.WithLabelValues(k.typ, k.model).Set(float64(v))
 	}
-	m.QueueUsage.Reset()
-	m.QueueMax.Reset()
-	m.QueueGuaranteed.Reset()
-	m.QueueFairShare.Reset()
+	g := &e.series
 	if len(e.queues) > 0 {
 		for name, fs := range e.c.FairShares() {
 			for r, v := range fs {
-				m.QueueFairShare.WithLabelValues(name, string(r)).Set(float64(v))
+				g.set(m.QueueFairShare, float64(v), name, string(r))
 			}
 		}
 	}
 	for name, q := range e.queues {
 		if u, ok := e.c.QueueUsage(name); ok {
 			for r, v := range u {
-				m.QueueUsage.WithLabelValues(name, string(r)).Set(float64(v))
+				g.set(m.QueueUsage, float64(v), name, string(r))
 			}
 		}
 		for r, v := range q.Max {
-			m.QueueMax.WithLabelValues(name, string(r)).Set(float64(v))
+			g.set(m.QueueMax, float64(v), name, string(r))
 		}
 		for r, v := range q.Guaranteed {
-			m.QueueGuaranteed.WithLabelValues(name, string(r)).Set(float64(v))
+			g.set(m.QueueGuaranteed, float64(v), name, string(r))
 		}
 	}
-	m.PendingReason.Reset()
 	for q, cats := range e.waitingByReason() {
 		for cat, n := range cats {
-			m.PendingReason.WithLabelValues(q, cat).Set(float64(n))
+			g.set(m.PendingReason, float64(n), q, cat)
 		}
 	}
-	m.PendingQueue.Reset()
 	e.mu.RLock()
 	for k, n := range e.waiting {
-		m.PendingQueue.WithLabelValues(k.queue, api.TierNames[k.tier]).Set(float64(n))
+		g.set(m.PendingQueue, float64(n), k.queue, api.TierNames[k.tier])
 	}
+	g.sweep()
 	m.Tasks.Set(float64(len(e.tasks)))
 	e.mu.RUnlock()
 }

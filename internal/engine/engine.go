@@ -35,12 +35,14 @@ var ErrStopped = errs.New(errs.Unavailable, "", "the scheduler is stopped")
 
 // Engine runs a core for a server. See the package doc for its contracts.
 type Engine struct {
-	cfg  Config
-	st   store.Store
-	log  *slog.Logger
-	cmds chan *command
-	quit chan struct{}
-	done chan struct{}
+	cfg Config
+	// series tracks the labelled gauges set per refresh (gauges.go).
+	series gaugeSeries
+	st     store.Store
+	log    *slog.Logger
+	cmds   chan *command
+	quit   chan struct{}
+	done   chan struct{}
 
 	mu     sync.RWMutex // guards tasks, order, nodes and fatal for readers
 	tasks  map[string]*TaskRecord
