@@ -24,6 +24,17 @@ const (
 	QuotaExceeded    Code = "quota_exceeded"
 	RateLimited      Code = "rate_limited"
 	Unavailable      Code = "unavailable"
+	// UnsupportedMediaType: a write whose Content-Type is not JSON (or the
+	// CLI's YAML); it keeps browser pages from posting "simple" requests.
+	UnsupportedMediaType Code = "unsupported_media_type"
+	// Misdirected: with auth off, a Host that is neither loopback nor the
+	// listen address (DNS rebinding).
+	Misdirected Code = "misdirected"
+	// RequestTimeout: the client sent its body too slowly.
+	RequestTimeout Code = "request_timeout"
+	// InsufficientStorage: the store's free-space reserve is reached;
+	// writes are refused, reads still work.
+	InsufficientStorage Code = "insufficient_storage"
 	// Internal is a bug in hetsched; it is the only code that maps to 500.
 	Internal Code = "internal"
 )
@@ -117,14 +128,22 @@ func HTTPStatus(c Code) int {
 		return 404
 	case AlreadyExists, Conflict:
 		return 409
+	case RequestTimeout:
+		return 408
 	case TooLarge:
 		return 413
+	case UnsupportedMediaType:
+		return 415
+	case Misdirected:
+		return 421
 	case QuotaExceeded:
 		return 422
 	case RateLimited:
 		return 429
 	case Unavailable:
 		return 503
+	case InsufficientStorage:
+		return 507
 	default:
 		return 500
 	}
