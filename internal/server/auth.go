@@ -48,6 +48,10 @@ type TokensFile struct {
 type Principal struct {
 	Role   string
 	Tenant string // for tenants; DefaultTenant when auth is off
+	// Nodes, for an agent, are the node names it may register, heartbeat
+	// and read assignments of: path.Match patterns from its token's
+	// nodes, or the DNS names of its certificate. Nil: any node.
+	Nodes []string
 }
 
 // sees reports whether p may see and change a task owned by tenant.
