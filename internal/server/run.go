@@ -63,7 +63,11 @@ type Options struct {
 	// the machine's memory ("90%", the default when empty) or a size
 	// ("20Gi"). GOMEMLIMIT, when set, wins (memlimit.go).
 	MemoryLimit string
-	Logger      *slog.Logger
+	// AllowOrigins are the browser origins (scheme://host[:port]) whose
+	// cross-origin requests are served, with CORS headers (browser.go);
+	// none by default.
+	AllowOrigins []string
+	Logger       *slog.Logger
 	// Ready, when set, receives the bound address once serving.
 	Ready func(addr string)
 }
@@ -159,6 +163,10 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	if err != nil {
 		return err
 	}
+	origins, err := ParseAllowedOrigins(opt.AllowOrigins)
+	if err != nil {
+		return err
+	}
 	var auth *Auth
 	if opt.TokensFile != "" {
 		var err error
@@ -248,6 +256,7 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 		}
 	}
 	handler := New(eng, cfg.Policy, lg, reg, m, auth)
+	handler.browser = newBrowserGuard(auth == nil, ln.Addr().String(), origins)
 	switch {
 	case opt.MaxInFlight == 0:
 		handler.adm.max = DefaultMaxInFlight

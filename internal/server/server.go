@@ -45,6 +45,8 @@ type Server struct {
 	adm admission
 	// expiry ends the waits of schedule requests (expiry.go).
 	expiry expiry
+	// browser refuses what a web page could send (browser.go).
+	browser *browserGuard
 }
 
 // Close ends long-lived streams (events) so that a graceful shutdown does
@@ -58,6 +60,7 @@ func New(eng *engine.Engine, policy string, log *slog.Logger, reg *prometheus.Re
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{eng: eng, log: log, policy: policy, mux: http.NewServeMux(), metrics: m, auth: auth, closing: make(chan struct{}),
+		browser: newBrowserGuard(auth == nil, "", nil),
 		logClient: &http.Client{Transport: &http.Transport{
 			DialContext:           (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
 			ResponseHeaderTimeout: 10 * time.Second,
@@ -139,6 +142,13 @@ func (s *Server) table() []route {
 // waiting HTTP/2 streams that is 4 GiB (TestWaitingStackShrinks).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sw := &statusWriter{ResponseWriter: w, code: http.StatusOK, start: time.Now()}
+	if s.browser.cors(sw, r) {
+		return // a preflight of an allowed origin, answered
+	}
+	if err := s.browser.check(r); err != nil {
+		s.refuse(sw, r, err)
+		return
+	}
 	s.serve(sw, r)
 	s.finishWaits(sw, r)
 }
@@ -210,12 +220,20 @@ type errorBody struct {
 	} `json:"error"`
 }
 
+// maxErrorMessage bounds an error body's message: errs.New already clips
+// the values it quotes, and this catches a cause's text (Wrap) that quotes
+// more.
+const maxErrorMessage = 1024
+
 // writeError writes err as API.md's error body with its status.
 func writeError(w http.ResponseWriter, err error) {
 	var body errorBody
 	body.Error.Code = errs.CodeOf(err)
 	body.Error.Field = errs.FieldOf(err)
 	body.Error.Message = err.Error()
+	if len(body.Error.Message) > maxErrorMessage {
+		body.Error.Message = errs.ClipTo(body.Error.Message, maxErrorMessage)
+	}
 	if body.Error.Code == errs.RateLimited || body.Error.Code == errs.Unavailable {
 		w.Header().Set("Retry-After", "1")
 	}
