@@ -48,12 +48,17 @@ func (e *Engine) apply(cmd *command, now time.Time) {
 	case cmdCancelJob:
 		cmd.err = e.cancelJob(cmd.id, now)
 	case cmdUpsertNode:
+		if cmd.err = e.mayUpsertStatic(cmd.node.Name); cmd.err != nil {
+			break
+		}
 		cmd.err = e.c.UpsertNode(now, cmd.node)
 		if cmd.err == nil {
 			e.stNode[cmd.node.Name] = cmd.node
 		}
 	case cmdRegister:
 		cmd.gen, cmd.err = e.register(cmd.reg, now)
+	case cmdReleaseNode:
+		cmd.state, cmd.err = e.releaseNode(cmd.id, now)
 	case cmdHeartbeat:
 		cmd.err = e.heartbeat(cmd.id, cmd.beats, now)
 	case cmdAgentStatus:

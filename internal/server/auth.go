@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,6 +38,10 @@ type Token struct {
 	// the server's --tenant-rate, if any.
 	Rate  float64 `json:"rate,omitempty"`
 	Burst int     `json:"burst,omitempty"`
+	// Nodes bind an agent token to node names (path.Match patterns such
+	// as "gpu-*"): it may register, heartbeat and follow only those.
+	// Unset: any node.
+	Nodes []string `json:"nodes,omitempty"`
 }
 
 // TokensFile is the --tokens file format.
@@ -67,13 +72,13 @@ type Auth struct {
 }
 
 // LoadTokens reads and validates a --tokens file.
-func LoadTokens(path string) (*Auth, error) {
+func LoadTokens(file string) (*Auth, error) {
 	var f TokensFile
-	if err := readConfigFile("tokens", path, &f); err != nil {
+	if err := readConfigFile("tokens", file, &f); err != nil {
 		return nil, err
 	}
 	if len(f.Tokens) == 0 {
-		return nil, errs.Invalid("tokens", "%s lists no tokens", path)
+		return nil, errs.Invalid("tokens", "%s lists no tokens", file)
 	}
 	seen := map[string]bool{}
 	perTenant := map[string]limit{}
@@ -86,6 +91,17 @@ func LoadTokens(path string) (*Auth, error) {
 			return nil, errs.Invalid(field+".token", "duplicate token")
 		}
 		seen[t.Token] = true
+		if len(t.Nodes) > 0 && t.Role != RoleAgent {
+			return nil, errs.Invalid(field+".nodes", "only agent tokens are bound to nodes")
+		}
+		if len(t.Nodes) > maxTokenNodes {
+			return nil, errs.Invalid(field+".nodes", "at most %d patterns", maxTokenNodes)
+		}
+		for j, pat := range t.Nodes {
+			if _, err := path.Match(pat, ""); err != nil || pat == "" || len(pat) > api.MaxIDLen {
+				return nil, errs.Invalid(fmt.Sprintf("%s.nodes[%d]", field, j), "%q is not a node name pattern (path.Match syntax: *, ?, [a-z])", pat)
+			}
+		}
 		switch t.Role {
 		case RoleAdmin, RoleAgent:
 			if t.Tenant != "" {
@@ -146,7 +162,30 @@ func (a *Auth) authenticate(r *http.Request) (Principal, error) {
 	if found == nil {
 		return Principal{}, errs.New(errs.Unauthenticated, "", "unknown token")
 	}
-	return Principal{Role: found.Role, Tenant: found.Tenant}, nil
+	return Principal{Role: found.Role, Tenant: found.Tenant, Nodes: found.Nodes}, nil
+}
+
+// maxTokenNodes bounds a token's node patterns.
+const maxTokenNodes = 1024
+
+// mayServe reports whether p may act for node: admins and unbound agents
+// for any, a bound agent for the nodes its patterns match.
+func (p Principal) mayServe(node string) bool {
+	if p.Role == RoleAdmin || p.Nodes == nil {
+		return true
+	}
+	for _, pat := range p.Nodes {
+		if ok, _ := path.Match(pat, node); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// refuseNode is the error for an agent acting for a node it is not bound
+// to.
+func refuseNode(field, node string) error {
+	return errs.New(errs.PermissionDenied, field, "this agent's credentials are not bound to node %q", node)
 }
 
 type principalKey struct{}

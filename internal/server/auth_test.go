@@ -17,6 +17,8 @@ const (
 	aTok     = "team-a-token-0123456789"
 	bTok     = "team-b-token-0123456789"
 	agentTok = "agent-token-0123456789"
+	// boundTok is an agent token bound to nodes agn-*.
+	boundTok = "bound-agent-token-0123456789"
 )
 
 func startAuth(t *testing.T) *running {
@@ -28,6 +30,7 @@ func startAuth(t *testing.T) *running {
   - {token: `+aTok+`, role: tenant, tenant: team-a}
   - {token: `+bTok+`, role: tenant, tenant: team-b}
   - {token: `+agentTok+`, role: agent}
+  - {token: `+boundTok+`, role: agent, nodes: ["agn-*"]}
 `), 0o600)
 	return startWith(t, Options{DataDir: filepath.Join(dir, "data"), TokensFile: tokens})
 }

@@ -125,6 +125,7 @@ func (s *Server) table() []route {
 		{"POST /api/v1/nodes/{name}/cordon", s.guard(s.nodeState(api.NodeCordoned))},
 		{"POST /api/v1/nodes/{name}/uncordon", s.guard(s.nodeState(api.NodeReady))},
 		{"POST /api/v1/nodes/{name}/drain", s.guard(s.nodeState(api.NodeDraining))},
+		{"POST /api/v1/nodes/{name}/release", s.guard(s.releaseNode)},
 		{"GET /healthz", s.healthz},
 		{"GET /readyz", s.readyz},
 	}
