@@ -15,6 +15,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/engine"
 	"github.com/hetsched/hetsched/internal/errs"
 )
 
@@ -23,6 +24,9 @@ const (
 	RoleAdmin  = "admin"
 	RoleTenant = "tenant"
 	RoleAgent  = "agent"
+	// RoleMetrics may read /metrics and nothing else (a Prometheus
+	// scraper's token).
+	RoleMetrics = "metrics"
 )
 
 // DefaultTenant owns everything when authentication is off.
@@ -103,7 +107,7 @@ func LoadTokens(file string) (*Auth, error) {
 			}
 		}
 		switch t.Role {
-		case RoleAdmin, RoleAgent:
+		case RoleAdmin, RoleAgent, RoleMetrics:
 			if t.Tenant != "" {
 				return nil, errs.Invalid(field+".tenant", "only tenant tokens name a tenant")
 			}
@@ -113,6 +117,9 @@ func LoadTokens(file string) (*Auth, error) {
 		case RoleTenant:
 			if err := api.ValidateID(field+".tenant", t.Tenant); err != nil {
 				return nil, err
+			}
+			if strings.Contains(t.Tenant, engine.TenantSep) || t.Tenant == DefaultTenant {
+				return nil, errs.Invalid(field+".tenant", "%q: a tenant name has no %q (it separates a tenant from its ids) and is not %q (the admins' own)", t.Tenant, engine.TenantSep, DefaultTenant)
 			}
 			if t.Rate < 0 || t.Rate > 1e9 || t.Rate != t.Rate || t.Burst < 0 || t.Burst > 1e9 || (t.Burst > 0 && t.Rate == 0) {
 				return nil, errs.Invalid(field+".rate", "rate must be 0..1e9 requests/s and burst 0..1e9, a burst only with a rate")
@@ -124,7 +131,7 @@ func LoadTokens(file string) (*Auth, error) {
 				perTenant[t.Tenant] = limit{t.Rate, t.Burst}
 			}
 		default:
-			return nil, errs.Invalid(field+".role", "must be admin, tenant or agent, got %q", t.Role)
+			return nil, errs.Invalid(field+".role", "must be admin, tenant, agent or metrics, got %q", t.Role)
 		}
 	}
 	return &Auth{tokens: f.Tokens, limits: newTenantLimits(perTenant)}, nil

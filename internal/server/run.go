@@ -67,7 +67,11 @@ type Options struct {
 	// cross-origin requests are served, with CORS headers (browser.go);
 	// none by default.
 	AllowOrigins []string
-	Logger       *slog.Logger
+	// MetricsListen, when set, serves /metrics without a token on its own
+	// listener (for a scraper on a network the operator trusts); the API's
+	// /metrics needs an admin or metrics token when tokens are on.
+	MetricsListen string
+	Logger        *slog.Logger
 	// Ready, when set, receives the bound address once serving.
 	Ready func(addr string)
 }
@@ -255,6 +259,15 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 			return err
 		}
 	}
+	var metricsAddr net.Addr
+	if opt.MetricsListen != "" {
+		mctx, stopMetrics := context.WithCancel(ctx)
+		defer stopMetrics()
+		if metricsAddr, err = serveSide(mctx, "metrics-listen", opt.MetricsListen, metricsOnly(reg, lg)); err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	handler := New(eng, cfg.Policy, lg, reg, m, auth)
 	handler.browser = newBrowserGuard(auth == nil, ln.Addr().String(), origins)
 	switch {
@@ -298,6 +311,9 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	if pprofAddr != nil {
 		// After the first line: tools read the server's address from it.
 		fmt.Fprintf(out, "profiling: http://%s/debug/pprof/\n", pprofAddr)
+	}
+	if metricsAddr != nil {
+		fmt.Fprintf(out, "metrics: http://%s/metrics (no token needed there)\n", metricsAddr)
 	}
 	if auth == nil {
 		fmt.Fprintln(out, "authentication is off (no --tokens): listening on loopback only, everything is tenant \"default\"")
