@@ -39,6 +39,9 @@ func newServer() *cobra.Command {
 	cmd.Flags().IntVar(&opt.MissedHeartbeats, "missed-heartbeats", 3, "heartbeats an agent node may miss before it is notready and its tasks are re-queued")
 	cmd.Flags().StringSliceVar(&opt.AllowOrigins, "allow-origin", nil, "browser origins (scheme://host[:port], repeatable or comma-separated) whose cross-origin requests are served with CORS headers; none by default")
 	cmd.Flags().StringVar(&opt.MetricsListen, "metrics-listen", "", "also serve /metrics without a token on this address (with --tokens the API's /metrics needs an admin or metrics token)")
+	cmd.Flags().IntVar(&opt.MaxConnsPerIP, "max-conns-per-ip", 0, "connections one client address may hold open; past it a new one gets 503 and is closed (0: 4096, -1: no cap)")
+	cmd.Flags().IntVar(&opt.MaxEventStreams, "max-event-streams", 0, "open GET /events streams in all (0: 1000, -1: no cap); past it 503")
+	cmd.Flags().IntVar(&opt.MaxEventStreamsPerTenant, "max-event-streams-per-tenant", 0, "open GET /events streams per tenant (or role) (0: 100, -1: no cap); past it 503")
 	cmd.Flags().StringVar(&opt.PprofListen, "pprof", "", "serve net/http/pprof (with mutex and block profiles) on this loopback address, e.g. 127.0.0.1:6060; off by default")
 	return cmd
 }

@@ -54,7 +54,7 @@ func ParseDuration(text string, quoted bool) (Duration, error) {
 	if quoted {
 		v, err := time.ParseDuration(text)
 		if err != nil {
-			return 0, fmt.Errorf("not a duration like \"250ms\" or \"30m\": %q", text)
+			return 0, fmt.Errorf("not a duration like \"250ms\" or \"30m\": %q", errs.Clip(text))
 		}
 		return Duration(v), nil
 	}

@@ -51,7 +51,7 @@ type Error struct {
 
 func (e *Error) Error() string {
 	if e.Field != "" {
-		return fmt.Sprintf("%s: %s: %s", e.Code, e.Field, e.Message)
+		return fmt.Sprintf("%s: %s: %s", e.Code, Clip(e.Field), e.Message) // a field path may hold a client's key
 	}
 	return fmt.Sprintf("%s: %s", e.Code, e.Message)
 }

@@ -30,7 +30,18 @@ type Metrics struct {
 	QueueFairShare  *prometheus.GaugeVec   // queue, resource
 	PendingReason   *prometheus.GaugeVec   // queue, reason
 	Shed            *prometheus.CounterVec // tier
+	// Safety (issue 15): streams, connections, the store's disk.
+	EventStreams     prometheus.Gauge
+	Refused          *prometheus.CounterVec // reason
+	StoreFreeBytes   prometheus.Gauge
+	StoreReserve     prometheus.Gauge
+	StoreWritable    prometheus.Gauge
+	StoreTornBytes   prometheus.Gauge
+	StoreTornRecords prometheus.Gauge
 }
+
+// RefusedReasons are the label values of hetsched_refused_total.
+var RefusedReasons = []string{"event_streams", "connections_per_ip", "insufficient_storage", "body_timeout"}
 
 // PreemptReasons are the label values of hetsched_preemptions_total, each
 // exported from the start (at 0).
@@ -131,9 +142,46 @@ func New(reg prometheus.Registerer) *Metrics {
 	for _, r := range PreemptReasons {
 		m.Preemptions.WithLabelValues(r)
 	}
+	newSafety(m)
+	for _, r := range RefusedReasons {
+		m.Refused.WithLabelValues(r)
+	}
+	reg.MustRegister(m.EventStreams, m.Refused, m.StoreFreeBytes, m.StoreReserve, m.StoreWritable, m.StoreTornBytes, m.StoreTornRecords)
 	reg.MustRegister(m.SchedulingDelay, m.Placements, m.Preemptions, m.Transitions, m.Pending,
 		m.PendingQueue, m.DeviceCapacity, m.DeviceAllocated,
 		m.Capacity, m.Allocated, m.Nodes, m.APIDuration, m.CommitDuration, m.CommitRecords, m.Tasks,
 		m.QueueUsage, m.QueueMax, m.QueueGuaranteed, m.QueueFairShare, m.PendingReason, m.Shed)
 	return m
+}
+
+// newSafety creates the collectors of the server's own protection.
+func newSafety(m *Metrics) {
+	m.EventStreams = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "hetsched_event_streams",
+		Help: "Open GET /events streams.",
+	})
+	m.Refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hetsched_refused_total",
+		Help: "Requests and connections refused to protect the server: event_streams (503, past the stream caps), connections_per_ip (past --max-conns-per-ip), insufficient_storage (507, below --disk-reserve), body_timeout (408).",
+	}, []string{"reason"})
+	m.StoreFreeBytes = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "hetsched_store_free_bytes",
+		Help: "Free bytes on the store's filesystem (as last measured).",
+	})
+	m.StoreReserve = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "hetsched_store_reserve_bytes",
+		Help: "The free-space reserve below which API writes are refused with 507.",
+	})
+	m.StoreWritable = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "hetsched_store_writable",
+		Help: "1 while the store takes API writes; 0 below the free-space reserve or after a failed write.",
+	})
+	m.StoreTornBytes = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "hetsched_store_wal_truncated_bytes",
+		Help: "Bytes of a torn write-ahead log tail dropped when the store was opened (the end of an interrupted write).",
+	})
+	m.StoreTornRecords = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "hetsched_store_wal_truncated_records",
+		Help: "Incomplete records of a torn write-ahead log tail dropped when the store was opened.",
+	})
 }

@@ -18,6 +18,8 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+
+	"github.com/hetsched/hetsched/internal/errs"
 )
 
 // MaxValue is the largest canonical value a single quantity may have (2^53).
@@ -82,16 +84,16 @@ func ParseQuantity(s string, scale Scale) (int64, error) {
 		// has a suffix: not a plain integer
 	} else if v, err := strconv.ParseInt(s, 10, 64); err == nil && s[0] != '+' {
 		if v < 0 {
-			return 0, fmt.Errorf("%w: %q", ErrNegative, s)
+			return 0, fmt.Errorf("%w: %q", ErrNegative, errs.Clip(s))
 		}
 		if scale == Milli {
 			if v > MaxValue/1000 {
-				return 0, fmt.Errorf("%w: %q (max %d)", ErrOverflow, s, MaxValue/1000)
+				return 0, fmt.Errorf("%w: %q (max %d)", ErrOverflow, errs.Clip(s), MaxValue/1000)
 			}
 			return v * 1000, nil
 		}
 		if v > MaxValue {
-			return 0, fmt.Errorf("%w: %q (max %d)", ErrOverflow, s, MaxValue)
+			return 0, fmt.Errorf("%w: %q (max %d)", ErrOverflow, errs.Clip(s), MaxValue)
 		}
 		return v, nil
 	}
@@ -109,10 +111,10 @@ func ParseQuantity(s string, scale Scale) (int64, error) {
 func exactQuantity(s, num, suffix string, scale Scale) (int64, error) {
 	r, ok := new(big.Rat).SetString(num)
 	if !ok {
-		return 0, fmt.Errorf("%w: %q", ErrSyntax, s)
+		return 0, fmt.Errorf("%w: %q", ErrSyntax, errs.Clip(s))
 	}
 	if r.Sign() < 0 {
-		return 0, fmt.Errorf("%w: %q", ErrNegative, s)
+		return 0, fmt.Errorf("%w: %q", ErrNegative, errs.Clip(s))
 	}
 	if suffix != "" {
 		sf, ok := suffixes[suffix]
@@ -121,11 +123,11 @@ func exactQuantity(s, num, suffix string, scale Scale) (int64, error) {
 		} else if suffix[0] == 'e' || suffix[0] == 'E' {
 			e, ok := parseExponent(suffix[1:])
 			if !ok {
-				return 0, fmt.Errorf("%w: bad exponent in %q", ErrSyntax, s)
+				return 0, fmt.Errorf("%w: bad exponent in %q", ErrSyntax, errs.Clip(s))
 			}
 			r.Mul(r, pow(10, e))
 		} else {
-			return 0, fmt.Errorf("%w: unknown suffix %q in %q", ErrSyntax, suffix, s)
+			return 0, fmt.Errorf("%w: unknown suffix %q in %q", ErrSyntax, errs.Clip(suffix), errs.Clip(s))
 		}
 	}
 	if scale == Milli {
@@ -133,7 +135,7 @@ func exactQuantity(s, num, suffix string, scale Scale) (int64, error) {
 	}
 	if !r.IsInt() {
 		if scale == Milli {
-			return 0, fmt.Errorf("%w: %q is not a whole number of thousandths", ErrTooFine, s)
+			return 0, fmt.Errorf("%w: %q is not a whole number of thousandths", ErrTooFine, errs.Clip(s))
 		}
 		// Round up to a whole unit.
 		q := new(big.Int).Quo(r.Num(), r.Denom())
@@ -142,7 +144,7 @@ func exactQuantity(s, num, suffix string, scale Scale) (int64, error) {
 	}
 	n := r.Num()
 	if !n.IsInt64() || n.Int64() > MaxValue {
-		return 0, fmt.Errorf("%w: %q", ErrOverflow, s)
+		return 0, fmt.Errorf("%w: %q", ErrOverflow, errs.Clip(s))
 	}
 	return n.Int64(), nil
 }
@@ -253,7 +255,7 @@ func splitQuantity(s string) (num, suffix string, err error) {
 		}
 	}
 	if digits == 0 {
-		return "", "", fmt.Errorf("%w: %q has no digits", ErrSyntax, s)
+		return "", "", fmt.Errorf("%w: %q has no digits", ErrSyntax, errs.Clip(s))
 	}
 	num, suffix = s[:i], s[i:]
 	if strings.HasSuffix(num, ".") {

@@ -35,13 +35,13 @@ func ValidateName(s string) error {
 	}
 	domain, name, ok := strings.Cut(s, "/")
 	if !ok {
-		return fmt.Errorf("resource name %q: extended resources are written domain/name (for example nvidia.com/gpu)", s)
+		return fmt.Errorf("resource name %q: extended resources are written domain/name (for example nvidia.com/gpu)", errs.Clip(s))
 	}
 	if len(domain) == 0 || len(domain) > 253 || !dnsSubdomain.MatchString(domain) {
-		return fmt.Errorf("resource name %q: %q is not a DNS subdomain", s, domain)
+		return fmt.Errorf("resource name %q: %q is not a DNS subdomain", errs.Clip(s), errs.Clip(domain))
 	}
 	if len(name) == 0 || len(name) > 63 || !qualified.MatchString(name) {
-		return fmt.Errorf("resource name %q: %q must be 1-63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", s, name)
+		return fmt.Errorf("resource name %q: %q must be 1-63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", errs.Clip(s), errs.Clip(name))
 	}
 	return nil
 }
@@ -299,7 +299,7 @@ func (d *Dims) Intern(n Name) (int, error) {
 		return i, nil
 	}
 	if len(d.names) == MaxDims {
-		return 0, fmt.Errorf("too many distinct resource names: at most %d, adding %q", MaxDims, n)
+		return 0, fmt.Errorf("too many distinct resource names: at most %d, adding %q", MaxDims, errs.Clip(string(n)))
 	}
 	d.names = append(d.names, n)
 	d.index[n] = len(d.names) - 1

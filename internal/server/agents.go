@@ -23,7 +23,7 @@ import (
 const AgentKeepAlive = 10 * time.Second
 
 func (s *Server) agentRegister(w http.ResponseWriter, r *http.Request) {
-	b, err := readBody(r)
+	b, err := readBody(w, r)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -74,7 +74,7 @@ func (s *Server) agentRegister(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) agentHeartbeat(w http.ResponseWriter, r *http.Request) {
-	b, err := readBody(r)
+	b, err := readBody(w, r)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -113,7 +113,7 @@ func (s *Server) agentHeartbeat(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) agentStatus(w http.ResponseWriter, r *http.Request) {
-	b, err := readBody(r)
+	b, err := readBody(w, r)
 	if err != nil {
 		writeError(w, err)
 		return

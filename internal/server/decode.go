@@ -6,11 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"mime"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"sigs.k8s.io/yaml"
 
@@ -28,8 +31,17 @@ const MaxBodyBytes = 64 << 20
 //
 // A YAML body (Content-Type application/yaml, as the CLI may send a job
 // file) is converted to JSON here, so every decoder reads JSON.
-func readBody(r *http.Request) ([]byte, error) {
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if r.ContentLength != 0 {
+		// A body has bodyDeadline to arrive: a client that trickles it
+		// holds a goroutine and a buffer, so it is cut off early (408),
+		// not at the connection's ReadTimeout.
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyDeadline(r.ContentLength)))
+	}
 	b, err := readRawBody(r)
+	if err != nil && errs.CodeOf(err) == errs.RequestTimeout {
+		w.Header().Set("Connection", "close")
+	}
 	if err != nil || len(b) == 0 || !yamlBody(r) {
 		return b, err
 	}
@@ -55,7 +67,7 @@ func readRawBody(r *http.Request) ([]byte, error) {
 	if n := r.ContentLength; n >= 0 && n <= smallBody {
 		b := make([]byte, n)
 		if _, err := io.ReadFull(r.Body, b); err != nil {
-			return nil, errs.Invalid("", "reading the body: %v", err)
+			return nil, bodyError(err, n)
 		}
 		var one [1]byte
 		if m, err := r.Body.Read(one[:]); m > 0 || err != nil && err != io.EOF {
@@ -74,9 +86,43 @@ func readRawBody(r *http.Request) ([]byte, error) {
 		if errors.As(err, &tooBig) {
 			return nil, errs.New(errs.TooLarge, "", "request body larger than %d bytes", MaxBodyBytes)
 		}
-		return nil, errs.Invalid("", "reading the body: %v", err)
+		return nil, bodyError(err, r.ContentLength)
 	}
 	return b, nil
+}
+
+// Body deadlines: bodyBase for any body, plus the time the declared length
+// takes at bodyMinRate, at most bodyMax (an unknown length gets bodyMax).
+const (
+	bodyBase    = 5 * time.Second
+	bodyMinRate = 1 << 20 // bytes per second
+	bodyMax     = 2 * time.Minute
+)
+
+// bodyDeadline is how long a body of declared length n (-1: unknown) may
+// take to arrive.
+func bodyDeadline(n int64) time.Duration {
+	if n < 0 || n > MaxBodyBytes {
+		return bodyMax
+	}
+	return min(bodyBase+time.Duration(n)*time.Second/bodyMinRate, bodyMax)
+}
+
+// bodyError says why a body could not be read, naming no addresses (the
+// net package's errors carry both ends' host:port).
+func bodyError(err error, declared int64) error {
+	var ne net.Error
+	if errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
+		size := "of unknown length"
+		if declared >= 0 {
+			size = strconv.FormatInt(declared, 10) + " bytes"
+		}
+		return errs.New(errs.RequestTimeout, "", "the request body (%s) did not arrive within %s", size, bodyDeadline(declared))
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return errs.Invalid("", "the request body ended before its Content-Length")
+	}
+	return errs.Invalid("", "the request body could not be read (the connection failed)")
 }
 
 // smallBody is the largest body of known length that readBody reads in

@@ -71,7 +71,18 @@ type Options struct {
 	// listener (for a scraper on a network the operator trusts); the API's
 	// /metrics needs an admin or metrics token when tokens are on.
 	MetricsListen string
-	Logger        *slog.Logger
+	// MaxEventStreams and MaxEventStreamsPerTenant cap the open GET
+	// /events streams (0: DefaultMaxEventStreams and
+	// DefaultMaxEventStreamsPerTenant; negative: no cap); past them 503.
+	MaxEventStreams          int
+	MaxEventStreamsPerTenant int
+	// MaxConnsPerIP caps the connections from one address (0:
+	// DefaultMaxConnsPerIP; negative: no cap).
+	MaxConnsPerIP int
+	// EventWriteTimeout bounds one write to an event stream before its
+	// subscriber is dropped as not reading (0: StreamWriteTimeout).
+	EventWriteTimeout time.Duration
+	Logger            *slog.Logger
 	// Ready, when set, receives the bound address once serving.
 	Ready func(addr string)
 }
@@ -270,6 +281,11 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	}
 	handler := New(eng, cfg.Policy, lg, reg, m, auth)
 	handler.browser = newBrowserGuard(auth == nil, ln.Addr().String(), origins)
+	handler.streams = newStreamSlots(limitOf(opt.MaxEventStreams, DefaultMaxEventStreams), limitOf(opt.MaxEventStreamsPerTenant, DefaultMaxEventStreamsPerTenant), m)
+	if opt.EventWriteTimeout > 0 {
+		handler.streamWrite = opt.EventWriteTimeout
+	}
+	ln = newPerIPListener(ln, limitOf(opt.MaxConnsPerIP, DefaultMaxConnsPerIP), m)
 	switch {
 	case opt.MaxInFlight == 0:
 		handler.adm.max = DefaultMaxInFlight

@@ -47,6 +47,10 @@ type Server struct {
 	expiry expiry
 	// browser refuses what a web page could send (browser.go).
 	browser *browserGuard
+	// streams caps the open event streams; streamWrite bounds one write
+	// to a stream (limits.go).
+	streams     *streamSlots
+	streamWrite time.Duration
 }
 
 // Close ends long-lived streams (events) so that a graceful shutdown does
@@ -61,6 +65,7 @@ func New(eng *engine.Engine, policy string, log *slog.Logger, reg *prometheus.Re
 	}
 	s := &Server{eng: eng, log: log, policy: policy, mux: http.NewServeMux(), metrics: m, auth: auth, closing: make(chan struct{}),
 		browser: newBrowserGuard(auth == nil, "", nil),
+		streams: newStreamSlots(DefaultMaxEventStreams, DefaultMaxEventStreamsPerTenant, m), streamWrite: StreamWriteTimeout,
 		logClient: &http.Client{Transport: &http.Transport{
 			DialContext:           (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
 			ResponseHeaderTimeout: 10 * time.Second,
@@ -233,7 +238,7 @@ const maxErrorMessage = 1024
 func writeError(w http.ResponseWriter, err error) {
 	var body errorBody
 	body.Error.Code = errs.CodeOf(err)
-	body.Error.Field = errs.FieldOf(err)
+	body.Error.Field = errs.ClipTo(errs.FieldOf(err), errs.MaxEcho) // a field path may hold a client's key
 	body.Error.Message = err.Error()
 	if len(body.Error.Message) > maxErrorMessage {
 		body.Error.Message = errs.ClipTo(body.Error.Message, maxErrorMessage)
@@ -278,7 +283,7 @@ func view(r *engine.TaskRecord) taskView {
 // The caller must call leave when it has answered (the request holds its
 // place in admission until then) unless ok is false.
 func (s *Server) submitTasks(w http.ResponseWriter, r *http.Request) (ids []string, batch bool, leave func(), ok bool) {
-	b, err := readBody(r)
+	b, err := readBody(w, r)
 	if err != nil {
 		writeError(w, err)
 		return nil, false, nil, false
@@ -589,7 +594,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		ExitCode int
 		Reason   string
 	}
-	b, err := readBody(r)
+	b, err := readBody(w, r)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -690,6 +695,15 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		since = n
 	}
 	p := principalOf(w, r)
+	owner := streamOwner(p)
+	if err := s.streams.take(owner); err != nil {
+		if s.metrics != nil {
+			s.metrics.Refused.WithLabelValues("event_streams").Inc()
+		}
+		writeError(w, err)
+		return
+	}
+	defer s.streams.give(owner)
 	rc := http.NewResponseController(w)
 	stream, stop := context.WithCancel(r.Context())
 	defer stop()
@@ -702,7 +716,11 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}()
 	first := true
 	for {
-		ctx, cancel := context.WithTimeout(stream, 15*time.Second)
+		wait := 15 * time.Second
+		if first {
+			wait = 0 // the headers go out at once: the first read only checks since and takes what is there
+		}
+		ctx, cancel := context.WithTimeout(stream, wait)
 		evs, next, err := s.eng.Events(ctx, since, 1000)
 		cancel()
 		if err != nil {
@@ -721,7 +739,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		var b strings.Builder
-		if len(evs) == 0 {
+		if len(evs) == 0 && wait > 0 {
 			b.WriteString(": keep-alive\n\n")
 		}
 		for _, ev := range evs {
@@ -735,6 +753,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(&b, "id: %d\nevent: %s\ndata: %s\n\n", ev.Seq, ev.Kind, data)
 		}
 		since = next
+		// A subscriber that stopped reading is dropped once a write has
+		// waited streamWrite (the connection's buffers are full).
+		_ = rc.SetWriteDeadline(time.Now().Add(s.streamWrite))
 		if _, err := io.WriteString(w, b.String()); err != nil {
 			return
 		}
@@ -779,7 +800,7 @@ func (s *Server) writeJob(w http.ResponseWriter, r *http.Request, status int, id
 }
 
 func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
-	b, err := readBody(r)
+	b, err := readBody(w, r)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -838,7 +859,7 @@ func (s *Server) listQueues(w http.ResponseWriter, r *http.Request) {
 
 // putQueue is PUT /api/v1/queues/{name} with the queue as the body.
 func (s *Server) putQueue(w http.ResponseWriter, r *http.Request) {
-	b, err := readBody(r)
+	b, err := readBody(w, r)
 	if err != nil {
 		writeError(w, err)
 		return
