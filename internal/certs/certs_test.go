@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -473,5 +474,61 @@ func TestServerCertificateReload(t *testing.T) {
 	}
 	if got := serial(); got.Cmp(second) != 0 {
 		t.Fatalf("after a broken reissue: serving %v, want the last good %v", got, second)
+	}
+}
+
+// TestExplainReadsTheAlert: a request that saw only a broken pipe (a TLS
+// 1.3 server's alert lost behind the request) is explained by reading the
+// alert on a fresh connection; a server that accepts the certificate, or
+// a client without one, gets no hint.
+func TestExplainReadsTheAlert(t *testing.T) {
+	dir := newCA(t)
+	ca := filepath.Join(dir, CAFile)
+	srvCert, srvKey := issue(t, dir, IssueOptions{Kind: KindServer})
+	srv, err := ServerTLSConfig(srvCert, srvKey, ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				if c.(*tls.Conn).Handshake() == nil {
+					c.Write([]byte("settings"))
+				}
+			}()
+		}
+	}()
+	oldCert, oldKey := issue(t, dir, IssueOptions{Kind: KindClient, Role: RoleAdmin, Name: "old", NotBefore: time.Now().Add(-72 * time.Hour), Validity: 24 * time.Hour})
+	kp, err := tls.LoadX509KeyPair(oldCert, oldKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := pool(t, dir)
+	expired := &tls.Config{RootCAs: roots, GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &kp, nil }}
+	broken := &net.OpError{Op: "write", Net: "tcp", Err: os.NewSyscallError("write", syscall.EPIPE)}
+	addr := "https://" + ln.Addr().String()
+	if h := Explain(broken, addr, expired); !strings.Contains(h, "it has expired") || !strings.Contains(h, "(remote error: tls: expired certificate)") {
+		t.Errorf("expired, broken pipe: hint %q", h)
+	}
+	goodCert, goodKey := issue(t, dir, IssueOptions{Kind: KindClient, Role: RoleAdmin})
+	good, err := ClientTLSConfig(ca, goodCert, goodKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := Explain(broken, addr, good); h != "" {
+		t.Errorf("accepted certificate: hint %q", h)
+	}
+	if h := Explain(broken, addr, &tls.Config{RootCAs: roots}); h != "" {
+		t.Errorf("no client certificate: hint %q", h)
 	}
 }

@@ -1,12 +1,17 @@
 package certs
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"io"
+	"net"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hetsched/hetsched/internal/errs"
@@ -226,4 +231,70 @@ func Hint(err error) string {
 		return "the server speaks plain HTTP, not TLS: use an http:// URL"
 	}
 	return ""
+}
+
+// Explain is Hint for a request to server (an https:// URL) made with cfg. A TLS
+// 1.3 server judges the client's certificate after the client's side of
+// the handshake is done, so a client that sends its request at once often
+// sees only a broken connection (broken pipe, reset), the server's alert
+// lost; then Explain dials once more, sends nothing, and reads the alert
+// (quoted after the hint).
+func Explain(err error, server string, cfg *tls.Config) string {
+	if h := Hint(err); h != "" || cfg == nil || (cfg.GetClientCertificate == nil && len(cfg.Certificates) == 0) || !brokenConn(err) {
+		return h
+	}
+	u, uerr := url.Parse(server)
+	if uerr != nil || u.Scheme != "https" {
+		return ""
+	}
+	addr := u.Host
+	if u.Port() == "" {
+		addr = net.JoinHostPort(u.Hostname(), "443")
+	}
+	perr := probe(addr, cfg, 5*time.Second)
+	if h := Hint(perr); h != "" {
+		return h + " (" + perr.Error() + ")"
+	}
+	return ""
+}
+
+// brokenConn: err is a connection that broke (not a timeout, not a
+// cancelled request, not a failure to connect at all).
+func brokenConn(err error) bool {
+	var ne net.Error
+	var op *net.OpError
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
+		errors.As(err, &ne) && ne.Timeout(), errors.As(err, &op) && op.Op == "dial":
+		return false
+	case errors.Is(err, syscall.EPIPE), errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return true
+	}
+	m := err.Error()
+	// HTTP/2's transport reports a connection lost during its set-up
+	// without the cause.
+	return strings.Contains(m, "broken pipe") || strings.Contains(m, "connection reset") || strings.HasSuffix(m, "EOF") ||
+		strings.Contains(m, "client conn could not be established")
+}
+
+// probe handshakes with addr and waits up to timeout for the server's
+// first word: its HTTP/2 settings (nil: it accepted us) or an alert.
+func probe(addr string, cfg *tls.Config, timeout time.Duration) error {
+	c := cfg.Clone()
+	c.NextProtos = []string{"h2"}
+	if c.ServerName == "" {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return err
+		}
+		c.ServerName = host
+	}
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", addr, c)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(timeout))
+	_, err = conn.Read(make([]byte, 1))
+	return err
 }
