@@ -50,6 +50,10 @@ func (s *Server) agentRegister(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if err := principalOf(w, r).mayRegister(reg.Nodes); err != nil {
+		writeError(w, err)
+		return
+	}
 	if reg.Logs != "" {
 		u, err := url.Parse(reg.Logs)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
