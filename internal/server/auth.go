@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,6 +58,30 @@ type Principal struct {
 // sees reports whether p may see and change a task owned by tenant.
 func (p Principal) sees(tenant string) bool {
 	return p.Role == RoleAdmin || p.Tenant == tenant
+}
+
+// mayServe reports whether p may act for node: its Nodes patterns match
+// it (path.Match), or it has none (any node).
+func (p Principal) mayServe(node string) bool {
+	if p.Nodes == nil {
+		return true
+	}
+	for _, pat := range p.Nodes {
+		if ok, _ := path.Match(pat, node); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// mayRegister refuses a registration naming a node p may not serve.
+func (p Principal) mayRegister(nodes []api.Node) error {
+	for i := range nodes {
+		if !p.mayServe(nodes[i].Name) {
+			return errs.New(errs.PermissionDenied, fmt.Sprintf("nodes[%d].name", i), "this agent may serve nodes %s, not %q", strings.Join(p.Nodes, ", "), nodes[i].Name)
+		}
+	}
+	return nil
 }
 
 // Auth checks client certificates and bearer tokens. A nil *Auth means

@@ -4,10 +4,8 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"path"
 	"strings"
 
-	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/certs"
 	"github.com/hetsched/hetsched/internal/errs"
 )
@@ -86,28 +84,4 @@ func verifiedCert(cs *tls.ConnectionState) *x509.Certificate {
 		return nil
 	}
 	return cs.VerifiedChains[0][0]
-}
-
-// mayServe reports whether p may act for node: its Nodes patterns match
-// it (path.Match), or it has none (any node).
-func (p Principal) mayServe(node string) bool {
-	if p.Nodes == nil {
-		return true
-	}
-	for _, pat := range p.Nodes {
-		if ok, _ := path.Match(pat, node); ok {
-			return true
-		}
-	}
-	return false
-}
-
-// mayRegister refuses a registration naming a node p may not serve.
-func (p Principal) mayRegister(nodes []api.Node) error {
-	for i := range nodes {
-		if !p.mayServe(nodes[i].Name) {
-			return errs.New(errs.PermissionDenied, fmt.Sprintf("nodes[%d].name", i), "this agent may serve nodes %s, not %q", strings.Join(p.Nodes, ", "), nodes[i].Name)
-		}
-	}
-	return nil
 }
