@@ -72,6 +72,16 @@ func TestCLIAgainstARealServer(t *testing.T) {
 	if _, err := run(t, "get", "tasks", "-o", "xml", "--server", base); err == nil {
 		t.Error("-o xml accepted")
 	}
+	out, err = run(t, "node", "release", "gpu-a", "--server", base)
+	if err != nil || !strings.Contains(out, "gpu-a released from the static inventory") {
+		t.Errorf("node release: %v %q", err, out)
+	}
+	if out, err = run(t, "get", "nodes", "--server", base, "-o", "json"); err != nil || strings.Contains(out, `"gpu-a"`) {
+		t.Errorf("a released node is still listed: %v\n%s", err, out)
+	}
+	if _, err = run(t, "node", "release", "gpu-a", "--server", base); err == nil || !strings.Contains(err.Error(), "not_found") {
+		t.Errorf("releasing twice: %v", err)
+	}
 	if _, err := run(t, "get", "tasks", "--server", "http://127.0.0.1:1", "--timeout", "2s"); err == nil || !strings.Contains(err.Error(), "cannot reach") {
 		t.Errorf("unreachable server: %v", err)
 	}

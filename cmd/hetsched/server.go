@@ -41,6 +41,8 @@ func newServer() *cobra.Command {
 	cmd.Flags().IntVar(&opt.TenantBurst, "tenant-burst", 0, "burst of --tenant-rate (default: the rate, at least 1)")
 	cmd.Flags().DurationVar(&opt.HeartbeatInterval, "heartbeat-interval", 2*time.Second, "how often agents heartbeat")
 	cmd.Flags().IntVar(&opt.MissedHeartbeats, "missed-heartbeats", 3, "heartbeats an agent node may miss before it is notready and its tasks are re-queued")
+	cmd.Flags().StringSliceVar(&opt.AllowOrigins, "allow-origin", nil, "browser origins (scheme://host[:port], repeatable or comma-separated) whose cross-origin requests are served with CORS headers; none by default")
+	cmd.Flags().StringVar(&opt.MetricsListen, "metrics-listen", "", "also serve /metrics without a token on this address (with --tokens the API's /metrics needs an admin or metrics token)")
 	cmd.Flags().StringVar(&opt.PprofListen, "pprof", "", "serve net/http/pprof (with mutex and block profiles) on this loopback address, e.g. 127.0.0.1:6060; off by default")
 	return cmd
 }

@@ -176,7 +176,7 @@ func TestTLSEndToEnd(t *testing.T) {
 		return strings.Contains(bLog.String(), "register failed")
 	})
 	stopB()
-	if l := bLog.String(); !strings.Contains(l, "403 permission_denied") || !strings.Contains(l, `not \"node-b\"`) {
+	if l := bLog.String(); !strings.Contains(l, "403 permission_denied") || !strings.Contains(l, `node \"node-b\"`) {
 		t.Fatalf("node-b agent log:\n%s", l)
 	}
 	if s, err := getNode("node-b"); err != nil || s != "" {

@@ -51,8 +51,9 @@ func TestUpRunsTheExamples(t *testing.T) {
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
 	var out syncBuf
+	dataDir := t.TempDir()
 	go func() {
-		done <- up.Run(ctx, &out, up.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Grace: time.Second,
+		done <- up.Run(ctx, &out, up.Options{DataDir: dataDir, Listen: "127.0.0.1:0", Grace: time.Second,
 			Shim: []string{exe, "agent-shim"}, ShimEnv: []string{asCLI + "=1"}, Ready: func(u string) { ready <- u }})
 	}()
 	stopped := false
@@ -75,6 +76,8 @@ func TestUpRunsTheExamples(t *testing.T) {
 			t.Errorf("banner lacks %q:\n%s", want, out.String())
 		}
 	}
+	hc := &http.Client{Timeout: 10 * time.Second}
+	browserRefused(t, hc, base)
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp) // the examples' shared data dir (inherited by the tasks via the agents)
 	ids := map[string]bool{}
@@ -101,7 +104,6 @@ func TestUpRunsTheExamples(t *testing.T) {
 	if o, err := script.CombinedOutput(); err != nil || strings.Count(string(o), "succeeded") != 4 || !strings.Contains(string(o), "google.com/tpu") {
 		t.Fatalf("tpu-inference.sh: %v\n%s", err, o)
 	}
-	hc := &http.Client{Timeout: 10 * time.Second}
 	var tasks []struct {
 		Spec  map[string]any `json:"-"`
 		ID    string         `json:"id"`
@@ -209,6 +211,16 @@ func TestUpRunsTheExamples(t *testing.T) {
 	if o, err := run(t, "logs", jobIDs["mapreduce.yaml"]+".reduce", "--server", base); err != nil || !strings.Contains(o, "8 the") {
 		t.Errorf("reduce logs: %v %q", err, o)
 	}
+	// The pages' command task was neither stored nor run.
+	if resp, err := hc.Get(base + "/api/v1/tasks/csrf"); err != nil || resp.StatusCode != 404 {
+		t.Errorf("the csrf task: %v %v", err, resp)
+	}
+	filepath.WalkDir(dataDir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Name() == "pwned.txt" {
+			t.Errorf("the page's command ran: %s", p)
+		}
+		return nil
+	})
 	cancel()
 	stopped = true
 	select {
@@ -259,4 +271,44 @@ func (s *syncBuf) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// browserRefused sends issue 15's reproductions as written: a page's
+// cross-origin text/plain POST of a command task, the same without Origin,
+// and a rebound Host; each is refused.
+func browserRefused(t *testing.T, hc *http.Client, base string) {
+	t.Helper()
+	body := `{"id":"csrf","command":["sh","-c","id > pwned.txt"],"resources":{"cpu":"10m"}}`
+	_, port, _ := strings.Cut(strings.TrimPrefix(base, "http://"), ":")
+	for _, c := range []struct {
+		method, host, origin, ct string
+		want                     int
+	}{
+		{"POST", "", "http://evil.example", "text/plain;charset=UTF-8", 403},
+		{"POST", "", "", "text/plain;charset=UTF-8", 415},
+		{"GET", "evil.example:" + port, "", "", 421},
+	} {
+		var rd io.Reader
+		if c.method == "POST" {
+			rd = strings.NewReader(body)
+		}
+		req, _ := http.NewRequest(c.method, base+"/api/v1/tasks", rd)
+		if c.host != "" {
+			req.Host = c.host
+		}
+		if c.origin != "" {
+			req.Header.Set("Origin", c.origin)
+		}
+		if c.ct != "" {
+			req.Header.Set("Content-Type", c.ct)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("%s host %q origin %q type %q: %d, want %d", c.method, c.host, c.origin, c.ct, resp.StatusCode, c.want)
+		}
+	}
 }

@@ -367,3 +367,14 @@ func GetQueues(ctx context.Context, c *Client, w io.Writer, output string) error
 	}
 	return tw.Flush()
 }
+
+// ReleaseNode frees a node from its holder (admin): it leaves the cluster
+// and the next agent to register the name holds it.
+func ReleaseNode(ctx context.Context, c *Client, w io.Writer, name string) error {
+	var out struct{ Name, Released string }
+	if _, err := c.Do(ctx, "POST", "/api/v1/nodes/"+url.PathEscape(name)+"/release", nil, &out); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "%s released from the %s; its tasks are re-queued, and the next agent to register it holds it\n", out.Name, out.Released)
+	return err
+}

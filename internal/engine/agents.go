@@ -261,6 +261,11 @@ func (e *Engine) Register(ctx context.Context, reg Registration) (*RegisterReply
 
 // register runs on the loop.
 func (e *Engine) register(reg *Registration, now time.Time) (uint64, error) {
+	for i := range reg.Nodes { // all or nothing: no node is taken before every one may be
+		if err := e.mayTake(reg.Agent, reg.Nodes[i].Name, now); err != nil {
+			return 0, errs.Prefix("nodes["+itoa(i)+"]", err)
+		}
+	}
 	for i := range reg.Nodes {
 		n := reg.Nodes[i]
 		prev := e.currentNode(n.Name)
@@ -296,7 +301,7 @@ func (e *Engine) register(reg *Registration, now time.Time) (uint64, error) {
 	for i := range reg.Nodes {
 		name := reg.Nodes[i].Name
 		if other := e.agents[e.nodeAgent[name]]; other != nil && e.nodeAgent[name] != reg.Agent {
-			delete(other.nodes, name) // the node moved to this agent
+			delete(other.nodes, name) // the holder's heartbeats expired (mayTake): the node moved to this agent
 		}
 		a.nodes[name] = struct{}{}
 		e.nodeAgent[name] = reg.Agent
@@ -563,7 +568,13 @@ func (e *Engine) AgentStream(ctx context.Context, agent string, gen uint64, keep
 		e.mu.Unlock()
 		return errs.New(errs.NotFound, "agent", "agent %q is not registered (register again)", agent)
 	}
-	if gen != 0 && a.gen != gen {
+	if gen == 0 {
+		// Every registration has a generation: a stream without one would
+		// not be fenced when the agent registers again.
+		e.mu.Unlock()
+		return errs.Invalid("generation", "required: the generation of the agent's registration (register again to get one)")
+	}
+	if a.gen != gen {
 		e.mu.Unlock()
 		return ErrSuperseded
 	}

@@ -53,9 +53,15 @@ func follow(t *testing.T, e *Engine, agent string) (*streamed, func()) {
 	s := &streamed{ch: make(chan struct{}, 1024)}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	var gen uint64
+	e.mu.RLock()
+	if a := e.agents[agent]; a != nil {
+		gen = a.gen // the stream of the agent's latest registration
+	}
+	e.mu.RUnlock()
 	go func() {
 		defer close(done)
-		_ = e.AgentStream(ctx, agent, 0, time.Hour, func(m *AgentMessage) error {
+		_ = e.AgentStream(ctx, agent, gen, time.Hour, func(m *AgentMessage) error {
 			s.mu.Lock()
 			s.msgs = append(s.msgs, *m)
 			s.mu.Unlock()

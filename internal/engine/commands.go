@@ -48,12 +48,17 @@ func (e *Engine) apply(cmd *command, now time.Time) {
 	case cmdCancelJob:
 		cmd.err = e.cancelJob(cmd.id, now)
 	case cmdUpsertNode:
+		if cmd.err = e.mayUpsertStatic(cmd.node.Name); cmd.err != nil {
+			break
+		}
 		cmd.err = e.c.UpsertNode(now, cmd.node)
 		if cmd.err == nil {
 			e.stNode[cmd.node.Name] = cmd.node
 		}
 	case cmdRegister:
 		cmd.gen, cmd.err = e.register(cmd.reg, now)
+	case cmdReleaseNode:
+		cmd.state, cmd.err = e.releaseNode(cmd.id, now)
 	case cmdHeartbeat:
 		cmd.err = e.heartbeat(cmd.id, cmd.beats, now)
 	case cmdAgentStatus:
@@ -106,7 +111,7 @@ func (e *Engine) submit(tenant string, spec *api.Task, specJSON []byte, now time
 	if spec.ID == "" {
 		for {
 			e.seq++
-			id := "t" + strconv.FormatUint(e.seq, 36)
+			id := QualifyID(tenant, "t"+strconv.FormatUint(e.seq, 36))
 			if e.current(id) == nil {
 				spec.ID = id
 				break
@@ -146,7 +151,7 @@ func (e *Engine) Submit(ctx context.Context, tenant string, tasks []api.Task) ([
 	// Validation and encoding run here, in the caller's goroutine, so that
 	// concurrent submitters do them in parallel and the loop does not.
 	for i := range tasks {
-		cmd.specs[i], cmd.prepErr[i] = prepare(&tasks[i])
+		cmd.specs[i], cmd.prepErr[i] = prepareFor(tenant, &tasks[i])
 	}
 	if err := e.do(ctx, cmd); err != nil {
 		return nil, nil, err
@@ -154,11 +159,28 @@ func (e *Engine) Submit(ctx context.Context, tenant string, tasks []api.Task) ([
 	return cmd.ids, cmd.errs, nil
 }
 
-// prepare validates a spec and returns its JSON encoding for the store.
+// prepareFor validates a spec, qualifies its ids for tenant (tenancy.go)
+// and returns its JSON encoding for the store.
+func prepareFor(tenant string, spec *api.Task) ([]byte, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	if err := qualifyTask(tenant, spec); err != nil {
+		return nil, err
+	}
+	return encodeSpec(spec)
+}
+
+// prepare validates a spec (its ids already qualified) and returns its
+// JSON encoding for the store.
 func prepare(spec *api.Task) ([]byte, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
+	return encodeSpec(spec)
+}
+
+func encodeSpec(spec *api.Task) ([]byte, error) {
 	b, err := spec.AppendJSON(nil)
 	if err != nil {
 		return nil, errs.Invalid("", "encoding the task: %v", err)
@@ -249,14 +271,9 @@ func (e *Engine) putQueue(tenant string, q *api.Queue) error {
 	if err := api.ValidateQueueTree(q, all); err != nil {
 		return err
 	}
-	if tenant != "" && tenant != DefaultTenant {
-		with := make(map[string]*api.Queue, len(all)+1)
-		for k, v := range all {
-			with[k] = v
-		}
-		with[q.Name] = q
-		if api.QueueOwner(q.Name, with) != tenant || (all[q.Name] != nil && api.QueueOwner(q.Name, all) != tenant) {
-			return errs.New(errs.PermissionDenied, "name", "queue %q is not under tenant %s", q.Name, tenant)
+	if scoped(tenant) {
+		if err := mayPutQueue(tenant, q, all); err != nil {
+			return err
 		}
 	}
 	if err := e.c.SetQueue(e.cfg.Now(), q); err != nil {

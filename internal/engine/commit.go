@@ -71,6 +71,10 @@ func (e *Engine) commitStaged(now time.Time) error {
 		recs = append(recs, store.Record{Kind: KindTask, Key: id, Value: arena[start:len(arena):len(arena)]})
 	}
 	for name, n := range e.stNode {
+		if n == nil { // released (holders.go)
+			recs = append(recs, store.Record{Kind: KindNode, Key: name})
+			continue
+		}
 		owner, ok := e.stAgent[name]
 		if !ok {
 			owner = e.owner[name]
@@ -126,6 +130,11 @@ func (e *Engine) commitStaged(now time.Time) error {
 		e.tasks[c.id] = c.r
 	}
 	for name, n := range e.stNode {
+		if n == nil {
+			delete(e.nodes, name)
+			e.events.add(Event{Kind: "node", ID: name, State: "removed", Time: now})
+			continue
+		}
 		e.nodes[name] = n
 		state := n.State
 		if state == "" {
@@ -159,7 +168,11 @@ func (e *Engine) commitStaged(now time.Time) error {
 	}
 	e.waitMu.Unlock()
 	for name, a := range e.stAgent {
-		e.owner[name] = a
+		if a == "" {
+			delete(e.owner, name)
+		} else {
+			e.owner[name] = a
+		}
 	}
 	for name, a := range e.stAdmin {
 		if a == "" {

@@ -142,6 +142,7 @@ const (
 	cmdAgentStatus
 	cmdNodeViews
 	cmdQueueViews
+	cmdReleaseNode
 )
 
 type command struct {

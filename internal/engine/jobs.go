@@ -60,7 +60,7 @@ func (e *Engine) submitJob(tenant string, j *api.Job, now time.Time) (string, er
 		for {
 			e.seq++
 			id := "j" + strconv.FormatUint(e.seq, 36)
-			if e.jobView(id) == nil {
+			if e.jobView(QualifyID(tenant, id)) == nil {
 				j.ID = id
 				break
 			}
@@ -71,6 +71,12 @@ func (e *Engine) submitJob(tenant string, j *api.Job, now time.Time) (string, er
 	}
 	if err := j.Validate(); err != nil {
 		return "", err
+	}
+	if scoped(tenant) {
+		if len(j.ID)+len(tenant)+len(TenantSep) > api.MaxIDLen {
+			return "", errs.Invalid("id", "at most %d characters for tenant %s's jobs", api.MaxIDLen-len(tenant)-len(TenantSep), tenant)
+		}
+		j.ID = QualifyID(tenant, j.ID)
 	}
 	if old := e.jobView(j.ID); old != nil {
 		a, _ := json.Marshal(old.Spec)

@@ -6,6 +6,7 @@ package errs
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // Code is the machine-readable class of an error, as sent in the API's
@@ -57,9 +58,48 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
-// New builds an error with a formatted message.
+// New builds an error with a formatted message. String arguments longer
+// than MaxEcho bytes are cut (Clip): an error echoes at most that much of
+// an offending value back.
 func New(code Code, field, format string, args ...any) *Error {
+	copied := false
+	for i, a := range args {
+		var long string
+		switch v := a.(type) {
+		case string:
+			long = v
+		case []byte:
+			long = string(v)
+		}
+		if len(long) <= MaxEcho {
+			continue
+		}
+		if !copied { // the caller's slice (args...) is left as it was
+			args, copied = append([]any(nil), args...), true
+		}
+		args[i] = Clip(long)
+	}
 	return &Error{Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// MaxEcho is how many bytes of an offending value an error message quotes.
+const MaxEcho = 200
+
+// Clip cuts s to at most MaxEcho bytes at a character boundary, marking
+// the cut with the number of bytes left out.
+func Clip(s string) string { return ClipTo(s, MaxEcho) }
+
+// ClipTo cuts s to at most n bytes at a character boundary, marking the
+// cut with the number of bytes left out.
+func ClipTo(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + fmt.Sprintf("…(%d more bytes)", len(s)-i)
 }
 
 // Invalid is shorthand for an InvalidArgument error on a field.

@@ -3,7 +3,9 @@ package errs
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestHTTPStatus(t *testing.T) {
@@ -67,5 +69,27 @@ func TestCodeAndFieldThroughWrapping(t *testing.T) {
 	w := Wrap(Unavailable, "", cause)
 	if !errors.Is(w, cause) || w.Error() != "unavailable: disk" {
 		t.Errorf("Wrap: %v", w)
+	}
+}
+
+func TestEchoedValuesAreClipped(t *testing.T) {
+	long := strings.Repeat("x", 70_000)
+	e := Invalid("cpu", "bad quantity %q", long)
+	if len(e.Message) > MaxEcho+64 {
+		t.Fatalf("message of %d bytes echoes the whole value", len(e.Message))
+	}
+	if !strings.Contains(e.Message, "more bytes") {
+		t.Errorf("the cut is not marked: %q", e.Message)
+	}
+	e = New(InvalidArgument, "", "%s", []byte(long))
+	if len(e.Message) > MaxEcho+64 {
+		t.Fatalf("[]byte argument not clipped: %d bytes", len(e.Message))
+	}
+	// A multi-byte character is never split.
+	if c := Clip(strings.Repeat("é", 150)); !utf8.ValidString(c) {
+		t.Errorf("Clip split a character: %q", c)
+	}
+	if Clip("short") != "short" {
+		t.Error("a short value must be kept whole")
 	}
 }

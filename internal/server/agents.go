@@ -50,9 +50,12 @@ func (s *Server) agentRegister(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if err := principalOf(w, r).mayRegister(reg.Nodes); err != nil {
-		writeError(w, err)
-		return
+	p := principalOf(w, r)
+	for i := range reg.Nodes {
+		if !p.mayServe(reg.Nodes[i].Name) {
+			writeError(w, refuseNode("nodes["+strconv.Itoa(i)+"].name", reg.Nodes[i].Name))
+			return
+		}
 	}
 	if reg.Logs != "" {
 		u, err := url.Parse(reg.Logs)
@@ -95,6 +98,13 @@ func (s *Server) agentHeartbeat(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	p := principalOf(w, r)
+	for i := range body.Nodes {
+		if !p.mayServe(body.Nodes[i].Node) {
+			writeError(w, refuseNode("nodes["+strconv.Itoa(i)+"].node", body.Nodes[i].Node))
+			return
+		}
+	}
 	if err := s.eng.Heartbeat(r.Context(), r.PathValue("agent"), body.Nodes); err != nil {
 		writeError(w, err)
 		return
@@ -115,6 +125,9 @@ func (s *Server) agentStatus(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if !s.servesAgent(w, r) {
+		return
+	}
 	res, err := s.eng.AgentStatus(r.Context(), r.PathValue("agent"), body.Updates)
 	if err != nil {
 		writeError(w, err)
@@ -128,6 +141,9 @@ func (s *Server) agentStatus(w http.ResponseWriter, r *http.Request) {
 // snapshot first. generation (from register) makes a stream of a
 // superseded registration fail with 409 instead of taking over.
 func (s *Server) agentAssignments(w http.ResponseWriter, r *http.Request) {
+	if !s.servesAgent(w, r) {
+		return
+	}
 	var gen uint64
 	if v := r.URL.Query().Get("generation"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
@@ -231,4 +247,41 @@ func (s *Server) proxyLogs(w http.ResponseWriter, r *http.Request, base, token, 
 			return
 		}
 	}
+}
+
+// servesAgent checks that the caller may act as the path's agent: a bound
+// agent only for an agent whose every node it is bound to (so a token for
+// gpu-* cannot read the assignments, and so the env, of cpu-1's agent).
+// It writes the refusal.
+func (s *Server) servesAgent(w http.ResponseWriter, r *http.Request) bool {
+	p := principalOf(w, r)
+	if p.Role == RoleAdmin || p.Nodes == nil {
+		return true
+	}
+	for _, n := range s.eng.AgentNodes(r.PathValue("agent")) {
+		if !p.mayServe(n) {
+			writeError(w, refuseNode("agent", n))
+			return false
+		}
+	}
+	return true
+}
+
+// releaseNode is POST /api/v1/nodes/{name}/release (admin): the node is
+// freed from its holder (the static inventory or an agent) and leaves the
+// cluster, its tasks re-queued; the next agent to register the name holds
+// it.
+func (s *Server) releaseNode(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	holder, err := s.eng.ReleaseNode(r.Context(), name)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	from := "static inventory"
+	if holder != "" {
+		from = "agent " + holder
+	}
+	s.log.Warn("node released", "node", name, "from", from)
+	writeJSON(w, http.StatusOK, map[string]string{"name": name, "released": from})
 }

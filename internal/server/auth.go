@@ -15,6 +15,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/engine"
 	"github.com/hetsched/hetsched/internal/errs"
 )
 
@@ -23,6 +24,9 @@ const (
 	RoleAdmin  = "admin"
 	RoleTenant = "tenant"
 	RoleAgent  = "agent"
+	// RoleMetrics may read /metrics and nothing else (a Prometheus
+	// scraper's token).
+	RoleMetrics = "metrics"
 )
 
 // DefaultTenant owns everything when authentication is off.
@@ -38,6 +42,10 @@ type Token struct {
 	// the server's --tenant-rate, if any.
 	Rate  float64 `json:"rate,omitempty"`
 	Burst int     `json:"burst,omitempty"`
+	// Nodes bind an agent token to node names (path.Match patterns such
+	// as "gpu-*"): it may register, heartbeat and follow only those.
+	// Unset: any node.
+	Nodes []string `json:"nodes,omitempty"`
 }
 
 // TokensFile is the --tokens file format.
@@ -60,30 +68,6 @@ func (p Principal) sees(tenant string) bool {
 	return p.Role == RoleAdmin || p.Tenant == tenant
 }
 
-// mayServe reports whether p may act for node: its Nodes patterns match
-// it (path.Match), or it has none (any node).
-func (p Principal) mayServe(node string) bool {
-	if p.Nodes == nil {
-		return true
-	}
-	for _, pat := range p.Nodes {
-		if ok, _ := path.Match(pat, node); ok {
-			return true
-		}
-	}
-	return false
-}
-
-// mayRegister refuses a registration naming a node p may not serve.
-func (p Principal) mayRegister(nodes []api.Node) error {
-	for i := range nodes {
-		if !p.mayServe(nodes[i].Name) {
-			return errs.New(errs.PermissionDenied, fmt.Sprintf("nodes[%d].name", i), "this agent may serve nodes %s, not %q", strings.Join(p.Nodes, ", "), nodes[i].Name)
-		}
-	}
-	return nil
-}
-
 // Auth checks client certificates and bearer tokens. A nil *Auth means
 // authentication is off: every request acts as an admin of tenant
 // "default".
@@ -95,13 +79,13 @@ type Auth struct {
 }
 
 // LoadTokens reads and validates a --tokens file.
-func LoadTokens(path string) (*Auth, error) {
+func LoadTokens(file string) (*Auth, error) {
 	var f TokensFile
-	if err := readConfigFile("tokens", path, &f); err != nil {
+	if err := readConfigFile("tokens", file, &f); err != nil {
 		return nil, err
 	}
 	if len(f.Tokens) == 0 {
-		return nil, errs.Invalid("tokens", "%s lists no tokens", path)
+		return nil, errs.Invalid("tokens", "%s lists no tokens", file)
 	}
 	seen := map[string]bool{}
 	perTenant := map[string]limit{}
@@ -114,8 +98,19 @@ func LoadTokens(path string) (*Auth, error) {
 			return nil, errs.Invalid(field+".token", "duplicate token")
 		}
 		seen[t.Token] = true
+		if len(t.Nodes) > 0 && t.Role != RoleAgent {
+			return nil, errs.Invalid(field+".nodes", "only agent tokens are bound to nodes")
+		}
+		if len(t.Nodes) > maxTokenNodes {
+			return nil, errs.Invalid(field+".nodes", "at most %d patterns", maxTokenNodes)
+		}
+		for j, pat := range t.Nodes {
+			if _, err := path.Match(pat, ""); err != nil || pat == "" || len(pat) > api.MaxIDLen {
+				return nil, errs.Invalid(fmt.Sprintf("%s.nodes[%d]", field, j), "%q is not a node name pattern (path.Match syntax: *, ?, [a-z])", pat)
+			}
+		}
 		switch t.Role {
-		case RoleAdmin, RoleAgent:
+		case RoleAdmin, RoleAgent, RoleMetrics:
 			if t.Tenant != "" {
 				return nil, errs.Invalid(field+".tenant", "only tenant tokens name a tenant")
 			}
@@ -125,6 +120,9 @@ func LoadTokens(path string) (*Auth, error) {
 		case RoleTenant:
 			if err := api.ValidateID(field+".tenant", t.Tenant); err != nil {
 				return nil, err
+			}
+			if strings.Contains(t.Tenant, engine.TenantSep) || t.Tenant == DefaultTenant {
+				return nil, errs.Invalid(field+".tenant", "%q: a tenant name has no %q (it separates a tenant from its ids) and is not %q (the admins' own)", t.Tenant, engine.TenantSep, DefaultTenant)
 			}
 			if t.Rate < 0 || t.Rate > 1e9 || t.Rate != t.Rate || t.Burst < 0 || t.Burst > 1e9 || (t.Burst > 0 && t.Rate == 0) {
 				return nil, errs.Invalid(field+".rate", "rate must be 0..1e9 requests/s and burst 0..1e9, a burst only with a rate")
@@ -136,7 +134,7 @@ func LoadTokens(path string) (*Auth, error) {
 				perTenant[t.Tenant] = limit{t.Rate, t.Burst}
 			}
 		default:
-			return nil, errs.Invalid(field+".role", "must be admin, tenant or agent, got %q", t.Role)
+			return nil, errs.Invalid(field+".role", "must be admin, tenant, agent or metrics, got %q", t.Role)
 		}
 	}
 	return &Auth{tokens: f.Tokens, limits: newTenantLimits(perTenant)}, nil
@@ -182,7 +180,30 @@ func (a *Auth) authenticate(r *http.Request) (Principal, error) {
 	if found == nil {
 		return Principal{}, errs.New(errs.Unauthenticated, "", "unknown token")
 	}
-	return Principal{Role: found.Role, Tenant: found.Tenant}, nil
+	return Principal{Role: found.Role, Tenant: found.Tenant, Nodes: found.Nodes}, nil
+}
+
+// maxTokenNodes bounds a token's node patterns.
+const maxTokenNodes = 1024
+
+// mayServe reports whether p may act for node: admins and unbound agents
+// for any, a bound agent for the nodes its patterns match.
+func (p Principal) mayServe(node string) bool {
+	if p.Role == RoleAdmin || p.Nodes == nil {
+		return true
+	}
+	for _, pat := range p.Nodes {
+		if ok, _ := path.Match(pat, node); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// refuseNode is the error for an agent acting for a node it is not bound
+// to.
+func refuseNode(field, node string) error {
+	return errs.New(errs.PermissionDenied, field, "this agent's credentials are not bound to node %q", node)
 }
 
 type principalKey struct{}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,6 +18,8 @@ const (
 	aTok     = "team-a-token-0123456789"
 	bTok     = "team-b-token-0123456789"
 	agentTok = "agent-token-0123456789"
+	// boundTok is an agent token bound to nodes agn-*.
+	boundTok = "bound-agent-token-0123456789"
 )
 
 func startAuth(t *testing.T) *running {
@@ -28,6 +31,7 @@ func startAuth(t *testing.T) *running {
   - {token: `+aTok+`, role: tenant, tenant: team-a}
   - {token: `+bTok+`, role: tenant, tenant: team-b}
   - {token: `+agentTok+`, role: agent}
+  - {token: `+boundTok+`, role: agent, nodes: ["agn-*"]}
 `), 0o600)
 	return startWith(t, Options{DataDir: filepath.Join(dir, "data"), TokensFile: tokens})
 }
@@ -35,6 +39,9 @@ func startAuth(t *testing.T) *running {
 func callAs(t *testing.T, token, method, url, body string) (int, map[string]any) {
 	t.Helper()
 	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -79,13 +86,29 @@ func TestTenantIsolation(t *testing.T) {
 		if code != 200 || len(list) != 1 || list[0].(map[string]any)["id"] != c.own {
 			t.Errorf("list by %s: %d %v", c.own, code, body)
 		}
-		// Reusing the other tenant's id is a conflict, not a takeover.
-		if code, _ := callAs(t, c.tok, "POST", api+"/tasks", `{"id":"`+c.other+`","resources":{"cpu":"1000"}}`); code != 409 {
-			t.Errorf("reuse of %s: %d", c.other, code)
+	}
+	// Ids are per tenant: each may use the other's id for a task of its
+	// own, exactly as an unused id (issue 15 §4), and the other's task is
+	// untouched.
+	for _, c := range []struct{ tok, other, cpu string }{{aTok, "b1", "2"}, {bTok, "a1", "3"}} {
+		code, m := callAs(t, c.tok, "POST", api+"/tasks", `{"id":"`+c.other+`","resources":{"cpu":"`+c.cpu+`"}}`)
+		if code != 201 || m["id"] != c.other {
+			t.Errorf("reuse of %s: %d %v", c.other, code, m)
 		}
 	}
-	if _, body := callAs(t, adminTok, "GET", api+"/tasks", ""); len(body["tasks"].([]any)) != 2 {
-		t.Errorf("admin list: %v", body)
+	if _, m := callAs(t, aTok, "GET", api+"/tasks/a1", ""); fmt.Sprint(m["resources"].(map[string]any)["cpu"]) != "1000" {
+		t.Errorf("a1 changed by b's task of that id: %v", m)
+	}
+	_, body := callAs(t, adminTok, "GET", api+"/tasks", "")
+	var adminIDs []string
+	for _, x := range body["tasks"].([]any) {
+		adminIDs = append(adminIDs, x.(map[string]any)["id"].(string))
+	}
+	if strings.Join(adminIDs, ",") != "team-a:a1,team-b:b1,team-a:b1,team-b:a1" {
+		t.Errorf("admin list (qualified ids): %v", adminIDs)
+	}
+	if code, m := callAs(t, adminTok, "GET", api+"/tasks/team-b:a1", ""); code != 200 || m["id"] != "team-b:a1" {
+		t.Errorf("admin reading team-b:a1: %d %v", code, m)
 	}
 	if code, _ := callAs(t, bTok, "GET", api+"/tasks/b1", ""); code != 200 {
 		t.Error("b1 gone after a's attempts")

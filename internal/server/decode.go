@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+
+	"sigs.k8s.io/yaml"
 
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/errs"
@@ -22,7 +25,33 @@ const MaxBodyBytes = 64 << 20
 // readBody reads a bounded request body. A body of known length is read
 // into a slice of exactly that size (the common case: a schedule body is
 // about 80 bytes; a bytes.Buffer took 600).
+//
+// A YAML body (Content-Type application/yaml, as the CLI may send a job
+// file) is converted to JSON here, so every decoder reads JSON.
 func readBody(r *http.Request) ([]byte, error) {
+	b, err := readRawBody(r)
+	if err != nil || len(b) == 0 || !yamlBody(r) {
+		return b, err
+	}
+	j, err := yaml.YAMLToJSON(b)
+	if err != nil {
+		return nil, errs.Invalid("", "the YAML body does not parse: %v", err)
+	}
+	return j, nil
+}
+
+// yamlBody reports whether r's Content-Type says YAML.
+func yamlBody(r *http.Request) bool {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" || ct == "application/json" {
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && isYAMLType(mt)
+}
+
+// readRawBody reads the body as sent.
+func readRawBody(r *http.Request) ([]byte, error) {
 	if n := r.ContentLength; n >= 0 && n <= smallBody {
 		b := make([]byte, n)
 		if _, err := io.ReadFull(r.Body, b); err != nil {

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -14,7 +15,17 @@ import (
 
 func scrape(t *testing.T, base string) []byte {
 	t.Helper()
-	resp, err := client.Get(base + "/metrics")
+	return scrapeAs(t, base, "")
+}
+
+// scrapeAs reads /metrics with a bearer token (none when "").
+func scrapeAs(t *testing.T, base, token string) []byte {
+	t.Helper()
+	req, _ := http.NewRequest("GET", base+"/metrics", nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,20 +41,31 @@ func servePprof(ctx context.Context, addr string) (net.Addr, error) {
 	if !isLoopback(addr) {
 		return nil, errs.Invalid("pprof", "the profiling listener is served on loopback only; got %q", addr)
 	}
+	a, err := serveSide(ctx, "pprof", addr, PprofHandler())
+	if err == nil {
+		runtime.SetMutexProfileFraction(pprofMutexFraction)
+		runtime.SetBlockProfileRate(pprofBlockRate)
+	}
+	return a, err
+}
+
+// serveSide serves h on a listener of its own at addr (flag field) until
+// ctx ends, and returns the bound address. The API server runs on if it
+// fails later: what it serves is best effort.
+func serveSide(ctx context.Context, field, addr string, h http.Handler) (net.Addr, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, errs.Wrap(errs.Unavailable, "pprof", err)
+		return nil, errs.Wrap(errs.Unavailable, field, err)
 	}
-	runtime.SetMutexProfileFraction(pprofMutexFraction)
-	runtime.SetBlockProfileRate(pprofBlockRate)
-	srv := &http.Server{Handler: PprofHandler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
 	go func() {
 		<-ctx.Done()
 		_ = srv.Close()
 	}()
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			_ = err // the API server runs on; profiling is best effort
+			_ = err
 		}
 	}()
 	return ln.Addr(), nil

@@ -67,7 +67,7 @@ func TestTenantQueuesReclaimOverHTTP(t *testing.T) {
 		_, m := callAs(t, bTok, "GET", api+"/tasks/"+id, "")
 		if m["state"] == "pending" {
 			evicted = id
-			if r, _ := m["reason"].(string); !strings.HasPrefix(r, "preempted by a1") || m["attempt"] != float64(1) {
+			if r, _ := m["reason"].(string); !strings.HasPrefix(r, "preempted by another tenant's task") || m["attempt"] != float64(1) {
 				t.Errorf("evicted %s: %v", id, m)
 			}
 		}
@@ -105,7 +105,7 @@ func TestTenantQueuesReclaimOverHTTP(t *testing.T) {
 	}
 	var text string
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		text = string(scrape(t, s.base))
+		text = string(scrapeAs(t, s.base, adminTok))
 		if strings.Contains(text, `hetsched_queue_fair_share{queue="team-a",resource="nvidia.com/gpu"} 1000`) || time.Now().After(deadline) {
 			break
 		}

@@ -73,7 +73,15 @@ type Options struct {
 	// the machine's memory ("90%", the default when empty) or a size
 	// ("20Gi"). GOMEMLIMIT, when set, wins (memlimit.go).
 	MemoryLimit string
-	Logger      *slog.Logger
+	// AllowOrigins are the browser origins (scheme://host[:port]) whose
+	// cross-origin requests are served, with CORS headers (browser.go);
+	// none by default.
+	AllowOrigins []string
+	// MetricsListen, when set, serves /metrics without a token on its own
+	// listener (for a scraper on a network the operator trusts); the API's
+	// /metrics needs an admin or metrics token when tokens are on.
+	MetricsListen string
+	Logger        *slog.Logger
 	// Ready, when set, receives the bound address once serving.
 	Ready func(addr string)
 }
@@ -166,6 +174,10 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 		return errs.Invalid("pprof", "the profiling listener is served on loopback only; got %q", opt.PprofListen)
 	}
 	memLimit, memFrom, err := applyMemoryLimit(opt.MemoryLimit)
+	if err != nil {
+		return err
+	}
+	origins, err := ParseAllowedOrigins(opt.AllowOrigins)
 	if err != nil {
 		return err
 	}
@@ -270,7 +282,17 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 			return err
 		}
 	}
+	var metricsAddr net.Addr
+	if opt.MetricsListen != "" {
+		mctx, stopMetrics := context.WithCancel(ctx)
+		defer stopMetrics()
+		if metricsAddr, err = serveSide(mctx, "metrics-listen", opt.MetricsListen, metricsOnly(reg, lg)); err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	handler := New(eng, cfg.Policy, lg, reg, m, auth)
+	handler.browser = newBrowserGuard(auth == nil, ln.Addr().String(), origins)
 	switch {
 	case opt.MaxInFlight == 0:
 		handler.adm.max = DefaultMaxInFlight
@@ -324,6 +346,9 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	if pprofAddr != nil {
 		// After the first line: tools read the server's address from it.
 		fmt.Fprintf(out, "profiling: http://%s/debug/pprof/\n", pprofAddr)
+	}
+	if metricsAddr != nil {
+		fmt.Fprintf(out, "metrics: http://%s/metrics (no token needed there)\n", metricsAddr)
 	}
 	fmt.Fprintln(out, describeAuth(opt, auth))
 	if warn != "" {

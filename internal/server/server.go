@@ -45,6 +45,8 @@ type Server struct {
 	adm admission
 	// expiry ends the waits of schedule requests (expiry.go).
 	expiry expiry
+	// browser refuses what a web page could send (browser.go).
+	browser *browserGuard
 }
 
 // Close ends long-lived streams (events) so that a graceful shutdown does
@@ -58,6 +60,7 @@ func New(eng *engine.Engine, policy string, log *slog.Logger, reg *prometheus.Re
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{eng: eng, log: log, policy: policy, mux: http.NewServeMux(), metrics: m, auth: auth, closing: make(chan struct{}),
+		browser: newBrowserGuard(auth == nil, "", nil),
 		logClient: &http.Client{Transport: &http.Transport{
 			DialContext:           (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
 			ResponseHeaderTimeout: 10 * time.Second,
@@ -66,7 +69,10 @@ func New(eng *engine.Engine, policy string, log *slog.Logger, reg *prometheus.Re
 		}}}
 	s.routes()
 	if reg != nil {
-		s.mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)}))
+		// With tokens, only admins and metrics tokens read the metrics:
+		// they name every queue and count its work. --metrics-listen
+		// serves them without a token on an address of the operator's.
+		s.mux.HandleFunc("GET /metrics", s.guard(MetricsHandler(reg, log).ServeHTTP, RoleMetrics))
 	}
 	return s
 }
@@ -122,6 +128,7 @@ func (s *Server) table() []route {
 		{"POST /api/v1/nodes/{name}/cordon", s.guard(s.nodeState(api.NodeCordoned))},
 		{"POST /api/v1/nodes/{name}/uncordon", s.guard(s.nodeState(api.NodeReady))},
 		{"POST /api/v1/nodes/{name}/drain", s.guard(s.nodeState(api.NodeDraining))},
+		{"POST /api/v1/nodes/{name}/release", s.guard(s.releaseNode)},
 		{"GET /healthz", s.healthz},
 		{"GET /readyz", s.readyz},
 	}
@@ -139,6 +146,13 @@ func (s *Server) table() []route {
 // waiting HTTP/2 streams that is 4 GiB (TestWaitingStackShrinks).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sw := &statusWriter{ResponseWriter: w, code: http.StatusOK, start: time.Now()}
+	if s.browser.cors(sw, r) {
+		return // a preflight of an allowed origin, answered
+	}
+	if err := s.browser.check(r); err != nil {
+		s.refuse(sw, r, err)
+		return
+	}
 	s.serve(sw, r)
 	s.finishWaits(sw, r)
 }
@@ -210,12 +224,20 @@ type errorBody struct {
 	} `json:"error"`
 }
 
+// maxErrorMessage bounds an error body's message: errs.New already clips
+// the values it quotes, and this catches a cause's text (Wrap) that quotes
+// more.
+const maxErrorMessage = 1024
+
 // writeError writes err as API.md's error body with its status.
 func writeError(w http.ResponseWriter, err error) {
 	var body errorBody
 	body.Error.Code = errs.CodeOf(err)
 	body.Error.Field = errs.FieldOf(err)
 	body.Error.Message = err.Error()
+	if len(body.Error.Message) > maxErrorMessage {
+		body.Error.Message = errs.ClipTo(body.Error.Message, maxErrorMessage)
+	}
 	if body.Error.Code == errs.RateLimited || body.Error.Code == errs.Unavailable {
 		w.Header().Set("Retry-After", "1")
 	}
@@ -296,6 +318,7 @@ func (s *Server) admitTasks(w http.ResponseWriter, r *http.Request, tasks []api.
 	}
 	for i, e := range perTask {
 		if e != nil {
+			e = localErr(p.scope(), e)
 			if batch {
 				e = errs.Prefix("tasks["+strconv.Itoa(i)+"]", e)
 			}
@@ -314,12 +337,13 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer leave()
+	scope := principalOf(w, r).scope()
 	if batch {
-		writeJSON(w, http.StatusCreated, map[string]any{"ids": ids})
+		writeJSON(w, http.StatusCreated, map[string]any{"ids": localIDs(scope, ids)})
 		return
 	}
 	rec, _ := s.eng.Task(ids[0]) // durable, so published
-	writeTask(w, http.StatusCreated, rec)
+	writeTask(w, http.StatusCreated, localRec(scope, rec))
 }
 
 // schedule is POST /api/v1/schedule?wait=2s: 200 when every task is
@@ -413,7 +437,7 @@ func (s *Server) continueSchedule(sw *statusWriter, r *http.Request) <-chan stru
 		p.recs[p.next] = rec
 		p.next++
 	}
-	writeTasks(sw, p.status, p.recs, p.batch)
+	writeTasks(sw, p.status, localRecs(principalOf(sw, r).scope(), p.recs), p.batch)
 	p.leave()
 	sw.then = nil
 	return nil
@@ -481,9 +505,10 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	recs, next := s.eng.List(f, cursor, limit)
+	scope := principalOf(w, r).scope()
 	views := make([]taskView, len(recs))
 	for i, rec := range recs {
-		views[i] = view(rec)
+		views[i] = view(localRec(scope, rec))
 	}
 	body := map[string]any{"tasks": views}
 	if next > 0 {
@@ -496,8 +521,9 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 // task of another tenant is "not found", so ids of others do not leak.
 func (s *Server) owned(w http.ResponseWriter, r *http.Request) (*engine.TaskRecord, bool) {
 	id := r.PathValue("id")
-	rec, ok := s.eng.Task(id)
-	if !ok || !principalOf(w, r).sees(rec.Tenant) {
+	p := principalOf(w, r)
+	rec, ok := s.eng.Task(p.qualify(id))
+	if !ok || !p.sees(rec.Tenant) {
 		writeError(w, errs.New(errs.NotFound, "id", "no task %q", id))
 		return nil, false
 	}
@@ -506,7 +532,7 @@ func (s *Server) owned(w http.ResponseWriter, r *http.Request) (*engine.TaskReco
 
 func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
 	if rec, ok := s.owned(w, r); ok {
-		writeTask(w, http.StatusOK, rec)
+		writeTask(w, http.StatusOK, localRec(principalOf(w, r).scope(), rec))
 	}
 }
 
@@ -578,10 +604,11 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errs.Invalid("reason", "at most 4096 bytes"))
 		return
 	}
-	if _, ok := s.owned(w, r); !ok {
+	rec, ok := s.owned(w, r)
+	if !ok {
 		return
 	}
-	if err := s.eng.Finished(r.Context(), r.PathValue("id"), core.Result{ExitCode: body.ExitCode, Reason: body.Reason}); err != nil {
+	if err := s.eng.Finished(r.Context(), rec.Spec.ID, core.Result{ExitCode: body.ExitCode, Reason: body.Reason}); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -589,10 +616,11 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
-	if _, ok := s.owned(w, r); !ok {
+	rec, ok := s.owned(w, r)
+	if !ok {
 		return
 	}
-	if err := s.eng.Renew(r.Context(), r.PathValue("id")); err != nil {
+	if err := s.eng.Renew(r.Context(), rec.Spec.ID); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -700,6 +728,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			if ev.Kind == "task" && !p.sees(ev.Tenant) {
 				continue
 			}
+			if ev.Kind == "task" {
+				ev.ID, ev.Reason = engine.LocalID(p.scope(), ev.ID), localReason(p.scope(), ev.Reason)
+			}
 			data, _ := json.Marshal(ev)
 			fmt.Fprintf(&b, "id: %d\nevent: %s\ndata: %s\n\n", ev.Seq, ev.Kind, data)
 		}
@@ -723,19 +754,22 @@ type jobView struct {
 	Tasks     []taskView     `json:"tasks,omitempty"`
 }
 
+// writeJob answers with the job of engine id id (the caller's, checked).
 func (s *Server) writeJob(w http.ResponseWriter, r *http.Request, status int, id string) {
+	p := principalOf(w, r)
 	j, tasks, ok := s.eng.Job(id)
-	if !ok || !principalOf(w, r).sees(j.Tenant) {
-		writeError(w, errs.New(errs.NotFound, "id", "no job %q", id))
+	if !ok || !p.sees(j.Tenant) {
+		writeError(w, errs.New(errs.NotFound, "id", "no job %q", engine.LocalID(p.scope(), id)))
 		return
 	}
 	withTasks := r.URL.Query().Get("tasks") != "false" // ?tasks=false: counts only (big jobs)
 	v := jobView{Job: j.Spec, Submitted: j.Submitted, Counts: map[string]int{}}
 	v.Job.Tasks = nil
+	v.Job.ID = engine.LocalID(p.scope(), j.Spec.ID)
 	states := make([]string, len(tasks))
 	for i, t := range tasks {
 		if withTasks {
-			v.Tasks = append(v.Tasks, view(t))
+			v.Tasks = append(v.Tasks, view(localRec(p.scope(), t)))
 		}
 		states[i] = t.State
 		v.Counts[t.State]++
@@ -761,20 +795,21 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 	}
 	id, err := s.eng.SubmitJob(r.Context(), tenant, j)
 	if err != nil {
-		writeError(w, err)
+		writeError(w, localErr(principalOf(w, r).scope(), err))
 		return
 	}
 	s.writeJob(w, r, http.StatusCreated, id)
 }
 
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
-	s.writeJob(w, r, http.StatusOK, r.PathValue("id"))
+	s.writeJob(w, r, http.StatusOK, principalOf(w, r).qualify(r.PathValue("id")))
 }
 
 func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if j, _, ok := s.eng.Job(id); !ok || !principalOf(w, r).sees(j.Tenant) {
-		writeError(w, errs.New(errs.NotFound, "id", "no job %q", id))
+	p := principalOf(w, r)
+	id := p.qualify(r.PathValue("id"))
+	if j, _, ok := s.eng.Job(id); !ok || !p.sees(j.Tenant) {
+		writeError(w, errs.New(errs.NotFound, "id", "no job %q", r.PathValue("id")))
 		return
 	}
 	if err := s.eng.CancelJob(r.Context(), id); err != nil {
@@ -840,4 +875,20 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "policy": s.policy})
+}
+
+// MetricsHandler serves reg in the Prometheus text format.
+func MetricsHandler(reg *prometheus.Registry, log *slog.Logger) http.Handler {
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelError)})
+}
+
+// metricsOnly serves GET /metrics from reg and 404 for everything else
+// (the --metrics-listen listener).
+func metricsOnly(reg *prometheus.Registry, log *slog.Logger) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", MetricsHandler(reg, log))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, errs.New(errs.NotFound, "", "this listener serves only GET /metrics"))
+	})
+	return mux
 }

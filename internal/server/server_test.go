@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,6 +44,12 @@ func start(t *testing.T, dir string) *running {
 // logger and readiness hook filled in).
 func startWith(t *testing.T, opt Options) *running {
 	t.Helper()
+	return startWithOut(t, opt, io.Discard)
+}
+
+// startWithOut is startWith with the server's printed lines sent to out.
+func startWithOut(t *testing.T, opt Options, out io.Writer) *running {
+	t.Helper()
 	nodes := filepath.Join(t.TempDir(), "nodes.yaml")
 	if err := os.WriteFile(nodes, []byte(nodesYAML), 0o600); err != nil {
 		t.Fatal(err)
@@ -52,7 +59,7 @@ func startWith(t *testing.T, opt Options) *running {
 	r := &running{cancel: cancel, done: make(chan error, 1)}
 	opt.Listen, opt.NodesFile, opt.Logger = "127.0.0.1:0", nodes, quiet
 	opt.Ready = func(a string) { ready <- a }
-	go func() { r.done <- Run(ctx, io.Discard, opt) }()
+	go func() { r.done <- Run(ctx, out, opt) }()
 	select {
 	case a := <-ready:
 		r.base = "http://" + a
@@ -86,6 +93,9 @@ func call(t *testing.T, method, url, body string) (int, map[string]any) {
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := client.Do(req)
 	if err != nil {
@@ -284,4 +294,22 @@ func TestRunRefusesNonLoopbackAndBadFlags(t *testing.T) {
 	if err := Run(context.Background(), io.Discard, Options{Listen: "127.0.0.1:0", DataDir: t.TempDir(), NodesFile: bad, Logger: quiet}); errs.FieldOf(err) != "nodes" {
 		t.Errorf("bad nodes file: %v", err)
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

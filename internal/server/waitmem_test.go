@@ -78,7 +78,8 @@ func TestWaitingStackShrinks(t *testing.T) {
 		// Never placeable (2 CPUs on a 1-CPU cluster): it waits until
 		// the test ends it.
 		body := `{"id":"w` + itoa(i) + `","resources":{"cpu":"2"}}`
-		req := httptest.NewRequestWithContext(ctx, "POST", "/api/v1/schedule?wait=10m", strings.NewReader(body))
+		req := httptest.NewRequestWithContext(ctx, "POST", "http://127.0.0.1/api/v1/schedule?wait=10m", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		go func() {
 			defer wg.Done()

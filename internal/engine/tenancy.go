@@ -1,0 +1,91 @@
+package engine
+
+import (
+	"strings"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/errs"
+)
+
+// Tenant-scoped ids (issue 15 §4).
+//
+// Task and job ids are per tenant: the engine (and so the core and the
+// store key) names a tenant's object "<tenant>:<id>", its qualified id,
+// and the tenant sees and writes only the local id. Two tenants may use
+// the same id, and no answer to one tenant depends on another's ids: a
+// dependency on another tenant's task is a dependency on a task that does
+// not exist. The default tenant's ids (auth off, and admins) are not
+// qualified, so a store written without tenants reads the same; an admin
+// names another tenant's task by its qualified id. Tenant names never
+// contain the separator (the server checks its tokens).
+
+// TenantSep separates a tenant from a local id in a qualified id.
+const TenantSep = ":"
+
+// scoped reports whether tenant's ids are qualified.
+func scoped(tenant string) bool { return tenant != "" && tenant != DefaultTenant }
+
+// QualifyID is tenant's id as the engine names it.
+func QualifyID(tenant, id string) string {
+	if !scoped(tenant) || id == "" {
+		return id
+	}
+	return tenant + TenantSep + id
+}
+
+// LocalID is a qualified id as tenant names it (id itself when it is not
+// one of tenant's).
+func LocalID(tenant, id string) string {
+	if !scoped(tenant) {
+		return id
+	}
+	return strings.TrimPrefix(id, tenant+TenantSep)
+}
+
+// qualifyTask qualifies a validated spec's id and dependencies for tenant.
+func qualifyTask(tenant string, t *api.Task) error {
+	if !scoped(tenant) {
+		return nil
+	}
+	if len(t.ID)+len(tenant)+len(TenantSep) > api.MaxIDLen {
+		return errs.Invalid("id", "at most %d characters for tenant %s's tasks, got %d", api.MaxIDLen-len(tenant)-len(TenantSep), tenant, len(t.ID))
+	}
+	t.ID = QualifyID(tenant, t.ID)
+	if len(t.Depends) > 0 {
+		deps := make([]string, len(t.Depends)) // the caller's slice is left as it was
+		for i, d := range t.Depends {
+			deps[i] = QualifyID(tenant, d)
+		}
+		t.Depends = deps
+	}
+	return nil
+}
+
+// mayPutQueue is the rule for a tenant's queue change: only queues below
+// its top queue (the top queue is the admin's), each within its parent's
+// limits (no guarantee or max above the parent's).
+func mayPutQueue(tenant string, q *api.Queue, all map[string]*api.Queue) error {
+	with := make(map[string]*api.Queue, len(all)+1)
+	for k, v := range all {
+		with[k] = v
+	}
+	with[q.Name] = q
+	if api.QueueOwner(q.Name, with) != tenant || (all[q.Name] != nil && api.QueueOwner(q.Name, all) != tenant) {
+		return errs.New(errs.PermissionDenied, "name", "queue %q is not under tenant %s", q.Name, tenant)
+	}
+	if q.ParentOrRoot() == api.RootQueue || (all[q.Name] != nil && all[q.Name].ParentOrRoot() == api.RootQueue) {
+		return errs.New(errs.PermissionDenied, "name", "queue %q is tenant %s's top queue: only an admin changes its weight, guarantee and max", q.Name, tenant)
+	}
+	parent := all[q.ParentOrRoot()]
+	for n, v := range q.Guaranteed {
+		if g := parent.Guaranteed[n]; v > g {
+			return errs.New(errs.PermissionDenied, "guaranteed."+string(n), "%s is more than parent queue %s guarantees (%s)", n.Format(v), parent.Name, n.Format(g))
+		}
+	}
+	for n, v := range q.Max {
+		if m, ok := parent.Max[n]; ok && v > m {
+			return errs.New(errs.PermissionDenied, "max."+string(n), "%s is more than parent queue %s's max (%s)", n.Format(v), parent.Name, n.Format(m))
+		}
+	}
+	return nil
+}
