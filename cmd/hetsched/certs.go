@@ -22,7 +22,7 @@ func newCerts() *cobra.Command {
   hetsched certs init                          the CA: ca.pem, ca-key.pem (keep it secret)
   hetsched certs server --dns HOST --ip ADDR   server.pem for hetsched server --tls-cert/--tls-key
   hetsched certs agent --nodes gpu-1,gpu-2     agent-NAME.pem: an agent that may serve only those nodes
-  hetsched certs client --role admin           client-admin.pem (or --role tenant --tenant T)
+  hetsched certs client --role admin           client-admin.pem (or --role tenant --tenant T, --role metrics)
 
 Then: hetsched server --tls-cert server.pem --tls-key server-key.pem --client-ca ca.pem,
 hetsched agent --server https://HOST:7070 --ca ca.pem --cert agent-NAME.pem --key agent-NAME-key.pem,
@@ -89,10 +89,10 @@ Keys are ECDSA P-256, written 0600; existing files are kept unless --force.`,
 		})
 
 	var role, tenant string
-	client := leaf(certs.KindClient, "client --role admin|tenant [--tenant T]", "Make a CLI or API client's certificate: an admin, or a tenant",
+	client := leaf(certs.KindClient, "client --role admin|tenant|metrics [--tenant T]", "Make a CLI or API client's certificate: an admin, a tenant, or a metrics scraper",
 		func(o *certs.IssueOptions) { o.Role, o.Tenant = role, tenant },
 		func(c *cobra.Command) {
-			c.Flags().StringVar(&role, "role", "", "admin or tenant")
+			c.Flags().StringVar(&role, "role", "", "admin, tenant or metrics (/metrics only)")
 			c.Flags().StringVar(&tenant, "tenant", "", "the tenant, with --role tenant")
 		})
 

@@ -21,8 +21,9 @@
 //     hetsched never reads them as host names, and an agent certificate
 //     cannot serve TLS (its only extended key usage is client auth).
 //   - Role: what a client certificate's holder may do, in its Subject's
-//     Organization: hetsched:agent, hetsched:admin or hetsched:tenant
-//     (then its Common Name is the tenant). The same roles as tokens.
+//     Organization: hetsched:agent, hetsched:admin, hetsched:tenant (then
+//     its Common Name is the tenant) or hetsched:metrics. The same roles
+//     as tokens.
 //   - Key usage: server certificates carry server auth, agent and client
 //     certificates client auth; a certificate used for the other side is
 //     refused by the TLS handshake.
@@ -73,9 +74,10 @@ const (
 
 // Roles, as the server's tokens name them.
 const (
-	RoleAdmin  = "admin"
-	RoleTenant = "tenant"
-	RoleAgent  = "agent"
+	RoleAdmin   = "admin"
+	RoleTenant  = "tenant"
+	RoleAgent   = "agent"
+	RoleMetrics = "metrics" // reads /metrics only (a Prometheus scraper)
 )
 
 // OrgPrefix prefixes the role in a client or agent certificate's Subject
@@ -112,7 +114,7 @@ type IssueOptions struct {
 	Kind string
 	// Name is the Subject Common Name and the files' base name. Defaults:
 	// server "server"; agent the first node when it is a plain name;
-	// client "admin", or the tenant.
+	// client its role ("admin", "metrics"), or the tenant.
 	Name string
 	// DNSNames and IPs are a server certificate's SANs (default
 	// localhost, 127.0.0.1 and ::1).
@@ -121,7 +123,8 @@ type IssueOptions struct {
 	// Nodes are an agent certificate's node names or path.Match patterns
 	// (at least one; "*" is every node).
 	Nodes []string
-	// Role (admin or tenant) and Tenant are a client certificate's.
+	// Role (admin, tenant or metrics) and Tenant are a client
+	// certificate's.
 	Role   string
 	Tenant string
 	// Validity is how long the certificate is valid (default 1 year);
@@ -232,12 +235,12 @@ func Issue(dir string, opt IssueOptions) (certPath, keyPath string, err error) {
 			return "", "", errs.Invalid("kind", "a client certificate takes a role and a tenant only")
 		}
 		switch opt.Role {
-		case RoleAdmin:
+		case RoleAdmin, RoleMetrics:
 			if opt.Tenant != "" {
 				return "", "", errs.Invalid("tenant", "only tenant certificates name a tenant")
 			}
 			if name == "" {
-				name = "admin"
+				name = opt.Role
 			}
 		case RoleTenant:
 			if err := api.ValidateID("tenant", opt.Tenant); err != nil {
@@ -248,7 +251,7 @@ func Issue(dir string, opt IssueOptions) (certPath, keyPath string, err error) {
 			}
 			name = opt.Tenant
 		default:
-			return "", "", errs.Invalid("role", "must be admin or tenant, got %q (agents: hetsched certs agent)", opt.Role)
+			return "", "", errs.Invalid("role", "must be admin, tenant or metrics, got %q (agents: hetsched certs agent)", opt.Role)
 		}
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
 		tmpl.Subject.Organization = []string{OrgPrefix + opt.Role}
@@ -538,7 +541,8 @@ func describe(c *x509.Certificate) string {
 
 // Identity maps a client certificate, verified by the TLS handshake
 // against the server's --client-ca, to a principal: its role from the
-// Subject Organization (hetsched:agent, hetsched:admin, hetsched:tenant);
+// Subject Organization (hetsched:agent, hetsched:admin, hetsched:tenant,
+// hetsched:metrics);
 // a tenant's name from the Common Name; an agent's node names or patterns
 // from its DNS SANs (at least one).
 func Identity(c *x509.Certificate) (role, tenant string, nodes []string, err error) {
@@ -556,7 +560,7 @@ func Identity(c *x509.Certificate) (role, tenant string, nodes []string, err err
 		role = r
 	}
 	switch role {
-	case RoleAdmin:
+	case RoleAdmin, RoleMetrics:
 		return role, "", nil, nil
 	case RoleTenant:
 		if err := api.ValidateID("", c.Subject.CommonName); err != nil {
@@ -574,7 +578,7 @@ func Identity(c *x509.Certificate) (role, tenant string, nodes []string, err err
 		}
 		return role, "", append([]string(nil), c.DNSNames...), nil
 	case "":
-		return "", "", nil, errs.New(errs.Unauthenticated, "", "client certificate %s names no hetsched role (Organization %sagent, %sadmin or %stenant)", describe(c), OrgPrefix, OrgPrefix, OrgPrefix)
+		return "", "", nil, errs.New(errs.Unauthenticated, "", "client certificate %s names no hetsched role (Organization %sagent, %sadmin, %stenant or %smetrics)", describe(c), OrgPrefix, OrgPrefix, OrgPrefix, OrgPrefix)
 	}
 	return "", "", nil, errs.New(errs.Unauthenticated, "", "client certificate %s names an unknown role %q", describe(c), role)
 }

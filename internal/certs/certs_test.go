@@ -232,6 +232,10 @@ func TestIdentity(t *testing.T) {
 	if role, tenant, nodes, err := Identity(parse(t, admin)); err != nil || role != RoleAdmin || tenant != "" || nodes != nil {
 		t.Errorf("admin: %s %s %v %v", role, tenant, nodes, err)
 	}
+	prom, _ := issue(t, dir, IssueOptions{Kind: KindClient, Role: RoleMetrics})
+	if role, _, _, err := Identity(parse(t, prom)); err != nil || role != RoleMetrics || !strings.HasSuffix(prom, "client-metrics.pem") {
+		t.Errorf("metrics: %s %v %s", role, err, prom)
+	}
 	ten, _ := issue(t, dir, IssueOptions{Kind: KindClient, Role: RoleTenant, Tenant: "team-a"})
 	if role, tenant, _, err := Identity(parse(t, ten)); err != nil || role != RoleTenant || tenant != "team-a" {
 		t.Errorf("tenant: %s %s %v", role, tenant, err)

@@ -37,6 +37,7 @@ func newPKI(t *testing.T) pki {
 		{Kind: certs.KindAgent, Name: "gpus", Nodes: []string{"gpu-*"}},
 		{Kind: certs.KindClient, Role: certs.RoleAdmin},
 		{Kind: certs.KindClient, Role: certs.RoleTenant, Tenant: "team-a"},
+		{Kind: certs.KindClient, Role: certs.RoleMetrics, Name: "prometheus"},
 	} {
 		if _, _, err := certs.Issue(p.dir, o); err != nil {
 			t.Fatal(err)
@@ -116,6 +117,14 @@ func TestTLSCertificatesAreIdentities(t *testing.T) {
 	if resp.StatusCode != 403 || errCode(body) != string(errs.PermissionDenied) || !strings.Contains(errMsg(body), `"node-b"`) || errField(body) != "nodes[0].name" {
 		t.Fatalf("node-b by node-a's certificate: %d %v", resp.StatusCode, body)
 	}
+	// The agent handlers hold certificate agents to their nodes as they
+	// do bound tokens.
+	if resp, body = do(t, agentA, "", "POST", base+"/api/v1/agents/node-a/heartbeat", `{"nodes":[{"node":"node-b","cpu":0.1}]}`); resp.StatusCode != 403 || !strings.Contains(errMsg(body), `"node-b"`) {
+		t.Fatalf("heartbeat for node-b by node-a's certificate: %d %v", resp.StatusCode, body)
+	}
+	if resp, body = do(t, agentA, "", "POST", base+"/api/v1/agents/node-a/heartbeat", `{"nodes":[{"node":"node-a","cpu":0.1}]}`); resp.StatusCode != 200 {
+		t.Fatalf("heartbeat for node-a: %d %v", resp.StatusCode, body)
+	}
 	// A token sent along does not widen what the certificate allows.
 	if resp, body = do(t, agentA, adminTok, "POST", base+"/api/v1/agents/register", register("node-b")); resp.StatusCode != 403 {
 		t.Fatalf("node-b by node-a's certificate and an admin token: %d %v", resp.StatusCode, body)
@@ -150,6 +159,14 @@ func TestTLSCertificatesAreIdentities(t *testing.T) {
 	}
 	if resp.StatusCode != 200 || len(agents) != 2 || !agents["node-a"] || !agents["gpu-7"] {
 		t.Fatalf("admin lists nodes: %d, agents' nodes %v, want node-a and gpu-7 only", resp.StatusCode, agents)
+	}
+	// A metrics certificate reads /metrics and nothing else.
+	prom := p.client(t, "client-prometheus")
+	if resp, _ = do(t, prom, "", "GET", base+"/metrics", ""); resp.StatusCode != 200 {
+		t.Fatalf("metrics certificate on /metrics: %d", resp.StatusCode)
+	}
+	if resp, _ = do(t, prom, "", "GET", base+"/api/v1/tasks", ""); resp.StatusCode != 403 {
+		t.Fatalf("metrics certificate listing tasks: %d", resp.StatusCode)
 	}
 	if resp, body = do(t, anon, "", "GET", base+"/api/v1/tasks", ""); resp.StatusCode != 401 || !strings.Contains(errMsg(body), "client certificate") {
 		t.Fatalf("neither certificate nor token: %d %v", resp.StatusCode, body)
