@@ -24,6 +24,7 @@ func newAgent() *cobra.Command {
 		fakeFleet                                                  int
 		grace, fakeDuration                                        time.Duration
 		verbose                                                    bool
+		tlsf                                                       tlsFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "agent",
@@ -33,6 +34,9 @@ cgroup), NVIDIA GPUs (in a build with -tags nvml), TPUs (/dev/accel*) and the
 devices declared in --devices (marked simulated), registers them with the
 server, heartbeats every 2s and runs the tasks the server assigns to it.
 
+With an https:// --server, --ca names the CA to trust and --cert/--key an
+agent certificate (hetsched certs agent --nodes NODE) to authenticate with
+instead of a token: the server lets it serve only the nodes it names.
 With --fake-fleet N it instead registers N simulated nodes whose tasks
 "run" for their duration (for scale tests).`,
 		Args: cobra.NoArgs,
@@ -47,11 +51,15 @@ With --fake-fleet N it instead registers N simulated nodes whose tasks
 			if token == "" {
 				token = os.Getenv("HETSCHED_TOKEN")
 			}
+			tc, err := tlsf.config(server)
+			if err != nil {
+				return err
+			}
 			if fakeFleet > 0 {
 				if name == "" {
 					name = "fake"
 				}
-				f, err := agent.NewFleet(agent.FleetOptions{Server: server, Token: token, Name: name, Nodes: fakeFleet,
+				f, err := agent.NewFleet(agent.FleetOptions{Server: server, Token: token, TLS: tc, Name: name, Nodes: fakeFleet,
 					DefaultDuration: fakeDuration, Logger: lg})
 				if err != nil {
 					return err
@@ -82,7 +90,7 @@ With --fake-fleet N it instead registers N simulated nodes whose tasks
 			for _, d := range node.Devices {
 				lg.Info("discovered device", "type", d.Type, "id", d.ID, "model", d.Model, "memory", int64(d.Memory), "simulated", d.Simulated, "topology", d.Topology)
 			}
-			a, err := agent.New(agent.Options{Server: server, Token: token, Node: node, Monitors: monitors,
+			a, err := agent.New(agent.Options{Server: server, Token: token, TLS: tc, Node: node, Monitors: monitors,
 				WorkDir: workDir, LogsListen: logsListen, LogsURL: logsURL, Grace: grace, Logger: lg})
 			if err != nil {
 				return err
@@ -93,7 +101,8 @@ With --fake-fleet N it instead registers N simulated nodes whose tasks
 	}
 	f := cmd.Flags()
 	f.StringVar(&server, "server", envOr("HETSCHED_SERVER", "http://127.0.0.1:7070"), "control plane URL ($HETSCHED_SERVER)")
-	f.StringVar(&token, "token", "", "agent token ($HETSCHED_TOKEN)")
+	f.StringVar(&token, "token", "", "agent token ($HETSCHED_TOKEN); not needed with --cert")
+	tlsf.add(cmd)
 	f.StringVar(&name, "name", "", "node name (default local-<hostname>; with --fake-fleet, the name prefix)")
 	f.StringVar(&devices, "devices", "", "declared devices file (YAML/JSON {devices: [...]}); they are marked simulated")
 	f.StringVar(&workDir, "work-dir", "", "directory for task work dirs, logs and results; keep it across restarts (default ~/.hetsched/agent/NAME)")

@@ -1,19 +1,44 @@
 package main
 
 import (
+	"crypto/tls"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/hetsched/hetsched/internal/certs"
 	"github.com/hetsched/hetsched/internal/cli"
 )
 
 // clientFlags are the flags every API command takes.
 type clientFlags struct {
 	server, token, output string
+	tls                   tlsFlags
 	timeout               time.Duration
+}
+
+// tlsFlags are --ca, --cert and --key ($HETSCHED_CA, $HETSCHED_CERT,
+// $HETSCHED_KEY) of the CLI and the agent.
+type tlsFlags struct{ ca, cert, key string }
+
+func (t *tlsFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&t.ca, "ca", os.Getenv("HETSCHED_CA"), "CA certificate (PEM) that signed an https:// server's certificate (default $HETSCHED_CA; else the system's)")
+	cmd.Flags().StringVar(&t.cert, "cert", os.Getenv("HETSCHED_CERT"), "client certificate (PEM) to authenticate with instead of a token (default $HETSCHED_CERT)")
+	cmd.Flags().StringVar(&t.key, "key", os.Getenv("HETSCHED_KEY"), "private key of --cert (default $HETSCHED_KEY)")
+}
+
+// config is the TLS of server (nil for http:// without TLS flags).
+func (t *tlsFlags) config(server string) (*tls.Config, error) {
+	if !strings.HasPrefix(server, "https://") {
+		if t.ca != "" || t.cert != "" || t.key != "" {
+			return nil, fmt.Errorf("--ca, --cert and --key ($HETSCHED_CA, $HETSCHED_CERT, $HETSCHED_KEY) need an https:// --server, got %q", server)
+		}
+		return nil, nil
+	}
+	return certs.ClientTLSConfig(t.ca, t.cert, t.key)
 }
 
 func (f *clientFlags) add(cmd *cobra.Command) {
@@ -23,6 +48,7 @@ func (f *clientFlags) add(cmd *cobra.Command) {
 	}
 	cmd.Flags().StringVar(&f.server, "server", server, "API address (default $HETSCHED_SERVER)")
 	cmd.Flags().StringVar(&f.token, "token", os.Getenv("HETSCHED_TOKEN"), "bearer token (default $HETSCHED_TOKEN)")
+	f.tls.add(cmd)
 	cmd.Flags().StringVarP(&f.output, "output", "o", cli.Table, "table, json or yaml")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 30*time.Second, "how long one request may take")
 }
@@ -33,6 +59,13 @@ func (f *clientFlags) client() (*cli.Client, error) {
 	}
 	if f.timeout <= 0 {
 		return nil, fmt.Errorf("--timeout: must be positive")
+	}
+	tc, err := f.tls.config(f.server)
+	if err != nil {
+		return nil, err
+	}
+	if tc != nil {
+		return cli.NewTLSClient(f.server, f.token, f.timeout, tc), nil
 	}
 	return cli.NewClient(f.server, f.token, f.timeout), nil
 }

@@ -24,6 +24,7 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newUp(), newDemo(), newServer(), newAgent(), newAgentShim(), newBench(), newPolicies(), newSim(), newNode())
+	root.AddCommand(newCerts())
 	root.AddCommand(newClientCommands()...)
 	return root
 }

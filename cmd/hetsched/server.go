@@ -23,11 +23,15 @@ func newServer() *cobra.Command {
 			return server.Run(ctx, cmd.OutOrStdout(), opt)
 		},
 	}
-	cmd.Flags().StringVar(&opt.Listen, "listen", "127.0.0.1:7070", "address to serve on (loopback only without --tokens)")
+	cmd.Flags().StringVar(&opt.Listen, "listen", "127.0.0.1:7070", "address to serve on (loopback only without --tokens or --client-ca; off loopback tokens need TLS)")
 	cmd.Flags().StringVar(&opt.DataDir, "data-dir", "", "directory of the durable store (required)")
 	cmd.Flags().StringVar(&opt.NodesFile, "nodes", "", "static node inventory (YAML or JSON, API.md format)")
 	cmd.Flags().StringVar(&opt.QueuesFile, "queues", "", "queue tree (YAML or JSON, API.md format)")
-	cmd.Flags().StringVar(&opt.TokensFile, "tokens", "", "bearer tokens (admin, tenant, agent); without it auth is off and only loopback is served")
+	cmd.Flags().StringVar(&opt.TokensFile, "tokens", "", "bearer tokens (admin, tenant, agent); without it and --client-ca auth is off and only loopback is served")
+	cmd.Flags().StringVar(&opt.TLSCert, "tls-cert", "", "serve HTTPS (HTTP/2 by ALPN, and HTTP/1.1) with this PEM certificate (chain), reloaded when it changes (hetsched certs server makes one)")
+	cmd.Flags().StringVar(&opt.TLSKey, "tls-key", "", "the PEM private key of --tls-cert")
+	cmd.Flags().StringVar(&opt.ClientCA, "client-ca", "", "accept client certificates signed by this CA (PEM) as identities: agents (their node names), admins, tenants; needs --tls-cert")
+	cmd.Flags().BoolVar(&opt.InsecurePlaintext, "insecure-plaintext", false, "allow --tokens on a non-loopback --listen without TLS (tokens cross the network in cleartext; warned at start)")
 	cmd.Flags().StringVar(&opt.Policy, "policy", core.DefaultConfig().Policy, "scheduling policy (see hetsched policies)")
 	cmd.Flags().IntVar(&opt.MaxInFlight, "max-inflight", 0, "task submissions in flight before the server sheds them with 429, low tier first (at half), then medium (80%), urgent and high only at the max; 0: 50000, -1: unlimited")
 	cmd.Flags().StringVar(&opt.MemoryLimit, "memory-limit", server.DefaultMemoryLimit, "Go runtime soft memory limit: a share of the machine's (or cgroup's) memory, a size like 20Gi, or off; GOMEMLIMIT wins when set")

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -24,8 +25,11 @@ import (
 
 // Options configure a node agent.
 type Options struct {
-	Server string // http://host:port of the control plane
-	Token  string // agent token ("" when auth is off)
+	Server string // http(s)://host:port of the control plane
+	Token  string // agent token ("" when auth is off, or with a certificate)
+	// TLS, for an https:// Server: the CA to trust and the agent's
+	// certificate (certs.ClientTLSConfig); nil: the system's roots.
+	TLS *tls.Config
 	// Node is the node to register (discover.Node builds it); Monitors
 	// report its devices' live state.
 	Node     api.Node
@@ -98,7 +102,7 @@ func New(opt Options) (*Agent, error) {
 	if opt.LogsListen == "" {
 		opt.LogsListen = "127.0.0.1:0"
 	}
-	c, err := newClient(opt.Server, opt.Token)
+	c, err := newClient(opt.Server, opt.Token, opt.TLS)
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -30,6 +31,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hetsched/hetsched/internal/certs"
 	"github.com/hetsched/hetsched/internal/engine"
 	"github.com/hetsched/hetsched/internal/errs"
 )
@@ -37,28 +39,48 @@ import (
 // client speaks the agent protocol to one server.
 type client struct {
 	base  string
+	tls   *tls.Config // to explain TLS failures
 	token string
 	unary *http.Client // bounded calls
 	long  *http.Client // the assignment stream (no overall timeout)
 }
 
-func newClient(base, token string) (*client, error) {
+// newClient speaks to base (http:// or https://) with token, if any; tc,
+// when set, is the TLS of an https:// base (the CA to trust, the agent's
+// certificate). Over TLS the calls and the stream share HTTP/2
+// connections (ALPN).
+func newClient(base, token string, tc *tls.Config) (*client, error) {
 	u, err := url.Parse(base)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, errs.Invalid("server", "must be an http(s) URL, got %q", base)
 	}
+	if tc != nil && u.Scheme != "https" {
+		return nil, errs.Invalid("server", "--ca, --cert and --key need an https:// URL, got %q", base)
+	}
 	tr := &http.Transport{
 		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:       tc,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ForceAttemptHTTP2:     true,
 		ResponseHeaderTimeout: 30 * time.Second,
 		MaxIdleConnsPerHost:   8,
 		IdleConnTimeout:       time.Minute,
 	}
 	return &client{
 		base:  strings.TrimRight(base, "/"),
+		tls:   tc,
 		token: token,
 		unary: &http.Client{Transport: tr, Timeout: 30 * time.Second},
 		long:  &http.Client{Transport: tr},
 	}, nil
+}
+
+// explain puts a TLS failure's cause and flag in front of it.
+func (c *client) explain(err error) error {
+	if h := certs.Explain(err, c.base, c.tls); h != "" {
+		return fmt.Errorf("%s: %w", h, err)
+	}
+	return err
 }
 
 // apiError is an error answer of the server.
@@ -98,7 +120,7 @@ func (c *client) do(ctx context.Context, method, path string, in, out any) error
 	}
 	resp, err := c.unary.Do(req)
 	if err != nil {
-		return err
+		return c.explain(err)
 	}
 	defer resp.Body.Close()
 	return decodeAnswer(resp, out)
@@ -160,7 +182,7 @@ func (c *client) stream(ctx context.Context, agent string, gen uint64, idle time
 	}
 	resp, err := c.long.Do(req)
 	if err != nil {
-		return err
+		return c.explain(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

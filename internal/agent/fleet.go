@@ -3,6 +3,7 @@ package agent
 import (
 	"container/heap"
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -18,6 +19,8 @@ import (
 // for each task's duration (like KWOK).
 type FleetOptions struct {
 	Server, Token string
+	// TLS is as Options.TLS.
+	TLS *tls.Config
 	// Name is the agent name and the nodes' name prefix (default "fake").
 	Name  string
 	Nodes int
@@ -95,7 +98,7 @@ func NewFleet(opt FleetOptions) (*Fleet, error) {
 	if opt.Template.Capacity == nil && opt.Template.Devices == nil {
 		opt.Template = DefaultFleetNode()
 	}
-	c, err := newClient(opt.Server, opt.Token)
+	c, err := newClient(opt.Server, opt.Token, opt.TLS)
 	if err != nil {
 		return nil, err
 	}

@@ -42,7 +42,7 @@ type Child struct {
 }
 
 // Start runs bin with args and waits (up to timeout) for a first stdout
-// line holding "http://ADDR".
+// line holding "http://ADDR" or "https://ADDR" (the first of them).
 func Start(bin string, timeout time.Duration, args ...string) (*Child, error) {
 	cmd := exec.Command(bin, args...)
 	cmd.WaitDelay = 5 * time.Second // a grandchild holding the pipes cannot block Wait
@@ -70,18 +70,30 @@ func Start(bin string, timeout time.Duration, args ...string) (*Child, error) {
 			_ = cmd.Wait()
 			return nil, fmt.Errorf("%s %s exited: %s", bin, strings.Join(args, " "), c.stderr.String())
 		}
-		_, rest, found := strings.Cut(l, "http://")
+		u, found := firstURL(l)
 		if !found {
 			c.Kill()
 			return nil, fmt.Errorf("unexpected first line %q", l)
 		}
-		addr, _, _ := strings.Cut(rest, " ")
-		c.URL, c.Line = "http://"+addr, l
+		c.URL, c.Line = u, l
 		return c, nil
 	case <-time.After(timeout):
 		c.Kill()
 		return nil, fmt.Errorf("%s did not start within %v: %s", bin, timeout, c.stderr.String())
 	}
+}
+
+// firstURL is the first http:// or https:// URL of line, up to a space.
+func firstURL(line string) (string, bool) {
+	i := strings.Index(line, "http://")
+	if j := strings.Index(line, "https://"); j >= 0 && (i < 0 || j < i) {
+		i = j
+	}
+	if i < 0 {
+		return "", false
+	}
+	u, _, _ := strings.Cut(line[i:], " ")
+	return u, true
 }
 
 // syncBuffer is a buffer that the child's stderr copier writes while

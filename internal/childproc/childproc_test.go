@@ -38,6 +38,22 @@ func TestStartReportsAnEarlyExit(t *testing.T) {
 	}
 }
 
+// TestFirstURL: the server's first line names http:// or, over TLS,
+// https://; an agent's names its server after its own text.
+func TestFirstURL(t *testing.T) {
+	for line, want := range map[string]string{
+		"hetsched server: http://127.0.0.1:7070 (policy p)":  "http://127.0.0.1:7070",
+		"hetsched server: https://127.0.0.1:7070 (policy p)": "https://127.0.0.1:7070",
+		"a https://x:1 then http://y:2":                      "https://x:1",
+		"a http://y:2 then https://x:1":                      "http://y:2",
+		"no url here":                                        "",
+	} {
+		if got, ok := firstURL(line); got != want || ok != (want != "") {
+			t.Errorf("%q: %q %v, want %q", line, got, ok, want)
+		}
+	}
+}
+
 // TestReadWriteBytesOfSelf: writing and syncing a file moves this
 // process's write_bytes by at least the file's size.
 func TestReadWriteBytesOfSelf(t *testing.T) {

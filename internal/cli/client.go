@@ -7,12 +7,15 @@ package cli
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/hetsched/hetsched/internal/certs"
 )
 
 // Client talks to one server.
@@ -20,11 +23,33 @@ type Client struct {
 	Server string
 	Token  string
 	HTTP   *http.Client
+	tls    *tls.Config // NewTLSClient's, to explain TLS failures
 }
 
 // NewClient returns a client with a request timeout.
 func NewClient(server, token string, timeout time.Duration) *Client {
 	return &Client{Server: strings.TrimRight(server, "/"), Token: token, HTTP: &http.Client{Timeout: timeout}}
+}
+
+// NewTLSClient is NewClient for an https:// server with tc (the CA to
+// trust, the client's certificate: certs.ClientTLSConfig); HTTP/2 is
+// negotiated by ALPN.
+func NewTLSClient(server, token string, timeout time.Duration, tc *tls.Config) *Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tc
+	tr.ForceAttemptHTTP2 = true
+	c := NewClient(server, token, timeout)
+	c.HTTP.Transport, c.tls = tr, tc
+	return c
+}
+
+// unreachable is the error of a request that got no answer, with the
+// cause of a TLS failure spelled out.
+func (c *Client) unreachable(err error) error {
+	if h := certs.Explain(err, c.Server, c.tls); h != "" {
+		return fmt.Errorf("cannot reach %s: %s: %w", c.Server, h, err)
+	}
+	return fmt.Errorf("cannot reach %s: %w", c.Server, err)
 }
 
 // APIError is an error answered by the server.
@@ -63,7 +88,7 @@ func (c *Client) Stream(ctx context.Context, path string, w io.Writer, follow bo
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return fmt.Errorf("cannot reach %s: %w", c.Server, err)
+		return c.unreachable(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 400 {
@@ -84,7 +109,11 @@ func apiError(status int, body io.Reader) error {
 	if json.Unmarshal(b, &e) == nil && e.Error.Code != "" {
 		return &APIError{Status: status, Code: e.Error.Code, Field: e.Error.Field, Message: e.Error.Message}
 	}
-	return &APIError{Status: status, Code: "http", Message: strings.TrimSpace(string(b))}
+	msg := strings.TrimSpace(string(b))
+	if status == http.StatusBadRequest && strings.Contains(msg, "HTTP request to an HTTPS server") {
+		msg += " (use an https:// --server URL)"
+	}
+	return &APIError{Status: status, Code: "http", Message: msg}
 }
 
 // Do sends a request and decodes a JSON answer into out (when non-nil).
@@ -101,7 +130,7 @@ func (c *Client) Do(ctx context.Context, method, path string, body []byte, out a
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("cannot reach %s: %w", c.Server, err)
+		return 0, c.unreachable(err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))

@@ -68,11 +68,14 @@ func (p Principal) sees(tenant string) bool {
 	return p.Role == RoleAdmin || p.Tenant == tenant
 }
 
-// Auth checks bearer tokens. A nil *Auth means authentication is off:
-// every request acts as an admin of tenant "default".
+// Auth checks client certificates and bearer tokens. A nil *Auth means
+// authentication is off: every request acts as an admin of tenant
+// "default".
 type Auth struct {
 	tokens []Token
 	limits *tenantLimits
+	// certs: client certificates are accepted (--client-ca).
+	certs bool
 }
 
 // LoadTokens reads and validates a --tokens file.
@@ -149,14 +152,22 @@ func (a *Auth) SetDefaultLimit(rate float64, burst int) error {
 	return nil
 }
 
-// authenticate finds the principal of a request.
+// authenticate finds the principal of a request. A client certificate
+// the TLS handshake verified is the identity (certs.Identity); a bearer
+// token is only read when the client presented no certificate.
 func (a *Auth) authenticate(r *http.Request) (Principal, error) {
 	if a == nil {
 		return Principal{Role: RoleAdmin, Tenant: DefaultTenant}, nil
 	}
+	if c := verifiedCert(r.TLS); c != nil {
+		return certPrincipal(c)
+	}
 	h := r.Header.Get("Authorization")
 	tok, ok := strings.CutPrefix(h, "Bearer ")
 	if !ok || tok == "" {
+		if a.certs {
+			return Principal{}, errs.New(errs.Unauthenticated, "", "present a client certificate or send Authorization: Bearer <token>")
+		}
 		return Principal{}, errs.New(errs.Unauthenticated, "", "send Authorization: Bearer <token>")
 	}
 	// Compare every token in constant time, so timing tells nothing.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/certs"
 	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/engine"
 	"github.com/hetsched/hetsched/internal/errs"
@@ -32,6 +34,14 @@ type Options struct {
 	NodesFile string
 	// TokensFile turns authentication on (admin, tenant and agent tokens).
 	TokensFile string
+	// TLSCert and TLSKey serve HTTPS (HTTP/2 by ALPN, and HTTP/1.1)
+	// instead of plaintext HTTP and h2c; the pair is reloaded when its
+	// files change. ClientCA lets clients authenticate by a certificate it
+	// signed (role, tenant and nodes from the certificate: certs.Identity),
+	// with or without TokensFile. InsecurePlaintext allows tokens off
+	// loopback without TLS (warned about at start); see checkTransport.
+	TLSCert, TLSKey, ClientCA string
+	InsecurePlaintext         bool
 	// QueuesFile declares queues (API.md --queues).
 	QueuesFile string
 	Policy     string
@@ -182,17 +192,30 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	if err != nil {
 		return err
 	}
+	warn, err := checkTransport(opt)
+	if err != nil {
+		return err
+	}
 	var auth *Auth
 	if opt.TokensFile != "" {
 		var err error
 		if auth, err = LoadTokens(opt.TokensFile); err != nil {
 			return err
 		}
+	} else if opt.ClientCA != "" {
+		auth = certOnlyAuth()
+	}
+	if auth != nil {
+		auth.certs = opt.ClientCA != ""
 		if err := auth.SetDefaultLimit(opt.TenantRate, opt.TenantBurst); err != nil {
 			return err
 		}
-	} else if !isLoopback(opt.Listen) {
-		return errs.Invalid("listen", "without --tokens the server listens on loopback only; got %q", opt.Listen)
+	}
+	var tlsConfig *tls.Config
+	if opt.TLSCert != "" {
+		if tlsConfig, err = certs.ServerTLSConfig(opt.TLSCert, opt.TLSKey, opt.ClientCA); err != nil {
+			return err
+		}
 	}
 	cfg := core.DefaultConfig()
 	if opt.Policy != "" {
@@ -297,13 +320,21 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       2 * time.Minute,
 		IdleTimeout:       2 * time.Minute,
+		TLSConfig:         tlsConfig,
+		// TLS handshake failures (a refused client certificate) are logged.
+		ErrorLog: slog.NewLogLogger(lg.Handler(), slog.LevelWarn),
 	}
-	// HTTP/1.1, and HTTP/2 without TLS (h2c, prior knowledge): one
-	// connection multiplexes many waiting schedule requests, which a
-	// process's file limit would not allow as connections.
+	// HTTP/1.1, and HTTP/2: by ALPN over TLS, or without TLS (h2c, prior
+	// knowledge). One connection multiplexes many waiting schedule
+	// requests, which a process's file limit would not allow as
+	// connections.
 	var protos http.Protocols
 	protos.SetHTTP1(true)
-	protos.SetUnencryptedHTTP2(true)
+	if tlsConfig != nil {
+		protos.SetHTTP2(true)
+	} else {
+		protos.SetUnencryptedHTTP2(true)
+	}
 	srv.Protocols = &protos
 	srv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: MaxStreams}
 	// Go's default HTTP/2 write scheduler (round robin) walks the ring of
@@ -319,8 +350,12 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 		ln.Close()
 		return err
 	}
-	fmt.Fprintf(out, "hetsched server: http://%s (policy %s, data %s, %d tasks restored in %s)\n",
-		ln.Addr(), cfg.Policy, opt.DataDir, eng.NumTasks(), time.Since(start).Round(time.Millisecond))
+	scheme := "http"
+	if tlsConfig != nil {
+		scheme = "https"
+	}
+	fmt.Fprintf(out, "hetsched server: %s://%s (policy %s, data %s, %d tasks restored in %s)\n",
+		scheme, ln.Addr(), cfg.Policy, opt.DataDir, eng.NumTasks(), time.Since(start).Round(time.Millisecond))
 	if memLimit > 0 {
 		lg.Info("go runtime soft memory limit", "bytes", memLimit, "from", memFrom)
 	}
@@ -331,17 +366,23 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	if metricsAddr != nil {
 		fmt.Fprintf(out, "metrics: http://%s/metrics (no token needed there)\n", metricsAddr)
 	}
-	if auth == nil {
-		fmt.Fprintln(out, "authentication is off (no --tokens): listening on loopback only, everything is tenant \"default\"")
-	} else {
-		fmt.Fprintln(out, "authentication is on: bearer tokens from", opt.TokensFile)
+	fmt.Fprintln(out, describeAuth(opt, auth))
+	if warn != "" {
+		fmt.Fprintln(out, warn)
+		lg.Warn(warn)
 	}
 	if opt.Ready != nil {
 		opt.Ready(ln.Addr().String())
 	}
 	srv.RegisterOnShutdown(handler.Close)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() {
+		if tlsConfig != nil {
+			errc <- srv.ServeTLS(ln, "", "")
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
 	select {
 	case <-ctx.Done():
 		shut, cancel := context.WithTimeout(context.Background(), 10*time.Second)
