@@ -104,13 +104,16 @@ type perIPListener struct {
 	mu      sync.Mutex
 	open    map[string]int
 	refused func()
+	// plain: the connections speak plaintext HTTP, so a refusal can be
+	// answered; on a TLS port it is only closed.
+	plain bool
 }
 
-func newPerIPListener(ln net.Listener, max int, m *metrics.Metrics) net.Listener {
+func newPerIPListener(ln net.Listener, max int, m *metrics.Metrics, plain bool) net.Listener {
 	if max < 0 {
 		return ln
 	}
-	l := &perIPListener{Listener: ln, max: max, open: map[string]int{}}
+	l := &perIPListener{Listener: ln, max: max, open: map[string]int{}, plain: plain}
 	if m != nil {
 		c := m.Refused.WithLabelValues("connections_per_ip")
 		l.refused = c.Inc
@@ -145,6 +148,10 @@ func (l *perIPListener) Accept() (net.Conn, error) {
 func (l *perIPListener) refuse(c net.Conn) {
 	if l.refused != nil {
 		l.refused()
+	}
+	if !l.plain {
+		_ = c.Close()
+		return
 	}
 	go func() { // never block Accept on a client's window
 		body := `{"error":{"code":"unavailable","message":"unavailable: too many connections from this address (the server's --max-conns-per-ip)"}}`

@@ -308,7 +308,7 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	if opt.EventWriteTimeout > 0 {
 		handler.streamWrite = opt.EventWriteTimeout
 	}
-	ln = newPerIPListener(ln, limitOf(opt.MaxConnsPerIP, DefaultMaxConnsPerIP), m)
+	ln = newPerIPListener(ln, limitOf(opt.MaxConnsPerIP, DefaultMaxConnsPerIP), m, tlsConfig == nil)
 	switch {
 	case opt.MaxInFlight == 0:
 		handler.adm.max = DefaultMaxInFlight
