@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hetsched/hetsched/internal/certs"
+	"github.com/hetsched/hetsched/internal/childproc"
 	"github.com/hetsched/hetsched/internal/cli"
 )
 
@@ -99,7 +100,7 @@ func TestTLSEndToEnd(t *testing.T) {
 		t.Fatalf("first line %q, want hetsched server: https://127.0.0.1:PORT", first)
 	}
 
-	var agentLog syncBuf
+	var agentLog childproc.SyncBuffer
 	startCmd(t, io.Discard, &agentLog, "agent", "--server", base, "--name", "node-a", "--work-dir", t.TempDir(), "--grace", "1s",
 		"--ca", ca, "--cert", f("agent-node-a.pem"), "--key", f("agent-node-a-key.pem"))
 	getNode := func(name string) (string, error) {
@@ -169,7 +170,7 @@ func TestTLSEndToEnd(t *testing.T) {
 	}
 
 	// node-a's certificate does not register node-b: the agent is told so.
-	var bLog syncBuf
+	var bLog childproc.SyncBuffer
 	stopB := startCmd(t, io.Discard, &bLog, "agent", "--server", base, "--name", "node-b", "--work-dir", t.TempDir(),
 		"--ca", ca, "--cert", f("agent-node-a.pem"), "--key", f("agent-node-a-key.pem"))
 	waitUntil(t, 30*time.Second, "node-b's registration refused", func() bool {

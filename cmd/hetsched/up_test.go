@@ -10,10 +10,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/hetsched/hetsched/internal/childproc"
 	"github.com/hetsched/hetsched/internal/up"
 )
 
@@ -50,7 +50,7 @@ func TestUpRunsTheExamples(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
-	var out syncBuf
+	var out childproc.SyncBuffer
 	dataDir := t.TempDir()
 	go func() {
 		done <- up.Run(ctx, &out, up.Options{DataDir: dataDir, Listen: "127.0.0.1:0", Grace: time.Second,
@@ -254,23 +254,6 @@ func waitSucceeded(t *testing.T, base, id string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-type syncBuf struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuf) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // browserRefused sends issue 15's reproductions as written: a page's

@@ -38,7 +38,7 @@ type Child struct {
 	cmd    *exec.Cmd
 	URL    string
 	Line   string // the first line it printed
-	stderr *syncBuffer
+	stderr *SyncBuffer
 }
 
 // Start runs bin with args and waits (up to timeout) for a first stdout
@@ -50,7 +50,7 @@ func Start(bin string, timeout time.Duration, args ...string) (*Child, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Child{cmd: cmd, stderr: &syncBuffer{}}
+	c := &Child{cmd: cmd, stderr: &SyncBuffer{}}
 	cmd.Stderr = c.stderr
 	if err := cmd.Start(); err != nil {
 		return nil, err
@@ -96,20 +96,20 @@ func firstURL(line string) (string, bool) {
 	return u, true
 }
 
-// syncBuffer is a buffer that the child's stderr copier writes while
-// others read it.
-type syncBuffer struct {
+// SyncBuffer is a bytes.Buffer that one goroutine may write while others
+// read it (the child's stderr copier, a server's printed lines in tests).
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *SyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()

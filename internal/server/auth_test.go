@@ -38,20 +38,7 @@ func startAuth(t *testing.T) *running {
 
 func callAs(t *testing.T, token, method, url, body string) (int, map[string]any) {
 	t.Helper()
-	req, _ := http.NewRequest(method, url, strings.NewReader(body))
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var m map[string]any
-	json.NewDecoder(resp.Body).Decode(&m)
+	resp, m := do(t, client, token, method, url, body)
 	return resp.StatusCode, m
 }
 

@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -294,22 +293,4 @@ func TestRunRefusesNonLoopbackAndBadFlags(t *testing.T) {
 	if err := Run(context.Background(), io.Discard, Options{Listen: "127.0.0.1:0", DataDir: t.TempDir(), NodesFile: bad, Logger: quiet}); errs.FieldOf(err) != "nodes" {
 		t.Errorf("bad nodes file: %v", err)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

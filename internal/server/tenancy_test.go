@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/hetsched/hetsched/internal/childproc"
 )
 
 // issue 15 §4: a dependency on another tenant's task looks exactly like
@@ -91,7 +93,7 @@ func TestMetricsNeedAToken(t *testing.T) {
 	dir := t.TempDir()
 	tokens := dir + "/tokens.yaml"
 	writeFile(t, tokens, "tokens:\n  - {token: "+adminTok+", role: admin}\n  - {token: "+aTok+", role: tenant, tenant: team-a}\n  - {token: metrics-token-0123456789, role: metrics}\n")
-	var out syncBuffer
+	var out childproc.SyncBuffer
 	s := startWithOut(t, Options{DataDir: dir + "/data", TokensFile: tokens, MetricsListen: "127.0.0.1:0"}, &out)
 	defer s.stop(t)
 	get := func(tok, url string) int {
