@@ -48,6 +48,10 @@ func TestMain(m *testing.M) {
 		crashChild(dir)
 		return
 	}
+	if dir := os.Getenv(fillChildEnv); dir != "" {
+		fillChild(dir)
+		return
+	}
 	os.Exit(m.Run())
 }
 

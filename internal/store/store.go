@@ -13,6 +13,18 @@
 // records/s from one committer (BenchmarkCommit in this package), and the
 // control plane's target is 300k tasks/s acknowledged durably.
 //
+// A failing disk degrades the store, it does not crash the process. Space
+// reports the data dir's free space against a reserve (DiskOptions.Reserve,
+// default min(1 GiB, 5 %)); below it the engine refuses API writes (507)
+// while its own small commits go on into the reserve. A write that fails
+// anyway (ENOSPC, EIO, in the log, the MANIFEST or a directory sync) makes
+// the store fail for good (Err): Pebble has no safe way to continue after
+// one, so the goroutine that hit it is parked (never told), every Commit
+// from then on returns the failure, nothing unacknowledged is reported
+// done, and reads go on until a restart. A failed table write (a flush or
+// compaction) is retried by Pebble, with a backoff. OpenDisk on a full or
+// read-only disk fails at once with one clear message.
+//
 // An etcd backend (for HA) will implement the same Store interface and pass
 // the same contract suite (package storetest).
 package store
