@@ -315,6 +315,7 @@ func TestFillDiskWhileCommitting(t *testing.T) {
 		t.Fatalf("reopen after freeing space: %v", err)
 	}
 	defer d.Close()
+	t.Logf("reopened: recovery %+v", d.Recovery())
 	found := loadTasks(t, d)
 	for _, k := range acked {
 		if !found[k] {

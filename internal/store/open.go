@@ -28,8 +28,12 @@ const probeName = ".hetsched-probe"
 //
 // Before Pebble opens, OpenDisk checks that dir takes writes (a probe
 // write, fsync and remove: read-only and full disks fail within
-// milliseconds with one clear message) and that it has some space to
-// start in.
+// milliseconds with one clear message), that it has the space to replay
+// the logs, and reads every log Pebble will replay: a torn tail of the
+// newest (a crash) is truncated and reported (Recovery, a log line at
+// Warn); any other damage refuses to open with a *DamageError naming the
+// file and byte offset, since Pebble's replay would stop there and
+// silently drop every later commit.
 func OpenDisk(dir string, opt DiskOptions) (*Disk, error) {
 	if dir == "" {
 		return nil, errs.Invalid("data-dir", "a directory is required")
@@ -68,13 +72,16 @@ func openLocked(dir string, fs vfs.FS, statfs StatFS, reserve uint64, lg *slog.L
 	if err := probe(fs, dir); err != nil {
 		return nil, dirErr(dir, "write to", err, statfs)
 	}
-	var replay uint64
+	rec, replay, err := checkLogs(fs, dir, lg)
+	if err != nil {
+		return nil, err
+	}
 	if free, _, err := statfs(dir); err == nil && free < openMinFree+replay {
 		return nil, errs.New(errs.InsufficientStorage, "data-dir",
 			"%s: the disk is full (%s free; the store needs at least %s to start, to replay %s of log): free space and start again",
 			dir, fmtBytes(free), fmtBytes(openMinFree+replay), fmtBytes(replay))
 	}
-	d := &Disk{dir: dir, fail: newFailure(lg), lock: lock}
+	d := &Disk{dir: dir, fail: newFailure(lg), lock: lock, recovery: rec}
 	d.space = newSpaceWatch(dir, statfs, reserve, lg)
 	d.guard = &guard{fail: d.fail, space: d.space.invalidate, closing: make(chan struct{})}
 	d.fail.onFail = d.space.invalidate

@@ -20,10 +20,11 @@ type Disk struct {
 	lock   *pebble.Lock
 	closed bool
 
-	dir   string
-	fail  *failure
-	guard *guard
-	space *spaceWatch
+	dir      string
+	fail     *failure
+	guard    *guard
+	space    *spaceWatch
+	recovery Recovery
 }
 
 var _ Store = (*Disk)(nil)
@@ -43,6 +44,18 @@ type DiskOptions struct {
 	// StatFS reports free and total bytes of the data dir's filesystem
 	// (nil: statfs through FS). Tests fake a full disk with it.
 	StatFS StatFS
+}
+
+// Recovery is what opening the store found at the end of the newest
+// write-ahead log. A torn tail (the normal result of a crash in the middle
+// of a write: never acknowledged, since a commit is acknowledged only
+// after its fsync) is truncated before Pebble replays the log.
+type Recovery struct {
+	TornTail       bool
+	File           string // the log's file name in the data dir
+	Offset         int64  // where the log now ends (the end of its last complete record)
+	BytesDropped   int64  // bytes of the incomplete record removed
+	RecordsDropped int    // records they belonged to (0 or 1)
 }
 
 // Commit implements Store. The batch is synced to the write-ahead log
@@ -190,6 +203,9 @@ func (d *Disk) Err() error { return d.fail.get() }
 // cached statfs, at most ~100 ms old (fresh after a failed write): cheap
 // enough for every API write.
 func (d *Disk) Space() Space { return d.space.get() }
+
+// Recovery returns what opening found at the newest log's end.
+func (d *Disk) Recovery() Recovery { return d.recovery }
 
 // failedCloseWait bounds how long Close waits for Pebble once the store
 // failed: Pebble's Close then waits for goroutines that will never return.

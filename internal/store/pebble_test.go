@@ -160,6 +160,9 @@ func TestCrashLosesNothingAcknowledged(t *testing.T) {
 		if runAcks == 0 {
 			t.Fatalf("run %d: no commit acknowledged", run)
 		}
+		if r, err := store.Check(dir, store.CheckOptions{SkipTables: true}); err != nil || !r.Opens {
+			t.Fatalf("run %d: a store after kill -9 must open without repair: %v\n%s", run, err, r)
+		}
 		s := openDisk(t, dir)
 		found := map[string]bool{}
 		if err := s.Load(context.Background(), "task", func(k string, v []byte) error {

@@ -25,6 +25,16 @@
 // compaction) is retried by Pebble, with a backoff. OpenDisk on a full or
 // read-only disk fails at once with one clear message.
 //
+// A damaged log is reported, never silently shortened. Pebble's replay
+// treats the first invalid record of a log as its end, so before Pebble
+// opens, OpenDisk reads every log it will replay: a torn tail of the newest
+// (a crash mid-write, never acknowledged) is truncated and reported
+// (Recovery); damage anywhere else (valid records after an invalid one, or
+// an unclean end of an older log) refuses to open, naming the file and
+// byte offset. Check and Repair, behind `hetsched store check|repair`,
+// print a Report of every log (and table) and, with consent, salvage the
+// records before the damage, keeping the damaged files aside.
+//
 // An etcd backend (for HA) will implement the same Store interface and pass
 // the same contract suite (package storetest).
 package store
