@@ -81,6 +81,13 @@ func (p pebbleLogger) Infof(format string, args ...any) {
 	}
 }
 
+// warnf is for events worth an operator's attention that are not errors.
+func (p pebbleLogger) warnf(format string, args ...any) {
+	if msg, ok := p.lim.allow(format, args); ok {
+		p.l.Warn(msg, "component", "pebble")
+	}
+}
+
 func (p pebbleLogger) Errorf(format string, args ...any) {
 	if msg, ok := p.lim.allow(format, args); ok {
 		p.l.Error(msg, "component", "pebble")
@@ -162,7 +169,9 @@ func (l *limiter) allow(format string, args []any) (string, bool) {
 
 // eventListener routes the Pebble events that matter here: background
 // errors (logged, rate-limited; free space re-read), data corruption (the
-// store fails: Pebble's default would exit the process) and slow disks.
+// store fails: Pebble's default would exit the process), slow disks and
+// write stalls (commits wait for flushes, e.g. while a full disk fails
+// them).
 func eventListener(lg pebbleLogger, space func()) *pebble.EventListener {
 	return &pebble.EventListener{
 		BackgroundError: func(err error) {
@@ -176,7 +185,13 @@ func eventListener(lg pebbleLogger, space func()) *pebble.EventListener {
 			lg.fail.set(fmt.Errorf("corrupt data in %s: %v: run `hetsched store check`", info.Path, info.Details))
 		},
 		DiskSlow: func(info pebble.DiskSlowInfo) {
-			lg.Errorf("disk slow: %s", info)
+			lg.warnf("disk slow: %s", info)
+		},
+		WriteStallBegin: func(info pebble.WriteStallBeginInfo) {
+			lg.warnf("write stall: commits wait for flushes (%s)", info.Reason)
+		},
+		WriteStallEnd: func() {
+			lg.warnf("write stall ended")
 		},
 	}
 }
