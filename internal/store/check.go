@@ -308,29 +308,33 @@ func (r *Report) checkTables(fs vfs.FS, dir string, lock *pebble.Lock) {
 	fail := newFailure(slog.New(slog.DiscardHandler))
 	lg := pebbleLogger{l: slog.New(slog.DiscardHandler), lim: newLimiter(), fail: fail}
 	opts := &pebble.Options{ReadOnly: true, FS: fs, Lock: lock, Logger: lg, EventListener: eventListener(lg, nil)}
-	done := make(chan error, 1)
-	var stats pebble.CheckLevelsStats
+	type result struct {
+		points int64
+		err    error
+	}
+	done := make(chan result, 1)
 	go func() {
 		db, err := pebble.Open(dir, opts)
 		if err != nil {
-			done <- fmt.Errorf("open read-only: %w", err)
+			done <- result{err: fmt.Errorf("open read-only: %w", err)}
 			return
 		}
+		var stats pebble.CheckLevelsStats
 		err = db.CheckLevels(&stats)
 		if cerr := db.Close(); err == nil {
 			err = cerr
 		}
-		done <- err
+		done <- result{stats.NumPoints, err}
 	}()
-	var err error
+	var res result
 	select {
-	case err = <-done:
-	case <-fail.ch:
-		err = fail.err.Err
+	case res = <-done:
+	case <-fail.ch: // Pebble found corruption (or called Fatalf, and parked)
+		res.err = fail.err.Err
 	}
-	r.Tables.Checked, r.Tables.Points = true, stats.NumPoints
-	if err != nil {
-		r.Tables.Err = err.Error()
+	r.Tables.Checked, r.Tables.Points = true, res.points
+	if res.err != nil {
+		r.Tables.Err = res.err.Error()
 	}
 }
 
