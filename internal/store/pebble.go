@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/hetsched/hetsched/internal/errs"
 )
@@ -15,45 +17,56 @@ import (
 type Disk struct {
 	mu     sync.RWMutex // held shared by operations, exclusively by Close
 	db     *pebble.DB
+	lock   *pebble.Lock
 	closed bool
+
+	dir      string
+	fail     *failure
+	guard    *guard
+	space    *spaceWatch
+	recovery Recovery
 }
 
 var _ Store = (*Disk)(nil)
 
 // DiskOptions tune the embedded store.
 type DiskOptions struct {
-	// Logger receives Pebble's messages (nil: discarded below warnings).
+	// Logger receives the store's and Pebble's messages (nil: discarded).
+	// Pebble's are rate-limited: one per kind per 10 s.
 	Logger *slog.Logger
+	// Reserve is the free-space reserve in bytes (--disk-reserve): below it
+	// Space().Low is true and the engine refuses API writes. 0: the default,
+	// min(1 GiB, 5 % of the filesystem's size). Negative is invalid.
+	Reserve int64
+	// FS is the filesystem the store lives on (nil: the real disk). Tests
+	// inject faults with pebble's vfs/errorfs.
+	FS vfs.FS
+	// StatFS reports free and total bytes of the data dir's filesystem
+	// (nil: statfs through FS). Tests fake a full disk with it.
+	StatFS StatFS
 }
 
-// OpenDisk opens (creating if needed) the store in dir. Opening replays the
-// write-ahead log, so every commit acknowledged before a crash is there.
-func OpenDisk(dir string, opt DiskOptions) (*Disk, error) {
-	if dir == "" {
-		return nil, errs.Invalid("data-dir", "a directory is required")
-	}
-	lg := opt.Logger
-	if lg == nil {
-		lg = slog.New(slog.DiscardHandler)
-	}
-	db, err := pebble.Open(dir, &pebble.Options{
-		Logger: pebbleLogger{lg},
-		// A task record is rewritten as the task moves (pending, placed,
-		// ended), usually within seconds. A 64 MiB memtable (Pebble's
-		// default is 4 MiB) absorbs those rewrites before a flush, so
-		// fewer versions reach L0 and are compacted again. The cost is up
-		// to that much WAL to replay on a restart.
-		MemTableSize:                64 << 20,
-		MemTableStopWritesThreshold: 4,
-	})
-	if err != nil {
-		return nil, errs.Wrap(errs.Unavailable, "data-dir", fmt.Errorf("open store in %s: %w", dir, err))
-	}
-	return &Disk{db: db}, nil
+// Recovery is what opening the store found at the end of the newest
+// write-ahead log. A torn tail (the normal result of a crash in the middle
+// of a write: never acknowledged, since a commit is acknowledged only
+// after its fsync) is truncated before Pebble replays the log.
+type Recovery struct {
+	TornTail       bool
+	File           string // the log's file name in the data dir
+	Offset         int64  // where the log now ends (the end of its last complete record)
+	BytesDropped   int64  // bytes of the incomplete record removed
+	RecordsDropped int    // records they belonged to (0 or 1)
 }
 
 // Commit implements Store. The batch is synced to the write-ahead log
 // before Commit returns; Pebble groups the fsyncs of concurrent commits.
+//
+// After the store failed (Err), Commit returns that failure at once. A
+// Commit in flight when it fails returns it too, without waiting for the
+// Pebble goroutine that will never finish: its batch may or may not be in
+// the log (as for a crash), so the caller must treat the error as "outcome
+// unknown" and report nothing as done. Commit does not refuse writes below
+// the free-space reserve: the engine does that for API writes (Space).
 func (d *Disk) Commit(ctx context.Context, recs []Record) error {
 	if err := validateCommit(ctx, recs); err != nil {
 		return err
@@ -66,12 +79,14 @@ func (d *Disk) Commit(ctx context.Context, recs []Record) error {
 	if d.closed {
 		return ErrClosed
 	}
+	if err := d.fail.get(); err != nil {
+		return err
+	}
 	size := 0
 	for _, r := range recs {
 		size += len(r.Kind) + len(r.Key) + len(r.Value) + 16
 	}
 	b := d.db.NewBatchWithSize(size)
-	defer b.Close()
 	var scratch [128]byte // the batch copies each key: one buffer serves them all
 	for _, r := range recs {
 		k := appendDataKey(scratch[:0], r.Kind, r.Key)
@@ -82,10 +97,39 @@ func (d *Disk) Commit(ctx context.Context, recs []Record) error {
 			err = b.Set(k, r.Value, nil)
 		}
 		if err != nil {
+			b.Close()
 			return errs.Wrap(errs.Unavailable, "", err)
 		}
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	return d.apply(b)
+}
+
+// apply commits b on a helper goroutine and waits for it or for the
+// store's failure, whichever comes first: a Pebble goroutine that hit a
+// failed write never returns (guardFS), and neither may this caller wait
+// for it. b belongs to the helper once apply starts.
+func (d *Disk) apply(b *pebble.Batch) error {
+	done := make(chan error, 1)
+	go func() {
+		err := b.Commit(pebble.Sync)
+		b.Close()
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return commitErr(err)
+	case <-d.fail.ch:
+		select {
+		case err := <-done: // it finished too: its own result stands
+			return commitErr(err)
+		default:
+			return d.fail.err
+		}
+	}
+}
+
+func commitErr(err error) error {
+	if err != nil {
 		return errs.Wrap(errs.Unavailable, "", fmt.Errorf("commit: %w", err))
 	}
 	return nil
@@ -149,8 +193,28 @@ func (d *Disk) Load(ctx context.Context, kind string, fn func(key string, value 
 	return nil
 }
 
+// Err returns the store's sticky failure (an *errs.Error: code
+// insufficient_storage when a write hit a full disk, unavailable
+// otherwise), or nil while the store is healthy. Once set, every Commit
+// fails with it until the process restarts; reads go on.
+func (d *Disk) Err() error { return d.fail.get() }
+
+// Space returns the data dir's free space against the reserve. It reads a
+// cached statfs, at most ~100 ms old (fresh after a failed write): cheap
+// enough for every API write.
+func (d *Disk) Space() Space { return d.space.get() }
+
+// Recovery returns what opening found at the newest log's end.
+func (d *Disk) Recovery() Recovery { return d.recovery }
+
+// failedCloseWait bounds how long Close waits for Pebble once the store
+// failed: Pebble's Close then waits for goroutines that will never return.
+var failedCloseWait = 2 * time.Second
+
 // Close flushes nothing extra (every commit is already durable) and closes
-// the database. It is safe to call twice.
+// the database. It is safe to call twice. Once the store failed, Close
+// waits at most a few seconds and then returns an error saying the
+// process should exit (which releases the directory's lock).
 func (d *Disk) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -158,24 +222,39 @@ func (d *Disk) Close() error {
 		return nil
 	}
 	d.closed = true
-	return d.db.Close()
+	close(d.guard.closing)
+	done := make(chan error, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				done <- fmt.Errorf("pebble panicked while closing: %v", r)
+			}
+		}()
+		err := d.db.Close()
+		if lerr := d.lock.Close(); err == nil {
+			err = lerr
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return closeErr(d.dir, err)
+	case <-d.fail.ch:
+	}
+	t := time.NewTimer(failedCloseWait)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return closeErr(d.dir, err)
+	case <-t.C:
+		return errs.New(errs.Unavailable, "data-dir", "%s: the store failed (%v) and did not shut down within %s: exit the process, which releases the store's lock",
+			d.dir, d.fail.err.Err, failedCloseWait)
+	}
 }
 
-// pebbleLogger sends Pebble's messages to slog. Fatalf means Pebble found
-// the store unusable (corruption, I/O failure): it logs and panics, since
-// continuing could acknowledge writes that are not durable.
-type pebbleLogger struct{ l *slog.Logger }
-
-func (p pebbleLogger) Infof(format string, args ...any) {
-	p.l.Debug(fmt.Sprintf(format, args...), "component", "pebble")
-}
-
-func (p pebbleLogger) Errorf(format string, args ...any) {
-	p.l.Error(fmt.Sprintf(format, args...), "component", "pebble")
-}
-
-func (p pebbleLogger) Fatalf(format string, args ...any) {
-	msg := fmt.Sprintf(format, args...)
-	p.l.Error(msg, "component", "pebble", "fatal", true)
-	panic("store: " + msg)
+func closeErr(dir string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return errs.Wrap(errs.Unavailable, "data-dir", fmt.Errorf("close store in %s: %w", dir, err))
 }

@@ -48,6 +48,10 @@ func TestMain(m *testing.M) {
 		crashChild(dir)
 		return
 	}
+	if dir := os.Getenv(fillChildEnv); dir != "" {
+		fillChild(dir)
+		return
+	}
 	os.Exit(m.Run())
 }
 
@@ -155,6 +159,9 @@ func TestCrashLosesNothingAcknowledged(t *testing.T) {
 		cmd.Wait()
 		if runAcks == 0 {
 			t.Fatalf("run %d: no commit acknowledged", run)
+		}
+		if r, err := store.Check(dir, store.CheckOptions{SkipTables: true}); err != nil || !r.Opens {
+			t.Fatalf("run %d: a store after kill -9 must open without repair: %v\n%s", run, err, r)
 		}
 		s := openDisk(t, dir)
 		found := map[string]bool{}

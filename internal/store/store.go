@@ -13,6 +13,28 @@
 // records/s from one committer (BenchmarkCommit in this package), and the
 // control plane's target is 300k tasks/s acknowledged durably.
 //
+// A failing disk degrades the store, it does not crash the process. Space
+// reports the data dir's free space against a reserve (DiskOptions.Reserve,
+// default min(1 GiB, 5 %)); below it the engine refuses API writes (507)
+// while its own small commits go on into the reserve. A write that fails
+// anyway (ENOSPC, EIO, in the log, the MANIFEST or a directory sync) makes
+// the store fail for good (Err): Pebble has no safe way to continue after
+// one, so the goroutine that hit it is parked (never told), every Commit
+// from then on returns the failure, nothing unacknowledged is reported
+// done, and reads go on until a restart. A failed table write (a flush or
+// compaction) is retried by Pebble, with a backoff. OpenDisk on a full or
+// read-only disk fails at once with one clear message.
+//
+// A damaged log is reported, never silently shortened. Pebble's replay
+// treats the first invalid record of a log as its end, so before Pebble
+// opens, OpenDisk reads every log it will replay: a torn tail of the newest
+// (a crash mid-write, never acknowledged) is truncated and reported
+// (Recovery); damage anywhere else (valid records after an invalid one, or
+// an unclean end of an older log) refuses to open, naming the file and
+// byte offset. Check and Repair, behind `hetsched store check|repair`,
+// print a Report of every log (and table) and, with consent, salvage the
+// records before the damage, keeping the damaged files aside.
+//
 // An etcd backend (for HA) will implement the same Store interface and pass
 // the same contract suite (package storetest).
 package store
