@@ -146,6 +146,9 @@ func (e *Engine) submit(tenant string, spec *api.Task, specJSON []byte, now time
 // Submit admits tasks owned by tenant. It returns each task's id
 // (generated when empty) and error; a nil error means the task is durable.
 func (e *Engine) Submit(ctx context.Context, tenant string, tasks []api.Task) ([]string, []error, error) {
+	if err := e.roomForWork(); err != nil {
+		return nil, nil, err
+	}
 	cmd := &command{kind: cmdSubmit, tenant: tenant, tasks: tasks,
 		specs: make([][]byte, len(tasks)), prepErr: make([]error, len(tasks))}
 	// Validation and encoding run here, in the caller's goroutine, so that
@@ -286,5 +289,15 @@ func (e *Engine) putQueue(tenant string, q *api.Queue) error {
 // PutQueue creates or replaces a queue on behalf of tenant ("" or
 // "default": no ownership check).
 func (e *Engine) PutQueue(ctx context.Context, tenant string, q api.Queue) error {
+	if err := e.roomForWork(); err != nil {
+		return err
+	}
+	return e.ConfigureQueue(ctx, q, tenant)
+}
+
+// ConfigureQueue is PutQueue without the disk's reserve check: for the
+// server's own configuration (--queues at start), which must not keep a
+// server on a nearly full disk from starting.
+func (e *Engine) ConfigureQueue(ctx context.Context, q api.Queue, tenant string) error {
 	return e.do(ctx, &command{kind: cmdPutQueue, tenant: tenant, queue: &q})
 }

@@ -235,6 +235,7 @@ func (e *Engine) gauge(now time.Time) {
 		return
 	}
 	e.gauged, e.gaugeDue = now, false
+	e.gaugeDisk()
 	p := e.c.Pending()
 	for l, n := range p {
 		m.Pending.WithLabelValues(api.TierNames[l]).Set(float64(n))

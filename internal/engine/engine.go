@@ -91,6 +91,9 @@ type Engine struct {
 	// blockedQ counts the tasks blocked on dependencies per queue (the core
 	// reports the pending ones, core.Waiting).
 	blockedQ map[string]int
+	// lowMu guards lowLogged, when refused work was last logged (disk.go).
+	lowMu     sync.Mutex
+	lowLogged time.Time
 	// Buffers of commitStaged, reused from step to step.
 	recsBuf []store.Record
 	arena   []byte

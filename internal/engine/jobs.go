@@ -192,6 +192,9 @@ func (e *Engine) cancelJob(id string, now time.Time) error {
 
 // SubmitJob admits a job owned by tenant; nil means it is durable.
 func (e *Engine) SubmitJob(ctx context.Context, tenant string, j api.Job) (string, error) {
+	if err := e.roomForWork(); err != nil {
+		return "", err
+	}
 	cmd := &command{kind: cmdSubmitJob, tenant: tenant, job: &j}
 	if err := e.do(ctx, cmd); err != nil {
 		return "", err

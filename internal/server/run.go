@@ -24,6 +24,7 @@ import (
 	"github.com/hetsched/hetsched/internal/engine"
 	"github.com/hetsched/hetsched/internal/errs"
 	"github.com/hetsched/hetsched/internal/metrics"
+	"github.com/hetsched/hetsched/internal/resource"
 	"github.com/hetsched/hetsched/internal/store"
 )
 
@@ -81,6 +82,10 @@ type Options struct {
 	// listener (for a scraper on a network the operator trusts); the API's
 	// /metrics needs an admin or metrics token when tokens are on.
 	MetricsListen string
+	// DiskReserve is the store's free-space reserve (a size like "2Gi";
+	// "" is the default, min(1 GiB, 5 % of the filesystem)): below it new
+	// work is refused with 507 while everything else goes on.
+	DiskReserve string
 	// MaxEventStreams and MaxEventStreamsPerTenant cap the open GET
 	// /events streams (0: DefaultMaxEventStreams and
 	// DefaultMaxEventStreamsPerTenant; negative: no cap); past them 503.
@@ -247,7 +252,11 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 			return err
 		}
 	}
-	st, err := store.OpenDisk(opt.DataDir, store.DiskOptions{Logger: lg})
+	reserve, err := parseDiskReserve(opt.DiskReserve)
+	if err != nil {
+		return err
+	}
+	st, err := store.OpenDisk(opt.DataDir, store.DiskOptions{Logger: lg, Reserve: reserve})
 	if err != nil {
 		return err
 	}
@@ -256,6 +265,10 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg)
+	if rec := st.Recovery(); rec.TornTail {
+		m.StoreTornBytes.Set(float64(rec.BytesDropped))
+		m.StoreTornRecords.Set(float64(rec.RecordsDropped))
+	}
 	eng, err := engine.New(engine.Config{Core: cfg, Logger: lg, Metrics: m,
 		HeartbeatInterval: opt.HeartbeatInterval, MissedHeartbeats: opt.MissedHeartbeats}, st)
 	if err != nil {
@@ -270,7 +283,7 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 		var next []api.Queue
 		var lastErr error
 		for _, q := range pending {
-			if err := eng.PutQueue(ctx, "", q); err != nil {
+			if err := eng.ConfigureQueue(ctx, q, ""); err != nil {
 				lastErr = errs.Prefix("queues."+q.Name, err)
 				next = append(next, q)
 			}
@@ -395,4 +408,17 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 		}
 		return err
 	}
+}
+
+// parseDiskReserve reads --disk-reserve: "" (the store's default) or a
+// size in bytes with an optional suffix (Ki, Mi, Gi, K, M, G, …).
+func parseDiskReserve(spec string) (int64, error) {
+	if spec == "" {
+		return 0, nil
+	}
+	b, err := resource.ParseQuantity(spec, resource.Units)
+	if err != nil || b <= 0 {
+		return 0, errs.Invalid("disk-reserve", "must be a size such as 2Gi or 500M, got %q", spec)
+	}
+	return b, nil
 }

@@ -243,8 +243,11 @@ func writeError(w http.ResponseWriter, err error) {
 	if len(body.Error.Message) > maxErrorMessage {
 		body.Error.Message = errs.ClipTo(body.Error.Message, maxErrorMessage)
 	}
-	if body.Error.Code == errs.RateLimited || body.Error.Code == errs.Unavailable {
+	switch body.Error.Code {
+	case errs.RateLimited, errs.Unavailable:
 		w.Header().Set("Retry-After", "1")
+	case errs.InsufficientStorage:
+		w.Header().Set("Retry-After", "30") // space is freed by a person or a compaction, not in a second
 	}
 	writeJSON(w, errs.HTTPStatus(body.Error.Code), body)
 }
@@ -888,8 +891,18 @@ func (s *Server) putQueue(w http.ResponseWriter, r *http.Request) {
 // rebuilt before the server started listening), 503 once a commit failed.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if err := s.eng.Err(); err != nil {
-		writeError(w, errs.Wrap(errs.Unavailable, "", err))
+		writeError(w, errs.New(errs.Unavailable, "", "not ready: the scheduler stopped acknowledging after a store commit failed: %v", err))
 		return
+	}
+	if sp, failed, ok := s.eng.Disk(); ok {
+		switch {
+		case failed != nil:
+			writeError(w, errs.New(errs.Unavailable, "", "not ready: the store failed: %v", failed))
+			return
+		case sp.Low:
+			writeError(w, errs.New(errs.InsufficientStorage, "", "not ready for new work: the store's disk has %d bytes free, below its reserve of %d (reads, cancels, completions and agents go on)", sp.Free, sp.Reserve))
+			return
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "policy": s.policy})
 }

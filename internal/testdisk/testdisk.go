@@ -1,0 +1,79 @@
+// Package testdisk gives tests real small filesystems: a tmpfs mounted for
+// one test (as root), filled or freed by the test. A test that cannot run
+// here skips with the reason, except under CI=true, where it fails: CI
+// must run it.
+package testdisk
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+// SkipOrFail skips t with the reason, or fails it under CI=true.
+func SkipOrFail(t testing.TB, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("CI=true: this test must run, but: %s", msg)
+	}
+	t.Skip(msg)
+}
+
+// MountTmpfs mounts a tmpfs of size bytes on a new directory, unmounted
+// in t.Cleanup.
+func MountTmpfs(t testing.TB, size int64) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		SkipOrFail(t, "mounting a tmpfs needs root (running as uid %d): run the tests as root", os.Geteuid())
+	}
+	dir := t.TempDir()
+	out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d", size), "tmpfs", dir).CombinedOutput()
+	if err != nil {
+		SkipOrFail(t, "cannot mount a tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", dir, err, out)
+		}
+	})
+	return dir
+}
+
+// Free is the free bytes of dir's filesystem for an unprivileged writer.
+func Free(t testing.TB, dir string) int64 {
+	t.Helper()
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	return int64(st.Bavail) * int64(st.Bsize)
+}
+
+// Fill writes a file in dir that leaves about leave bytes free (0: fills
+// the filesystem) and returns its path; removing it frees the space.
+func Fill(t testing.TB, dir string, leave int64) string {
+	t.Helper()
+	path := filepath.Join(dir, "filler")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	budget := Free(t, dir) + 1<<20 // bounds the loop even if free space did not drop
+	for {
+		left := Free(t, dir) - leave
+		if left <= 0 || budget <= 0 {
+			return path
+		}
+		budget -= int64(len(buf))
+		n := min(int64(len(buf)), left)
+		if _, err := f.Write(buf[:n]); err != nil {
+			return path // full
+		}
+	}
+}
