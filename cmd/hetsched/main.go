@@ -23,7 +23,7 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newUp(), newDemo(), newServer(), newAgent(), newAgentShim(), newBench(), newPolicies(), newSim(), newNode())
+	root.AddCommand(newUp(), newDemo(), newServer(), newAgent(), newAgentShim(), newBench(), newPolicies(), newSim(), newNode(), newStore())
 	root.AddCommand(newCerts())
 	root.AddCommand(newClientCommands()...)
 	return root

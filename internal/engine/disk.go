@@ -1,9 +1,6 @@
 package engine
 
 import (
-	"fmt"
-	"time"
-
 	"github.com/hetsched/hetsched/internal/errs"
 	"github.com/hetsched/hetsched/internal/store"
 )
@@ -37,7 +34,8 @@ func (e *Engine) Disk() (sp store.Space, failed error, ok bool) {
 }
 
 // roomForWork refuses new work while the store's disk is below its
-// reserve; the refusal is logged at most once every lowLogEvery.
+// reserve. (The store logs each crossing of the reserve; each refusal is
+// counted in hetsched_refused_total.)
 func (e *Engine) roomForWork() error {
 	sp, _, ok := e.Disk()
 	if !ok || !sp.Low {
@@ -46,35 +44,8 @@ func (e *Engine) roomForWork() error {
 	if m := e.cfg.Metrics; m != nil {
 		m.Refused.WithLabelValues("insufficient_storage").Inc()
 	}
-	now := time.Now()
-	e.lowMu.Lock()
-	if now.Sub(e.lowLogged) >= lowLogEvery {
-		e.lowLogged = now
-		e.lowMu.Unlock()
-		e.log.Warn("store below its free-space reserve: refusing new work (507) until space is freed",
-			"free", sp.Free, "reserve", sp.Reserve)
-	} else {
-		e.lowMu.Unlock()
-	}
 	return errs.New(errs.InsufficientStorage, "", "the store's disk has %s free, below its reserve of %s: new tasks, jobs and queue changes are refused until space is freed (reads, cancels, completions and agents go on)",
-		bytesText(sp.Free), bytesText(sp.Reserve))
-}
-
-// lowLogEvery rate-limits the log line of refused work.
-const lowLogEvery = 10 * time.Second
-
-// bytesText writes n bytes in binary units.
-func bytesText(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit && exp < 5; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+		store.FormatBytes(sp.Free), store.FormatBytes(sp.Reserve))
 }
 
 // gaugeDisk refreshes the store's disk gauges.

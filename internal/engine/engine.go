@@ -91,9 +91,6 @@ type Engine struct {
 	// blockedQ counts the tasks blocked on dependencies per queue (the core
 	// reports the pending ones, core.Waiting).
 	blockedQ map[string]int
-	// lowMu guards lowLogged, when refused work was last logged (disk.go).
-	lowMu     sync.Mutex
-	lowLogged time.Time
 	// Buffers of commitStaged, reused from step to step.
 	recsBuf []store.Record
 	arena   []byte
@@ -248,8 +245,12 @@ func (e *Engine) loop() {
 			e.mu.Lock()
 			e.fatal = err
 			e.mu.Unlock()
+			failed := err // the store's own class (507 for a full disk) when it has one
+			if errs.CodeOf(err) == errs.Internal {
+				failed = errs.Wrap(errs.Unavailable, "", err)
+			}
 			for _, cmd := range batch {
-				cmd.err = errs.Wrap(errs.Unavailable, "", err)
+				cmd.err = failed
 				close(cmd.reply)
 			}
 			e.failPending(ErrStopped)

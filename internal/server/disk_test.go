@@ -2,8 +2,10 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -111,4 +113,76 @@ func TestStartOnFullDiskFailsFast(t *testing.T) {
 		t.Errorf("start on a full disk failed after %v, want within seconds", took)
 	}
 	t.Logf("start on a full disk: %v after %v", err, took.Round(time.Millisecond))
+}
+
+// issue 15 §5, the reproduction: the data dir on a 20 MiB tmpfs filled
+// while submitting. The server does not die: submissions are refused
+// (507 below the reserve, 503 once a write failed), reads and /healthz go
+// on, /readyz says why; every acknowledged task is in the store when it
+// is opened again with space.
+func TestDiskFilledWhileSubmitting(t *testing.T) {
+	mnt := testdisk.MountTmpfs(t, 20<<20)
+	dir := filepath.Join(mnt, "data")
+	s := startWith(t, Options{DataDir: dir, DiskReserve: "1Ki"}) // a tiny reserve: the disk really fills
+	acked := map[string]bool{}
+	pad := strings.Repeat("p", 2000)
+	var last int
+	var lastMsg string
+	for batch := 0; batch < 400; batch++ {
+		var b strings.Builder
+		b.WriteString(`{"tasks":[`)
+		ids := make([]string, 100)
+		for i := range ids {
+			ids[i] = fmt.Sprintf("b%03d-%03d", batch, i)
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `{"id":%q,"resources":{"cpu":"1m"},"lease":"1h","metadata":{"pad":%q}}`, ids[i], pad)
+		}
+		b.WriteString(`]}`)
+		code, m := call(t, "POST", s.base+"/api/v1/tasks", b.String())
+		if code == 201 {
+			for _, id := range ids {
+				acked[id] = true
+			}
+			continue
+		}
+		last, lastMsg = code, errMsg(m)
+		break
+	}
+	if last != 503 && last != 507 {
+		t.Fatalf("after %d acknowledged tasks the disk never filled, or the answer was %d %q", len(acked), last, lastMsg)
+	}
+	t.Logf("%d tasks acknowledged, then %d: %s", len(acked), last, lastMsg)
+	if code, _ := call(t, "GET", s.base+"/healthz", ""); code != 200 {
+		t.Fatalf("healthz on a full disk: %d", code)
+	}
+	if code, m := call(t, "GET", s.base+"/api/v1/tasks?limit=1", ""); code != 200 {
+		t.Errorf("read on a full disk: %d %v", code, m)
+	}
+	if code, m := call(t, "GET", s.base+"/readyz", ""); code == 200 || errMsg(m) == "" {
+		t.Errorf("readyz on a full disk: %d %v", code, m)
+	}
+	s.stop(t)
+	// Open the store again where there is space: nothing acknowledged is lost.
+	moved := t.TempDir()
+	if out, err := exec.Command("cp", "-a", dir, moved).CombinedOutput(); err != nil {
+		t.Fatalf("copy: %v %s", err, out)
+	}
+	s = startWith(t, Options{DataDir: filepath.Join(moved, "data")})
+	defer s.stop(t)
+	_, m := call(t, "GET", s.base+"/api/v1/tasks?limit=10000", "")
+	got := map[string]bool{}
+	for _, x := range m["tasks"].([]any) {
+		got[x.(map[string]any)["id"].(string)] = true
+	}
+	lost := 0
+	for id := range acked {
+		if !got[id] {
+			lost++
+		}
+	}
+	if lost > 0 {
+		t.Fatalf("%d of %d acknowledged tasks lost", lost, len(acked))
+	}
 }

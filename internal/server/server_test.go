@@ -56,7 +56,10 @@ func startWithOut(t *testing.T, opt Options, out io.Writer) *running {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	r := &running{cancel: cancel, done: make(chan error, 1)}
-	opt.Listen, opt.NodesFile, opt.Logger = "127.0.0.1:0", nodes, quiet
+	opt.Listen, opt.NodesFile = "127.0.0.1:0", nodes
+	if opt.Logger == nil {
+		opt.Logger = quiet
+	}
 	opt.Ready = func(a string) { ready <- a }
 	go func() { r.done <- Run(ctx, out, opt) }()
 	select {

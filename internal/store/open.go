@@ -79,7 +79,7 @@ func openLocked(dir string, fs vfs.FS, statfs StatFS, reserve uint64, lg *slog.L
 	if free, _, err := statfs(dir); err == nil && free < openMinFree+replay {
 		return nil, errs.New(errs.InsufficientStorage, "data-dir",
 			"%s: the disk is full (%s free; the store needs at least %s to start, to replay %s of log): free space and start again",
-			dir, fmtBytes(free), fmtBytes(openMinFree+replay), fmtBytes(replay))
+			dir, FormatBytes(free), FormatBytes(openMinFree+replay), FormatBytes(replay))
 	}
 	d := &Disk{dir: dir, fail: newFailure(lg), lock: lock, recovery: rec}
 	d.space = newSpaceWatch(dir, statfs, reserve, lg)
@@ -202,7 +202,7 @@ func dirErr(dir, what string, err error, statfs StatFS) error {
 		free := ""
 		if statfs != nil {
 			if f, _, serr := statfs(dir); serr == nil {
-				free = fmt.Sprintf(" (%s free)", fmtBytes(f))
+				free = fmt.Sprintf(" (%s free)", FormatBytes(f))
 			}
 		}
 		return &errs.Error{Code: errs.InsufficientStorage, Field: "data-dir", Err: err,

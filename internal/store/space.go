@@ -132,16 +132,16 @@ func (w *spaceWatch) logChange(s Space, now time.Time) {
 	w.wasLow, w.lastLog = s.Low, now
 	if s.Low {
 		w.log.Warn("store: free disk space is below the reserve: API writes are refused until space is freed",
-			"dir", w.dir, "free", fmtBytes(s.Free), "reserve", fmtBytes(s.Reserve), "total", fmtBytes(s.Total))
+			"dir", w.dir, "free", FormatBytes(s.Free), "reserve", FormatBytes(s.Reserve), "total", FormatBytes(s.Total))
 	} else {
 		w.log.Info("store: free disk space is above the reserve again: writes accepted",
-			"dir", w.dir, "free", fmtBytes(s.Free), "reserve", fmtBytes(s.Reserve))
+			"dir", w.dir, "free", FormatBytes(s.Free), "reserve", FormatBytes(s.Reserve))
 	}
 }
 
-// fmtBytes writes n in the largest binary unit that keeps it >= 1, with
+// FormatBytes writes n in the largest binary unit that keeps it >= 1, with
 // one decimal (integer math).
-func fmtBytes[T ~int64 | ~uint64 | ~int](v T) string {
+func FormatBytes[T ~int64 | ~uint64 | ~int](v T) string {
 	n := uint64(max(v, 0))
 	units := []string{"B", "KiB", "MiB", "GiB", "TiB"}
 	i, div := 0, uint64(1)
