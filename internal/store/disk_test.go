@@ -18,6 +18,7 @@ import (
 
 	"github.com/hetsched/hetsched/internal/errs"
 	"github.com/hetsched/hetsched/internal/store"
+	"github.com/hetsched/hetsched/internal/testdisk"
 )
 
 // fakeDisk is a StatFS whose numbers the test sets.
@@ -135,12 +136,12 @@ func TestOpenDiskFullFake(t *testing.T) {
 // store (and an empty dir): OpenDisk fails within seconds with one clear
 // message, and opens once space is freed.
 func TestOpenDiskOnFullTmpfs(t *testing.T) {
-	mnt := mountTmpfs(t, 4<<20)
+	mnt := testdisk.MountTmpfs(t, 4<<20)
 	dir := filepath.Join(mnt, "db")
 	s := openDisk(t, dir)
 	keys := commitN(t, s, "full", 50, 200)
 	s.Close()
-	filler := fillDisk(t, mnt)
+	filler := testdisk.Fill(t, mnt, 0)
 	for _, d := range []string{dir, filepath.Join(mnt, "fresh")} {
 		start := time.Now()
 		_, err := store.OpenDisk(d, store.DiskOptions{})
@@ -167,13 +168,13 @@ func TestOpenDiskOnFullTmpfs(t *testing.T) {
 func TestOpenDiskReadOnly(t *testing.T) {
 	var dir, want string
 	if os.Geteuid() == 0 {
-		mnt := mountTmpfs(t, 4<<20)
+		mnt := testdisk.MountTmpfs(t, 4<<20)
 		dir, want = filepath.Join(mnt, "db"), "read-only"
 		s := openDisk(t, dir)
 		commitN(t, s, "ro", 5, 10)
 		s.Close()
 		if out, err := exec.Command("mount", "-o", "remount,ro", mnt).CombinedOutput(); err != nil {
-			skipOrFail(t, "cannot remount read-only: %v: %s", err, out)
+			testdisk.SkipOrFail(t, "cannot remount read-only: %v: %s", err, out)
 		}
 	} else {
 		dir, want = t.TempDir(), "not writable"
@@ -263,7 +264,7 @@ func TestFillDiskWhileCommitting(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: fills a disk from a child process")
 	}
-	mnt := mountTmpfs(t, 32<<20)
+	mnt := testdisk.MountTmpfs(t, 32<<20)
 	ballast := filepath.Join(mnt, "ballast")
 	if err := os.WriteFile(ballast, make([]byte, 20<<20), 0o644); err != nil {
 		t.Fatal(err)

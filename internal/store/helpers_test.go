@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -155,61 +154,4 @@ func (l *logRecorder) count() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.recs)
-}
-
-// skipOrFail skips a test that cannot run here, except under CI=true,
-// where it fails: CI must run it.
-func skipOrFail(t *testing.T, format string, args ...any) {
-	t.Helper()
-	msg := fmt.Sprintf(format, args...)
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("CI=true: this test must run, but: %s", msg)
-	}
-	t.Skip(msg)
-}
-
-// mountTmpfs mounts a tmpfs of size bytes on a new directory (as root),
-// unmounted in t.Cleanup; it skips (fails under CI=true) where it cannot.
-func mountTmpfs(t *testing.T, size int) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		skipOrFail(t, "mounting a tmpfs needs root (running as uid %d)", os.Geteuid())
-	}
-	dir := t.TempDir()
-	out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d", size), "tmpfs", dir).CombinedOutput()
-	if err != nil {
-		skipOrFail(t, "cannot mount a tmpfs: %v: %s", err, out)
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
-			t.Errorf("umount %s: %v: %s", dir, err, out)
-		}
-	})
-	return dir
-}
-
-// fillDisk writes a file in dir until the filesystem is full; it returns
-// the file's path.
-func fillDisk(t *testing.T, dir string) string {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 64<<10)
-	for i := 0; i < 1<<20; i++ {
-		if _, err := f.Write(buf); err != nil {
-			break
-		}
-	}
-	for _, n := range []int{4096, 512, 1} { // the last partial blocks
-		for i := 0; i < 1<<10; i++ {
-			if _, err := f.Write(buf[:n]); err != nil {
-				break
-			}
-		}
-	}
-	return path
 }
