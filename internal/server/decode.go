@@ -117,7 +117,7 @@ func bodyError(err error, declared int64) error {
 		if declared >= 0 {
 			size = strconv.FormatInt(declared, 10) + " bytes"
 		}
-		return errs.New(errs.RequestTimeout, "", "the request body (%s) did not arrive within %s", size, bodyDeadline(declared))
+		return errs.New(errs.RequestTimeout, "", "the request body (%s) did not arrive within %s", size, bodyDeadline(declared).Round(100*time.Millisecond))
 	}
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		return errs.Invalid("", "the request body ended before its Content-Length")
