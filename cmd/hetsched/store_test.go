@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 
 	"github.com/hetsched/hetsched/internal/store"
+	"github.com/hetsched/hetsched/internal/testdisk"
 )
 
 // `hetsched store check|repair` on a store with 21 bytes of garbage in the
@@ -30,15 +30,8 @@ func TestStoreCheckAndRepair(t *testing.T) {
 		}
 	}
 	st.Close()
-	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
-	sort.Strings(logs)
-	wal := logs[len(logs)-1]
-	fi, _ := os.Stat(wal)
-	f, _ := os.OpenFile(wal, os.O_WRONLY, 0)
-	if _, err := f.WriteAt([]byte("twenty-one bytes, bad"), fi.Size()/2); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	wal := testdisk.NewestLog(t, dir)
+	testdisk.Damage(t, wal, []byte("twenty-one bytes, bad"))
 	damaged, _ := os.ReadFile(wal)
 
 	out, err := run(t, "store", "check", "--data-dir", dir)

@@ -5,14 +5,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hetsched/hetsched/internal/childproc"
+	"github.com/hetsched/hetsched/internal/testdisk"
 )
 
 // fillStore runs a server on dir, acknowledges n tasks in batches of 50
@@ -37,17 +36,6 @@ func fillStore(t *testing.T, dir string, n int) {
 	s.stop(t)
 }
 
-// newestLog is the path of the store's newest write-ahead log.
-func newestLog(t *testing.T, dir string) string {
-	t.Helper()
-	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
-	if len(logs) == 0 {
-		t.Fatalf("no logs in %s", dir)
-	}
-	sort.Strings(logs)
-	return logs[len(logs)-1]
-}
-
 // issue 15 §6, the reproductions: a newest log cut to half starts with a
 // Warn line and the truncated-tail metric; 21 bytes of garbage in its
 // middle refuse to start, naming the file and offset.
@@ -55,14 +43,8 @@ func TestDamagedLogIsReported(t *testing.T) {
 	t.Run("cut to half", func(t *testing.T) {
 		dir := t.TempDir()
 		fillStore(t, dir, 2000)
-		wal := newestLog(t, dir)
-		fi, err := os.Stat(wal)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Truncate(wal, fi.Size()/2); err != nil {
-			t.Fatal(err)
-		}
+		wal := testdisk.NewestLog(t, dir)
+		testdisk.CutToHalf(t, wal)
 		var logs childproc.SyncBuffer
 		s := startWith(t, Options{DataDir: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 		defer s.stop(t)
@@ -83,22 +65,11 @@ func TestDamagedLogIsReported(t *testing.T) {
 	t.Run("garbage in the middle", func(t *testing.T) {
 		dir := t.TempDir()
 		fillStore(t, dir, 2000)
-		wal := newestLog(t, dir)
-		fi, err := os.Stat(wal)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := os.OpenFile(wal, os.O_WRONLY, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.WriteAt([]byte("twenty-one bytes, bad"), fi.Size()/2); err != nil {
-			t.Fatal(err)
-		}
-		f.Close()
+		wal := testdisk.NewestLog(t, dir)
+		testdisk.Damage(t, wal, []byte("twenty-one bytes, bad"))
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		err = Run(ctx, io.Discard, Options{DataDir: dir, Listen: "127.0.0.1:0", Logger: quiet})
+		err := Run(ctx, io.Discard, Options{DataDir: dir, Listen: "127.0.0.1:0", Logger: quiet})
 		if err == nil || !strings.Contains(err.Error(), filepath.Base(wal)) || !strings.Contains(err.Error(), "offset") || !strings.Contains(err.Error(), "store check") {
 			t.Fatalf("start on a log with garbage in its middle: %v", err)
 		}

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -69,25 +68,6 @@ func checkPrefix(t *testing.T, found map[string]bool, keys []string, n int) {
 }
 
 // logs returns the data dir's write-ahead logs, oldest first.
-func logs(t *testing.T, dir string) []string {
-	t.Helper()
-	m, err := filepath.Glob(filepath.Join(dir, "*.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(m)
-	return m
-}
-
-func newestLog(t *testing.T, dir string) string {
-	t.Helper()
-	l := logs(t, dir)
-	if len(l) == 0 {
-		t.Fatalf("no log in %s", dir)
-	}
-	return l[len(l)-1]
-}
-
 // dirState is every file's name and content, to prove nothing changed.
 func dirState(t *testing.T, dir string) map[string]string {
 	t.Helper()

@@ -111,6 +111,19 @@ func (d *Disk) Commit(ctx context.Context, recs []Record) error {
 func (d *Disk) apply(b *pebble.Batch) error {
 	done := make(chan error, 1)
 	go func() {
+		// Once the store failed, apply may have returned (and Close run)
+		// before this goroutine starts: Pebble's Commit on a closed
+		// database panics, which must not end the process.
+		defer func() {
+			if r := recover(); r != nil {
+				done <- fmt.Errorf("pebble: %v", r)
+			}
+		}()
+		if err := d.fail.get(); err != nil {
+			b.Close()
+			done <- err
+			return
+		}
 		err := b.Commit(pebble.Sync)
 		b.Close()
 		done <- err

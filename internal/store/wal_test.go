@@ -15,6 +15,7 @@ import (
 
 	"github.com/hetsched/hetsched/internal/errs"
 	"github.com/hetsched/hetsched/internal/store"
+	"github.com/hetsched/hetsched/internal/testdisk"
 )
 
 // walOf returns the report of the log named like path.
@@ -37,7 +38,7 @@ func TestTornTailIsTruncatedAndReported(t *testing.T) {
 	s := openDisk(t, dir)
 	keys := commitN(t, s, "torn", 300, 300)
 	s.Close()
-	path := newestLog(t, dir)
+	path := testdisk.NewestLog(t, dir)
 	st, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +107,7 @@ func TestGarbageInNewestLog(t *testing.T) {
 	s := openDisk(t, dir)
 	keys := commitN(t, s, "mid", 300, 300)
 	s.Close()
-	path := newestLog(t, dir)
+	path := testdisk.NewestLog(t, dir)
 	orig, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

@@ -1,5 +1,6 @@
-// Package testdisk gives tests real small filesystems: a tmpfs mounted for
-// one test (as root), filled or freed by the test. A test that cannot run
+// Package testdisk gives tests real small filesystems (a tmpfs mounted for
+// one test, as root, filled or freed by the test) and damages a store's
+// write-ahead logs as a crash or a bad disk would. A test that cannot run
 // here skips with the reason, except under CI=true, where it fails: CI
 // must run it.
 package testdisk
@@ -9,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 )
@@ -75,5 +77,58 @@ func Fill(t testing.TB, dir string, leave int64) string {
 		if _, err := f.Write(buf[:n]); err != nil {
 			return path // full
 		}
+	}
+}
+
+// Logs are the write-ahead logs (*.log) of a store's data dir, oldest
+// first (Pebble numbers them in order, zero-padded).
+func Logs(t testing.TB, dir string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, "*.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(m)
+	return m
+}
+
+// NewestLog is the path of a store's newest write-ahead log.
+func NewestLog(t testing.TB, dir string) string {
+	t.Helper()
+	l := Logs(t, dir)
+	if len(l) == 0 {
+		t.Fatalf("no write-ahead log in %s", dir)
+	}
+	return l[len(l)-1]
+}
+
+// Damage writes b at the middle of the file at path and returns the offset.
+func Damage(t testing.TB, path string, b []byte) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	off := fi.Size() / 2
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	return off
+}
+
+// CutToHalf truncates the file at path to half its size.
+func CutToHalf(t testing.TB, path string) {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, fi.Size()/2); err != nil {
+		t.Fatal(err)
 	}
 }
