@@ -1,0 +1,85 @@
+package server
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/engine"
+	"github.com/hetsched/hetsched/internal/errs"
+)
+
+// jobView is the API's job object: the spec, the aggregated state and the
+// tasks (ids "<job>.<task>").
+type jobView struct {
+	api.Job
+	State     string         `json:"state"`
+	Counts    map[string]int `json:"counts"` // tasks per state
+	Submitted time.Time      `json:"submitted"`
+	Tasks     []taskView     `json:"tasks,omitempty"`
+}
+
+// writeJob answers with the job of engine id id (the caller's, checked).
+func (s *Server) writeJob(w http.ResponseWriter, r *http.Request, status int, id string) {
+	p := principalOf(w, r)
+	j, tasks, ok := s.eng.Job(id)
+	if !ok || !p.sees(j.Tenant) {
+		writeError(w, errs.New(errs.NotFound, "id", "no job %q", engine.LocalID(p.scope(), id)))
+		return
+	}
+	withTasks := r.URL.Query().Get("tasks") != "false" // ?tasks=false: counts only (big jobs)
+	v := jobView{Job: j.Spec, Submitted: j.Submitted, Counts: map[string]int{}}
+	v.Job.Tasks = nil
+	v.Job.ID = engine.LocalID(p.scope(), j.Spec.ID)
+	states := make([]string, len(tasks))
+	for i, t := range tasks {
+		if withTasks {
+			v.Tasks = append(v.Tasks, view(localRec(p.scope(), t)))
+		}
+		states[i] = t.State
+		v.Counts[t.State]++
+	}
+	v.State = engine.JobState(states)
+	writeJSON(w, status, v)
+}
+
+func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
+	b, err := readBody(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	j, err := decodeJob(b)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	tenant := principalOf(w, r).Tenant
+	if tenant == "" {
+		tenant = DefaultTenant
+	}
+	id, err := s.eng.SubmitJob(r.Context(), tenant, j)
+	if err != nil {
+		writeError(w, localErr(principalOf(w, r).scope(), err))
+		return
+	}
+	s.writeJob(w, r, http.StatusCreated, id)
+}
+
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
+	s.writeJob(w, r, http.StatusOK, principalOf(w, r).qualify(r.PathValue("id")))
+}
+
+func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
+	p := principalOf(w, r)
+	id := p.qualify(r.PathValue("id"))
+	if j, _, ok := s.eng.Job(id); !ok || !p.sees(j.Tenant) {
+		writeError(w, errs.New(errs.NotFound, "id", "no job %q", r.PathValue("id")))
+		return
+	}
+	if err := s.eng.CancelJob(r.Context(), id); err != nil {
+		writeError(w, err)
+		return
+	}
+	s.writeJob(w, r, http.StatusOK, id)
+}
