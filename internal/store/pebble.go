@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -141,11 +142,18 @@ func (d *Disk) apply(b *pebble.Batch) error {
 	}
 }
 
+// commitErr classes a commit's error: the store's own failure (sent by
+// the helper when the store had failed before it ran) keeps its class,
+// anything from Pebble is Unavailable.
 func commitErr(err error) error {
-	if err != nil {
-		return errs.Wrap(errs.Unavailable, "", fmt.Errorf("commit: %w", err))
+	var own *errs.Error
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &own) && own == err:
+		return err
 	}
-	return nil
+	return errs.Wrap(errs.Unavailable, "", fmt.Errorf("commit: %w", err))
 }
 
 // Get implements Store.
