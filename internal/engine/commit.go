@@ -145,8 +145,16 @@ func (e *Engine) commitStaged(now time.Time) error {
 	for name, q := range e.stQ {
 		e.queues[name] = q
 	}
+	var newJobs []*JobRecord
 	for id, j := range e.stJob {
+		if e.jobs[id] == nil {
+			newJobs = append(newJobs, j)
+		}
 		e.jobs[id] = j
+	}
+	sort.Slice(newJobs, func(a, b int) bool { return jobBefore(newJobs[a], newJobs[b]) })
+	for _, j := range newJobs {
+		e.jobOrder = append(e.jobOrder, j.Spec.ID)
 	}
 	e.events.wake()
 	sort.Slice(fresh, func(i, j int) bool { return fresh[i].Seq < fresh[j].Seq })

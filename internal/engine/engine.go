@@ -50,6 +50,8 @@ type Engine struct {
 	nodes  map[string]*api.Node
 	queues map[string]*api.Queue
 	jobs   map[string]*JobRecord
+	// jobOrder is the job ids in submission order (for listing).
+	jobOrder []string
 	fatal  error
 	// waitMu guards waiters: for each task someone waits on, one channel
 	// that the commit publishing the task's next change closes. It is not

@@ -23,6 +23,27 @@ type JobRecord struct {
 	Tenant    string    `json:"tenant"`
 	TaskIDs   []string  `json:"taskIds"`
 	Submitted time.Time `json:"submitted"`
+	// Cancelled: the job was cancelled (its state is cancelled once no
+	// task runs, whatever its skipped tasks say).
+	Cancelled bool `json:"cancelled,omitempty"`
+}
+
+// jobBefore orders jobs by submission, then id.
+func jobBefore(a, b *JobRecord) bool {
+	if !a.Submitted.Equal(b.Submitted) {
+		return a.Submitted.Before(b.Submitted)
+	}
+	return a.Spec.ID < b.Spec.ID
+}
+
+// State aggregates the job's task states (JobState), cancelled once the
+// job was cancelled and nothing of it runs or waits.
+func (j *JobRecord) State(states []string) string {
+	s := JobState(states)
+	if j.Cancelled && s != "running" && s != "pending" {
+		return "cancelled"
+	}
+	return s
 }
 
 // JobTaskID is the id a job's task gets.
@@ -187,7 +208,60 @@ func (e *Engine) cancelJob(id string, now time.Time) error {
 			}
 		}
 	}
+	if !j.Cancelled {
+		cp := *j
+		cp.Cancelled = true
+		e.stJob[id] = &cp
+	}
 	return nil
+}
+
+// JobFilter selects jobs to list; empty fields match any.
+type JobFilter struct {
+	State, Queue, Tenant string
+}
+
+// JobEntry is a listed job with its tasks' records (do not modify them).
+type JobEntry struct {
+	Job   *JobRecord
+	Tasks []*TaskRecord
+	State string
+}
+
+// ListJobs returns up to limit jobs matching f in submission order from
+// position cursor, and the cursor of the next page (0: no more). One call
+// looks at no more than maxListScan tasks in all.
+func (e *Engine) ListJobs(f JobFilter, cursor, limit int) (out []JobEntry, next int) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if cursor < 0 || cursor > len(e.jobOrder) {
+		cursor = len(e.jobOrder)
+	}
+	i, scanned := cursor, 0
+	for ; i < len(e.jobOrder) && len(out) < limit && scanned < maxListScan; i++ {
+		j := e.jobs[e.jobOrder[i]]
+		if j == nil || (f.Tenant != "" && j.Tenant != f.Tenant) || (f.Queue != "" && j.Spec.Queue != f.Queue) {
+			continue
+		}
+		tasks := make([]*TaskRecord, 0, len(j.TaskIDs))
+		states := make([]string, 0, len(j.TaskIDs))
+		for _, tid := range j.TaskIDs {
+			if r := e.tasks[tid]; r != nil {
+				tasks = append(tasks, r)
+				states = append(states, r.State)
+			}
+		}
+		scanned += 1 + len(j.TaskIDs)
+		st := j.State(states)
+		if f.State != "" && st != f.State {
+			continue
+		}
+		out = append(out, JobEntry{Job: j, Tasks: tasks, State: st})
+	}
+	if i < len(e.jobOrder) {
+		return out, i
+	}
+	return out, 0
 }
 
 // SubmitJob admits a job owned by tenant; nil means it is durable.

@@ -85,10 +85,12 @@ func (e *Engine) recover() error {
 	}
 	if err := loadJSON(ctx, e.st, KindJob, func(key string, j *JobRecord) error {
 		e.jobs[key] = j
+		e.jobOrder = append(e.jobOrder, key)
 		return e.c.AddJob(now, coreJob(&j.Spec))
 	}); err != nil {
 		return err
 	}
+	sort.Slice(e.jobOrder, func(a, b int) bool { return jobBefore(e.jobs[e.jobOrder[a]], e.jobs[e.jobOrder[b]]) })
 	var recs []*TaskRecord
 	if err := e.st.Load(ctx, KindTask, func(key string, v []byte) error {
 		r, err := decodeTask(key, v)

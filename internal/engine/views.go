@@ -109,6 +109,9 @@ func (e *Engine) Nodes() []api.Node {
 // Filter selects tasks in a listing; empty fields match everything.
 type Filter struct {
 	State, Queue, Node, Tenant string
+	// Job, when set, lists that job's tasks (in the job's order) instead
+	// of every task.
+	Job string
 }
 
 func (f Filter) match(r *TaskRecord) bool {
@@ -126,17 +129,24 @@ const maxListScan = 100_000
 func (e *Engine) List(f Filter, cursor, limit int) (out []*TaskRecord, next int) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	if cursor < 0 || cursor > len(e.order) {
-		cursor = len(e.order)
+	order := e.order
+	if f.Job != "" {
+		order = nil
+		if j := e.jobs[f.Job]; j != nil {
+			order = j.TaskIDs
+		}
+	}
+	if cursor < 0 || cursor > len(order) {
+		cursor = len(order)
 	}
 	i := cursor
-	for scanned := 0; i < len(e.order) && len(out) < limit && scanned < maxListScan; i++ {
+	for scanned := 0; i < len(order) && len(out) < limit && scanned < maxListScan; i++ {
 		scanned++
-		if r := e.tasks[e.order[i]]; r != nil && f.match(r) {
+		if r := e.tasks[order[i]]; r != nil && f.match(r) {
 			out = append(out, r)
 		}
 	}
-	if i < len(e.order) {
+	if i < len(order) {
 		return out, i
 	}
 	return out, 0

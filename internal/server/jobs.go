@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/hetsched/hetsched/internal/api"
@@ -28,19 +29,58 @@ func (s *Server) writeJob(w http.ResponseWriter, r *http.Request, status int, id
 		return
 	}
 	withTasks := r.URL.Query().Get("tasks") != "false" // ?tasks=false: counts only (big jobs)
+	writeJSON(w, status, jobViewOf(p.scope(), j, tasks, withTasks))
+}
+
+// jobViewOf is j as a caller of scope sees it, with its tasks' views when
+// withTasks (else only their counts).
+func jobViewOf(scope string, j *engine.JobRecord, tasks []*engine.TaskRecord, withTasks bool) jobView {
 	v := jobView{Job: j.Spec, Submitted: j.Submitted, Counts: map[string]int{}}
 	v.Job.Tasks = nil
-	v.Job.ID = engine.LocalID(p.scope(), j.Spec.ID)
+	v.Job.ID = engine.LocalID(scope, j.Spec.ID)
 	states := make([]string, len(tasks))
 	for i, t := range tasks {
 		if withTasks {
-			v.Tasks = append(v.Tasks, view(localRec(p.scope(), t)))
+			v.Tasks = append(v.Tasks, view(localRec(scope, t)))
 		}
 		states[i] = t.State
 		v.Counts[t.State]++
 	}
-	v.State = engine.JobState(states)
-	writeJSON(w, status, v)
+	v.State = j.State(states)
+	return v
+}
+
+// jobStates are the states a job can be in (JobRecord.State).
+var jobStates = map[string]bool{"pending": true, "running": true, "succeeded": true, "failed": true, "cancelled": true}
+
+// listJobs is GET /api/v1/jobs?state=&queue=&limit=&cursor=: jobs in
+// submission order with their task counts ({"jobs":[...],"cursor":"N"}).
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	p := principalOf(w, r)
+	f := engine.JobFilter{State: q.Get("state"), Queue: q.Get("queue")}
+	if p.Role != RoleAdmin {
+		f.Tenant = p.Tenant
+	}
+	if f.State != "" && !jobStates[f.State] {
+		writeError(w, errs.Invalid("state", "must be pending, running, succeeded, failed or cancelled, got %q", f.State))
+		return
+	}
+	limit, cursor, err := pageOf(q)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	entries, next := s.eng.ListJobs(f, cursor, limit)
+	views := make([]jobView, len(entries))
+	for i, e := range entries {
+		views[i] = jobViewOf(p.scope(), e.Job, e.Tasks, false)
+	}
+	body := map[string]any{"jobs": views}
+	if next > 0 {
+		body["cursor"] = strconv.Itoa(next)
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {

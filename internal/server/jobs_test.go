@@ -85,3 +85,60 @@ func TestJobsOverHTTP(t *testing.T) {
 		t.Errorf("unknown job: %d %v", code, m)
 	}
 }
+
+// issue 16 §1: GET /jobs lists jobs (state and queue filters, paging),
+// GET /tasks?job= lists a job's tasks, and a cancelled job is cancelled
+// (not failed, though its blocked tasks were skipped), after a restart too.
+func TestJobListAndFilter(t *testing.T) {
+	dir := t.TempDir()
+	s := start(t, dir)
+	for _, id := range []string{"j1", "j2", "j3"} {
+		body := strings.Replace(pipeline, `"id":"p"`, `"id":"`+id+`"`, 1)
+		if code, m := call(t, "POST", s.base+"/api/v1/jobs", body); code != 201 {
+			t.Fatalf("submit %s: %d %v", id, code, m)
+		}
+	}
+	if code, m := call(t, "DELETE", s.base+"/api/v1/jobs/j2", ""); code != 200 || m["state"] != "cancelled" {
+		t.Fatalf("cancel j2: %d %v", code, m)
+	}
+	ids := func(m map[string]any, key string) string {
+		var out []string
+		for _, x := range m[key].([]any) {
+			out = append(out, x.(map[string]any)["id"].(string))
+		}
+		return strings.Join(out, ",")
+	}
+	check := func() {
+		t.Helper()
+		if code, m := call(t, "GET", s.base+"/api/v1/jobs", ""); code != 200 || ids(m, "jobs") != "j1,j2,j3" {
+			t.Errorf("jobs: %d %v", code, m)
+		}
+		if _, m := call(t, "GET", s.base+"/api/v1/jobs?state=cancelled", ""); ids(m, "jobs") != "j2" {
+			t.Errorf("cancelled jobs: %v", m)
+		}
+		_, m := call(t, "GET", s.base+"/api/v1/jobs?limit=2", "")
+		if ids(m, "jobs") != "j1,j2" || m["cursor"] == nil {
+			t.Fatalf("first page: %v", m)
+		}
+		if _, m = call(t, "GET", s.base+"/api/v1/jobs?limit=2&cursor="+m["cursor"].(string), ""); ids(m, "jobs") != "j3" || m["cursor"] != nil {
+			t.Errorf("second page: %v", m)
+		}
+		if code, m := call(t, "GET", s.base+"/api/v1/tasks?job=j3", ""); code != 200 || ids(m, "tasks") != "j3.prep,j3.train,j3.eval" {
+			t.Errorf("tasks of j3: %d %v", code, m)
+		}
+		if _, m := call(t, "GET", s.base+"/api/v1/tasks?job=j3&state=blocked", ""); ids(m, "tasks") != "j3.train,j3.eval" {
+			t.Errorf("blocked tasks of j3: %v", m)
+		}
+		if code, m := call(t, "GET", s.base+"/api/v1/tasks?job=nosuch", ""); code != 404 || errField(m) != "job" {
+			t.Errorf("tasks of an unknown job: %d %v", code, m)
+		}
+		if code, m := call(t, "GET", s.base+"/api/v1/jobs?state=done", ""); code != 400 || errField(m) != "state" {
+			t.Errorf("bad state filter: %d %v", code, m)
+		}
+	}
+	check()
+	s.stop(t)
+	s = start(t, dir)
+	defer s.stop(t)
+	check()
+}

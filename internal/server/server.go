@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -122,6 +123,7 @@ func (s *Server) table() []route {
 		{"GET /api/v1/cluster", s.guard(s.cluster, RoleTenant)},
 		{"GET /api/v1/events", s.guard(s.events, RoleTenant, RoleAgent)},
 		{"POST /api/v1/jobs", s.guard(s.submitJob, RoleTenant)},
+		{"GET /api/v1/jobs", s.guard(s.listJobs, RoleTenant)},
 		{"GET /api/v1/jobs/{id}", s.guard(s.getJob, RoleTenant)},
 		{"DELETE /api/v1/jobs/{id}", s.guard(s.cancelJob, RoleTenant)},
 		{"GET /api/v1/queues", s.guard(s.listQueues, RoleTenant)},
@@ -477,11 +479,12 @@ var statePending, stateBlocked = core.Pending.String(), core.Blocked.String()
 // waiting reports whether a task waits for its placement.
 func waiting(r *engine.TaskRecord) bool { return r.State == statePending || r.State == stateBlocked }
 
-// listTasks is GET /api/v1/tasks?state=&queue=&node=&limit=&cursor=.
+// listTasks is GET /api/v1/tasks?state=&queue=&node=&job=&limit=&cursor=.
 func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	p := principalOf(w, r)
 	f := engine.Filter{State: q.Get("state"), Queue: q.Get("queue"), Node: q.Get("node")}
-	if p := principalOf(w, r); p.Role != RoleAdmin {
+	if p.Role != RoleAdmin {
 		f.Tenant = p.Tenant
 	}
 	if f.State != "" {
@@ -490,35 +493,44 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if q.Get("job") != "" {
-		writeError(w, errs.Invalid("job", "jobs are not stored yet"))
+	if job := q.Get("job"); job != "" {
+		f.Job = p.qualify(job)
+		if j, _, ok := s.eng.Job(f.Job); !ok || !p.sees(j.Tenant) {
+			writeError(w, errs.New(errs.NotFound, "job", "no job %q", job))
+			return
+		}
+	}
+	limit, cursor, err := pageOf(q)
+	if err != nil {
+		writeError(w, err)
 		return
 	}
-	limit, cursor := 100, 0
-	var err error
-	if v := q.Get("limit"); v != "" {
-		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > 10000 {
-			writeError(w, errs.Invalid("limit", "must be 1..10000, got %q", v))
-			return
-		}
-	}
-	if v := q.Get("cursor"); v != "" {
-		if cursor, err = strconv.Atoi(v); err != nil || cursor < 0 {
-			writeError(w, errs.Invalid("cursor", "not a cursor from a previous page: %q", v))
-			return
-		}
-	}
 	recs, next := s.eng.List(f, cursor, limit)
-	scope := principalOf(w, r).scope()
 	views := make([]taskView, len(recs))
 	for i, rec := range recs {
-		views[i] = view(localRec(scope, rec))
+		views[i] = view(localRec(p.scope(), rec))
 	}
 	body := map[string]any{"tasks": views}
 	if next > 0 {
 		body["cursor"] = strconv.Itoa(next)
 	}
 	writeJSON(w, http.StatusOK, body)
+}
+
+// pageOf reads a listing's limit (1..10000, default 100) and cursor.
+func pageOf(q url.Values) (limit, cursor int, err error) {
+	limit = 100
+	if v := q.Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > 10000 {
+			return 0, 0, errs.Invalid("limit", "must be 1..10000, got %q", v)
+		}
+	}
+	if v := q.Get("cursor"); v != "" {
+		if cursor, err = strconv.Atoi(v); err != nil || cursor < 0 {
+			return 0, 0, errs.Invalid("cursor", "not a cursor from a previous page: %q", v)
+		}
+	}
+	return limit, cursor, nil
 }
 
 // owned returns the task named in the path if the caller may see it; a
