@@ -52,7 +52,7 @@ type Engine struct {
 	jobs   map[string]*JobRecord
 	// jobOrder is the job ids in submission order (for listing).
 	jobOrder []string
-	fatal  error
+	fatal    error
 	// waitMu guards waiters: for each task someone waits on, one channel
 	// that the commit publishing the task's next change closes. It is not
 	// mu, so that registering a waiter never blocks the readers or the
