@@ -31,6 +31,9 @@ const (
 	// Misdirected: with auth off, a Host that is neither loopback nor the
 	// listen address (DNS rebinding).
 	Misdirected Code = "misdirected"
+	// MethodNotAllowed: a known path with another method (Allow lists
+	// those it has).
+	MethodNotAllowed Code = "method_not_allowed"
 	// RequestTimeout: the client sent its body too slowly.
 	RequestTimeout Code = "request_timeout"
 	// InsufficientStorage: the store's free-space reserve is reached;
@@ -168,6 +171,8 @@ func HTTPStatus(c Code) int {
 		return 404
 	case AlreadyExists, Conflict:
 		return 409
+	case MethodNotAllowed:
+		return 405
 	case RequestTimeout:
 		return 408
 	case TooLarge:

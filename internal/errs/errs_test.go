@@ -13,7 +13,7 @@ func TestHTTPStatus(t *testing.T) {
 		InvalidArgument: 400, Unauthenticated: 401, PermissionDenied: 403, NotFound: 404,
 		AlreadyExists: 409, Conflict: 409, TooLarge: 413, QuotaExceeded: 422,
 		RateLimited: 429, Unavailable: 503, Internal: 500, Code("made-up"): 500,
-		RequestTimeout: 408, UnsupportedMediaType: 415, Misdirected: 421, InsufficientStorage: 507,
+		MethodNotAllowed: 405, RequestTimeout: 408, UnsupportedMediaType: 415, Misdirected: 421, InsufficientStorage: 507,
 	}
 	for c, s := range want {
 		if got := HTTPStatus(c); got != s {

@@ -12,7 +12,9 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -84,9 +86,7 @@ func (s *Server) routes() {
 	for _, r := range s.table() {
 		s.mux.HandleFunc(r.pattern, r.h)
 	}
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, errs.New(errs.NotFound, "", "no route %s %s", r.Method, r.URL.Path))
-	})
+	s.mux.HandleFunc("/", s.noRoute)
 }
 
 // Routes lists every API route as "METHOD /path" (the OpenAPI test
@@ -154,6 +154,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := s.browser.check(r); err != nil {
 		s.refuse(sw, r, err)
+		return
+	}
+	if !canonicalPath(r.URL.Path) {
+		// The mux would redirect (an HTML 307); every answer is JSON.
+		writeError(sw, errs.New(errs.NotFound, "", "no route %s %s: the path is not in canonical form (no '.', '..' or '//' segments)", r.Method, r.URL.Path))
 		return
 	}
 	s.serve(sw, r)
@@ -624,6 +629,10 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	if len(rec.Spec.Command) > 0 {
+		writeError(w, errs.New(errs.Conflict, "id", "task %q runs a command: only the agent running it reports how it ended (cancel it with DELETE)", r.PathValue("id")))
+		return
+	}
 	if err := s.eng.Finished(r.Context(), rec.Spec.ID, core.Result{ExitCode: body.ExitCode, Reason: body.Reason}); err != nil {
 		writeError(w, err)
 		return
@@ -726,4 +735,38 @@ func metricsOnly(reg *prometheus.Registry, log *slog.Logger) http.Handler {
 		writeError(w, errs.New(errs.NotFound, "", "this listener serves only GET /metrics"))
 	})
 	return mux
+}
+
+// noRoute answers a request no route took: 405 with Allow when the path
+// has routes for other methods, else 404.
+func (s *Server) noRoute(w http.ResponseWriter, r *http.Request) {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete} {
+		if m == r.Method {
+			continue
+		}
+		probe := &http.Request{Method: m, URL: r.URL, Host: r.Host, Header: http.Header{}}
+		if _, pattern := s.mux.Handler(probe); pattern != "" && pattern != "/" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) == 0 {
+		writeError(w, errs.New(errs.NotFound, "", "no route %s %s", r.Method, r.URL.Path))
+		return
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	writeError(w, errs.New(errs.MethodNotAllowed, "", "%s is not allowed on %s: use %s", r.Method, r.URL.Path, strings.Join(allow, ", ")))
+}
+
+// canonicalPath reports whether p is as the mux matches it (cleaned, a
+// trailing slash kept).
+func canonicalPath(p string) bool {
+	if p == "" || p[0] != '/' {
+		return p == ""
+	}
+	c := path.Clean(p)
+	if c != "/" && strings.HasSuffix(p, "/") {
+		c += "/"
+	}
+	return c == p
 }

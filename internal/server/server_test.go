@@ -297,3 +297,42 @@ func TestRunRefusesNonLoopbackAndBadFlags(t *testing.T) {
 		t.Errorf("bad nodes file: %v", err)
 	}
 }
+
+// issue 16 §1: a wrong method on a known path is 405 with Allow, a path
+// the mux would redirect is a JSON 404 (not an HTML 307), and complete is
+// refused for a command task (its agent reports how it ended).
+func TestMethodsPathsAndComplete(t *testing.T) {
+	s := start(t, t.TempDir())
+	defer s.stop(t)
+	code, _, hdr := send(t, "PUT", s.base+"/api/v1/tasks", "", map[string]string{"Content-Type": "application/json"}, `{}`)
+	if code != 405 || !strings.Contains(hdr.Get("Allow"), "GET") || !strings.Contains(hdr.Get("Allow"), "POST") {
+		t.Errorf("PUT /tasks: %d Allow %q", code, hdr.Get("Allow"))
+	}
+	if code, m := call(t, "PATCH", s.base+"/api/v1/tasks/x", "{}"); code != 405 || errCode(m) != "method_not_allowed" {
+		t.Errorf("PATCH /tasks/x: %d %v", code, m)
+	}
+	noRedirect := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, p := range []string{"/api/v1/tasks/..", "/api/v1//tasks", "/api/v1/./tasks"} {
+		req, _ := http.NewRequest("GET", s.base+p, nil)
+		req.URL.Opaque = p // sent as written
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var m map[string]any
+		if resp.StatusCode != 404 || json.Unmarshal(b, &m) != nil {
+			t.Errorf("GET %s: %d %q", p, resp.StatusCode, b)
+		}
+	}
+	if code, _ := call(t, "GET", s.base+"/api/v1/nowhere", ""); code != 404 {
+		t.Errorf("unknown path: %d", code)
+	}
+	if code, m := call(t, "POST", s.base+"/api/v1/tasks", `{"id":"cmd","command":["true"],"resources":{"cpu":"1"}}`); code != 201 {
+		t.Fatalf("submit: %d %v", code, m)
+	}
+	if code, m := call(t, "POST", s.base+"/api/v1/tasks/cmd/complete", `{"exitCode":0}`); code != 409 || !strings.Contains(errMsg(m), "agent") {
+		t.Errorf("complete of a command task: %d %v", code, m)
+	}
+}
