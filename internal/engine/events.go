@@ -66,15 +66,23 @@ func (l *eventLog) wake() {
 	}
 }
 
+// FromNow, as Events' since, means "events from now on".
+const FromNow = ^uint64(0)
+
 // Events returns up to limit events with seq > since, waiting until at least
-// one exists or ctx ends. since=0 means "from now on". An error names since
-// when it is older than the retained history.
+// one exists or ctx ends. since=FromNow means "from now on"; since=0 means
+// from the oldest event retained. An error names since when it is older
+// than the retained history (after a restart, events before it are gone,
+// though their numbers go on: the client lists again).
 func (e *Engine) Events(ctx context.Context, since uint64, limit int) ([]Event, uint64, error) {
 	for {
 		e.mu.Lock()
 		l := &e.events
-		if since == 0 {
+		if since == FromNow {
 			since = l.next - 1
+		}
+		if since == 0 {
+			since = e.oldestEvent() - 1
 		}
 		if since >= l.next {
 			e.mu.Unlock()
@@ -82,10 +90,7 @@ func (e *Engine) Events(ctx context.Context, since uint64, limit int) ([]Event, 
 		}
 		// Events before this server started, and those pushed out of the
 		// ring, are gone.
-		oldest := max(l.first, uint64(1))
-		if l.next > eventRetention {
-			oldest = max(oldest, l.next-eventRetention)
-		}
+		oldest := e.oldestEvent()
 		if since+1 < oldest {
 			e.mu.Unlock()
 			return nil, since, errs.Invalid("since", "events before %d are no longer kept; list the objects again and resume from %d", oldest, l.next-1)
@@ -111,4 +116,15 @@ func (e *Engine) Events(ctx context.Context, since uint64, limit int) ([]Event, 
 			return nil, since, ErrStopped
 		}
 	}
+}
+
+// oldestEvent is the seq of the oldest event still retained (the next
+// one's when none is). Called under e.mu.
+func (e *Engine) oldestEvent() uint64 {
+	l := &e.events
+	oldest := max(l.first, uint64(1))
+	if l.next > eventRetention {
+		oldest = max(oldest, l.next-eventRetention)
+	}
+	return oldest
 }

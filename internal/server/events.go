@@ -15,17 +15,20 @@ import (
 )
 
 // events is GET /api/v1/events?since=N: Server-Sent Events of task and
-// node changes after event N (or Last-Event-ID); without either, from now.
-// Tenants get their own tasks' events and every node event.
+// node changes after event N (or Last-Event-ID); since=0 replays from the
+// oldest event retained; without either, from now. Tenants get their own
+// tasks' events and every node event. Event numbers go on across restarts
+// (the store keeps the next one); a since older than what is retained is
+// a 400 saying to list again.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
-	var since uint64
+	since := engine.FromNow
 	v := r.URL.Query().Get("since")
 	if v == "" {
 		v = r.Header.Get("Last-Event-ID")
 	}
 	if v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
+		if err != nil || n == engine.FromNow {
 			writeError(w, errs.Invalid("since", "must be an event number, got %q", v))
 			return
 		}
@@ -76,6 +79,11 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		var b strings.Builder
+		if wait == 0 {
+			// How long a client waits before it reconnects (with
+			// Last-Event-ID), as EventSource reads it.
+			b.WriteString("retry: " + strconv.Itoa(eventRetryMillis) + "\n\n")
+		}
 		if len(evs) == 0 && wait > 0 {
 			b.WriteString(": keep-alive\n\n")
 		}
@@ -101,3 +109,6 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 }
+
+// eventRetryMillis is the reconnection delay an event stream asks for.
+const eventRetryMillis = 2000

@@ -81,3 +81,44 @@ func TestEventsStreamAndResume(t *testing.T) {
 		t.Errorf("bad since: %d %v", code, m)
 	}
 }
+
+// issue 16 §1: since=0 replays from the oldest retained event (event 1
+// can be read), the headers and a retry: field come at once on an idle
+// server, and numbers go on after a restart (an older since is a 400
+// saying to list again).
+func TestEventsReplayRetryAndRestart(t *testing.T) {
+	dir := t.TempDir()
+	s := start(t, dir)
+	evs := readEvents(t, s.base+"/api/v1/events?since=0", 2)
+	if len(evs) != 2 || evs[0].id != "1" || evs[1].id != "2" {
+		t.Fatalf("since=0: %+v", evs)
+	}
+	// On an idle server, without since: headers and retry: at once.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", s.base+"/api/v1/events", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("no headers within 5 s on an idle server: %v", err)
+	}
+	line, err := bufio.NewReader(resp.Body).ReadString('\n')
+	resp.Body.Close()
+	if err != nil || line != "retry: 2000\n" {
+		t.Fatalf("first line %q %v", line, err)
+	}
+	s.stop(t)
+	s = start(t, dir)
+	defer s.stop(t)
+	if code, _ := call(t, "POST", s.base+"/api/v1/tasks", `{"id":"after","resources":{"cpu":"1"}}`); code != 201 {
+		t.Fatal("submit")
+	}
+	// The restarted server upserts its two inventory nodes again (3, 4),
+	// then the task: its numbers went on from the first run's.
+	evs = readEvents(t, s.base+"/api/v1/events?since=0", 3)
+	if len(evs) != 3 || evs[0].id != "3" || evs[2].data["id"] != "after" {
+		t.Fatalf("after a restart, since=0: %+v (the numbers must go on)", evs)
+	}
+	if code, m := call(t, "GET", s.base+"/api/v1/events?since=1", ""); code != 400 || !strings.Contains(errMsg(m), "list") {
+		t.Errorf("since older than the restart: %d %v", code, m)
+	}
+}
