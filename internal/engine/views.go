@@ -237,6 +237,10 @@ type NodeView struct {
 	// Agent serves the node; empty for a node of the static inventory.
 	Agent string     `json:"agent,omitempty"`
 	Usage *NodeUsage `json:"usage,omitempty"`
+	// Utilization is the latest heartbeat's use, 0..1, per resource:
+	// cpu, memory (of the node's capacity) and each device type (the
+	// mean of its devices). Absent for a node that never heartbeat.
+	Utilization map[string]float64 `json:"utilization,omitempty"`
 	// Simulated is true when any of its devices is declared, not real.
 	Simulated bool `json:"simulated,omitempty"`
 }
@@ -263,6 +267,7 @@ func (e *Engine) nodeViews() []NodeView {
 		}
 		if u, ok := e.usage[name]; ok {
 			v.Usage = &u
+			v.Utilization = utilizationOf(spec, &u)
 		}
 		for _, d := range spec.Devices {
 			v.Simulated = v.Simulated || d.Simulated
@@ -281,4 +286,23 @@ func (e *Engine) NodeViews(ctx context.Context) ([]NodeView, error) {
 		return nil, err
 	}
 	return cmd.nodeViews, nil
+}
+
+// utilizationOf summarizes a heartbeat per resource (NodeView.Utilization).
+func utilizationOf(n *api.Node, u *NodeUsage) map[string]float64 {
+	out := map[string]float64{"cpu": u.CPU}
+	if mem := n.Capacity[resource.Memory]; mem > 0 && u.MemoryUsed > 0 {
+		out["memory"] = min(float64(u.MemoryUsed)/float64(mem), 1)
+	}
+	sum, count := map[string]float64{}, map[string]int{}
+	for _, d := range n.Devices {
+		if b, ok := u.Devices[d.ID]; ok {
+			sum[d.Type] += b.Utilization
+			count[d.Type]++
+		}
+	}
+	for typ, total := range sum {
+		out[typ] = total / float64(count[typ])
+	}
+	return out
 }

@@ -96,3 +96,23 @@ func TestTokenNodesValidated(t *testing.T) {
 		}
 	}
 }
+
+// issue 16 §1: a node view carries the utilization its heartbeats report.
+func TestNodeViewUtilization(t *testing.T) {
+	s := start(t, t.TempDir())
+	defer s.stop(t)
+	api := s.base + "/api/v1"
+	reg := `{"agent":"g1","nodes":[{"name":"g1","capacity":{"cpu":"8","memory":"16Gi"},"devices":[{"type":"nvidia.com/gpu","id":"0","model":"L4"},{"type":"nvidia.com/gpu","id":"1","model":"L4"}]}]}`
+	if code, m := call(t, "POST", api+"/agents/register", reg); code != 200 {
+		t.Fatalf("register: %d %v", code, m)
+	}
+	beat := `{"nodes":[{"node":"g1","cpu":0.25,"memoryUsed":4294967296,"devices":{"0":{"utilization":1},"1":{"utilization":0.5}}}]}`
+	if code, m := call(t, "POST", api+"/agents/g1/heartbeat", beat); code != 200 {
+		t.Fatalf("heartbeat: %d %v", code, m)
+	}
+	_, m := call(t, "GET", api+"/nodes/g1", "")
+	u, _ := m["utilization"].(map[string]any)
+	if u["cpu"] != 0.25 || u["memory"] != 0.25 || u["nvidia.com/gpu"] != 0.75 {
+		t.Errorf("utilization: %v", m["utilization"])
+	}
+}
