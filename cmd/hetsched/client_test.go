@@ -35,9 +35,11 @@ func TestCLIAgainstARealServer(t *testing.T) {
 	if err != nil || !strings.Contains(out, "state: scheduled") || !strings.Contains(out, "node: gpu-a") {
 		t.Errorf("describe: %v\n%s", err, out)
 	}
+	// A task without a command or lease got the server's default lease
+	// (issue 16 §1), so it renews.
 	out, err = run(t, "renew", "train", "--server", base)
-	if err == nil || !strings.Contains(err.Error(), "lease") {
-		t.Errorf("renew of a task without a lease: %v %q", err, out)
+	if err != nil || strings.TrimSpace(out) != "train scheduled renewed" {
+		t.Errorf("renew of a task with the default lease: %v %q", err, out)
 	}
 	out, err = run(t, "complete", "prep", "--server", base)
 	if err != nil || strings.TrimSpace(out) != "prep succeeded" {

@@ -47,6 +47,7 @@ func newServer() *cobra.Command {
 	cmd.Flags().IntVar(&opt.MaxEventStreams, "max-event-streams", 0, "open GET /events streams in all (0: 1000, -1: no cap); past it 503")
 	cmd.Flags().IntVar(&opt.MaxEventStreamsPerTenant, "max-event-streams-per-tenant", 0, "open GET /events streams per tenant (or role) (0: 100, -1: no cap); past it 503")
 	cmd.Flags().StringVar(&opt.DiskReserve, "disk-reserve", "", "free space the store's disk keeps: below it new tasks, jobs and queue changes get 507 (reads, cancels, completions and agents go on); a size like 2Gi, default min(1Gi, 5% of the filesystem)")
+	cmd.Flags().DurationVar(&opt.DefaultLease, "default-lease", server.DefaultLeaseDuration, "lease of a task without a command that names none (its view shows it); a task asks for none with lease \"never\"; negative: such leases never expire")
 	cmd.Flags().StringVar(&opt.PprofListen, "pprof", "", "serve net/http/pprof (with mutex and block profiles) on this loopback address, e.g. 127.0.0.1:6060; off by default")
 	return cmd
 }

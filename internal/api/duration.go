@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -22,12 +21,20 @@ type Duration time.Duration
 // D returns the time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
 
-// MarshalJSON writes the duration as a string.
+// NoExpiry is a lease that never expires, written "never": a lease
+// without one gets the server's default.
+const NoExpiry Duration = -1
+
+// MarshalJSON writes the duration as a string ("never" for NoExpiry).
 func (d Duration) MarshalJSON() ([]byte, error) {
+	if d == NoExpiry {
+		return []byte(`"never"`), nil
+	}
 	return json.Marshal(time.Duration(d).String())
 }
 
-// UnmarshalJSON reads a duration string; a bare number is seconds.
+// UnmarshalJSON reads a duration string ("250ms", "30m"). A bare number
+// is refused: seconds or nanoseconds? (Kubernetes, Slurm and Go disagree.)
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	s := strings.TrimSpace(string(b))
 	if s == "null" {
@@ -49,23 +56,20 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 }
 
 // ParseDuration reads a duration as written in JSON: the contents of a
-// string ("250ms", "30m") when quoted, else a number of seconds.
+// string ("250ms", "30m") when quoted. A bare number (quoted false) is an
+// error that says how to write it.
 func ParseDuration(text string, quoted bool) (Duration, error) {
-	if quoted {
-		v, err := time.ParseDuration(text)
-		if err != nil {
-			return 0, fmt.Errorf("not a duration like \"250ms\" or \"30m\": %q", errs.Clip(text))
-		}
-		return Duration(v), nil
+	if !quoted {
+		return 0, fmt.Errorf("a duration is a string with its unit, like \"%ss\" or \"10m\", not a bare number", errs.Clip(text))
 	}
-	secs, err := strconv.ParseFloat(text, 64)
+	if text == "never" {
+		return NoExpiry, nil
+	}
+	v, err := time.ParseDuration(text)
 	if err != nil {
-		return 0, fmt.Errorf("not a duration: %s", text)
+		return 0, fmt.Errorf("not a duration like \"250ms\" or \"30m\": %q", errs.Clip(text))
 	}
-	if secs > float64(1<<62)/1e9 || secs < -float64(1<<62)/1e9 {
-		return 0, fmt.Errorf("duration out of range: %s", text)
-	}
-	return Duration(secs * 1e9), nil
+	return Duration(v), nil
 }
 
 // Bytes is a byte count written as a quantity ("80Gi") or a number.

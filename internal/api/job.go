@@ -66,6 +66,9 @@ func (j *Job) Validate() error {
 	if len(j.Name) > MaxIDLen {
 		return errs.Invalid("name", "at most %d characters", MaxIDLen)
 	}
+	if err := ValidateText("name", j.Name); err != nil {
+		return err
+	}
 	if j.Queue != "" {
 		if err := ValidateID("queue", j.Queue); err != nil {
 			return err

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/hetsched/hetsched/internal/errs"
+	"github.com/hetsched/hetsched/internal/jsonread"
 	"github.com/hetsched/hetsched/internal/resource"
 )
 
@@ -46,9 +47,20 @@ func TestDecodeTaskQuantities(t *testing.T) {
 }
 
 func TestDecodeTaskDurations(t *testing.T) {
-	task, err := decodeTask([]byte(`{"duration":"250ms","timeout":"30m","queueTimeout":90,"lease":1.5}`))
+	task, err := decodeTask([]byte(`{"duration":"250ms","timeout":"30m","queueTimeout":"90s","lease":"1.5s"}`))
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A bare number is refused, naming the field (issue 16 §1), by both
+	// decoders.
+	for _, f := range []string{"duration", "timeout", "queueTimeout", "lease"} {
+		if _, err := decodeTask([]byte(`{"` + f + `":5}`)); err == nil || !strings.Contains(err.Error(), `"5s"`) {
+			t.Errorf("%s as a bare number (encoding/json): %v", f, err)
+		}
+		r := jsonread.New([]byte(`{"` + f + `":5}`))
+		if _, err := ReadTask(r); errs.FieldOf(err) != f || !strings.Contains(err.Error(), `"5s"`) {
+			t.Errorf("%s as a bare number (ReadTask): %v", f, err)
+		}
 	}
 	for _, c := range []struct {
 		name      string
@@ -220,5 +232,29 @@ func TestBytesJSON(t *testing.T) {
 		if errs.CodeOf(err) != errs.InvalidArgument {
 			t.Errorf("Unmarshal(%s) = %d, %v; want an invalid_argument error", in, b, err)
 		}
+	}
+}
+
+// issue 16 §1: an explicit lease of 0 and shards of 0 are refused, naming
+// the field; "never" is a lease that never expires and round-trips.
+func TestExplicitZeroLeaseAndShards(t *testing.T) {
+	for _, c := range []struct{ body, field string }{
+		{`{"lease":"0s"}`, "lease"}, {`{"lease":"0"}`, "lease"}, {`{"shards":0}`, "shards"},
+	} {
+		if _, err := ReadTask(jsonread.New([]byte(c.body))); errs.FieldOf(err) != c.field {
+			t.Errorf("%s: %v, want an error on %s", c.body, err, c.field)
+		}
+	}
+	task, err := ReadTask(jsonread.New([]byte(`{"lease":"never","resources":{"cpu":"1"}}`)))
+	if err != nil || task.Lease != NoExpiry {
+		t.Fatalf("never: %v %v", task.Lease, err)
+	}
+	b, _ := json.Marshal(task)
+	fast, _ := task.AppendJSON(nil)
+	if !strings.Contains(string(b), `"lease":"never"`) || string(fast) != string(b) {
+		t.Errorf("never does not round-trip: %s, AppendJSON %s", b, fast)
+	}
+	if _, err := ReadTask(jsonread.New([]byte(`{"lease":null}`))); err != nil {
+		t.Errorf("a null lease is an absent one: %v", err)
 	}
 }

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 
 	"github.com/hetsched/hetsched/internal/errs"
@@ -20,6 +22,29 @@ type Queue struct {
 	Guaranteed resource.List `json:"guaranteed,omitempty"`
 	Max        resource.List `json:"max,omitempty"`
 	Weight     float64       `json:"weight,omitempty"`
+}
+
+// UnmarshalJSON decodes a queue (unknown fields are errors); an explicit
+// weight of 0 is refused, where an absent weight means 1.
+func (q *Queue) UnmarshalJSON(b []byte) error {
+	type plain Queue
+	var w struct {
+		plain
+		Weight *float64 `json:"weight"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&w); err != nil {
+		return err
+	}
+	if w.Weight != nil && *w.Weight == 0 {
+		return errs.Invalid("weight", "a weight of 0 would never be served: give a positive number, or omit it for 1")
+	}
+	*q = Queue(w.plain)
+	if w.Weight != nil {
+		q.Weight = *w.Weight
+	}
+	return nil
 }
 
 // MaxQueueDepth bounds the tree (root → tenant → sub-queues).

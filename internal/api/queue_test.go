@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/hetsched/hetsched/internal/errs"
@@ -53,5 +54,22 @@ func TestQueueTree(t *testing.T) {
 	}
 	if QueueOwner("b", all) != "team-a" || QueueOwner("team-a", all) != "team-a" {
 		t.Errorf("owners: %s %s", QueueOwner("b", all), QueueOwner("team-a", all))
+	}
+}
+
+func TestQueueWeightZeroRefused(t *testing.T) {
+	var q Queue
+	if err := json.Unmarshal([]byte(`{"name":"a","weight":0}`), &q); errs.FieldOf(err) != "weight" {
+		t.Errorf("weight 0: %v", err)
+	}
+	if err := json.Unmarshal([]byte(`{"name":"a","weight":2.5,"guaranteed":{"cpu":"1"}}`), &q); err != nil || q.Weight != 2.5 || q.Guaranteed["cpu"] != 1000 {
+		t.Errorf("weight 2.5: %+v %v", q, err)
+	}
+	if err := json.Unmarshal([]byte(`{"name":"a","wieght":2}`), &q); err == nil {
+		t.Error("an unknown field was accepted")
+	}
+	q = Queue{}
+	if err := json.Unmarshal([]byte(`{"name":"a"}`), &q); err != nil || q.Weight != 0 {
+		t.Errorf("absent weight: %+v %v", q, err)
 	}
 }

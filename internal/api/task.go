@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/hetsched/hetsched/internal/errs"
@@ -244,6 +245,9 @@ func (t *Task) Validate() error {
 	if len(t.Name) > MaxIDLen {
 		return errs.Invalid("name", "at most %d characters", MaxIDLen)
 	}
+	if err := ValidateText("name", t.Name); err != nil {
+		return err
+	}
 	if t.Queue != "" {
 		if err := ValidateID("queue", t.Queue); err != nil {
 			return err
@@ -311,6 +315,9 @@ func (t *Task) Validate() error {
 		if len(a) > maxStringLen {
 			return errs.Invalid(fmt.Sprintf("command[%d]", i), "longer than %d bytes", maxStringLen)
 		}
+		if strings.IndexByte(a, 0) >= 0 {
+			return errs.Invalid(fmt.Sprintf("command[%d]", i), "holds a NUL byte, which no program argument can carry")
+		}
 	}
 	if len(t.Command) > 0 && t.Command[0] == "" {
 		return errs.Invalid("command[0]", "the program must not be empty")
@@ -326,12 +333,15 @@ func (t *Task) Validate() error {
 		if len(v) > maxStringLen {
 			return errs.Invalid("env."+k, "longer than %d bytes", maxStringLen)
 		}
+		if strings.IndexByte(v, 0) >= 0 {
+			return errs.Invalid("env."+k, "holds a NUL byte, which no environment variable can carry")
+		}
 	}
 	for _, d := range []struct {
 		f string
 		v Duration
 	}{{"duration", t.Duration}, {"timeout", t.Timeout}, {"queueTimeout", t.QueueTimeout}, {"lease", t.Lease}} {
-		if d.v < 0 {
+		if d.v < 0 && !(d.f == "lease" && d.v == NoExpiry) {
 			return errs.Invalid(d.f, "must not be negative, got %s", d.v.D())
 		}
 	}
@@ -366,8 +376,14 @@ func (t *Task) Validate() error {
 		if len(k) == 0 || len(k) > 253 {
 			return errs.Invalid("metadata", "keys must be 1-253 characters")
 		}
+		if err := ValidateText("metadata", k); err != nil {
+			return errs.Invalid("metadata", "key %q: %s", k, errs.Clip(err.(*errs.Error).Message))
+		}
 		if len(v) > maxStringLen {
 			return errs.Invalid("metadata."+k, "longer than %d bytes", maxStringLen)
+		}
+		if strings.ContainsAny(v, "\x00\x1b") {
+			return errs.Invalid("metadata."+k, "holds a NUL or an escape character (ESC), which would reach terminals")
 		}
 	}
 	return nil
@@ -404,4 +420,19 @@ func requestProblem(n resource.Name, q int64) string {
 		return fmt.Sprintf("at most %d devices", MaxDeviceCount)
 	}
 	return ""
+}
+
+// ValidateText checks a name meant for people and terminals: valid UTF-8
+// without control characters (C0, DEL, C1; an ANSI escape starts with
+// ESC), which would rewrite the terminal of whoever lists it.
+func ValidateText(field, s string) error {
+	if !utf8.ValidString(s) {
+		return errs.Invalid(field, "not valid UTF-8")
+	}
+	for i, r := range s {
+		if unicode.IsControl(r) {
+			return errs.Invalid(field, "holds the control character %U at byte %d (escape sequences and control characters reach terminals)", r, i)
+		}
+	}
+	return nil
 }

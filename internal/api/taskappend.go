@@ -72,7 +72,11 @@ func (t *Task) appendFast(b []byte) ([]byte, bool) {
 		b, ok = appendStringMap(b, m, ok)
 	}
 	dur := func(k string, d Duration) {
-		if d != 0 {
+		switch {
+		case d == NoExpiry:
+			key(k)
+			b, ok = appendPlainString(b, "never", ok)
+		case d != 0:
 			key(k)
 			b, ok = appendPlainString(b, time.Duration(d).String(), ok)
 		}

@@ -104,7 +104,10 @@ func readTaskField(r *jsonread.Reader, t *Task, k string) error {
 	case "queueTimeout":
 		t.QueueTimeout, err = readDuration(r, k)
 	case "lease":
-		t.Lease, err = readDuration(r, k)
+		given := r.Peek() != jsonread.Null
+		if t.Lease, err = readDuration(r, k); err == nil && t.Lease == 0 && given {
+			err = errs.Invalid(k, "a lease of 0 expires at once: give a duration, \"never\" for none, or omit it for the server's default")
+		}
 	case "depends":
 		t.Depends, err = readStrings(r, k)
 	case "preemptible":
@@ -120,6 +123,9 @@ func readTaskField(r *jsonread.Reader, t *Task, k string) error {
 	case "shards":
 		var n *int
 		if n, err = readIntPtr(r, k); n != nil {
+			if *n == 0 {
+				return errs.Invalid(k, "shards of 0 would fan the task out into nothing: give 1 to %d, or omit it", MaxShards)
+			}
 			t.Shards = *n
 		}
 	case "inputs":
@@ -205,7 +211,7 @@ func readDuration(r *jsonread.Reader, field string) (Duration, error) {
 	case jsonread.Number:
 		text, err = r.ReadNumber()
 	default:
-		return 0, wrongType(r, field, "a duration string or a number of seconds")
+		return 0, wrongType(r, field, "a duration string like \"30s\"")
 	}
 	if err != nil {
 		return 0, syntax(field, err)

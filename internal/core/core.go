@@ -301,7 +301,11 @@ func (c *Core) admit(spec *api.Task) (t *Task, deps []*Task, skipReason string, 
 	if prio < 0 || prio > 3 {
 		return nil, nil, "", errs.Invalid("priority", "must be 0..3, got %d", prio)
 	}
-	for _, d := range []api.Duration{spec.Duration, spec.Timeout, spec.QueueTimeout, spec.Lease} {
+	lease := spec.Lease
+	if lease == api.NoExpiry {
+		lease = 0 // a lease that never expires
+	}
+	for _, d := range []api.Duration{spec.Duration, spec.Timeout, spec.QueueTimeout, lease} {
 		if d < 0 {
 			return nil, nil, "", errs.Invalid("duration", "durations must not be negative")
 		}
@@ -338,7 +342,7 @@ func (c *Core) admit(spec *api.Task) (t *Task, deps []*Task, skipReason string, 
 		id: spec.ID, cls: cls, prio: int8(prio), level: int8(prio),
 		preemptible: spec.IsPreemptible(), noRequeue: !spec.Requeues(), seq: c.seq,
 		duration: int64(spec.Duration), timeout: int64(spec.Timeout),
-		queueTTL: int64(spec.QueueTimeout), lease: int64(spec.Lease),
+		queueTTL: int64(spec.QueueTimeout), lease: int64(lease),
 		qpos: -1, tpos: -1, npos: -1, chosen: -1, queue: cls.leaf,
 	}
 	t.rt = c.runtimeClassFor(spec, cls)

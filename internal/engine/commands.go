@@ -154,12 +154,22 @@ func (e *Engine) Submit(ctx context.Context, tenant string, tasks []api.Task) ([
 	// Validation and encoding run here, in the caller's goroutine, so that
 	// concurrent submitters do them in parallel and the loop does not.
 	for i := range tasks {
+		e.defaultLease(&tasks[i])
 		cmd.specs[i], cmd.prepErr[i] = prepareFor(tenant, &tasks[i])
 	}
 	if err := e.do(ctx, cmd); err != nil {
 		return nil, nil, err
 	}
 	return cmd.ids, cmd.errs, nil
+}
+
+// defaultLease gives a lease (a task without a command) that names no
+// lease and no timeout (which ends a lease too) the server's default, so that a forgotten lease does not hold its
+// devices for ever; the task's view shows the lease it got.
+func (e *Engine) defaultLease(t *api.Task) {
+	if len(t.Command) == 0 && t.Lease == 0 && t.Timeout == 0 && e.cfg.DefaultLease > 0 {
+		t.Lease = api.Duration(e.cfg.DefaultLease)
+	}
 }
 
 // prepareFor validates a spec, qualifies its ids for tenant (tenancy.go)

@@ -28,6 +28,10 @@ type Config struct {
 	// notready (default 3).
 	HeartbeatInterval time.Duration
 	MissedHeartbeats  int
+	// DefaultLease is the lease of a task without a command that names
+	// none (0: such a lease never expires); "never" (api.NoExpiry) asks
+	// for no expiry explicitly.
+	DefaultLease time.Duration
 }
 
 // ErrStopped is returned once the engine has stopped.

@@ -90,6 +90,9 @@ func (e *Engine) submitJob(tenant string, j *api.Job, now time.Time) (string, er
 	if err := j.Expand(); err != nil {
 		return "", err
 	}
+	for i := range j.Tasks {
+		e.defaultLease(&j.Tasks[i])
+	}
 	if err := j.Validate(); err != nil {
 		return "", err
 	}

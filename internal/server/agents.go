@@ -91,9 +91,17 @@ func (s *Server) agentHeartbeat(w http.ResponseWriter, r *http.Request) {
 			writeError(w, errs.Invalid("nodes["+strconv.Itoa(i)+"].cpu", "must be a fraction 0..1, got %v", bt.CPU))
 			return
 		}
+		if bt.MemoryUsed < 0 {
+			writeError(w, errs.Invalid("nodes["+strconv.Itoa(i)+"].memoryUsed", "must not be negative, got %d", bt.MemoryUsed))
+			return
+		}
 		for id, d := range bt.Devices {
 			if d.Utilization < 0 || d.Utilization > 1 || d.Utilization != d.Utilization {
 				writeError(w, errs.Invalid("nodes["+strconv.Itoa(i)+"].devices."+id+".utilization", "must be a fraction 0..1, got %v", d.Utilization))
+				return
+			}
+			if d.MemoryUsed < 0 {
+				writeError(w, errs.Invalid("nodes["+strconv.Itoa(i)+"].devices."+id+".memoryUsed", "must not be negative, got %d", d.MemoryUsed))
 				return
 			}
 		}

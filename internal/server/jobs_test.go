@@ -3,6 +3,7 @@ package server
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 const pipeline = `{"id":"p","priority":1,"tasks":[
@@ -141,4 +142,34 @@ func TestJobListAndFilter(t *testing.T) {
 	s = start(t, dir)
 	defer s.stop(t)
 	check()
+}
+
+// issue 16 §1: a task with neither a command nor a lease gets the
+// server's --default-lease (shown in its view) and expires by it; "never"
+// asks for no expiry.
+func TestDefaultLease(t *testing.T) {
+	s := startWith(t, Options{DataDir: t.TempDir(), DefaultLease: 300 * time.Millisecond})
+	defer s.stop(t)
+	api := s.base + "/api/v1"
+	code, m := call(t, "POST", api+"/schedule", `{"id":"forgot","resources":{"cpu":"1"}}`)
+	if code != 200 || m["lease"] != "300ms" {
+		t.Fatalf("a lease without one: %d %v", code, m)
+	}
+	if code, m = call(t, "POST", api+"/schedule", `{"id":"forever","resources":{"cpu":"1"},"lease":"never"}`); code != 200 || m["lease"] != "never" {
+		t.Fatalf("lease never: %d %v", code, m)
+	}
+	if code, m = call(t, "POST", api+"/tasks", `{"id":"zero","resources":{"cpu":"1"},"lease":"0s"}`); code != 400 || errField(m) != "lease" {
+		t.Errorf("lease 0s: %d %v", code, m)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, m = call(t, "GET", api+"/tasks/forgot", ""); m["state"] == "expired" || time.Now().After(deadline) {
+			break
+		}
+	}
+	if m["state"] != "expired" {
+		t.Fatalf("the defaulted lease did not expire: %v", m)
+	}
+	if _, m = call(t, "GET", api+"/tasks/forever", ""); m["state"] != "scheduled" {
+		t.Errorf("the lease that never expires: %v", m)
+	}
 }

@@ -82,6 +82,9 @@ type Options struct {
 	// listener (for a scraper on a network the operator trusts); the API's
 	// /metrics needs an admin or metrics token when tokens are on.
 	MetricsListen string
+	// DefaultLease is the lease of a task without a command that names
+	// none (0: DefaultLeaseDuration; negative: such leases never expire).
+	DefaultLease time.Duration
 	// DiskReserve is the store's free-space reserve (a size like "2Gi";
 	// "" is the default, min(1 GiB, 5 % of the filesystem)): below it new
 	// work is refused with 507 while everything else goes on.
@@ -270,7 +273,8 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 		m.StoreTornRecords.Set(float64(rec.RecordsDropped))
 	}
 	eng, err := engine.New(engine.Config{Core: cfg, Logger: lg, Metrics: m,
-		HeartbeatInterval: opt.HeartbeatInterval, MissedHeartbeats: opt.MissedHeartbeats}, st)
+		HeartbeatInterval: opt.HeartbeatInterval, MissedHeartbeats: opt.MissedHeartbeats,
+		DefaultLease: defaultLeaseOf(opt.DefaultLease)}, st)
 	if err != nil {
 		return err
 	}
@@ -421,4 +425,19 @@ func parseDiskReserve(spec string) (int64, error) {
 		return 0, errs.Invalid("disk-reserve", "must be a size such as 2Gi or 500M, got %q", spec)
 	}
 	return b, nil
+}
+
+// DefaultLeaseDuration is --default-lease's default.
+const DefaultLeaseDuration = 10 * time.Minute
+
+// defaultLeaseOf resolves Options.DefaultLease for the engine (0 there:
+// leases without one never expire).
+func defaultLeaseOf(d time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return DefaultLeaseDuration
+	case d < 0:
+		return 0
+	}
+	return d
 }
