@@ -73,12 +73,19 @@ func (f *clientFlags) client() (*cli.Client, error) {
 func newClientCommands() []*cobra.Command {
 	var submitFlags clientFlags
 	var file string
-	var wait time.Duration
+	var wait waitFlag
 	submit := &cobra.Command{
-		Use:   "submit -f FILE",
+		Use:   "submit -f FILE [--wait[=DUR]]",
 		Short: "Submit a task or a task list (YAML or JSON; -f - reads standard input)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Args:  cobra.ArbitraryArgs, // only --wait's DUR, checked below
+		RunE: func(cmd *cobra.Command, args []string) error {
+			args, err := wait.takeArg(args)
+			if err != nil {
+				return err
+			}
+			if len(args) > 0 {
+				return fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())
+			}
 			c, err := submitFlags.client()
 			if err != nil {
 				return err
@@ -90,13 +97,12 @@ func newClientCommands() []*cobra.Command {
 			if err != nil {
 				return err
 			}
-			return cli.Submit(cmd.Context(), c, cmd.OutOrStdout(), body, wait, submitFlags.output)
+			return cli.Submit(cmd.Context(), c, cmd.OutOrStdout(), body, wait.d, submitFlags.output)
 		},
 	}
 	submitFlags.add(submit)
 	submit.Flags().StringVarP(&file, "file", "f", "", "task file")
-	submit.Flags().DurationVar(&wait, "wait", 0, "wait up to this long for placement (POST /schedule)")
-	submit.Flags().Lookup("wait").NoOptDefVal = "2s"
+	wait.add(submit, "wait up to this long for placement (POST /schedule; --wait alone: 2s)")
 
 	var getFlags clientFlags
 	var state string
