@@ -50,3 +50,37 @@ func TestSubmitWaitForms(t *testing.T) {
 		t.Error("--wait=soon accepted")
 	}
 }
+
+// TestSubmitWaitFailsUnplaced: submit --wait exits non-zero when a task is
+// not placed in time (here: it can never fit) or ends without success,
+// with its state and reason; the answer is still printed.
+func TestSubmitWaitFailsUnplaced(t *testing.T) {
+	base := servertest.Start(t, oneGPUNode)
+	big := specFile(t, "big.yaml", "id: big\nresources: {cpu: \"1\", nvidia.com/gpu: 4}\n")
+	out, err := run(t, "submit", "-f", big, "--wait", "300ms", "--server", base)
+	if err == nil || !strings.Contains(err.Error(), "task big not placed within 300ms (pending") {
+		t.Errorf("a task that cannot fit: %v", err)
+	} else if !strings.Contains(err.Error(), ": ") || strings.HasSuffix(err.Error(), "(pending)") {
+		t.Errorf("no reason in %q", err)
+	}
+	if !strings.Contains(out, "big") || !strings.Contains(out, "pending") {
+		t.Errorf("the answer is not printed:\n%s", out)
+	}
+	// A batch: one placed, one skipped (its dependency failed).
+	pre := specFile(t, "pre.yaml", "id: pre\nresources: {cpu: \"1\"}\n")
+	if _, err := run(t, "submit", "-f", pre, "--wait", "2s", "--server", base); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(t, "complete", "pre", "--exit-code", "3", "--server", base); err != nil {
+		t.Fatal(err)
+	}
+	both := specFile(t, "both.yaml", "- id: ok\n  resources: {cpu: \"1\"}\n- id: after\n  depends: [pre]\n  resources: {cpu: \"1\"}\n")
+	_, err = run(t, "submit", "-f", both, "--wait=2s", "--server", base)
+	if err == nil || !strings.Contains(err.Error(), "1 of 2 tasks not placed: task after skipped: dependency pre failed") {
+		t.Errorf("a skipped task: %v", err)
+	}
+	// Without --wait nothing is waited for, and nothing fails.
+	if _, err := run(t, "submit", "-f", specFile(t, "big2.yaml", "id: big2\nresources: {nvidia.com/gpu: 4}\n"), "--server", base); err != nil {
+		t.Errorf("submit without --wait: %v", err)
+	}
+}

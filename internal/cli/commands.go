@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -106,11 +107,14 @@ func IsJob(body []byte) bool {
 }
 
 // Submit sends a file's tasks, or its job to POST /jobs; with wait, tasks
-// go to /schedule, which waits up to wait for placement.
+// go to /schedule, which waits up to wait for placement, and a task not
+// placed by then, or ended without success, is an error (after the
+// answer is printed) that names its state and reason.
 func Submit(ctx context.Context, c *Client, w io.Writer, body []byte, wait time.Duration, output string) error {
 	path := "/api/v1/tasks"
+	job := IsJob(body)
 	switch {
-	case IsJob(body):
+	case job:
 		path = "/api/v1/jobs"
 	case wait > 0:
 		path = "/api/v1/schedule?wait=" + url.QueryEscape(wait.String())
@@ -119,7 +123,57 @@ func Submit(ctx context.Context, c *Client, w io.Writer, body []byte, wait time.
 	if _, err := c.Do(ctx, "POST", path, body, &raw); err != nil {
 		return err
 	}
-	return printTasks(w, raw, output)
+	if err := printTasks(w, raw, output); err != nil {
+		return err
+	}
+	if wait > 0 && !job {
+		return unplaced(raw, wait)
+	}
+	return nil
+}
+
+// placedStates are the states of a task that got its placement and has
+// not failed.
+var placedStates = map[string]bool{"scheduled": true, "running": true, "succeeded": true}
+
+// unplaced is the error of a /schedule answer with tasks that were not
+// placed within wait or ended without success: each with its state and
+// reason.
+func unplaced(raw json.RawMessage, wait time.Duration) error {
+	var list struct {
+		Tasks []task `json:"tasks"`
+	}
+	if err := json.Unmarshal(raw, &list); err != nil || list.Tasks == nil {
+		var one task
+		if err := json.Unmarshal(raw, &one); err != nil {
+			return fmt.Errorf("unexpected answer: %w", err)
+		}
+		list.Tasks = []task{one}
+	}
+	var bad []string
+	for _, t := range list.Tasks {
+		if placedStates[t.State] {
+			continue
+		}
+		s := fmt.Sprintf("task %s %s", t.ID, t.State)
+		switch t.State {
+		case "pending", "blocked", "preempted":
+			s = fmt.Sprintf("task %s not placed within %s (%s)", t.ID, wait, t.State)
+		}
+		if t.Reason != "" {
+			s += ": " + t.Reason
+		}
+		bad = append(bad, s)
+	}
+	switch {
+	case len(bad) == 0:
+		return nil
+	case len(bad) > 3:
+		return fmt.Errorf("%d of %d tasks not placed: %s; and %d more", len(bad), len(list.Tasks), strings.Join(bad[:3], "; "), len(bad)-3)
+	case len(list.Tasks) > 1:
+		return fmt.Errorf("%d of %d tasks not placed: %s", len(bad), len(list.Tasks), strings.Join(bad, "; "))
+	}
+	return errors.New(bad[0])
 }
 
 // printTasks prints one task object or {"tasks":[...]}.
