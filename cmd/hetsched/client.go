@@ -105,8 +105,7 @@ func newClientCommands() []*cobra.Command {
 	wait.add(submit, "wait up to this long for placement (POST /schedule; --wait alone: 2s)")
 
 	var getFlags clientFlags
-	var state string
-	var limit int
+	var list cli.ListOptions
 	get := &cobra.Command{
 		Use:       "get tasks|nodes|queues",
 		Short:     "List tasks, nodes or queues",
@@ -119,7 +118,7 @@ func newClientCommands() []*cobra.Command {
 			}
 			switch args[0] {
 			case "tasks", "task":
-				return cli.GetTasks(cmd.Context(), c, cmd.OutOrStdout(), state, limit, getFlags.output)
+				return cli.GetTasks(cmd.Context(), c, cmd.OutOrStdout(), cmd.ErrOrStderr(), list, getFlags.output)
 			case "nodes", "node":
 				return cli.GetNodes(cmd.Context(), c, cmd.OutOrStdout(), getFlags.output)
 			case "queues", "queue":
@@ -129,8 +128,10 @@ func newClientCommands() []*cobra.Command {
 		},
 	}
 	getFlags.add(get)
-	get.Flags().StringVar(&state, "state", "", "only tasks in this state")
-	get.Flags().IntVar(&limit, "limit", 100, "at most this many tasks")
+	get.Flags().StringVar(&list.State, "state", "", "only tasks in this state")
+	get.Flags().IntVar(&list.Limit, "limit", 100, "show at most this many tasks (standard error says when there are more)")
+	get.Flags().BoolVar(&list.All, "all", false, fmt.Sprintf("show every task (at most %d)", cli.MaxList))
+	get.Flags().StringVar(&list.Sort, "sort", "submitted", "order: submitted (newest first), state or name")
 
 	var descFlags clientFlags
 	describe := &cobra.Command{

@@ -210,26 +210,153 @@ func printTasks(w io.Writer, raw json.RawMessage, output string) error {
 		}
 		list.Tasks = []task{one}
 	}
+	return printTaskTable(w, list.Tasks)
+}
+
+// printTaskTable prints tasks as a table.
+func printTaskTable(w io.Writer, tasks []task) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tPRIORITY\tSTATE\tNODE\tDEVICES\tATTEMPT\tREASON")
-	for _, t := range list.Tasks {
+	for _, t := range tasks {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%d\t%s\n", t.ID, prio(t.Priority), t.State, t.Node, t.devices(), t.Attempt, t.Reason)
 	}
 	return tw.Flush()
 }
 
-// GetTasks lists tasks (all pages up to limit).
-func GetTasks(ctx context.Context, c *Client, w io.Writer, state string, limit int, output string) error {
-	q := url.Values{}
-	if state != "" {
-		q.Set("state", state)
+// ListOptions are get tasks' filter, paging and order.
+type ListOptions struct {
+	State string
+	Limit int    // tasks shown (without All)
+	All   bool   // show every task (up to MaxList)
+	Sort  string // submitted (newest first, the default), state or name
+}
+
+// MaxList bounds how many tasks get tasks reads, following the server's
+// cursors.
+const MaxList = 100000
+
+// pageSize is the limit of one GET /tasks page (the server's largest; a
+// variable for tests).
+var pageSize = 10000
+
+// CheckSort validates --sort.
+func CheckSort(s string) error {
+	switch s {
+	case "", "submitted", "state", "name":
+		return nil
 	}
-	q.Set("limit", fmt.Sprint(limit))
-	var raw json.RawMessage
-	if _, err := c.Do(ctx, "GET", "/api/v1/tasks?"+q.Encode(), nil, &raw); err != nil {
+	return fmt.Errorf("--sort: must be submitted, state or name, got %q", s)
+}
+
+// listed is one task of a list: what sorting needs, and its object as
+// the server sent it (JSON and YAML print it unchanged).
+type listed struct {
+	task
+	Submitted time.Time `json:"submitted"`
+	raw       json.RawMessage
+	order     int // the server's order (submission)
+}
+
+// GetTasks lists tasks: it reads every page (up to MaxList), sorts them
+// (newest first unless Sort says otherwise) and prints the first Limit,
+// or all of them with All; when it shows fewer than there are, it says so
+// on note (standard error).
+func GetTasks(ctx context.Context, c *Client, w, note io.Writer, o ListOptions, output string) error {
+	if err := CheckSort(o.Sort); err != nil {
 		return err
 	}
-	return printTasks(w, raw, output)
+	if !o.All && o.Limit < 1 {
+		return fmt.Errorf("--limit: must be at least 1, got %d", o.Limit)
+	}
+	var all []listed
+	cursor, more := "", false
+	for {
+		q := url.Values{}
+		if o.State != "" {
+			q.Set("state", o.State)
+		}
+		q.Set("limit", fmt.Sprint(min(pageSize, MaxList-len(all))))
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		var page struct {
+			Tasks  []json.RawMessage `json:"tasks"`
+			Cursor string            `json:"cursor"`
+		}
+		if _, err := c.Do(ctx, "GET", "/api/v1/tasks?"+q.Encode(), nil, &page); err != nil {
+			return err
+		}
+		for _, r := range page.Tasks {
+			l := listed{raw: r, order: len(all)}
+			if err := json.Unmarshal(r, &l); err != nil {
+				return fmt.Errorf("unexpected answer from %s: %w", c.Server, err)
+			}
+			all = append(all, l)
+		}
+		if page.Cursor == "" {
+			break
+		}
+		if page.Cursor == cursor || len(all) >= MaxList {
+			more = true
+			break
+		}
+		cursor = page.Cursor
+	}
+	sortListed(all, o.Sort)
+	shown := all
+	if !o.All && len(shown) > o.Limit {
+		shown = shown[:o.Limit]
+	}
+	switch {
+	case more:
+		fmt.Fprintf(note, "showing %d of more than %d tasks (read at most %d; narrow with --state)\n", len(shown), len(all), MaxList)
+	case len(shown) < len(all):
+		fmt.Fprintf(note, "showing %d of %d tasks (--limit, --all)\n", len(shown), len(all))
+	}
+	if output != Table {
+		raws := make([]json.RawMessage, len(shown))
+		for i, l := range shown {
+			raws[i] = l.raw
+		}
+		b, err := json.Marshal(map[string]any{"tasks": raws})
+		if err != nil {
+			return err
+		}
+		return printTasks(w, b, output)
+	}
+	ts := make([]task, len(shown))
+	for i, l := range shown {
+		ts[i] = l.task
+	}
+	return printTaskTable(w, ts)
+}
+
+// sortListed orders tasks by by: submitted (newest first), state (then
+// newest first) or name (then id).
+func sortListed(ts []listed, by string) {
+	newer := func(a, b listed) bool {
+		if !a.Submitted.Equal(b.Submitted) {
+			return a.Submitted.After(b.Submitted)
+		}
+		return a.order > b.order
+	}
+	sort.SliceStable(ts, func(i, j int) bool {
+		a, b := ts[i], ts[j]
+		switch by {
+		case "state":
+			if a.State != b.State {
+				return a.State < b.State
+			}
+		case "name":
+			if a.Name != b.Name {
+				return a.Name < b.Name
+			}
+			if a.ID != b.ID {
+				return a.ID < b.ID
+			}
+		}
+		return newer(a, b)
+	})
 }
 
 // Describe prints one task.
