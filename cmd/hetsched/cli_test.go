@@ -1,8 +1,13 @@
 package main
 
 import (
+	"encoding/json"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -83,4 +88,44 @@ func TestSubmitWaitFailsUnplaced(t *testing.T) {
 	if _, err := run(t, "submit", "-f", specFile(t, "big2.yaml", "id: big2\nresources: {nvidia.com/gpu: 4}\n"), "--server", base); err != nil {
 		t.Errorf("submit without --wait: %v", err)
 	}
+}
+
+// TestVersion: `hetsched version` and `hetsched --version` print the
+// build; -o json has the Go version; the server exports
+// hetsched_build_info.
+func TestVersion(t *testing.T) {
+	out, err := run(t, "version")
+	if err != nil || !strings.HasPrefix(out, "hetsched ") || !strings.Contains(out, "go:      "+runtime.Version()+"\n") || !strings.Contains(out, "commit:  ") {
+		t.Errorf("version: %v\n%s", err, out)
+	}
+	flag, err := run(t, "--version")
+	if err != nil || flag != out {
+		t.Errorf("--version: %v\n%s\nwant\n%s", err, flag, out)
+	}
+	out, err = run(t, "version", "-o", "json")
+	var b struct{ Version, GoVersion string }
+	if err != nil || json.Unmarshal([]byte(out), &b) != nil || b.GoVersion != runtime.Version() || b.Version == "" {
+		t.Errorf("version -o json: %v\n%s", err, out)
+	}
+	base := servertest.Start(t, oneGPUNode)
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	want := regexp.MustCompile(`(?m)^hetsched_build_info\{commit="[^"]*",goversion="` + regexp.QuoteMeta(runtime.Version()) + `",version="[^"]+"\} 1$`)
+	if !want.Match(body) {
+		t.Errorf("no hetsched_build_info in /metrics:\n%s", grepLines(string(body), "build_info"))
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
