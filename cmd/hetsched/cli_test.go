@@ -129,3 +129,60 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestRun: hetsched run submits one command task from flags; the stored
+// spec has them, --model selects the device model, and --wait reports a
+// task that cannot be placed.
+func TestRun(t *testing.T) {
+	base := servertest.Start(t, oneGPUNode)
+	out, err := run(t, "run", "--id", "r1", "--name", "train", "--gpu", "0.5", "--model", "L4", "--cpu", "2", "--memory", "4Gi",
+		"--priority", "1", "--env", "EPOCHS=3", "--env", "X=a=b", "--timeout", "10m", "--wait", "5s", "--server", base,
+		"--", "python3", "train.py", "--lr", "0.1")
+	if err != nil || !strings.Contains(out, "r1") || !strings.Contains(out, "scheduled") {
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	resp, err := http.Get(base + "/api/v1/tasks/r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got struct {
+		Name         string            `json:"name"`
+		Priority     int               `json:"priority"`
+		Resources    map[string]string `json:"resources"`
+		NodeSelector map[string]string `json:"nodeSelector"`
+		Command      []string          `json:"command"`
+		Env          map[string]string `json:"env"`
+		Timeout      string            `json:"timeout"`
+		Node         string            `json:"node"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Name != "train" || got.Priority != 1 || got.Node != "gpu-a" ||
+		got.Resources["cpu"] != "2" || got.Resources["memory"] != "4Gi" || got.Resources["nvidia.com/gpu"] != "0.5" ||
+		got.NodeSelector["nvidia.com/gpu.model"] != "L4" ||
+		strings.Join(got.Command, " ") != "python3 train.py --lr 0.1" ||
+		got.Env["EPOCHS"] != "3" || got.Env["X"] != "a=b" || got.Timeout != "10m0s" {
+		t.Errorf("stored task: %+v", got)
+	}
+	// Without --wait: the task as submitted; a model no node has: not
+	// placed, with why.
+	if out, err := run(t, "run", "--id", "r2", "--server", base, "--", "true"); err != nil || !strings.Contains(out, "r2") {
+		t.Errorf("run without --wait: %v %q", err, out)
+	}
+	_, err = run(t, "run", "--id", "r3", "--gpu", "1", "--model", "A100", "--wait=300ms", "--server", base, "--", "true")
+	if err == nil || !strings.Contains(err.Error(), "task r3 not placed within 300ms (pending") {
+		t.Errorf("run on a model no node has: %v", err)
+	}
+	for _, args := range [][]string{
+		{"run", "--server", base},
+		{"run", "--model", "L4", "--server", base, "--", "true"},
+		{"run", "--env", "NOEQUALS", "--server", base, "--", "true"},
+		{"run", "extra", "--server", base, "--", "true"},
+	} {
+		if _, err := run(t, args...); err == nil {
+			t.Errorf("%v: no error", args)
+		}
+	}
+}

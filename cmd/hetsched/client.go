@@ -18,6 +18,7 @@ type clientFlags struct {
 	server, token, output string
 	tls                   tlsFlags
 	timeout               time.Duration
+	timeoutFlag           string // --timeout, or run's --request-timeout
 }
 
 // tlsFlags are --ca, --cert and --key ($HETSCHED_CA, $HETSCHED_CERT,
@@ -41,7 +42,12 @@ func (t *tlsFlags) config(server string) (*tls.Config, error) {
 	return certs.ClientTLSConfig(t.ca, t.cert, t.key)
 }
 
-func (f *clientFlags) add(cmd *cobra.Command) {
+func (f *clientFlags) add(cmd *cobra.Command) { f.addAs(cmd, "timeout") }
+
+// addAs is add with the request timeout flag named timeoutFlag (run's
+// --timeout is its task's).
+func (f *clientFlags) addAs(cmd *cobra.Command, timeoutFlag string) {
+	f.timeoutFlag = timeoutFlag
 	server := os.Getenv("HETSCHED_SERVER")
 	if server == "" {
 		server = "http://127.0.0.1:7070"
@@ -50,7 +56,7 @@ func (f *clientFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.token, "token", os.Getenv("HETSCHED_TOKEN"), "bearer token (default $HETSCHED_TOKEN)")
 	f.tls.add(cmd)
 	cmd.Flags().StringVarP(&f.output, "output", "o", cli.Table, "table, json or yaml")
-	cmd.Flags().DurationVar(&f.timeout, "timeout", 30*time.Second, "how long one request may take")
+	cmd.Flags().DurationVar(&f.timeout, timeoutFlag, 30*time.Second, "how long one request may take (with --wait, at least the wait and 10s)")
 }
 
 func (f *clientFlags) client() (*cli.Client, error) {
@@ -58,7 +64,7 @@ func (f *clientFlags) client() (*cli.Client, error) {
 		return nil, err
 	}
 	if f.timeout <= 0 {
-		return nil, fmt.Errorf("--timeout: must be positive")
+		return nil, fmt.Errorf("--%s: must be positive", f.timeoutFlag)
 	}
 	tc, err := f.tls.config(f.server)
 	if err != nil {
@@ -215,7 +221,7 @@ func newClientCommands() []*cobra.Command {
 	}
 	renewFlags.add(renew)
 
-	cmds := []*cobra.Command{submit, get, describe, cancel, logs, complete, renew}
+	cmds := []*cobra.Command{submit, newRun(), get, describe, cancel, logs, complete, renew}
 	for _, action := range []string{"cordon", "uncordon", "drain"} {
 		var f clientFlags
 		action := action

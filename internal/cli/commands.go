@@ -119,6 +119,13 @@ func Submit(ctx context.Context, c *Client, w io.Writer, body []byte, wait time.
 	case wait > 0:
 		path = "/api/v1/schedule?wait=" + url.QueryEscape(wait.String())
 	}
+	if min := wait + 10*time.Second; wait > 0 && c.HTTP.Timeout > 0 && c.HTTP.Timeout < min {
+		// The answer comes after the wait: the request may take that long.
+		cc, hc := *c, *c.HTTP
+		hc.Timeout = min
+		cc.HTTP = &hc
+		c = &cc
+	}
 	var raw json.RawMessage
 	if _, err := c.Do(ctx, "POST", path, body, &raw); err != nil {
 		return err
