@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/hetsched/hetsched/internal/resource"
 )
 
 // Output formats.
@@ -75,16 +77,98 @@ type task struct {
 	Reason  string `json:"reason"`
 }
 
+// devices is the task's devices, short: the device type without its
+// domain ("gpu" for nvidia.com/gpu, unless two types share it), runs of
+// numeric ids as ranges ("gpu:0-3"), and a share of one device after "@"
+// in milli-devices ("gpu:0@500m").
 func (t task) devices() string {
-	var parts []string
+	types := map[string]map[string]bool{} // short name: its types
 	for _, d := range t.Devices {
-		s := d.Type + ":" + d.ID
-		if d.Share != 0 && d.Share != 1000 {
-			s += fmt.Sprintf("(%dm)", d.Share)
+		s := d.Type[strings.LastIndex(d.Type, "/")+1:]
+		if types[s] == nil {
+			types[s] = map[string]bool{}
 		}
-		parts = append(parts, s)
+		types[s][d.Type] = true
 	}
+	short := map[string]string{}
+	for s, ts := range types {
+		for ty := range ts {
+			short[ty] = s
+			if len(ts) > 1 {
+				short[ty] = ty
+			}
+		}
+	}
+	var groups []string
+	for i := 0; i < len(t.Devices); {
+		d := t.Devices[i]
+		share := ""
+		if d.Share != 0 && d.Share != 1000 {
+			share = fmt.Sprintf("@%dm", d.Share)
+		}
+		var ids []string
+		j := i
+		for ; j < len(t.Devices) && t.Devices[j].Type == d.Type && t.Devices[j].Share == d.Share; j++ {
+			ids = append(ids, t.Devices[j].ID)
+		}
+		groups = append(groups, short[d.Type]+":"+idRanges(ids)+share)
+		i = j
+	}
+	return strings.Join(groups, " ")
+}
+
+// idRanges writes ids with runs of consecutive numbers as "0-3".
+func idRanges(ids []string) string {
+	var out []string
+	for i := 0; i < len(ids); {
+		a, err := strconv.Atoi(ids[i])
+		j := i + 1
+		if err == nil {
+			for j < len(ids) {
+				b, err := strconv.Atoi(ids[j])
+				if err != nil || b != a+(j-i) || ids[j] != strconv.Itoa(b) {
+					break
+				}
+				j++
+			}
+		}
+		if j-i > 1 {
+			out = append(out, ids[i]+"-"+ids[j-1])
+		} else {
+			out = append(out, ids[i])
+		}
+		i = j
+	}
+	return strings.Join(out, ",")
+}
+
+// human writes a resource map for a table: quantity strings as the server
+// wrote them, numbers (canonical units: millicores, bytes,
+// milli-devices) as a person writes them ("1.5", "80Gi", "0.5"), sorted
+// by name; "-" when empty.
+func human(m map[string]any) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	parts := make([]string, 0, len(m))
+	for k, v := range m {
+		parts = append(parts, k+"="+quantity(k, v))
+	}
+	sort.Strings(parts)
 	return strings.Join(parts, ",")
+}
+
+func quantity(name string, v any) string {
+	switch v := v.(type) {
+	case float64:
+		if v == float64(int64(v)) {
+			return resource.Name(name).Format(int64(v))
+		}
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	case string:
+		return v
+	}
+	return fmt.Sprint(v)
 }
 
 func prio(p *int) int {
@@ -440,10 +524,12 @@ func GetNodes(ctx context.Context, c *Client, w io.Writer, output string) error 
 	}
 	var body struct {
 		Nodes []struct {
-			Name     string            `json:"name"`
-			State    string            `json:"state"`
-			Capacity map[string]string `json:"capacity"`
-			Devices  []struct {
+			Name      string         `json:"name"`
+			State     string         `json:"state"`
+			Capacity  map[string]any `json:"capacity"`
+			Allocated map[string]any `json:"allocated"`
+			Tasks     int            `json:"tasks"`
+			Devices   []struct {
 				Type, Model string
 			} `json:"devices"`
 		} `json:"nodes"`
@@ -452,17 +538,12 @@ func GetNodes(ctx context.Context, c *Client, w io.Writer, output string) error 
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSTATE\tCAPACITY\tDEVICES")
+	fmt.Fprintln(tw, "NAME\tSTATE\tCAPACITY\tALLOCATED\tTASKS\tDEVICES")
 	for _, n := range body.Nodes {
 		state := n.State
 		if state == "" {
 			state = "ready"
 		}
-		var caps []string
-		for k, v := range n.Capacity {
-			caps = append(caps, k+"="+v)
-		}
-		sort.Strings(caps)
 		count := map[string]int{}
 		for _, d := range n.Devices {
 			count[d.Type+" "+d.Model]++
@@ -472,7 +553,7 @@ func GetNodes(ctx context.Context, c *Client, w io.Writer, output string) error 
 			devs = append(devs, fmt.Sprintf("%d×%s", v, k))
 		}
 		sort.Strings(devs)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", n.Name, state, strings.Join(caps, ","), strings.Join(devs, ","))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\n", n.Name, state, human(n.Capacity), human(n.Allocated), n.Tasks, strings.Join(devs, ","))
 	}
 	return tw.Flush()
 }
@@ -518,17 +599,7 @@ func GetQueues(ctx context.Context, c *Client, w io.Writer, output string) error
 	if err := json.Unmarshal(raw, &body); err != nil {
 		return err
 	}
-	list := func(m map[string]any) string {
-		if len(m) == 0 {
-			return "-"
-		}
-		var parts []string
-		for k, v := range m {
-			parts = append(parts, fmt.Sprintf("%s=%v", k, v))
-		}
-		sort.Strings(parts)
-		return strings.Join(parts, ",")
-	}
+	list := human
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tPARENT\tWEIGHT\tGUARANTEED\tMAX\tUSAGE\tFAIR SHARE\tPENDING")
 	for _, q := range body.Queues {
