@@ -18,6 +18,7 @@ type clientFlags struct {
 	server, token, output string
 	tls                   tlsFlags
 	timeout               time.Duration
+	timeoutFlag           string // --timeout, or run's --request-timeout
 }
 
 // tlsFlags are --ca, --cert and --key ($HETSCHED_CA, $HETSCHED_CERT,
@@ -41,7 +42,12 @@ func (t *tlsFlags) config(server string) (*tls.Config, error) {
 	return certs.ClientTLSConfig(t.ca, t.cert, t.key)
 }
 
-func (f *clientFlags) add(cmd *cobra.Command) {
+func (f *clientFlags) add(cmd *cobra.Command) { f.addAs(cmd, "timeout") }
+
+// addAs is add with the request timeout flag named timeoutFlag (run's
+// --timeout is its task's).
+func (f *clientFlags) addAs(cmd *cobra.Command, timeoutFlag string) {
+	f.timeoutFlag = timeoutFlag
 	server := os.Getenv("HETSCHED_SERVER")
 	if server == "" {
 		server = "http://127.0.0.1:7070"
@@ -50,7 +56,7 @@ func (f *clientFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.token, "token", os.Getenv("HETSCHED_TOKEN"), "bearer token (default $HETSCHED_TOKEN)")
 	f.tls.add(cmd)
 	cmd.Flags().StringVarP(&f.output, "output", "o", cli.Table, "table, json or yaml")
-	cmd.Flags().DurationVar(&f.timeout, "timeout", 30*time.Second, "how long one request may take")
+	cmd.Flags().DurationVar(&f.timeout, timeoutFlag, 30*time.Second, "how long one request may take (with --wait, at least the wait and 10s)")
 }
 
 func (f *clientFlags) client() (*cli.Client, error) {
@@ -58,7 +64,7 @@ func (f *clientFlags) client() (*cli.Client, error) {
 		return nil, err
 	}
 	if f.timeout <= 0 {
-		return nil, fmt.Errorf("--timeout: must be positive")
+		return nil, fmt.Errorf("--%s: must be positive", f.timeoutFlag)
 	}
 	tc, err := f.tls.config(f.server)
 	if err != nil {
@@ -73,12 +79,19 @@ func (f *clientFlags) client() (*cli.Client, error) {
 func newClientCommands() []*cobra.Command {
 	var submitFlags clientFlags
 	var file string
-	var wait time.Duration
+	var wait waitFlag
 	submit := &cobra.Command{
-		Use:   "submit -f FILE",
+		Use:   "submit -f FILE [--wait[=DUR]]",
 		Short: "Submit a task or a task list (YAML or JSON; -f - reads standard input)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Args:  cobra.ArbitraryArgs, // only --wait's DUR, checked below
+		RunE: func(cmd *cobra.Command, args []string) error {
+			args, err := wait.takeArg(args)
+			if err != nil {
+				return err
+			}
+			if len(args) > 0 {
+				return fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())
+			}
 			c, err := submitFlags.client()
 			if err != nil {
 				return err
@@ -90,17 +103,15 @@ func newClientCommands() []*cobra.Command {
 			if err != nil {
 				return err
 			}
-			return cli.Submit(cmd.Context(), c, cmd.OutOrStdout(), body, wait, submitFlags.output)
+			return cli.Submit(cmd.Context(), c, cmd.OutOrStdout(), body, wait.d, submitFlags.output)
 		},
 	}
 	submitFlags.add(submit)
 	submit.Flags().StringVarP(&file, "file", "f", "", "task file")
-	submit.Flags().DurationVar(&wait, "wait", 0, "wait up to this long for placement (POST /schedule)")
-	submit.Flags().Lookup("wait").NoOptDefVal = "2s"
+	wait.add(submit, "wait up to this long for placement (POST /schedule; --wait alone: 2s)")
 
 	var getFlags clientFlags
-	var state string
-	var limit int
+	var list cli.ListOptions
 	get := &cobra.Command{
 		Use:       "get tasks|nodes|queues",
 		Short:     "List tasks, nodes or queues",
@@ -113,7 +124,7 @@ func newClientCommands() []*cobra.Command {
 			}
 			switch args[0] {
 			case "tasks", "task":
-				return cli.GetTasks(cmd.Context(), c, cmd.OutOrStdout(), state, limit, getFlags.output)
+				return cli.GetTasks(cmd.Context(), c, cmd.OutOrStdout(), cmd.ErrOrStderr(), list, getFlags.output)
 			case "nodes", "node":
 				return cli.GetNodes(cmd.Context(), c, cmd.OutOrStdout(), getFlags.output)
 			case "queues", "queue":
@@ -123,8 +134,10 @@ func newClientCommands() []*cobra.Command {
 		},
 	}
 	getFlags.add(get)
-	get.Flags().StringVar(&state, "state", "", "only tasks in this state")
-	get.Flags().IntVar(&limit, "limit", 100, "at most this many tasks")
+	get.Flags().StringVar(&list.State, "state", "", "only tasks in this state")
+	get.Flags().IntVar(&list.Limit, "limit", 100, "show at most this many tasks (standard error says when there are more)")
+	get.Flags().BoolVar(&list.All, "all", false, fmt.Sprintf("show every task (at most %d)", cli.MaxList))
+	get.Flags().StringVar(&list.Sort, "sort", "submitted", "order: submitted (newest first), state or name")
 
 	var descFlags clientFlags
 	describe := &cobra.Command{
@@ -208,7 +221,7 @@ func newClientCommands() []*cobra.Command {
 	}
 	renewFlags.add(renew)
 
-	cmds := []*cobra.Command{submit, get, describe, cancel, logs, complete, renew}
+	cmds := []*cobra.Command{submit, newRun(), get, describe, cancel, logs, complete, renew}
 	for _, action := range []string{"cordon", "uncordon", "drain"} {
 		var f clientFlags
 		action := action

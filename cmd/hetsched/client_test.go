@@ -24,7 +24,7 @@ func TestCLIAgainstARealServer(t *testing.T) {
 	if err != nil {
 		t.Fatalf("submit: %v", err)
 	}
-	if !strings.Contains(out, "prep") || !strings.Contains(out, "train") || !strings.Contains(out, "nvidia.com/gpu:0") {
+	if !strings.Contains(out, "prep") || !strings.Contains(out, "train") || !strings.Contains(out, " gpu:0 ") {
 		t.Errorf("submit output:\n%s", out)
 	}
 	out, err = run(t, "get", "tasks", "--server", base)

@@ -7,6 +7,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/hetsched/hetsched/internal/cli"
 )
 
 func main() {
@@ -22,9 +24,11 @@ func newRoot() *cobra.Command {
 		Short:         "A scheduler for heterogeneous clusters (CPU, GPU, TPU and other accelerators)",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       cli.VersionText(), // --version
 	}
+	root.SetVersionTemplate("{{.Version}}")
 	root.AddCommand(newUp(), newDemo(), newServer(), newAgent(), newAgentShim(), newBench(), newPolicies(), newSim(), newNode(), newStore())
-	root.AddCommand(newCerts())
+	root.AddCommand(newCerts(), newVersion())
 	root.AddCommand(newClientCommands()...)
 	return root
 }

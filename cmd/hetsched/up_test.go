@@ -101,7 +101,7 @@ func TestUpRunsTheExamples(t *testing.T) {
 	// The leases, through the script, with this binary as hetsched.
 	script := exec.Command("sh", filepath.Join("..", "..", "examples", "tpu-inference.sh"))
 	script.Env = append(os.Environ(), "HETSCHED="+exe, asCLI+"=1", "HETSCHED_SERVER="+base)
-	if o, err := script.CombinedOutput(); err != nil || strings.Count(string(o), "succeeded") != 4 || !strings.Contains(string(o), "google.com/tpu") {
+	if o, err := script.CombinedOutput(); err != nil || strings.Count(string(o), "succeeded") != 4 || !strings.Contains(string(o), " tpu:0 ") {
 		t.Fatalf("tpu-inference.sh: %v\n%s", err, o)
 	}
 	var tasks []struct {

@@ -60,11 +60,21 @@ type APIError struct {
 	Message string
 }
 
+// Error says each thing once: "field: message (400 invalid_argument)".
+// The server's message often starts with its code and field already
+// ("invalid_argument: priority: must be 0..3"); those are not repeated.
 func (e *APIError) Error() string {
-	if e.Field != "" {
-		return fmt.Sprintf("%s (HTTP %d) on %s: %s", e.Code, e.Status, e.Field, e.Message)
+	msg := e.Message
+	if e.Code != "" {
+		msg = strings.TrimPrefix(msg, e.Code+": ")
 	}
-	return fmt.Sprintf("%s (HTTP %d): %s", e.Code, e.Status, e.Message)
+	if e.Field != "" && msg != e.Field && !strings.HasPrefix(msg, e.Field+": ") {
+		msg = e.Field + ": " + msg
+	}
+	if e.Code == "http" || e.Code == "" { // not the API's error object
+		return fmt.Sprintf("%s (HTTP %d)", msg, e.Status)
+	}
+	return fmt.Sprintf("%s (%d %s)", msg, e.Status, e.Code)
 }
 
 // maxResponse bounds what the client reads of one answer.

@@ -4,6 +4,9 @@
 package metrics
 
 import (
+	"runtime"
+	"runtime/debug"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -151,7 +154,61 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.PendingQueue, m.DeviceCapacity, m.DeviceAllocated,
 		m.Capacity, m.Allocated, m.Nodes, m.APIDuration, m.CommitDuration, m.CommitRecords, m.Tasks,
 		m.QueueUsage, m.QueueMax, m.QueueGuaranteed, m.QueueFairShare, m.PendingReason, m.Shed)
+	reg.MustRegister(buildInfo(ReadBuild()))
 	return m
+}
+
+// Build is what the binary knows of its own build (runtime/debug's
+// BuildInfo): the module version ("(devel)" for a build from a checkout),
+// the VCS commit and its time, whether the tree had uncommitted changes,
+// and the Go version.
+type Build struct {
+	Version   string `json:"version"`
+	Commit    string `json:"commit,omitempty"`
+	Time      string `json:"time,omitempty"`
+	Dirty     bool   `json:"dirty"`
+	GoVersion string `json:"goVersion"`
+}
+
+// ReadBuild reads the running binary's Build. A test binary or a build
+// without VCS stamping has no commit.
+func ReadBuild() Build {
+	b := Build{Version: "unknown", GoVersion: runtime.Version()}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return b
+	}
+	if bi.Main.Version != "" {
+		b.Version = bi.Main.Version
+	}
+	if bi.GoVersion != "" {
+		b.GoVersion = bi.GoVersion
+	}
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			b.Commit = s.Value
+		case "vcs.time":
+			b.Time = s.Value
+		case "vcs.modified":
+			b.Dirty = s.Value == "true"
+		}
+	}
+	return b
+}
+
+// buildInfo is hetsched_build_info: 1, labelled with b (a commit of a
+// dirty tree ends in "-dirty").
+func buildInfo(b Build) prometheus.Collector {
+	commit := b.Commit
+	if commit != "" && b.Dirty {
+		commit += "-dirty"
+	}
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "hetsched_build_info",
+		Help:        "Always 1; its labels are the binary's module version, VCS commit (-dirty: uncommitted changes) and Go version.",
+		ConstLabels: prometheus.Labels{"version": b.Version, "commit": commit, "goversion": b.GoVersion},
+	}, func() float64 { return 1 })
 }
 
 // newSafety creates the collectors of the server's own protection.

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/hetsched/hetsched/internal/server/servertest"
+)
+
+const oneGPUNode = "nodes:\n  - name: gpu-a\n    capacity: {cpu: \"8\", memory: 16Gi}\n    devices:\n      - {type: nvidia.com/gpu, id: \"0\", model: L4}\n"
+
+func specFile(t *testing.T, name, text string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestSubmitWaitForms: --wait DUR, --wait=DUR and a bare --wait all submit
+// through /schedule; a word after --wait that is not a duration is an
+// argument, which submit refuses.
+func TestSubmitWaitForms(t *testing.T) {
+	base := servertest.Start(t, oneGPUNode)
+	for i, args := range [][]string{
+		{"--wait", "5s"},
+		{"--wait=5s"},
+		{"--wait"},
+	} {
+		id := []string{"spaced", "equals", "bare"}[i]
+		file := specFile(t, id+".yaml", "id: "+id+"\nresources: {cpu: \"1\"}\n")
+		full := append([]string{"submit", "-f", file, "--server", base}, args...)
+		out, err := run(t, full...)
+		if err != nil || !strings.Contains(out, id) || !strings.Contains(out, "scheduled") {
+			t.Errorf("%v: %v\n%s", args, err, out)
+		}
+	}
+	// The bare form before another flag.
+	file := specFile(t, "first.yaml", "id: first\nresources: {cpu: \"1\"}\n")
+	if out, err := run(t, "submit", "--wait", "-f", file, "--server", base); err != nil || !strings.Contains(out, "scheduled") {
+		t.Errorf("--wait -f FILE: %v\n%s", err, out)
+	}
+	if _, err := run(t, "submit", "-f", file, "--wait", "soon", "--server", base); err == nil || !strings.Contains(err.Error(), `unknown command "soon"`) {
+		t.Errorf("--wait soon: %v", err)
+	}
+	if _, err := run(t, "submit", "-f", file, "--wait=soon", "--server", base); err == nil {
+		t.Error("--wait=soon accepted")
+	}
+}
+
+// TestSubmitWaitFailsUnplaced: submit --wait exits non-zero when a task is
+// not placed in time (here: it can never fit) or ends without success,
+// with its state and reason; the answer is still printed.
+func TestSubmitWaitFailsUnplaced(t *testing.T) {
+	base := servertest.Start(t, oneGPUNode)
+	big := specFile(t, "big.yaml", "id: big\nresources: {cpu: \"1\", nvidia.com/gpu: 4}\n")
+	out, err := run(t, "submit", "-f", big, "--wait", "300ms", "--server", base)
+	if err == nil || !strings.Contains(err.Error(), "task big not placed within 300ms (pending") {
+		t.Errorf("a task that cannot fit: %v", err)
+	} else if !strings.Contains(err.Error(), ": ") || strings.HasSuffix(err.Error(), "(pending)") {
+		t.Errorf("no reason in %q", err)
+	}
+	if !strings.Contains(out, "big") || !strings.Contains(out, "pending") {
+		t.Errorf("the answer is not printed:\n%s", out)
+	}
+	// A batch: one placed, one skipped (its dependency failed).
+	pre := specFile(t, "pre.yaml", "id: pre\nresources: {cpu: \"1\"}\n")
+	if _, err := run(t, "submit", "-f", pre, "--wait", "2s", "--server", base); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run(t, "complete", "pre", "--exit-code", "3", "--server", base); err != nil {
+		t.Fatal(err)
+	}
+	both := specFile(t, "both.yaml", "- id: ok\n  resources: {cpu: \"1\"}\n- id: after\n  depends: [pre]\n  resources: {cpu: \"1\"}\n")
+	_, err = run(t, "submit", "-f", both, "--wait=2s", "--server", base)
+	if err == nil || !strings.Contains(err.Error(), "1 of 2 tasks not placed: task after skipped: dependency pre failed") {
+		t.Errorf("a skipped task: %v", err)
+	}
+	// Without --wait nothing is waited for, and nothing fails.
+	if _, err := run(t, "submit", "-f", specFile(t, "big2.yaml", "id: big2\nresources: {nvidia.com/gpu: 4}\n"), "--server", base); err != nil {
+		t.Errorf("submit without --wait: %v", err)
+	}
+}
+
+// TestVersion: `hetsched version` and `hetsched --version` print the
+// build; -o json has the Go version; the server exports
+// hetsched_build_info.
+func TestVersion(t *testing.T) {
+	out, err := run(t, "version")
+	if err != nil || !strings.HasPrefix(out, "hetsched ") || !strings.Contains(out, "go:      "+runtime.Version()+"\n") || !strings.Contains(out, "commit:  ") {
+		t.Errorf("version: %v\n%s", err, out)
+	}
+	flag, err := run(t, "--version")
+	if err != nil || flag != out {
+		t.Errorf("--version: %v\n%s\nwant\n%s", err, flag, out)
+	}
+	out, err = run(t, "version", "-o", "json")
+	var b struct{ Version, GoVersion string }
+	if err != nil || json.Unmarshal([]byte(out), &b) != nil || b.GoVersion != runtime.Version() || b.Version == "" {
+		t.Errorf("version -o json: %v\n%s", err, out)
+	}
+	base := servertest.Start(t, oneGPUNode)
+	resp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	want := regexp.MustCompile(`(?m)^hetsched_build_info\{commit="[^"]*",goversion="` + regexp.QuoteMeta(runtime.Version()) + `",version="[^"]+"\} 1$`)
+	if !want.Match(body) {
+		t.Errorf("no hetsched_build_info in /metrics:\n%s", grepLines(string(body), "build_info"))
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestRun: hetsched run submits one command task from flags; the stored
+// spec has them, --model selects the device model, and --wait reports a
+// task that cannot be placed.
+func TestRun(t *testing.T) {
+	base := servertest.Start(t, oneGPUNode)
+	out, err := run(t, "run", "--id", "r1", "--name", "train", "--gpu", "0.5", "--model", "L4", "--cpu", "2", "--memory", "4Gi",
+		"--priority", "1", "--env", "EPOCHS=3", "--env", "X=a=b", "--timeout", "10m", "--wait", "5s", "--server", base,
+		"--", "python3", "train.py", "--lr", "0.1")
+	if err != nil || !strings.Contains(out, "r1") || !strings.Contains(out, "scheduled") {
+		t.Fatalf("run: %v\n%s", err, out)
+	}
+	resp, err := http.Get(base + "/api/v1/tasks/r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got struct {
+		Name         string            `json:"name"`
+		Priority     int               `json:"priority"`
+		Resources    map[string]string `json:"resources"`
+		NodeSelector map[string]string `json:"nodeSelector"`
+		Command      []string          `json:"command"`
+		Env          map[string]string `json:"env"`
+		Timeout      string            `json:"timeout"`
+		Node         string            `json:"node"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Name != "train" || got.Priority != 1 || got.Node != "gpu-a" ||
+		got.Resources["cpu"] != "2" || got.Resources["memory"] != "4Gi" || got.Resources["nvidia.com/gpu"] != "0.5" ||
+		got.NodeSelector["nvidia.com/gpu.model"] != "L4" ||
+		strings.Join(got.Command, " ") != "python3 train.py --lr 0.1" ||
+		got.Env["EPOCHS"] != "3" || got.Env["X"] != "a=b" || got.Timeout != "10m0s" {
+		t.Errorf("stored task: %+v", got)
+	}
+	// Without --wait: the task as submitted; a model no node has: not
+	// placed, with why.
+	if out, err := run(t, "run", "--id", "r2", "--server", base, "--", "true"); err != nil || !strings.Contains(out, "r2") {
+		t.Errorf("run without --wait: %v %q", err, out)
+	}
+	_, err = run(t, "run", "--id", "r3", "--gpu", "1", "--model", "A100", "--wait=300ms", "--server", base, "--", "true")
+	if err == nil || !strings.Contains(err.Error(), "task r3 not placed within 300ms (pending") {
+		t.Errorf("run on a model no node has: %v", err)
+	}
+	for _, args := range [][]string{
+		{"run", "--server", base},
+		{"run", "--model", "L4", "--server", base, "--", "true"},
+		{"run", "--env", "NOEQUALS", "--server", base, "--", "true"},
+		{"run", "extra", "--server", base, "--", "true"},
+	} {
+		if _, err := run(t, args...); err == nil {
+			t.Errorf("%v: no error", args)
+		}
+	}
+}

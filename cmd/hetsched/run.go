@@ -1,0 +1,64 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hetsched/hetsched/internal/cli"
+)
+
+// newRun is `hetsched run [flags] -- CMD ARGS...`: one command task
+// without a file.
+func newRun() *cobra.Command {
+	var f clientFlags
+	var spec cli.RunSpec
+	var wait waitFlag
+	var priority int
+	cmd := &cobra.Command{
+		Use:   "run [flags] -- CMD ARGS...",
+		Short: "Submit one command task without writing a file (--wait: until it is placed)",
+		Example: `  hetsched run --gpu 1 --model L4 --memory 16Gi --wait 30s -- python3 train.py --epochs 1
+  hetsched run --gpu 0.5 --env MODEL=small -- ./serve`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			before, command := args, []string(nil)
+			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
+				before, command = args[:dash], args[dash:]
+			}
+			before, err := wait.takeArg(before)
+			if err != nil {
+				return err
+			}
+			if command == nil {
+				command = before
+			} else if len(before) > 0 {
+				return fmt.Errorf("unexpected %q before --: the command goes after --", before[0])
+			}
+			spec.Command = command
+			if cmd.Flags().Changed("priority") {
+				spec.Priority = &priority
+			}
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			return cli.Run(cmd.Context(), c, cmd.OutOrStdout(), spec, wait.d, f.output)
+		},
+	}
+	f.addAs(cmd, "request-timeout")
+	fl := cmd.Flags()
+	fl.StringVar(&spec.ID, "id", "", "the task's id (makes the submission idempotent; default: generated)")
+	fl.StringVar(&spec.Name, "name", "", "the task's name")
+	fl.StringVar(&spec.Queue, "queue", "", "the task's queue")
+	fl.IntVar(&priority, "priority", 2, "0 urgent, 1 high, 2 medium, 3 low")
+	fl.StringVar(&spec.CPU, "cpu", "1", "CPUs (2, 500m)")
+	fl.StringVar(&spec.Memory, "memory", "", "memory (4Gi)")
+	fl.Float64Var(&spec.GPU, "gpu", 0, "GPUs ("+cli.GPUType+"); below 1 a share of one (0.5)")
+	fl.Float64Var(&spec.TPU, "tpu", 0, "TPUs ("+cli.TPUType+")")
+	fl.StringVar(&spec.Model, "model", "", "device model of --gpu or --tpu (node label <type>.model; A100|H100 for either)")
+	fl.StringArrayVar(&spec.Env, "env", nil, "KEY=VALUE in the command's environment (repeatable)")
+	fl.DurationVar(&spec.Timeout, "timeout", 0, "the task's maximum run time (then it is killed: state timeout)")
+	wait.add(cmd, "wait up to this long for placement (--wait alone: 2s); not placed in time or failed: exit 1 with the reason")
+	return cmd
+}
