@@ -113,10 +113,10 @@ func newClientCommands() []*cobra.Command {
 	var getFlags clientFlags
 	var list cli.ListOptions
 	get := &cobra.Command{
-		Use:       "get tasks|nodes|queues",
-		Short:     "List tasks, nodes or queues",
+		Use:       "get tasks|jobs|nodes|queues",
+		Short:     "List tasks, jobs, nodes or queues",
 		Args:      cobra.ExactArgs(1),
-		ValidArgs: []string{"tasks", "nodes", "queues"},
+		ValidArgs: []string{"tasks", "jobs", "nodes", "queues"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := getFlags.client()
 			if err != nil {
@@ -125,16 +125,18 @@ func newClientCommands() []*cobra.Command {
 			switch args[0] {
 			case "tasks", "task":
 				return cli.GetTasks(cmd.Context(), c, cmd.OutOrStdout(), cmd.ErrOrStderr(), list, getFlags.output)
+			case "jobs", "job":
+				return cli.GetJobs(cmd.Context(), c, cmd.OutOrStdout(), list.State, getFlags.output)
 			case "nodes", "node":
 				return cli.GetNodes(cmd.Context(), c, cmd.OutOrStdout(), getFlags.output)
 			case "queues", "queue":
 				return cli.GetQueues(cmd.Context(), c, cmd.OutOrStdout(), getFlags.output)
 			}
-			return fmt.Errorf("get: unknown kind %q (tasks, nodes or queues; a job: GET /api/v1/jobs/ID)", args[0])
+			return fmt.Errorf("get: unknown kind %q (tasks, jobs, nodes or queues)", args[0])
 		},
 	}
 	getFlags.add(get)
-	get.Flags().StringVar(&list.State, "state", "", "only tasks in this state")
+	get.Flags().StringVar(&list.State, "state", "", "only tasks (or jobs) in this state")
 	get.Flags().IntVar(&list.Limit, "limit", 100, "show at most this many tasks (standard error says when there are more)")
 	get.Flags().BoolVar(&list.All, "all", false, fmt.Sprintf("show every task (at most %d)", cli.MaxList))
 	get.Flags().StringVar(&list.Sort, "sort", "submitted", "order: submitted (newest first), state or name")
@@ -159,15 +161,24 @@ func newClientCommands() []*cobra.Command {
 
 	var cancelFlags clientFlags
 	cancel := &cobra.Command{
-		Use:   "cancel ID",
-		Short: "Cancel a task",
-		Args:  cobra.ExactArgs(1),
+		Use:   "cancel [task|job] ID",
+		Short: "Cancel a task or a job (a bare ID is a task's, else a job's)",
+		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cancelFlags.client()
 			if err != nil {
 				return err
 			}
-			return cli.Cancel(cmd.Context(), c, cmd.OutOrStdout(), args[0])
+			if len(args) == 1 {
+				return cli.CancelAny(cmd.Context(), c, cmd.OutOrStdout(), args[0])
+			}
+			switch args[0] {
+			case "task":
+				return cli.Cancel(cmd.Context(), c, cmd.OutOrStdout(), args[1])
+			case "job":
+				return cli.CancelJob(cmd.Context(), c, cmd.OutOrStdout(), args[1])
+			}
+			return fmt.Errorf("cancel: the kind must be task or job, got %q", args[0])
 		},
 	}
 	cancelFlags.add(cancel)
