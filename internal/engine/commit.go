@@ -102,6 +102,8 @@ func (e *Engine) commitStaged(now time.Time) error {
 		changes = append(changes, change{id, r, old, ev})
 	}
 	slices.SortFunc(changes, func(a, b change) int { return strings.Compare(a.id, b.id) })
+	jobEvents := e.jobChanges(now)
+	nEvents += len(jobEvents)
 	if nEvents > 0 {
 		start := len(arena)
 		arena = strconv.AppendUint(arena, e.events.next+uint64(nEvents), 10)
@@ -141,6 +143,10 @@ func (e *Engine) commitStaged(now time.Time) error {
 			state = api.NodeReady
 		}
 		e.events.add(Event{Kind: "node", ID: name, State: state, Time: now})
+	}
+	for _, ev := range jobEvents {
+		e.events.add(ev)
+		e.jobLast[ev.ID] = ev.State
 	}
 	for name, q := range e.stQ {
 		e.queues[name] = q

@@ -56,7 +56,9 @@ type Engine struct {
 	jobs   map[string]*JobRecord
 	// jobOrder is the job ids in submission order (for listing).
 	jobOrder []string
-	fatal    error
+	// jobLast is each job's state as its last event said (loop-owned).
+	jobLast map[string]string
+	fatal   error
 	// waitMu guards waiters: for each task someone waits on, one channel
 	// that the commit publishing the task's next change closes. It is not
 	// mu, so that registering a waiter never blocks the readers or the
@@ -198,7 +200,7 @@ func New(cfg Config, st store.Store) (*Engine, error) {
 		cfg: cfg, st: st, log: cfg.Logger, c: c,
 		cmds: make(chan *command, cfg.MaxBatch), quit: make(chan struct{}), done: make(chan struct{}),
 		tasks: map[string]*TaskRecord{}, nodes: map[string]*api.Node{}, queues: map[string]*api.Queue{}, waiters: map[string]chan struct{}{},
-		jobs: map[string]*JobRecord{}, stJob: map[string]*JobRecord{}, waiting: map[queueTier]int{}, blockedQ: map[string]int{},
+		jobs: map[string]*JobRecord{}, stJob: map[string]*JobRecord{}, jobLast: map[string]string{}, waiting: map[queueTier]int{}, blockedQ: map[string]int{},
 		staged: map[string]*TaskRecord{}, stNode: map[string]*api.Node{}, stQ: map[string]*api.Queue{},
 		events: newEventLog(1),
 		agents: map[string]*agentState{}, nodeAgent: map[string]string{}, assigned: map[string]map[string]*TaskRecord{},

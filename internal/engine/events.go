@@ -10,13 +10,13 @@ import (
 // Event is one durable change, as GET /api/v1/events streams it.
 type Event struct {
 	Seq    uint64    `json:"seq"`
-	Kind   string    `json:"kind"` // task or node
+	Kind   string    `json:"kind"` // task, job or node
 	ID     string    `json:"id"`
 	State  string    `json:"state"`
 	Node   string    `json:"node,omitempty"`
 	Reason string    `json:"reason,omitempty"`
 	Time   time.Time `json:"time"`
-	// Tenant owns a task event (not sent: servers filter on it).
+	// Tenant owns a task or job event (not sent: servers filter on it).
 	Tenant string `json:"-"`
 }
 

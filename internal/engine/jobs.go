@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strconv"
 	"time"
 
@@ -338,4 +339,49 @@ func (e *Engine) Job(id string) (*JobRecord, []*TaskRecord, bool) {
 		}
 	}
 	return j, tasks, true
+}
+
+// jobChanges are the events of the jobs whose state the staged records
+// change (each job's state is worked out once per step, over its tasks).
+// Runs on the loop, before the commit.
+func (e *Engine) jobChanges(now time.Time) []Event {
+	var touched map[string]bool
+	for _, r := range e.staged {
+		if j := r.Spec.Metadata[JobMetadataKey]; j != "" {
+			if touched == nil {
+				touched = map[string]bool{}
+			}
+			touched[j] = true
+		}
+	}
+	for id := range e.stJob {
+		if touched == nil {
+			touched = map[string]bool{}
+		}
+		touched[id] = true
+	}
+	var out []Event
+	for id := range touched {
+		j := e.jobView(id)
+		if j == nil {
+			continue
+		}
+		st := e.jobStateNow(j)
+		if st != e.jobLast[id] {
+			out = append(out, Event{Kind: "job", ID: id, State: st, Time: now, Tenant: j.Tenant})
+		}
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
+	return out
+}
+
+// jobStateNow is j's state from the loop's latest task records.
+func (e *Engine) jobStateNow(j *JobRecord) string {
+	states := make([]string, 0, len(j.TaskIDs))
+	for _, tid := range j.TaskIDs {
+		if r := e.current(tid); r != nil {
+			states = append(states, r.State)
+		}
+	}
+	return j.State(states)
 }

@@ -118,6 +118,10 @@ func (e *Engine) recover() error {
 	for _, r := range recs {
 		e.trackAssignment(nil, r)
 	}
+	// Jobs' states as recovered: only a change from here on is an event.
+	for id, j := range e.jobs {
+		e.jobLast[id] = e.jobStateNow(j)
+	}
 	for _, r := range recs {
 		e.refresh(r.Spec.ID, now)
 	}

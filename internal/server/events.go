@@ -14,10 +14,10 @@ import (
 	"github.com/hetsched/hetsched/internal/errs"
 )
 
-// events is GET /api/v1/events?since=N: Server-Sent Events of task and
-// node changes after event N (or Last-Event-ID); since=0 replays from the
+// events is GET /api/v1/events?since=N: Server-Sent Events of task, job
+// and node changes after event N (or Last-Event-ID); since=0 replays from the
 // oldest event retained; without either, from now. Tenants get their own
-// tasks' events and every node event. Event numbers go on across restarts
+// tasks' and jobs' events and every node event. Event numbers go on across restarts
 // (the store keeps the next one); a since older than what is retained is
 // a 400 saying to list again.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
@@ -88,10 +88,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			b.WriteString(": keep-alive\n\n")
 		}
 		for _, ev := range evs {
-			if ev.Kind == "task" && !p.sees(ev.Tenant) {
-				continue
-			}
-			if ev.Kind == "task" {
+			if ev.Kind == "task" || ev.Kind == "job" {
+				if !p.sees(ev.Tenant) {
+					continue
+				}
 				ev.ID, ev.Reason = engine.LocalID(p.scope(), ev.ID), localReason(p.scope(), ev.Reason)
 			}
 			data, _ := json.Marshal(ev)

@@ -122,3 +122,50 @@ func TestEventsReplayRetryAndRestart(t *testing.T) {
 		t.Errorf("since older than the restart: %d %v", code, m)
 	}
 }
+
+// issue 16 §1: a job's state changes are events of kind job (API.md:
+// task, job and node changes), and a tenant gets only its own.
+func TestJobEvents(t *testing.T) {
+	s := startAuth(t)
+	defer s.stop(t)
+	api := s.base + "/api/v1"
+	job := `{"id":"pipe","tasks":[{"id":"a","resources":{"cpu":"1"},"lease":"1h"},{"id":"b","depends":["a"],"resources":{"cpu":"1"},"lease":"1h"}]}`
+	if code, m := callAs(t, bTok, "POST", api+"/jobs", job); code != 201 {
+		t.Fatalf("b's job: %d %v", code, m)
+	}
+	if code, m := callAs(t, aTok, "POST", api+"/jobs", job); code != 201 {
+		t.Fatalf("a's job: %d %v", code, m)
+	}
+	if code, _ := callAs(t, aTok, "DELETE", api+"/jobs/pipe", ""); code != 200 {
+		t.Fatal("cancel")
+	}
+	req, _ := http.NewRequest("GET", api+"/events?since=0", nil)
+	req.Header.Set("Authorization", "Bearer "+aTok)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := http.DefaultClient.Do(req.WithContext(ctx))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var jobStates []string
+	sc := bufio.NewScanner(resp.Body)
+	event := ""
+	for sc.Scan() && len(jobStates) < 2 {
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, "event: "); ok {
+			event = v
+		}
+		if v, ok := strings.CutPrefix(line, "data: "); ok && event == "job" {
+			var d map[string]any
+			json.Unmarshal([]byte(v), &d)
+			if d["id"] != "pipe" {
+				t.Fatalf("a job event a tenant should not see, or a qualified id: %v", d)
+			}
+			jobStates = append(jobStates, d["state"].(string))
+		}
+	}
+	if strings.Join(jobStates, ",") != "pending,cancelled" && strings.Join(jobStates, ",") != "running,cancelled" {
+		t.Errorf("team-a's job events: %v", jobStates)
+	}
+}
