@@ -700,3 +700,33 @@ func TestFenceFileKillsAtTheDeadline(t *testing.T) {
 		t.Fatalf("fenced after %v despite a 1-minute grace", took)
 	}
 }
+
+// TestQuietWaitsForTheShimToExit: Quiet holds only once a killed
+// attempt's shim has written its result and exited (and was reaped).
+func TestQuietWaitsForTheShimToExit(t *testing.T) {
+	dir := t.TempDir()
+	x := newExec(t, dir)
+	if !x.Quiet() {
+		t.Fatal("a new executor is not quiet")
+	}
+	if err := x.Start(sh("q", "sleep 30")); err != nil {
+		t.Fatal(err)
+	}
+	if x.Quiet() {
+		t.Fatal("quiet with an attempt running")
+	}
+	d := taskDir(dir, "q", 0)
+	waitFor(t, "shim.pid", func() bool { return exists(filepath.Join(d, pidFile)) })
+	p, err := readProcID(filepath.Join(d, pidFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.Kill("q", "stop")
+	waitFor(t, "quiet", x.Quiet)
+	if !exists(filepath.Join(d, resultFile)) {
+		t.Error("quiet before the result was written")
+	}
+	if st, err := readProcStat(p.Pid); err == nil && st.Start == p.Start {
+		t.Errorf("quiet while the shim %d is still there (not exited or not reaped)", p.Pid)
+	}
+}
