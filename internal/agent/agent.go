@@ -50,9 +50,10 @@ type Options struct {
 	// HostRoot is where /proc is read for usage (default "/").
 	HostRoot string
 	// KillOnExit kills the running tasks when Run returns (a sandbox such
-	// as up); otherwise they outlive the agent and the next one adopts
-	// them. Killed so, they are reported lost (re-queued) when an agent on
-	// this work dir next connects.
+	// as up, tests), and Run returns once their shims have exited;
+	// otherwise they outlive the agent and the next one adopts them.
+	// Killed so, they are reported lost (re-queued) when an agent on this
+	// work dir next connects.
 	KillOnExit bool
 	Logger     *slog.Logger
 }
@@ -197,13 +198,26 @@ func (a *Agent) Run(ctx context.Context) error {
 // results are reported lost, so the server runs them again.
 const stoppedReason = "agent stopped"
 
+// killAllWait bounds killAll's wait beyond the grace: a shim may wait
+// 10s for its killed group to disappear and 2s for the output pipes
+// (executor's groupGoneWait, drainWait) before it writes its result.
+const killAllWait = 15 * time.Second
+
+// killAll kills the running tasks and waits until their shims have
+// written their results and exited (x.Quiet), so that nothing writes in
+// the work dir once Run returns; it gives up after the grace and
+// killAllWait.
 func (a *Agent) killAll(x *executor.Executor) {
 	running := x.Running()
 	for _, s := range running {
 		x.Kill(s.Task, stoppedReason)
 	}
-	deadline := time.Now().Add(a.opt.Grace + 2*time.Second)
-	for len(x.Running()) > 0 && time.Now().Before(deadline) {
+	deadline := time.Now().Add(a.opt.Grace + killAllWait)
+	for !x.Quiet() {
+		if time.Now().After(deadline) {
+			a.log.Error("tasks still stopping after the grace; returning without them", "running", len(x.Running()), "waited", a.opt.Grace+killAllWait)
+			return
+		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -44,6 +44,10 @@ func startAgent(t *testing.T, base, name, devicesFile string) *Agent {
 }
 
 // startAgentIn is startAgent on a given work dir; stop ends it early.
+// The agent kills its tasks when it stops (KillOnExit) and stop returns
+// once their shims have exited: shims outlive an agent by design (the
+// next one adopts them), and one left running would write in the work
+// dir while t.TempDir's cleanup removes it.
 func startAgentIn(t *testing.T, base, name, devicesFile, workDir string) (a *Agent, stop func()) {
 	t.Helper()
 	exe, err := os.Executable()
@@ -57,7 +61,7 @@ func startAgentIn(t *testing.T, base, name, devicesFile, workDir string) (a *Age
 	}
 	node := api.Node{Name: name, Capacity: resource.List{resource.CPU: 8000, resource.Memory: 8 << 30}, Devices: devs}
 	a, err = New(Options{Server: base, Node: node, Monitors: []discover.Monitor{src}, WorkDir: workDir,
-		Grace: 500 * time.Millisecond, Shim: []string{exe}, ShimEnv: []string{shimEnv + "=1", "GORACE=atexit_sleep_ms=0"},
+		Grace: 500 * time.Millisecond, KillOnExit: true, Shim: []string{exe}, ShimEnv: []string{shimEnv + "=1", "GORACE=atexit_sleep_ms=0"},
 		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		t.Fatal(err)

@@ -130,6 +130,39 @@ func readRuns(t *testing.T, path string) map[string][]*run {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return parseRuns(t, b)
+}
+
+// runsSoFar is readRuns of a run log that tasks may be writing: no file
+// yet is no runs, and a line not finished yet is left out.
+func runsSoFar(t *testing.T, path string) map[string][]*run {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := strings.LastIndexByte(string(b), '\n')
+	if i < 0 {
+		return nil
+	}
+	return parseRuns(t, b[:i+1])
+}
+
+// findRun is the run of task's attempt in runs, or nil.
+func findRun(runs map[string][]*run, task string, attempt int) *run {
+	for _, r := range runs[task] {
+		if r.attempt == attempt {
+			return r
+		}
+	}
+	return nil
+}
+
+func parseRuns(t *testing.T, b []byte) map[string][]*run {
+	t.Helper()
 	byKey := map[string]*run{}
 	out := map[string][]*run{}
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
@@ -210,7 +243,10 @@ func TestProcessesEndToEnd(t *testing.T) {
 	if v.Node == l.Node {
 		t.Fatalf("both tasks on %s", v.Node)
 	}
-	time.Sleep(300 * time.Millisecond) // both have started writing
+	waitFor(t, 30*time.Second, func() bool {
+		runs := runsSoFar(t, runLog)
+		return findRun(runs, "victim", v.Attempt) != nil && findRun(runs, "long", l.Attempt) != nil
+	}, "both tasks to have started writing")
 	killed := time.Now()
 	for _, n := range []string{v.Node, l.Node} {
 		c.agents[n].Kill()
@@ -229,7 +265,11 @@ func TestProcessesEndToEnd(t *testing.T) {
 	if l2.Node == l.Node || l2.Attempt < 1 { // 2 when the urgent victim preempted it
 		t.Fatalf("long after its agent died: %+v (was on %s)", l2, l.Node)
 	}
-	time.Sleep(time.Second) // a wrongly surviving first run would tick meanwhile
+	// A wrongly surviving first run would tick meanwhile.
+	waitFor(t, 30*time.Second, func() bool {
+		r := findRun(runsSoFar(t, runLog), "long", l2.Attempt)
+		return r != nil && r.last-r.start >= int64(time.Second)
+	}, fmt.Sprintf("attempt %d of long to have run for a second", l2.Attempt))
 	runs := readRuns(t, runLog)
 	// The victim ran twice. The long task ran on its dead node and now
 	// runs elsewhere; in between, when both were re-queued onto the one
@@ -261,8 +301,15 @@ func TestServerKill9WhileTasksRun(t *testing.T) {
 	for i := 0; i < 6; i++ {
 		waitState(t, c.url, fmt.Sprintf("t%d", i), 30*time.Second, "running")
 	}
+	ended := func(a string) int { return strings.Count(c.agents[a].Stderr(), "assignment stream ended") }
+	before := map[string]int{}
+	for n := range c.agents {
+		before[n] = ended(n)
+	}
 	c.server.Kill()
-	time.Sleep(500 * time.Millisecond)
+	for n := range c.agents {
+		waitFor(t, 30*time.Second, func() bool { return ended(n) > before[n] }, "agent "+n+" to see the server gone")
+	}
 	c.startServer()
 	for i := 0; i < 6; i++ {
 		v := waitState(t, c.url, fmt.Sprintf("t%d", i), 30*time.Second, "succeeded", "failed")
@@ -290,7 +337,11 @@ func TestAgentRestartAdoptsRunningTasks(t *testing.T) {
 	post(t, c.url+"/api/v1/tasks", `{"id":"steady","priority":1,"resources":{"cpu":"1"},"command":`+command(runLog, 4*time.Second)+`}`)
 	waitState(t, c.url, "steady", 30*time.Second, "running")
 	c.agents["a1"].Kill()
-	time.Sleep(500 * time.Millisecond)
+	killed := time.Now().UnixNano()
+	waitFor(t, 30*time.Second, func() bool {
+		r := findRun(runsSoFar(t, runLog), "steady", 0)
+		return r != nil && r.last > killed
+	}, "the task to go on running without its agent")
 	c.startAgent("a1")
 	v := waitState(t, c.url, "steady", 30*time.Second, "succeeded", "failed")
 	if v.State != "succeeded" || v.Attempt != 0 {

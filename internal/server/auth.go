@@ -263,10 +263,11 @@ type tenantLimits struct {
 	perTenant map[string]limit
 	def       limit
 	buckets   map[string]*rate.Limiter
+	now       func() time.Time // the buckets' clock (tests set it)
 }
 
 func newTenantLimits(per map[string]limit) *tenantLimits {
-	return &tenantLimits{perTenant: per, buckets: map[string]*rate.Limiter{}}
+	return &tenantLimits{perTenant: per, buckets: map[string]*rate.Limiter{}, now: time.Now}
 }
 
 // take spends one token of tenant's bucket; when none is left it reports
@@ -294,7 +295,7 @@ func (t *tenantLimits) take(tenant string) (time.Duration, limit, bool) {
 		t.buckets[tenant] = b
 	}
 	t.mu.Unlock()
-	now := time.Now()
+	now := t.now()
 	res := b.ReserveN(now, 1)
 	if !res.OK() {
 		return time.Second, l, true

@@ -4,13 +4,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/hetsched/hetsched/internal/core"
+	"github.com/hetsched/hetsched/internal/engine"
 	"github.com/hetsched/hetsched/internal/errs"
+	"github.com/hetsched/hetsched/internal/store"
 )
 
 const (
@@ -209,42 +214,76 @@ func TestJobIsolation(t *testing.T) {
 
 // TestTenantRateLimit: a tenant past its token bucket gets 429 with
 // Retry-After and the rate_limited code; other tenants, admins and agents
-// are not held back by it; the bucket refills.
+// are not held back by it; the bucket refills as its clock moves. The
+// server is built in the test around its Auth, so that the buckets run
+// on a clock of the test's: no call depends on how fast the machine is.
 func TestTenantRateLimit(t *testing.T) {
-	dir := t.TempDir()
-	tokens := filepath.Join(dir, "tokens.yaml")
+	tokens := filepath.Join(t.TempDir(), "tokens.yaml")
 	os.WriteFile(tokens, []byte(`tokens:
   - {token: `+adminTok+`, role: admin}
   - {token: `+aTok+`, role: tenant, tenant: team-a, rate: 2, burst: 3}
   - {token: `+bTok+`, role: tenant, tenant: team-b}
   - {token: `+agentTok+`, role: agent}
 `), 0o600)
-	s := startWith(t, Options{DataDir: filepath.Join(dir, "data"), TokensFile: tokens, TenantRate: 1000, TenantBurst: 1000})
-	defer s.stop(t)
-	api := s.base + "/api/v1/tasks"
-	limited := 0
-	var retryAfter string
-	for i := 0; i < 6; i++ {
-		req, _ := http.NewRequest("GET", api, nil)
-		req.Header.Set("Authorization", "Bearer "+aTok)
-		resp, err := client.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var m map[string]any
-		json.NewDecoder(resp.Body).Decode(&m)
-		resp.Body.Close()
-		if resp.StatusCode == 429 {
-			limited++
-			retryAfter = resp.Header.Get("Retry-After")
-			if errCode(m) != string(errs.RateLimited) {
-				t.Errorf("429 with code %q", errCode(m))
+	auth, err := LoadTokens(tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := auth.SetDefaultLimit(1000, 1000); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	auth.limits.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
+	st, err := store.OpenDisk(t.TempDir(), store.DiskOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	eng, err := engine.New(engine.Config{Core: core.DefaultConfig(), Logger: quiet}, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	srv := New(eng, "", quiet, nil, nil, auth)
+	defer srv.Close()
+	hs := httptest.NewServer(srv)
+	defer hs.Close()
+	api := hs.URL + "/api/v1/tasks"
+
+	// aCalls makes n calls as team-a and returns how many were limited
+	// and the last Retry-After.
+	aCalls := func(n int) (limited int, retryAfter string) {
+		t.Helper()
+		for i := 0; i < n; i++ {
+			req, _ := http.NewRequest("GET", api, nil)
+			req.Header.Set("Authorization", "Bearer "+aTok)
+			resp, err := client.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m map[string]any
+			json.NewDecoder(resp.Body).Decode(&m)
+			resp.Body.Close()
+			switch resp.StatusCode {
+			case 200:
+			case 429:
+				limited++
+				retryAfter = resp.Header.Get("Retry-After")
+				if errCode(m) != string(errs.RateLimited) {
+					t.Errorf("429 with code %q", errCode(m))
+				}
+			default:
+				t.Fatalf("team-a: %d %v", resp.StatusCode, m)
 			}
 		}
+		return limited, retryAfter
 	}
-	// A burst of 3 at 2/s: 6 quick calls leave at least 2 refused.
-	if limited < 2 || retryAfter == "" || retryAfter == "0" {
-		t.Fatalf("team-a: %d of 6 calls limited, Retry-After %q", limited, retryAfter)
+	// A burst of 3 at 2/s, with no time passing: 3 of 6 calls refused,
+	// the next token due in 500ms (Retry-After rounds up to 1s).
+	if limited, retryAfter := aCalls(6); limited != 3 || retryAfter != "1" {
+		t.Fatalf("team-a: %d of 6 calls limited, Retry-After %q; want 3 and 1", limited, retryAfter)
 	}
 	for _, tok := range []string{bTok, adminTok} {
 		for i := 0; i < 6; i++ {
@@ -253,9 +292,45 @@ func TestTenantRateLimit(t *testing.T) {
 			}
 		}
 	}
-	time.Sleep(time.Second) // two tokens back
-	if code, m := callAs(t, aTok, "GET", api, ""); code != 200 {
-		t.Fatalf("team-a after the refill: %d %v", code, m)
+	if code, m := callAs(t, agentTok, "GET", hs.URL+"/api/v1/nodes", ""); code == 429 {
+		t.Fatalf("the agent limited by team-a's bucket: %d %v", code, m)
+	}
+	if limited, _ := aCalls(1); limited != 1 {
+		t.Fatal("team-a's bucket refilled with no time passing")
+	}
+	advance(time.Second) // two tokens back
+	if limited, _ := aCalls(3); limited != 1 {
+		t.Fatalf("team-a a second later: %d of 3 calls limited, want the third", limited)
+	}
+}
+
+// TestTenantRateLimitOptions: Run applies the tokens file's per-tenant
+// rates and --tenant-rate/--tenant-burst to the others. The rates are so
+// low that no refill can come during the test, however slow.
+func TestTenantRateLimitOptions(t *testing.T) {
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens.yaml")
+	os.WriteFile(tokens, []byte(`tokens:
+  - {token: `+adminTok+`, role: admin}
+  - {token: `+aTok+`, role: tenant, tenant: team-a, rate: 0.001, burst: 2}
+  - {token: `+bTok+`, role: tenant, tenant: team-b}
+`), 0o600)
+	s := startWith(t, Options{DataDir: filepath.Join(dir, "data"), TokensFile: tokens, TenantRate: 0.001, TenantBurst: 1})
+	defer s.stop(t)
+	api := s.base + "/api/v1/tasks"
+	for _, c := range []struct {
+		tok  string
+		want []int
+	}{
+		{aTok, []int{200, 200, 429}},
+		{bTok, []int{200, 429}},
+		{adminTok, []int{200, 200, 200, 200}},
+	} {
+		for i, want := range c.want {
+			if code, m := callAs(t, c.tok, "GET", api, ""); code != want {
+				t.Fatalf("%s call %d: %d %v, want %d", c.tok, i+1, code, m, want)
+			}
+		}
 	}
 }
 

@@ -359,6 +359,17 @@ func (x *Executor) Running() []Spec {
 	return out
 }
 
+// Quiet reports whether nothing this executor watches can still write in
+// its directory: every attempt it started or adopted has its result and
+// every such shim whose pid it knows has exited (and was reaped, for the
+// ones it started). Running tasks' shims outlive Close; an agent that
+// kills its tasks on exit waits for Quiet before it returns.
+func (x *Executor) Quiet() bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return len(x.live) == 0 && len(x.exiting) == 0
+}
+
 // Recover scans Dir after an agent restart: attempts with a result.json
 // not yet Acked are delivered on Results (before anything Start adds);
 // attempts whose shim is still alive are adopted (watched by polling pid
@@ -494,19 +505,12 @@ func (x *Executor) watch() {
 		x.mu.Unlock()
 		for k, a := range live {
 			if r, done := x.check(a); done {
-				x.mu.Lock()
-				delete(x.live, k)
-				x.mu.Unlock()
 				x.finish(k, r, a.shim)
 			}
 		}
+		// Under the lock, so that Quiet never sees a shim in neither list.
 		x.mu.Lock()
-		exiting := x.exiting
-		x.exiting = nil
-		x.mu.Unlock()
-		exiting = slices.DeleteFunc(exiting, reaped)
-		x.mu.Lock()
-		x.exiting = append(x.exiting, exiting...)
+		x.exiting = slices.DeleteFunc(x.exiting, reaped)
 		x.mu.Unlock()
 	}
 }
@@ -579,11 +583,14 @@ func (x *Executor) lose(a *attempt, why error) Result {
 	return r
 }
 
-// finish queues r unless this executor queued that attempt's result
-// before, and has the watcher reap the attempt's shim (Pid 0: unknown).
+// finish ends the attempt's watch, queues r unless this executor queued
+// that attempt's result before, and has the watcher reap the attempt's
+// shim (Pid 0: unknown). The attempt leaves live and its shim enters
+// exiting at once, so Quiet never misses it.
 func (x *Executor) finish(k key, r Result, shim procID) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	delete(x.live, k)
 	if shim.Pid != 0 {
 		x.exiting = append(x.exiting, shim)
 	}

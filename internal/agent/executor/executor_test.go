@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -13,6 +14,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // shimEnv makes the test binary act as the shim (see TestMain).
@@ -680,12 +682,23 @@ func TestFenceFileKillsAtTheDeadline(t *testing.T) {
 	s := sh("fenced", "trap '' TERM; sleep 30")
 	s.FenceFile = fence
 	s.Grace = time.Minute
+	opens := watchOpens(t, dir, "fence")
 	if err := x.Start(s); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "running", func() bool { return len(x.Running()) == 1 })
-	time.Sleep(300 * time.Millisecond) // several fence checks with a future deadline
-	if len(x.Running()) != 1 {
+	// The shim opens the fence file once per check and only goes on
+	// checking while the deadline is ahead: a 4th open proves that 3
+	// checks saw the future deadline and let the task run.
+	for i := 0; i < 4; i++ {
+		select {
+		case <-opens:
+		case r := <-x.Results():
+			t.Fatalf("killed before its deadline: %+v", r)
+		case <-time.After(deadline):
+			t.Fatalf("the shim opened the fence file %d times within %v", i, deadline)
+		}
+	}
+	if len(x.Running()) != 1 || exists(filepath.Join(taskDir(dir, "fenced", 0), resultFile)) {
 		t.Fatal("killed before its deadline")
 	}
 	if err := WriteFence(fence, time.Now().Add(-time.Millisecond)); err != nil {
@@ -699,4 +712,75 @@ func TestFenceFileKillsAtTheDeadline(t *testing.T) {
 	if took := time.Since(start); took > 10*time.Second {
 		t.Fatalf("fenced after %v despite a 1-minute grace", took)
 	}
+}
+
+// TestQuietWaitsForTheShimToExit: Quiet holds only once a killed
+// attempt's shim has written its result and exited (and was reaped).
+func TestQuietWaitsForTheShimToExit(t *testing.T) {
+	dir := t.TempDir()
+	x := newExec(t, dir)
+	if !x.Quiet() {
+		t.Fatal("a new executor is not quiet")
+	}
+	if err := x.Start(sh("q", "sleep 30")); err != nil {
+		t.Fatal(err)
+	}
+	if x.Quiet() {
+		t.Fatal("quiet with an attempt running")
+	}
+	d := taskDir(dir, "q", 0)
+	waitFor(t, "shim.pid", func() bool { return exists(filepath.Join(d, pidFile)) })
+	p, err := readProcID(filepath.Join(d, pidFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.Kill("q", "stop")
+	waitFor(t, "quiet", x.Quiet)
+	if !exists(filepath.Join(d, resultFile)) {
+		t.Error("quiet before the result was written")
+	}
+	if st, err := readProcStat(p.Pid); err == nil && st.Start == p.Start {
+		t.Errorf("quiet while the shim %d is still there (not exited or not reaped)", p.Pid)
+	}
+}
+
+// watchOpens reports on the channel each time a process opens dir/name
+// (inotify IN_OPEN on dir, so that a file renamed over name is watched
+// too). It stops when the test ends.
+func watchOpens(t *testing.T, dir, name string) <-chan struct{} {
+	t.Helper()
+	fd, err := syscall.InotifyInit1(syscall.IN_CLOEXEC | syscall.IN_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := os.NewFile(uintptr(fd), "inotify") // pollable: Close ends the Read
+	if _, err := syscall.InotifyAddWatch(fd, dir, syscall.IN_OPEN); err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	out := make(chan struct{}, 64)
+	done := make(chan struct{})
+	t.Cleanup(func() { f.Close(); <-done })
+	go func() {
+		defer close(done)
+		buf := make([]byte, 64*(syscall.SizeofInotifyEvent+syscall.NAME_MAX+1))
+		for {
+			n, err := f.Read(buf)
+			if err != nil {
+				return
+			}
+			for off := 0; off+syscall.SizeofInotifyEvent <= n; {
+				ev := (*syscall.InotifyEvent)(unsafe.Pointer(&buf[off]))
+				raw := buf[off+syscall.SizeofInotifyEvent : off+syscall.SizeofInotifyEvent+int(ev.Len)]
+				off += syscall.SizeofInotifyEvent + int(ev.Len)
+				if string(bytes.TrimRight(raw, "\x00")) == name {
+					select {
+					case out <- struct{}{}:
+					default: // the test stopped counting
+					}
+				}
+			}
+		}
+	}()
+	return out
 }
