@@ -186,3 +186,17 @@ func TestDiskFilledWhileSubmitting(t *testing.T) {
 		t.Fatalf("%d of %d acknowledged tasks lost", lost, len(acked))
 	}
 }
+
+// issue 16 §3: a second server (or `up`) on a data dir in use says who
+// holds it (it said "resource temporarily unavailable").
+func TestSecondServerOnADataDirSaysWho(t *testing.T) {
+	dir := t.TempDir()
+	s := startWith(t, Options{DataDir: dir})
+	defer s.stop(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := Run(ctx, io.Discard, Options{DataDir: dir, Listen: "127.0.0.1:0", Logger: quiet})
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("a second server on %s: %v", dir, err)
+	}
+}

@@ -147,7 +147,7 @@ func lockDir(fs vfs.FS, dir string) (*pebble.Lock, error) {
 	}
 	switch {
 	case strings.Contains(err.Error(), "lock held by current process"):
-		return nil, errs.New(errs.Conflict, "data-dir", "%s: the store is already open in this process", dir)
+		return nil, errs.New(errs.Conflict, "data-dir", "%s: the store is already open in this process (pid %d)", dir, os.Getpid())
 	case isLockConflict(err):
 		holder := ""
 		if pid := lockHolder(fs.PathJoin(dir, "LOCK")); pid > 0 {
