@@ -12,10 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hetsched/hetsched/internal/core"
-	"github.com/hetsched/hetsched/internal/engine"
 	"github.com/hetsched/hetsched/internal/errs"
-	"github.com/hetsched/hetsched/internal/store"
 )
 
 const (
@@ -236,16 +233,7 @@ func TestTenantRateLimit(t *testing.T) {
 	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	auth.limits.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
 	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
-	st, err := store.OpenDisk(t.TempDir(), store.DiskOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	eng, err := engine.New(engine.Config{Core: core.DefaultConfig(), Logger: quiet}, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
+	eng := openEngine(t)
 	srv := New(eng, "", quiet, nil, nil, auth)
 	defer srv.Close()
 	hs := httptest.NewServer(srv)

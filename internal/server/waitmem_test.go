@@ -49,16 +49,7 @@ func growStack(n int) byte {
 // small (ServeHTTP's frame, park's and the runtime's select). At a
 // million waiting HTTP/2 streams that is 4 GiB less than 8 KiB stacks.
 func TestWaitingStackShrinks(t *testing.T) {
-	st, err := store.OpenDisk(t.TempDir(), store.DiskOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	eng, err := engine.New(engine.Config{Core: core.DefaultConfig(), Logger: quiet}, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer eng.Close()
+	eng := openEngine(t)
 	if err := eng.UpsertNode(context.Background(), api.Node{Name: "n1", Capacity: resource.List{"cpu": 1000, "memory": 1 << 30}}); err != nil {
 		t.Fatal(err)
 	}
@@ -125,4 +116,20 @@ func itoa(i int) string {
 		return d[i : i+1]
 	}
 	return itoa(i/10) + d[i%10:i%10+1]
+}
+
+// openEngine is an engine on a fresh store, both closed when the test ends.
+func openEngine(t *testing.T) *engine.Engine {
+	t.Helper()
+	st, err := store.OpenDisk(t.TempDir(), store.DiskOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	eng, err := engine.New(engine.Config{Core: core.DefaultConfig(), Logger: quiet}, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(eng.Close)
+	return eng
 }
