@@ -2,9 +2,12 @@ package api
 
 import (
 	"encoding/json"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/hetsched/hetsched/internal/errs"
+	"github.com/hetsched/hetsched/internal/jsonread"
 	"github.com/hetsched/hetsched/internal/resource"
 )
 
@@ -71,5 +74,24 @@ func TestQueueWeightZeroRefused(t *testing.T) {
 	q = Queue{}
 	if err := json.Unmarshal([]byte(`{"name":"a"}`), &q); err != nil || q.Weight != 0 {
 		t.Errorf("absent weight: %+v %v", q, err)
+	}
+}
+
+func TestUnknownFieldSuggests(t *testing.T) {
+	_, err := ReadTask(jsonread.New([]byte(`{"resorces":{"cpu":"1"}}`)))
+	if err == nil || !strings.Contains(err.Error(), `did you mean "resources"?`) || errs.FieldOf(err) != "resorces" {
+		t.Errorf("resorces: %v", err)
+	}
+	if _, err = ReadTask(jsonread.New([]byte(`{"Priority":1}`))); err == nil || !strings.Contains(err.Error(), `did you mean "priority"?`) {
+		t.Errorf("Priority: %v", err)
+	}
+	if _, err = ReadTask(jsonread.New([]byte(`{"zzzzzz":1}`))); err == nil || strings.Contains(err.Error(), "did you mean") {
+		t.Errorf("a name far from every field: %v", err)
+	}
+	if got := JSONFields(Queue{}); !slices.Contains(got, "guaranteed") || !slices.Contains(got, "weight") {
+		t.Errorf("JSONFields(Queue): %v", got)
+	}
+	if editDistance("kitten", "sitting", 9) != 3 || editDistance("a", "abcdef", 3) != 3 {
+		t.Error("editDistance")
 	}
 }

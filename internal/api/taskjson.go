@@ -29,6 +29,15 @@ func ReadTask(r *jsonread.Reader) (Task, error) {
 	return t, nil
 }
 
+// taskFieldNames are the members of a task object, for suggestions.
+var taskFieldNames = func() []string {
+	out := make([]string, 0, len(taskFields))
+	for k := range taskFields {
+		out = append(out, k)
+	}
+	return out
+}()
+
 // DecodeTask is ReadTask without Validate, for tasks that were validated
 // when they were accepted (the store's records): a later, stricter rule
 // must not stop a restart.
@@ -47,7 +56,7 @@ func DecodeTask(r *jsonread.Reader) (Task, error) {
 		k := obj.Key()
 		bit, ok := taskFields[k]
 		if !ok {
-			return t, errs.Invalid(truncate(k), "unknown field")
+			return t, UnknownField(truncate(k), k, taskFieldNames)
 		}
 		if seen&bit != 0 {
 			return t, errs.Invalid(k, "given twice")

@@ -135,7 +135,11 @@ func decodeStrict(b []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return jsonError(err)
+		err = jsonError(err)
+		if e, ok := err.(*errs.Error); ok && e.Message == "unknown field" {
+			return api.UnknownField(e.Field, e.Field, api.JSONFields(v))
+		}
+		return err
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return errs.Invalid("", "unexpected data after the JSON value")

@@ -348,3 +348,19 @@ func TestMethodsPathsAndComplete(t *testing.T) {
 		t.Errorf("complete of a command task: %d %v", code, m)
 	}
 }
+
+// issue 16 §2: an unknown field within two edits of a known one says which.
+func TestUnknownFieldDidYouMean(t *testing.T) {
+	s := start(t, t.TempDir())
+	defer s.stop(t)
+	for _, c := range []struct{ method, path, body, want string }{
+		{"POST", "/api/v1/tasks", `{"resorces":{"cpu":"1"}}`, `did you mean "resources"?`},
+		{"PUT", "/api/v1/queues/q1", `{"wieght":2}`, `did you mean "weight"?`},
+		{"POST", "/api/v1/jobs", `{"taks":[]}`, `did you mean "tasks"?`},
+	} {
+		code, m := call(t, c.method, s.base+c.path, c.body)
+		if code != 400 || !strings.Contains(errMsg(m), c.want) {
+			t.Errorf("%s %s %s: %d %v", c.method, c.path, c.body, code, m)
+		}
+	}
+}
