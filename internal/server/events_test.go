@@ -151,7 +151,7 @@ func TestJobEvents(t *testing.T) {
 	var jobStates []string
 	sc := bufio.NewScanner(resp.Body)
 	event := ""
-	for sc.Scan() && len(jobStates) < 2 {
+	for sc.Scan() && (len(jobStates) == 0 || jobStates[len(jobStates)-1] != "cancelled") {
 		line := sc.Text()
 		if v, ok := strings.CutPrefix(line, "event: "); ok {
 			event = v
@@ -165,7 +165,11 @@ func TestJobEvents(t *testing.T) {
 			jobStates = append(jobStates, d["state"].(string))
 		}
 	}
-	if strings.Join(jobStates, ",") != "pending,cancelled" && strings.Join(jobStates, ",") != "running,cancelled" {
+	// pending at the submit, maybe running once its first task is placed
+	// (a later step), then cancelled: one event per change.
+	switch strings.Join(jobStates, ",") {
+	case "pending,cancelled", "running,cancelled", "pending,running,cancelled":
+	default:
 		t.Errorf("team-a's job events: %v", jobStates)
 	}
 }
