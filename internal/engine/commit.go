@@ -363,6 +363,9 @@ type taskView struct {
 	s      core.Saved
 	state  string
 	reason string
+	// cause is the task's own reason when reason adds its class's wait
+	// reason to it (TaskRecord.Cause); nil when they are the same.
+	cause *string
 }
 
 func (e *Engine) coreView(id string, r *TaskRecord) (taskView, bool) {
@@ -377,21 +380,27 @@ func (e *Engine) coreView(id string, r *TaskRecord) (taskView, bool) {
 	v := taskView{s: s, state: s.State.String(), reason: r.Reason}
 	if t, ok := e.c.Task(id); ok {
 		v.reason = t.Reason()
+		if s.Reason != v.reason {
+			own := s.Reason
+			v.cause = &own
+		}
 	}
 	return v, true
 }
 
 func (v taskView) same(r *TaskRecord) bool {
 	return r.State == v.state && r.Node == v.s.Node && r.Chosen == v.s.Chosen && r.Attempt == v.s.Attempt && r.Failures == v.s.Failures &&
-		r.Reason == v.reason && slices.Equal(r.Devices, v.s.Devices)
+		r.Reason == v.reason && sameCause(r.Cause, v.cause) && slices.Equal(r.Devices, v.s.Devices)
 }
+
+func sameCause(a, b *string) bool { return a == b || a != nil && b != nil && *a == *b }
 
 // stage writes v into r (not yet published), stamps the times of a state
 // change and stages r.
 func (e *Engine) stage(r *TaskRecord, v taskView, id string, now time.Time) {
 	prev, s := r.State, v.s
 	r.State, r.Node, r.Devices, r.Chosen, r.Attempt, r.Reason = v.state, s.Node, s.Devices, s.Chosen, s.Attempt, v.reason
-	r.Failures = s.Failures
+	r.Failures, r.Cause = s.Failures, v.cause
 	switch {
 	case s.State == core.Scheduled && prev != v.state:
 		r.Scheduled = timePtr(now)

@@ -154,3 +154,36 @@ func TestStreamNeedsAGeneration(t *testing.T) {
 	cancel()
 	<-ended
 }
+
+// issue 16 §2: a pending task's reason is the same after every restart
+// (it grew "X; X; X": the record's reason, which adds why the class waits,
+// was restored as the task's own).
+func TestPendingReasonStableAcrossRestarts(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	clk := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+	e, st := openClock(t, dir, clk)
+	if err := e.UpsertNode(ctx, gpuNode("g1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.Submit(ctx, "default", []api.Task{cmdTask("big", 4)}); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := e.Task("big")
+	if first.State != "pending" || first.Reason == "" {
+		t.Fatalf("big: %+v", first)
+	}
+	for i := range 3 {
+		e.Close()
+		st.Close()
+		e, st = openClock(t, dir, clk)
+		if _, err := e.Summarize(ctx); err != nil { // a step after recovery
+			t.Fatal(err)
+		}
+		if r, _ := e.Task("big"); r.Reason != first.Reason {
+			t.Fatalf("after restart %d: reason %q, was %q", i+1, r.Reason, first.Reason)
+		}
+	}
+	e.Close()
+	st.Close()
+}

@@ -46,6 +46,10 @@ type TaskRecord struct {
 	// Failures counts the retries a job task used.
 	Failures  int        `json:"failures,omitempty"`
 	Reason    string     `json:"reason,omitempty"`
+	// Cause is the reason of the task's own (why it went back to
+	// pending, say) when Reason adds why its class waits; restored in
+	// its place, so that a restart does not add the wait reason again.
+	Cause *string `json:"cause,omitempty"`
 	ExitCode  *int       `json:"exitCode,omitempty"`
 	Submitted time.Time  `json:"submitted"`
 	Scheduled *time.Time `json:"scheduled,omitempty"`
@@ -112,6 +116,10 @@ func (r *TaskRecord) appendJSON(b []byte) ([]byte, error) {
 		b = append(b, `,"reason":`...)
 		b = api.AppendJSONString(b, r.Reason)
 	}
+	if r.Cause != nil {
+		b = append(b, `,"cause":`...)
+		b = api.AppendJSONString(b, *r.Cause)
+	}
 	if r.ExitCode != nil {
 		b = append(b, `,"exitCode":`...)
 		b = strconv.AppendInt(b, int64(*r.ExitCode), 10)
@@ -147,7 +155,11 @@ func appendTime(b []byte, key string, t time.Time) ([]byte, error) {
 // saved converts a record to the core's restore form.
 func (r *TaskRecord) saved() core.Saved {
 	st, _ := core.ParseState(r.State)
-	s := core.Saved{State: st, Node: r.Node, Devices: r.Devices, Chosen: r.Chosen, Attempt: r.Attempt, Reason: r.Reason,
+	reason := r.Reason
+	if r.Cause != nil {
+		reason = *r.Cause
+	}
+	s := core.Saved{State: st, Node: r.Node, Devices: r.Devices, Chosen: r.Chosen, Attempt: r.Attempt, Reason: reason,
 		Failures: r.Failures}
 	// A job's tasks are "<job>.<task>" with the job in their metadata; a
 	// standalone task's own "job" metadata names no job.

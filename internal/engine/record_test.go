@@ -46,6 +46,10 @@ func TestAppendJSONMatchesMarshal(t *testing.T) {
 			c := rapid.IntRange(-255, 255).Draw(t, "code")
 			r.ExitCode = &c
 		}
+		if rapid.Bool().Draw(t, "hasCause") {
+			c := text.Draw(t, "cause") // "" too: a task's own empty reason
+			r.Cause = &c
+		}
 		for i := rapid.IntRange(0, 3).Draw(t, "devs"); i > 0; i-- {
 			r.Devices = append(r.Devices, core.DeviceRef{Type: "nvidia.com/gpu", ID: text.Draw(t, "dev"), Share: int32(i * 100)})
 		}

@@ -35,6 +35,11 @@ func decodeTask(key string, b []byte) (*TaskRecord, error) {
 			rec.Node, err = r.ReadString()
 		case "reason":
 			rec.Reason, err = r.ReadString()
+		case "cause":
+			var c string
+			if c, err = r.ReadString(); err == nil {
+				rec.Cause = &c
+			}
 		case "seq":
 			rec.Seq, err = readUint(r)
 		case "chosen":
