@@ -44,12 +44,12 @@ type TaskRecord struct {
 	Chosen  int              `json:"chosen"`
 	Attempt int              `json:"attempt"`
 	// Failures counts the retries a job task used.
-	Failures  int        `json:"failures,omitempty"`
-	Reason    string     `json:"reason,omitempty"`
+	Failures int    `json:"failures,omitempty"`
+	Reason   string `json:"reason,omitempty"`
 	// Cause is the reason of the task's own (why it went back to
 	// pending, say) when Reason adds why its class waits; restored in
 	// its place, so that a restart does not add the wait reason again.
-	Cause *string `json:"cause,omitempty"`
+	Cause     *string    `json:"cause,omitempty"`
 	ExitCode  *int       `json:"exitCode,omitempty"`
 	Submitted time.Time  `json:"submitted"`
 	Scheduled *time.Time `json:"scheduled,omitempty"`
