@@ -28,7 +28,7 @@ func TestAPIErrorSaysEachThingOnce(t *testing.T) {
 func TestServerErrorOnce(t *testing.T) {
 	c := NewClient(servertest.Start(t, node), "", 10*time.Second)
 	_, err := c.Do(context.Background(), "POST", "/api/v1/tasks", []byte(`{"resorces":{"cpu":"1"}}`), nil)
-	if err == nil || err.Error() != "resorces: unknown field (400 invalid_argument)" {
+	if err == nil || err.Error() != `resorces: unknown field; did you mean "resources"? (400 invalid_argument)` {
 		t.Errorf("got %v", err)
 	}
 }
