@@ -85,15 +85,17 @@ func (e *Engine) Events(ctx context.Context, since uint64, limit int) ([]Event, 
 			since = e.oldestEvent() - 1
 		}
 		if since >= l.next {
-			e.mu.Unlock()
-			return nil, since, errs.Invalid("since", "event %d has not happened yet (the latest is %d)", since, l.next-1)
+			err := errs.Invalid("since", "event %d has not happened yet (the latest is %d)", since, l.next-1)
+			e.mu.Unlock() // l.next is read under the lock: the loop moves it
+			return nil, since, err
 		}
 		// Events before this server started, and those pushed out of the
 		// ring, are gone.
 		oldest := e.oldestEvent()
 		if since+1 < oldest {
+			err := errs.Invalid("since", "events before %d are no longer kept; list the objects again and resume from %d", oldest, l.next-1)
 			e.mu.Unlock()
-			return nil, since, errs.Invalid("since", "events before %d are no longer kept; list the objects again and resume from %d", oldest, l.next-1)
+			return nil, since, err
 		}
 		if since+1 < l.next {
 			var out []Event
