@@ -163,15 +163,8 @@ func (s *Server) agentAssignments(w http.ResponseWriter, r *http.Request) {
 	}
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{}) // a stream outlives the server's ReadTimeout
-	stream, stop := context.WithCancel(r.Context())
+	stream, stop := s.streamContext(r)
 	defer stop()
-	go func() {
-		select {
-		case <-s.closing:
-			stop()
-		case <-stream.Done():
-		}
-	}()
 	started := false
 	enc := json.NewEncoder(w)
 	err := s.eng.AgentStream(stream, r.PathValue("agent"), gen, AgentKeepAlive, func(m *engine.AgentMessage) error {

@@ -45,15 +45,8 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.streams.give(owner)
 	rc := http.NewResponseController(w)
-	stream, stop := context.WithCancel(r.Context())
+	stream, stop := s.streamContext(r)
 	defer stop()
-	go func() {
-		select {
-		case <-s.closing:
-			stop()
-		case <-stream.Done():
-		}
-	}()
 	first := true
 	for {
 		wait := 15 * time.Second
@@ -112,3 +105,17 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 
 // eventRetryMillis is the reconnection delay an event stream asks for.
 const eventRetryMillis = 2000
+
+// streamContext is r's context, ended also when the server closes, so that
+// long-lived streams (events, assignments) do not hold up a shutdown.
+func (s *Server) streamContext(r *http.Request) (context.Context, context.CancelFunc) {
+	stream, stop := context.WithCancel(r.Context())
+	go func() {
+		select {
+		case <-s.closing:
+			stop()
+		case <-stream.Done():
+		}
+	}()
+	return stream, stop
+}

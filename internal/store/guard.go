@@ -18,8 +18,8 @@ import (
 // deleting the output and retrying: guardFS lets that error through, but
 // first re-reads free space and waits (an exponential backoff, up to
 // tableBackoffMax) so that the flush that Pebble reschedules at once
-// (compaction.go: "TODO(peter): count consecutive flush errors and
-// backoff") cannot spin a core and flood the log on a full disk.
+// (Pebble's compaction.go retries a failed flush at once, without a
+// backoff) cannot spin a core and flood the log on a full disk.
 //
 // A failed write, sync or create of a write-ahead log, a MANIFEST, a marker
 // file or a directory sync has no safe continuation in Pebble: the commit
