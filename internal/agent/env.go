@@ -18,8 +18,11 @@ const (
 // taskEnv is the environment a task's command gets on node n, on top of
 // the task's own env (which wins):
 //   - HETSCHED_TASK_ID, HETSCHED_ATTEMPT, HETSCHED_NODE;
-//   - HETSCHED_DEVICES: every assigned device as type:id (type:id@share
-//     for a share below a whole device, in milli-devices), comma-separated;
+//   - HETSCHED_DEVICES: every assigned device as type:id (type:id@500m
+//     for a share below a whole device, in milli-devices, written as the
+//     CLI's tables write it), comma-separated;
+//   - HETSCHED_WORK_DIR (set by the executor): the attempt's own work
+//     directory, also its working directory;
 //   - CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES: the assigned NVIDIA
 //     GPUs (a MIG instance by its UUID, a GPU by its index); on a node with
 //     GPUs a task given none gets "" and "void" so it cannot use any;
@@ -34,7 +37,7 @@ func taskEnv(a *engine.Assignment, n *api.Node) map[string]string {
 	for _, d := range a.Devices {
 		s := d.Type + ":" + d.ID
 		if d.Share > 0 && d.Share < 1000 {
-			s += "@" + strconv.Itoa(int(d.Share))
+			s += "@" + strconv.Itoa(int(d.Share)) + "m"
 		}
 		all = append(all, s)
 		switch d.Type {

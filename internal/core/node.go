@@ -61,6 +61,15 @@ func (n *Node) Name() string { return n.name }
 // Label returns a label value.
 func (n *Node) Label(k string) (string, bool) { v, ok := n.labels[k]; return v, ok }
 
+// EachLabel calls fn for every label selectors match: the node's own and
+// the derived ones (<device type>.model where all its devices of a type
+// are one model, hetsched.io/node).
+func (n *Node) EachLabel(fn func(k, v string)) {
+	for k, v := range n.labels {
+		fn(k, v)
+	}
+}
+
 // Capacity returns the node's healthy capacity vector (do not modify).
 func (n *Node) Capacity() *resource.Vector { return &n.capacity }
 

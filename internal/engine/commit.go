@@ -399,6 +399,15 @@ func sameCause(a, b *string) bool { return a == b || a != nil && b != nil && *a 
 // change and stages r.
 func (e *Engine) stage(r *TaskRecord, v taskView, id string, now time.Time) {
 	prev, s := r.State, v.s
+	if s.Attempt != r.Attempt && r.Node != "" {
+		// The placed attempt ended and the task goes on (re-queued or
+		// placed again): keep it in the history.
+		reason := v.reason
+		if v.cause != nil {
+			reason = *v.cause
+		}
+		r.endAttempt(now, reason)
+	}
 	r.State, r.Node, r.Devices, r.Chosen, r.Attempt, r.Reason = v.state, s.Node, s.Devices, s.Chosen, s.Attempt, v.reason
 	r.Failures, r.Cause = s.Failures, v.cause
 	switch {
@@ -407,6 +416,9 @@ func (e *Engine) stage(r *TaskRecord, v taskView, id string, now time.Time) {
 		r.Started, r.Finished = nil, nil
 	case s.State == core.Running && prev != v.state:
 		r.Started = timePtr(now)
+		if r.Scheduled == nil { // placed and started within one step
+			r.Scheduled = r.Started
+		}
 	case s.State.Terminal() && prev != v.state:
 		r.Finished = timePtr(now)
 	case s.State == core.Pending:

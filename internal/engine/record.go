@@ -55,11 +55,48 @@ type TaskRecord struct {
 	Scheduled *time.Time `json:"scheduled,omitempty"`
 	Started   *time.Time `json:"started,omitempty"`
 	Finished  *time.Time `json:"finished,omitempty"`
+	// Attempts are the task's earlier attempts that were placed and
+	// ended without ending the task (re-queued: node lost, preempted,
+	// drained, retried after a failure), oldest first, at most
+	// MaxAttempts; the fields above are the current attempt's.
+	Attempts []Attempt `json:"attempts,omitempty"`
 
 	// spec caches Spec's JSON encoding (which may lack the id when the
 	// engine generated it; the store key carries it). Immutable once set,
 	// so copies of a record share it.
 	spec []byte
+}
+
+// Attempt is an earlier attempt of a task: where it ran and how it
+// ended. Its logs stay with the agent of Node, under its number.
+type Attempt struct {
+	Attempt   int              `json:"attempt"`
+	Node      string           `json:"node,omitempty"`
+	Devices   []core.DeviceRef `json:"devices,omitempty"`
+	Scheduled *time.Time       `json:"scheduled,omitempty"`
+	Started   *time.Time       `json:"started,omitempty"`
+	Finished  time.Time        `json:"finished"`
+	ExitCode  *int             `json:"exitCode,omitempty"`
+	Reason    string           `json:"reason,omitempty"`
+}
+
+// MaxAttempts bounds the earlier attempts a record keeps (the oldest go
+// first), so that a task re-queued forever stays small.
+const MaxAttempts = 10
+
+// endAttempt moves r's current attempt into its history as ended at
+// now for reason, and clears what belonged to it. The history is copied,
+// never appended in place: copies of a record share its array.
+func (r *TaskRecord) endAttempt(now time.Time, reason string) {
+	a := Attempt{Attempt: r.Attempt, Node: r.Node, Devices: r.Devices, Scheduled: r.Scheduled, Started: r.Started,
+		Finished: now, ExitCode: r.ExitCode, Reason: reason}
+	keep := r.Attempts
+	if len(keep) >= MaxAttempts {
+		keep = keep[len(keep)-MaxAttempts+1:]
+	}
+	h := make([]Attempt, 0, len(keep)+1)
+	r.Attempts = append(append(h, keep...), a)
+	r.ExitCode = nil
 }
 
 // NodeRecord is a node as the store keeps it.
@@ -137,6 +174,15 @@ func (r *TaskRecord) appendJSON(b []byte) ([]byte, error) {
 				return b, err
 			}
 		}
+	}
+	if len(r.Attempts) > 0 {
+		// Rare (re-queued tasks only): encoding/json is fast enough.
+		h, err := json.Marshal(r.Attempts)
+		if err != nil {
+			return b, err
+		}
+		b = append(b, `,"attempts":`...)
+		b = append(b, h...)
 	}
 	return append(b, '}'), nil
 }

@@ -53,6 +53,18 @@ func TestAppendJSONMatchesMarshal(t *testing.T) {
 		for i := rapid.IntRange(0, 3).Draw(t, "devs"); i > 0; i-- {
 			r.Devices = append(r.Devices, core.DeviceRef{Type: "nvidia.com/gpu", ID: text.Draw(t, "dev"), Share: int32(i * 100)})
 		}
+		for i := rapid.IntRange(0, MaxAttempts).Draw(t, "attempts"); i > 0; i-- {
+			a := Attempt{Attempt: i, Node: text.Draw(t, "anode"), Scheduled: optTime(t, "asched"), Started: optTime(t, "astart"),
+				Finished: *timePtr(time.Unix(rapid.Int64Range(0, 4e9).Draw(t, "afin"), 0).UTC()), Reason: text.Draw(t, "areason")}
+			if rapid.Bool().Draw(t, "aexit") {
+				c := rapid.IntRange(-255, 255).Draw(t, "acode")
+				a.ExitCode = &c
+			}
+			if rapid.Bool().Draw(t, "adev") {
+				a.Devices = []core.DeviceRef{{Type: "google.com/tpu", ID: text.Draw(t, "adevid"), Model: "v5e", Share: 1000}}
+			}
+			r.Attempts = append(r.Attempts, a)
+		}
 		got, err := r.appendJSON(nil)
 		if err != nil {
 			t.Fatal(err)
@@ -95,5 +107,30 @@ func TestDecodeTaskTakesIDFromKey(t *testing.T) {
 	got, err := decodeTask("t42", b)
 	if err != nil || got.Spec.ID != "t42" {
 		t.Fatalf("got %+v, %v", got, err)
+	}
+}
+
+// TestEndAttemptKeepsTheLastAttempts: the history is bounded, keeps the
+// newest, and never writes into an array a copy of the record shares.
+func TestEndAttemptKeepsTheLastAttempts(t *testing.T) {
+	now := time.Unix(100, 0).UTC()
+	code := 3
+	r := &TaskRecord{Node: "n1", ExitCode: &code}
+	for i := 0; i < MaxAttempts+5; i++ {
+		r.Attempt = i
+		shared := *r // a published copy
+		r.endAttempt(now, "lost")
+		if i == 0 && (r.Attempts[0].ExitCode == nil || *r.Attempts[0].ExitCode != 3 || r.Attempts[0].Node != "n1") {
+			t.Fatalf("the ended attempt lost its exit code or node: %+v", r.Attempts[0])
+		}
+		if len(shared.Attempts) > 0 && shared.Attempts[len(shared.Attempts)-1].Attempt != i-1 {
+			t.Fatalf("attempt %d: the copy's history changed: %+v", i, shared.Attempts)
+		}
+		if r.ExitCode != nil {
+			t.Fatalf("attempt %d: the exit code stays with the ended attempt, the record still has %d", i, *r.ExitCode)
+		}
+	}
+	if len(r.Attempts) != MaxAttempts || r.Attempts[0].Attempt != 5 || r.Attempts[MaxAttempts-1].Attempt != MaxAttempts+4 {
+		t.Fatalf("history: %d attempts, first %d, last %d", len(r.Attempts), r.Attempts[0].Attempt, r.Attempts[len(r.Attempts)-1].Attempt)
 	}
 }

@@ -63,6 +63,8 @@ func decodeTask(key string, b []byte) (*TaskRecord, error) {
 			rec.Started, err = readTimePtr(r)
 		case "finished":
 			rec.Finished, err = readTimePtr(r)
+		case "attempts":
+			rec.Attempts, err = readAttempts(r)
 		default:
 			err = fmt.Errorf("unknown member %q", k)
 		}
@@ -154,4 +156,62 @@ func readDevices(r *jsonread.Reader) ([]core.DeviceRef, error) {
 		out = append(out, d)
 	}
 	return out, arr.Err()
+}
+
+// readAttempts reads a record's earlier attempts (at most MaxAttempts are
+// written; more is damage).
+func readAttempts(r *jsonread.Reader) ([]Attempt, error) {
+	arr, err := r.ReadArray()
+	if err != nil {
+		return nil, err
+	}
+	var out []Attempt
+	for arr.Next() {
+		if len(out) == MaxAttempts {
+			return nil, fmt.Errorf("more than %d attempts", MaxAttempts)
+		}
+		a, err := readAttempt(r)
+		if err != nil {
+			return nil, fmt.Errorf("%d: %w", len(out), err)
+		}
+		out = append(out, a)
+	}
+	return out, arr.Err()
+}
+
+func readAttempt(r *jsonread.Reader) (Attempt, error) {
+	var a Attempt
+	obj, err := r.ReadObject()
+	if err != nil {
+		return a, err
+	}
+	for obj.Next() {
+		switch k := obj.Key(); k {
+		case "attempt":
+			a.Attempt, err = readInt(r)
+		case "node":
+			a.Node, err = r.ReadString()
+		case "devices":
+			a.Devices, err = readDevices(r)
+		case "scheduled":
+			a.Scheduled, err = readTimePtr(r)
+		case "started":
+			a.Started, err = readTimePtr(r)
+		case "finished":
+			a.Finished, err = readTime(r)
+		case "exitCode":
+			var c int
+			if c, err = readInt(r); err == nil {
+				a.ExitCode = &c
+			}
+		case "reason":
+			a.Reason, err = r.ReadString()
+		default:
+			err = fmt.Errorf("unknown attempt member %q", k)
+		}
+		if err != nil {
+			return a, err
+		}
+	}
+	return a, obj.Err()
 }

@@ -112,11 +112,16 @@ type Filter struct {
 	// Job, when set, lists that job's tasks (in the job's order) instead
 	// of every task.
 	Job string
+	// Selector matches the tasks' metadata.
+	Selector api.Selector
+	// Newest lists the newest first (else in submission order).
+	Newest bool
 }
 
 func (f Filter) match(r *TaskRecord) bool {
 	return (f.State == "" || r.State == f.State) && (f.Queue == "" || r.Spec.Queue == f.Queue) &&
-		(f.Node == "" || r.Node == f.Node) && (f.Tenant == "" || r.Tenant == f.Tenant)
+		(f.Node == "" || r.Node == f.Node) && (f.Tenant == "" || r.Tenant == f.Tenant) &&
+		(f.Selector.Empty() || f.Selector.MatchesMap(r.Spec.Metadata))
 }
 
 // maxListScan bounds the records one listing call looks at, matching or
@@ -136,6 +141,9 @@ func (e *Engine) List(f Filter, cursor, limit int) (out []*TaskRecord, next int)
 			order = j.TaskIDs
 		}
 	}
+	if f.Newest {
+		return e.listNewest(f, order, cursor, limit)
+	}
 	if cursor < 0 || cursor > len(order) {
 		cursor = len(order)
 	}
@@ -148,6 +156,29 @@ func (e *Engine) List(f Filter, cursor, limit int) (out []*TaskRecord, next int)
 	}
 	if i < len(order) {
 		return out, i
+	}
+	return out, 0
+}
+
+// listNewest is List newest first. Its cursor is one more than the
+// index of the next task to look at (0: start at the newest), so tasks
+// submitted while a client pages do not shift its pages.
+func (e *Engine) listNewest(f Filter, order []string, cursor, limit int) (out []*TaskRecord, next int) {
+	i := len(order) - 1
+	switch {
+	case cursor < 0 || cursor > len(order):
+		return nil, 0 // not a cursor of this listing
+	case cursor > 0:
+		i = cursor - 1
+	}
+	for scanned := 0; i >= 0 && len(out) < limit && scanned < maxListScan; i-- {
+		scanned++
+		if r := e.tasks[order[i]]; r != nil && f.match(r) {
+			out = append(out, r)
+		}
+	}
+	if i >= 0 {
+		return out, i + 1
 	}
 	return out, 0
 }
@@ -243,6 +274,19 @@ type NodeView struct {
 	Utilization map[string]float64 `json:"utilization,omitempty"`
 	// Simulated is true when any of its devices is declared, not real.
 	Simulated bool `json:"simulated,omitempty"`
+	// DerivedLabels are the labels the scheduler adds to the node's own
+	// (nvidia.com/gpu.model: H100-80GB, hetsched.io/node: NAME), which
+	// selectors match too.
+	DerivedLabels map[string]string `json:"derivedLabels,omitempty"`
+}
+
+// Label is the node's label k, its own or a derived one.
+func (v *NodeView) Label(k string) (string, bool) {
+	if l, ok := v.Labels[k]; ok {
+		return l, true
+	}
+	l, ok := v.DerivedLabels[k]
+	return l, ok
 }
 
 // nodeViews runs on the loop.
@@ -264,6 +308,14 @@ func (e *Engine) nodeViews() []NodeView {
 				}
 			}
 			v.Tasks = n.TaskCount()
+			n.EachLabel(func(k, l string) {
+				if own, ok := spec.Labels[k]; !ok || own != l {
+					if v.DerivedLabels == nil {
+						v.DerivedLabels = map[string]string{}
+					}
+					v.DerivedLabels[k] = l
+				}
+			})
 		}
 		if u, ok := e.usage[name]; ok {
 			v.Usage = &u

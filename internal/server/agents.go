@@ -1,9 +1,7 @@
 package server
 
 import (
-	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -181,72 +179,6 @@ func (s *Server) agentAssignments(w http.ResponseWriter, r *http.Request) {
 	})
 	if err != nil && !started {
 		writeError(w, err)
-	}
-}
-
-// proxyLogs streams a task's logs from the agent that ran it.
-func (s *Server) proxyLogs(w http.ResponseWriter, r *http.Request, base, token, task string, attempt int) {
-	q := url.Values{}
-	q.Set("attempt", strconv.Itoa(attempt))
-	follow := r.URL.Query().Get("follow") == "true"
-	if follow {
-		q.Set("follow", "true")
-	}
-	if v := r.URL.Query().Get("stream"); v != "" {
-		q.Set("stream", v)
-	}
-	ctx := r.Context()
-	var cancel context.CancelFunc
-	if !follow {
-		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/logs/"+url.PathEscape(task)+"?"+q.Encode(), nil)
-	if err != nil {
-		writeError(w, errs.New(errs.Unavailable, "", "the agent's log address %q is unusable: %v", base, err))
-		return
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := s.logClient.Do(req)
-	if err != nil {
-		writeError(w, errs.New(errs.Unavailable, "", "the agent keeping the logs of task %q does not answer: %v", task, err))
-		return
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		var body struct {
-			Error struct {
-				Message string `json:"message"`
-			} `json:"error"`
-		}
-		_ = json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&body)
-		code := errs.Unavailable
-		if resp.StatusCode == http.StatusNotFound {
-			code = errs.NotFound
-		}
-		writeError(w, errs.New(code, "id", "the agent has no logs for task %q: %s", task, body.Error.Message))
-		return
-	}
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Time{})
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.WriteHeader(http.StatusOK)
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := resp.Body.Read(buf)
-		if n > 0 {
-			if _, werr := w.Write(buf[:n]); werr != nil {
-				return
-			}
-			if follow {
-				_ = rc.Flush()
-			}
-		}
-		if err != nil {
-			return
-		}
 	}
 }
 

@@ -276,12 +276,15 @@ type taskView struct {
 	Scheduled *time.Time       `json:"scheduled,omitempty"`
 	Started   *time.Time       `json:"started,omitempty"`
 	Finished  *time.Time       `json:"finished,omitempty"`
+	// Attempts are the earlier attempts, oldest first (the fields above
+	// are the current one's).
+	Attempts []engine.Attempt `json:"attempts,omitempty"`
 }
 
 func view(r *engine.TaskRecord) taskView {
 	return taskView{Task: r.Spec, State: r.State, Node: r.Node, Devices: r.Devices, Chosen: r.Chosen,
 		Attempt: r.Attempt, ExitCode: r.ExitCode, Reason: r.Reason, Submitted: r.Submitted,
-		Scheduled: r.Scheduled, Started: r.Started, Finished: r.Finished}
+		Scheduled: r.Scheduled, Started: r.Started, Finished: r.Finished, Attempts: r.Attempts}
 }
 
 // submitTasks decodes the body and submits; it returns the durable ids
@@ -498,6 +501,19 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	var err error
+	if f.Selector, err = selectorOf(q); err != nil {
+		writeError(w, err)
+		return
+	}
+	switch o := q.Get("order"); o {
+	case "", "oldest":
+	case "newest":
+		f.Newest = true
+	default:
+		writeError(w, errs.Invalid("order", "must be oldest (submission order, the default) or newest, got %q", o))
+		return
+	}
 	if job := q.Get("job"); job != "" {
 		f.Job = p.qualify(job)
 		if j, _, ok := s.eng.Job(f.Job); !ok || !p.sees(j.Tenant) {
@@ -520,6 +536,15 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 		body["cursor"] = strconv.Itoa(next)
 	}
 	writeJSON(w, http.StatusOK, body)
+}
+
+// selectorOf reads a listing's label selector (selector=).
+func selectorOf(q url.Values) (api.Selector, error) {
+	sel, err := api.ParseSelector(q.Get("selector"))
+	if err != nil {
+		return api.Selector{}, errs.Invalid("selector", "%v", err)
+	}
+	return sel, nil
 }
 
 // pageOf reads a listing's limit (1..10000, default 100) and cursor.
@@ -555,40 +580,6 @@ func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
 	if rec, ok := s.owned(w, r); ok {
 		writeTask(w, http.StatusOK, localRec(principalOf(w, r).scope(), rec))
 	}
-}
-
-// logs is GET /api/v1/tasks/{id}/logs?follow=&stream=stdout|stderr. Only
-// tasks with a command have logs; they are kept where the command ran, by
-// the agent of the task's node, and proxied from it (its latest attempt);
-// 503 when that agent is not connected.
-func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
-	rec, ok := s.owned(w, r)
-	if !ok {
-		return
-	}
-	q := r.URL.Query()
-	if v := q.Get("follow"); v != "" && v != "true" && v != "false" {
-		writeError(w, errs.Invalid("follow", "must be true or false, got %q", v))
-		return
-	}
-	if v := q.Get("stream"); v != "" && v != "stdout" && v != "stderr" {
-		writeError(w, errs.Invalid("stream", "must be stdout or stderr, got %q", v))
-		return
-	}
-	if len(rec.Spec.Command) == 0 {
-		writeError(w, errs.Invalid("id", "task %q is a lease (it has no command), so it has no logs", rec.Spec.ID))
-		return
-	}
-	if rec.Node == "" {
-		writeError(w, errs.New(errs.Conflict, "id", "task %q has not been placed yet (state %s): no logs so far", rec.Spec.ID, rec.State))
-		return
-	}
-	base, token, ok := s.eng.AgentLogs(rec.Node)
-	if !ok {
-		writeError(w, errs.New(errs.Unavailable, "", "the logs of task %q are kept by the agent of node %q, and no agent serves that node now", rec.Spec.ID, rec.Node))
-		return
-	}
-	s.proxyLogs(w, r, base, token, rec.Spec.ID, rec.Attempt)
 }
 
 func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
@@ -652,11 +643,27 @@ func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
 	s.getTask(w, r)
 }
 
+// listNodes is GET /api/v1/nodes?selector=: every node, or those whose
+// labels (their own and the derived ones) match the selector.
 func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
+	sel, err := selectorOf(r.URL.Query())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
 	nodes, err := s.eng.NodeViews(r.Context())
 	if err != nil {
 		writeError(w, err)
 		return
+	}
+	if !sel.Empty() {
+		kept := nodes[:0]
+		for _, n := range nodes {
+			if sel.Matches(n.Label) {
+				kept = append(kept, n)
+			}
+		}
+		nodes = kept
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"nodes": nodes})
 }

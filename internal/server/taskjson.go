@@ -71,6 +71,14 @@ func appendTaskView(b []byte, r *engine.TaskRecord) ([]byte, error) {
 			}
 		}
 	}
+	if len(r.Attempts) > 0 {
+		h, err := json.Marshal(r.Attempts) // re-queued tasks only
+		if err != nil {
+			return b[:start], err
+		}
+		b = append(b, `,"attempts":`...)
+		b = append(b, h...)
+	}
 	return append(b, '}'), nil
 }
 

@@ -192,7 +192,7 @@ func TestOutputExitCodeEnvWorkDirAndLeftovers(t *testing.T) {
 	env := sh("env", `echo "$FOO"; pwd -P`)
 	env.Env = map[string]string{"FOO": "bar baz", "PATH": os.Getenv("PATH")}
 	// No shell: a shell fixes PWD itself.
-	pwd := Spec{Task: "pwd", Command: []string{"printenv", "PWD", "FOO"}, Env: map[string]string{"FOO": "x"}}
+	pwd := Spec{Task: "pwd", Command: []string{"printenv", "PWD", "FOO", "HETSCHED_WORK_DIR"}, Env: map[string]string{"FOO": "x"}}
 	specs := []Spec{
 		sh("out", "echo out; echo err >&2"),
 		sh("exit3", "exit 3"),
@@ -255,7 +255,7 @@ func TestOutputExitCodeEnvWorkDirAndLeftovers(t *testing.T) {
 		t.Errorf("env: stdout %q, want %q", s, want)
 	}
 	pwdWork := filepath.Join(taskDir(dir, "pwd", 0), workDir)
-	if s, want := readFile(t, filepath.Join(taskDir(dir, "pwd", 0), stdoutLog)), pwdWork+"\nx\n"; s != want {
+	if s, want := readFile(t, filepath.Join(taskDir(dir, "pwd", 0), stdoutLog)), pwdWork+"\nx\n"+pwdWork+"\n"; s != want {
 		t.Errorf("pwd: stdout %q, want %q", s, want)
 	}
 

@@ -352,11 +352,13 @@ func waitGroupGone(pgid int, d time.Duration) bool {
 	return true
 }
 
-// commandEnv is env overlaid by spec (spec wins) with PWD set to work
-// unless spec sets it; spec's variables come last, sorted.
+// commandEnv is env overlaid by spec (spec wins) with PWD and
+// HETSCHED_WORK_DIR set to work unless spec sets them; spec's variables
+// come last, sorted.
 func commandEnv(env []string, spec map[string]string, work string) []string {
-	over := make(map[string]string, len(spec)+1)
+	over := make(map[string]string, len(spec)+2)
 	over["PWD"] = work
+	over["HETSCHED_WORK_DIR"] = work
 	for k, v := range spec {
 		over[k] = v
 	}

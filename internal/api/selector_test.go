@@ -1,0 +1,87 @@
+package api
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestSelector(t *testing.T) {
+	labels := map[string]string{"team": "vision", "env": "prod", "nvidia.com/gpu.model": "H100-80GB"}
+	for _, c := range []struct {
+		sel  string
+		want bool
+	}{
+		{"", true},
+		{"team=vision", true},
+		{"team==vision", true},
+		{"team = vision", true},
+		{"team=nlp", false},
+		{"team!=nlp", true},
+		{"team!=vision", false},
+		{"absent!=x", true},
+		{"team", true},
+		{"absent", false},
+		{"!absent", true},
+		{"!team", false},
+		{"team=vision,env=prod", true},
+		{"team=vision, env=dev", false},
+		{"env in (dev,prod)", true},
+		{"env in (dev, test)", false},
+		{"env notin (dev,test)", true},
+		{"env notin (prod)", false},
+		{"absent notin (x)", true},
+		{"nvidia.com/gpu.model=H100-80GB", true},
+		{"nvidia.com/gpu.model in (A100-40GB,H100-80GB),team", true},
+	} {
+		s, err := ParseSelector(c.sel)
+		if err != nil {
+			t.Errorf("ParseSelector(%q): %v", c.sel, err)
+			continue
+		}
+		if got := s.MatchesMap(labels); got != c.want {
+			t.Errorf("%q matches %v = %v, want %v", c.sel, labels, got, c.want)
+		}
+	}
+	for sel, want := range map[string]string{
+		"team=vision,":      "empty requirement",
+		",team":             "empty requirement",
+		"team=a=b":          "holds a character",
+		"team!vision":       "'!' must start a key",
+		"env in dev":        "parentheses",
+		"env in (a,(b))":    "nested",
+		"env in (a":         "unclosed",
+		"env) in (a":        "unmatched",
+		"=x":                "no key",
+		"bad key!=x":        "",
+		"env between (a,b)": "want key=value",
+		"a=\x1b[31m":        "control",
+		strings.Repeat("k,", MaxSelectorTerms) + "k": "more than",
+		strings.Repeat("k", MaxSelectorLen+1):        "longer than",
+	} {
+		_, err := ParseSelector(sel)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseSelector(%q) = %v, want an error containing %q", sel, err, want)
+		}
+	}
+}
+
+func FuzzParseSelector(f *testing.F) {
+	for _, s := range []string{"team=vision", "a!=b,c", "!x", "k in (a,b)", "k notin (a)", "a=(", ",,", "!"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		sel, err := ParseSelector(s)
+		if err != nil {
+			return
+		}
+		if len(sel.reqs) > MaxSelectorTerms {
+			t.Fatalf("%q: %d requirements", s, len(sel.reqs))
+		}
+		for _, r := range sel.reqs {
+			if ValidateLabelKey(r.key) != nil {
+				t.Fatalf("%q: accepted key %q", s, r.key)
+			}
+		}
+		sel.MatchesMap(map[string]string{"a": "b"})
+	})
+}
