@@ -81,6 +81,9 @@ type Core struct {
 	jobs     map[string]*job
 	joining  *job    // the job of the task being submitted
 	gangWait []*gang // gangs with pending members
+	// gangTold lists the gangs whose members' reason changed since the
+	// last TakeOutput, which reports each member (gangReport).
+	gangTold []*gang
 	gangAff  *gangAffinity
 	capSeq   uint64 // bumps when capacity may have appeared (wake)
 	// fullSearch makes every search complete (no MaxVisit budget): a gang
@@ -147,6 +150,7 @@ func (c *Core) Stats() Stats { return c.stats }
 // them. The returned slices are reused by the core at the next TakeOutput
 // call: copy what must outlive it.
 func (c *Core) TakeOutput() Output {
+	c.gangReport()
 	o := c.out
 	c.out = c.spare
 	c.out.reset()

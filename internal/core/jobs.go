@@ -27,8 +27,11 @@ import (
 //     so far, and rolls every placement back (checkpoint, rollback) unless
 //     at least MinMember end up placed. Nothing is held between tries. A
 //     member that stops without success restarts the gang (the others are
-//     re-queued); a gang that has not started within Timeout fails with the
-//     shortfall.
+//     re-queued); a gang that has not started within Timeout fails saying
+//     what blocked it (topology is a preference: named only as one it
+//     could not meet). The waiting members of a gang share one reason, set
+//     from gang-level state at the end of each schedule pass; when it
+//     changes, the output names every waiting member (gangReport).
 
 // JobSpec is what the core needs of a job; its tasks are submitted after
 // it with SubmitJobTask.
@@ -75,9 +78,23 @@ type gang struct {
 	failed   int     // members that ended without success for good
 	done     int     // members that succeeded (they count towards minMember)
 	deferred int     // consecutive tries cut short by the search budget
-	reason   string
+	// reason is the gang's own verdict (its last failed try, or why it
+	// restarted), "" for none; it is dropped when the ready list changes.
+	reason string
+	// shown is what every ready member shows (Task.Reason), set at the end
+	// of each schedule pass (gangShow) from gang-level state only; shownWhy
+	// and shownN are the reason and placed+done+len(ready) it was made
+	// from.
+	shown    string
+	shownWhy string
+	shownN   int
+	told     bool // in Core.gangTold
 	restart  bool // restarting: members leaving now do not restart it again
 	failing  bool // failing its members: no second verdict per member
+	// The last failed try since the gang last started or restarted:
+	// lastFit of lastOf pending members could be placed together,
+	// lastNeed were needed (lastOf 0: none).
+	lastFit, lastOf, lastNeed int
 }
 
 // maxGangTries bounds the gangs tried per schedule call;
@@ -248,19 +265,61 @@ func (c *Core) gangEnqueue(t *Task) {
 	t.gready = true
 	g.ready = append(g.ready, t)
 	g.dirty = true
+	g.reason = "" // a verdict on the ready list before t joined
 	if !g.waiting {
 		g.waiting = true
 		g.since = c.now
 		c.gangWait = append(c.gangWait, g)
 	}
-	t.reason = c.gangWaitReason(g)
 }
 
+// gangWaitReason is the one reason every ready member of g shows: the
+// gang's own verdict, else how many members are there to start it. It
+// reads gang-level state only.
 func (c *Core) gangWaitReason(g *gang) string {
 	if g.reason != "" {
 		return g.reason
 	}
 	return fmt.Sprintf("waiting for its gang: %d of %d members pending, placed or done (minMember %d)", g.placed+g.done+len(g.ready), len(g.members)+len(g.want), g.min)
+}
+
+// gangShow sets the reason every ready member of g shows (Task.Reason:
+// one for all of them, so that they say the same at the same moment),
+// when its inputs changed.
+func (c *Core) gangShow(g *gang) {
+	n := g.placed + g.done + len(g.ready)
+	if g.shown != "" && n == g.shownN && g.reason == g.shownWhy {
+		return
+	}
+	r := c.gangWaitReason(g)
+	if r != g.shown && !g.told {
+		g.told = true
+		c.gangTold = append(c.gangTold, g)
+	}
+	g.shown, g.shownWhy, g.shownN = r, g.reason, n
+}
+
+// gangReport adds to the output, for each gang whose members' reason
+// changed since the last TakeOutput, one UnschedulableClass per waiting
+// member: the reason changed for all of them, not only for those a
+// transition names.
+func (c *Core) gangReport() {
+	for i, g := range c.gangTold {
+		g.told = false
+		c.gangTold[i] = nil
+		for _, t := range g.ready {
+			c.out.Unschedulable = append(c.out.Unschedulable, UnschedulableClass{Sample: t.id, Count: len(g.ready), Reason: g.shown})
+		}
+	}
+	c.gangTold = c.gangTold[:0]
+}
+
+// showGangReasons ends a schedule pass: the waiting gangs' members show
+// their gang's reason as it is now.
+func (c *Core) showGangReasons() {
+	for _, g := range c.gangWait {
+		c.gangShow(g)
+	}
 }
 
 // gangUnqueue takes a ready member out of its gang's ready list.
@@ -273,6 +332,7 @@ func (c *Core) gangUnqueue(t *Task) {
 			break
 		}
 	}
+	g.reason = "" // a verdict on the ready list t was part of
 }
 
 // placeGangs tries the waiting gangs that could start now. Gangs left
@@ -330,6 +390,8 @@ func (c *Core) gangRestart(g *gang, why string) {
 		}
 	}
 	g.restart = false
+	g.reason = why // what its members show until the next try
+	g.lastOf = 0
 }
 
 // gangAffinity steers a gang try's placements towards nodes that share
@@ -410,11 +472,9 @@ func (c *Core) tryGang(g *gang) {
 		g.placed += len(newly)
 		g.started = true
 		g.reason = ""
+		g.lastOf = 0
 		if len(g.ready) > 0 {
 			g.tried = c.capSeq // the rest wait for capacity
-		}
-		for _, t := range g.ready {
-			t.reason = c.gangWaitReason(g)
 		}
 		return
 	}
@@ -432,10 +492,8 @@ func (c *Core) tryGang(g *gang) {
 		g.dirty = true
 		c.retrySoon()
 	}
-	g.reason = fmt.Sprintf("gang of job %s: %d of %d pending members fit together now, %d needed to start", g.job.id, len(newly), len(ready), g.min-g.placed-g.done)
-	for _, t := range g.ready {
-		t.reason = g.reason
-	}
+	g.lastFit, g.lastOf, g.lastNeed = len(newly), len(ready), g.min-g.placed-g.done
+	g.reason = fmt.Sprintf("gang of job %s: %d of %d pending members fit together now, %d needed to start", g.job.id, g.lastFit, g.lastOf, g.lastNeed)
 }
 
 var defaultGangTopology = []string{"nvlink", "ici", "rack"}
@@ -488,10 +546,14 @@ func (c *Core) nextGangTimeout() (int64, bool) {
 	return best, ok
 }
 
-// gangShortfall explains why a gang could not start: what its pending
-// members need in total of the resource they need most, against the most
-// that one topology domain (or one node) has free. It walks every node
-// once; it runs only when a gang times out.
+// gangShortfall explains why a gang could not start: too few members to
+// reach MinMember, or what its last try could place; then what its
+// pending members ask in all of the resource they ask most, against what
+// the whole cluster and its freest node have free. Topology is only a
+// preference: the largest free domain of the first topology key the
+// nodes carry is named when no domain could hold all the pending members
+// (a preference it could not meet), never as a requirement. It walks
+// every node once; it runs only when a gang times out.
 func (c *Core) gangShortfall(g *gang) string {
 	var need resource.Vector
 	for _, t := range g.ready {
@@ -514,43 +576,53 @@ func (c *Core) gangShortfall(g *gang) string {
 	if keys == nil {
 		keys = defaultGangTopology
 	}
-	// One walk: free capacity per domain of every key, and per node.
+	// One walk: free capacity in all, on the freest node, and per domain
+	// of every key.
 	byKey := make([]map[string]int64, len(keys))
 	for i := range byKey {
 		byKey[i] = map[string]int64{}
 	}
-	byNode := map[string]int64{}
+	var total, node int64
 	for _, n := range c.idx.order {
 		if !n.Schedulable() {
 			continue
 		}
 		f := n.capacity[dim] - n.alloc[dim]
-		byNode[n.name] = f
+		total += f
+		node = max(node, f)
 		for i, k := range keys {
 			if v, ok := n.labels[k]; ok {
 				byKey[i][v] += f
 			}
 		}
 	}
-	key, free := "", byNode
-	for i, k := range keys {
-		if len(byKey[i]) > 0 {
-			key, free = k, byKey[i]
-			break
-		}
-	}
-	var largest int64
-	for _, v := range free {
-		largest = max(largest, v)
-	}
-	domain := "node"
-	if key != "" {
-		domain = key + " domain"
-	}
 	name := string(c.dims.Name(dim))
-	return fmt.Sprintf("gang of job %s did not start within %s: needs %s %s in one %s, the largest free %s has %s (%d of %d members pending)",
-		g.job.id, durString(g.timeout), c.formatQty(dim, need[dim]), name, domain, domain, c.formatQty(dim, largest),
-		len(g.ready), len(g.members)+len(g.want))
+	var parts []string
+	switch have := g.placed + g.done + len(g.ready); {
+	case have < g.min:
+		parts = append(parts, fmt.Sprintf("%d of its %d members pending, placed or done, minMember %d",
+			have, len(g.members)+len(g.want), g.min))
+	case g.lastOf > 0:
+		parts = append(parts, fmt.Sprintf("%d of %d pending members could be placed together at its last try, %d needed to start",
+			g.lastFit, g.lastOf, g.lastNeed))
+	}
+	parts = append(parts, fmt.Sprintf("its %d pending members ask %s %s in all, the cluster has %s free (at most %s on one node)",
+		len(g.ready), c.formatQty(dim, need[dim]), name, c.formatQty(dim, total), c.formatQty(dim, node)))
+	for i, k := range keys {
+		if len(byKey[i]) == 0 {
+			continue
+		}
+		var largest int64
+		for _, v := range byKey[i] {
+			largest = max(largest, v)
+		}
+		if largest < need[dim] {
+			parts = append(parts, fmt.Sprintf("its preference for one %s domain could not be met either: the largest free %s domain has %s",
+				k, k, c.formatQty(dim, largest)))
+		}
+		break
+	}
+	return fmt.Sprintf("gang of job %s did not start within %s: %s", g.job.id, durString(g.timeout), strings.Join(parts, "; "))
 }
 
 func (c *Core) formatQty(dim int, v int64) string {

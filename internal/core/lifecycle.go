@@ -317,6 +317,7 @@ func (c *Core) schedule() {
 	for b := 0; b < nBands; b++ {
 		if c.callPlaced >= c.cfg.MaxPlacementsPerCall {
 			c.retryAt, c.retrySet = c.now, true
+			c.showGangReasons()
 			return
 		}
 		if !c.due(b) {
@@ -335,6 +336,7 @@ func (c *Core) schedule() {
 	}
 	if len(c.gangWait) > 0 {
 		c.placeGangs()
+		c.showGangReasons()
 	}
 }
 

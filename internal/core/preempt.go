@@ -242,6 +242,7 @@ func (c *Core) evict(v, t *Task, n *Node) {
 		c.requeue(v, Preempted, why)
 		return
 	}
+	whole := why + " (gang of job " + g.job.id + " evicted whole)"
 	g.restart = true
 	for _, m := range g.members {
 		if m.state != Scheduled && m.state != Running {
@@ -253,11 +254,13 @@ func (c *Core) evict(v, t *Task, n *Node) {
 		}
 		c.stats.Preempted++
 		c.out.Preemptions = append(c.out.Preemptions, Preemption{Victim: m.id, By: t.id, Node: m.node.name, Reason: r})
-		c.requeue(m, Preempted, why+" (gang of job "+g.job.id+" evicted whole)")
+		c.requeue(m, Preempted, whole)
 	}
 	g.restart = false
 	g.started = false
 	g.since = c.now
+	g.reason = whole // what its members show until the next try
+	g.lastOf = 0
 }
 
 // potentialFits reports whether o could fit on n if every task m may evict

@@ -15,7 +15,7 @@ import (
 //   - Max caps what the placed tasks of a queue and of its descendants
 //     hold, per resource. A placement that would pass the max of the
 //     task's queue or of any ancestor does not fit, with the reason "queue
-//     team-a max reached: nvidia.com/gpu 16/16".
+//     team-a max reached: nvidia.com/gpu 14 used + 4 asked > 16 max".
 //   - Below its max a queue may use any idle capacity: it borrows beyond
 //     its guarantee. Reclaim (preempt.go) takes borrowed capacity back for
 //     a queue under its guarantee.
@@ -193,8 +193,9 @@ func (c *Core) queueCheck(t *Task, o *Option) *Status {
 		for _, l := range q.limits {
 			if q.used[l.dim]-q.evicted[l.dim]+o.req[l.dim] > l.max {
 				q.hit = true
-				return NewUnschedulable(fmt.Sprintf("queue %s max reached: %s %s/%s", q.name,
-					c.dims.Name(l.dim), c.formatQty(l.dim, q.used[l.dim]-q.evicted[l.dim]), c.formatQty(l.dim, l.max)))
+				return NewUnschedulable(fmt.Sprintf("queue %s max reached: %s %s used + %s asked > %s max", q.name,
+					c.dims.Name(l.dim), c.formatQty(l.dim, q.used[l.dim]-q.evicted[l.dim]), c.formatQty(l.dim, o.req[l.dim]),
+					c.formatQty(l.dim, l.max)))
 			}
 		}
 	}

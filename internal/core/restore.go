@@ -169,7 +169,7 @@ func (c *Core) SavedState(id string) (Saved, bool) {
 	if !ok {
 		return Saved{}, false
 	}
-	s := Saved{State: t.state, Chosen: int(t.chosen), Attempt: int(t.attempt), Reason: t.reason, Failures: int(t.failures)}
+	s := Saved{State: t.state, Chosen: int(t.chosen), Attempt: int(t.attempt), Reason: t.ownReason(), Failures: int(t.failures)}
 	if t.job != nil {
 		s.Job = t.job.id
 	}

@@ -166,7 +166,7 @@ func (t *Task) Node() *Node { return t.node }
 // A pending task whose class could not be placed reports why, after the
 // reason it went back to pending (if any).
 func (t *Task) Reason() string {
-	r := t.reason
+	r := t.ownReason()
 	if t.state == Pending && t.q != nil && t.q.blocked && t.q.lastReason != "" {
 		if r != "" {
 			r += "; " + t.q.lastReason
@@ -182,6 +182,16 @@ func (t *Task) Reason() string {
 		return w
 	}
 	return r
+}
+
+// ownReason is the task's reason before its class's: a member waiting
+// for its gang has the gang's (gangShow), which all its waiting members
+// share; until the gang's first schedule pass (after a restore), its own.
+func (t *Task) ownReason() string {
+	if t.gready && t.gang.shown != "" {
+		return t.gang.shown
+	}
+	return t.reason
 }
 
 // classKey builds the scheduling-class key of a validated spec. Options are

@@ -95,7 +95,9 @@ type Transition struct {
 // UnschedulableClass reports that the tasks of one scheduling class at one
 // level could not be placed, with the reason summary; it is reported when
 // the reason changes. Sample is one of the tasks; Count is how many tasks of
-// the class were waiting at that level.
+// the class were waiting at that level. A gang whose waiting members' one
+// reason changed is reported once per member instead (each its Sample,
+// Count the members waiting), so that every member's reason is re-read.
 type UnschedulableClass struct {
 	Sample string
 	Count  int

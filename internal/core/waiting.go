@@ -29,8 +29,12 @@ func (c *Core) Waiting(fn func(queue, reason string, n int)) {
 		}
 	}
 	for _, g := range c.gangWait {
+		if len(g.ready) == 0 {
+			continue
+		}
+		r := c.gangWaitReason(g)
 		for _, m := range g.ready {
-			fn(name(m.queue), c.gangWaitReason(g), 1)
+			fn(name(m.queue), r, 1)
 		}
 	}
 	for _, q := range allQueueNodes(c) {

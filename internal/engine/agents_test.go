@@ -458,7 +458,7 @@ func TestQueueMaxHoldsAcrossRestart(t *testing.T) {
 	}
 	r1, _ := e.Task("q1")
 	r2, _ := e.Task("q2")
-	if r1.State != "scheduled" || r2.State != "pending" || !strings.Contains(r2.Reason, "queue team-a max reached: nvidia.com/gpu 1/1") {
+	if r1.State != "scheduled" || r2.State != "pending" || !strings.Contains(r2.Reason, "queue team-a max reached: nvidia.com/gpu 1 used + 1 asked > 1 max") {
 		t.Fatalf("q1 %s, q2 %s %q", r1.State, r2.State, r2.Reason)
 	}
 	e.Close()
