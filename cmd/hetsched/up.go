@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/signal"
 	"syscall"
 	"time"
@@ -26,11 +28,38 @@ heterogeneous fleet: two 8-GPU nodes of different models (H100, A100), one
 simulated, next to this machine as discovered (real CPU and memory, GPUs in
 an nvml build, TPUs). Every task's command runs on this machine with the
 device variables (CUDA_VISIBLE_DEVICES, TPU_VISIBLE_CHIPS, ...) of the
-devices the scheduler chose. Ctrl-C stops everything.`,
+devices the scheduler chose, and $HETSCHED_SHARED_DIR (DATA-DIR/shared),
+a directory every task shares. Queues: --queues FILE (the format of
+examples/queues.yaml), else a default tree (team-a, team-b) on a store
+without queues; hetsched apply -f FILE changes them.
+
+Ctrl-C stops everything: running tasks get SIGTERM and --grace to exit,
+and up says which it waits for; a second Ctrl-C kills them at once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
+			// The first Ctrl-C (or SIGTERM) stops, giving running tasks
+			// their grace; the second kills them.
+			sigs := make(chan os.Signal, 2)
+			signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+			defer signal.Stop(sigs)
+			ctx, cancel := context.WithCancel(cmd.Context())
+			defer cancel()
+			kill, done := make(chan struct{}), make(chan struct{})
+			defer close(done)
+			go func() {
+				select {
+				case <-sigs:
+					cancel()
+				case <-done:
+					return
+				}
+				select {
+				case <-sigs:
+					close(kill)
+				case <-done:
+				}
+			}()
+			opt.Kill = kill
 			level := slog.LevelWarn
 			if verbose {
 				level = slog.LevelInfo
@@ -41,6 +70,7 @@ devices the scheduler chose. Ctrl-C stops everything.`,
 	}
 	cmd.Flags().StringVar(&opt.DataDir, "data-dir", up.DefaultDataDir(), "directory of the store and the agents' work dirs")
 	cmd.Flags().StringVar(&opt.Listen, "listen", "127.0.0.1:7070", "API address (loopback: up runs without auth)")
+	cmd.Flags().StringVar(&opt.Queues, "queues", "", "queue tree file (YAML or JSON, the format of examples/queues.yaml) to put at start; default: team-a and team-b on a store without queues")
 	cmd.Flags().StringVar(&opt.Policy, "policy", core.DefaultConfig().Policy, "scheduling policy (see hetsched policies)")
 	cmd.Flags().DurationVar(&opt.Grace, "grace", 10*time.Second, "SIGTERM to SIGKILL grace when a task is killed")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "log server and agent activity (info level)")

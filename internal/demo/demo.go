@@ -31,6 +31,9 @@ var fleetYAML []byte
 //go:embed workload.yaml
 var workloadYAML []byte
 
+//go:embed queues.yaml
+var queuesYAML []byte
+
 // Fleet is the --nodes file format.
 type Fleet struct {
 	Nodes []api.Node `json:"nodes"`
@@ -54,6 +57,27 @@ func DefaultFleet() (Fleet, error) {
 		return f, fmt.Errorf("embedded fleet: %w", err)
 	}
 	return f, nil
+}
+
+// DefaultQueues returns the embedded queue tree of `hetsched up`
+// (queues.yaml), validated queue by queue; the root is the implicit parent
+// (Parent "").
+func DefaultQueues() ([]api.Queue, error) {
+	var f struct {
+		Queues []api.Queue `json:"queues"`
+	}
+	if err := yaml.UnmarshalStrict(queuesYAML, &f); err != nil {
+		return nil, fmt.Errorf("embedded queues: %w", err)
+	}
+	for i := range f.Queues {
+		if f.Queues[i].Parent == api.RootQueue {
+			f.Queues[i].Parent = ""
+		}
+		if err := f.Queues[i].Validate(); err != nil {
+			return nil, fmt.Errorf("embedded queues[%d]: %w", i, err)
+		}
+	}
+	return f.Queues, nil
 }
 
 // DefaultWorkload returns the embedded workload.

@@ -132,3 +132,44 @@ func TestLocalNodeIsValid(t *testing.T) {
 		t.Errorf("local node has no cpu: %v", n.Capacity)
 	}
 }
+
+// TestDefaultQueuesFitTheFleet: up's default tree is a valid tree whose
+// guarantees the default fleet can hold.
+func TestDefaultQueuesFitTheFleet(t *testing.T) {
+	qs, err := DefaultQueues()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(qs) < 2 {
+		t.Fatalf("%d queues", len(qs))
+	}
+	f, _ := fixture(t)
+	capacity := resource.List{}
+	for _, n := range f.Nodes {
+		for r, v := range n.Capacity {
+			capacity[r] += v
+		}
+		for _, d := range n.Devices {
+			capacity[resource.Name(d.Type)] += 1000
+		}
+	}
+	all := map[string]*api.Queue{}
+	held := resource.List{}
+	for i := range qs {
+		q := &qs[i]
+		if err := api.ValidateQueueTree(q, all); err != nil {
+			t.Fatalf("queue %s: %v", q.Name, err)
+		}
+		all[q.Name] = q
+		if q.Parent == "" {
+			for r, v := range q.Guaranteed {
+				held[r] += v
+			}
+		}
+	}
+	for r, v := range held {
+		if v > capacity[r] {
+			t.Errorf("the top queues are guaranteed %s of %s; the fleet has %s", r.Format(v), r, r.Format(capacity[r]))
+		}
+	}
+}

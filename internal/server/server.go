@@ -116,6 +116,7 @@ func (s *Server) table() []route {
 		{"GET /api/v1/tasks/{id}/logs", s.guard(s.logs, RoleTenant)},
 		{"GET /api/v1/nodes", s.guard(s.listNodes, RoleTenant, RoleAgent)},
 		{"GET /api/v1/nodes/{name}", s.guard(s.getNode, RoleTenant, RoleAgent)},
+		{"PUT /api/v1/nodes/{name}", s.guard(s.putNode)},
 		{"POST /api/v1/agents/register", s.guard(s.agentRegister, RoleAgent)},
 		{"POST /api/v1/agents/{agent}/heartbeat", s.guard(s.agentHeartbeat, RoleAgent)},
 		{"GET /api/v1/agents/{agent}/assignments", s.guard(s.agentAssignments, RoleAgent)},

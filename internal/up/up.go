@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -22,6 +23,7 @@ import (
 	"github.com/hetsched/hetsched/internal/agent"
 	"github.com/hetsched/hetsched/internal/agent/discover"
 	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/cli"
 	"github.com/hetsched/hetsched/internal/demo"
 	"github.com/hetsched/hetsched/internal/server"
 )
@@ -31,6 +33,10 @@ type Options struct {
 	DataDir string
 	Listen  string
 	Policy  string
+	// Queues is a queue tree file (the --queues format) put at start;
+	// empty: the default tree (demo.DefaultQueues) when the store has no
+	// queues yet, else the store's.
+	Queues string
 	// Grace is the SIGTERM→SIGKILL grace of killed tasks (default 10s).
 	Grace time.Duration
 	// Shim and ShimEnv start the agents' per-task shim (default: this
@@ -41,7 +47,17 @@ type Options struct {
 	// Ready, when set, is called with the API URL once every agent has
 	// registered.
 	Ready func(url string)
+	// Kill, when it is closed (or sent on) while up stops, kills the
+	// running tasks at once instead of waiting for their grace: the second
+	// Ctrl-C.
+	Kill <-chan struct{}
 }
+
+// SharedDirEnv names the directory every task of up finds in its
+// environment: all of up's nodes are this machine, so tasks (of one job,
+// or one example feeding the next) share files there, under the user's
+// data dir rather than a /tmp every user and run shares.
+const SharedDirEnv = "HETSCHED_SHARED_DIR"
 
 // DefaultDataDir is where `up` keeps its store and agent work dirs.
 func DefaultDataDir() string {
@@ -64,7 +80,22 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	if opt.Listen == "" {
 		opt.Listen = "127.0.0.1:7070"
 	}
+	if opt.Grace <= 0 {
+		opt.Grace = 10 * time.Second
+	}
+	// The shims get attempt directories under it as arguments, with the
+	// directory as their working directory: a relative path would not
+	// name it from there.
+	dataDir, err := filepath.Abs(opt.DataDir)
+	if err != nil {
+		return fmt.Errorf("data-dir: %w", err)
+	}
+	opt.DataDir = dataDir
 	fleet, err := demo.DefaultFleet()
+	if err != nil {
+		return err
+	}
+	defaults, err := demo.DefaultQueues()
 	if err != nil {
 		return err
 	}
@@ -72,17 +103,22 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(opt.DataDir, 0o755); err != nil {
+	shared := filepath.Join(opt.DataDir, "shared")
+	if err := os.MkdirAll(shared, 0o755); err != nil {
 		return fmt.Errorf("data-dir: %w", err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	shimEnv := append(slices.Clip(opt.ShimEnv), SharedDirEnv+"="+shared)
+	// The server stops after the agents (stop below), not with ctx: while
+	// they stop, it still answers (which tasks they wait for, their
+	// reports).
+	sctx, stopServer := context.WithCancel(context.Background())
+	defer stopServer()
 	addr := make(chan string, 1)
 	srvErr := make(chan error, 1)
 	go func() {
-		srvErr <- server.Run(ctx, io.Discard, server.Options{
+		srvErr <- server.Run(sctx, io.Discard, server.Options{
 			Listen: opt.Listen, DataDir: filepath.Join(opt.DataDir, "store"), Policy: opt.Policy,
-			Logger: lg, Ready: func(a string) { addr <- a },
+			QueuesFile: opt.Queues, Logger: lg, Ready: func(a string) { addr <- a },
 		})
 	}()
 	var url string
@@ -90,10 +126,11 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	case a := <-addr:
 		url = "http://" + a
 	case err := <-srvErr:
-		if err == nil {
-			err = ctx.Err()
-		}
 		return fmt.Errorf("server: %w", err)
+	case <-ctx.Done():
+		stopServer()
+		<-srvErr
+		return nil
 	}
 	nodes := append(fleet.Nodes, local.node)
 	var agents []*agent.Agent
@@ -104,9 +141,9 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 		}
 		a, err := agent.New(agent.Options{Server: url, Node: n, Monitors: mons,
 			WorkDir: filepath.Join(opt.DataDir, "agents", n.Name), Grace: opt.Grace,
-			Shim: opt.Shim, ShimEnv: opt.ShimEnv, KillOnExit: true, Logger: lg})
+			Shim: opt.Shim, ShimEnv: shimEnv, KillOnExit: true, Logger: lg})
 		if err != nil {
-			cancel()
+			stopServer()
 			<-srvErr
 			return fmt.Errorf("agent %s: %w", n.Name, err)
 		}
@@ -126,7 +163,7 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	stop := func() {
 		stopAgents()
 		wg.Wait()
-		cancel()
+		stopServer()
 		<-srvErr
 	}
 	// Wait for every agent's first registration.
@@ -144,15 +181,22 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 			}
 		}
 	}
-	printBanner(out, url, opt.DataDir, nodes, local, notes)
+	c := cli.NewClient(url, "", 10*time.Second)
+	queues, source, err := setUpQueues(ctx, c, opt.Queues, defaults)
+	if err != nil {
+		stop()
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	printBanner(out, url, opt.DataDir, nodes, local, notes, queues, source)
 	if opt.Ready != nil {
 		opt.Ready(url)
 	}
 	select {
 	case <-ctx.Done():
-		fmt.Fprintln(out, "\nhetsched up: stopping the agents (killing their tasks) and the server…")
-		stop()
-		fmt.Fprintln(out, "hetsched up: stopped.")
+		shutdown(out, c, opt, stop)
 		return nil
 	case err := <-srvErr:
 		stopAgents()
@@ -160,6 +204,54 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 		return fmt.Errorf("server: %w", err)
 	}
 }
+
+// shutdown stops the agents (their tasks get SIGTERM, then SIGKILL after
+// the grace) and the server, saying which tasks it waits for; opt.Kill
+// (the second Ctrl-C) kills them at once.
+func shutdown(out io.Writer, c *cli.Client, opt Options, stop func()) {
+	tasks := runningTasks(c)
+	if len(tasks) == 0 {
+		fmt.Fprintln(out, "\nhetsched up: stopping the agents and the server…")
+	} else {
+		them, it := "them", "tasks"
+		if len(tasks) == 1 {
+			them, it = "it", "task"
+		}
+		fmt.Fprintf(out, "\nhetsched up: stopping: waiting up to %s for %d %s to exit (%s); press Ctrl-C again to kill %s now\n",
+			opt.Grace, len(tasks), it, describeTasks(tasks), them)
+	}
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	select {
+	case <-stopped:
+		fmt.Fprintln(out, "hetsched up: stopped.")
+		return
+	case <-opt.Kill:
+	}
+	fmt.Fprintln(out, "hetsched up: killing the running tasks now (SIGKILL)…")
+	agents := filepath.Join(opt.DataDir, "agents")
+	// Shims still starting when the agents were told to stop are caught
+	// by the next round.
+	deadline := time.After(killWait)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		killShims(agents)
+		select {
+		case <-stopped:
+			fmt.Fprintln(out, "hetsched up: stopped (tasks killed).")
+			return
+		case <-deadline:
+			fmt.Fprintf(out, "hetsched up: not stopped %s after the kill; exiting anyway\n", killWait)
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// killWait bounds how long up waits for its agents and server once the
+// tasks were killed.
+const killWait = 5 * time.Second
 
 type localInfo struct {
 	node     api.Node
@@ -177,9 +269,9 @@ func localNode() (localInfo, []string, error) {
 	return localInfo{node: n, monitors: monitors}, notes, nil
 }
 
-func printBanner(w io.Writer, url, dataDir string, nodes []api.Node, local localInfo, notes []string) {
+func printBanner(w io.Writer, url, dataDir string, nodes []api.Node, local localInfo, notes []string, queues []queueView, source string) {
 	fmt.Fprintf(w, "hetsched is up: %s\n", url)
-	fmt.Fprintf(w, "data: %s (store and agent work dirs; delete it to start afresh)\n\n", dataDir)
+	fmt.Fprintf(w, "data: %s (store, agent work dirs, and shared/: every task's $%s; delete it to start afresh)\n\n", dataDir, SharedDirEnv)
 	fmt.Fprintln(w, "nodes (each with an in-process agent; every command runs on this machine):")
 	for _, n := range nodes {
 		fmt.Fprintf(w, "  %-22s %s\n", n.Name, describe(n, n.Name == local.node.Name))
@@ -187,22 +279,41 @@ func printBanner(w io.Writer, url, dataDir string, nodes []api.Node, local local
 	for _, n := range notes {
 		fmt.Fprintf(w, "  (this machine: %s)\n", n)
 	}
+	fmt.Fprintf(w, "\nqueues (%s; hetsched apply -f FILE changes them):\n", source)
+	printQueueTree(w, queues)
 	fmt.Fprintf(w, `
 try, in another terminal:
   export HETSCHED_SERVER=%s
   go run ./cmd/hetsched get nodes
+  go run ./cmd/hetsched get queues
   go run ./cmd/hetsched submit -f examples/data-prep.yaml --wait
   go run ./cmd/hetsched submit -f examples/train-gang.yaml
   go run ./cmd/hetsched submit -f examples/sweep.yaml
   go run ./cmd/hetsched submit -f examples/pipeline.yaml    # prep → 2-node GPU gang → TPU eval
   go run ./cmd/hetsched submit -f examples/mapreduce.yaml   # shards near their data, then a reduce
   examples/tpu-inference.sh            # TPU inference through leases
+%s  go run ./cmd/hetsched apply -f examples/queues.yaml     # more queues (research, prod, ...)
   go run ./cmd/hetsched get tasks
   go run ./cmd/hetsched logs <task-id> -f
   curl -s %s/metrics | grep hetsched_
 
-Ctrl-C stops.
-`, url, url)
+Ctrl-C stops (running tasks get SIGTERM and their grace; Ctrl-C again kills them).
+`, url, runInQueue(queues), url)
+}
+
+// runInQueue is the banner's line that runs a command in a queue of the
+// tree (its first top queue), or nothing without queues.
+func runInQueue(queues []queueView) string {
+	first := ""
+	for _, q := range queues {
+		if (q.Parent == "" || q.Parent == api.RootQueue) && (first == "" || q.Name < first) {
+			first = q.Name
+		}
+	}
+	if first == "" {
+		return ""
+	}
+	return fmt.Sprintf("  go run ./cmd/hetsched run --queue %s --gpu 1 -- sh -c 'echo $CUDA_VISIBLE_DEVICES'\n", first)
 }
 
 func describe(n api.Node, local bool) string {
