@@ -222,6 +222,17 @@ func (a *Agent) killAll(x *executor.Executor) {
 	}
 }
 
+// KillNow SIGKILLs the commands of the running tasks without their grace
+// (see executor.KillNow): while Run stops with KillOnExit, it ends the
+// wait for tasks that ignore SIGTERM. It returns how many it signalled.
+func (a *Agent) KillNow() int {
+	x := a.x.Load()
+	if x == nil {
+		return 0
+	}
+	return x.KillNow(stoppedReason)
+}
+
 // Connected reports how many times the agent registered (for tests and
 // the up command's readiness).
 func (a *Agent) Connected() int64 { return a.sess.connected.Load() }

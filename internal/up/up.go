@@ -196,7 +196,7 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	}
 	select {
 	case <-ctx.Done():
-		shutdown(out, c, opt, stop)
+		shutdown(out, c, opt, agents, stop)
 		return nil
 	case err := <-srvErr:
 		stopAgents()
@@ -208,7 +208,7 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 // shutdown stops the agents (their tasks get SIGTERM, then SIGKILL after
 // the grace) and the server, saying which tasks it waits for; opt.Kill
 // (the second Ctrl-C) kills them at once.
-func shutdown(out io.Writer, c *cli.Client, opt Options, stop func()) {
+func shutdown(out io.Writer, c *cli.Client, opt Options, agents []*agent.Agent, stop func()) {
 	tasks := runningTasks(c)
 	if len(tasks) == 0 {
 		fmt.Fprintln(out, "\nhetsched up: stopping the agents and the server…")
@@ -229,14 +229,15 @@ func shutdown(out io.Writer, c *cli.Client, opt Options, stop func()) {
 	case <-opt.Kill:
 	}
 	fmt.Fprintln(out, "hetsched up: killing the running tasks now (SIGKILL)…")
-	agents := filepath.Join(opt.DataDir, "agents")
-	// Shims still starting when the agents were told to stop are caught
-	// by the next round.
+	// Commands still starting when the agents were told to stop are
+	// caught by the next round.
 	deadline := time.After(killWait)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		killShims(agents)
+		for _, a := range agents {
+			a.KillNow()
+		}
 		select {
 		case <-stopped:
 			fmt.Fprintln(out, "hetsched up: stopped (tasks killed).")

@@ -2,56 +2,10 @@ package up
 
 import (
 	"bytes"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/hetsched/hetsched/internal/resource"
 )
-
-// TestKillShims: only this process's children whose last argument lies
-// under the agents' dir are killed.
-func TestKillShims(t *testing.T) {
-	agents := filepath.Join(t.TempDir(), "agents")
-	start := func(args ...string) *exec.Cmd {
-		cmd := exec.Command("sh", append([]string{"-c", "sleep 30", "sh"}, args...)...)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		return cmd
-	}
-	shim := start(filepath.Join(agents, "cpu-1", "clusters", "c", "tasks", "t1_0"))
-	other := start(filepath.Join(agents+"-not", "t1_0"))
-	bare := start()
-	if n := killShims(agents); n != 1 {
-		t.Fatalf("killShims killed %d processes, want 1", n)
-	}
-	done := make(chan error, 1)
-	go func() { done <- shim.Wait() }()
-	select {
-	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "killed") {
-			t.Errorf("the shim: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the shim was not killed")
-	}
-	for _, c := range []*exec.Cmd{other, bare} {
-		// Not reaped by anyone but us: killed, it would be a zombie.
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.Process.Pid))
-		if i := bytes.LastIndexByte(b, ')'); err != nil || i < 0 || bytes.HasPrefix(b[i+1:], []byte(" Z")) {
-			t.Errorf("%v was killed: %v %s", c.Args, err, b)
-		}
-	}
-	if n := killShims(agents); n != 0 {
-		t.Errorf("a second round killed %d", n)
-	}
-}
 
 func TestQueueTreeAndTasks(t *testing.T) {
 	var b bytes.Buffer

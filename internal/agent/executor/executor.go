@@ -166,7 +166,13 @@ func New(o Options) (*Executor, error) {
 		}
 		shim = []string{exe, "agent-shim"}
 	}
-	tasks := filepath.Join(o.Dir, "tasks")
+	// The shims get attempt directories as arguments and run in them: a
+	// relative path would not name them from there.
+	dir, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("executor: %w", err)
+	}
+	tasks := filepath.Join(dir, "tasks")
 	if err := os.MkdirAll(tasks, 0o755); err != nil {
 		return nil, fmt.Errorf("executor: %w", err)
 	}
@@ -304,6 +310,43 @@ func (x *Executor) Kill(task, reason string) { x.kill(task, -1, reason) }
 // attempt: no-op.
 func (x *Executor) KillAttempt(task string, attempt int, reason string) {
 	x.kill(task, attempt, reason)
+}
+
+// KillNow stops every running attempt at once: it writes each one's kill
+// file and SIGKILLs its command's process group, without the grace (the
+// second Ctrl-C of `hetsched up`). The shims then see their command die
+// and write their results as for any kill. An attempt whose command has
+// not started reads the kill file first and never starts it; one whose
+// group is not recorded yet gets Kill's SIGTERM to its shim, so calling
+// KillNow again shortly after catches it. It returns how many groups it
+// signalled.
+func (x *Executor) KillNow(reason string) int {
+	x.mu.Lock()
+	targets := make([]*attempt, 0, len(x.live))
+	for _, a := range x.live {
+		targets = append(targets, a)
+	}
+	x.mu.Unlock()
+	n := 0
+	for _, a := range targets {
+		log := x.log.With("task", a.spec.Task, "attempt", a.spec.Attempt, "reason", reason)
+		if _, err := os.Stat(filepath.Join(a.dir, killFile)); errors.Is(err, fs.ErrNotExist) {
+			if err := writeFileAtomic(a.dir, killFile, []byte(reason+"\n")); err != nil {
+				log.Error("cannot write the kill file; killing anyway", "err", err)
+			}
+		}
+		sent, err := killOrphanGroup(a.dir)
+		switch {
+		case err != nil:
+			log.Error("cannot SIGKILL the command's group", "err", err)
+		case sent:
+			n++
+			log.Info("SIGKILL sent to the command's group, without grace")
+		default:
+			x.kill(a.spec.Task, a.spec.Attempt, reason)
+		}
+	}
+	return n
 }
 
 func (x *Executor) kill(task string, which int, reason string) {

@@ -784,3 +784,51 @@ func watchOpens(t *testing.T, dir, name string) <-chan struct{} {
 	}()
 	return out
 }
+
+// TestKillNowSkipsTheGrace: a command that ignores SIGTERM, killed with a
+// long grace, ends at once on KillNow (SIGKILL to its group), with the
+// kill's reason; an attempt killed before its command started never
+// starts it.
+func TestKillNowSkipsTheGrace(t *testing.T) {
+	dir := t.TempDir()
+	x := newExec(t, dir)
+	s := sh("stubborn", "trap '' TERM; echo $$; while :; do sleep 0.05; done")
+	s.Grace = time.Hour
+	if err := x.Start(s); err != nil {
+		t.Fatal(err)
+	}
+	sd := taskDir(dir, "stubborn", 0)
+	waitFor(t, "the command to start", func() bool {
+		b, _ := os.ReadFile(filepath.Join(sd, stdoutLog))
+		return strings.HasSuffix(string(b), "\n")
+	})
+	x.Kill("stubborn", "agent stopped") // SIGTERM, ignored; the grace is an hour
+	if n := x.KillNow("agent stopped"); n != 1 {
+		t.Fatalf("KillNow signalled %d groups, want 1", n)
+	}
+	r := waitResult(t, x, "stubborn")
+	if !r.Killed || r.Signal != "SIGKILL" || r.ExitCode != 137 || !strings.Contains(r.Reason, "agent stopped") {
+		t.Fatalf("stubborn: %+v", r)
+	}
+	assertGroupGone(t, pgidOf(t, sd))
+	if n := x.KillNow("again"); n != 0 {
+		t.Fatalf("KillNow with nothing running signalled %d", n)
+	}
+}
+
+// TestRelativeDirRuns: a relative work dir (hetsched agent --work-dir
+// rel) runs commands: the shims get absolute attempt directories.
+func TestRelativeDirRuns(t *testing.T) {
+	base := t.TempDir()
+	t.Chdir(base)
+	x := newExec(t, "rel")
+	if err := x.Start(sh("here", "echo ok")); err != nil {
+		t.Fatal(err)
+	}
+	if r := waitResult(t, x, "here"); r.ExitCode != 0 || r.Reason != "" {
+		t.Fatalf("a task in a relative work dir: %+v", r)
+	}
+	if s := readFile(t, filepath.Join(taskDir(filepath.Join(base, "rel"), "here", 0), stdoutLog)); s != "ok\n" {
+		t.Fatalf("stdout %q", s)
+	}
+}
