@@ -186,3 +186,115 @@ func TestRun(t *testing.T) {
 		}
 	}
 }
+
+// TestGetOutputs: -o name prints kind/NAME per line; -o wide adds
+// columns; the -o help lists every format.
+func TestGetOutputs(t *testing.T) {
+	base := servertest.Start(t, oneGPUNode)
+	file := specFile(t, "two.yaml", "- {id: a, name: prep, resources: {cpu: \"1\"}}\n- {id: b, resources: {cpu: \"1\", nvidia.com/gpu: 1}}\n")
+	if _, err := run(t, "submit", "-f", file, "--wait", "--server", base); err != nil {
+		t.Fatal(err)
+	}
+	job := specFile(t, "job.yaml", "id: etl\ngang: {minMember: 1}\ntasks:\n  - {id: x, resources: {cpu: \"1\"}}\n")
+	if out, err := run(t, "submit", "-f", job, "-o", "name", "--server", base); err != nil || out != "job/etl\n" {
+		t.Errorf("submit a job -o name: %v %q", err, out)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"get", "tasks", "-o", "name"}, "task/etl.x\ntask/b\ntask/a\n"},
+		{[]string{"get", "nodes", "-o", "name"}, "node/gpu-a\n"},
+		{[]string{"get", "jobs", "-o", "name"}, "job/etl\n"},
+	} {
+		if out, err := run(t, append(c.args, "--server", base)...); err != nil || out != c.want {
+			t.Errorf("%v: %v %q, want %q", c.args, err, out, c.want)
+		}
+	}
+	for _, c := range []struct {
+		args  []string
+		wants []string
+	}{
+		{[]string{"get", "tasks", "-o", "wide"}, []string{`(?m)^ID +NAME +QUEUE +PRIORITY +STATE +NODE +DEVICES +ATTEMPT +SUBMITTED +REASON$`,
+			`(?m)^b +- +- +2 +scheduled +gpu-a +nvidia.com/gpu:0\(L4\) +0 +\d+s +$`, `(?m)^a +prep +- +2 +scheduled +gpu-a +- +0 +\d+s`}},
+		{[]string{"get", "nodes", "-o", "wide"}, []string{`(?m)^NAME +STATE +CAPACITY +ALLOCATED +TASKS +DEVICES +UTILIZATION +LABELS$`, `(?m)^gpu-a +ready +.* 3 +1×nvidia.com/gpu L4 +- +-$`}},
+		{[]string{"get", "jobs", "-o", "wide"}, []string{`(?m)^ID +NAME +QUEUE +PRIORITY +STATE +TASKS +GANG +FAILURE POLICY +SUBMITTED$`, `(?m)^etl +- +- +2 +\S+ +1 \(1 \w+\) +minMember 1 +failFast `}},
+		{[]string{"describe", "--help"}, []string{`table, wide \(more columns\), name \(kind/NAME per line\), json or yaml`}},
+	} {
+		out, err := run(t, append(c.args, "--server", base)...)
+		for _, w := range c.wants {
+			if err != nil || !regexp.MustCompile(w).MatchString(out) {
+				t.Errorf("%v: %v: no %s in\n%s", c.args, err, w, out)
+			}
+		}
+	}
+	if _, err := run(t, "get", "tasks", "-o", "xml", "--server", base); err == nil || !strings.Contains(err.Error(), "table, wide, name, json or yaml") {
+		t.Errorf("-o xml: %v", err)
+	}
+}
+
+// TestGetSelectorChecked: --selector is checked before anything is sent,
+// and refused for kinds without labels.
+func TestGetSelectorChecked(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"get", "tasks", "-l", "team in (a,b)"}, `--selector "team in (a,b)"`},
+		{[]string{"get", "nodes", "--selector", "rack=r 1"}, "--selector"},
+		{[]string{"get", "tasks", "-l", "a=b,"}, "an empty term"},
+		{[]string{"get", "jobs", "-l", "a=b"}, "--selector: jobs have no labels"},
+		{[]string{"get", "queues", "-l", "a"}, "--selector: queues have no labels"},
+		{[]string{"get", "pods"}, `get: unknown kind "pods" (tasks, jobs, nodes or queues)`},
+	} {
+		_, err := run(t, append(c.args, "--server", "http://127.0.0.1:1", "--timeout", "1s")...)
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "cannot reach") {
+			t.Errorf("%v: %v", c.args, err)
+		}
+	}
+}
+
+// TestGetSelectorOnTheServer: -l passes the selector to the server, which
+// filters tasks on their metadata and nodes on their labels, derived ones
+// too. (Needs the server's ?selector= of issue 16 §2.)
+func TestGetSelectorOnTheServer(t *testing.T) {
+	base := servertest.Start(t, "nodes:\n  - name: gpu-a\n    labels: {rack: r1}\n    capacity: {cpu: \"8\", memory: 16Gi}\n    devices:\n      - {type: nvidia.com/gpu, id: \"0\", model: L4}\n  - name: cpu-a\n    labels: {rack: r2}\n    capacity: {cpu: \"8\", memory: 16Gi}\n")
+	file := specFile(t, "tasks.yaml", "- {id: v1, metadata: {team: vision}, resources: {cpu: \"1\"}}\n- {id: n1, metadata: {team: nlp, tier: low}, resources: {cpu: \"1\"}}\n- {id: u1, resources: {cpu: \"1\"}}\n")
+	if _, err := run(t, "submit", "-f", file, "--server", base); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"get", "tasks", "-l", "team=vision"}, "task/v1\n"},
+		{[]string{"get", "tasks", "-l", "team!=vision"}, "task/u1\ntask/n1\n"},
+		{[]string{"get", "tasks", "-l", "team,!tier"}, "task/v1\n"},
+		{[]string{"get", "tasks", "-l", "!team"}, "task/u1\n"},
+		{[]string{"get", "nodes", "-l", "nvidia.com/gpu.model=L4"}, "node/gpu-a\n"},
+		{[]string{"get", "nodes", "-l", "rack=r2"}, "node/cpu-a\n"},
+		{[]string{"get", "nodes", "-l", "rack,!nvidia.com/gpu.model"}, "node/cpu-a\n"},
+	} {
+		if out, err := run(t, append(c.args, "-o", "name", "--server", base)...); err != nil || out != c.want {
+			t.Errorf("%v: %v %q, want %q (the server's ?selector= is needed)", c.args, err, out, c.want)
+		}
+	}
+}
+
+// TestLogsFlags: --attempt and --previous are checked before anything is
+// sent.
+func TestLogsFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"logs", "x", "--attempt", "0"}, "--attempt: must be at least 1, got 0"},
+		{[]string{"logs", "x", "--attempt", "-2"}, "--attempt: must be at least 1, got -2"},
+		{[]string{"logs", "x", "--attempt", "2", "-p"}, "--attempt and --previous: give one of them"},
+	} {
+		_, err := run(t, append(c.args, "--server", "http://127.0.0.1:1", "--timeout", "1s")...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v", c.args, err)
+		}
+	}
+}

@@ -55,7 +55,7 @@ func (f *clientFlags) addAs(cmd *cobra.Command, timeoutFlag string) {
 	cmd.Flags().StringVar(&f.server, "server", server, "API address (default $HETSCHED_SERVER)")
 	cmd.Flags().StringVar(&f.token, "token", os.Getenv("HETSCHED_TOKEN"), "bearer token (default $HETSCHED_TOKEN)")
 	f.tls.add(cmd)
-	cmd.Flags().StringVarP(&f.output, "output", "o", cli.Table, "table, json or yaml")
+	cmd.Flags().StringVarP(&f.output, "output", "o", cli.Table, cli.OutputHelp)
 	cmd.Flags().DurationVar(&f.timeout, timeoutFlag, 30*time.Second, "how long one request may take (with --wait, at least the wait and 10s)")
 }
 
@@ -77,162 +77,7 @@ func (f *clientFlags) client() (*cli.Client, error) {
 }
 
 func newClientCommands() []*cobra.Command {
-	var submitFlags clientFlags
-	var file string
-	var wait waitFlag
-	submit := &cobra.Command{
-		Use:   "submit -f FILE [--wait[=DUR]]",
-		Short: "Submit a task or a task list (YAML or JSON; -f - reads standard input)",
-		Args:  cobra.ArbitraryArgs, // only --wait's DUR, checked below
-		RunE: func(cmd *cobra.Command, args []string) error {
-			args, err := wait.takeArg(args)
-			if err != nil {
-				return err
-			}
-			if len(args) > 0 {
-				return fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())
-			}
-			c, err := submitFlags.client()
-			if err != nil {
-				return err
-			}
-			if file == "" {
-				return fmt.Errorf("-f: a file is required")
-			}
-			body, err := cli.ReadSpec(file, cmd.InOrStdin())
-			if err != nil {
-				return err
-			}
-			return cli.Submit(cmd.Context(), c, cmd.OutOrStdout(), body, wait.d, submitFlags.output)
-		},
-	}
-	submitFlags.add(submit)
-	submit.Flags().StringVarP(&file, "file", "f", "", "task file")
-	wait.add(submit, "wait up to this long for placement (POST /schedule; --wait alone: 2s)")
-
-	var getFlags clientFlags
-	var list cli.ListOptions
-	get := &cobra.Command{
-		Use:       "get tasks|jobs|nodes|queues",
-		Short:     "List tasks, jobs, nodes or queues",
-		Args:      cobra.ExactArgs(1),
-		ValidArgs: []string{"tasks", "jobs", "nodes", "queues"},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := getFlags.client()
-			if err != nil {
-				return err
-			}
-			switch args[0] {
-			case "tasks", "task":
-				return cli.GetTasks(cmd.Context(), c, cmd.OutOrStdout(), cmd.ErrOrStderr(), list, getFlags.output)
-			case "jobs", "job":
-				return cli.GetJobs(cmd.Context(), c, cmd.OutOrStdout(), list.State, getFlags.output)
-			case "nodes", "node":
-				return cli.GetNodes(cmd.Context(), c, cmd.OutOrStdout(), getFlags.output)
-			case "queues", "queue":
-				return cli.GetQueues(cmd.Context(), c, cmd.OutOrStdout(), getFlags.output)
-			}
-			return fmt.Errorf("get: unknown kind %q (tasks, jobs, nodes or queues)", args[0])
-		},
-	}
-	getFlags.add(get)
-	get.Flags().StringVar(&list.State, "state", "", "only tasks (or jobs) in this state")
-	get.Flags().IntVar(&list.Limit, "limit", 100, "show at most this many tasks (standard error says when there are more)")
-	get.Flags().BoolVar(&list.All, "all", false, fmt.Sprintf("show every task (at most %d)", cli.MaxList))
-	get.Flags().StringVar(&list.Sort, "sort", "submitted", "order: submitted (newest first), state or name")
-
-	var descFlags clientFlags
-	describe := &cobra.Command{
-		Use:   "describe task ID",
-		Short: "Show one task in full",
-		Args:  cobra.ExactArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if args[0] != "task" {
-				return fmt.Errorf("describe: the kind must be task, got %q", args[0])
-			}
-			c, err := descFlags.client()
-			if err != nil {
-				return err
-			}
-			return cli.Describe(cmd.Context(), c, cmd.OutOrStdout(), args[1], descFlags.output)
-		},
-	}
-	descFlags.add(describe)
-
-	var cancelFlags clientFlags
-	cancel := &cobra.Command{
-		Use:   "cancel [task|job] ID",
-		Short: "Cancel a task or a job (a bare ID is a task's, else a job's)",
-		Args:  cobra.RangeArgs(1, 2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cancelFlags.client()
-			if err != nil {
-				return err
-			}
-			if len(args) == 1 {
-				return cli.CancelAny(cmd.Context(), c, cmd.OutOrStdout(), args[0])
-			}
-			switch args[0] {
-			case "task":
-				return cli.Cancel(cmd.Context(), c, cmd.OutOrStdout(), args[1])
-			case "job":
-				return cli.CancelJob(cmd.Context(), c, cmd.OutOrStdout(), args[1])
-			}
-			return fmt.Errorf("cancel: the kind must be task or job, got %q", args[0])
-		},
-	}
-	cancelFlags.add(cancel)
-
-	var logsFlags clientFlags
-	var follow bool
-	logs := &cobra.Command{
-		Use:   "logs ID",
-		Short: "Print a task's output (-f follows it)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := logsFlags.client()
-			if err != nil {
-				return err
-			}
-			return cli.Logs(cmd.Context(), c, cmd.OutOrStdout(), args[0], follow)
-		},
-	}
-	logsFlags.add(logs)
-	logs.Flags().BoolVarP(&follow, "follow", "f", false, "stream new output until the task ends")
-
-	var completeFlags clientFlags
-	var exitCode int
-	complete := &cobra.Command{
-		Use:   "complete ID",
-		Short: "Report a lease finished (its devices are freed)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := completeFlags.client()
-			if err != nil {
-				return err
-			}
-			return cli.Complete(cmd.Context(), c, cmd.OutOrStdout(), args[0], exitCode)
-		},
-	}
-	completeFlags.add(complete)
-	complete.Flags().IntVar(&exitCode, "exit-code", 0, "the lease holder's outcome (non-zero: failed)")
-
-	var renewFlags clientFlags
-	renew := &cobra.Command{
-		Use:   "renew ID",
-		Short: "Extend a lease by its lease duration",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := renewFlags.client()
-			if err != nil {
-				return err
-			}
-			return cli.Renew(cmd.Context(), c, cmd.OutOrStdout(), args[0])
-		},
-	}
-	renewFlags.add(renew)
-
-	cmds := []*cobra.Command{submit, newRun(), get, describe, cancel, logs, complete, renew}
+	cmds := []*cobra.Command{newSubmit(), newRun(), newGet(), newDescribe(), newCancel(), newLogs(), newComplete(), newRenew(), newCompletion()}
 	for _, action := range []string{"cordon", "uncordon", "drain"} {
 		var f clientFlags
 		action := action
@@ -247,9 +92,166 @@ func newClientCommands() []*cobra.Command {
 				}
 				return cli.NodeAction(cmd.Context(), c, cmd.OutOrStdout(), action, args[0])
 			},
+			ValidArgsFunction: completeName(&f, "node"),
 		}
 		f.add(nc)
 		cmds = append(cmds, nc)
 	}
 	return cmds
+}
+
+func newSubmit() *cobra.Command {
+	var f clientFlags
+	var file string
+	var wait waitFlag
+	submit := &cobra.Command{
+		Use:   "submit -f FILE [--wait[=DUR]]",
+		Short: "Submit a task or a task list (YAML or JSON; -f - reads standard input)",
+		Args:  cobra.ArbitraryArgs, // only --wait's DUR, checked below
+		RunE: func(cmd *cobra.Command, args []string) error {
+			args, err := wait.takeArg(args)
+			if err != nil {
+				return err
+			}
+			if len(args) > 0 {
+				return fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())
+			}
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			if file == "" {
+				return fmt.Errorf("-f: a file is required")
+			}
+			body, err := cli.ReadSpec(file, cmd.InOrStdin())
+			if err != nil {
+				return err
+			}
+			return cli.Submit(cmd.Context(), c, cmd.OutOrStdout(), body, wait.d, f.output)
+		},
+	}
+	f.add(submit)
+	submit.Flags().StringVarP(&file, "file", "f", "", "task file")
+	wait.add(submit, "wait up to this long for placement (POST /schedule; --wait alone: 2s)")
+	return submit
+}
+
+func newDescribe() *cobra.Command {
+	var f clientFlags
+	kinds := []string{"task", "job", "node", "queue"}
+	describe := &cobra.Command{
+		Use:   "describe task|job|node|queue NAME",
+		Short: "Show one task, job, node or queue in full: a page to read (-o json|yaml: the server's object)",
+		Example: `  hetsched describe task train-1     # its attempts and events too
+  hetsched describe node gpu-a       # its devices and who holds them
+  hetsched describe queue team-a -o yaml`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			return cli.Describe(cmd.Context(), c, cmd.OutOrStdout(), args[0], args[1], f.output)
+		},
+		ValidArgsFunction: completeKindThenName(&f, kinds, false),
+	}
+	f.add(describe)
+	return describe
+}
+
+func newCancel() *cobra.Command {
+	var f clientFlags
+	cancel := &cobra.Command{
+		Use:   "cancel [task|job] ID",
+		Short: "Cancel a task or a job (a bare ID is a task's, else a job's)",
+		Args:  cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			if len(args) == 1 {
+				return cli.CancelAny(cmd.Context(), c, cmd.OutOrStdout(), args[0])
+			}
+			switch args[0] {
+			case "task":
+				return cli.Cancel(cmd.Context(), c, cmd.OutOrStdout(), args[1])
+			case "job":
+				return cli.CancelJob(cmd.Context(), c, cmd.OutOrStdout(), args[1])
+			}
+			return fmt.Errorf("cancel: the kind must be task or job, got %q", args[0])
+		},
+		ValidArgsFunction: completeKindThenName(&f, []string{"task", "job"}, true),
+	}
+	f.add(cancel)
+	return cancel
+}
+
+func newLogs() *cobra.Command {
+	var f clientFlags
+	var o cli.LogOptions
+	logs := &cobra.Command{
+		Use:   "logs ID [-f] [--attempt N | --previous]",
+		Short: "Print a task's output (-f follows it; --previous: the attempt before this one)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("attempt") && o.Attempt < 1 {
+				return fmt.Errorf("--attempt: must be at least 1, got %d", o.Attempt)
+			}
+			if err := o.Check(); err != nil {
+				return err
+			}
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			return cli.Logs(cmd.Context(), c, cmd.OutOrStdout(), args[0], o)
+		},
+		ValidArgsFunction: completeName(&f, "task"),
+	}
+	f.add(logs)
+	logs.Flags().BoolVarP(&o.Follow, "follow", "f", false, "stream new output until the task ends")
+	logs.Flags().IntVar(&o.Attempt, "attempt", 0, "the output of this attempt (1 is the first; default: the current one)")
+	logs.Flags().BoolVarP(&o.Previous, "previous", "p", false, "the output of the last earlier attempt (before a re-queue or retry)")
+	return logs
+}
+
+func newComplete() *cobra.Command {
+	var f clientFlags
+	var exitCode int
+	complete := &cobra.Command{
+		Use:   "complete ID",
+		Short: "Report a lease finished (its devices are freed)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			return cli.Complete(cmd.Context(), c, cmd.OutOrStdout(), args[0], exitCode)
+		},
+		ValidArgsFunction: completeName(&f, "task"),
+	}
+	f.add(complete)
+	complete.Flags().IntVar(&exitCode, "exit-code", 0, "the lease holder's outcome (non-zero: failed)")
+	return complete
+}
+
+func newRenew() *cobra.Command {
+	var f clientFlags
+	renew := &cobra.Command{
+		Use:   "renew ID",
+		Short: "Extend a lease by its lease duration",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			return cli.Renew(cmd.Context(), c, cmd.OutOrStdout(), args[0])
+		},
+		ValidArgsFunction: completeName(&f, "task"),
+	}
+	f.add(renew)
+	return renew
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -32,8 +33,12 @@ func TestCLIAgainstARealServer(t *testing.T) {
 		t.Errorf("get tasks: %v\n%s", err, out)
 	}
 	out, err = run(t, "describe", "task", "train", "--server", base)
-	if err != nil || !strings.Contains(out, "state: scheduled") || !strings.Contains(out, "node: gpu-a") {
+	if err != nil || !regexp.MustCompile(`(?m)^State: +scheduled$`).MatchString(out) || !regexp.MustCompile(`(?m)^Node: +gpu-a$`).MatchString(out) {
 		t.Errorf("describe: %v\n%s", err, out)
+	}
+	out, err = run(t, "describe", "task", "train", "--server", base, "-o", "yaml")
+	if err != nil || !strings.Contains(out, "state: scheduled") || !strings.Contains(out, "node: gpu-a") {
+		t.Errorf("describe -o yaml: %v\n%s", err, out)
 	}
 	// A task without a command or lease got the server's default lease
 	// (issue 16 §1), so it renews.

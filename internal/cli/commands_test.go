@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -89,22 +92,18 @@ func TestGetTasksPagesSortsAndSaysWhenItCuts(t *testing.T) {
 }
 
 func TestTaskDevicesShort(t *testing.T) {
-	type dev = struct {
-		Type  string `json:"type"`
-		ID    string `json:"id"`
-		Share int    `json:"share"`
-	}
+	dev := func(ty, id string, share int) deviceRef { return deviceRef{Type: ty, ID: id, Share: share} }
 	for _, c := range []struct {
-		devs []dev
+		devs []deviceRef
 		want string
 	}{
 		{nil, ""},
-		{[]dev{{"nvidia.com/gpu", "0", 500}}, "gpu:0@500m"},
-		{[]dev{{"nvidia.com/gpu", "0", 1000}, {"nvidia.com/gpu", "1", 1000}, {"nvidia.com/gpu", "2", 1000}, {"nvidia.com/gpu", "3", 1000}}, "gpu:0-3"},
-		{[]dev{{"nvidia.com/gpu", "0", 0}, {"nvidia.com/gpu", "1", 0}, {"nvidia.com/gpu", "3", 0}, {"nvidia.com/gpu", "x", 0}}, "gpu:0-1,3,x"},
-		{[]dev{{"google.com/tpu", "4", 0}, {"google.com/tpu", "5", 0}}, "tpu:4-5"},
-		{[]dev{{"nvidia.com/gpu", "0", 0}, {"amd.com/gpu", "0", 0}}, "nvidia.com/gpu:0 amd.com/gpu:0"},
-		{[]dev{{"nvidia.com/gpu", "01", 0}, {"nvidia.com/gpu", "02", 0}}, "gpu:01,02"},
+		{[]deviceRef{dev("nvidia.com/gpu", "0", 500)}, "gpu:0@500m"},
+		{[]deviceRef{dev("nvidia.com/gpu", "0", 1000), dev("nvidia.com/gpu", "1", 1000), dev("nvidia.com/gpu", "2", 1000), dev("nvidia.com/gpu", "3", 1000)}, "gpu:0-3"},
+		{[]deviceRef{dev("nvidia.com/gpu", "0", 0), dev("nvidia.com/gpu", "1", 0), dev("nvidia.com/gpu", "3", 0), dev("nvidia.com/gpu", "x", 0)}, "gpu:0-1,3,x"},
+		{[]deviceRef{dev("google.com/tpu", "4", 0), dev("google.com/tpu", "5", 0)}, "tpu:4-5"},
+		{[]deviceRef{dev("nvidia.com/gpu", "0", 0), dev("amd.com/gpu", "0", 0)}, "nvidia.com/gpu:0 amd.com/gpu:0"},
+		{[]deviceRef{dev("nvidia.com/gpu", "01", 0), dev("nvidia.com/gpu", "02", 0)}, "gpu:01,02"},
 	} {
 		tk := task{}
 		tk.Devices = c.devs
@@ -163,5 +162,42 @@ func TestNodesAndQueuesTablesInHumanUnits(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), `"memory": 85899345920`) {
 		t.Errorf("get nodes -o json is not the server's:\n%s", out.String())
+	}
+}
+
+// TestLogsQuery: --attempt, --previous and -f reach the server as
+// ?attempt=N, ?previous=true and ?follow=true; together, or a bad attempt,
+// they are refused before anything is sent.
+func TestLogsQuery(t *testing.T) {
+	got := make(chan string, 10)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.URL.Path + "?" + r.URL.RawQuery
+		fmt.Fprint(w, "output\n")
+	}))
+	t.Cleanup(ts.Close)
+	c := NewClient(ts.URL, "", 5*time.Second)
+	for _, x := range []struct {
+		o    LogOptions
+		want string
+	}{
+		{LogOptions{}, "/api/v1/tasks/a%2Fb/logs?"},
+		{LogOptions{Attempt: 2}, "/api/v1/tasks/a%2Fb/logs?attempt=2"},
+		{LogOptions{Previous: true, Follow: true}, "/api/v1/tasks/a%2Fb/logs?follow=true&previous=true"},
+	} {
+		var out bytes.Buffer
+		if err := Logs(context.Background(), c, &out, "a/b", x.o); err != nil || out.String() != "output\n" {
+			t.Errorf("%+v: %v %q", x.o, err, out.String())
+		}
+		if p := <-got; p != strings.Replace(x.want, "a%2Fb", "a/b", 1) && p != x.want {
+			t.Errorf("%+v: asked %s, want %s", x.o, p, x.want)
+		}
+	}
+	for _, o := range []LogOptions{{Attempt: 1, Previous: true}, {Attempt: -1}} {
+		if err := Logs(context.Background(), c, io.Discard, "a", o); err == nil {
+			t.Errorf("%+v accepted", o)
+		}
+	}
+	if len(got) > 0 {
+		t.Errorf("refused options reached the server: %s", <-got)
 	}
 }

@@ -8,23 +8,85 @@ import (
 	"io"
 	"net/url"
 	"sort"
+	"strconv"
 	"strings"
-	"text/tabwriter"
 )
 
 // job is the part of a job view the CLI prints.
 type job struct {
-	ID        string         `json:"id"`
-	Name      string         `json:"name"`
-	Queue     string         `json:"queue"`
-	State     string         `json:"state"`
-	Counts    map[string]int `json:"counts"`
-	Submitted string         `json:"submitted"`
+	ID            string         `json:"id"`
+	Name          string         `json:"name"`
+	Queue         string         `json:"queue"`
+	Priority      *int           `json:"priority"`
+	State         string         `json:"state"`
+	Counts        map[string]int `json:"counts"`
+	Submitted     string         `json:"submitted"`
+	FailurePolicy string         `json:"failurePolicy"`
+	Gang          *struct {
+		MinMember int    `json:"minMember"`
+		Timeout   string `json:"timeout"`
+	} `json:"gang"`
+	Tasks []task `json:"tasks"`
+}
+
+// gang writes a job's gang: "minMember 4, timeout 60s"; "-" for none.
+func (j job) gang() string {
+	if j.Gang == nil {
+		return "-"
+	}
+	s := fmt.Sprintf("minMember %d", j.Gang.MinMember)
+	if j.Gang.Timeout != "" {
+		s += ", timeout " + j.Gang.Timeout
+	}
+	return s
+}
+
+func (j job) failurePolicy() string {
+	if j.FailurePolicy == "" {
+		return "failFast"
+	}
+	return j.FailurePolicy
+}
+
+func jobHeader(wide bool) []string {
+	if wide {
+		return []string{"ID", "NAME", "QUEUE", "PRIORITY", "STATE", "TASKS", "GANG", "FAILURE POLICY", "SUBMITTED"}
+	}
+	return []string{"ID", "NAME", "QUEUE", "STATE", "TASKS", "SUBMITTED"}
+}
+
+func jobRow(j job, wide bool) []string {
+	if wide {
+		return []string{j.ID, dash(j.Name), dash(j.Queue), strconv.Itoa(prio(j.Priority)), j.State, counts(j.Counts), j.gang(), j.failurePolicy(), j.Submitted}
+	}
+	return []string{j.ID, dash(j.Name), dash(j.Queue), j.State, counts(j.Counts), j.Submitted}
 }
 
 // GetJobs lists jobs (GET /api/v1/jobs), following the server's cursors up
 // to MaxList; state filters them.
 func GetJobs(ctx context.Context, c *Client, w io.Writer, state, output string) error {
+	all, err := listJobs(ctx, c, state)
+	if err != nil {
+		return err
+	}
+	if !tabular(output) && output != Name {
+		b, err := json.Marshal(map[string]any{"jobs": all})
+		if err != nil {
+			return err
+		}
+		return printTasksRaw(w, b, output)
+	}
+	jobs := make([]job, len(all))
+	for i, raw := range all {
+		if err := json.Unmarshal(raw, &jobs[i]); err != nil {
+			return fmt.Errorf("unexpected answer from %s: %w", c.Server, err)
+		}
+	}
+	return printJobs(&grid{w: w}, jobs, output, true)
+}
+
+// listJobs reads every page of GET /api/v1/jobs (up to MaxList jobs).
+func listJobs(ctx context.Context, c *Client, state string) ([]json.RawMessage, error) {
 	var all []json.RawMessage
 	cursor := ""
 	for len(all) < MaxList {
@@ -41,30 +103,37 @@ func GetJobs(ctx context.Context, c *Client, w io.Writer, state, output string) 
 			Cursor string            `json:"cursor"`
 		}
 		if _, err := c.Do(ctx, "GET", "/api/v1/jobs?"+q.Encode(), nil, &page); err != nil {
-			return err
+			return nil, err
 		}
 		all = append(all, page.Jobs...)
-		if cursor = page.Cursor; cursor == "" {
+		if page.Cursor == "" || page.Cursor == cursor {
 			break
 		}
+		cursor = page.Cursor
 	}
-	if output != Table {
-		b, err := json.Marshal(map[string]any{"jobs": all})
-		if err != nil {
-			return err
+	return all, nil
+}
+
+// printJobs writes jobs as rows of g (with the header when header) or as
+// names.
+func printJobs(g *grid, jobs []job, output string, header bool) error {
+	if output == Name {
+		for _, j := range jobs {
+			if _, err := fmt.Fprintln(g.w, "job/"+j.ID); err != nil {
+				return err
+			}
 		}
-		return printTasksRaw(w, b, output)
+		return nil
 	}
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tQUEUE\tSTATE\tTASKS\tSUBMITTED")
-	for _, raw := range all {
-		var j job
-		if err := json.Unmarshal(raw, &j); err != nil {
-			return err
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", j.ID, dash(j.Name), dash(j.Queue), j.State, counts(j.Counts), j.Submitted)
+	wide := output == Wide
+	var rows [][]string
+	if header {
+		rows = append(rows, jobHeader(wide))
 	}
-	return tw.Flush()
+	for _, j := range jobs {
+		rows = append(rows, jobRow(j, wide))
+	}
+	return g.write(rows...)
 }
 
 // counts writes a job's task counts: "3 (2 succeeded, 1 running)".
@@ -80,13 +149,6 @@ func counts(m map[string]int) string {
 		return "0"
 	}
 	return fmt.Sprintf("%d (%s)", total, strings.Join(parts, ", "))
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 // CancelJob cancels a job's unfinished tasks.
