@@ -82,3 +82,13 @@ func TestApplyBadFile(t *testing.T) {
 		t.Errorf("queues after refused files: %v\n%s", err, out)
 	}
 }
+
+// TestSubmitAQueueTreeSaysApply: submit -f of a queue tree (the example
+// a new user tries first) says which command takes it.
+func TestSubmitAQueueTreeSaysApply(t *testing.T) {
+	base := servertest.Start(t, oneGPUNode)
+	out, err := run(t, "submit", "-f", filepath.Join("..", "..", "examples", "queues.yaml"), "--server", base)
+	if err == nil || !strings.Contains(err.Error(), "queue tree") || !strings.Contains(err.Error(), "hetsched apply -f") {
+		t.Fatalf("submit -f examples/queues.yaml: %v\n%s", err, out)
+	}
+}

@@ -13,9 +13,10 @@ import (
 	"github.com/hetsched/hetsched/internal/up"
 )
 
-// startUp serves `hetsched up` (server and in-process agents running
-// commands on this machine) until the test ends.
-func startUp(t *testing.T) string {
+// startUpInProcess serves `hetsched up` (server and in-process agents
+// running commands on this machine; the shims are this test binary)
+// until the test ends, and returns its URL.
+func startUpInProcess(t *testing.T) string {
 	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -66,7 +67,7 @@ func TestEarlierAttempts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: runs commands under hetsched up")
 	}
-	base := startUp(t)
+	base := startUpInProcess(t)
 	script := `echo "attempt $HETSCHED_ATTEMPT on $HETSCHED_NODE"; sleep 120`
 	if out, err := run(t, "run", "--id", "again", "--cpu", "100m", "--server", base, "--", "sh", "-c", script); err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -115,8 +116,8 @@ func TestEarlierAttempts(t *testing.T) {
 		{[]string{"logs", "again"}, " on " + second, " on " + first},
 		{[]string{"logs", "again", "--previous"}, " on " + first, " on " + second},
 		{[]string{"logs", "again", "-p"}, " on " + first, " on " + second},
-		{[]string{"logs", "again", "--attempt", "1"}, " on " + first, " on " + second},
-		{[]string{"logs", "again", "--attempt", "2"}, " on " + second, " on " + first},
+		{[]string{"logs", "again", "--attempt", "0"}, " on " + first, " on " + second},
+		{[]string{"logs", "again", "--attempt", "1"}, " on " + second, " on " + first},
 	} {
 		out, err := run(t, append(c.args, "--server", base)...)
 		if err != nil || !strings.Contains(out, c.want) || strings.Contains(out, c.not) {
@@ -125,10 +126,10 @@ func TestEarlierAttempts(t *testing.T) {
 	}
 	out, err := run(t, "describe", "task", "again", "--server", base)
 	for _, w := range []string{
-		`(?m)^Attempts:\n  ATTEMPT +NODE +DEVICES +STARTED +FINISHED +EXIT +REASON\n  1 +` + regexp.QuoteMeta(first) + ` .*\n  2 \(current\) +` + regexp.QuoteMeta(second) + ` .* running$`,
-		`(?m)^  \d+s +attempt 1: scheduled on ` + regexp.QuoteMeta(first) + `\b`,
-		`(?m)^  \d+s +attempt 1: ended`,
-		`(?m)^  \d+s +attempt 2: scheduled on ` + regexp.QuoteMeta(second) + `\b`,
+		`(?m)^Attempts:\n  ATTEMPT +NODE +DEVICES +STARTED +FINISHED +EXIT +REASON\n  0 +` + regexp.QuoteMeta(first) + ` .*\n  1 \(current\) +` + regexp.QuoteMeta(second) + ` .* running$`,
+		`(?m)^  \d+s +attempt 0: scheduled on ` + regexp.QuoteMeta(first) + `\b`,
+		`(?m)^  \d+s +attempt 0: ended`,
+		`(?m)^  \d+s +attempt 1: scheduled on ` + regexp.QuoteMeta(second) + `\b`,
 	} {
 		if err != nil || !regexp.MustCompile(w).MatchString(out) {
 			t.Errorf("describe: %v: no %s in\n%s", err, w, out)

@@ -288,8 +288,8 @@ func TestLogsFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"logs", "x", "--attempt", "0"}, "--attempt: must be at least 1, got 0"},
-		{[]string{"logs", "x", "--attempt", "-2"}, "--attempt: must be at least 1, got -2"},
+		{[]string{"logs", "x", "--attempt", "-2"}, "--attempt: must be 0 (the first run) or more, got -2"},
+		{[]string{"logs", "x", "--attempt", "0", "-p"}, "--attempt and --previous: give one of them"},
 		{[]string{"logs", "x", "--attempt", "2", "-p"}, "--attempt and --previous: give one of them"},
 	} {
 		_, err := run(t, append(c.args, "--server", "http://127.0.0.1:1", "--timeout", "1s")...)

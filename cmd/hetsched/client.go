@@ -127,6 +127,9 @@ func newSubmit() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if err := cli.NotTasks(body); err != nil {
+				return err
+			}
 			return cli.Submit(cmd.Context(), c, cmd.OutOrStdout(), body, wait.d, f.output)
 		},
 	}
@@ -195,9 +198,7 @@ func newLogs() *cobra.Command {
 		Short: "Print a task's output (-f follows it; --previous: the attempt before this one)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if cmd.Flags().Changed("attempt") && o.Attempt < 1 {
-				return fmt.Errorf("--attempt: must be at least 1, got %d", o.Attempt)
-			}
+			o.AttemptSet = cmd.Flags().Changed("attempt")
 			if err := o.Check(); err != nil {
 				return err
 			}
@@ -211,7 +212,7 @@ func newLogs() *cobra.Command {
 	}
 	f.add(logs)
 	logs.Flags().BoolVarP(&o.Follow, "follow", "f", false, "stream new output until the task ends")
-	logs.Flags().IntVar(&o.Attempt, "attempt", 0, "the output of this attempt (1 is the first; default: the current one)")
+	logs.Flags().IntVar(&o.Attempt, "attempt", 0, "the output of this attempt (0 is the first run, as in describe's Attempts; default: the current one)")
 	logs.Flags().BoolVarP(&o.Previous, "previous", "p", false, "the output of the last earlier attempt (before a re-queue or retry)")
 	return logs
 }

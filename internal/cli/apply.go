@@ -261,8 +261,9 @@ func fileError(err error) error {
 	return fmt.Errorf("-f: %s: %s", e.Field, e.Message)
 }
 
-// queueView is what GET /queues says of a queue's spec.
-type queueView struct {
+// queueSpecView is what GET /queues says of a queue's spec (apply
+// compares it with the file's).
+type queueSpecView struct {
 	Name       string        `json:"name"`
 	Parent     string        `json:"parent"`
 	Guaranteed resource.List `json:"guaranteed"`
@@ -271,7 +272,7 @@ type queueView struct {
 }
 
 // sameQueue reports whether the server's queue already is q.
-func sameQueue(v queueView, q api.Queue) bool {
+func sameQueue(v queueSpecView, q api.Queue) bool {
 	norm := func(parent string, w float64) (string, float64) {
 		if parent == api.RootQueue {
 			parent = ""
@@ -308,10 +309,10 @@ func applyQueues(ctx context.Context, c *Client, queues []api.Queue, report func
 	if _, err := c.Do(ctx, "GET", "/api/v1/queues", nil, &list); err != nil {
 		return nil, []error{fmt.Errorf("queues: %w", err)}
 	}
-	current := map[string]queueView{}
+	current := map[string]queueSpecView{}
 	raws := map[string]json.RawMessage{}
 	for _, raw := range list.Queues {
-		var v queueView
+		var v queueSpecView
 		if json.Unmarshal(raw, &v) == nil {
 			current[v.Name], raws[v.Name] = v, raw
 		}

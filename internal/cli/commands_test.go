@@ -181,7 +181,8 @@ func TestLogsQuery(t *testing.T) {
 		want string
 	}{
 		{LogOptions{}, "/api/v1/tasks/a%2Fb/logs?"},
-		{LogOptions{Attempt: 2}, "/api/v1/tasks/a%2Fb/logs?attempt=2"},
+		{LogOptions{Attempt: 2, AttemptSet: true}, "/api/v1/tasks/a%2Fb/logs?attempt=2"},
+		{LogOptions{Attempt: 0, AttemptSet: true}, "/api/v1/tasks/a%2Fb/logs?attempt=0"},
 		{LogOptions{Previous: true, Follow: true}, "/api/v1/tasks/a%2Fb/logs?follow=true&previous=true"},
 	} {
 		var out bytes.Buffer
@@ -192,7 +193,7 @@ func TestLogsQuery(t *testing.T) {
 			t.Errorf("%+v: asked %s, want %s", x.o, p, x.want)
 		}
 	}
-	for _, o := range []LogOptions{{Attempt: 1, Previous: true}, {Attempt: -1}} {
+	for _, o := range []LogOptions{{Attempt: 1, AttemptSet: true, Previous: true}, {Attempt: -1, AttemptSet: true}} {
 		if err := Logs(context.Background(), c, io.Discard, "a", o); err == nil {
 			t.Errorf("%+v accepted", o)
 		}

@@ -135,7 +135,6 @@ type taskPage struct {
 	Timeout      string            `json:"timeout"`
 	QueueTimeout string            `json:"queueTimeout"`
 	Lease        string            `json:"lease"`
-	LeaseExpires *time.Time        `json:"leaseExpires"`
 	Preemptible  *bool             `json:"preemptible"`
 	Scheduled    *time.Time        `json:"scheduled"`
 	Started      *time.Time        `json:"started"`
@@ -158,15 +157,9 @@ func tierName(p int) string {
 	return strconv.Itoa(p)
 }
 
-// current is the number of the task's current attempt, counted from 1
-// like its earlier attempts.
-func (t *taskPage) current() int {
-	n := max(t.Attempt, 1)
-	if k := len(t.Attempts); k > 0 {
-		n = max(n, t.Attempts[k-1].Attempt+1)
-	}
-	return n
-}
+// current is the number of the task's current attempt (0 is the first
+// run, as the server counts).
+func (t *taskPage) current() int { return t.Attempt }
 
 func describeTask(p *page, raw json.RawMessage) error {
 	var t taskPage
@@ -229,13 +222,14 @@ func describeRun(p *page, t *taskPage) {
 		p.field("Command", strings.Join(t.Command, " "))
 	} else {
 		lease := "a lease (no command: the holder uses the devices)"
-		if t.Lease != "" {
-			lease += ", renewed every " + t.Lease
+		switch t.Lease {
+		case "":
+		case "never":
+			lease += ", held until completed or cancelled"
+		default:
+			lease += ", ends " + t.Lease + " after its placement or last renewal"
 		}
 		p.field("Command", lease)
-		if t.LeaseExpires != nil {
-			p.field("Lease Expires", fmt.Sprintf("%s (in %s)", t.LeaseExpires.Local().Format(time.RFC3339), age(p.now, *t.LeaseExpires)))
-		}
 	}
 	for _, f := range [][2]string{{"Duration", t.Duration}, {"Timeout", t.Timeout}, {"Queue Timeout", t.QueueTimeout}} {
 		if f[1] != "" {

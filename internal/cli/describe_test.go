@@ -20,7 +20,7 @@ func TestDescribeTaskPage(t *testing.T) {
 		"resources":{"cpu":"2","nvidia.com/gpu":"2"},"command":["python3","train.py"],"metadata":{"team":"vision"},
 		"attempt":1,"exitCode":0,"submitted":"` + at(10*time.Minute) + `","scheduled":"` + at(5*time.Minute) + `",
 		"started":"` + at(4*time.Minute) + `","finished":"` + at(time.Minute) + `",
-		"attempts":[{"attempt":1,"node":"gpu-1","devices":[{"type":"nvidia.com/gpu","id":"0","share":1000}],
+		"attempts":[{"attempt":0,"node":"gpu-1","devices":[{"type":"nvidia.com/gpu","id":"0","share":1000}],
 			"scheduled":"` + at(9*time.Minute) + `","started":"` + at(8*time.Minute) + `","finished":"` + at(6*time.Minute) + `",
 			"exitCode":137,"reason":"node gpu-1 is gone"}]}`
 	var out bytes.Buffer
@@ -35,11 +35,11 @@ func TestDescribeTaskPage(t *testing.T) {
 		`(?m)^Resources: +cpu=2,nvidia.com/gpu=2$`, `(?m)^Command: +python3 train.py$`, `(?m)^Metadata: +team=vision$`,
 		`(?m)^Started: +\S+ \(4m ago\)$`, `(?m)^Exit Code: +0$`,
 		`(?m)^Attempts:\n  ATTEMPT +NODE +DEVICES +STARTED +FINISHED +EXIT +REASON\n` +
-			`  1 +gpu-1 +gpu:0 +8m ago +6m ago +137 +node gpu-1 is gone\n` +
-			`  2 \(current\) +gpu-2 +gpu:0-1 +4m ago +60s ago +0 +succeeded\n`,
-		`(?m)^Events:\n  AGE +EVENT\n  10m +submitted\n  9m +attempt 1: scheduled on gpu-1 \(gpu:0\)\n  8m +attempt 1: started\n` +
-			`  6m +attempt 1: ended \(exit 137\): node gpu-1 is gone\n  5m +attempt 2: scheduled on gpu-2 \(gpu:0-1\)\n` +
-			`  4m +attempt 2: started\n  60s +attempt 2: succeeded \(exit 0\)\n`,
+			`  0 +gpu-1 +gpu:0 +8m ago +6m ago +137 +node gpu-1 is gone\n` +
+			`  1 \(current\) +gpu-2 +gpu:0-1 +4m ago +60s ago +0 +succeeded\n`,
+		`(?m)^Events:\n  AGE +EVENT\n  10m +submitted\n  9m +attempt 0: scheduled on gpu-1 \(gpu:0\)\n  8m +attempt 0: started\n` +
+			`  6m +attempt 0: ended \(exit 137\): node gpu-1 is gone\n  5m +attempt 1: scheduled on gpu-2 \(gpu:0-1\)\n` +
+			`  4m +attempt 1: started\n  60s +attempt 1: succeeded \(exit 0\)\n`,
 	} {
 		if !regexp.MustCompile(want).MatchString(text) {
 			t.Errorf("no %s in\n%s", want, text)
@@ -56,7 +56,7 @@ func TestDescribePendingLease(t *testing.T) {
 	if err := describeTask(p, []byte(raw)); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Attempts:       <none>", "Reason:         0/1 nodes fit", "Command:        a lease (no command: the holder uses the devices), renewed every 30s", "Node:           -"} {
+	for _, want := range []string{"Attempts:       <none>", "Reason:         0/1 nodes fit", "Command:        a lease (no command: the holder uses the devices), ends 30s after its placement or last renewal", "Node:           -"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("no %q in\n%s", want, out.String())
 		}

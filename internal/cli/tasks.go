@@ -333,25 +333,29 @@ func sortListed(ts []listed, by string) {
 
 // LogOptions choose which output of a task Logs prints.
 type LogOptions struct {
-	Follow   bool
-	Attempt  int  // an attempt's (1 is the first); 0: the current one
-	Previous bool // the last earlier attempt's
+	Follow bool
+	// Attempt, with AttemptSet, asks for that attempt's output (numbered
+	// as the task view's attempt: 0 is the first run); else the current
+	// attempt's, or the last one's while the task waits to run again.
+	Attempt    int
+	AttemptSet bool
+	Previous   bool // the last earlier attempt's
 }
 
 // Check validates the options (--attempt, --previous).
 func (o LogOptions) Check() error {
 	switch {
-	case o.Attempt < 0:
-		return fmt.Errorf("--attempt: must be at least 1, got %d", o.Attempt)
-	case o.Attempt > 0 && o.Previous:
+	case o.AttemptSet && o.Attempt < 0:
+		return fmt.Errorf("--attempt: must be 0 (the first run) or more, got %d", o.Attempt)
+	case o.AttemptSet && o.Previous:
 		return fmt.Errorf("--attempt and --previous: give one of them")
 	}
 	return nil
 }
 
 // Logs copies a task's output to w; with follow it streams until the task
-// ends or ctx is done. attempt > 0 asks for that attempt's output,
-// previous for the last earlier attempt's (?attempt=N, ?previous=true).
+// ends or ctx is done. Attempt asks for that attempt's output, previous
+// for the last earlier attempt's (?attempt=N, ?previous=true).
 func Logs(ctx context.Context, c *Client, w io.Writer, id string, o LogOptions) error {
 	if err := o.Check(); err != nil {
 		return err
@@ -360,7 +364,7 @@ func Logs(ctx context.Context, c *Client, w io.Writer, id string, o LogOptions) 
 	if o.Follow {
 		q.Set("follow", "true")
 	}
-	if o.Attempt > 0 {
+	if o.AttemptSet {
 		q.Set("attempt", strconv.Itoa(o.Attempt))
 	}
 	if o.Previous {
