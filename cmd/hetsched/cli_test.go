@@ -240,9 +240,9 @@ func TestGetSelectorChecked(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"get", "tasks", "-l", "team in (a,b)"}, `--selector "team in (a,b)"`},
+		{[]string{"get", "tasks", "-l", "team in a"}, `--selector "team in a"`},
 		{[]string{"get", "nodes", "--selector", "rack=r 1"}, "--selector"},
-		{[]string{"get", "tasks", "-l", "a=b,"}, "an empty term"},
+		{[]string{"get", "tasks", "-l", "a=b,"}, "empty requirement"},
 		{[]string{"get", "jobs", "-l", "a=b"}, "--selector: jobs have no labels"},
 		{[]string{"get", "queues", "-l", "a"}, "--selector: queues have no labels"},
 		{[]string{"get", "pods"}, `get: unknown kind "pods" (tasks, jobs, nodes or queues)`},

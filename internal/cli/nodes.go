@@ -24,16 +24,19 @@ type nodeDevice struct {
 
 // nodeView is the part of a node view the CLI prints.
 type nodeView struct {
-	Name        string             `json:"name"`
-	State       string             `json:"state"`
-	Labels      map[string]string  `json:"labels"`
-	Taints      []string           `json:"taints"`
-	Capacity    map[string]any     `json:"capacity"`
-	Allocated   map[string]any     `json:"allocated"`
-	Tasks       int                `json:"tasks"`
-	Agent       string             `json:"agent"`
-	Utilization map[string]float64 `json:"utilization"`
-	Devices     []nodeDevice       `json:"devices"`
+	Name   string            `json:"name"`
+	State  string            `json:"state"`
+	Labels map[string]string `json:"labels"`
+	// DerivedLabels are the labels the scheduler adds (selectors match
+	// them too).
+	DerivedLabels map[string]string  `json:"derivedLabels"`
+	Taints        []string           `json:"taints"`
+	Capacity      map[string]any     `json:"capacity"`
+	Allocated     map[string]any     `json:"allocated"`
+	Tasks         int                `json:"tasks"`
+	Agent         string             `json:"agent"`
+	Utilization   map[string]float64 `json:"utilization"`
+	Devices       []nodeDevice       `json:"devices"`
 }
 
 func (n nodeView) state() string {

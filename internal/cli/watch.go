@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/hetsched/hetsched/internal/api"
 )
 
 // Limits of a watch.
@@ -92,7 +94,7 @@ type watcher struct {
 	w      io.Writer
 	note   io.Writer
 	o      WatchOptions
-	sel    Selector
+	sel    api.Selector
 	g      grid
 	shown  map[string]string // kind/name: its last row (repeats are skipped)
 	listed time.Time         // queues: the last listing
@@ -368,10 +370,10 @@ func (wt *watcher) applyTasks(ctx context.Context, batch []event) error {
 				return fmt.Errorf("unexpected answer from %s: %w", wt.c.Server, err)
 			}
 			raw = overlay(f.raw, ev)
-		} else if wt.sel != nil {
+		} else if !wt.sel.Empty() {
 			continue // its metadata is unknown
 		}
-		if !wt.sel.Matches(t.Metadata) {
+		if !wt.sel.MatchesMap(t.Metadata) {
 			continue
 		}
 		t.State, t.Node, t.Reason = ev.State, ev.Node, ev.Reason
@@ -442,10 +444,10 @@ func (wt *watcher) applyNodes(ctx context.Context, batch []event) error {
 				return fmt.Errorf("unexpected answer from %s: %w", wt.c.Server, err)
 			}
 			raw = overlay(f.raw, ev)
-			if !wt.sel.Matches(nodeLabels(n)) {
+			if !wt.sel.Matches(n.label) {
 				continue
 			}
-		case wt.sel != nil:
+		case !wt.sel.Empty():
 			if _, was := wt.shown[key]; !was {
 				continue // removed (or not fetched): shown only if it was before
 			}
