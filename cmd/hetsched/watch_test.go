@@ -100,7 +100,7 @@ func TestGetWatchFlags(t *testing.T) {
 			t.Errorf("%v: %v", args, err)
 		}
 	}
-	_, err := run(t, "get", "tasks", "-w", "-l", "team in (a,b)", "--server", "http://127.0.0.1:1")
+	_, err := run(t, "get", "tasks", "-w", "-l", "team in a", "--server", "http://127.0.0.1:1")
 	if err == nil || !strings.Contains(err.Error(), "--selector") || strings.Contains(err.Error(), "cannot reach") {
 		t.Errorf("a malformed selector: %v", err)
 	}

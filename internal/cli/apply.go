@@ -261,9 +261,10 @@ func fileError(err error) error {
 	return fmt.Errorf("-f: %s: %s", e.Field, e.Message)
 }
 
-// queueSpecView is what GET /queues says of a queue's spec (apply
-// compares it with the file's).
-type queueSpecView struct {
+// QueueSpec is what GET /queues says of a queue's spec (apply compares
+// it with a file's; up prints the tree). It is not api.Queue, whose
+// decoder refuses the view's other members.
+type QueueSpec struct {
 	Name       string        `json:"name"`
 	Parent     string        `json:"parent"`
 	Guaranteed resource.List `json:"guaranteed"`
@@ -271,8 +272,19 @@ type queueSpecView struct {
 	Weight     float64       `json:"weight"`
 }
 
+// ListQueueSpecs reads every queue's spec.
+func ListQueueSpecs(ctx context.Context, c *Client) ([]QueueSpec, error) {
+	var body struct {
+		Queues []QueueSpec `json:"queues"`
+	}
+	if _, err := c.Do(ctx, "GET", "/api/v1/queues", nil, &body); err != nil {
+		return nil, fmt.Errorf("queues: %w", err)
+	}
+	return body.Queues, nil
+}
+
 // sameQueue reports whether the server's queue already is q.
-func sameQueue(v queueSpecView, q api.Queue) bool {
+func sameQueue(v QueueSpec, q api.Queue) bool {
 	norm := func(parent string, w float64) (string, float64) {
 		if parent == api.RootQueue {
 			parent = ""
@@ -309,10 +321,10 @@ func applyQueues(ctx context.Context, c *Client, queues []api.Queue, report func
 	if _, err := c.Do(ctx, "GET", "/api/v1/queues", nil, &list); err != nil {
 		return nil, []error{fmt.Errorf("queues: %w", err)}
 	}
-	current := map[string]queueSpecView{}
+	current := map[string]QueueSpec{}
 	raws := map[string]json.RawMessage{}
 	for _, raw := range list.Queues {
-		var v queueSpecView
+		var v QueueSpec
 		if json.Unmarshal(raw, &v) == nil {
 			current[v.Name], raws[v.Name] = v, raw
 		}

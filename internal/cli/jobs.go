@@ -87,31 +87,12 @@ func GetJobs(ctx context.Context, c *Client, w io.Writer, state, output string) 
 
 // listJobs reads every page of GET /api/v1/jobs (up to MaxList jobs).
 func listJobs(ctx context.Context, c *Client, state string) ([]json.RawMessage, error) {
-	var all []json.RawMessage
-	cursor := ""
-	for len(all) < MaxList {
-		q := url.Values{}
-		if state != "" {
-			q.Set("state", state)
-		}
-		q.Set("limit", fmt.Sprint(min(pageSize, MaxList-len(all))))
-		if cursor != "" {
-			q.Set("cursor", cursor)
-		}
-		var page struct {
-			Jobs   []json.RawMessage `json:"jobs"`
-			Cursor string            `json:"cursor"`
-		}
-		if _, err := c.Do(ctx, "GET", "/api/v1/jobs?"+q.Encode(), nil, &page); err != nil {
-			return nil, err
-		}
-		all = append(all, page.Jobs...)
-		if page.Cursor == "" || page.Cursor == cursor {
-			break
-		}
-		cursor = page.Cursor
+	q := url.Values{}
+	if state != "" {
+		q.Set("state", state)
 	}
-	return all, nil
+	all, _, err := readPages(ctx, c, "/api/v1/jobs", "jobs", q, MaxList)
+	return all, err
 }
 
 // printJobs writes jobs as rows of g (with the header when header) or as

@@ -192,38 +192,56 @@ type listed struct {
 	order int // the server's order (submission)
 }
 
-// listTasks reads GET /api/v1/tasks?q, every page up to limit tasks;
-// more says there were more.
-func listTasks(ctx context.Context, c *Client, q url.Values, limit int) (all []listed, more bool, err error) {
+// readPages reads a listing's pages from GET path?q (its items under
+// key), following the cursors until limit items or the last page; more
+// says there were more than limit.
+func readPages(ctx context.Context, c *Client, path, key string, q url.Values, limit int) (items []json.RawMessage, more bool, err error) {
 	cursor := ""
 	for {
-		q.Set("limit", fmt.Sprint(min(pageSize, limit-len(all))))
+		q.Set("limit", fmt.Sprint(min(pageSize, limit-len(items))))
 		q.Del("cursor")
 		if cursor != "" {
 			q.Set("cursor", cursor)
 		}
-		var page struct {
-			Tasks  []json.RawMessage `json:"tasks"`
-			Cursor string            `json:"cursor"`
-		}
-		if _, err := c.Do(ctx, "GET", "/api/v1/tasks?"+q.Encode(), nil, &page); err != nil {
+		var page map[string]json.RawMessage
+		if _, err := c.Do(ctx, "GET", path+"?"+q.Encode(), nil, &page); err != nil {
 			return nil, false, err
 		}
-		for _, r := range page.Tasks {
-			l := listed{raw: r, order: len(all)}
-			if err := json.Unmarshal(r, &l); err != nil {
-				return nil, false, fmt.Errorf("unexpected answer from %s: %w", c.Server, err)
-			}
-			all = append(all, l)
+		var got []json.RawMessage
+		var next string
+		if err := json.Unmarshal(page[key], &got); err != nil {
+			return nil, false, fmt.Errorf("unexpected answer from %s: %s: %w", c.Server, key, err)
 		}
-		if page.Cursor == "" {
-			return all, false, nil
+		if raw, ok := page["cursor"]; ok && json.Unmarshal(raw, &next) != nil {
+			return nil, false, fmt.Errorf("unexpected answer from %s: a cursor that is not a string: %s", c.Server, raw)
 		}
-		if page.Cursor == cursor || len(all) >= limit {
-			return all, true, nil
+		items = append(items, got...)
+		switch {
+		case next == "":
+			return items, false, nil
+		case next == cursor || len(items) >= limit:
+			return items, true, nil
 		}
-		cursor = page.Cursor
+		cursor = next
 	}
+}
+
+// listTasks reads GET /tasks?q (up to limit tasks); more says there were
+// more.
+func listTasks(ctx context.Context, c *Client, q url.Values, limit int) (all []listed, more bool, err error) {
+	raws, more, err := readPages(ctx, c, "/api/v1/tasks", "tasks", q, limit)
+	if err != nil {
+		return nil, false, err
+	}
+	all = make([]listed, 0, len(raws))
+	for _, r := range raws {
+		l := listed{raw: r, order: len(all)}
+		if err := json.Unmarshal(r, &l); err != nil {
+			return nil, false, fmt.Errorf("unexpected answer from %s: %w", c.Server, err)
+		}
+		all = append(all, l)
+	}
+	return all, more, nil
 }
 
 // taskQuery is the GET /tasks filter of o, its selector checked.

@@ -12,35 +12,15 @@ import (
 
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/cli"
-	"github.com/hetsched/hetsched/internal/resource"
 	"github.com/hetsched/hetsched/internal/server"
 )
-
-// queueView is what GET /queues says of a queue's spec.
-type queueView struct {
-	Name       string        `json:"name"`
-	Parent     string        `json:"parent"`
-	Guaranteed resource.List `json:"guaranteed"`
-	Max        resource.List `json:"max"`
-	Weight     float64       `json:"weight"`
-}
-
-func listQueues(ctx context.Context, c *cli.Client) ([]queueView, error) {
-	var body struct {
-		Queues []queueView `json:"queues"`
-	}
-	if _, err := c.Do(ctx, "GET", "/api/v1/queues", nil, &body); err != nil {
-		return nil, fmt.Errorf("queues: %w", err)
-	}
-	return body.Queues, nil
-}
 
 // setUpQueues returns the queue tree up runs with, and where it came from.
 // The server has put the --queues file's already; without one, a store
 // with no queues gets defaults (a store with queues keeps them: they may
 // have been changed with apply since).
-func setUpQueues(ctx context.Context, c *cli.Client, file string, defaults []api.Queue) ([]queueView, string, error) {
-	qs, err := listQueues(ctx, c)
+func setUpQueues(ctx context.Context, c *cli.Client, file string, defaults []api.Queue) ([]cli.QueueSpec, string, error) {
+	qs, err := cli.ListQueueSpecs(ctx, c)
 	if err != nil {
 		return nil, "", err
 	}
@@ -72,15 +52,15 @@ func setUpQueues(ctx context.Context, c *cli.Client, file string, defaults []api
 			return nil, "", fmt.Errorf("the default queue %s: %w", q.Name, err)
 		}
 	}
-	if qs, err = listQueues(ctx, c); err != nil {
+	if qs, err = cli.ListQueueSpecs(ctx, c); err != nil {
 		return nil, "", err
 	}
 	return qs, "the default tree; --queues FILE starts with another", nil
 }
 
 // printQueueTree draws the tree under the root.
-func printQueueTree(w io.Writer, qs []queueView) {
-	kids := map[string][]queueView{}
+func printQueueTree(w io.Writer, qs []cli.QueueSpec) {
+	kids := map[string][]cli.QueueSpec{}
 	for _, q := range qs {
 		p := q.Parent
 		if p == "" {
@@ -111,7 +91,7 @@ func printQueueTree(w io.Writer, qs []queueView) {
 	walk(api.RootQueue, "", 0)
 }
 
-func describeQueue(q queueView) string {
+func describeQueue(q cli.QueueSpec) string {
 	w := q.Weight
 	if w == 0 {
 		w = 1

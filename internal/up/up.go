@@ -270,7 +270,7 @@ func localNode() (localInfo, []string, error) {
 	return localInfo{node: n, monitors: monitors}, notes, nil
 }
 
-func printBanner(w io.Writer, url, dataDir string, nodes []api.Node, local localInfo, notes []string, queues []queueView, source string) {
+func printBanner(w io.Writer, url, dataDir string, nodes []api.Node, local localInfo, notes []string, queues []cli.QueueSpec, source string) {
 	fmt.Fprintf(w, "hetsched is up: %s\n", url)
 	fmt.Fprintf(w, "data: %s (store, agent work dirs, and shared/: every task's $%s; delete it to start afresh)\n\n", dataDir, SharedDirEnv)
 	fmt.Fprintln(w, "nodes (each with an in-process agent; every command runs on this machine):")
@@ -304,7 +304,7 @@ Ctrl-C stops (running tasks get SIGTERM and their grace; Ctrl-C again kills them
 
 // runInQueue is the banner's line that runs a command in a queue of the
 // tree (its first top queue), or nothing without queues.
-func runInQueue(queues []queueView) string {
+func runInQueue(queues []cli.QueueSpec) string {
 	first := ""
 	for _, q := range queues {
 		if (q.Parent == "" || q.Parent == api.RootQueue) && (first == "" || q.Name < first) {

@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"testing"
 
+	"github.com/hetsched/hetsched/internal/cli"
 	"github.com/hetsched/hetsched/internal/resource"
 )
 
 func TestQueueTreeAndTasks(t *testing.T) {
 	var b bytes.Buffer
-	printQueueTree(&b, []queueView{
+	printQueueTree(&b, []cli.QueueSpec{
 		{Name: "b", Weight: 3, Max: resource.List{"nvidia.com/gpu": 4000}},
 		{Name: "a", Guaranteed: resource.List{resource.CPU: 2000}},
 		{Name: "a-dev", Parent: "a"},
