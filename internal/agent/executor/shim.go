@@ -230,6 +230,11 @@ wait:
 	for {
 		select {
 		case ws = <-leader:
+			if reason, ok := s.killReason(); ok && ws.Signaled() {
+				// Killed from outside the shim (Executor.KillNow's SIGKILL
+				// to the group) before the shim saw its own signal.
+				r.Killed, r.Reason = true, reason
+			}
 			break wait
 		case <-timeout:
 			r.TimedOut = true
