@@ -80,6 +80,17 @@ func TestAttemptHistoryAndEarlierLogs(t *testing.T) {
 		_, which, body := logsOf(t, base, "mover", "")
 		return which == "1" && strings.Contains(body, "attempt=1 node=n2")
 	}, "the second attempt's output on n2")
+	// The first attempt's outcome (killed by the drain: SIGTERM) arrives
+	// after it ended; it goes into its history entry.
+	waitFor(t, 30*time.Second, func() bool {
+		var v struct {
+			Attempts []struct {
+				ExitCode *int `json:"exitCode"`
+			} `json:"attempts"`
+		}
+		_, b := get(t, base+"/api/v1/tasks/mover")
+		return json.Unmarshal(b, &v) == nil && len(v.Attempts) == 1 && v.Attempts[0].ExitCode != nil && *v.Attempts[0].ExitCode == 143
+	}, "the first attempt's exit code (143) in its history")
 	for _, q := range []string{"?previous=true", "?attempt=0"} {
 		code, which, body := logsOf(t, base, "mover", q)
 		if code != http.StatusOK || which != "0" || body != "attempt=0 node=n1\n" {

@@ -119,6 +119,11 @@ func TestHumanQuantities(t *testing.T) {
 	if got != want {
 		t.Errorf("got %s, want %s", got, want)
 	}
+	for q, want := range map[any]string{"24684084Ki": "23.5Gi", float64(1 << 40): "1Ti", float64(1536): "1.5Ki", float64(1000): "1000", "512Mi": "512Mi", "1.5Gi": "1.5Gi", float64(-(1 << 30)): "-1073741824"} {
+		if got := quantity("memory", q); got != want {
+			t.Errorf("memory %v in a table: %q, want %q", q, got, want)
+		}
+	}
 	if human(nil) != "-" {
 		t.Error("empty is not -")
 	}

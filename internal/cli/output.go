@@ -126,16 +126,39 @@ func human(m map[string]any) string {
 }
 
 func quantity(name string, v any) string {
+	n := resource.Name(name)
 	switch v := v.(type) {
 	case float64:
 		if v == float64(int64(v)) {
-			return resource.Name(name).Format(int64(v))
+			return readable(n, int64(v))
 		}
 		return strconv.FormatFloat(v, 'f', -1, 64)
 	case string:
+		if c, err := resource.ParseQuantity(v, n.Scale()); err == nil {
+			return readable(n, c)
+		}
 		return v
 	}
 	return fmt.Sprint(v)
+}
+
+// readable writes a canonical value for a table: cpu and devices as a
+// person writes them ("1.5", "250m"), bytes in the largest binary unit
+// they reach, exactly when it divides them ("80Gi") and else to one
+// decimal ("23.5Gi" for 24684084Ki).
+func readable(n resource.Name, v int64) string {
+	if n.Scale() != resource.Units {
+		return n.Format(v)
+	}
+	units := []string{"", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"}
+	u := 0
+	for u+1 < len(units) && v>>(10*(u+1)) > 0 {
+		u++
+	}
+	if size := int64(1) << (10 * u); v%size != 0 {
+		return strconv.FormatFloat(float64(v)/float64(size), 'f', 1, 64) + units[u]
+	}
+	return strconv.FormatInt(v>>(10*u), 10) + units[u]
 }
 
 // percents writes utilizations (0..1) as "cpu=12%,memory=40%"; "-" when

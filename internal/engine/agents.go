@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -505,6 +506,9 @@ func (e *Engine) agentStatus(agent string, ups []StatusUpdate, now time.Time) []
 		case len(r.Spec.Command) == 0:
 			out[i].Reason = "task is a lease: agents do not run it"
 			continue
+		case s.Attempt != u.Attempt && e.endedAttemptStatus(agent, r, u):
+			out[i].Applied = true // an earlier attempt's outcome, kept in its history
+			continue
 		case s.State != core.Scheduled && s.State != core.Running:
 			out[i].Reason = "task is " + s.State.String()
 			continue
@@ -553,6 +557,39 @@ func (e *Engine) agentStatus(agent string, ups []StatusUpdate, now time.Time) []
 		out[i].Applied = true
 	}
 	return out
+}
+
+// endedAttemptStatus records the outcome an agent reports of a task's
+// earlier attempt (one that ended while its command still ran: node lost,
+// drained, preempted) in the attempt's history entry, if that entry has
+// none yet and the agent serves the node it ran on. It reports whether it
+// did.
+func (e *Engine) endedAttemptStatus(agent string, r *TaskRecord, u StatusUpdate) bool {
+	if u.State == "running" || u.State == "lost" {
+		return false // no outcome to keep
+	}
+	for i := len(r.Attempts) - 1; i >= 0; i-- {
+		a := r.Attempts[i]
+		if a.Attempt != u.Attempt {
+			continue
+		}
+		e.mu.RLock()
+		owner := e.nodeAgent[a.Node]
+		e.mu.RUnlock()
+		if a.ExitCode != nil || owner != agent {
+			return false
+		}
+		code := u.ExitCode
+		if u.State == "failed" && code == 0 {
+			code = -1
+		}
+		cp := *r
+		cp.Attempts = slices.Clone(r.Attempts)
+		cp.Attempts[i].ExitCode = &code
+		e.staged[u.Task] = &cp
+		return true
+	}
+	return false
 }
 
 // ErrSuperseded ends an assignment stream whose agent registered again.

@@ -205,8 +205,21 @@ func TestAgentProtocol(t *testing.T) {
 		t.Fatal(err)
 	}
 	r3, _ = e.Task("t3")
-	if r3.State != "pending" || r3.Attempt != 1 {
+	if r3.State != "pending" || r3.Attempt != 1 || len(r3.Attempts) != 1 || r3.Attempts[0].Node != "g1" || r3.Attempts[0].ExitCode != nil {
 		t.Fatalf("t3 after its device failed: %+v", r3)
+	}
+	// The moved attempt's outcome, reported after it ended, goes into its
+	// history, once, and only from the agent of the node it ran on.
+	res, err = e.AgentStatus(ctx, "a2", []StatusUpdate{{Task: "t3", Attempt: 0, State: "failed", ExitCode: 143}})
+	if err != nil || res[0].Applied {
+		t.Fatalf("another agent's report of t3's attempt 0: %+v %v", res, err)
+	}
+	res, err = e.AgentStatus(ctx, "a1", []StatusUpdate{{Task: "t3", Attempt: 0, State: "failed", ExitCode: 143}, {Task: "t3", Attempt: 0, State: "failed", ExitCode: 1}})
+	if err != nil || !res[0].Applied || res[1].Applied {
+		t.Fatalf("a1's report of t3's attempt 0: %+v %v", res, err)
+	}
+	if r3, _ = e.Task("t3"); r3.Attempts[0].ExitCode == nil || *r3.Attempts[0].ExitCode != 143 || r3.ExitCode != nil || r3.State != "pending" {
+		t.Fatalf("t3 after its attempt 0's outcome: %+v", r3)
 	}
 	views, err := e.NodeViews(ctx)
 	if err != nil {
