@@ -91,6 +91,7 @@ func describeNode(ctx context.Context, c *Client, p *page, raw json.RawMessage) 
 		p.field("Simulated", "yes (declared devices, not real hardware)")
 	}
 	p.field("Labels", strings.ReplaceAll(labelList(n.Labels), ",", "\n"+strings.Repeat(" ", keyWidth)))
+	p.field("Derived Labels", strings.ReplaceAll(labelList(n.DerivedLabels), ",", "\n"+strings.Repeat(" ", keyWidth)))
 	p.field("Taints", strings.Join(n.Taints, ","))
 	p.table("Resources", []string{"RESOURCE", "CAPACITY", "ALLOCATED", "UTILIZATION"}, n.resourceRows())
 	p.table("Devices", []string{"TYPE", "MODEL", "ID", "MEMORY", "TOPOLOGY", "HEALTH", "TASK"}, n.deviceRows(tasks))
