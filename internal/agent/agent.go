@@ -19,8 +19,8 @@ import (
 
 	"github.com/hetsched/hetsched/internal/agent/discover"
 	"github.com/hetsched/hetsched/internal/agent/executor"
+	"github.com/hetsched/hetsched/internal/agentapi"
 	"github.com/hetsched/hetsched/internal/api"
-	"github.com/hetsched/hetsched/internal/engine"
 )
 
 // Options configure a node agent.
@@ -140,7 +140,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			x.Close()
 		}
 	}()
-	a.sess.onRegister = func(reply *engine.RegisterReply) error {
+	a.sess.onRegister = func(reply *agentapi.RegisterReply) error {
 		if x := a.x.Load(); x != nil {
 			if reply.Cluster != a.cluster {
 				runErr = fmt.Errorf("the server now belongs to cluster %q, but this agent runs tasks of cluster %q: restart the agent", reply.Cluster, a.cluster)
@@ -252,19 +252,19 @@ func (a *Agent) collect(ctx context.Context, x *executor.Executor) {
 			fenced := a.fenced[k]
 			delete(a.fenced, k)
 			a.mu.Unlock()
-			up := engine.StatusUpdate{Task: r.Task, Attempt: r.Attempt, ExitCode: r.ExitCode, Reason: r.Reason}
+			up := agentapi.StatusUpdate{Task: r.Task, Attempt: r.Attempt, ExitCode: r.ExitCode, Reason: r.Reason}
 			switch {
 			case fenced, r.ExitCode == -1, r.Killed && strings.Contains(r.Reason, stoppedReason),
 				r.Killed && strings.HasPrefix(r.Reason, executor.FencedPrefix):
-				up.State = "lost"
+				up.State = agentapi.StatusLost
 			case r.TimedOut:
-				up.State = "timeout"
+				up.State = agentapi.StatusTimeout
 			case r.Killed:
-				up.State = "failed" // the server revoked it; this report is stale there
+				up.State = agentapi.StatusFailed // the server revoked it; this report is stale there
 			case r.ExitCode == 0:
-				up.State = "succeeded"
+				up.State = agentapi.StatusSucceeded
 			default:
-				up.State = "failed"
+				up.State = agentapi.StatusFailed
 			}
 			a.log.Info("task ended", "task", r.Task, "attempt", r.Attempt, "state", up.State, "exit", r.ExitCode, "reason", r.Reason)
 			a.sess.rep.add(up, func() {
@@ -289,9 +289,9 @@ func (a *Agent) nodes() []api.Node {
 	return []api.Node{n}
 }
 
-func (a *Agent) beats() []engine.Beat {
+func (a *Agent) beats() []agentapi.Beat {
 	cpu, mem := a.host.sample()
-	b := engine.Beat{Node: a.opt.Node.Name, CPU: cpu, MemoryUsed: mem}
+	b := agentapi.Beat{Node: a.opt.Node.Name, CPU: cpu, MemoryUsed: mem}
 	for _, m := range a.opt.Monitors {
 		s, err := m.Sample()
 		if err != nil {
@@ -299,20 +299,20 @@ func (a *Agent) beats() []engine.Beat {
 			continue
 		}
 		if b.Devices == nil {
-			b.Devices = map[string]engine.DeviceBeat{}
+			b.Devices = map[string]agentapi.DeviceBeat{}
 		}
 		a.mu.Lock()
 		for id, d := range s {
 			a.health[id] = d
 			healthy := d.Healthy
-			b.Devices[id] = engine.DeviceBeat{Utilization: min(max(d.Utilization, 0), 1), MemoryUsed: d.MemoryUsed, Healthy: &healthy, Reason: d.Reason}
+			b.Devices[id] = agentapi.DeviceBeat{Utilization: min(max(d.Utilization, 0), 1), MemoryUsed: d.MemoryUsed, Healthy: &healthy, Reason: d.Reason}
 		}
 		a.mu.Unlock()
 	}
-	return []engine.Beat{b}
+	return []agentapi.Beat{b}
 }
 
-func (a *Agent) sync(snapshot []engine.Assignment) {
+func (a *Agent) sync(snapshot []agentapi.Assignment) {
 	want := make(map[string]int, len(snapshot))
 	for _, as := range snapshot {
 		want[as.Task] = as.Attempt
@@ -329,7 +329,7 @@ func (a *Agent) sync(snapshot []engine.Assignment) {
 	}
 }
 
-func (a *Agent) assign(as engine.Assignment) {
+func (a *Agent) assign(as agentapi.Assignment) {
 	spec := executor.Spec{Task: as.Task, Attempt: as.Attempt, Command: as.Command,
 		Env: taskEnv(&as, &a.opt.Node), Timeout: time.Duration(as.Timeout), Grace: a.opt.Grace, FenceFile: a.fenceFile}
 	for k, v := range as.Env {
@@ -337,11 +337,11 @@ func (a *Agent) assign(as engine.Assignment) {
 	}
 	if err := a.x.Load().Start(spec); err != nil {
 		a.log.Error("cannot start task", "task", as.Task, "err", err)
-		a.sess.rep.add(engine.StatusUpdate{Task: as.Task, Attempt: as.Attempt, State: "failed", ExitCode: 127, Reason: "the agent could not start it: " + err.Error()}, nil)
+		a.sess.rep.add(agentapi.StatusUpdate{Task: as.Task, Attempt: as.Attempt, State: agentapi.StatusFailed, ExitCode: 127, Reason: "the agent could not start it: " + err.Error()}, nil)
 		return
 	}
 	if as.State == "scheduled" {
-		a.sess.rep.add(engine.StatusUpdate{Task: as.Task, Attempt: as.Attempt, State: "running"}, nil)
+		a.sess.rep.add(agentapi.StatusUpdate{Task: as.Task, Attempt: as.Attempt, State: agentapi.StatusRunning}, nil)
 	}
 }
 

@@ -31,8 +31,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hetsched/hetsched/internal/agentapi"
 	"github.com/hetsched/hetsched/internal/certs"
-	"github.com/hetsched/hetsched/internal/engine"
 	"github.com/hetsched/hetsched/internal/errs"
 )
 
@@ -144,22 +144,22 @@ func decodeAnswer(resp *http.Response, out any) error {
 	return json.Unmarshal(b, out)
 }
 
-func (c *client) register(ctx context.Context, reg engine.Registration) (*engine.RegisterReply, error) {
-	var out engine.RegisterReply
+func (c *client) register(ctx context.Context, reg agentapi.Registration) (*agentapi.RegisterReply, error) {
+	var out agentapi.RegisterReply
 	if err := c.do(ctx, http.MethodPost, "/api/v1/agents/register", reg, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
 }
 
-func (c *client) heartbeat(ctx context.Context, agent string, beats []engine.Beat) error {
+func (c *client) heartbeat(ctx context.Context, agent string, beats []agentapi.Beat) error {
 	return c.do(ctx, http.MethodPost, "/api/v1/agents/"+url.PathEscape(agent)+"/heartbeat",
 		map[string]any{"nodes": beats}, nil)
 }
 
-func (c *client) status(ctx context.Context, agent string, ups []engine.StatusUpdate) ([]engine.StatusResult, error) {
+func (c *client) status(ctx context.Context, agent string, ups []agentapi.StatusUpdate) ([]agentapi.StatusResult, error) {
 	var out struct {
-		Results []engine.StatusResult `json:"results"`
+		Results []agentapi.StatusResult `json:"results"`
 	}
 	err := c.do(ctx, http.MethodPost, "/api/v1/agents/"+url.PathEscape(agent)+"/status",
 		map[string]any{"updates": ups}, &out)
@@ -169,7 +169,7 @@ func (c *client) status(ctx context.Context, agent string, ups []engine.StatusUp
 // stream reads the assignment stream, calling fn for each message, until
 // ctx ends, the stream breaks or nothing (not even a ping) arrived for
 // idle.
-func (c *client) stream(ctx context.Context, agent string, gen uint64, idle time.Duration, fn func(*engine.AgentMessage)) error {
+func (c *client) stream(ctx context.Context, agent string, gen uint64, idle time.Duration, fn func(*agentapi.AgentMessage)) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	path := "/api/v1/agents/" + url.PathEscape(agent) + "/assignments?generation=" + strconv.FormatUint(gen, 10)
@@ -194,7 +194,7 @@ func (c *client) stream(ctx context.Context, agent string, gen uint64, idle time
 	sc.Buffer(make([]byte, 0, 64<<10), 256<<20)
 	for sc.Scan() {
 		watchdog.Reset(idle)
-		var m engine.AgentMessage
+		var m agentapi.AgentMessage
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
 			return fmt.Errorf("assignment stream: bad message: %w", err)
 		}

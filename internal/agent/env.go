@@ -4,9 +4,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hetsched/hetsched/internal/agentapi"
 	"github.com/hetsched/hetsched/internal/api"
-	"github.com/hetsched/hetsched/internal/core"
-	"github.com/hetsched/hetsched/internal/engine"
 )
 
 // Device resource names the environment knows.
@@ -27,7 +26,7 @@ const (
 //     GPUs (a MIG instance by its UUID, a GPU by its index); on a node with
 //     GPUs a task given none gets "" and "void" so it cannot use any;
 //   - TPU_VISIBLE_CHIPS: the assigned TPU chips, set the same way.
-func taskEnv(a *engine.Assignment, n *api.Node) map[string]string {
+func taskEnv(a *agentapi.Assignment, n *api.Node) map[string]string {
 	env := map[string]string{
 		"HETSCHED_TASK_ID": a.Task,
 		"HETSCHED_ATTEMPT": strconv.Itoa(a.Attempt),
@@ -68,7 +67,7 @@ func taskEnv(a *engine.Assignment, n *api.Node) map[string]string {
 
 // cudaID names a GPU for CUDA: a MIG instance (id "gpu:k") only by its
 // UUID; a whole GPU by its index.
-func cudaID(d core.DeviceRef, n *api.Node) string {
+func cudaID(d api.DeviceRef, n *api.Node) string {
 	if !strings.Contains(d.ID, ":") {
 		return d.ID
 	}

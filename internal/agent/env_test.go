@@ -5,16 +5,15 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/hetsched/hetsched/internal/agentapi"
 	"github.com/hetsched/hetsched/internal/api"
-	"github.com/hetsched/hetsched/internal/core"
-	"github.com/hetsched/hetsched/internal/engine"
 )
 
 // A share of a device is written as the CLI's tables write it
 // ("gpu:0@500m"), whole devices without a share.
 func TestTaskEnvWritesSharesAsTheTablesDo(t *testing.T) {
 	n := &api.Node{Name: "n1", Devices: []api.Device{{Type: nvidiaGPU, ID: "0"}, {Type: nvidiaGPU, ID: "1"}}}
-	a := &engine.Assignment{Task: "t", Attempt: 2, Node: "n1", Devices: []core.DeviceRef{
+	a := &agentapi.Assignment{Task: "t", Attempt: 2, Node: "n1", Devices: []api.DeviceRef{
 		{Type: nvidiaGPU, ID: "0", Share: 500}, {Type: nvidiaGPU, ID: "1", Share: 1000},
 	}}
 	got := taskEnv(a, n)

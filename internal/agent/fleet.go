@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hetsched/hetsched/internal/agentapi"
 	"github.com/hetsched/hetsched/internal/api"
-	"github.com/hetsched/hetsched/internal/engine"
 	"github.com/hetsched/hetsched/internal/resource"
 )
 
@@ -83,8 +83,8 @@ func (h *dueHeap) Pop() any {
 
 // NewFleet prepares a fleet; Run connects it.
 func NewFleet(opt FleetOptions) (*Fleet, error) {
-	if opt.Nodes <= 0 || opt.Nodes > engine.MaxAgentNodes {
-		return nil, fmt.Errorf("fake-fleet: between 1 and %d nodes, got %d", engine.MaxAgentNodes, opt.Nodes)
+	if opt.Nodes <= 0 || opt.Nodes > agentapi.MaxAgentNodes {
+		return nil, fmt.Errorf("fake-fleet: between 1 and %d nodes, got %d", agentapi.MaxAgentNodes, opt.Nodes)
 	}
 	if opt.Name == "" {
 		opt.Name = "fake"
@@ -142,21 +142,21 @@ func (f *Fleet) Stats() (running int, finished int64) {
 
 func (f *Fleet) nodes() []api.Node { return f.specs }
 
-func (f *Fleet) beats() []engine.Beat {
+func (f *Fleet) beats() []agentapi.Beat {
 	f.mu.Lock()
 	busy := make(map[string]int, len(f.running))
 	for _, t := range f.running {
 		busy[t.node]++
 	}
 	f.mu.Unlock()
-	out := make([]engine.Beat, len(f.specs))
+	out := make([]agentapi.Beat, len(f.specs))
 	for i := range f.specs {
-		out[i] = engine.Beat{Node: f.specs[i].Name, CPU: min(float64(busy[f.specs[i].Name])/8, 1)}
+		out[i] = agentapi.Beat{Node: f.specs[i].Name, CPU: min(float64(busy[f.specs[i].Name])/8, 1)}
 	}
 	return out
 }
 
-func (f *Fleet) sync(snapshot []engine.Assignment) {
+func (f *Fleet) sync(snapshot []agentapi.Assignment) {
 	want := make(map[string]bool, len(snapshot))
 	for i := range snapshot {
 		want[snapshot[i].Task] = true
@@ -173,7 +173,7 @@ func (f *Fleet) sync(snapshot []engine.Assignment) {
 	}
 }
 
-func (f *Fleet) assign(a engine.Assignment) {
+func (f *Fleet) assign(a agentapi.Assignment) {
 	d := time.Duration(a.Duration)
 	if d <= 0 {
 		d = f.opt.DefaultDuration
@@ -195,7 +195,7 @@ func (f *Fleet) assign(a engine.Assignment) {
 	default:
 	}
 	if a.State == "scheduled" {
-		f.sess.rep.add(engine.StatusUpdate{Task: a.Task, Attempt: a.Attempt, State: "running"}, nil)
+		f.sess.rep.add(agentapi.StatusUpdate{Task: a.Task, Attempt: a.Attempt, State: agentapi.StatusRunning}, nil)
 	}
 }
 
@@ -224,7 +224,7 @@ func (f *Fleet) fence(reason string) {
 	}
 	f.mu.Unlock()
 	for _, k := range lost {
-		f.sess.rep.add(engine.StatusUpdate{Task: k.task, Attempt: k.attempt, State: "lost", Reason: reason}, nil)
+		f.sess.rep.add(agentapi.StatusUpdate{Task: k.task, Attempt: k.attempt, State: agentapi.StatusLost, Reason: reason}, nil)
 	}
 }
 
@@ -248,7 +248,7 @@ func (f *Fleet) finishDue(ctx context.Context) {
 		}
 		f.mu.Unlock()
 		for _, k := range ended {
-			f.sess.rep.add(engine.StatusUpdate{Task: k.task, Attempt: k.attempt, State: "succeeded"}, nil)
+			f.sess.rep.add(agentapi.StatusUpdate{Task: k.task, Attempt: k.attempt, State: agentapi.StatusSucceeded}, nil)
 		}
 		t.Reset(next)
 		select {

@@ -8,8 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hetsched/hetsched/internal/agentapi"
 	"github.com/hetsched/hetsched/internal/api"
-	"github.com/hetsched/hetsched/internal/engine"
 )
 
 // runner is what an agent does with its assignments: run real processes
@@ -19,10 +19,10 @@ type runner interface {
 	// nodes returns the node specs to register (current device health).
 	nodes() []api.Node
 	// beats returns one heartbeat sample per node.
-	beats() []engine.Beat
+	beats() []agentapi.Beat
 	// sync makes the running set equal to the snapshot.
-	sync(snapshot []engine.Assignment)
-	assign(a engine.Assignment)
+	sync(snapshot []agentapi.Assignment)
+	assign(a agentapi.Assignment)
 	revoke(task string, attempt int, reason string)
 	// fence kills every running task and reports it lost.
 	fence(reason string)
@@ -51,7 +51,7 @@ type session struct {
 	onAck func(sent time.Time, deadline time.Duration)
 	// onRegister, when set, sees each registration's reply before the
 	// stream opens; an error ends the session.
-	onRegister func(*engine.RegisterReply) error
+	onRegister func(*agentapi.RegisterReply) error
 }
 
 func (s *session) acked(sent time.Time) {
@@ -99,7 +99,7 @@ func (s *session) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		sent := time.Now()
-		reply, err := s.c.register(rctx, engine.Registration{Agent: s.name, Nodes: s.r.nodes(), Logs: s.logs, LogsToken: s.logsToken})
+		reply, err := s.c.register(rctx, agentapi.Registration{Agent: s.name, Nodes: s.r.nodes(), Logs: s.logs, LogsToken: s.logsToken})
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
@@ -139,20 +139,20 @@ func (s *session) run(ctx context.Context) {
 	}
 }
 
-func (s *session) handle(m *engine.AgentMessage) {
-	if s.fenced.Load() && (m.Type == "snapshot" || m.Type == "assign") {
+func (s *session) handle(m *agentapi.AgentMessage) {
+	if s.fenced.Load() && (m.Type == agentapi.MsgSnapshot || m.Type == agentapi.MsgAssign) {
 		// Fenced: the shims kill whatever starts; the snapshot after the
 		// next acknowledged heartbeat brings these back.
 		return
 	}
 	switch m.Type {
-	case "snapshot":
+	case agentapi.MsgSnapshot:
 		s.r.sync(m.Assignments)
-	case "assign":
+	case agentapi.MsgAssign:
 		if m.Assignment != nil {
 			s.r.assign(*m.Assignment)
 		}
-	case "revoke":
+	case agentapi.MsgRevoke:
 		s.r.revoke(m.Task, m.Attempt, m.Reason)
 	}
 }
@@ -231,13 +231,13 @@ type reporter struct {
 }
 
 type report struct {
-	up   engine.StatusUpdate
+	up   agentapi.StatusUpdate
 	done func() // called once the server answered (applied or stale)
 }
 
 func newReporter() *reporter { return &reporter{notify: make(chan struct{}, 1)} }
 
-func (r *reporter) add(up engine.StatusUpdate, done func()) {
+func (r *reporter) add(up agentapi.StatusUpdate, done func()) {
 	r.mu.Lock()
 	r.queue = append(r.queue, report{up, done})
 	r.mu.Unlock()
@@ -252,7 +252,7 @@ func (r *reporter) run(ctx context.Context, c *client, agent string, log *slog.L
 	bo := backoff{base: 100 * time.Millisecond, max: 2 * time.Second}
 	for {
 		r.mu.Lock()
-		n := min(len(r.queue), engine.MaxStatusBatch)
+		n := min(len(r.queue), agentapi.MaxStatusBatch)
 		batch := append([]report(nil), r.queue[:n]...)
 		r.mu.Unlock()
 		if n == 0 {
@@ -263,7 +263,7 @@ func (r *reporter) run(ctx context.Context, c *client, agent string, log *slog.L
 				return
 			}
 		}
-		ups := make([]engine.StatusUpdate, n)
+		ups := make([]agentapi.StatusUpdate, n)
 		for i := range batch {
 			ups[i] = batch[i].up
 		}

@@ -32,6 +32,17 @@ type Device struct {
 	Simulated bool `json:"simulated,omitempty"`
 }
 
+// DeviceRef names one concrete device of a placement. Share is the
+// fraction of the device in milli-units (1000 = the whole device). The
+// core places tasks on DeviceRefs (api.DeviceRef is this type); records,
+// task views and agents' assignments carry them.
+type DeviceRef struct {
+	Type  string `json:"type"`
+	ID    string `json:"id"`
+	Model string `json:"model,omitempty"`
+	Share int32  `json:"share,omitempty"`
+}
+
 // NodeNameLabel is the label hetsched derives from a node's name
 // (nodeSelector {hetsched.io/node: NAME} pins a task); nodes may not set it.
 const NodeNameLabel = "hetsched.io/node"

@@ -1,6 +1,10 @@
 package core
 
-import "time"
+import (
+	"time"
+
+	"github.com/hetsched/hetsched/internal/api"
+)
 
 // State is a task's lifecycle state (API.md "Task states").
 type State uint8
@@ -50,14 +54,9 @@ func ParseState(s string) (State, bool) {
 	return 0, false
 }
 
-// DeviceRef names one concrete device of a placement. Share is the
-// fraction of the device in milli-units (1000 = the whole device).
-type DeviceRef struct {
-	Type  string `json:"type"`
-	ID    string `json:"id"`
-	Model string `json:"model,omitempty"`
-	Share int32  `json:"share,omitempty"`
-}
+// DeviceRef names one concrete device of a placement (api.DeviceRef: the
+// wire type, shared with records and agents' assignments).
+type DeviceRef = api.DeviceRef
 
 // Placement is the decision to run a task on a node with concrete devices.
 // Chosen is the index of the alternative used; -1 means the task's own

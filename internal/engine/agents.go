@@ -7,12 +7,14 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hetsched/hetsched/internal/agentapi"
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/errs"
 )
 
-// The agent protocol, engine side.
+// The agent protocol, engine side (agentapi has its wire types and
+// glossary).
 //
 // An agent serves one or more nodes (a node agent serves its own; a fake
 // fleet serves thousands). It registers its nodes, heartbeats them, reads a
@@ -32,105 +34,9 @@ import (
 //     report never finishes a re-queued task.
 //   - Heartbeats and usage are soft state: never written to the store.
 
-// Assignment is a command task placed on an agent's node.
-type Assignment struct {
-	Task     string            `json:"task"`
-	Attempt  int               `json:"attempt"`
-	Node     string            `json:"node"`
-	State    string            `json:"state"` // scheduled or running
-	Command  []string          `json:"command"`
-	Env      map[string]string `json:"env,omitempty"`
-	Devices  []core.DeviceRef  `json:"devices,omitempty"`
-	Timeout  api.Duration      `json:"timeout,omitempty"`
-	Duration api.Duration      `json:"duration,omitempty"`
-}
-
-// AgentMessage is one message of an assignment stream.
-type AgentMessage struct {
-	// Type is snapshot, assign, revoke or ping.
-	Type        string       `json:"type"`
-	Assignments []Assignment `json:"assignments,omitempty"` // snapshot
-	Assignment  *Assignment  `json:"assignment,omitempty"`  // assign
-	// revoke: the task's attempt to stop, and why.
-	Task    string `json:"task,omitempty"`
-	Attempt int    `json:"attempt,omitempty"`
-	Node    string `json:"node,omitempty"`
-	Reason  string `json:"reason,omitempty"`
-}
-
-// Registration is what an agent says about itself when it connects.
-type Registration struct {
-	Agent string     `json:"agent"`
-	Nodes []api.Node `json:"nodes"`
-	// Logs is where the agent serves task logs (http://host:port) and the
-	// bearer token it expects there; empty when it serves none.
-	Logs      string `json:"logs,omitempty"`
-	LogsToken string `json:"logsToken,omitempty"`
-}
-
-// RegisterReply tells an agent the liveness rules.
-type RegisterReply struct {
-	Agent string `json:"agent"`
-	// Cluster identifies the server's store: a server started on a fresh
-	// store is a new cluster, whose task ids may repeat an old one's.
-	Cluster           string       `json:"cluster"`
-	Generation        uint64       `json:"generation"`
-	HeartbeatInterval api.Duration `json:"heartbeatInterval"`
-	MissedHeartbeats  int          `json:"missedHeartbeats"`
-}
-
-// Beat is one node's heartbeat sample.
-type Beat struct {
-	Node string `json:"node"`
-	// CPU is the fraction of the node's CPU in use, 0..1.
-	CPU        float64 `json:"cpu"`
-	MemoryUsed int64   `json:"memoryUsed,omitempty"`
-	// Devices by id; a device absent from the map keeps its health.
-	Devices map[string]DeviceBeat `json:"devices,omitempty"`
-}
-
-// DeviceBeat is one device's sample.
-type DeviceBeat struct {
-	Utilization float64 `json:"utilization"`
-	MemoryUsed  int64   `json:"memoryUsed,omitempty"`
-	// Healthy reports the device's health; absent keeps what the server
-	// knows.
-	Healthy *bool  `json:"healthy,omitempty"`
-	Reason  string `json:"reason,omitempty"`
-}
-
-// NodeUsage is a node's latest heartbeat, as GET /nodes shows it.
-type NodeUsage struct {
-	Agent         string                `json:"agent"`
-	LastHeartbeat time.Time             `json:"lastHeartbeat"`
-	CPU           float64               `json:"cpu"`
-	MemoryUsed    int64                 `json:"memoryUsed,omitempty"`
-	Devices       map[string]DeviceBeat `json:"devices,omitempty"`
-}
-
-// StatusUpdate is an agent's report on one task attempt.
-type StatusUpdate struct {
-	Task    string `json:"task"`
-	Attempt int    `json:"attempt"`
-	// State is running, succeeded, failed, timeout or lost (the run ended
-	// without an outcome: the task is re-queued).
-	State    string `json:"state"`
-	ExitCode int    `json:"exitCode"`
-	Reason   string `json:"reason,omitempty"`
-}
-
-// StatusResult says what became of one StatusUpdate: applied, or stale
-// with the reason (the agent drops stale reports).
-type StatusResult struct {
-	Task    string `json:"task"`
-	Applied bool   `json:"applied"`
-	Reason  string `json:"reason,omitempty"`
-}
-
-// Limits on agent input; every loop over it is bounded by these.
+// Limits of the engine's side of the protocol (agentapi has those on the
+// agents' input).
 const (
-	MaxAgentNodes   = 100_000
-	MaxStatusBatch  = 10_000
 	maxFeed         = 1 << 16 // queued changes per agent before it gets a fresh snapshot
 	defaultInterval = 2 * time.Second
 )
@@ -141,7 +47,7 @@ type agentState struct {
 	nodes     map[string]struct{}
 	logs      string
 	logsToken string
-	feed      []AgentMessage
+	feed      []agentapi.AgentMessage
 	resync    bool // the feed overflowed: the next read is a snapshot
 	stream    uint64
 	notify    chan struct{}
@@ -154,7 +60,7 @@ func (a *agentState) wake() {
 	}
 }
 
-func (a *agentState) push(m AgentMessage) {
+func (a *agentState) push(m agentapi.AgentMessage) {
 	if a.stream == 0 || a.resync {
 		return // no reader: the next stream starts with a snapshot
 	}
@@ -185,8 +91,8 @@ func active(r *TaskRecord) bool {
 	return r != nil && len(r.Spec.Command) > 0 && r.Node != "" && (r.State == "scheduled" || r.State == "running")
 }
 
-func assignmentOf(r *TaskRecord) Assignment {
-	return Assignment{Task: r.Spec.ID, Attempt: r.Attempt, Node: r.Node, State: r.State,
+func assignmentOf(r *TaskRecord) agentapi.Assignment {
+	return agentapi.Assignment{Task: r.Spec.ID, Attempt: r.Attempt, Node: r.Node, State: r.State,
 		Command: r.Spec.Command, Env: r.Spec.Env, Devices: r.Devices,
 		Timeout: r.Spec.Timeout, Duration: r.Spec.Duration}
 }
@@ -211,7 +117,7 @@ func (e *Engine) trackAssignment(old, r *TaskRecord) {
 			if reason == "" {
 				reason = r.State
 			}
-			a.push(AgentMessage{Type: "revoke", Task: id, Attempt: old.Attempt, Node: old.Node, Reason: reason})
+			a.push(agentapi.AgentMessage{Type: agentapi.MsgRevoke, Task: id, Attempt: old.Attempt, Node: old.Node, Reason: reason})
 		}
 	}
 	if !is {
@@ -226,7 +132,7 @@ func (e *Engine) trackAssignment(old, r *TaskRecord) {
 	if !was || old.Node != r.Node || old.Attempt != r.Attempt {
 		if a := e.agents[e.nodeAgent[r.Node]]; a != nil {
 			as := assignmentOf(r)
-			a.push(AgentMessage{Type: "assign", Assignment: &as})
+			a.push(agentapi.AgentMessage{Type: agentapi.MsgAssign, Assignment: &as})
 		}
 	}
 }
@@ -234,12 +140,12 @@ func (e *Engine) trackAssignment(old, r *TaskRecord) {
 // Register records an agent and its nodes (upserting them, ready unless an
 // admin cordoned or drained them) and returns the liveness rules. A new
 // registration of the same agent supersedes the old one: its stream ends.
-func (e *Engine) Register(ctx context.Context, reg Registration) (*RegisterReply, error) {
+func (e *Engine) Register(ctx context.Context, reg agentapi.Registration) (*agentapi.RegisterReply, error) {
 	if err := api.ValidateID("agent", reg.Agent); err != nil {
 		return nil, err
 	}
-	if len(reg.Nodes) == 0 || len(reg.Nodes) > MaxAgentNodes {
-		return nil, errs.Invalid("nodes", "an agent registers 1 to %d nodes, got %d", MaxAgentNodes, len(reg.Nodes))
+	if len(reg.Nodes) == 0 || len(reg.Nodes) > agentapi.MaxAgentNodes {
+		return nil, errs.Invalid("nodes", "an agent registers 1 to %d nodes, got %d", agentapi.MaxAgentNodes, len(reg.Nodes))
 	}
 	seen := make(map[string]bool, len(reg.Nodes))
 	for i := range reg.Nodes {
@@ -256,12 +162,12 @@ func (e *Engine) Register(ctx context.Context, reg Registration) (*RegisterReply
 	if err := e.do(ctx, cmd); err != nil {
 		return nil, err
 	}
-	return &RegisterReply{Agent: reg.Agent, Cluster: e.cluster, Generation: cmd.gen,
+	return &agentapi.RegisterReply{Agent: reg.Agent, Cluster: e.cluster, Generation: cmd.gen,
 		HeartbeatInterval: api.Duration(e.interval()), MissedHeartbeats: e.missed()}, nil
 }
 
 // register runs on the loop.
-func (e *Engine) register(reg *Registration, now time.Time) (uint64, error) {
+func (e *Engine) register(reg *agentapi.Registration, now time.Time) (uint64, error) {
 	for i := range reg.Nodes { // all or nothing: no node is taken before every one may be
 		if err := e.mayTake(reg.Agent, reg.Nodes[i].Name, now); err != nil {
 			return 0, errs.Prefix("nodes["+itoa(i)+"]", err)
@@ -313,9 +219,9 @@ func (e *Engine) register(reg *Registration, now time.Time) (uint64, error) {
 
 // Heartbeat records an agent's samples. A node the agent did not register
 // is an error (NotFound): the agent registers again.
-func (e *Engine) Heartbeat(ctx context.Context, agent string, beats []Beat) error {
-	if len(beats) > MaxAgentNodes {
-		return errs.Invalid("nodes", "at most %d nodes per heartbeat", MaxAgentNodes)
+func (e *Engine) Heartbeat(ctx context.Context, agent string, beats []agentapi.Beat) error {
+	if len(beats) > agentapi.MaxAgentNodes {
+		return errs.Invalid("nodes", "at most %d nodes per heartbeat", agentapi.MaxAgentNodes)
 	}
 	for i := range beats {
 		if len(beats[i].Devices) > api.MaxNodeDevices {
@@ -326,7 +232,7 @@ func (e *Engine) Heartbeat(ctx context.Context, agent string, beats []Beat) erro
 }
 
 // heartbeat runs on the loop.
-func (e *Engine) heartbeat(agent string, beats []Beat, now time.Time) error {
+func (e *Engine) heartbeat(agent string, beats []agentapi.Beat, now time.Time) error {
 	e.mu.RLock()
 	a := e.agents[agent]
 	var missing string
@@ -403,7 +309,7 @@ func (e *Engine) heartbeat(agent string, beats []Beat, now time.Time) error {
 	e.mu.Lock()
 	for i := range beats {
 		b := &beats[i]
-		e.usage[b.Node] = NodeUsage{Agent: agent, LastHeartbeat: now, CPU: b.CPU, MemoryUsed: b.MemoryUsed, Devices: b.Devices}
+		e.usage[b.Node] = agentapi.NodeUsage{Agent: agent, LastHeartbeat: now, CPU: b.CPU, MemoryUsed: b.MemoryUsed, Devices: b.Devices}
 	}
 	e.mu.Unlock()
 	return nil
@@ -461,13 +367,13 @@ func (e *Engine) nextLiveness() (time.Time, bool) {
 }
 
 // AgentStatus applies an agent's task reports.
-func (e *Engine) AgentStatus(ctx context.Context, agent string, ups []StatusUpdate) ([]StatusResult, error) {
-	if len(ups) > MaxStatusBatch {
-		return nil, errs.Invalid("updates", "at most %d updates per report", MaxStatusBatch)
+func (e *Engine) AgentStatus(ctx context.Context, agent string, ups []agentapi.StatusUpdate) ([]agentapi.StatusResult, error) {
+	if len(ups) > agentapi.MaxStatusBatch {
+		return nil, errs.Invalid("updates", "at most %d updates per report", agentapi.MaxStatusBatch)
 	}
 	for i, u := range ups {
 		switch u.State {
-		case "running", "succeeded", "failed", "timeout", "lost":
+		case agentapi.StatusRunning, agentapi.StatusSucceeded, agentapi.StatusFailed, agentapi.StatusTimeout, agentapi.StatusLost:
 		default:
 			return nil, errs.Invalid("updates["+itoa(i)+"].state", "must be running, succeeded, failed, timeout or lost, got %q", u.State)
 		}
@@ -493,8 +399,8 @@ func (e *Engine) AgentStatus(ctx context.Context, agent string, ups []StatusUpda
 // agentStatus runs on the loop. Each update is checked against the core's
 // state at that moment (not the published record, which lags within a
 // step): an earlier update in the same batch may have moved the task on.
-func (e *Engine) agentStatus(agent string, ups []StatusUpdate, now time.Time) []StatusResult {
-	out := make([]StatusResult, len(ups))
+func (e *Engine) agentStatus(agent string, ups []agentapi.StatusUpdate, now time.Time) []agentapi.StatusResult {
+	out := make([]agentapi.StatusResult, len(ups))
 	for i, u := range ups {
 		out[i].Task = u.Task
 		r := e.current(u.Task)
@@ -525,22 +431,22 @@ func (e *Engine) agentStatus(agent string, ups []StatusUpdate, now time.Time) []
 		}
 		var err error
 		switch u.State {
-		case "running":
+		case agentapi.StatusRunning:
 			if s.State == core.Scheduled {
 				err = e.c.TaskStarted(now, u.Task)
 			}
-		case "lost":
+		case agentapi.StatusLost:
 			reason := u.Reason
 			if reason == "" {
 				reason = "run lost on node " + s.Node
 			}
 			err = e.c.TaskLost(now, u.Task, reason)
 		default:
-			res := core.Result{ExitCode: u.ExitCode, TimedOut: u.State == "timeout", Reason: u.Reason}
-			if u.State == "failed" && res.ExitCode == 0 {
+			res := core.Result{ExitCode: u.ExitCode, TimedOut: u.State == agentapi.StatusTimeout, Reason: u.Reason}
+			if u.State == agentapi.StatusFailed && res.ExitCode == 0 {
 				res.ExitCode = -1 // failed without an exit code of its own
 			}
-			if u.State == "succeeded" {
+			if u.State == agentapi.StatusSucceeded {
 				res.ExitCode = 0
 			}
 			if err = e.c.TaskFinished(now, u.Task, res); err == nil {
@@ -564,8 +470,8 @@ func (e *Engine) agentStatus(agent string, ups []StatusUpdate, now time.Time) []
 // drained, preempted) in the attempt's history entry, if that entry has
 // none yet and the agent serves the node it ran on. It reports whether it
 // did.
-func (e *Engine) endedAttemptStatus(agent string, r *TaskRecord, u StatusUpdate) bool {
-	if u.State == "running" || u.State == "lost" {
+func (e *Engine) endedAttemptStatus(agent string, r *TaskRecord, u agentapi.StatusUpdate) bool {
+	if u.State == agentapi.StatusRunning || u.State == agentapi.StatusLost {
 		return false // no outcome to keep
 	}
 	for i := len(r.Attempts) - 1; i >= 0; i-- {
@@ -580,7 +486,7 @@ func (e *Engine) endedAttemptStatus(agent string, r *TaskRecord, u StatusUpdate)
 			return false
 		}
 		code := u.ExitCode
-		if u.State == "failed" && code == 0 {
+		if u.State == agentapi.StatusFailed && code == 0 {
 			code = -1
 		}
 		cp := *r
@@ -598,7 +504,7 @@ var ErrSuperseded = errs.New(errs.Conflict, "agent", "the agent registered again
 // AgentStream sends an agent's assignments to send until ctx ends, the
 // agent registers again (ErrSuperseded) or send fails. The first message is
 // a snapshot; a ping goes out after each idle keepAlive.
-func (e *Engine) AgentStream(ctx context.Context, agent string, gen uint64, keepAlive time.Duration, send func(*AgentMessage) error) error {
+func (e *Engine) AgentStream(ctx context.Context, agent string, gen uint64, keepAlive time.Duration, send func(*agentapi.AgentMessage) error) error {
 	e.mu.Lock()
 	a := e.agents[agent]
 	if a == nil {
@@ -636,10 +542,10 @@ func (e *Engine) AgentStream(ctx context.Context, agent string, gen uint64, keep
 			e.mu.Unlock()
 			return ErrSuperseded
 		}
-		var msgs []AgentMessage
+		var msgs []agentapi.AgentMessage
 		if a.resync {
 			a.resync, a.feed = false, nil
-			msgs = []AgentMessage{e.snapshot(a)}
+			msgs = []agentapi.AgentMessage{e.snapshot(a)}
 		} else {
 			msgs, a.feed = a.feed, nil
 		}
@@ -669,7 +575,7 @@ func (e *Engine) AgentStream(ctx context.Context, agent string, gen uint64, keep
 		select {
 		case <-wait:
 		case <-ping.C:
-			if err := send(&AgentMessage{Type: "ping"}); err != nil {
+			if err := send(&agentapi.AgentMessage{Type: agentapi.MsgPing}); err != nil {
 				return err
 			}
 		case <-ctx.Done():
@@ -682,8 +588,8 @@ func (e *Engine) AgentStream(ctx context.Context, agent string, gen uint64, keep
 
 // snapshot lists every assignment on a's nodes, in task order. Called
 // under e.mu.
-func (e *Engine) snapshot(a *agentState) AgentMessage {
-	m := AgentMessage{Type: "snapshot", Assignments: []Assignment{}}
+func (e *Engine) snapshot(a *agentState) agentapi.AgentMessage {
+	m := agentapi.AgentMessage{Type: agentapi.MsgSnapshot, Assignments: []agentapi.Assignment{}}
 	for n := range a.nodes {
 		for _, r := range e.assigned[n] {
 			m.Assignments = append(m.Assignments, assignmentOf(r))
@@ -705,10 +611,10 @@ func (e *Engine) AgentLogs(node string) (url, token string, ok bool) {
 }
 
 // Usage returns the latest heartbeat of each agent node.
-func (e *Engine) Usage() map[string]NodeUsage {
+func (e *Engine) Usage() map[string]agentapi.NodeUsage {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	out := make(map[string]NodeUsage, len(e.usage))
+	out := make(map[string]agentapi.NodeUsage, len(e.usage))
 	for k, v := range e.usage {
 		out[k] = v
 	}

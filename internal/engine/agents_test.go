@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hetsched/hetsched/internal/agentapi"
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/errs"
@@ -44,7 +45,7 @@ func openClock(t *testing.T, dir string, clk *fakeClock) (*Engine, store.Store) 
 // streamed collects an agent stream's messages.
 type streamed struct {
 	mu   sync.Mutex
-	msgs []AgentMessage
+	msgs []agentapi.AgentMessage
 	ch   chan struct{}
 }
 
@@ -61,7 +62,7 @@ func follow(t *testing.T, e *Engine, agent string) (*streamed, func()) {
 	e.mu.RUnlock()
 	go func() {
 		defer close(done)
-		_ = e.AgentStream(ctx, agent, gen, time.Hour, func(m *AgentMessage) error {
+		_ = e.AgentStream(ctx, agent, gen, time.Hour, func(m *agentapi.AgentMessage) error {
 			s.mu.Lock()
 			s.msgs = append(s.msgs, *m)
 			s.mu.Unlock()
@@ -73,7 +74,7 @@ func follow(t *testing.T, e *Engine, agent string) (*streamed, func()) {
 }
 
 // next waits for message i.
-func (s *streamed) next(t *testing.T, i int) AgentMessage {
+func (s *streamed) next(t *testing.T, i int) agentapi.AgentMessage {
 	t.Helper()
 	deadline := time.After(10 * time.Second)
 	for {
@@ -105,17 +106,17 @@ func TestAgentProtocol(t *testing.T) {
 	defer e.Close()
 
 	// Heartbeats and streams of an unknown agent say "register".
-	if err := e.Heartbeat(ctx, "a1", []Beat{{Node: "g1"}}); errs.CodeOf(err) != errs.NotFound {
+	if err := e.Heartbeat(ctx, "a1", []agentapi.Beat{{Node: "g1"}}); errs.CodeOf(err) != errs.NotFound {
 		t.Fatalf("heartbeat before register: %v", err)
 	}
-	if _, err := e.Register(ctx, Registration{Agent: "a1", Nodes: []api.Node{gpuNode("g1"), gpuNode("g1")}}); errs.FieldOf(err) != "nodes[1].name" {
+	if _, err := e.Register(ctx, agentapi.Registration{Agent: "a1", Nodes: []api.Node{gpuNode("g1"), gpuNode("g1")}}); errs.FieldOf(err) != "nodes[1].name" {
 		t.Fatalf("duplicate node: %v", err)
 	}
-	reply, err := e.Register(ctx, Registration{Agent: "a1", Nodes: []api.Node{gpuNode("g1")}, Logs: "http://127.0.0.1:1"})
+	reply, err := e.Register(ctx, agentapi.Registration{Agent: "a1", Nodes: []api.Node{gpuNode("g1")}, Logs: "http://127.0.0.1:1"})
 	if err != nil || reply.MissedHeartbeats != 3 || time.Duration(reply.HeartbeatInterval) != time.Second {
 		t.Fatalf("register: %+v %v", reply, err)
 	}
-	if _, err := e.Register(ctx, Registration{Agent: "a2", Nodes: []api.Node{gpuNode("g2")}}); err != nil {
+	if _, err := e.Register(ctx, agentapi.Registration{Agent: "a2", Nodes: []api.Node{gpuNode("g2")}}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -160,18 +161,18 @@ func TestAgentProtocol(t *testing.T) {
 
 	// Status: running, then a stale report (wrong attempt) is ignored, and
 	// a report from the wrong agent too.
-	res, err := e.AgentStatus(ctx, "a1", []StatusUpdate{{Task: "t2", Attempt: 0, State: "running"}, {Task: "t2", Attempt: 5, State: "failed"}})
+	res, err := e.AgentStatus(ctx, "a1", []agentapi.StatusUpdate{{Task: "t2", Attempt: 0, State: "running"}, {Task: "t2", Attempt: 5, State: "failed"}})
 	if err != nil || !res[0].Applied || res[1].Applied {
 		t.Fatalf("status: %+v %v", res, err)
 	}
-	res, err = e.AgentStatus(ctx, "a2", []StatusUpdate{{Task: "t2", Attempt: 0, State: "succeeded"}})
+	res, err = e.AgentStatus(ctx, "a2", []agentapi.StatusUpdate{{Task: "t2", Attempt: 0, State: "succeeded"}})
 	if err != nil || res[0].Applied {
 		t.Fatalf("other agent's report applied: %+v %v", res, err)
 	}
 	if r, _ := e.Task("t2"); r.State != "running" {
 		t.Fatalf("t2 %s", r.State)
 	}
-	if _, err := e.AgentStatus(ctx, "a1", []StatusUpdate{{Task: "t2", State: "exploded"}}); errs.FieldOf(err) != "updates[0].state" {
+	if _, err := e.AgentStatus(ctx, "a1", []agentapi.StatusUpdate{{Task: "t2", State: "exploded"}}); errs.FieldOf(err) != "updates[0].state" {
 		t.Fatalf("bad state: %v", err)
 	}
 
@@ -201,7 +202,7 @@ func TestAgentProtocol(t *testing.T) {
 		t.Fatalf("t3: %+v %v", r3, err)
 	}
 	clk.Add(500 * time.Millisecond)
-	if err := e.Heartbeat(ctx, "a1", []Beat{{Node: "g1", CPU: 0.5, Devices: map[string]DeviceBeat{"0": {Utilization: 0.5}, "1": {Healthy: new(false), Reason: "XID 79"}}}}); err != nil {
+	if err := e.Heartbeat(ctx, "a1", []agentapi.Beat{{Node: "g1", CPU: 0.5, Devices: map[string]agentapi.DeviceBeat{"0": {Utilization: 0.5}, "1": {Healthy: new(false), Reason: "XID 79"}}}}); err != nil {
 		t.Fatal(err)
 	}
 	r3, _ = e.Task("t3")
@@ -210,11 +211,11 @@ func TestAgentProtocol(t *testing.T) {
 	}
 	// The moved attempt's outcome, reported after it ended, goes into its
 	// history, once, and only from the agent of the node it ran on.
-	res, err = e.AgentStatus(ctx, "a2", []StatusUpdate{{Task: "t3", Attempt: 0, State: "failed", ExitCode: 143}})
+	res, err = e.AgentStatus(ctx, "a2", []agentapi.StatusUpdate{{Task: "t3", Attempt: 0, State: "failed", ExitCode: 143}})
 	if err != nil || res[0].Applied {
 		t.Fatalf("another agent's report of t3's attempt 0: %+v %v", res, err)
 	}
-	res, err = e.AgentStatus(ctx, "a1", []StatusUpdate{{Task: "t3", Attempt: 0, State: "failed", ExitCode: 143}, {Task: "t3", Attempt: 0, State: "failed", ExitCode: 1}})
+	res, err = e.AgentStatus(ctx, "a1", []agentapi.StatusUpdate{{Task: "t3", Attempt: 0, State: "failed", ExitCode: 143}, {Task: "t3", Attempt: 0, State: "failed", ExitCode: 1}})
 	if err != nil || !res[0].Applied || res[1].Applied {
 		t.Fatalf("a1's report of t3's attempt 0: %+v %v", res, err)
 	}
@@ -243,7 +244,7 @@ func TestAgentProtocol(t *testing.T) {
 	}
 	for i := 0; i < 4; i++ {
 		clk.Add(time.Second)
-		if err := e.Heartbeat(ctx, "a1", []Beat{{Node: "g1"}}); err != nil {
+		if err := e.Heartbeat(ctx, "a1", []agentapi.Beat{{Node: "g1"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -255,7 +256,7 @@ func TestAgentProtocol(t *testing.T) {
 		t.Fatalf("node states %q %q", nodes[0].State, nodes[1].State)
 	}
 	// It beats again: ready, and t4 is placed there again.
-	if err := e.Heartbeat(ctx, "a2", []Beat{{Node: "g2"}}); err != nil {
+	if err := e.Heartbeat(ctx, "a2", []agentapi.Beat{{Node: "g2"}}); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := e.WaitPlaced(wctx, "t4"); err != nil || r.Node != "g2" || r.Attempt != 1 {
@@ -263,7 +264,7 @@ func TestAgentProtocol(t *testing.T) {
 	}
 
 	// A lost run is re-queued with attempt + 1.
-	res, err = e.AgentStatus(ctx, "a2", []StatusUpdate{{Task: "t4", Attempt: 1, State: "lost", Reason: "fenced"}})
+	res, err = e.AgentStatus(ctx, "a2", []agentapi.StatusUpdate{{Task: "t4", Attempt: 1, State: "lost", Reason: "fenced"}})
 	if err != nil || !res[0].Applied {
 		t.Fatalf("lost: %+v %v", res, err)
 	}
@@ -272,11 +273,11 @@ func TestAgentProtocol(t *testing.T) {
 	}
 
 	// Registering again supersedes the old stream.
-	if _, err := e.Register(ctx, Registration{Agent: "a1", Nodes: []api.Node{gpuNode("g1")}}); err != nil {
+	if _, err := e.Register(ctx, agentapi.Registration{Agent: "a1", Nodes: []api.Node{gpuNode("g1")}}); err != nil {
 		t.Fatal(err)
 	}
 	stop1()
-	if err := e.AgentStream(ctx, "a1", 1, time.Hour, func(*AgentMessage) error { return nil }); err != ErrSuperseded {
+	if err := e.AgentStream(ctx, "a1", 1, time.Hour, func(*agentapi.AgentMessage) error { return nil }); err != ErrSuperseded {
 		t.Fatalf("stream of an old generation: %v", err)
 	}
 }
@@ -286,13 +287,13 @@ func TestAgentNodesGetAGraceAfterRestart(t *testing.T) {
 	dir := t.TempDir()
 	clk := &fakeClock{t: time.Unix(1_800_000_000, 0)}
 	e, st := openClock(t, dir, clk)
-	if _, err := e.Register(ctx, Registration{Agent: "a1", Nodes: []api.Node{gpuNode("g1")}}); err != nil {
+	if _, err := e.Register(ctx, agentapi.Registration{Agent: "a1", Nodes: []api.Node{gpuNode("g1")}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := e.Submit(ctx, "default", []api.Task{cmdTask("t1", 1)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.AgentStatus(ctx, "a1", []StatusUpdate{{Task: "t1", State: "running"}}); err != nil {
+	if _, err := e.AgentStatus(ctx, "a1", []agentapi.StatusUpdate{{Task: "t1", State: "running"}}); err != nil {
 		t.Fatal(err)
 	}
 	e.Close()
@@ -309,7 +310,7 @@ func TestAgentNodesGetAGraceAfterRestart(t *testing.T) {
 	}
 	// Reports before the agent registered again are refused (kept by the
 	// agent), not dropped as stale.
-	if _, err := e.AgentStatus(ctx, "a1", []StatusUpdate{{Task: "t1", State: "succeeded"}}); errs.CodeOf(err) != errs.NotFound {
+	if _, err := e.AgentStatus(ctx, "a1", []agentapi.StatusUpdate{{Task: "t1", State: "succeeded"}}); errs.CodeOf(err) != errs.NotFound {
 		t.Fatalf("report before register: %v", err)
 	}
 	clk.Add(2 * time.Second)
@@ -337,13 +338,13 @@ func TestStatusBatchIsCheckedAgainstTheCore(t *testing.T) {
 	e, st := openClock(t, t.TempDir(), clk)
 	defer st.Close()
 	defer e.Close()
-	if _, err := e.Register(ctx, Registration{Agent: "a1", Nodes: []api.Node{gpuNode("g1")}}); err != nil {
+	if _, err := e.Register(ctx, agentapi.Registration{Agent: "a1", Nodes: []api.Node{gpuNode("g1")}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := e.Submit(ctx, "default", []api.Task{cmdTask("x", 1)}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := e.AgentStatus(ctx, "a1", []StatusUpdate{{Task: "x", State: "lost"}, {Task: "x", State: "running"}, {Task: "x", State: "failed", ExitCode: 3}})
+	res, err := e.AgentStatus(ctx, "a1", []agentapi.StatusUpdate{{Task: "x", State: "lost"}, {Task: "x", State: "running"}, {Task: "x", State: "failed", ExitCode: 3}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +364,7 @@ func TestNotReadyKeepsAnAdminsCordon(t *testing.T) {
 	e, st := openClock(t, t.TempDir(), clk)
 	defer st.Close()
 	defer e.Close()
-	if _, err := e.Register(ctx, Registration{Agent: "a1", Nodes: []api.Node{gpuNode("g1")}}); err != nil {
+	if _, err := e.Register(ctx, agentapi.Registration{Agent: "a1", Nodes: []api.Node{gpuNode("g1")}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.SetNodeState(ctx, "g1", api.NodeCordoned); err != nil {
@@ -376,7 +377,7 @@ func TestNotReadyKeepsAnAdminsCordon(t *testing.T) {
 	if n := e.Nodes()[0]; n.State != api.NodeNotReady {
 		t.Fatalf("silent node %q", n.State)
 	}
-	if err := e.Heartbeat(ctx, "a1", []Beat{{Node: "g1"}}); err != nil {
+	if err := e.Heartbeat(ctx, "a1", []agentapi.Beat{{Node: "g1"}}); err != nil {
 		t.Fatal(err)
 	}
 	if n := e.Nodes()[0]; n.State != api.NodeCordoned {
@@ -390,7 +391,7 @@ func TestNotReadyKeepsAnAdminsCordon(t *testing.T) {
 	if _, err := e.Summarize(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Heartbeat(ctx, "a1", []Beat{{Node: "g1"}}); err != nil {
+	if err := e.Heartbeat(ctx, "a1", []agentapi.Beat{{Node: "g1"}}); err != nil {
 		t.Fatal(err)
 	}
 	if n := e.Nodes()[0]; n.State != "" {

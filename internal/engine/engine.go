@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hetsched/hetsched/internal/agentapi"
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/errs"
@@ -70,7 +71,7 @@ type Engine struct {
 	agents    map[string]*agentState
 	nodeAgent map[string]string                 // node -> registered agent
 	assigned  map[string]map[string]*TaskRecord // node -> task -> record, command tasks placed there
-	usage     map[string]NodeUsage
+	usage     map[string]agentapi.NodeUsage
 	agentGen  uint64
 	cluster   string // the store's cluster id (meta cluster.id), set by recover
 	streamSeq uint64
@@ -165,12 +166,12 @@ type command struct {
 	job     *api.Job
 	state   string
 	result  core.Result
-	reg     *Registration
-	beats   []Beat
-	updates []StatusUpdate
+	reg     *agentapi.Registration
+	beats   []agentapi.Beat
+	updates []agentapi.StatusUpdate
 	// results
 	gen        uint64
-	statusOut  []StatusResult
+	statusOut  []agentapi.StatusResult
 	nodeViews  []NodeView
 	queueViews []QueueView
 	summary    *Summary
@@ -204,7 +205,7 @@ func New(cfg Config, st store.Store) (*Engine, error) {
 		staged: map[string]*TaskRecord{}, stNode: map[string]*api.Node{}, stQ: map[string]*api.Queue{},
 		events: newEventLog(1),
 		agents: map[string]*agentState{}, nodeAgent: map[string]string{}, assigned: map[string]map[string]*TaskRecord{},
-		usage: map[string]NodeUsage{}, owner: map[string]string{}, stAgent: map[string]string{},
+		usage: map[string]agentapi.NodeUsage{}, owner: map[string]string{}, stAgent: map[string]string{},
 		admin: map[string]string{}, stAdmin: map[string]string{}, lastBeat: map[string]time.Time{},
 	}
 	if err := e.recover(); err != nil {

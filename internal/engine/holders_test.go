@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hetsched/hetsched/internal/agentapi"
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/errs"
 )
@@ -40,7 +41,7 @@ func TestNodeHoldersRefuseTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	bare := api.Node{Name: "gpu-a", Capacity: gpuNode("x").Capacity}
-	_, err := e.Register(ctx, Registration{Agent: "evil", Nodes: []api.Node{gpuNode("agn-9"), bare}})
+	_, err := e.Register(ctx, agentapi.Registration{Agent: "evil", Nodes: []api.Node{gpuNode("agn-9"), bare}})
 	if errs.CodeOf(err) != errs.Conflict || errs.FieldOf(err) != "nodes[1].name" || !strings.Contains(err.Error(), "static inventory") {
 		t.Fatalf("agent registering a static node: %v", err)
 	}
@@ -53,15 +54,15 @@ func TestNodeHoldersRefuseTakeover(t *testing.T) {
 
 	// agn-1 is held by a1, whose heartbeats are live: a2 is refused, and
 	// the holder's stream and node stay.
-	if _, err := e.Register(ctx, Registration{Agent: "a1", Nodes: []api.Node{gpuNode("agn-1")}}); err != nil {
+	if _, err := e.Register(ctx, agentapi.Registration{Agent: "a1", Nodes: []api.Node{gpuNode("agn-1")}}); err != nil {
 		t.Fatal(err)
 	}
 	clk.Add(2 * time.Second)
-	_, err = e.Register(ctx, Registration{Agent: "a2", Nodes: []api.Node{gpuNode("agn-1")}})
+	_, err = e.Register(ctx, agentapi.Registration{Agent: "a2", Nodes: []api.Node{gpuNode("agn-1")}})
 	if errs.CodeOf(err) != errs.Conflict || !strings.Contains(err.Error(), `agent "a1"`) {
 		t.Fatalf("a2 taking a live agent's node: %v", err)
 	}
-	if err := e.Heartbeat(ctx, "a1", []Beat{{Node: "agn-1"}}); err != nil {
+	if err := e.Heartbeat(ctx, "a1", []agentapi.Beat{{Node: "agn-1"}}); err != nil {
 		t.Fatalf("the holder lost its node: %v", err)
 	}
 	// A static upsert of the agent's node is refused too.
@@ -74,7 +75,7 @@ func TestNodeHoldersRefuseTakeover(t *testing.T) {
 	st.Close()
 	e, st = openClock(t, dir, clk)
 	defer func() { e.Close(); st.Close() }()
-	if _, err := e.Register(ctx, Registration{Agent: "a2", Nodes: []api.Node{gpuNode("agn-1")}}); errs.CodeOf(err) != errs.Conflict {
+	if _, err := e.Register(ctx, agentapi.Registration{Agent: "a2", Nodes: []api.Node{gpuNode("agn-1")}}); errs.CodeOf(err) != errs.Conflict {
 		t.Fatalf("after a restart, a2 took agn-1 during a1's grace: %v", err)
 	}
 
@@ -83,13 +84,13 @@ func TestNodeHoldersRefuseTakeover(t *testing.T) {
 	if _, err := e.Summarize(ctx); err != nil { // a step: liveness is judged
 		t.Fatal(err)
 	}
-	if _, err := e.Register(ctx, Registration{Agent: "a2", Nodes: []api.Node{gpuNode("agn-1")}}); err != nil {
+	if _, err := e.Register(ctx, agentapi.Registration{Agent: "a2", Nodes: []api.Node{gpuNode("agn-1")}}); err != nil {
 		t.Fatalf("a2 after a1's heartbeats expired: %v", err)
 	}
 	if v, _ := nodeView(t, e, "agn-1"); v.Agent != "a2" {
 		t.Fatalf("agn-1 held by %q, want a2", v.Agent)
 	}
-	if err := e.Heartbeat(ctx, "a1", []Beat{{Node: "agn-1"}}); errs.CodeOf(err) != errs.NotFound {
+	if err := e.Heartbeat(ctx, "a1", []agentapi.Beat{{Node: "agn-1"}}); errs.CodeOf(err) != errs.NotFound {
 		t.Fatalf("the old holder still heartbeats the node: %v", err)
 	}
 
@@ -107,7 +108,7 @@ func TestNodeHoldersRefuseTakeover(t *testing.T) {
 	if _, err := e.ReleaseNode(ctx, "gpu-a"); errs.CodeOf(err) != errs.NotFound {
 		t.Fatalf("releasing twice: %v", err)
 	}
-	if _, err := e.Register(ctx, Registration{Agent: "a3", Nodes: []api.Node{gpuNode("gpu-a")}}); err != nil {
+	if _, err := e.Register(ctx, agentapi.Registration{Agent: "a3", Nodes: []api.Node{gpuNode("gpu-a")}}); err != nil {
 		t.Fatalf("registering a released node: %v", err)
 	}
 	// Released durably: a restart does not bring the static node back
@@ -128,11 +129,11 @@ func TestStreamNeedsAGeneration(t *testing.T) {
 	e, st := openClock(t, t.TempDir(), clk)
 	defer st.Close()
 	defer e.Close()
-	reply, err := e.Register(ctx, Registration{Agent: "a1", Nodes: []api.Node{gpuNode("g1")}})
+	reply, err := e.Register(ctx, agentapi.Registration{Agent: "a1", Nodes: []api.Node{gpuNode("g1")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = e.AgentStream(ctx, "a1", 0, time.Hour, func(*AgentMessage) error { return nil })
+	err = e.AgentStream(ctx, "a1", 0, time.Hour, func(*agentapi.AgentMessage) error { return nil })
 	if errs.CodeOf(err) != errs.InvalidArgument || errs.FieldOf(err) != "generation" {
 		t.Fatalf("stream without a generation: %v", err)
 	}
@@ -140,7 +141,7 @@ func TestStreamNeedsAGeneration(t *testing.T) {
 	got, ended := make(chan string, 1), make(chan struct{})
 	go func() {
 		defer close(ended)
-		_ = e.AgentStream(sctx, "a1", reply.Generation, time.Hour, func(m *AgentMessage) error {
+		_ = e.AgentStream(sctx, "a1", reply.Generation, time.Hour, func(m *agentapi.AgentMessage) error {
 			select {
 			case got <- m.Type:
 			default:

@@ -35,14 +35,14 @@ const (
 // TaskRecord is a task as the API shows it and the store keeps it: the
 // submitted spec plus its state.
 type TaskRecord struct {
-	Spec    api.Task         `json:"spec"`
-	Tenant  string           `json:"tenant"`
-	Seq     uint64           `json:"seq"`
-	State   string           `json:"state"`
-	Node    string           `json:"node,omitempty"`
-	Devices []core.DeviceRef `json:"devices,omitempty"`
-	Chosen  int              `json:"chosen"`
-	Attempt int              `json:"attempt"`
+	Spec    api.Task        `json:"spec"`
+	Tenant  string          `json:"tenant"`
+	Seq     uint64          `json:"seq"`
+	State   string          `json:"state"`
+	Node    string          `json:"node,omitempty"`
+	Devices []api.DeviceRef `json:"devices,omitempty"`
+	Chosen  int             `json:"chosen"`
+	Attempt int             `json:"attempt"`
 	// Failures counts the retries a job task used.
 	Failures int    `json:"failures,omitempty"`
 	Reason   string `json:"reason,omitempty"`
@@ -70,14 +70,14 @@ type TaskRecord struct {
 // Attempt is an earlier attempt of a task: where it ran and how it
 // ended. Its logs stay with the agent of Node, under its number.
 type Attempt struct {
-	Attempt   int              `json:"attempt"`
-	Node      string           `json:"node,omitempty"`
-	Devices   []core.DeviceRef `json:"devices,omitempty"`
-	Scheduled *time.Time       `json:"scheduled,omitempty"`
-	Started   *time.Time       `json:"started,omitempty"`
-	Finished  time.Time        `json:"finished"`
-	ExitCode  *int             `json:"exitCode,omitempty"`
-	Reason    string           `json:"reason,omitempty"`
+	Attempt   int             `json:"attempt"`
+	Node      string          `json:"node,omitempty"`
+	Devices   []api.DeviceRef `json:"devices,omitempty"`
+	Scheduled *time.Time      `json:"scheduled,omitempty"`
+	Started   *time.Time      `json:"started,omitempty"`
+	Finished  time.Time       `json:"finished"`
+	ExitCode  *int            `json:"exitCode,omitempty"`
+	Reason    string          `json:"reason,omitempty"`
 }
 
 // MaxAttempts bounds the earlier attempts a record keeps (the oldest go

@@ -10,7 +10,6 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/hetsched/hetsched/internal/api"
-	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/resource"
 )
 
@@ -51,7 +50,7 @@ func TestAppendJSONMatchesMarshal(t *testing.T) {
 			r.Cause = &c
 		}
 		for i := rapid.IntRange(0, 3).Draw(t, "devs"); i > 0; i-- {
-			r.Devices = append(r.Devices, core.DeviceRef{Type: "nvidia.com/gpu", ID: text.Draw(t, "dev"), Share: int32(i * 100)})
+			r.Devices = append(r.Devices, api.DeviceRef{Type: "nvidia.com/gpu", ID: text.Draw(t, "dev"), Share: int32(i * 100)})
 		}
 		for i := rapid.IntRange(0, MaxAttempts).Draw(t, "attempts"); i > 0; i-- {
 			a := Attempt{Attempt: i, Node: text.Draw(t, "anode"), Scheduled: optTime(t, "asched"), Started: optTime(t, "astart"),
@@ -61,7 +60,7 @@ func TestAppendJSONMatchesMarshal(t *testing.T) {
 				a.ExitCode = &c
 			}
 			if rapid.Bool().Draw(t, "adev") {
-				a.Devices = []core.DeviceRef{{Type: "google.com/tpu", ID: text.Draw(t, "adevid"), Model: "v5e", Share: 1000}}
+				a.Devices = []api.DeviceRef{{Type: "google.com/tpu", ID: text.Draw(t, "adevid"), Model: "v5e", Share: 1000}}
 			}
 			r.Attempts = append(r.Attempts, a)
 		}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/hetsched/hetsched/internal/api"
-	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/jsonread"
 )
 
@@ -116,18 +115,18 @@ func readTimePtr(r *jsonread.Reader) (*time.Time, error) {
 	return &t, nil
 }
 
-func readDevices(r *jsonread.Reader) ([]core.DeviceRef, error) {
+func readDevices(r *jsonread.Reader) ([]api.DeviceRef, error) {
 	arr, err := r.ReadArray()
 	if err != nil {
 		return nil, err
 	}
-	var out []core.DeviceRef
+	var out []api.DeviceRef
 	for arr.Next() {
 		obj, err := r.ReadObject()
 		if err != nil {
 			return nil, err
 		}
-		var d core.DeviceRef
+		var d api.DeviceRef
 		for obj.Next() {
 			switch k := obj.Key(); k {
 			case "type":

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"strings"
 
 	"github.com/hetsched/hetsched/internal/api"
@@ -88,4 +89,95 @@ func mayPutQueue(tenant string, q *api.Queue, all map[string]*api.Queue) error {
 		}
 	}
 	return nil
+}
+
+// Localization: what a front end answers a tenant. scope is the tenant
+// whose ids the caller sees local ("" for an admin, who sees qualified
+// ids: nothing changes); another tenant's ids are never named to it.
+
+// LocalRecord is r as a caller of scope sees it: its id, dependencies and
+// job local. r itself is shared and never changed.
+func LocalRecord(scope string, r *TaskRecord) *TaskRecord {
+	if scope == "" || r == nil {
+		return r
+	}
+	cp := *r
+	cp.Spec.ID = LocalID(scope, r.Spec.ID)
+	cp.Reason = LocalReason(scope, r.Reason)
+	if len(r.Spec.Depends) > 0 {
+		cp.Spec.Depends = LocalIDs(scope, r.Spec.Depends)
+	}
+	if j, ok := r.Spec.Metadata[JobMetadataKey]; ok {
+		m := make(map[string]string, len(r.Spec.Metadata))
+		for k, v := range r.Spec.Metadata {
+			m[k] = v
+		}
+		m[JobMetadataKey] = LocalID(scope, j)
+		cp.Spec.Metadata = m
+	}
+	return &cp
+}
+
+// LocalRecords localizes recs into a new slice (recs is left as it was).
+func LocalRecords(scope string, recs []*TaskRecord) []*TaskRecord {
+	if scope == "" {
+		return recs
+	}
+	out := make([]*TaskRecord, len(recs))
+	for i, r := range recs {
+		out[i] = LocalRecord(scope, r)
+	}
+	return out
+}
+
+// LocalIDs localizes ids into a new slice (ids is left as it was).
+func LocalIDs(scope string, ids []string) []string {
+	if scope == "" {
+		return ids
+	}
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = LocalID(scope, id)
+	}
+	return out
+}
+
+// LocalError rewrites the qualified ids an error of the engine names
+// ("team-a:x") as the tenant's own ("x"), so that an error says the same
+// for a made-up id and another tenant's.
+func LocalError(scope string, err error) error {
+	var e *errs.Error
+	if scope == "" || !errors.As(err, &e) || !strings.Contains(e.Message, scope+TenantSep) {
+		return err
+	}
+	c := *e
+	c.Message = strings.ReplaceAll(c.Message, `"`+scope+TenantSep, `"`)
+	c.Message = strings.ReplaceAll(c.Message, " "+scope+TenantSep, " ")
+	return &c
+}
+
+// preemptedBy starts the reason of a task evicted for another.
+const preemptedBy = "preempted by "
+
+// LocalReason is a task's reason as a caller of scope may read it: its own
+// ids local, and another tenant's task that preempted it unnamed.
+func LocalReason(scope, reason string) string {
+	if scope == "" || reason == "" {
+		return reason
+	}
+	if rest, ok := strings.CutPrefix(reason, preemptedBy); ok {
+		id, tail := rest, ""
+		if i := strings.IndexAny(rest, " ;"); i >= 0 {
+			id, tail = rest[:i], rest[i:]
+		}
+		if own := LocalID(scope, id); own != id {
+			reason = preemptedBy + own + tail
+		} else {
+			reason = preemptedBy + "another tenant's task" + tail
+		}
+	}
+	if !strings.Contains(reason, scope+TenantSep) {
+		return reason
+	}
+	return strings.ReplaceAll(reason, " "+scope+TenantSep, " ")
 }

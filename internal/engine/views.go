@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 
+	"github.com/hetsched/hetsched/internal/agentapi"
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/errs"
@@ -66,13 +67,13 @@ func (e *Engine) WaitPlaced(ctx context.Context, id string) (*TaskRecord, error)
 		if !ok {
 			return nil, errs.New(errs.NotFound, "id", "no task %q", id)
 		}
-		if !r.waiting() {
+		if !r.Waiting() {
 			return r, nil
 		}
 		// Register, then read again: the commit that changes the task
 		// publishes it before it wakes the registered waiters.
 		ch := e.waitChange(id)
-		if r, ok = e.Task(id); !ok || !r.waiting() {
+		if r, ok = e.Task(id); !ok || !r.Waiting() {
 			continue
 		}
 		select {
@@ -89,8 +90,9 @@ func (e *Engine) WaitPlaced(ctx context.Context, id string) (*TaskRecord, error)
 // Stopped returns a channel closed once the engine has stopped.
 func (e *Engine) Stopped() <-chan struct{} { return e.done }
 
-// waiting reports whether the task waits for a placement.
-func (r *TaskRecord) waiting() bool { return r.State == stPending || r.State == stBlocked }
+// Waiting reports whether the task waits for a placement (pending or
+// blocked).
+func (r *TaskRecord) Waiting() bool { return r.State == stPending || r.State == stBlocked }
 
 var stPending, stBlocked = core.Pending.String(), core.Blocked.String()
 
@@ -266,8 +268,8 @@ type NodeView struct {
 	Allocated map[string]int64 `json:"allocated"`
 	Tasks     int              `json:"tasks"`
 	// Agent serves the node; empty for a node of the static inventory.
-	Agent string     `json:"agent,omitempty"`
-	Usage *NodeUsage `json:"usage,omitempty"`
+	Agent string              `json:"agent,omitempty"`
+	Usage *agentapi.NodeUsage `json:"usage,omitempty"`
 	// Utilization is the latest heartbeat's use, 0..1, per resource:
 	// cpu, memory (of the node's capacity) and each device type (the
 	// mean of its devices). Absent for a node that never heartbeat.
@@ -341,7 +343,7 @@ func (e *Engine) NodeViews(ctx context.Context) ([]NodeView, error) {
 }
 
 // utilizationOf summarizes a heartbeat per resource (NodeView.Utilization).
-func utilizationOf(n *api.Node, u *NodeUsage) map[string]float64 {
+func utilizationOf(n *api.Node, u *agentapi.NodeUsage) map[string]float64 {
 	out := map[string]float64{"cpu": u.CPU}
 	if mem := n.Capacity[resource.Memory]; mem > 0 && u.MemoryUsed > 0 {
 		out["memory"] = min(float64(u.MemoryUsed)/float64(mem), 1)

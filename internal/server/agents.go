@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hetsched/hetsched/internal/agentapi"
 	"github.com/hetsched/hetsched/internal/api"
-	"github.com/hetsched/hetsched/internal/engine"
 	"github.com/hetsched/hetsched/internal/errs"
 )
 
@@ -37,11 +37,11 @@ func (s *Server) agentRegister(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if len(raw.Nodes) > engine.MaxAgentNodes {
-		writeError(w, errs.Invalid("nodes", "at most %d nodes per agent", engine.MaxAgentNodes))
+	if len(raw.Nodes) > agentapi.MaxAgentNodes {
+		writeError(w, errs.Invalid("nodes", "at most %d nodes per agent", agentapi.MaxAgentNodes))
 		return
 	}
-	reg := engine.Registration{Agent: raw.Agent, Logs: raw.Logs, LogsToken: raw.LogsToken, Nodes: make([]api.Node, len(raw.Nodes))}
+	reg := agentapi.Registration{Agent: raw.Agent, Logs: raw.Logs, LogsToken: raw.LogsToken, Nodes: make([]api.Node, len(raw.Nodes))}
 	for i, n := range raw.Nodes {
 		if err := reg.Nodes[i].UnmarshalJSON(n); err != nil {
 			writeError(w, errs.Prefix("nodes["+strconv.Itoa(i)+"]", err))
@@ -78,31 +78,15 @@ func (s *Server) agentHeartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var body struct {
-		Nodes []engine.Beat `json:"nodes"`
+		Nodes []agentapi.Beat `json:"nodes"`
 	}
 	if err := decodeStrict(b, &body); err != nil {
 		writeError(w, err)
 		return
 	}
-	for i, bt := range body.Nodes {
-		if bt.CPU < 0 || bt.CPU > 1 || bt.CPU != bt.CPU {
-			writeError(w, errs.Invalid("nodes["+strconv.Itoa(i)+"].cpu", "must be a fraction 0..1, got %v", bt.CPU))
-			return
-		}
-		if bt.MemoryUsed < 0 {
-			writeError(w, errs.Invalid("nodes["+strconv.Itoa(i)+"].memoryUsed", "must not be negative, got %d", bt.MemoryUsed))
-			return
-		}
-		for id, d := range bt.Devices {
-			if d.Utilization < 0 || d.Utilization > 1 || d.Utilization != d.Utilization {
-				writeError(w, errs.Invalid("nodes["+strconv.Itoa(i)+"].devices."+id+".utilization", "must be a fraction 0..1, got %v", d.Utilization))
-				return
-			}
-			if d.MemoryUsed < 0 {
-				writeError(w, errs.Invalid("nodes["+strconv.Itoa(i)+"].devices."+id+".memoryUsed", "must not be negative, got %d", d.MemoryUsed))
-				return
-			}
-		}
+	if err := agentapi.ValidateBeats(body.Nodes); err != nil {
+		writeError(w, err)
+		return
 	}
 	p := principalOf(w, r)
 	for i := range body.Nodes {
@@ -125,7 +109,7 @@ func (s *Server) agentStatus(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var body struct {
-		Updates []engine.StatusUpdate `json:"updates"`
+		Updates []agentapi.StatusUpdate `json:"updates"`
 	}
 	if err := decodeStrict(b, &body); err != nil {
 		writeError(w, err)
@@ -143,7 +127,7 @@ func (s *Server) agentStatus(w http.ResponseWriter, r *http.Request) {
 }
 
 // agentAssignments is GET /agents/{agent}/assignments?generation=N: a
-// stream of newline-delimited JSON messages (engine.AgentMessage), a
+// stream of newline-delimited JSON messages (agentapi.AgentMessage), a
 // snapshot first. generation (from register) makes a stream of a
 // superseded registration fail with 409 instead of taking over.
 func (s *Server) agentAssignments(w http.ResponseWriter, r *http.Request) {
@@ -165,7 +149,7 @@ func (s *Server) agentAssignments(w http.ResponseWriter, r *http.Request) {
 	defer stop()
 	started := false
 	enc := json.NewEncoder(w)
-	err := s.eng.AgentStream(stream, r.PathValue("agent"), gen, AgentKeepAlive, func(m *engine.AgentMessage) error {
+	err := s.eng.AgentStream(stream, r.PathValue("agent"), gen, AgentKeepAlive, func(m *agentapi.AgentMessage) error {
 		if !started {
 			w.Header().Set("Content-Type", "application/x-ndjson")
 			w.Header().Set("Cache-Control", "no-cache")

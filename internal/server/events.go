@@ -85,7 +85,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 				if !p.sees(ev.Tenant) {
 					continue
 				}
-				ev.ID, ev.Reason = engine.LocalID(p.scope(), ev.ID), localReason(p.scope(), ev.Reason)
+				ev.ID, ev.Reason = engine.LocalID(p.scope(), ev.ID), engine.LocalReason(p.scope(), ev.Reason)
 			}
 			data, _ := json.Marshal(ev)
 			fmt.Fprintf(&b, "id: %d\nevent: %s\ndata: %s\n\n", ev.Seq, ev.Kind, data)

@@ -41,7 +41,7 @@ func jobViewOf(scope string, j *engine.JobRecord, tasks []*engine.TaskRecord, wi
 	states := make([]string, len(tasks))
 	for i, t := range tasks {
 		if withTasks {
-			v.Tasks = append(v.Tasks, view(localRec(scope, t)))
+			v.Tasks = append(v.Tasks, view(engine.LocalRecord(scope, t)))
 		}
 		states[i] = t.State
 		v.Counts[t.State]++
@@ -100,7 +100,7 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 	}
 	id, err := s.eng.SubmitJob(r.Context(), tenant, j)
 	if err != nil {
-		writeError(w, localErr(principalOf(w, r).scope(), err))
+		writeError(w, engine.LocalError(principalOf(w, r).scope(), err))
 		return
 	}
 	s.writeJob(w, r, http.StatusCreated, id)

@@ -3,13 +3,12 @@ package server
 import (
 	"fmt"
 	"os"
-	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
 
-	"github.com/hetsched/hetsched/internal/agent/discover"
 	"github.com/hetsched/hetsched/internal/errs"
+	"github.com/hetsched/hetsched/internal/hostinfo"
 	"github.com/hetsched/hetsched/internal/resource"
 )
 
@@ -44,15 +43,6 @@ func parseMemoryLimit(spec string, total func() (int64, error)) (int64, error) {
 	}
 }
 
-// hostMemory is the machine's memory, capped by this process's cgroup.
-func hostMemory() (int64, error) {
-	c, err := discover.Host{Root: os.DirFS("/"), NumCPU: runtime.NumCPU()}.Capacity()
-	if err != nil {
-		return 0, err
-	}
-	return c[resource.Memory], nil
-}
-
 // applyMemoryLimit sets the Go runtime's soft memory limit from
 // --memory-limit unless GOMEMLIMIT is set (the environment wins), so that
 // a server holding a million waiting requests collects harder as it nears
@@ -65,7 +55,7 @@ func applyMemoryLimit(spec string) (int64, string, error) {
 	if spec == "" {
 		spec = DefaultMemoryLimit
 	}
-	limit, err := parseMemoryLimit(spec, hostMemory)
+	limit, err := parseMemoryLimit(spec, hostinfo.Memory)
 	if err != nil || limit == 0 {
 		return 0, "off", err
 	}

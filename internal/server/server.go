@@ -266,17 +266,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // taskView is the API's task object: the spec plus its state.
 type taskView struct {
 	api.Task
-	State     string           `json:"state"`
-	Node      string           `json:"node,omitempty"`
-	Devices   []core.DeviceRef `json:"devices,omitempty"`
-	Chosen    int              `json:"chosen"`
-	Attempt   int              `json:"attempt"`
-	ExitCode  *int             `json:"exitCode,omitempty"`
-	Reason    string           `json:"reason,omitempty"`
-	Submitted time.Time        `json:"submitted"`
-	Scheduled *time.Time       `json:"scheduled,omitempty"`
-	Started   *time.Time       `json:"started,omitempty"`
-	Finished  *time.Time       `json:"finished,omitempty"`
+	State     string          `json:"state"`
+	Node      string          `json:"node,omitempty"`
+	Devices   []api.DeviceRef `json:"devices,omitempty"`
+	Chosen    int             `json:"chosen"`
+	Attempt   int             `json:"attempt"`
+	ExitCode  *int            `json:"exitCode,omitempty"`
+	Reason    string          `json:"reason,omitempty"`
+	Submitted time.Time       `json:"submitted"`
+	Scheduled *time.Time      `json:"scheduled,omitempty"`
+	Started   *time.Time      `json:"started,omitempty"`
+	Finished  *time.Time      `json:"finished,omitempty"`
 	// Attempts are the earlier attempts, oldest first (the fields above
 	// are the current one's).
 	Attempts []engine.Attempt `json:"attempts,omitempty"`
@@ -333,7 +333,7 @@ func (s *Server) admitTasks(w http.ResponseWriter, r *http.Request, tasks []api.
 	}
 	for i, e := range perTask {
 		if e != nil {
-			e = localErr(p.scope(), e)
+			e = engine.LocalError(p.scope(), e)
 			if batch {
 				e = errs.Prefix("tasks["+strconv.Itoa(i)+"]", e)
 			}
@@ -354,11 +354,11 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	defer leave()
 	scope := principalOf(w, r).scope()
 	if batch {
-		writeJSON(w, http.StatusCreated, map[string]any{"ids": localIDs(scope, ids)})
+		writeJSON(w, http.StatusCreated, map[string]any{"ids": engine.LocalIDs(scope, ids)})
 		return
 	}
 	rec, _ := s.eng.Task(ids[0]) // durable, so published
-	writeTask(w, http.StatusCreated, localRec(scope, rec))
+	writeTask(w, http.StatusCreated, engine.LocalRecord(scope, rec))
 }
 
 // schedule is POST /api/v1/schedule?wait=2s: 200 when every task is
@@ -431,7 +431,7 @@ func (s *Server) continueSchedule(sw *statusWriter, r *http.Request) <-chan stru
 			sw.then = nil
 			return nil
 		}
-		if waiting(rec) && !p.over {
+		if rec.Waiting() && !p.over {
 			if p.expired == nil {
 				p.expired = s.expiry.at(p.deadline, p.wait)
 			}
@@ -442,17 +442,17 @@ func (s *Server) continueSchedule(sw *statusWriter, r *http.Request) <-chan stru
 			// Register, then read again: a commit publishes a task's new
 			// record before it wakes the registered waiters.
 			changed := s.eng.WaitChange(id)
-			if rec, ok = s.eng.Task(id); !ok || waiting(rec) {
+			if rec, ok = s.eng.Task(id); !ok || rec.Waiting() {
 				return changed
 			}
 		}
-		if waiting(rec) {
+		if rec.Waiting() {
 			p.status = http.StatusAccepted
 		}
 		p.recs[p.next] = rec
 		p.next++
 	}
-	writeTasks(sw, p.status, localRecs(principalOf(sw, r).scope(), p.recs), p.batch)
+	writeTasks(sw, p.status, engine.LocalRecords(principalOf(sw, r).scope(), p.recs), p.batch)
 	p.leave()
 	sw.then = nil
 	return nil
@@ -482,11 +482,6 @@ func isClosed(ch <-chan struct{}) bool {
 		return false
 	}
 }
-
-var statePending, stateBlocked = core.Pending.String(), core.Blocked.String()
-
-// waiting reports whether a task waits for its placement.
-func waiting(r *engine.TaskRecord) bool { return r.State == statePending || r.State == stateBlocked }
 
 // listTasks is GET /api/v1/tasks?state=&queue=&node=&job=&limit=&cursor=.
 func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
@@ -530,7 +525,7 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 	recs, next := s.eng.List(f, cursor, limit)
 	views := make([]taskView, len(recs))
 	for i, rec := range recs {
-		views[i] = view(localRec(p.scope(), rec))
+		views[i] = view(engine.LocalRecord(p.scope(), rec))
 	}
 	body := map[string]any{"tasks": views}
 	if next > 0 {
@@ -579,7 +574,7 @@ func (s *Server) owned(w http.ResponseWriter, r *http.Request) (*engine.TaskReco
 
 func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
 	if rec, ok := s.owned(w, r); ok {
-		writeTask(w, http.StatusOK, localRec(principalOf(w, r).scope(), rec))
+		writeTask(w, http.StatusOK, engine.LocalRecord(principalOf(w, r).scope(), rec))
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/hetsched/hetsched/internal/api"
-	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/engine"
 	"github.com/hetsched/hetsched/internal/errs"
 	"github.com/hetsched/hetsched/internal/resource"
@@ -26,9 +25,9 @@ func TestAppendTaskViewMatchesEncodingJSON(t *testing.T) {
 			Tenant: "default", State: "scheduled", Node: "node-1", Chosen: -1, Attempt: 1, Submitted: now, Scheduled: &later},
 		{Spec: api.Task{ID: "b<&>", Name: "ü\u2028", Command: []string{"sh", "-c", "echo \"hi\""}, Env: map[string]string{"B": "2", "A": "1"},
 			Preemptible: &no, Alternatives: []api.Alternative{{Resources: resource.List{"cpu": 1000}, Speed: 1.5}}},
-			State: "succeeded", Node: "gpu-a", Devices: []core.DeviceRef{{Type: "nvidia.com/gpu", ID: "0", Model: "L4"}},
+			State: "succeeded", Node: "gpu-a", Devices: []api.DeviceRef{{Type: "nvidia.com/gpu", ID: "0", Model: "L4"}},
 			Chosen: 0, Attempt: 2, ExitCode: &code, Reason: "done <ok> \x01", Submitted: now, Scheduled: &now, Started: &later, Finished: &later,
-			Attempts: []engine.Attempt{{Attempt: 0, Node: "gpu-b", Devices: []core.DeviceRef{{Type: "nvidia.com/gpu", ID: "1", Share: 500}},
+			Attempts: []engine.Attempt{{Attempt: 0, Node: "gpu-b", Devices: []api.DeviceRef{{Type: "nvidia.com/gpu", ID: "1", Share: 500}},
 				Scheduled: &now, Started: &now, Finished: later, ExitCode: &code, Reason: "node gpu-b is gone <&>"}, {Attempt: 1, Finished: later}}},
 	}
 	for _, r := range recs {

@@ -1,0 +1,187 @@
+// Package agentapi holds the wire types of the agent protocol, and their
+// validation: what a node agent and the control plane say to each other
+// over /api/v1/agents/... (API.md). Both sides import it; it imports
+// nothing of either (only internal/api for nodes, devices and durations,
+// and internal/errs), so the agent binary links no engine, core, store or
+// server.
+//
+// Glossary:
+//   - agent: a process serving one or more nodes (a node agent serves its
+//     own; a fake fleet serves thousands). It registers them, heartbeats
+//     them, reads a stream of assignments and reports task status.
+//   - registration (Registration, RegisterReply): the agent's nodes and
+//     where it serves task logs; the reply names the cluster, the
+//     registration's generation and the liveness rules.
+//   - generation: the number of one registration; a stream opened with an
+//     older one is superseded (the agent registered again).
+//   - heartbeat (Beat, DeviceBeat): one sample per node (CPU, memory, each
+//     device's use and health), every HeartbeatInterval. Soft state: the
+//     server never writes it to its store; NodeUsage is its latest sample
+//     as GET /nodes shows it.
+//   - liveness: a node whose agent sent no heartbeat for MissedHeartbeats
+//     × HeartbeatInterval goes notready and its tasks are re-queued.
+//   - assignment (Assignment): a command task placed on one of the
+//     agent's nodes, for one attempt.
+//   - attempt: the number of one placement of a task; every report names
+//     it, and a report for an attempt the server no longer has on that
+//     node is stale (ignored), so a late report never ends a re-queued
+//     task.
+//   - stream (AgentMessage): the assignments, level-triggered: a snapshot
+//     of every assignment on the agent's nodes, then assign and revoke
+//     changes in commit order, and a ping when idle. An agent runs exactly
+//     the snapshot plus later assigns minus revokes; anything else it
+//     kills. Only durable placements are sent.
+//   - status report (StatusUpdate, StatusResult): how an attempt is
+//     going (running) or how it ended (succeeded, failed, timeout, lost);
+//     each is answered applied, or stale with the reason.
+package agentapi
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/errs"
+)
+
+// Limits on agent input; the server bounds every loop over it by these.
+const (
+	// MaxAgentNodes bounds the nodes of one registration or heartbeat.
+	MaxAgentNodes = 100_000
+	// MaxStatusBatch bounds the updates of one status report.
+	MaxStatusBatch = 10_000
+)
+
+// The types of AgentMessage.
+const (
+	MsgSnapshot = "snapshot"
+	MsgAssign   = "assign"
+	MsgRevoke   = "revoke"
+	MsgPing     = "ping"
+)
+
+// The states of StatusUpdate.
+const (
+	StatusRunning   = "running"
+	StatusSucceeded = "succeeded"
+	StatusFailed    = "failed"
+	StatusTimeout   = "timeout"
+	StatusLost      = "lost"
+)
+
+// Assignment is a command task placed on an agent's node.
+type Assignment struct {
+	Task     string            `json:"task"`
+	Attempt  int               `json:"attempt"`
+	Node     string            `json:"node"`
+	State    string            `json:"state"` // scheduled or running
+	Command  []string          `json:"command"`
+	Env      map[string]string `json:"env,omitempty"`
+	Devices  []api.DeviceRef   `json:"devices,omitempty"`
+	Timeout  api.Duration      `json:"timeout,omitempty"`
+	Duration api.Duration      `json:"duration,omitempty"`
+}
+
+// AgentMessage is one message of an assignment stream.
+type AgentMessage struct {
+	// Type is snapshot, assign, revoke or ping (the Msg constants).
+	Type        string       `json:"type"`
+	Assignments []Assignment `json:"assignments,omitempty"` // snapshot
+	Assignment  *Assignment  `json:"assignment,omitempty"`  // assign
+	// revoke: the task's attempt to stop, and why.
+	Task    string `json:"task,omitempty"`
+	Attempt int    `json:"attempt,omitempty"`
+	Node    string `json:"node,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// Registration is what an agent says about itself when it connects.
+type Registration struct {
+	Agent string     `json:"agent"`
+	Nodes []api.Node `json:"nodes"`
+	// Logs is where the agent serves task logs (http://host:port) and the
+	// bearer token it expects there; empty when it serves none.
+	Logs      string `json:"logs,omitempty"`
+	LogsToken string `json:"logsToken,omitempty"`
+}
+
+// RegisterReply tells an agent the liveness rules.
+type RegisterReply struct {
+	Agent string `json:"agent"`
+	// Cluster identifies the server's store: a server started on a fresh
+	// store is a new cluster, whose task ids may repeat an old one's.
+	Cluster           string       `json:"cluster"`
+	Generation        uint64       `json:"generation"`
+	HeartbeatInterval api.Duration `json:"heartbeatInterval"`
+	MissedHeartbeats  int          `json:"missedHeartbeats"`
+}
+
+// Beat is one node's heartbeat sample.
+type Beat struct {
+	Node string `json:"node"`
+	// CPU is the fraction of the node's CPU in use, 0..1.
+	CPU        float64 `json:"cpu"`
+	MemoryUsed int64   `json:"memoryUsed,omitempty"`
+	// Devices by id; a device absent from the map keeps its health.
+	Devices map[string]DeviceBeat `json:"devices,omitempty"`
+}
+
+// ValidateBeats checks a heartbeat's samples: fractions within 0..1 and no
+// negative sizes. The error names the field ("nodes[i].cpu").
+func ValidateBeats(beats []Beat) error {
+	for i, bt := range beats {
+		if bt.CPU < 0 || bt.CPU > 1 || bt.CPU != bt.CPU {
+			return errs.Invalid("nodes["+strconv.Itoa(i)+"].cpu", "must be a fraction 0..1, got %v", bt.CPU)
+		}
+		if bt.MemoryUsed < 0 {
+			return errs.Invalid("nodes["+strconv.Itoa(i)+"].memoryUsed", "must not be negative, got %d", bt.MemoryUsed)
+		}
+		for id, d := range bt.Devices {
+			if d.Utilization < 0 || d.Utilization > 1 || d.Utilization != d.Utilization {
+				return errs.Invalid("nodes["+strconv.Itoa(i)+"].devices."+id+".utilization", "must be a fraction 0..1, got %v", d.Utilization)
+			}
+			if d.MemoryUsed < 0 {
+				return errs.Invalid("nodes["+strconv.Itoa(i)+"].devices."+id+".memoryUsed", "must not be negative, got %d", d.MemoryUsed)
+			}
+		}
+	}
+	return nil
+}
+
+// DeviceBeat is one device's sample.
+type DeviceBeat struct {
+	Utilization float64 `json:"utilization"`
+	MemoryUsed  int64   `json:"memoryUsed,omitempty"`
+	// Healthy reports the device's health; absent keeps what the server
+	// knows.
+	Healthy *bool  `json:"healthy,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// NodeUsage is a node's latest heartbeat, as GET /nodes shows it.
+type NodeUsage struct {
+	Agent         string                `json:"agent"`
+	LastHeartbeat time.Time             `json:"lastHeartbeat"`
+	CPU           float64               `json:"cpu"`
+	MemoryUsed    int64                 `json:"memoryUsed,omitempty"`
+	Devices       map[string]DeviceBeat `json:"devices,omitempty"`
+}
+
+// StatusUpdate is an agent's report on one task attempt.
+type StatusUpdate struct {
+	Task    string `json:"task"`
+	Attempt int    `json:"attempt"`
+	// State is running, succeeded, failed, timeout or lost (the run ended
+	// without an outcome: the task is re-queued); the Status constants.
+	State    string `json:"state"`
+	ExitCode int    `json:"exitCode"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// StatusResult says what became of one StatusUpdate: applied, or stale
+// with the reason (the agent drops stale reports).
+type StatusResult struct {
+	Task    string `json:"task"`
+	Applied bool   `json:"applied"`
+	Reason  string `json:"reason,omitempty"`
+}

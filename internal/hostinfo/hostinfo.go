@@ -1,0 +1,134 @@
+// Package hostinfo reads the facts of the machine a process runs on that
+// both the node agent (the node's capacity) and the server (its memory
+// limit) need: CPUs and memory, from /proc/meminfo and the cgroup (v2 or
+// v1) limits the process runs under. It reads through an fs.FS rooted at
+// "/", so tests run the parsers over fixture trees; nothing here writes.
+package hostinfo
+
+import (
+	"bufio"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+
+	"github.com/hetsched/hetsched/internal/resource"
+)
+
+// Host reads CPU and memory capacity from root (normally os.DirFS("/")).
+type Host struct {
+	Root fs.FS
+	// NumCPU is the CPUs the OS reports (runtime.NumCPU()); the cgroup
+	// limit, when lower, wins.
+	NumCPU int
+}
+
+// Capacity returns cpu (milli) and memory (bytes): the smaller of what the
+// machine has and what the process's cgroup (v2 or v1) allows.
+func (h Host) Capacity() (resource.List, error) {
+	memTotal, err := meminfoTotal(h.Root)
+	if err != nil {
+		return nil, err
+	}
+	cpuMilli := int64(h.NumCPU) * 1000
+	if q, ok := cgroupCPU(h.Root); ok && q < cpuMilli {
+		cpuMilli = q
+	}
+	if m, ok := cgroupMemory(h.Root); ok && m < memTotal {
+		memTotal = m
+	}
+	if cpuMilli <= 0 {
+		return nil, fmt.Errorf("no CPUs found")
+	}
+	return resource.List{resource.CPU: cpuMilli, resource.Memory: memTotal}, nil
+}
+
+func meminfoTotal(root fs.FS) (int64, error) {
+	f, err := root.Open("proc/meminfo")
+	if err != nil {
+		return 0, fmt.Errorf("reading /proc/meminfo: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for lines := 0; sc.Scan() && lines < 1000; lines++ {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok || k != "MemTotal" {
+			continue
+		}
+		fields := strings.Fields(v)
+		if len(fields) != 2 || fields[1] != "kB" {
+			return 0, fmt.Errorf("/proc/meminfo: unexpected MemTotal line %q", sc.Text())
+		}
+		kb, err := strconv.ParseInt(fields[0], 10, 64)
+		if err != nil || kb <= 0 || kb > math.MaxInt64>>10 {
+			return 0, fmt.Errorf("/proc/meminfo: bad MemTotal %q", fields[0])
+		}
+		return kb << 10, nil
+	}
+	return 0, fmt.Errorf("/proc/meminfo: no MemTotal")
+}
+
+// cgroupCPU reads the CPU quota in millicores: cgroup v2 cpu.max
+// ("max 100000" or "200000 100000"), else v1 cfs_quota/period.
+func cgroupCPU(root fs.FS) (int64, bool) {
+	if b, err := fs.ReadFile(root, "sys/fs/cgroup/cpu.max"); err == nil {
+		f := strings.Fields(string(b))
+		if len(f) == 2 && f[0] != "max" {
+			return quotaMilli(f[0], f[1])
+		}
+		return 0, false
+	}
+	q, err1 := fs.ReadFile(root, "sys/fs/cgroup/cpu/cpu.cfs_quota_us")
+	p, err2 := fs.ReadFile(root, "sys/fs/cgroup/cpu/cpu.cfs_period_us")
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return quotaMilli(strings.TrimSpace(string(q)), strings.TrimSpace(string(p)))
+}
+
+func quotaMilli(quota, period string) (int64, bool) {
+	q, err1 := strconv.ParseInt(quota, 10, 64)
+	p, err2 := strconv.ParseInt(period, 10, 64)
+	if err1 != nil || err2 != nil || q <= 0 || p <= 0 || q > math.MaxInt64/1000 {
+		return 0, false // -1 (v1 "no limit") and garbage alike
+	}
+	return q * 1000 / p, true
+}
+
+// cgroupMemory reads the memory limit: v2 memory.max, else v1
+// memory.limit_in_bytes (v1 reports "no limit" as a huge number, which
+// loses against MemTotal anyway).
+func cgroupMemory(root fs.FS) (int64, bool) {
+	for _, p := range []string{"sys/fs/cgroup/memory.max", "sys/fs/cgroup/memory/memory.limit_in_bytes"} {
+		b, err := fs.ReadFile(root, p)
+		if err != nil {
+			continue
+		}
+		s := strings.TrimSpace(string(b))
+		if s == "max" {
+			return 0, false
+		}
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || v <= 0 {
+			return 0, false
+		}
+		return v, true
+	}
+	return 0, false
+}
+
+// Local is this machine, as the OS reports it.
+func Local() Host { return Host{Root: os.DirFS("/"), NumCPU: runtime.NumCPU()} }
+
+// Memory is this machine's memory in bytes, capped by this process's
+// cgroup.
+func Memory() (int64, error) {
+	c, err := Local().Capacity()
+	if err != nil {
+		return 0, err
+	}
+	return c[resource.Memory], nil
+}
