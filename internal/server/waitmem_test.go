@@ -107,7 +107,7 @@ func TestWaitingStackShrinks(t *testing.T) {
 func parked(s *Server) int {
 	buf := make([]byte, 64<<20)
 	buf = buf[:runtime.Stack(buf, true)]
-	return strings.Count(string(buf), "(*Server).park(")
+	return strings.Count(string(buf), "(*Server).awaitChange(")
 }
 
 func itoa(i int) string {

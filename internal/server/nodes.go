@@ -8,6 +8,58 @@ import (
 	"github.com/hetsched/hetsched/internal/errs"
 )
 
+// listNodes is GET /api/v1/nodes?selector=: every node, or those whose
+// labels (their own and the derived ones) match the selector.
+func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
+	sel, err := selectorOf(r.URL.Query())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	nodes, err := s.eng.NodeViews(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if !sel.Empty() {
+		kept := nodes[:0]
+		for _, n := range nodes {
+			if sel.Matches(n.Label) {
+				kept = append(kept, n)
+			}
+		}
+		nodes = kept
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"nodes": nodes})
+}
+
+func (s *Server) getNode(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	nodes, err := s.eng.NodeViews(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	for i := range nodes {
+		if nodes[i].Name == name {
+			writeJSON(w, http.StatusOK, nodes[i])
+			return
+		}
+	}
+	writeError(w, errs.New(errs.NotFound, "name", "no node %q", name))
+}
+
+func (s *Server) nodeState(state string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		name := r.PathValue("name")
+		if err := s.eng.SetNodeState(r.Context(), name, state); err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"name": name, "state": state})
+	}
+}
+
 // putNode is PUT /api/v1/nodes/{name} (admin): create or replace a node of
 // the static inventory, as the --nodes file does at start. The body is an
 // api.Node whose name is the path's or empty, validated like the
