@@ -340,8 +340,8 @@ func TestConfigsRefuseBadFiles(t *testing.T) {
 }
 
 // handshake runs one TLS connection between the two configs on
-// 127.0.0.1 and returns each side's error and the server's view.
-func handshake(t *testing.T, srv, cli *tls.Config, host string) (serverErr, clientErr error, st tls.ConnectionState) {
+// 127.0.0.1 and returns the server's view and each side's error.
+func handshake(t *testing.T, srv, cli *tls.Config, host string) (st tls.ConnectionState, serverErr, clientErr error) {
 	t.Helper()
 	ln, err := tls.Listen("tcp", "127.0.0.1:0", srv)
 	if err != nil {
@@ -378,7 +378,7 @@ func handshake(t *testing.T, srv, cli *tls.Config, host string) (serverErr, clie
 		conn.Close()
 	}
 	r := <-done
-	return r.err, err, r.st
+	return r.st, r.err, err
 }
 
 // TestHandshakes: a real TLS handshake with a client certificate, and the
@@ -400,7 +400,7 @@ func TestHandshakes(t *testing.T) {
 		t.Fatal(err)
 	}
 	cli.NextProtos = []string{"h2", "http/1.1"}
-	serr, cerr, st := handshake(t, srv, cli, "127.0.0.1")
+	st, serr, cerr := handshake(t, srv, cli, "127.0.0.1")
 	if serr != nil || cerr != nil {
 		t.Fatalf("good handshake: server %v, client %v", serr, cerr)
 	}
@@ -409,7 +409,7 @@ func TestHandshakes(t *testing.T) {
 	}
 	// No client certificate at all is allowed (token clients).
 	tokenCli, _ := ClientTLSConfig(ca, "", "")
-	if serr, cerr, st := handshake(t, srv, tokenCli, "localhost"); serr != nil || cerr != nil || len(st.VerifiedChains) != 0 {
+	if st, serr, cerr := handshake(t, srv, tokenCli, "localhost"); serr != nil || cerr != nil || len(st.VerifiedChains) != 0 {
 		t.Fatalf("no client cert: server %v, client %v", serr, cerr)
 	}
 
@@ -430,7 +430,7 @@ func TestHandshakes(t *testing.T) {
 		// GetClientCertificate, as ClientTLSConfig does: Certificates would
 		// not offer a certificate whose issuer the server does not list.
 		raw := &tls.Config{RootCAs: cli.RootCAs, GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &kp, nil }}
-		serr, cerr, _ := handshake(t, srv, raw, "127.0.0.1")
+		_, serr, cerr := handshake(t, srv, raw, "127.0.0.1")
 		if serr == nil || !strings.Contains(serr.Error(), c.serverSays) {
 			t.Errorf("%s: server error %v, want %q", c.name, serr, c.serverSays)
 		}
@@ -440,10 +440,10 @@ func TestHandshakes(t *testing.T) {
 	}
 	// The client verifies the server: a foreign CA, a host not in the SANs.
 	fcli, _ := ClientTLSConfig(filepath.Join(foreign, CAFile), "", "")
-	if _, cerr, _ := handshake(t, srv, fcli, "127.0.0.1"); !errors.As(cerr, new(x509.UnknownAuthorityError)) || !strings.Contains(Hint(cerr), "--ca") {
+	if _, _, cerr := handshake(t, srv, fcli, "127.0.0.1"); !errors.As(cerr, new(x509.UnknownAuthorityError)) || !strings.Contains(Hint(cerr), "--ca") {
 		t.Errorf("foreign server: %v, hint %q", cerr, Hint(cerr))
 	}
-	if _, cerr, _ := handshake(t, srv, tokenCli, "api.example.com"); !errors.As(cerr, new(x509.HostnameError)) || !strings.Contains(Hint(cerr), "api.example.com") {
+	if _, _, cerr := handshake(t, srv, tokenCli, "api.example.com"); !errors.As(cerr, new(x509.HostnameError)) || !strings.Contains(Hint(cerr), "api.example.com") {
 		t.Errorf("wrong host: %v, hint %q", cerr, Hint(cerr))
 	}
 }

@@ -32,7 +32,7 @@ type RunSpec struct {
 // Body is the task's JSON for POST /tasks or /schedule.
 func (r RunSpec) Body() ([]byte, error) {
 	if len(r.Command) == 0 {
-		return nil, fmt.Errorf("a command is required: hetsched run [flags] -- CMD ARGS...")
+		return nil, fmt.Errorf("a command is required: hetsched run [flags] -- CMD [ARGS]")
 	}
 	if r.GPU < 0 || r.TPU < 0 {
 		return nil, fmt.Errorf("--gpu and --tpu must not be negative")

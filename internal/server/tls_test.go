@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/net/http2"
 
 	"github.com/hetsched/hetsched/internal/certs"
 	"github.com/hetsched/hetsched/internal/errs"
@@ -190,10 +189,9 @@ func TestTLSOnlyPort(t *testing.T) {
 	if resp.StatusCode != 400 || !strings.Contains(string(b), "HTTP request to an HTTPS server") {
 		t.Fatalf("plain HTTP to the TLS port: %d %q", resp.StatusCode, b)
 	}
-	h2c := &http.Client{Timeout: 5 * time.Second, Transport: &http2.Transport{AllowHTTP: true,
-		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, network, addr)
-		}}}
+	h2cTransport := &http.Transport{Protocols: new(http.Protocols)}
+	h2cTransport.Protocols.SetUnencryptedHTTP2(true)
+	h2c := &http.Client{Timeout: 5 * time.Second, Transport: h2cTransport}
 	if resp, err := h2c.Get(s.base + "/healthz"); err == nil {
 		resp.Body.Close()
 		t.Fatalf("h2c to the TLS port answered %d", resp.StatusCode)
