@@ -11,9 +11,10 @@ import (
 	"github.com/hetsched/hetsched/internal/errs"
 )
 
-// UnmarshalJSON decodes a node strictly (unknown fields are errors, as in
-// every file and body of API.md) with errors naming the field inside the
-// node: "capacity.cpu", "devices[2].memory", "labels".
+// UnmarshalJSON decodes a node strictly (unknown fields and members given
+// twice are errors, as in every file and body of API.md) with errors
+// naming the field inside the node: "capacity.cpu", "devices[2].memory",
+// "labels".
 func (n *Node) UnmarshalJSON(b []byte) error {
 	type plain Node
 	var raw struct {
@@ -41,7 +42,7 @@ func (n *Node) UnmarshalJSON(b []byte) error {
 		}
 		n.Devices = append(n.Devices, dev)
 	}
-	return nil
+	return CheckDuplicates(b, n)
 }
 
 // strictJSON decodes one JSON value into v, rejecting unknown fields and

@@ -24,8 +24,9 @@ type Queue struct {
 	Weight     float64       `json:"weight,omitempty"`
 }
 
-// UnmarshalJSON decodes a queue (unknown fields are errors); an explicit
-// weight of 0 is refused, where an absent weight means 1.
+// UnmarshalJSON decodes a queue (unknown fields and members given twice
+// are errors); an explicit weight of 0 is refused, where an absent weight
+// means 1.
 func (q *Queue) UnmarshalJSON(b []byte) error {
 	type plain Queue
 	var w struct {
@@ -44,7 +45,7 @@ func (q *Queue) UnmarshalJSON(b []byte) error {
 	if w.Weight != nil {
 		q.Weight = *w.Weight
 	}
-	return nil
+	return CheckDuplicates(b, q)
 }
 
 // MaxQueueDepth bounds the tree (root → tenant → sub-queues).

@@ -117,7 +117,8 @@ func TestContainers(t *testing.T) {
 // walkNumbers reads an object or array of numbers and the end of input,
 // returning the first error.
 func walkNumbers(r *Reader, object bool) error {
-	next, iterErr := func() bool { return false }, func() error { return nil }
+	var next func() bool
+	var iterErr func() error
 	if object {
 		obj, err := r.ReadObject()
 		if err != nil {

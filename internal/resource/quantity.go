@@ -261,9 +261,7 @@ func splitQuantity(s string) (num, suffix string, err error) {
 	if strings.HasSuffix(num, ".") {
 		num += "0"
 	}
-	if strings.HasPrefix(num, "+") {
-		num = num[1:]
-	}
+	num = strings.TrimPrefix(num, "+")
 	return num, suffix, nil
 }
 

@@ -129,9 +129,3 @@ func (l *logRecorder) find(level slog.Level, substr string) []slog.Record {
 	}
 	return out
 }
-
-func (l *logRecorder) count() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.recs)
-}
