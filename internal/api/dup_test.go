@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"sort"
 	"strconv"
@@ -230,9 +231,27 @@ func TestJobMemberGivenTwice(t *testing.T) {
 		Job
 		Tasks []json.RawMessage `json:"tasks"`
 	}
+	// The server's path: CheckDuplicates on the jobWire (it skips the raw
+	// tasks whole), then DecodeTask on each task (which refuses its own
+	// repeats).
+	asTheServer := func(b []byte) error {
+		var w jobWire
+		if err := json.Unmarshal(b, &w); err != nil {
+			return err
+		}
+		if err := CheckDuplicates(b, &jobWire{}); err != nil {
+			return err
+		}
+		for i, raw := range w.Tasks {
+			if _, err := DecodeTask(jsonread.New(raw)); err != nil {
+				return errs.Prefix(fmt.Sprintf("tasks[%d]", i), err)
+			}
+		}
+		return nil
+	}
 	checkVariants(t, reflect.TypeFor[Job](), b, map[string]func([]byte) error{
-		"CheckDuplicates(Job)":     func(b []byte) error { return CheckDuplicates(b, &Job{}) },
-		"CheckDuplicates(jobWire)": func(b []byte) error { return CheckDuplicates(b, &jobWire{}) },
+		"CheckDuplicates(Job)":                func(b []byte) error { return CheckDuplicates(b, &Job{}) },
+		"CheckDuplicates(jobWire)+DecodeTask": asTheServer,
 	})
 	// "ID" is "id" to encoding/json in a job, but not inside a raw task
 	// (DecodeTask refuses it there as an unknown field).

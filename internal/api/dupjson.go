@@ -41,6 +41,21 @@ func CheckDuplicates(b []byte, v any) error {
 	fields := map[reflect.Type][]jsonField{} // struct members, by type, for this call
 	root := reflect.TypeOf(v)
 	for {
+		if n := len(stack); n > 0 && rawNext(dec, &stack[n-1].obj, &stack[n-1].wantKey, stack[n-1].vt, stack[n-1].t) {
+			// A json.RawMessage is decoded by its own decoder, which
+			// checks its members: skip it whole (the scanner is far
+			// faster than Token, and a job's tasks are most of its body).
+			var skip json.RawMessage
+			if dec.Decode(&skip) != nil {
+				return nil
+			}
+			if top := &stack[n-1]; top.obj {
+				top.wantKey = true
+			} else {
+				top.n++
+			}
+			continue
+		}
 		tok, err := dec.Token()
 		if err != nil {
 			return nil
@@ -99,6 +114,18 @@ func CheckDuplicates(b []byte, v any) error {
 			stack = append(stack, frame{t: deref(vt), obj: d == '{', path: path, wantKey: d == '{'})
 		}
 	}
+}
+
+var rawMessage = reflect.TypeFor[json.RawMessage]()
+
+// rawNext reports whether the next value in the open object or array
+// fills a json.RawMessage: an object's member value (its key read), or an
+// element of an array of them.
+func rawNext(dec *json.Decoder, obj, wantKey *bool, vt, t reflect.Type) bool {
+	if *obj {
+		return !*wantKey && vt == rawMessage
+	}
+	return elemOf(t) == rawMessage && dec.More()
 }
 
 // maxJSONDepth is encoding/json's nesting limit.

@@ -144,7 +144,8 @@ func decodeStrict(b []byte, v any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return errs.Invalid("", "unexpected data after the JSON value")
 	}
-	return nil
+	// encoding/json keeps the last of a member given twice; refuse it.
+	return api.CheckDuplicates(b, v)
 }
 
 // jsonError turns a decoding error into an *errs.Error with a field.

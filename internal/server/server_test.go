@@ -236,6 +236,11 @@ func TestBadInput(t *testing.T) {
 		{"GET", "/api/v1/tasks/nosuch", ``, 404, errs.NotFound, "id"},
 		{"GET", "/api/v1/nodes/nosuch", ``, 404, errs.NotFound, "name"},
 		{"POST", "/api/v1/agents/register", `{"agent":"a b","nodes":[{"name":"n1"}]}`, 400, errs.InvalidArgument, "agent"},
+		// issue 17 §5: a member given twice is refused in every strict body.
+		{"POST", "/api/v1/jobs", `{"id":"j","id":"k","tasks":[{"id":"a","resources":{"cpu":"1"}}]}`, 400, errs.InvalidArgument, "id"},
+		{"POST", "/api/v1/jobs", `{"id":"j","gang":{"minMember":1},"gang":{"minMember":2},"tasks":[{"id":"a","resources":{"cpu":"1"}}]}`, 400, errs.InvalidArgument, "gang"},
+		{"PUT", "/api/v1/queues/q", `{"name":"q","weight":2,"weight":3}`, 400, errs.InvalidArgument, "weight"},
+		{"POST", "/api/v1/agents/register", `{"agent":"a","agent":"b","nodes":[{"name":"n1"}]}`, 400, errs.InvalidArgument, "agent"},
 		// issue 16 §1: accepted before, each now a 400 naming the field.
 		{"POST", "/api/v1/tasks", `{"name":"ok\u001b[2Jgone","resources":{"cpu":"1"}}`, 400, errs.InvalidArgument, "name"},
 		{"POST", "/api/v1/tasks", `{"command":["sh","-c\u0000"],"resources":{"cpu":"1"}}`, 400, errs.InvalidArgument, "command[1]"},

@@ -159,10 +159,16 @@ func decodeCompletion(b []byte) (exitCode int, reason string, err error) {
 		_ = r.ReadNull()
 	case jsonread.Object:
 		obj, _ := r.ReadObject()
+		var seenExit, seenReason bool
 		for obj.Next() {
 			k := obj.Key()
 			switch {
+			case strings.EqualFold(k, "exitCode") && seenExit:
+				return 0, "", errs.Invalid("exitCode", "given twice")
+			case strings.EqualFold(k, "reason") && seenReason:
+				return 0, "", errs.Invalid("reason", "given twice")
 			case strings.EqualFold(k, "exitCode"):
+				seenExit = true
 				switch r.Peek() {
 				case jsonread.Null:
 					_ = r.ReadNull()
@@ -178,6 +184,7 @@ func decodeCompletion(b []byte) (exitCode int, reason string, err error) {
 					return 0, "", typeError(r, "exitCode", "int")
 				}
 			case strings.EqualFold(k, "reason"):
+				seenReason = true
 				switch r.Peek() {
 				case jsonread.Null:
 					_ = r.ReadNull()
