@@ -109,12 +109,12 @@ func (e *Engine) commitStaged(now time.Time) error {
 		arena = strconv.AppendUint(arena, e.events.next+uint64(nEvents), 10)
 		recs = append(recs, store.Record{Kind: KindMeta, Key: metaEventsKey, Value: arena[start:len(arena):len(arena)]})
 	}
-	t0 := time.Now()
+	t0 := e.cfg.Now() // the wall clock only through Config.Now
 	if err := e.st.Commit(context.Background(), recs); err != nil {
 		return err
 	}
 	if m := e.cfg.Metrics; m != nil {
-		m.CommitDuration.Observe(time.Since(t0).Seconds())
+		m.CommitDuration.Observe(e.cfg.Now().Sub(t0).Seconds())
 		m.CommitRecords.Observe(float64(len(recs)))
 	}
 	e.mu.Lock()
