@@ -158,13 +158,22 @@ func (e *Engine) Register(ctx context.Context, reg agentapi.Registration) (*agen
 		}
 		seen[n.Name] = true
 	}
-	cmd := &command{kind: cmdRegister, reg: &reg}
+	cmd := &registerCmd{reg: &reg}
 	if err := e.do(ctx, cmd); err != nil {
 		return nil, err
 	}
 	return &agentapi.RegisterReply{Agent: reg.Agent, Cluster: e.cluster, Generation: cmd.gen,
 		HeartbeatInterval: api.Duration(e.interval()), MissedHeartbeats: e.missed()}, nil
 }
+
+// registerCmd registers an agent and its nodes.
+type registerCmd struct {
+	answer
+	reg *agentapi.Registration
+	gen uint64 // the registration's generation (result)
+}
+
+func (c *registerCmd) run(e *Engine, now time.Time) { c.gen, c.err = e.register(c.reg, now) }
 
 // register runs on the loop.
 func (e *Engine) register(reg *agentapi.Registration, now time.Time) (uint64, error) {
@@ -228,8 +237,17 @@ func (e *Engine) Heartbeat(ctx context.Context, agent string, beats []agentapi.B
 			return errs.Invalid("nodes["+itoa(i)+"].devices", "at most %d devices per node", api.MaxNodeDevices)
 		}
 	}
-	return e.do(ctx, &command{kind: cmdHeartbeat, id: agent, beats: beats})
+	return e.do(ctx, &heartbeatCmd{agent: agent, beats: beats})
 }
+
+// heartbeatCmd records an agent's samples.
+type heartbeatCmd struct {
+	answer
+	agent string
+	beats []agentapi.Beat
+}
+
+func (c *heartbeatCmd) run(e *Engine, now time.Time) { c.err = e.heartbeat(c.agent, c.beats, now) }
 
 // heartbeat runs on the loop.
 func (e *Engine) heartbeat(agent string, beats []agentapi.Beat, now time.Time) error {
@@ -389,11 +407,23 @@ func (e *Engine) AgentStatus(ctx context.Context, agent string, ups []agentapi.S
 		// yet, and the agent keeps these reports until it has.
 		return nil, errs.New(errs.NotFound, "agent", "agent %q is not registered (register again)", agent)
 	}
-	cmd := &command{kind: cmdAgentStatus, id: agent, updates: ups}
+	cmd := &agentStatusCmd{agent: agent, updates: ups}
 	if err := e.do(ctx, cmd); err != nil {
 		return nil, err
 	}
-	return cmd.statusOut, nil
+	return cmd.out, nil
+}
+
+// agentStatusCmd applies an agent's task reports.
+type agentStatusCmd struct {
+	answer
+	agent   string
+	updates []agentapi.StatusUpdate
+	out     []agentapi.StatusResult // per update: applied or stale (result)
+}
+
+func (c *agentStatusCmd) run(e *Engine, now time.Time) {
+	c.out = e.agentStatus(c.agent, c.updates, now)
 }
 
 // agentStatus runs on the loop. Each update is checked against the core's

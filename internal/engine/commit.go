@@ -331,6 +331,28 @@ func (e *Engine) current(id string) *TaskRecord {
 	return e.tasks[id]
 }
 
+func (e *Engine) currentNode(name string) *api.Node {
+	if n, ok := e.stNode[name]; ok {
+		return n
+	}
+	return e.nodes[name]
+}
+
+// queueView is the loop's latest queues (staged over published).
+func (e *Engine) queueView() map[string]*api.Queue {
+	if len(e.stQ) == 0 {
+		return e.queues
+	}
+	all := make(map[string]*api.Queue, len(e.queues)+len(e.stQ))
+	for k, v := range e.queues {
+		all[k] = v
+	}
+	for k, v := range e.stQ {
+		all[k] = v
+	}
+	return all
+}
+
 // refresh stages a new record of task id from the core's state, when
 // that state differs from the record's (a published record is copied only
 // then: recovery refreshes every task and most are unchanged).

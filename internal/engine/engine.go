@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"log/slog"
 	"sync"
 	"time"
@@ -45,7 +44,7 @@ type Engine struct {
 	series gaugeSeries
 	st     store.Store
 	log    *slog.Logger
-	cmds   chan *command
+	cmds   chan command
 	quit   chan struct{}
 	done   chan struct{}
 
@@ -132,55 +131,6 @@ func (e *Engine) countWaiting(r *TaskRecord, delta int) {
 	}
 }
 
-type cmdKind uint8
-
-const (
-	cmdSubmit cmdKind = iota
-	cmdCancel
-	cmdUpsertNode
-	cmdNodeState
-	cmdStarted
-	cmdFinished
-	cmdRenew
-	cmdSummary
-	cmdPutQueue
-	cmdSubmitJob
-	cmdCancelJob
-	cmdRegister
-	cmdHeartbeat
-	cmdAgentStatus
-	cmdNodeViews
-	cmdQueueViews
-	cmdReleaseNode
-)
-
-type command struct {
-	kind    cmdKind
-	tenant  string
-	tasks   []api.Task
-	specs   [][]byte // per task: encoded spec from prepare
-	prepErr []error  // per task: validation error from prepare
-	id      string
-	node    *api.Node
-	queue   *api.Queue
-	job     *api.Job
-	state   string
-	result  core.Result
-	reg     *agentapi.Registration
-	beats   []agentapi.Beat
-	updates []agentapi.StatusUpdate
-	// results
-	gen        uint64
-	statusOut  []agentapi.StatusResult
-	nodeViews  []NodeView
-	queueViews []QueueView
-	summary    *Summary
-	ids        []string
-	errs       []error
-	err        error
-	reply      chan struct{}
-}
-
 // New opens an engine on st, rebuilding the core from what st holds, and
 // starts its loop. Stop it with Close.
 func New(cfg Config, st store.Store) (*Engine, error) {
@@ -199,7 +149,7 @@ func New(cfg Config, st store.Store) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg: cfg, st: st, log: cfg.Logger, c: c,
-		cmds: make(chan *command, cfg.MaxBatch), quit: make(chan struct{}), done: make(chan struct{}),
+		cmds: make(chan command, cfg.MaxBatch), quit: make(chan struct{}), done: make(chan struct{}),
 		tasks: map[string]*TaskRecord{}, nodes: map[string]*api.Node{}, queues: map[string]*api.Queue{}, waiters: map[string]chan struct{}{},
 		jobs: map[string]*JobRecord{}, stJob: map[string]*JobRecord{}, jobLast: map[string]string{}, waiting: map[queueTier]int{}, blockedQ: map[string]int{},
 		staged: map[string]*TaskRecord{}, stNode: map[string]*api.Node{}, stQ: map[string]*api.Queue{},
@@ -229,7 +179,7 @@ func (e *Engine) loop() {
 	defer close(e.done)
 	timer := time.NewTimer(0) // a first step at once: liveness and the core's timers after a restart
 	defer timer.Stop()
-	batch := make([]*command, 0, e.cfg.MaxBatch)
+	batch := make([]command, 0, e.cfg.MaxBatch)
 	for {
 		batch = batch[:0]
 		select {
@@ -259,14 +209,15 @@ func (e *Engine) loop() {
 				failed = errs.Wrap(errs.Unavailable, "", err)
 			}
 			for _, cmd := range batch {
-				cmd.err = failed
-				close(cmd.reply)
+				a := cmd.base()
+				a.err = failed
+				close(a.done)
 			}
 			e.failPending(ErrStopped)
 			return
 		}
 		for _, cmd := range batch {
-			close(cmd.reply)
+			close(cmd.base().done)
 		}
 		e.gauge(e.cfg.Now())
 		if !timer.Stop() {
@@ -296,8 +247,9 @@ func (e *Engine) failPending(err error) {
 	for {
 		select {
 		case cmd := <-e.cmds:
-			cmd.err = err
-			close(cmd.reply)
+			a := cmd.base()
+			a.err = err
+			close(a.done)
 		default:
 			return
 		}
@@ -306,66 +258,12 @@ func (e *Engine) failPending(err error) {
 
 // step applies a batch, lets the core decide, and commits all changes in
 // one durable commit before anyone is answered.
-func (e *Engine) step(batch []*command) error {
+func (e *Engine) step(batch []command) error {
 	now := e.cfg.Now()
 	for _, cmd := range batch {
-		e.apply(cmd, now)
+		cmd.run(e, now)
 	}
 	e.checkLiveness(now)
 	e.c.Tick(now)
 	return e.commitStaged(now)
-}
-
-func (e *Engine) do(ctx context.Context, cmd *command) error {
-	if err := e.send(ctx, cmd); err != nil {
-		return err
-	}
-	return e.wait(cmd)
-}
-
-// send queues cmd for the loop without waiting for its answer.
-func (e *Engine) send(ctx context.Context, cmd *command) error {
-	cmd.reply = make(chan struct{})
-	e.mu.RLock()
-	fatal := e.fatal
-	e.mu.RUnlock()
-	if fatal != nil {
-		return ErrStopped
-	}
-	select {
-	case <-e.quit:
-		return ErrStopped
-	default:
-	}
-	select {
-	case e.cmds <- cmd: // the queue has room (nearly always): no need for ctx's channel
-	default:
-		select {
-		case e.cmds <- cmd:
-		case <-e.quit:
-			return ErrStopped
-		case <-ctx.Done():
-			return errs.Wrap(errs.Unavailable, "", ctx.Err())
-		}
-	}
-	return nil
-}
-
-// wait is the answer of a command queued by send.
-func (e *Engine) wait(cmd *command) error {
-	// Once queued the command will run; its answer is waited for even if
-	// ctx ends, so that "not acknowledged" never hides "done". A command
-	// queued after the loop's last drain (the engine was closing) is never
-	// run: the loop's end says so.
-	select {
-	case <-cmd.reply:
-		return cmd.err
-	case <-e.done:
-		select {
-		case <-cmd.reply: // answered before the loop ended
-			return cmd.err
-		default:
-			return ErrStopped
-		}
-	}
 }

@@ -68,12 +68,21 @@ func (e *Engine) ReleaseNode(ctx context.Context, name string) (string, error) {
 	if err := api.ValidateID("name", name); err != nil {
 		return "", err
 	}
-	cmd := &command{kind: cmdReleaseNode, id: name}
+	cmd := &releaseNodeCmd{name: name}
 	if err := e.do(ctx, cmd); err != nil {
 		return "", err
 	}
-	return cmd.state, nil
+	return cmd.holder, nil
 }
+
+// releaseNodeCmd frees a node from its holder.
+type releaseNodeCmd struct {
+	answer
+	name   string
+	holder string // who held it, "" for the static inventory (result)
+}
+
+func (c *releaseNodeCmd) run(e *Engine, now time.Time) { c.holder, c.err = e.releaseNode(c.name, now) }
 
 // releaseNode runs on the loop: the node leaves the core and its record
 // and holder are dropped (staged as a nil node).

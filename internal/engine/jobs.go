@@ -268,24 +268,39 @@ func (e *Engine) ListJobs(f JobFilter, cursor, limit int) (out []JobEntry, next 
 	return out, 0
 }
 
+// submitJobCmd admits a job.
+type submitJobCmd struct {
+	answer
+	tenant string
+	job    *api.Job
+	id     string // the job's id (result)
+}
+
+func (c *submitJobCmd) run(e *Engine, now time.Time) { c.id, c.err = e.submitJob(c.tenant, c.job, now) }
+
 // SubmitJob admits a job owned by tenant; nil means it is durable.
 func (e *Engine) SubmitJob(ctx context.Context, tenant string, j api.Job) (string, error) {
 	if err := e.roomForWork(); err != nil {
 		return "", err
 	}
-	cmd := &command{kind: cmdSubmitJob, tenant: tenant, job: &j}
+	cmd := &submitJobCmd{tenant: tenant, job: &j}
 	if err := e.do(ctx, cmd); err != nil {
 		return "", err
 	}
-	if cmd.errs[0] != nil {
-		return "", cmd.errs[0]
-	}
-	return cmd.ids[0], nil
+	return cmd.id, nil
 }
+
+// cancelJobCmd cancels a job's unfinished tasks.
+type cancelJobCmd struct {
+	answer
+	id string
+}
+
+func (c *cancelJobCmd) run(e *Engine, now time.Time) { c.err = e.cancelJob(c.id, now) }
 
 // CancelJob cancels a job's unfinished tasks.
 func (e *Engine) CancelJob(ctx context.Context, id string) error {
-	return e.do(ctx, &command{kind: cmdCancelJob, id: id})
+	return e.do(ctx, &cancelJobCmd{id: id})
 }
 
 // JobState aggregates a job's task states: running while any task is
