@@ -125,7 +125,6 @@ func (e *Engine) commitStaged(now time.Time) error {
 		}
 		e.countWaiting(c.old, -1)
 		e.countWaiting(c.r, +1)
-		e.trackAssignment(c.old, c.r)
 		if c.event {
 			e.events.add(Event{Kind: "task", ID: c.id, State: c.r.State, Node: c.r.Node, Reason: c.r.Reason, Time: now, Tenant: c.r.Tenant})
 		}
@@ -168,6 +167,9 @@ func (e *Engine) commitStaged(now time.Time) error {
 		e.order = append(e.order, r.Spec.ID)
 	}
 	e.mu.Unlock()
+	// The agents' feeds get the published assignments (sessions has its
+	// own lock), before the waiters are woken.
+	e.sessions.track(changes)
 	// Waiters are woken after the records are published: a waiter
 	// registers before it reads the record, so it either reads the new
 	// record or is woken here.

@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hetsched/hetsched/internal/agentapi"
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/errs"
@@ -66,14 +65,9 @@ type Engine struct {
 	waitMu  sync.Mutex
 	waiters map[string]chan struct{}
 	events  eventLog
-	// agent protocol (see agents.go)
-	agents    map[string]*agentState
-	nodeAgent map[string]string                 // node -> registered agent
-	assigned  map[string]map[string]*TaskRecord // node -> task -> record, command tasks placed there
-	usage     map[string]agentapi.NodeUsage
-	agentGen  uint64
-	cluster   string // the store's cluster id (meta cluster.id), set by recover
-	streamSeq uint64
+	// sessions is the agents' state (its own lock, sessions.go).
+	sessions sessions
+	cluster  string // the store's cluster id (meta cluster.id), set by recover
 
 	// loop-owned
 	c        *core.Core
@@ -90,9 +84,6 @@ type Engine struct {
 	// admin is the admin state (cordoned, draining) of each notready node
 	// to restore when its heartbeats resume; stAdmin the staged changes.
 	admin, stAdmin map[string]string
-	// lastBeat is when each agent node last heartbeat (soft state).
-	lastBeat      map[string]time.Time
-	nextLiveCheck time.Time
 	// waiting counts pending and blocked tasks per queue and native tier,
 	// kept up to date as records are published (for the metrics).
 	waiting map[queueTier]int
@@ -153,10 +144,10 @@ func New(cfg Config, st store.Store) (*Engine, error) {
 		tasks: map[string]*TaskRecord{}, nodes: map[string]*api.Node{}, queues: map[string]*api.Queue{}, waiters: map[string]chan struct{}{},
 		jobs: map[string]*JobRecord{}, stJob: map[string]*JobRecord{}, jobLast: map[string]string{}, waiting: map[queueTier]int{}, blockedQ: map[string]int{},
 		staged: map[string]*TaskRecord{}, stNode: map[string]*api.Node{}, stQ: map[string]*api.Queue{},
-		events: newEventLog(1),
-		agents: map[string]*agentState{}, nodeAgent: map[string]string{}, assigned: map[string]map[string]*TaskRecord{},
-		usage: map[string]agentapi.NodeUsage{}, owner: map[string]string{}, stAgent: map[string]string{},
-		admin: map[string]string{}, stAdmin: map[string]string{}, lastBeat: map[string]time.Time{},
+		events:   newEventLog(1),
+		sessions: newSessions(cfg.HeartbeatInterval, cfg.MissedHeartbeats),
+		owner:    map[string]string{}, stAgent: map[string]string{},
+		admin: map[string]string{}, stAdmin: map[string]string{},
 	}
 	if err := e.recover(); err != nil {
 		return nil, err
@@ -231,7 +222,7 @@ func (e *Engine) loop() {
 		if next, ok := e.c.NextWakeup(); ok {
 			d = next.Sub(now)
 		}
-		if next, ok := e.nextLiveness(); ok {
+		if next, ok := e.sessions.nextLiveness(); ok {
 			d = min(d, next.Sub(now))
 		}
 		if e.gaugeDue {

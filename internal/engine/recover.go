@@ -52,7 +52,7 @@ func (e *Engine) recover() error {
 			// An agent node gets a full heartbeat deadline from now
 			// before it is judged: its agent is reconnecting.
 			e.owner[key] = r.Agent
-			e.lastBeat[key] = now // moved to the end of recovery below
+			e.sessions.heard(key, now) // moved to the end of recovery below
 		}
 		if r.Admin != "" {
 			e.admin[key] = r.Admin
@@ -115,9 +115,7 @@ func (e *Engine) recover() error {
 		}
 	}
 	e.c.TakeOutput() // restore's own transitions are re-read below
-	for _, r := range recs {
-		e.trackAssignment(nil, r)
-	}
+	e.sessions.restore(recs)
 	// Jobs' states as recovered: only a change from here on is an event.
 	for id, j := range e.jobs {
 		e.jobLast[id] = e.jobStateNow(j)
@@ -131,8 +129,8 @@ func (e *Engine) recover() error {
 	// Agent nodes are judged from the end of recovery, which can take
 	// longer than their heartbeat deadline.
 	end := e.cfg.Now()
-	for name := range e.lastBeat {
-		e.lastBeat[name] = end
+	for name := range e.sessions.lastBeat {
+		e.sessions.heard(name, end)
 	}
 	e.log.Info("engine recovered", "nodes", len(e.nodes), "tasks", len(recs))
 	return nil

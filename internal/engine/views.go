@@ -328,7 +328,7 @@ func (e *Engine) nodeViews() []NodeView {
 				}
 			})
 		}
-		if u, ok := e.usage[name]; ok {
+		if u, ok := e.sessions.usage[name]; ok { // the loop writes usage: it reads it without the lock
 			v.Usage = &u
 			v.Utilization = utilizationOf(spec, &u)
 		}
