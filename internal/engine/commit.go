@@ -12,7 +12,6 @@ import (
 
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/core"
-	"github.com/hetsched/hetsched/internal/resource"
 	"github.com/hetsched/hetsched/internal/store"
 )
 
@@ -20,7 +19,7 @@ import (
 // and publishes them.
 func (e *Engine) commitStaged(now time.Time) error {
 	out := e.c.TakeOutput()
-	e.count(&out)
+	e.gauges.count(&out)
 	for _, p := range out.Placements {
 		e.refresh(p.Task, now)
 	}
@@ -123,29 +122,14 @@ func (e *Engine) commitStaged(now time.Time) error {
 		if c.old == nil {
 			fresh = append(fresh, c.r)
 		}
-		e.countWaiting(c.old, -1)
-		e.countWaiting(c.r, +1)
-		if c.event {
-			e.events.add(Event{Kind: "task", ID: c.id, State: c.r.State, Node: c.r.Node, Reason: c.r.Reason, Time: now, Tenant: c.r.Tenant})
-		}
 		e.tasks[c.id] = c.r
 	}
 	for name, n := range e.stNode {
 		if n == nil {
 			delete(e.nodes, name)
-			e.events.add(Event{Kind: "node", ID: name, State: "removed", Time: now})
-			continue
+		} else {
+			e.nodes[name] = n
 		}
-		e.nodes[name] = n
-		state := n.State
-		if state == "" {
-			state = api.NodeReady
-		}
-		e.events.add(Event{Kind: "node", ID: name, State: state, Time: now})
-	}
-	for _, ev := range jobEvents {
-		e.events.add(ev)
-		e.jobLast[ev.ID] = ev.State
 	}
 	for name, q := range e.stQ {
 		e.queues[name] = q
@@ -161,15 +145,44 @@ func (e *Engine) commitStaged(now time.Time) error {
 	for _, j := range newJobs {
 		e.jobOrder = append(e.jobOrder, j.Spec.ID)
 	}
-	e.events.wake()
 	sort.Slice(fresh, func(i, j int) bool { return fresh[i].Seq < fresh[j].Seq })
 	for _, r := range fresh {
 		e.order = append(e.order, r.Spec.ID)
 	}
 	e.mu.Unlock()
+	for _, c := range changes {
+		e.waiting.add(c.old, -1)
+		e.waiting.add(c.r, +1)
+	}
 	// The agents' feeds get the published assignments (sessions has its
 	// own lock), before the waiters are woken.
 	e.sessions.track(changes)
+	// The events follow the records they name (the event log has its own
+	// lock): a client told of an event finds the record at least as new.
+	l := &e.events
+	l.begin()
+	started := l.next
+	for _, c := range changes {
+		if c.event {
+			l.add(Event{Kind: "task", ID: c.id, State: c.r.State, Node: c.r.Node, Reason: c.r.Reason, Time: now, Tenant: c.r.Tenant})
+		}
+	}
+	for name, n := range e.stNode {
+		if n == nil {
+			l.add(Event{Kind: "node", ID: name, State: "removed", Time: now})
+			continue
+		}
+		state := n.State
+		if state == "" {
+			state = api.NodeReady
+		}
+		l.add(Event{Kind: "node", ID: name, State: state, Time: now})
+	}
+	for _, ev := range jobEvents {
+		l.add(ev)
+		e.jobLast[ev.ID] = ev.State
+	}
+	l.end(started)
 	// Waiters are woken after the records are published: a waiter
 	// registers before it reads the record, so it either reads the new
 	// record or is woken here.
@@ -218,111 +231,6 @@ type change struct {
 	r     *TaskRecord
 	old   *TaskRecord // nil for a new task
 	event bool
-}
-
-// count updates the decision counters.
-func (e *Engine) count(out *core.Output) {
-	m := e.cfg.Metrics
-	if m == nil {
-		return
-	}
-	for _, p := range out.Placements {
-		tier := api.TierNames[p.Priority]
-		m.Placements.WithLabelValues(tier).Inc()
-		m.SchedulingDelay.WithLabelValues(tier).Observe(p.Delay.Seconds())
-	}
-	for _, p := range out.Preemptions {
-		m.Preemptions.WithLabelValues(string(p.Reason)).Inc()
-	}
-	for _, tr := range out.Transitions {
-		m.Transitions.WithLabelValues(tr.To.String()).Inc()
-	}
-}
-
-// gauge refreshes the gauges, at most once a second: summing capacity
-// walks every node.
-func (e *Engine) gauge(now time.Time) {
-	m := e.cfg.Metrics
-	if m == nil {
-		return
-	}
-	if now.Sub(e.gauged) < time.Second {
-		e.gaugeDue = true // the loop wakes for it: an idle engine's gauges are not left stale
-		return
-	}
-	e.gauged, e.gaugeDue = now, false
-	e.gaugeDisk()
-	p := e.c.Pending()
-	for l, n := range p {
-		m.Pending.WithLabelValues(api.TierNames[l]).Set(float64(n))
-	}
-	dims := e.c.Dims()
-	var capSum, allocSum [resource.MaxDims]int64
-	states := map[string]int{api.NodeReady: 0, api.NodeNotReady: 0, api.NodeCordoned: 0, api.NodeDraining: 0}
-	type typeModel struct{ typ, model string }
-	devCap, devAlloc := map[typeModel]int64{}, map[typeModel]int64{}
-	for _, n := range e.c.Nodes() {
-		c, a := n.Capacity(), n.Allocated()
-		for i := 0; i < dims.Len(); i++ {
-			capSum[i] += c[i]
-			allocSum[i] += a[i]
-		}
-		states[n.State()]++
-		for _, d := range n.Devices() {
-			k := typeModel{d.Type, d.Model}
-			if d.Healthy {
-				devCap[k] += 1000
-			}
-			devAlloc[k] += int64(d.Used)
-		}
-	}
-	for i := 0; i < dims.Len(); i++ {
-		name := string(dims.Name(i))
-		m.Capacity.WithLabelValues(name).Set(float64(capSum[i]))
-		m.Allocated.WithLabelValues(name).Set(float64(allocSum[i]))
-	}
-	for s, n := range states {
-		m.Nodes.WithLabelValues(s).Set(float64(n))
-	}
-	for k, v := range devCap {
-		m.DeviceCapacity.WithLabelValues(k.typ, k.model).Set(float64(v))
-	}
-	for k, v := range devAlloc {
-		m.DeviceAllocated.WithLabelValues(k.typ, k.model).Set(float64(v))
-	}
-	g := &e.series
-	if len(e.queues) > 0 {
-		for name, fs := range e.c.FairShares() {
-			for r, v := range fs {
-				g.set(m.QueueFairShare, float64(v), name, string(r))
-			}
-		}
-	}
-	for name, q := range e.queues {
-		if u, ok := e.c.QueueUsage(name); ok {
-			for r, v := range u {
-				g.set(m.QueueUsage, float64(v), name, string(r))
-			}
-		}
-		for r, v := range q.Max {
-			g.set(m.QueueMax, float64(v), name, string(r))
-		}
-		for r, v := range q.Guaranteed {
-			g.set(m.QueueGuaranteed, float64(v), name, string(r))
-		}
-	}
-	for q, cats := range e.waitingByReason() {
-		for cat, n := range cats {
-			g.set(m.PendingReason, float64(n), q, cat)
-		}
-	}
-	e.mu.RLock()
-	for k, n := range e.waiting {
-		g.set(m.PendingQueue, float64(n), k.queue, api.TierNames[k.tier])
-	}
-	g.sweep()
-	m.Tasks.Set(float64(len(e.tasks)))
-	e.mu.RUnlock()
 }
 
 // current returns the loop's latest record of a task (staged or published).

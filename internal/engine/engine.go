@@ -38,14 +38,12 @@ var ErrStopped = errs.New(errs.Unavailable, "", "the scheduler is stopped")
 
 // Engine runs a core for a server. See the package doc for its contracts.
 type Engine struct {
-	cfg Config
-	// series tracks the labelled gauges set per refresh (gauges.go).
-	series gaugeSeries
-	st     store.Store
-	log    *slog.Logger
-	cmds   chan command
-	quit   chan struct{}
-	done   chan struct{}
+	cfg  Config
+	st   store.Store
+	log  *slog.Logger
+	cmds chan command
+	quit chan struct{}
+	done chan struct{}
 
 	mu     sync.RWMutex // guards tasks, order, nodes and fatal for readers
 	tasks  map[string]*TaskRecord
@@ -64,62 +62,33 @@ type Engine struct {
 	// loop's publication (it used to be mu held exclusively).
 	waitMu  sync.Mutex
 	waiters map[string]chan struct{}
-	events  eventLog
+	// events is the ring of recent events (its own lock, events.go).
+	events eventLog
 	// sessions is the agents' state (its own lock, sessions.go).
 	sessions sessions
 	cluster  string // the store's cluster id (meta cluster.id), set by recover
 
 	// loop-owned
-	c        *core.Core
-	seq      uint64
-	staged   map[string]*TaskRecord
-	stNode   map[string]*api.Node
-	stQ      map[string]*api.Queue
-	stJob    map[string]*JobRecord
-	gauged   time.Time // when the gauges were last refreshed
-	gaugeDue bool      // a refresh was skipped (at most one a second): one is due
+	c      *core.Core
+	seq    uint64
+	staged map[string]*TaskRecord
+	stNode map[string]*api.Node
+	stQ    map[string]*api.Queue
+	stJob  map[string]*JobRecord
 	// owner is the durable agent of each agent node; stAgent the staged
 	// changes to it.
 	owner, stAgent map[string]string
 	// admin is the admin state (cordoned, draining) of each notready node
 	// to restore when its heartbeats resume; stAdmin the staged changes.
 	admin, stAdmin map[string]string
-	// waiting counts pending and blocked tasks per queue and native tier,
-	// kept up to date as records are published (for the metrics).
-	waiting map[queueTier]int
-	// blockedQ counts the tasks blocked on dependencies per queue (the core
-	// reports the pending ones, core.Waiting).
-	blockedQ map[string]int
+	// waiting counts the published waiting tasks; gauges are the
+	// metrics (gauges.go).
+	waiting waitCounts
+	gauges  gauges
 	// Buffers of commitStaged, reused from step to step.
 	recsBuf []store.Record
 	arena   []byte
 	changes []change
-}
-
-type queueTier struct {
-	queue string
-	tier  int
-}
-
-// countWaiting adjusts waiting for a record entering (+1) or leaving (-1)
-// the published set.
-func (e *Engine) countWaiting(r *TaskRecord, delta int) {
-	if r == nil || (r.State != "pending" && r.State != "blocked") {
-		return
-	}
-	q := r.Spec.Queue
-	if q == "" {
-		q = "default"
-	}
-	k := queueTier{q, r.Spec.PriorityOrDefault()}
-	if e.waiting[k] += delta; e.waiting[k] == 0 {
-		delete(e.waiting, k)
-	}
-	if r.State == "blocked" {
-		if e.blockedQ[q] += delta; e.blockedQ[q] == 0 {
-			delete(e.blockedQ, q)
-		}
-	}
 }
 
 // New opens an engine on st, rebuilding the core from what st holds, and
@@ -142,13 +111,13 @@ func New(cfg Config, st store.Store) (*Engine, error) {
 		cfg: cfg, st: st, log: cfg.Logger, c: c,
 		cmds: make(chan command, cfg.MaxBatch), quit: make(chan struct{}), done: make(chan struct{}),
 		tasks: map[string]*TaskRecord{}, nodes: map[string]*api.Node{}, queues: map[string]*api.Queue{}, waiters: map[string]chan struct{}{},
-		jobs: map[string]*JobRecord{}, stJob: map[string]*JobRecord{}, jobLast: map[string]string{}, waiting: map[queueTier]int{}, blockedQ: map[string]int{},
+		jobs: map[string]*JobRecord{}, stJob: map[string]*JobRecord{}, jobLast: map[string]string{}, waiting: newWaitCounts(), gauges: gauges{m: cfg.Metrics},
 		staged: map[string]*TaskRecord{}, stNode: map[string]*api.Node{}, stQ: map[string]*api.Queue{},
-		events:   newEventLog(1),
 		sessions: newSessions(cfg.HeartbeatInterval, cfg.MissedHeartbeats),
 		owner:    map[string]string{}, stAgent: map[string]string{},
 		admin: map[string]string{}, stAdmin: map[string]string{},
 	}
+	e.events.reset(1)
 	if err := e.recover(); err != nil {
 		return nil, err
 	}
@@ -225,8 +194,8 @@ func (e *Engine) loop() {
 		if next, ok := e.sessions.nextLiveness(); ok {
 			d = min(d, next.Sub(now))
 		}
-		if e.gaugeDue {
-			d = min(d, e.gauged.Add(time.Second).Sub(now))
+		if next, ok := e.gauges.next(); ok {
+			d = min(d, next.Sub(now))
 		}
 		d = max(d, 0)
 		timer.Reset(d)

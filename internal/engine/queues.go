@@ -71,11 +71,9 @@ func (e *Engine) waitingByReason() map[string]map[string]int {
 		m[cat] += n
 	}
 	e.c.Waiting(func(q, reason string, n int) { add(q, WaitCategory(reason), n) })
-	e.mu.RLock()
-	for q, n := range e.blockedQ {
+	for q, n := range e.waiting.blocked {
 		add(q, WaitDependencies, n)
 	}
-	e.mu.RUnlock()
 	return out
 }
 

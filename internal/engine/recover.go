@@ -40,7 +40,7 @@ func (e *Engine) recover() error {
 		if err != nil || next == 0 {
 			return fmt.Errorf("recover event seq: bad value %q", v)
 		}
-		e.events = newEventLog(next)
+		e.events.reset(next)
 	}
 	if err := loadJSON(ctx, e.st, KindNode, func(key string, r *NodeRecord) error {
 		if err := e.c.UpsertNode(now, &r.Spec); err != nil {
@@ -108,7 +108,7 @@ func (e *Engine) recover() error {
 			return fmt.Errorf("restore task %s: %w", r.Spec.ID, err)
 		}
 		e.tasks[r.Spec.ID] = r
-		e.countWaiting(r, +1)
+		e.waiting.add(r, +1)
 		e.order = append(e.order, r.Spec.ID)
 		if r.Seq > e.seq {
 			e.seq = r.Seq
