@@ -93,15 +93,15 @@ func (e *Engine) register(reg *agentapi.Registration, now time.Time) (uint64, er
 			n.State = prev.State // an admin's decision outlives the agent
 		case prev != nil && prev.State == api.NodeNotReady:
 			n.State = e.adminState(n.Name)
-			e.stAdmin[n.Name] = ""
+			e.staged.admin[n.Name] = ""
 		default:
 			n.State = ""
 		}
 		if err := e.c.UpsertNode(now, &n); err != nil {
 			return 0, errs.Prefix("nodes["+itoa(i)+"]", err)
 		}
-		e.stNode[n.Name] = &n
-		e.stAgent[n.Name] = reg.Agent
+		e.staged.nodes[n.Name] = &n
+		e.staged.holders[n.Name] = reg.Agent
 		e.sessions.heard(n.Name, now)
 	}
 	return e.sessions.register(reg), nil
@@ -157,8 +157,8 @@ func (e *Engine) heartbeat(agent string, beats []agentapi.Beat, now time.Time) e
 			}
 			n := *spec
 			n.State = back
-			e.stNode[b.Node] = &n
-			e.stAdmin[b.Node] = ""
+			e.staged.nodes[b.Node] = &n
+			e.staged.admin[b.Node] = ""
 			spec = &n
 			e.log.Info("heartbeats resumed", "node", b.Node, "agent", agent, "state", to)
 		}
@@ -190,7 +190,7 @@ func (e *Engine) heartbeat(agent string, beats []agentapi.Beat, now time.Time) e
 				d.Unhealthy = !*s.Healthy
 				e.log.Warn("device health changed", "node", b.Node, "device", d.Type+" "+d.ID, "healthy", *s.Healthy, "reason", s.Reason)
 			}
-			e.stNode[b.Node] = &n
+			e.staged.nodes[b.Node] = &n
 		}
 		if err := e.c.ObserveNode(now, b.Node, u); err != nil {
 			return err
@@ -218,10 +218,10 @@ func (e *Engine) checkLiveness(now time.Time) {
 		}
 		n := *spec
 		n.State = api.NodeNotReady
-		e.stNode[name] = &n
-		e.stAdmin[name] = "" // ready when heartbeats resume, unless an admin said otherwise
+		e.staged.nodes[name] = &n
+		e.staged.admin[name] = "" // ready when heartbeats resume, unless an admin said otherwise
 		if spec.State == api.NodeCordoned || spec.State == api.NodeDraining {
-			e.stAdmin[name] = spec.State
+			e.staged.admin[name] = spec.State
 		}
 		e.log.Warn("node notready: heartbeats stopped", "node", name, "last", last, "missed", e.sessions.missed)
 	})
@@ -229,7 +229,7 @@ func (e *Engine) checkLiveness(now time.Time) {
 
 // adminState is the state a notready node returns to ("" is ready).
 func (e *Engine) adminState(name string) string {
-	if a, ok := e.stAdmin[name]; ok {
+	if a, ok := e.staged.admin[name]; ok {
 		return a
 	}
 	return e.admin[name]
@@ -328,7 +328,7 @@ func (e *Engine) agentStatus(agent string, ups []agentapi.StatusUpdate, now time
 				cp := *r
 				code := res.ExitCode
 				cp.ExitCode = &code
-				e.staged[u.Task] = &cp
+				e.staged.tasks[u.Task] = &cp
 			}
 		}
 		if err != nil {
@@ -364,7 +364,7 @@ func (e *Engine) endedAttemptStatus(agent string, r *TaskRecord, u agentapi.Stat
 		cp := *r
 		cp.Attempts = slices.Clone(r.Attempts)
 		cp.Attempts[i].ExitCode = &code
-		e.staged[u.Task] = &cp
+		e.staged.tasks[u.Task] = &cp
 		return true
 	}
 	return false

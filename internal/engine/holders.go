@@ -29,7 +29,7 @@ func (e *Engine) holderOf(node string) (agent string, exists bool) {
 	if e.currentNode(node) == nil {
 		return "", false
 	}
-	if a, ok := e.stAgent[node]; ok {
+	if a, ok := e.staged.holders[node]; ok {
 		return a, true
 	}
 	return e.owner[node], true
@@ -94,9 +94,9 @@ func (e *Engine) releaseNode(name string, now time.Time) (string, error) {
 	if err := e.c.RemoveNode(now, name); err != nil {
 		return "", err
 	}
-	e.stNode[name] = nil
-	e.stAgent[name] = ""
-	e.stAdmin[name] = ""
+	e.staged.nodes[name] = nil
+	e.staged.holders[name] = ""
+	e.staged.admin[name] = ""
 	e.sessions.release(name)
 	e.log.Warn("node released by an admin", "node", name, "holder", holder)
 	return holder, nil

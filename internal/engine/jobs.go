@@ -157,7 +157,7 @@ func (e *Engine) submitJob(tenant string, j *api.Job, now time.Time) (string, er
 		}
 		rec.TaskIDs = append(rec.TaskIDs, spec.ID)
 	}
-	e.stJob[j.ID] = rec
+	e.staged.jobs[j.ID] = rec
 	return j.ID, nil
 }
 
@@ -192,13 +192,6 @@ func topoOrder(tasks []api.Task) []int {
 	return order
 }
 
-func (e *Engine) jobView(id string) *JobRecord {
-	if r, ok := e.stJob[id]; ok {
-		return r
-	}
-	return e.jobs[id]
-}
-
 // cancelJob cancels every unfinished task of a job.
 func (e *Engine) cancelJob(id string, now time.Time) error {
 	j := e.jobView(id)
@@ -215,7 +208,7 @@ func (e *Engine) cancelJob(id string, now time.Time) error {
 	if !j.Cancelled {
 		cp := *j
 		cp.Cancelled = true
-		e.stJob[id] = &cp
+		e.staged.jobs[id] = &cp
 	}
 	return nil
 }
@@ -361,7 +354,7 @@ func (e *Engine) Job(id string) (*JobRecord, []*TaskRecord, bool) {
 // Runs on the loop, before the commit.
 func (e *Engine) jobChanges(now time.Time) []Event {
 	var touched map[string]bool
-	for _, r := range e.staged {
+	for _, r := range e.staged.tasks {
 		if j := r.Spec.Metadata[JobMetadataKey]; j != "" {
 			if touched == nil {
 				touched = map[string]bool{}
@@ -369,7 +362,7 @@ func (e *Engine) jobChanges(now time.Time) []Event {
 			touched[j] = true
 		}
 	}
-	for id := range e.stJob {
+	for id := range e.staged.jobs {
 		if touched == nil {
 			touched = map[string]bool{}
 		}

@@ -22,7 +22,7 @@ func (c *upsertNodeCmd) run(e *Engine, now time.Time) {
 		return
 	}
 	if c.err = e.c.UpsertNode(now, c.node); c.err == nil {
-		e.stNode[c.node.Name] = c.node
+		e.staged.nodes[c.node.Name] = c.node
 	}
 }
 
@@ -65,7 +65,7 @@ func (c *nodeStateCmd) run(e *Engine, now time.Time) {
 	if c.err = e.c.SetNodeState(now, c.name, c.state); c.err == nil {
 		n := *e.currentNode(c.name)
 		n.State = c.state
-		e.stNode[c.name] = &n
+		e.staged.nodes[c.name] = &n
 	}
 }
 

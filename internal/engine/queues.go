@@ -156,7 +156,7 @@ func (e *Engine) putQueue(tenant string, q *api.Queue, now time.Time) error {
 	if err := e.c.SetQueue(now, q); err != nil {
 		return err
 	}
-	e.stQ[q.Name] = q
+	e.staged.queues[q.Name] = q
 	return nil
 }
 

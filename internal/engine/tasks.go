@@ -198,7 +198,7 @@ func (c *finishedCmd) run(e *Engine, now time.Time) {
 		r := *e.current(c.id)
 		code := c.result.ExitCode
 		r.ExitCode = &code
-		e.staged[c.id] = &r // the state follows from the core's transition
+		e.staged.tasks[c.id] = &r // the state follows from the core's transition
 	}
 }
 
