@@ -212,9 +212,16 @@ func assignmentOf(r *TaskRecord) agentapi.Assignment {
 // track updates the assignment index and the agents' feeds for published
 // changes: the step that publishes a commit calls it, after the commit.
 func (s *sessions) track(changes []change) {
+	i := 0
+	for i < len(changes) && !active(changes[i].old) && !active(changes[i].r) {
+		i++ // leases, and tasks not placed: nothing for an agent
+	}
+	if i == len(changes) {
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, c := range changes {
+	for _, c := range changes[i:] {
 		s.trackOne(c.old, c.r)
 	}
 }
