@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"slices"
-	"sort"
 	"strconv"
 	"time"
 
@@ -41,102 +40,6 @@ const (
 	defaultInterval = 2 * time.Second
 )
 
-// agentState is one registered agent. Guarded by Engine.mu.
-type agentState struct {
-	gen       uint64
-	nodes     map[string]struct{}
-	logs      string
-	logsToken string
-	feed      []agentapi.AgentMessage
-	resync    bool // the feed overflowed: the next read is a snapshot
-	stream    uint64
-	notify    chan struct{}
-}
-
-func (a *agentState) wake() {
-	if a.notify != nil {
-		close(a.notify)
-		a.notify = nil
-	}
-}
-
-func (a *agentState) push(m agentapi.AgentMessage) {
-	if a.stream == 0 || a.resync {
-		return // no reader: the next stream starts with a snapshot
-	}
-	if len(a.feed) >= maxFeed {
-		a.feed, a.resync = nil, true
-	} else {
-		a.feed = append(a.feed, m)
-	}
-	a.wake()
-}
-
-func (e *Engine) interval() time.Duration {
-	if e.cfg.HeartbeatInterval > 0 {
-		return e.cfg.HeartbeatInterval
-	}
-	return defaultInterval
-}
-
-func (e *Engine) missed() int {
-	if e.cfg.MissedHeartbeats > 0 {
-		return e.cfg.MissedHeartbeats
-	}
-	return 3
-}
-
-// active reports whether r is a command task an agent should be running.
-func active(r *TaskRecord) bool {
-	return r != nil && len(r.Spec.Command) > 0 && r.Node != "" && (r.State == "scheduled" || r.State == "running")
-}
-
-func assignmentOf(r *TaskRecord) agentapi.Assignment {
-	return agentapi.Assignment{Task: r.Spec.ID, Attempt: r.Attempt, Node: r.Node, State: r.State,
-		Command: r.Spec.Command, Env: r.Spec.Env, Devices: r.Devices,
-		Timeout: r.Spec.Timeout, Duration: r.Spec.Duration}
-}
-
-// trackAssignment updates the per-node assignment index and the agents'
-// feeds for a record changing from old to r. Called under e.mu.
-func (e *Engine) trackAssignment(old, r *TaskRecord) {
-	was, is := active(old), active(r)
-	if !was && !is {
-		return
-	}
-	id := r.Spec.ID
-	if was && (!is || old.Node != r.Node || old.Attempt != r.Attempt) {
-		if m := e.assigned[old.Node]; m != nil {
-			delete(m, id)
-			if len(m) == 0 {
-				delete(e.assigned, old.Node)
-			}
-		}
-		if a := e.agents[e.nodeAgent[old.Node]]; a != nil {
-			reason := r.Reason
-			if reason == "" {
-				reason = r.State
-			}
-			a.push(agentapi.AgentMessage{Type: agentapi.MsgRevoke, Task: id, Attempt: old.Attempt, Node: old.Node, Reason: reason})
-		}
-	}
-	if !is {
-		return
-	}
-	m := e.assigned[r.Node]
-	if m == nil {
-		m = map[string]*TaskRecord{}
-		e.assigned[r.Node] = m
-	}
-	m[id] = r
-	if !was || old.Node != r.Node || old.Attempt != r.Attempt {
-		if a := e.agents[e.nodeAgent[r.Node]]; a != nil {
-			as := assignmentOf(r)
-			a.push(agentapi.AgentMessage{Type: agentapi.MsgAssign, Assignment: &as})
-		}
-	}
-}
-
 // Register records an agent and its nodes (upserting them, ready unless an
 // admin cordoned or drained them) and returns the liveness rules. A new
 // registration of the same agent supersedes the old one: its stream ends.
@@ -158,13 +61,22 @@ func (e *Engine) Register(ctx context.Context, reg agentapi.Registration) (*agen
 		}
 		seen[n.Name] = true
 	}
-	cmd := &command{kind: cmdRegister, reg: &reg}
+	cmd := &registerCmd{reg: &reg}
 	if err := e.do(ctx, cmd); err != nil {
 		return nil, err
 	}
 	return &agentapi.RegisterReply{Agent: reg.Agent, Cluster: e.cluster, Generation: cmd.gen,
-		HeartbeatInterval: api.Duration(e.interval()), MissedHeartbeats: e.missed()}, nil
+		HeartbeatInterval: api.Duration(e.sessions.interval), MissedHeartbeats: e.sessions.missed}, nil
 }
+
+// registerCmd registers an agent and its nodes.
+type registerCmd struct {
+	answer
+	reg *agentapi.Registration
+	gen uint64 // the registration's generation (result)
+}
+
+func (c *registerCmd) run(e *Engine, now time.Time) { c.gen, c.err = e.register(c.reg, now) }
 
 // register runs on the loop.
 func (e *Engine) register(reg *agentapi.Registration, now time.Time) (uint64, error) {
@@ -181,40 +93,18 @@ func (e *Engine) register(reg *agentapi.Registration, now time.Time) (uint64, er
 			n.State = prev.State // an admin's decision outlives the agent
 		case prev != nil && prev.State == api.NodeNotReady:
 			n.State = e.adminState(n.Name)
-			e.stAdmin[n.Name] = ""
+			e.staged.admin[n.Name] = ""
 		default:
 			n.State = ""
 		}
 		if err := e.c.UpsertNode(now, &n); err != nil {
 			return 0, errs.Prefix("nodes["+itoa(i)+"]", err)
 		}
-		e.stNode[n.Name] = &n
-		e.stAgent[n.Name] = reg.Agent
-		e.lastBeat[n.Name] = now
+		e.staged.nodes[n.Name] = &n
+		e.staged.holders[n.Name] = reg.Agent
+		e.sessions.heard(n.Name, now)
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.agentGen++
-	a := e.agents[reg.Agent]
-	if a != nil {
-		for n := range a.nodes {
-			if e.nodeAgent[n] == reg.Agent {
-				delete(e.nodeAgent, n)
-			}
-		}
-		a.wake() // the old stream sees the new generation and ends
-	}
-	a = &agentState{gen: e.agentGen, nodes: make(map[string]struct{}, len(reg.Nodes)), logs: reg.Logs, logsToken: reg.LogsToken}
-	for i := range reg.Nodes {
-		name := reg.Nodes[i].Name
-		if other := e.agents[e.nodeAgent[name]]; other != nil && e.nodeAgent[name] != reg.Agent {
-			delete(other.nodes, name) // the holder's heartbeats expired (mayTake): the node moved to this agent
-		}
-		a.nodes[name] = struct{}{}
-		e.nodeAgent[name] = reg.Agent
-	}
-	e.agents[reg.Agent] = a
-	return a.gen, nil
+	return e.sessions.register(reg), nil
 }
 
 // Heartbeat records an agent's samples. A node the agent did not register
@@ -228,22 +118,22 @@ func (e *Engine) Heartbeat(ctx context.Context, agent string, beats []agentapi.B
 			return errs.Invalid("nodes["+itoa(i)+"].devices", "at most %d devices per node", api.MaxNodeDevices)
 		}
 	}
-	return e.do(ctx, &command{kind: cmdHeartbeat, id: agent, beats: beats})
+	return e.do(ctx, &heartbeatCmd{agent: agent, beats: beats})
 }
+
+// heartbeatCmd records an agent's samples.
+type heartbeatCmd struct {
+	answer
+	agent string
+	beats []agentapi.Beat
+}
+
+func (c *heartbeatCmd) run(e *Engine, now time.Time) { c.err = e.heartbeat(c.agent, c.beats, now) }
 
 // heartbeat runs on the loop.
 func (e *Engine) heartbeat(agent string, beats []agentapi.Beat, now time.Time) error {
-	e.mu.RLock()
-	a := e.agents[agent]
-	var missing string
-	for i := range beats {
-		if a == nil || e.nodeAgent[beats[i].Node] != agent {
-			missing = beats[i].Node
-			break
-		}
-	}
-	e.mu.RUnlock()
-	if a == nil {
+	known, missing := e.sessions.checkBeats(agent, beats)
+	if !known {
 		return errs.New(errs.NotFound, "agent", "agent %q is not registered (register again)", agent)
 	}
 	if missing != "" {
@@ -251,7 +141,7 @@ func (e *Engine) heartbeat(agent string, beats []agentapi.Beat, now time.Time) e
 	}
 	for i := range beats {
 		b := &beats[i]
-		e.lastBeat[b.Node] = now
+		e.sessions.heard(b.Node, now)
 		spec := e.currentNode(b.Node)
 		if spec == nil {
 			continue
@@ -267,8 +157,8 @@ func (e *Engine) heartbeat(agent string, beats []agentapi.Beat, now time.Time) e
 			}
 			n := *spec
 			n.State = back
-			e.stNode[b.Node] = &n
-			e.stAdmin[b.Node] = ""
+			e.staged.nodes[b.Node] = &n
+			e.staged.admin[b.Node] = ""
 			spec = &n
 			e.log.Info("heartbeats resumed", "node", b.Node, "agent", agent, "state", to)
 		}
@@ -300,70 +190,49 @@ func (e *Engine) heartbeat(agent string, beats []agentapi.Beat, now time.Time) e
 				d.Unhealthy = !*s.Healthy
 				e.log.Warn("device health changed", "node", b.Node, "device", d.Type+" "+d.ID, "healthy", *s.Healthy, "reason", s.Reason)
 			}
-			e.stNode[b.Node] = &n
+			e.staged.nodes[b.Node] = &n
 		}
 		if err := e.c.ObserveNode(now, b.Node, u); err != nil {
 			return err
 		}
 	}
-	e.mu.Lock()
-	for i := range beats {
-		b := &beats[i]
-		e.usage[b.Node] = agentapi.NodeUsage{Agent: agent, LastHeartbeat: now, CPU: b.CPU, MemoryUsed: b.MemoryUsed, Devices: b.Devices}
-	}
-	e.mu.Unlock()
+	e.sessions.beat(agent, beats, now)
 	return nil
 }
 
 // checkLiveness marks notready every agent node whose heartbeats stopped.
 // It runs on the loop at most twice per heartbeat interval.
 func (e *Engine) checkLiveness(now time.Time) {
-	if now.Before(e.nextLiveCheck) || len(e.lastBeat) == 0 {
-		return
-	}
-	e.nextLiveCheck = now.Add(e.interval() / 2)
-	deadline := time.Duration(e.missed()) * e.interval()
-	for name, t := range e.lastBeat {
-		if now.Sub(t) <= deadline {
-			continue
-		}
+	e.sessions.expired(now, func(name string, last time.Time) {
 		spec := e.currentNode(name)
 		if spec == nil {
-			delete(e.lastBeat, name)
-			continue
+			delete(e.sessions.lastBeat, name)
+			return
 		}
 		if spec.State == api.NodeNotReady {
-			continue
+			return
 		}
 		if err := e.c.SetNodeState(now, name, api.NodeNotReady); err != nil {
 			e.log.Error("mark node notready", "node", name, "err", err)
-			continue
+			return
 		}
 		n := *spec
 		n.State = api.NodeNotReady
-		e.stNode[name] = &n
-		e.stAdmin[name] = "" // ready when heartbeats resume, unless an admin said otherwise
+		e.staged.nodes[name] = &n
+		e.staged.admin[name] = "" // ready when heartbeats resume, unless an admin said otherwise
 		if spec.State == api.NodeCordoned || spec.State == api.NodeDraining {
-			e.stAdmin[name] = spec.State
+			e.staged.admin[name] = spec.State
 		}
-		e.log.Warn("node notready: heartbeats stopped", "node", name, "last", t, "missed", e.missed())
-	}
+		e.log.Warn("node notready: heartbeats stopped", "node", name, "last", last, "missed", e.sessions.missed)
+	})
 }
 
 // adminState is the state a notready node returns to ("" is ready).
 func (e *Engine) adminState(name string) string {
-	if a, ok := e.stAdmin[name]; ok {
+	if a, ok := e.staged.admin[name]; ok {
 		return a
 	}
 	return e.admin[name]
-}
-
-// nextLiveness is when the loop must wake for checkLiveness.
-func (e *Engine) nextLiveness() (time.Time, bool) {
-	if len(e.lastBeat) == 0 {
-		return time.Time{}, false
-	}
-	return e.nextLiveCheck, true
 }
 
 // AgentStatus applies an agent's task reports.
@@ -381,19 +250,28 @@ func (e *Engine) AgentStatus(ctx context.Context, agent string, ups []agentapi.S
 			return nil, errs.Invalid("updates["+itoa(i)+"].task", "required")
 		}
 	}
-	e.mu.RLock()
-	known := e.agents[agent] != nil
-	e.mu.RUnlock()
-	if !known {
+	if !e.sessions.known(agent) {
 		// Not "stale": a restarted server has not seen the agent register
 		// yet, and the agent keeps these reports until it has.
 		return nil, errs.New(errs.NotFound, "agent", "agent %q is not registered (register again)", agent)
 	}
-	cmd := &command{kind: cmdAgentStatus, id: agent, updates: ups}
+	cmd := &agentStatusCmd{agent: agent, updates: ups}
 	if err := e.do(ctx, cmd); err != nil {
 		return nil, err
 	}
-	return cmd.statusOut, nil
+	return cmd.out, nil
+}
+
+// agentStatusCmd applies an agent's task reports.
+type agentStatusCmd struct {
+	answer
+	agent   string
+	updates []agentapi.StatusUpdate
+	out     []agentapi.StatusResult // per update: applied or stale (result)
+}
+
+func (c *agentStatusCmd) run(e *Engine, now time.Time) {
+	c.out = e.agentStatus(c.agent, c.updates, now)
 }
 
 // agentStatus runs on the loop. Each update is checked against the core's
@@ -422,10 +300,7 @@ func (e *Engine) agentStatus(agent string, ups []agentapi.StatusUpdate, now time
 			out[i].Reason = "attempt " + itoa(u.Attempt) + " is over; the task is on attempt " + itoa(s.Attempt)
 			continue
 		}
-		e.mu.RLock()
-		owner := e.nodeAgent[s.Node]
-		e.mu.RUnlock()
-		if owner != agent {
+		if e.sessions.servedBy(s.Node) != agent {
 			out[i].Reason = "task is placed on node " + s.Node + ", not served by this agent"
 			continue
 		}
@@ -453,7 +328,7 @@ func (e *Engine) agentStatus(agent string, ups []agentapi.StatusUpdate, now time
 				cp := *r
 				code := res.ExitCode
 				cp.ExitCode = &code
-				e.staged[u.Task] = &cp
+				e.staged.tasks[u.Task] = &cp
 			}
 		}
 		if err != nil {
@@ -479,10 +354,7 @@ func (e *Engine) endedAttemptStatus(agent string, r *TaskRecord, u agentapi.Stat
 		if a.Attempt != u.Attempt {
 			continue
 		}
-		e.mu.RLock()
-		owner := e.nodeAgent[a.Node]
-		e.mu.RUnlock()
-		if a.ExitCode != nil || owner != agent {
+		if a.ExitCode != nil || e.sessions.servedBy(a.Node) != agent {
 			return false
 		}
 		code := u.ExitCode
@@ -492,7 +364,7 @@ func (e *Engine) endedAttemptStatus(agent string, r *TaskRecord, u agentapi.Stat
 		cp := *r
 		cp.Attempts = slices.Clone(r.Attempts)
 		cp.Attempts[i].ExitCode = &code
-		e.staged[u.Task] = &cp
+		e.staged.tasks[u.Task] = &cp
 		return true
 	}
 	return false
@@ -505,120 +377,13 @@ var ErrSuperseded = errs.New(errs.Conflict, "agent", "the agent registered again
 // agent registers again (ErrSuperseded) or send fails. The first message is
 // a snapshot; a ping goes out after each idle keepAlive.
 func (e *Engine) AgentStream(ctx context.Context, agent string, gen uint64, keepAlive time.Duration, send func(*agentapi.AgentMessage) error) error {
-	e.mu.Lock()
-	a := e.agents[agent]
-	if a == nil {
-		e.mu.Unlock()
-		return errs.New(errs.NotFound, "agent", "agent %q is not registered (register again)", agent)
-	}
-	if gen == 0 {
-		// Every registration has a generation: a stream without one would
-		// not be fenced when the agent registers again.
-		e.mu.Unlock()
-		return errs.Invalid("generation", "required: the generation of the agent's registration (register again to get one)")
-	}
-	if a.gen != gen {
-		e.mu.Unlock()
-		return ErrSuperseded
-	}
-	gen = a.gen
-	e.streamSeq++
-	id := e.streamSeq
-	a.stream, a.feed, a.resync = id, nil, true
-	a.wake() // an older stream of this agent ends
-	e.mu.Unlock()
-	defer func() {
-		e.mu.Lock()
-		if a.stream == id {
-			a.stream, a.feed = 0, nil
-		}
-		e.mu.Unlock()
-	}()
-	ping := time.NewTimer(keepAlive)
-	defer ping.Stop()
-	for {
-		e.mu.Lock()
-		if e.agents[agent] != a || a.gen != gen || a.stream != id {
-			e.mu.Unlock()
-			return ErrSuperseded
-		}
-		var msgs []agentapi.AgentMessage
-		if a.resync {
-			a.resync, a.feed = false, nil
-			msgs = []agentapi.AgentMessage{e.snapshot(a)}
-		} else {
-			msgs, a.feed = a.feed, nil
-		}
-		var wait chan struct{}
-		if len(msgs) == 0 {
-			if a.notify == nil {
-				a.notify = make(chan struct{})
-			}
-			wait = a.notify
-		}
-		e.mu.Unlock()
-		for i := range msgs {
-			if err := send(&msgs[i]); err != nil {
-				return err
-			}
-		}
-		if wait == nil {
-			continue
-		}
-		if !ping.Stop() {
-			select {
-			case <-ping.C:
-			default:
-			}
-		}
-		ping.Reset(keepAlive)
-		select {
-		case <-wait:
-		case <-ping.C:
-			if err := send(&agentapi.AgentMessage{Type: agentapi.MsgPing}); err != nil {
-				return err
-			}
-		case <-ctx.Done():
-			return nil
-		case <-e.done:
-			return ErrStopped
-		}
-	}
-}
-
-// snapshot lists every assignment on a's nodes, in task order. Called
-// under e.mu.
-func (e *Engine) snapshot(a *agentState) agentapi.AgentMessage {
-	m := agentapi.AgentMessage{Type: agentapi.MsgSnapshot, Assignments: []agentapi.Assignment{}}
-	for n := range a.nodes {
-		for _, r := range e.assigned[n] {
-			m.Assignments = append(m.Assignments, assignmentOf(r))
-		}
-	}
-	sort.Slice(m.Assignments, func(i, j int) bool { return m.Assignments[i].Task < m.Assignments[j].Task })
-	return m
+	return e.sessions.stream(ctx, agent, gen, keepAlive, send, e.done)
 }
 
 // AgentLogs returns where the agent serving node keeps its task logs.
-func (e *Engine) AgentLogs(node string) (url, token string, ok bool) {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	a := e.agents[e.nodeAgent[node]]
-	if a == nil || a.logs == "" {
-		return "", "", false
-	}
-	return a.logs, a.logsToken, true
-}
+func (e *Engine) AgentLogs(node string) (url, token string, ok bool) { return e.sessions.logsOf(node) }
 
 // Usage returns the latest heartbeat of each agent node.
-func (e *Engine) Usage() map[string]agentapi.NodeUsage {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	out := make(map[string]agentapi.NodeUsage, len(e.usage))
-	for k, v := range e.usage {
-		out[k] = v
-	}
-	return out
-}
+func (e *Engine) Usage() map[string]agentapi.NodeUsage { return e.sessions.usageAll() }
 
 func itoa(i int) string { return strconv.Itoa(i) }

@@ -55,11 +55,11 @@ func follow(t *testing.T, e *Engine, agent string) (*streamed, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	var gen uint64
-	e.mu.RLock()
-	if a := e.agents[agent]; a != nil {
+	e.sessions.mu.RLock()
+	if a := e.sessions.agents[agent]; a != nil {
 		gen = a.gen // the stream of the agent's latest registration
 	}
-	e.mu.RUnlock()
+	e.sessions.mu.RUnlock()
 	go func() {
 		defer close(done)
 		_ = e.AgentStream(ctx, agent, gen, time.Hour, func(m *agentapi.AgentMessage) error {

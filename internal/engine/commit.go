@@ -11,148 +11,235 @@ import (
 	"time"
 
 	"github.com/hetsched/hetsched/internal/api"
-	"github.com/hetsched/hetsched/internal/core"
-	"github.com/hetsched/hetsched/internal/resource"
 	"github.com/hetsched/hetsched/internal/store"
 )
 
-// commitStaged turns the core's output into record changes, commits them
-// and publishes them.
+// The commit path: stage → encode → durable commit → publish → answer.
+// step (loop.go) states what each step owes; these are the steps after
+// the commands ran.
+
+// commitBatch is one step's changes on their way to the store and to the
+// readers. Its buffers are the loop's, reused from step to step (the store
+// keeps nothing of recs once Commit returns).
+type commitBatch struct {
+	recs []store.Record
+	// arena holds the batch's task values and the events' high-water
+	// mark; a value is a slice of it (growing the arena leaves earlier
+	// slices on the old array, intact).
+	arena []byte
+	// changes are the staged task records to publish, in id order.
+	changes []change
+	// jobEvents are the events of the jobs whose state changes.
+	jobEvents []Event
+}
+
+// change is a staged task record to publish.
+type change struct {
+	id    string
+	r     *TaskRecord
+	old   *TaskRecord // nil for a new task
+	event bool        // its state or node changes: an event
+}
+
+// reset drops the references the reused buffers would keep; a big step
+// (a large batch, recovery) does not pin its arena.
+func (b *commitBatch) reset() {
+	clear(b.recs)
+	clear(b.changes)
+	b.recs, b.arena, b.changes, b.jobEvents = b.recs[:0], b.arena[:0], b.changes[:0], nil
+	if cap(b.arena) > 4<<20 {
+		b.recs, b.arena, b.changes = nil, nil, nil
+	}
+}
+
+// commitStaged takes the step's changes through the commit path: the
+// core's decisions are staged, the staged records encoded, committed
+// durably, and only then published.
 func (e *Engine) commitStaged(now time.Time) error {
-	out := e.c.TakeOutput()
-	e.count(&out)
-	for _, p := range out.Placements {
-		e.refresh(p.Task, now)
-	}
-	for _, tr := range out.Transitions {
-		e.refresh(tr.Task, now)
-	}
-	for _, p := range out.Preemptions {
-		e.refresh(p.Victim, now)
-	}
-	for _, u := range out.Unschedulable {
-		// The class's first task shows why it waits (the others' records
-		// catch up at their next change; GET /queues counts them all).
-		e.refresh(u.Sample, now)
-	}
-	if len(e.staged) == 0 && len(e.stNode) == 0 && len(e.stQ) == 0 && len(e.stJob) == 0 {
+	e.stageOutput(now)
+	if e.staged.empty() {
 		return nil
 	}
-	// recs, the arena of task values and changes are the loop's, reused
-	// from step to step (the store keeps nothing of recs once Commit
-	// returns).
-	recs := e.recsBuf[:0]
-	for id, j := range e.stJob {
-		b, err := json.Marshal(j)
+	b := &e.batch
+	if err := e.encode(b, now); err != nil {
+		return err
+	}
+	if err := e.commitDurable(b); err != nil {
+		return err
+	}
+	e.publish(b, now)
+	return nil
+}
+
+// encode turns the staged changes into b: the store records of the jobs,
+// queues, tasks and nodes, and — decided now, so that the store's event
+// high-water mark commits with the events — what each task change
+// publishes.
+func (e *Engine) encode(b *commitBatch, now time.Time) error {
+	for id, j := range e.staged.jobs {
+		v, err := json.Marshal(j)
 		if err != nil {
 			return fmt.Errorf("encode job %s: %w", id, err)
 		}
-		recs = append(recs, store.Record{Kind: KindJob, Key: id, Value: b})
+		b.recs = append(b.recs, store.Record{Kind: KindJob, Key: id, Value: v})
 	}
-	for name, q := range e.stQ {
-		b, err := json.Marshal(q)
+	for name, q := range e.staged.queues {
+		v, err := json.Marshal(q)
 		if err != nil {
 			return fmt.Errorf("encode queue %s: %w", name, err)
 		}
-		recs = append(recs, store.Record{Kind: KindQueue, Key: name, Value: b})
+		b.recs = append(b.recs, store.Record{Kind: KindQueue, Key: name, Value: v})
 	}
-	// One arena for the batch's task values; a value is a slice of it
-	// (growing the arena leaves earlier slices on the old array, intact).
-	arena := e.arena[:0]
-	if need := 256 * len(e.staged); cap(arena) < need {
-		arena = make([]byte, 0, need)
+	if err := e.encodeTasks(b); err != nil {
+		return err
 	}
-	for id, r := range e.staged {
-		start := len(arena)
+	if err := e.encodeNodes(b); err != nil {
+		return err
+	}
+	e.encodeEvents(b, now)
+	return nil
+}
+
+// encodeTasks appends the staged task records, their values in the arena.
+func (e *Engine) encodeTasks(b *commitBatch) error {
+	if need := 256 * len(e.staged.tasks); cap(b.arena) < need {
+		b.arena = make([]byte, 0, need)
+	}
+	for id, r := range e.staged.tasks {
+		start := len(b.arena)
 		var err error
-		if arena, err = r.appendJSON(arena); err != nil {
+		if b.arena, err = r.appendJSON(b.arena); err != nil {
 			return fmt.Errorf("encode task %s: %w", id, err)
 		}
-		recs = append(recs, store.Record{Kind: KindTask, Key: id, Value: arena[start:len(arena):len(arena)]})
+		b.recs = append(b.recs, store.Record{Kind: KindTask, Key: id, Value: b.arena[start:len(b.arena):len(b.arena)]})
 	}
-	for name, n := range e.stNode {
+	return nil
+}
+
+// encodeNodes appends the staged nodes with their holders and admin
+// states (a released node: a deletion).
+func (e *Engine) encodeNodes(b *commitBatch) error {
+	for name, n := range e.staged.nodes {
 		if n == nil { // released (holders.go)
-			recs = append(recs, store.Record{Kind: KindNode, Key: name})
+			b.recs = append(b.recs, store.Record{Kind: KindNode, Key: name})
 			continue
 		}
-		owner, ok := e.stAgent[name]
+		owner, ok := e.staged.holders[name]
 		if !ok {
 			owner = e.owner[name]
 		}
-		admin, ok := e.stAdmin[name]
+		admin, ok := e.staged.admin[name]
 		if !ok {
 			admin = e.admin[name]
 		}
-		b, err := json.Marshal(NodeRecord{Spec: *n, Agent: owner, Admin: admin})
+		v, err := json.Marshal(NodeRecord{Spec: *n, Agent: owner, Admin: admin})
 		if err != nil {
 			return fmt.Errorf("encode node %s: %w", name, err)
 		}
-		recs = append(recs, store.Record{Kind: KindNode, Key: name, Value: b})
+		b.recs = append(b.recs, store.Record{Kind: KindNode, Key: name, Value: v})
 	}
-	// What each staged task publishes is decided now, so that the store's
-	// event high-water mark commits with the events.
-	changes := e.changes[:0]
-	nEvents := len(e.stNode)
-	for id, r := range e.staged {
+	return nil
+}
+
+// encodeEvents decides the batch's events (every node change, every task
+// whose state or node changes, every job whose state changes) and appends
+// the store's event high-water mark when there are any.
+func (e *Engine) encodeEvents(b *commitBatch, now time.Time) {
+	n := len(e.staged.nodes)
+	for id, r := range e.staged.tasks {
 		old := e.tasks[id]
 		ev := old == nil || old.State != r.State || old.Node != r.Node
 		if ev {
-			nEvents++
+			n++
 		}
-		changes = append(changes, change{id, r, old, ev})
+		b.changes = append(b.changes, change{id, r, old, ev})
 	}
-	slices.SortFunc(changes, func(a, b change) int { return strings.Compare(a.id, b.id) })
-	jobEvents := e.jobChanges(now)
-	nEvents += len(jobEvents)
-	if nEvents > 0 {
-		start := len(arena)
-		arena = strconv.AppendUint(arena, e.events.next+uint64(nEvents), 10)
-		recs = append(recs, store.Record{Kind: KindMeta, Key: metaEventsKey, Value: arena[start:len(arena):len(arena)]})
+	slices.SortFunc(b.changes, func(x, y change) int { return strings.Compare(x.id, y.id) })
+	b.jobEvents = e.jobChanges(now)
+	n += len(b.jobEvents)
+	if n > 0 {
+		start := len(b.arena)
+		b.arena = strconv.AppendUint(b.arena, e.events.next+uint64(n), 10)
+		b.recs = append(b.recs, store.Record{Kind: KindMeta, Key: metaEventsKey, Value: b.arena[start:len(b.arena):len(b.arena)]})
 	}
-	t0 := time.Now()
-	if err := e.st.Commit(context.Background(), recs); err != nil {
+}
+
+// commitDurable writes the batch's records in one durable store commit.
+func (e *Engine) commitDurable(b *commitBatch) error {
+	t0 := e.cfg.Now()
+	if err := e.st.Commit(context.Background(), b.recs); err != nil {
 		return err
 	}
 	if m := e.cfg.Metrics; m != nil {
-		m.CommitDuration.Observe(time.Since(t0).Seconds())
-		m.CommitRecords.Observe(float64(len(recs)))
+		m.CommitDuration.Observe(e.cfg.Now().Sub(t0).Seconds())
+		m.CommitRecords.Observe(float64(len(b.recs)))
 	}
+	return nil
+}
+
+// publish makes a durable commit visible, in this order: the records (to
+// readers), the assignment feeds (to agents), the events (to event
+// clients), then the waiters of the changed tasks are woken; the loop's
+// own bookkeeping follows and the staging is cleared. A reader woken, or
+// told of an event, finds the record at least as new.
+func (e *Engine) publish(b *commitBatch, now time.Time) {
+	e.publishRecords(b)
+	e.sessions.track(b.changes)
+	e.publishEvents(b, now)
+	e.wakeWaiters(b.changes)
+	for _, c := range b.changes {
+		e.waiting.add(c.old, -1)
+		e.waiting.add(c.r, +1)
+	}
+	for _, ev := range b.jobEvents {
+		e.jobLast[ev.ID] = ev.State
+	}
+	for name, a := range e.staged.holders {
+		if a == "" {
+			delete(e.owner, name)
+		} else {
+			e.owner[name] = a
+		}
+	}
+	for name, a := range e.staged.admin {
+		if a == "" {
+			delete(e.admin, name)
+		} else {
+			e.admin[name] = a
+		}
+	}
+	b.reset()
+	e.staged.clear()
+}
+
+// publishRecords publishes the staged tasks, nodes, queues and jobs, with
+// the listing orders, under mu.
+func (e *Engine) publishRecords(b *commitBatch) {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	fresh := make([]*TaskRecord, 0, 8)
-	for _, c := range changes {
+	for _, c := range b.changes {
 		if c.old == nil {
 			fresh = append(fresh, c.r)
 		}
-		e.countWaiting(c.old, -1)
-		e.countWaiting(c.r, +1)
-		e.trackAssignment(c.old, c.r)
-		if c.event {
-			e.events.add(Event{Kind: "task", ID: c.id, State: c.r.State, Node: c.r.Node, Reason: c.r.Reason, Time: now, Tenant: c.r.Tenant})
-		}
 		e.tasks[c.id] = c.r
 	}
-	for name, n := range e.stNode {
+	sort.Slice(fresh, func(i, j int) bool { return fresh[i].Seq < fresh[j].Seq })
+	for _, r := range fresh {
+		e.order = append(e.order, r.Spec.ID)
+	}
+	for name, n := range e.staged.nodes {
 		if n == nil {
 			delete(e.nodes, name)
-			e.events.add(Event{Kind: "node", ID: name, State: "removed", Time: now})
-			continue
+		} else {
+			e.nodes[name] = n
 		}
-		e.nodes[name] = n
-		state := n.State
-		if state == "" {
-			state = api.NodeReady
-		}
-		e.events.add(Event{Kind: "node", ID: name, State: state, Time: now})
 	}
-	for _, ev := range jobEvents {
-		e.events.add(ev)
-		e.jobLast[ev.ID] = ev.State
-	}
-	for name, q := range e.stQ {
+	for name, q := range e.staged.queues {
 		e.queues[name] = q
 	}
 	var newJobs []*JobRecord
-	for id, j := range e.stJob {
+	for id, j := range e.staged.jobs {
 		if e.jobs[id] == nil {
 			newJobs = append(newJobs, j)
 		}
@@ -162,267 +249,47 @@ func (e *Engine) commitStaged(now time.Time) error {
 	for _, j := range newJobs {
 		e.jobOrder = append(e.jobOrder, j.Spec.ID)
 	}
-	e.events.wake()
-	sort.Slice(fresh, func(i, j int) bool { return fresh[i].Seq < fresh[j].Seq })
-	for _, r := range fresh {
-		e.order = append(e.order, r.Spec.ID)
+}
+
+// publishEvents adds the batch's events: its tasks', its nodes', its jobs'.
+func (e *Engine) publishEvents(b *commitBatch, now time.Time) {
+	l := &e.events
+	l.begin()
+	defer l.end(l.next)
+	for _, c := range b.changes {
+		if c.event {
+			l.add(Event{Kind: "task", ID: c.id, State: c.r.State, Node: c.r.Node, Reason: c.r.Reason, Time: now, Tenant: c.r.Tenant})
+		}
 	}
-	e.mu.Unlock()
-	// Waiters are woken after the records are published: a waiter
-	// registers before it reads the record, so it either reads the new
-	// record or is woken here.
+	for name, n := range e.staged.nodes {
+		if n == nil {
+			l.add(Event{Kind: "node", ID: name, State: "removed", Time: now})
+			continue
+		}
+		state := n.State
+		if state == "" {
+			state = api.NodeReady
+		}
+		l.add(Event{Kind: "node", ID: name, State: state, Time: now})
+	}
+	for _, ev := range b.jobEvents {
+		l.add(ev)
+	}
+}
+
+// wakeWaiters closes the channels of those waiting on the changed tasks.
+// A waiter registers before it reads the record, so it either reads the
+// new record or is woken here.
+func (e *Engine) wakeWaiters(changes []change) {
 	e.waitMu.Lock()
-	if len(e.waiters) > 0 {
-		for _, c := range changes {
-			if ch, ok := e.waiters[c.id]; ok {
-				close(ch)
-				delete(e.waiters, c.id)
-			}
-		}
-	}
-	e.waitMu.Unlock()
-	for name, a := range e.stAgent {
-		if a == "" {
-			delete(e.owner, name)
-		} else {
-			e.owner[name] = a
-		}
-	}
-	for name, a := range e.stAdmin {
-		if a == "" {
-			delete(e.admin, name)
-		} else {
-			e.admin[name] = a
-		}
-	}
-	clear(recs) // drop the references the reused buffers would keep
-	clear(changes)
-	e.recsBuf, e.arena, e.changes = recs[:0], arena[:0], changes[:0]
-	if cap(e.arena) > 4<<20 { // a big step (a large batch, recovery) does not pin its arena
-		e.recsBuf, e.arena, e.changes = nil, nil, nil
-	}
-	clear(e.stAgent)
-	clear(e.stAdmin)
-	clear(e.staged)
-	clear(e.stNode)
-	clear(e.stQ)
-	clear(e.stJob)
-	return nil
-}
-
-// change is a staged task record to publish.
-type change struct {
-	id    string
-	r     *TaskRecord
-	old   *TaskRecord // nil for a new task
-	event bool
-}
-
-// count updates the decision counters.
-func (e *Engine) count(out *core.Output) {
-	m := e.cfg.Metrics
-	if m == nil {
+	defer e.waitMu.Unlock()
+	if len(e.waiters) == 0 {
 		return
 	}
-	for _, p := range out.Placements {
-		tier := api.TierNames[p.Priority]
-		m.Placements.WithLabelValues(tier).Inc()
-		m.SchedulingDelay.WithLabelValues(tier).Observe(p.Delay.Seconds())
-	}
-	for _, p := range out.Preemptions {
-		m.Preemptions.WithLabelValues(string(p.Reason)).Inc()
-	}
-	for _, tr := range out.Transitions {
-		m.Transitions.WithLabelValues(tr.To.String()).Inc()
-	}
-}
-
-// gauge refreshes the gauges, at most once a second: summing capacity
-// walks every node.
-func (e *Engine) gauge(now time.Time) {
-	m := e.cfg.Metrics
-	if m == nil {
-		return
-	}
-	if now.Sub(e.gauged) < time.Second {
-		e.gaugeDue = true // the loop wakes for it: an idle engine's gauges are not left stale
-		return
-	}
-	e.gauged, e.gaugeDue = now, false
-	e.gaugeDisk()
-	p := e.c.Pending()
-	for l, n := range p {
-		m.Pending.WithLabelValues(api.TierNames[l]).Set(float64(n))
-	}
-	dims := e.c.Dims()
-	var capSum, allocSum [resource.MaxDims]int64
-	states := map[string]int{api.NodeReady: 0, api.NodeNotReady: 0, api.NodeCordoned: 0, api.NodeDraining: 0}
-	type typeModel struct{ typ, model string }
-	devCap, devAlloc := map[typeModel]int64{}, map[typeModel]int64{}
-	for _, n := range e.c.Nodes() {
-		c, a := n.Capacity(), n.Allocated()
-		for i := 0; i < dims.Len(); i++ {
-			capSum[i] += c[i]
-			allocSum[i] += a[i]
-		}
-		states[n.State()]++
-		for _, d := range n.Devices() {
-			k := typeModel{d.Type, d.Model}
-			if d.Healthy {
-				devCap[k] += 1000
-			}
-			devAlloc[k] += int64(d.Used)
+	for _, c := range changes {
+		if ch, ok := e.waiters[c.id]; ok {
+			close(ch)
+			delete(e.waiters, c.id)
 		}
 	}
-	for i := 0; i < dims.Len(); i++ {
-		name := string(dims.Name(i))
-		m.Capacity.WithLabelValues(name).Set(float64(capSum[i]))
-		m.Allocated.WithLabelValues(name).Set(float64(allocSum[i]))
-	}
-	for s, n := range states {
-		m.Nodes.WithLabelValues(s).Set(float64(n))
-	}
-	for k, v := range devCap {
-		m.DeviceCapacity.WithLabelValues(k.typ, k.model).Set(float64(v))
-	}
-	for k, v := range devAlloc {
-		m.DeviceAllocated.WithLabelValues(k.typ, k.model).Set(float64(v))
-	}
-	g := &e.series
-	if len(e.queues) > 0 {
-		for name, fs := range e.c.FairShares() {
-			for r, v := range fs {
-				g.set(m.QueueFairShare, float64(v), name, string(r))
-			}
-		}
-	}
-	for name, q := range e.queues {
-		if u, ok := e.c.QueueUsage(name); ok {
-			for r, v := range u {
-				g.set(m.QueueUsage, float64(v), name, string(r))
-			}
-		}
-		for r, v := range q.Max {
-			g.set(m.QueueMax, float64(v), name, string(r))
-		}
-		for r, v := range q.Guaranteed {
-			g.set(m.QueueGuaranteed, float64(v), name, string(r))
-		}
-	}
-	for q, cats := range e.waitingByReason() {
-		for cat, n := range cats {
-			g.set(m.PendingReason, float64(n), q, cat)
-		}
-	}
-	e.mu.RLock()
-	for k, n := range e.waiting {
-		g.set(m.PendingQueue, float64(n), k.queue, api.TierNames[k.tier])
-	}
-	g.sweep()
-	m.Tasks.Set(float64(len(e.tasks)))
-	e.mu.RUnlock()
-}
-
-// current returns the loop's latest record of a task (staged or published).
-func (e *Engine) current(id string) *TaskRecord {
-	if r, ok := e.staged[id]; ok {
-		return r
-	}
-	return e.tasks[id]
-}
-
-// refresh stages a new record of task id from the core's state, when
-// that state differs from the record's (a published record is copied only
-// then: recovery refreshes every task and most are unchanged).
-func (e *Engine) refresh(id string, now time.Time) {
-	old := e.current(id)
-	if old == nil {
-		return
-	}
-	v, ok := e.coreView(id, old)
-	if !ok || v.same(old) {
-		return
-	}
-	r := old
-	if e.staged[id] != old {
-		cp := *old
-		r = &cp
-	}
-	e.stage(r, v, id, now)
-}
-
-// stageState brings a new record up to date with the core and stages it.
-func (e *Engine) stageState(r *TaskRecord, id string, now time.Time) {
-	if v, ok := e.coreView(id, r); ok {
-		e.stage(r, v, id, now)
-	}
-}
-
-// taskView is the core's view of a task, in a record's terms.
-type taskView struct {
-	s      core.Saved
-	state  string
-	reason string
-	// cause is the task's own reason when reason adds its class's wait
-	// reason to it (TaskRecord.Cause); nil when they are the same.
-	cause *string
-}
-
-func (e *Engine) coreView(id string, r *TaskRecord) (taskView, bool) {
-	s, ok := e.c.SavedState(id)
-	if !ok {
-		return taskView{}, false
-	}
-	if s.State.Terminal() && s.Node == "" {
-		// A finished task keeps the node it ran on (its logs are there).
-		s.Node, s.Devices = r.Node, r.Devices
-	}
-	v := taskView{s: s, state: s.State.String(), reason: r.Reason}
-	if t, ok := e.c.Task(id); ok {
-		v.reason = t.Reason()
-		if s.Reason != v.reason {
-			own := s.Reason
-			v.cause = &own
-		}
-	}
-	return v, true
-}
-
-func (v taskView) same(r *TaskRecord) bool {
-	return r.State == v.state && r.Node == v.s.Node && r.Chosen == v.s.Chosen && r.Attempt == v.s.Attempt && r.Failures == v.s.Failures &&
-		r.Reason == v.reason && sameCause(r.Cause, v.cause) && slices.Equal(r.Devices, v.s.Devices)
-}
-
-func sameCause(a, b *string) bool { return a == b || a != nil && b != nil && *a == *b }
-
-// stage writes v into r (not yet published), stamps the times of a state
-// change and stages r.
-func (e *Engine) stage(r *TaskRecord, v taskView, id string, now time.Time) {
-	prev, s := r.State, v.s
-	if s.Attempt != r.Attempt && r.Node != "" {
-		// The placed attempt ended and the task goes on (re-queued or
-		// placed again): keep it in the history.
-		reason := v.reason
-		if v.cause != nil {
-			reason = *v.cause
-		}
-		r.endAttempt(now, reason)
-	}
-	r.State, r.Node, r.Devices, r.Chosen, r.Attempt, r.Reason = v.state, s.Node, s.Devices, s.Chosen, s.Attempt, v.reason
-	r.Failures, r.Cause = s.Failures, v.cause
-	switch {
-	case s.State == core.Scheduled && prev != v.state:
-		r.Scheduled = timePtr(now)
-		r.Started, r.Finished = nil, nil
-	case s.State == core.Running && prev != v.state:
-		r.Started = timePtr(now)
-		if r.Scheduled == nil { // placed and started within one step
-			r.Scheduled = r.Started
-		}
-	case s.State.Terminal() && prev != v.state:
-		r.Finished = timePtr(now)
-	case s.State == core.Pending:
-		r.Scheduled, r.Started = nil, nil
-	}
-	e.staged[id] = r
 }

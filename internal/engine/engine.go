@@ -1,12 +1,10 @@
 package engine
 
 import (
-	"context"
 	"log/slog"
 	"sync"
 	"time"
 
-	"github.com/hetsched/hetsched/internal/agentapi"
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/errs"
@@ -38,18 +36,19 @@ type Config struct {
 // ErrStopped is returned once the engine has stopped.
 var ErrStopped = errs.New(errs.Unavailable, "", "the scheduler is stopped")
 
-// Engine runs a core for a server. See the package doc for its contracts.
+// Engine runs a core for a server. See the package doc for its contracts
+// and a map of its files.
 type Engine struct {
-	cfg Config
-	// series tracks the labelled gauges set per refresh (gauges.go).
-	series gaugeSeries
-	st     store.Store
-	log    *slog.Logger
-	cmds   chan *command
-	quit   chan struct{}
-	done   chan struct{}
+	cfg  Config
+	st   store.Store
+	log  *slog.Logger
+	cmds chan command
+	quit chan struct{}
+	done chan struct{}
 
-	mu     sync.RWMutex // guards tasks, order, nodes and fatal for readers
+	// The published state: what readers see, changed only by publish
+	// after a durable commit.
+	mu     sync.RWMutex // guards tasks, order, nodes, queues, jobs, jobOrder and fatal for readers
 	tasks  map[string]*TaskRecord
 	order  []string // task ids in submission order (for listing)
 	nodes  map[string]*api.Node
@@ -57,128 +56,33 @@ type Engine struct {
 	jobs   map[string]*JobRecord
 	// jobOrder is the job ids in submission order (for listing).
 	jobOrder []string
-	// jobLast is each job's state as its last event said (loop-owned).
-	jobLast map[string]string
-	fatal   error
+	fatal    error
 	// waitMu guards waiters: for each task someone waits on, one channel
 	// that the commit publishing the task's next change closes. It is not
 	// mu, so that registering a waiter never blocks the readers or the
-	// loop's publication (it used to be mu held exclusively).
+	// loop's publication.
 	waitMu  sync.Mutex
 	waiters map[string]chan struct{}
-	events  eventLog
-	// agent protocol (see agents.go)
-	agents    map[string]*agentState
-	nodeAgent map[string]string                 // node -> registered agent
-	assigned  map[string]map[string]*TaskRecord // node -> task -> record, command tasks placed there
-	usage     map[string]agentapi.NodeUsage
-	agentGen  uint64
-	cluster   string // the store's cluster id (meta cluster.id), set by recover
-	streamSeq uint64
+	// events is the ring of recent events (its own lock, events.go).
+	events eventLog
+	// sessions is the agents' state (its own lock, sessions.go).
+	sessions sessions
+	cluster  string // the store's cluster id (meta cluster.id), set by recover
 
-	// loop-owned
-	c        *core.Core
-	seq      uint64
-	staged   map[string]*TaskRecord
-	stNode   map[string]*api.Node
-	stQ      map[string]*api.Queue
-	stJob    map[string]*JobRecord
-	gauged   time.Time // when the gauges were last refreshed
-	gaugeDue bool      // a refresh was skipped (at most one a second): one is due
-	// owner is the durable agent of each agent node; stAgent the staged
-	// changes to it.
-	owner, stAgent map[string]string
-	// admin is the admin state (cordoned, draining) of each notready node
-	// to restore when its heartbeats resume; stAdmin the staged changes.
-	admin, stAdmin map[string]string
-	// lastBeat is when each agent node last heartbeat (soft state).
-	lastBeat      map[string]time.Time
-	nextLiveCheck time.Time
-	// waiting counts pending and blocked tasks per queue and native tier,
-	// kept up to date as records are published (for the metrics).
-	waiting map[queueTier]int
-	// blockedQ counts the tasks blocked on dependencies per queue (the core
-	// reports the pending ones, core.Waiting).
-	blockedQ map[string]int
-	// Buffers of commitStaged, reused from step to step.
-	recsBuf []store.Record
-	arena   []byte
-	changes []change
-}
-
-type queueTier struct {
-	queue string
-	tier  int
-}
-
-// countWaiting adjusts waiting for a record entering (+1) or leaving (-1)
-// the published set.
-func (e *Engine) countWaiting(r *TaskRecord, delta int) {
-	if r == nil || (r.State != "pending" && r.State != "blocked") {
-		return
-	}
-	q := r.Spec.Queue
-	if q == "" {
-		q = "default"
-	}
-	k := queueTier{q, r.Spec.PriorityOrDefault()}
-	if e.waiting[k] += delta; e.waiting[k] == 0 {
-		delete(e.waiting, k)
-	}
-	if r.State == "blocked" {
-		if e.blockedQ[q] += delta; e.blockedQ[q] == 0 {
-			delete(e.blockedQ, q)
-		}
-	}
-}
-
-type cmdKind uint8
-
-const (
-	cmdSubmit cmdKind = iota
-	cmdCancel
-	cmdUpsertNode
-	cmdNodeState
-	cmdStarted
-	cmdFinished
-	cmdRenew
-	cmdSummary
-	cmdPutQueue
-	cmdSubmitJob
-	cmdCancelJob
-	cmdRegister
-	cmdHeartbeat
-	cmdAgentStatus
-	cmdNodeViews
-	cmdQueueViews
-	cmdReleaseNode
-)
-
-type command struct {
-	kind    cmdKind
-	tenant  string
-	tasks   []api.Task
-	specs   [][]byte // per task: encoded spec from prepare
-	prepErr []error  // per task: validation error from prepare
-	id      string
-	node    *api.Node
-	queue   *api.Queue
-	job     *api.Job
-	state   string
-	result  core.Result
-	reg     *agentapi.Registration
-	beats   []agentapi.Beat
-	updates []agentapi.StatusUpdate
-	// results
-	gen        uint64
-	statusOut  []agentapi.StatusResult
-	nodeViews  []NodeView
-	queueViews []QueueView
-	summary    *Summary
-	ids        []string
-	errs       []error
-	err        error
-	reply      chan struct{}
+	// Loop-owned.
+	c      *core.Core
+	seq    uint64
+	staged staging     // the step's changes, not yet committed (staging.go)
+	batch  commitBatch // the commit path's buffers (commit.go)
+	// owner is the durable holder of each agent node (NodeRecord.Agent);
+	// admin the admin state (cordoned, draining) of each notready node
+	// to restore when its heartbeats resume (NodeRecord.Admin).
+	owner, admin map[string]string
+	// jobLast is each job's state as its last event said.
+	jobLast map[string]string
+	// waiting counts the published waiting tasks (gauges.go).
+	waiting waitCounts
+	gauges  gauges
 }
 
 // New opens an engine on st, rebuilding the core from what st holds, and
@@ -199,15 +103,14 @@ func New(cfg Config, st store.Store) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg: cfg, st: st, log: cfg.Logger, c: c,
-		cmds: make(chan *command, cfg.MaxBatch), quit: make(chan struct{}), done: make(chan struct{}),
-		tasks: map[string]*TaskRecord{}, nodes: map[string]*api.Node{}, queues: map[string]*api.Queue{}, waiters: map[string]chan struct{}{},
-		jobs: map[string]*JobRecord{}, stJob: map[string]*JobRecord{}, jobLast: map[string]string{}, waiting: map[queueTier]int{}, blockedQ: map[string]int{},
-		staged: map[string]*TaskRecord{}, stNode: map[string]*api.Node{}, stQ: map[string]*api.Queue{},
-		events: newEventLog(1),
-		agents: map[string]*agentState{}, nodeAgent: map[string]string{}, assigned: map[string]map[string]*TaskRecord{},
-		usage: map[string]agentapi.NodeUsage{}, owner: map[string]string{}, stAgent: map[string]string{},
-		admin: map[string]string{}, stAdmin: map[string]string{}, lastBeat: map[string]time.Time{},
+		cmds: make(chan command, cfg.MaxBatch), quit: make(chan struct{}), done: make(chan struct{}),
+		tasks: map[string]*TaskRecord{}, nodes: map[string]*api.Node{}, queues: map[string]*api.Queue{}, jobs: map[string]*JobRecord{},
+		waiters:  map[string]chan struct{}{},
+		sessions: newSessions(cfg.HeartbeatInterval, cfg.MissedHeartbeats),
+		staged:   newStaging(), owner: map[string]string{}, admin: map[string]string{}, jobLast: map[string]string{},
+		waiting: newWaitCounts(), gauges: gauges{m: cfg.Metrics},
 	}
+	e.events.reset(1)
 	if err := e.recover(); err != nil {
 		return nil, err
 	}
@@ -223,149 +126,4 @@ func (e *Engine) Close() {
 		close(e.quit)
 	}
 	<-e.done
-}
-
-func (e *Engine) loop() {
-	defer close(e.done)
-	timer := time.NewTimer(0) // a first step at once: liveness and the core's timers after a restart
-	defer timer.Stop()
-	batch := make([]*command, 0, e.cfg.MaxBatch)
-	for {
-		batch = batch[:0]
-		select {
-		case cmd := <-e.cmds:
-			batch = append(batch, cmd)
-		case <-timer.C:
-		case <-e.quit:
-			e.failPending(ErrStopped)
-			return
-		}
-	drain:
-		for len(batch) < e.cfg.MaxBatch {
-			select {
-			case cmd := <-e.cmds:
-				batch = append(batch, cmd)
-			default:
-				break drain
-			}
-		}
-		if err := e.step(batch); err != nil {
-			e.log.Error("engine stopped: store commit failed", "err", err)
-			e.mu.Lock()
-			e.fatal = err
-			e.mu.Unlock()
-			failed := err // the store's own class (507 for a full disk) when it has one
-			if errs.CodeOf(err) == errs.Internal {
-				failed = errs.Wrap(errs.Unavailable, "", err)
-			}
-			for _, cmd := range batch {
-				cmd.err = failed
-				close(cmd.reply)
-			}
-			e.failPending(ErrStopped)
-			return
-		}
-		for _, cmd := range batch {
-			close(cmd.reply)
-		}
-		e.gauge(e.cfg.Now())
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-		d := time.Hour
-		now := e.cfg.Now()
-		if next, ok := e.c.NextWakeup(); ok {
-			d = next.Sub(now)
-		}
-		if next, ok := e.nextLiveness(); ok {
-			d = min(d, next.Sub(now))
-		}
-		if e.gaugeDue {
-			d = min(d, e.gauged.Add(time.Second).Sub(now))
-		}
-		d = max(d, 0)
-		timer.Reset(d)
-	}
-}
-
-// failPending answers every queued command with err.
-func (e *Engine) failPending(err error) {
-	for {
-		select {
-		case cmd := <-e.cmds:
-			cmd.err = err
-			close(cmd.reply)
-		default:
-			return
-		}
-	}
-}
-
-// step applies a batch, lets the core decide, and commits all changes in
-// one durable commit before anyone is answered.
-func (e *Engine) step(batch []*command) error {
-	now := e.cfg.Now()
-	for _, cmd := range batch {
-		e.apply(cmd, now)
-	}
-	e.checkLiveness(now)
-	e.c.Tick(now)
-	return e.commitStaged(now)
-}
-
-func (e *Engine) do(ctx context.Context, cmd *command) error {
-	if err := e.send(ctx, cmd); err != nil {
-		return err
-	}
-	return e.wait(cmd)
-}
-
-// send queues cmd for the loop without waiting for its answer.
-func (e *Engine) send(ctx context.Context, cmd *command) error {
-	cmd.reply = make(chan struct{})
-	e.mu.RLock()
-	fatal := e.fatal
-	e.mu.RUnlock()
-	if fatal != nil {
-		return ErrStopped
-	}
-	select {
-	case <-e.quit:
-		return ErrStopped
-	default:
-	}
-	select {
-	case e.cmds <- cmd: // the queue has room (nearly always): no need for ctx's channel
-	default:
-		select {
-		case e.cmds <- cmd:
-		case <-e.quit:
-			return ErrStopped
-		case <-ctx.Done():
-			return errs.Wrap(errs.Unavailable, "", ctx.Err())
-		}
-	}
-	return nil
-}
-
-// wait is the answer of a command queued by send.
-func (e *Engine) wait(cmd *command) error {
-	// Once queued the command will run; its answer is waited for even if
-	// ctx ends, so that "not acknowledged" never hides "done". A command
-	// queued after the loop's last drain (the engine was closing) is never
-	// run: the loop's end says so.
-	select {
-	case <-cmd.reply:
-		return cmd.err
-	case <-e.done:
-		select {
-		case <-cmd.reply: // answered before the loop ended
-			return cmd.err
-		default:
-			return ErrStopped
-		}
-	}
 }

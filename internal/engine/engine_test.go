@@ -237,8 +237,8 @@ func TestEventSeqContinuesAcrossRestart(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
 	lastSeq := func(e *Engine) uint64 {
-		e.mu.RLock()
-		defer e.mu.RUnlock()
+		e.events.mu.Lock()
+		defer e.events.mu.Unlock()
 		return e.events.next - 1
 	}
 	e, st := open(t, dir)

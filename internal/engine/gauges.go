@@ -2,9 +2,180 @@ package engine
 
 import (
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/core"
+	"github.com/hetsched/hetsched/internal/metrics"
+	"github.com/hetsched/hetsched/internal/resource"
 )
+
+// gauges are the engine's metrics (loop-owned): the decision counters
+// each step adds to (count) and the gauges refreshed at most once a second
+// (gauge), since summing capacity walks every node.
+type gauges struct {
+	m *metrics.Metrics // nil: no metrics
+	// series tracks the labelled gauges set per refresh.
+	series gaugeSeries
+	last   time.Time // when the gauges were last refreshed
+	due    bool      // a refresh was skipped (at most one a second): one is due
+}
+
+// count updates the decision counters.
+func (g *gauges) count(out *core.Output) {
+	m := g.m
+	if m == nil {
+		return
+	}
+	for _, p := range out.Placements {
+		tier := api.TierNames[p.Priority]
+		m.Placements.WithLabelValues(tier).Inc()
+		m.SchedulingDelay.WithLabelValues(tier).Observe(p.Delay.Seconds())
+	}
+	for _, p := range out.Preemptions {
+		m.Preemptions.WithLabelValues(string(p.Reason)).Inc()
+	}
+	for _, tr := range out.Transitions {
+		m.Transitions.WithLabelValues(tr.To.String()).Inc()
+	}
+}
+
+// next is when the loop must wake for a refresh that is due.
+func (g *gauges) next() (time.Time, bool) { return g.last.Add(time.Second), g.due }
+
+// gauge refreshes the gauges, at most once a second.
+func (e *Engine) gauge(now time.Time) {
+	g := &e.gauges
+	if g.m == nil {
+		return
+	}
+	if now.Sub(g.last) < time.Second {
+		g.due = true // the loop wakes for it: an idle engine's gauges are not left stale
+		return
+	}
+	g.last, g.due = now, false
+	e.gaugeDisk()
+	g.cluster(e.c)
+	g.queues(e.c, e.queues, e.waitingByReason(), e.waiting.byTier)
+	g.series.sweep()
+	g.m.Tasks.Set(float64(len(e.tasks))) // the loop writes tasks: it reads them without the lock
+}
+
+// cluster sets the pending, capacity, allocation, node and device gauges.
+func (g *gauges) cluster(c *core.Core) {
+	m := g.m
+	for l, n := range c.Pending() {
+		m.Pending.WithLabelValues(api.TierNames[l]).Set(float64(n))
+	}
+	dims := c.Dims()
+	var capSum, allocSum [resource.MaxDims]int64
+	states := map[string]int{api.NodeReady: 0, api.NodeNotReady: 0, api.NodeCordoned: 0, api.NodeDraining: 0}
+	type typeModel struct{ typ, model string }
+	devCap, devAlloc := map[typeModel]int64{}, map[typeModel]int64{}
+	for _, n := range c.Nodes() {
+		nc, na := n.Capacity(), n.Allocated()
+		for i := 0; i < dims.Len(); i++ {
+			capSum[i] += nc[i]
+			allocSum[i] += na[i]
+		}
+		states[n.State()]++
+		for _, d := range n.Devices() {
+			k := typeModel{d.Type, d.Model}
+			if d.Healthy {
+				devCap[k] += 1000
+			}
+			devAlloc[k] += int64(d.Used)
+		}
+	}
+	for i := 0; i < dims.Len(); i++ {
+		name := string(dims.Name(i))
+		m.Capacity.WithLabelValues(name).Set(float64(capSum[i]))
+		m.Allocated.WithLabelValues(name).Set(float64(allocSum[i]))
+	}
+	for s, n := range states {
+		m.Nodes.WithLabelValues(s).Set(float64(n))
+	}
+	for k, v := range devCap {
+		m.DeviceCapacity.WithLabelValues(k.typ, k.model).Set(float64(v))
+	}
+	for k, v := range devAlloc {
+		m.DeviceAllocated.WithLabelValues(k.typ, k.model).Set(float64(v))
+	}
+}
+
+// queues sets the per-queue gauges (labelled series: swept after).
+func (g *gauges) queues(c *core.Core, queues map[string]*api.Queue, byReason map[string]map[string]int, byTier map[queueTier]int) {
+	m := g.m
+	if len(queues) > 0 {
+		for name, fs := range c.FairShares() {
+			for r, v := range fs {
+				g.series.set(m.QueueFairShare, float64(v), name, string(r))
+			}
+		}
+	}
+	for name, q := range queues {
+		if u, ok := c.QueueUsage(name); ok {
+			for r, v := range u {
+				g.series.set(m.QueueUsage, float64(v), name, string(r))
+			}
+		}
+		for r, v := range q.Max {
+			g.series.set(m.QueueMax, float64(v), name, string(r))
+		}
+		for r, v := range q.Guaranteed {
+			g.series.set(m.QueueGuaranteed, float64(v), name, string(r))
+		}
+	}
+	for q, cats := range byReason {
+		for cat, n := range cats {
+			g.series.set(m.PendingReason, float64(n), q, cat)
+		}
+	}
+	for k, n := range byTier {
+		g.series.set(m.PendingQueue, float64(n), k.queue, api.TierNames[k.tier])
+	}
+}
+
+// waitCounts counts the published pending and blocked tasks per queue and
+// native tier, and the blocked per queue (the core reports the pending
+// ones: core.Waiting), kept up to date as records are published, for the
+// gauges and the queue views. Loop-owned.
+type waitCounts struct {
+	byTier  map[queueTier]int
+	blocked map[string]int
+}
+
+type queueTier struct {
+	queue string
+	tier  int
+}
+
+func newWaitCounts() waitCounts {
+	return waitCounts{byTier: map[queueTier]int{}, blocked: map[string]int{}}
+}
+
+// add adjusts the counts for a record entering (+1) or leaving (-1) the
+// published set.
+func (w *waitCounts) add(r *TaskRecord, delta int) {
+	if r == nil || (r.State != "pending" && r.State != "blocked") {
+		return
+	}
+	q := r.Spec.Queue
+	if q == "" {
+		q = "default"
+	}
+	k := queueTier{q, r.Spec.PriorityOrDefault()}
+	if w.byTier[k] += delta; w.byTier[k] == 0 {
+		delete(w.byTier, k)
+	}
+	if r.State == "blocked" {
+		if w.blocked[q] += delta; w.blocked[q] == 0 {
+			delete(w.blocked, q)
+		}
+	}
+}
 
 // gaugeSeries rewrites labelled gauges whose set of series changes (per
 // queue, per reason) without a gap: a Reset before setting them again let a

@@ -29,7 +29,7 @@ func (e *Engine) holderOf(node string) (agent string, exists bool) {
 	if e.currentNode(node) == nil {
 		return "", false
 	}
-	if a, ok := e.stAgent[node]; ok {
+	if a, ok := e.staged.holders[node]; ok {
 		return a, true
 	}
 	return e.owner[node], true
@@ -45,8 +45,8 @@ func (e *Engine) mayTake(agent, node string, now time.Time) error {
 	case holder == "":
 		return errs.New(errs.Conflict, "name", "node %q is held by the static inventory; an admin frees it with `hetsched node release %s`", node, node)
 	}
-	deadline := time.Duration(e.missed()) * e.interval()
-	if last, ok := e.lastBeat[node]; ok && now.Sub(last) <= deadline {
+	deadline := e.sessions.deadline()
+	if last, ok := e.sessions.lastBeat[node]; ok && now.Sub(last) <= deadline {
 		return errs.New(errs.Conflict, "name", "node %q is held by agent %q, whose heartbeats are live (the last %s ago); it moves once they have stopped for %s, or when an admin frees it with `hetsched node release %s`",
 			node, holder, now.Sub(last).Round(time.Millisecond), deadline, node)
 	}
@@ -68,12 +68,21 @@ func (e *Engine) ReleaseNode(ctx context.Context, name string) (string, error) {
 	if err := api.ValidateID("name", name); err != nil {
 		return "", err
 	}
-	cmd := &command{kind: cmdReleaseNode, id: name}
+	cmd := &releaseNodeCmd{name: name}
 	if err := e.do(ctx, cmd); err != nil {
 		return "", err
 	}
-	return cmd.state, nil
+	return cmd.holder, nil
 }
+
+// releaseNodeCmd frees a node from its holder.
+type releaseNodeCmd struct {
+	answer
+	name   string
+	holder string // who held it, "" for the static inventory (result)
+}
+
+func (c *releaseNodeCmd) run(e *Engine, now time.Time) { c.holder, c.err = e.releaseNode(c.name, now) }
 
 // releaseNode runs on the loop: the node leaves the core and its record
 // and holder are dropped (staged as a nil node).
@@ -85,33 +94,14 @@ func (e *Engine) releaseNode(name string, now time.Time) (string, error) {
 	if err := e.c.RemoveNode(now, name); err != nil {
 		return "", err
 	}
-	e.stNode[name] = nil
-	e.stAgent[name] = ""
-	e.stAdmin[name] = ""
-	delete(e.lastBeat, name)
-	e.mu.Lock()
-	if a := e.agents[e.nodeAgent[name]]; a != nil {
-		delete(a.nodes, name)
-	}
-	delete(e.nodeAgent, name)
-	delete(e.usage, name)
-	e.mu.Unlock()
+	e.staged.nodes[name] = nil
+	e.staged.holders[name] = ""
+	e.staged.admin[name] = ""
+	e.sessions.release(name)
 	e.log.Warn("node released by an admin", "node", name, "holder", holder)
 	return holder, nil
 }
 
 // AgentNodes lists the nodes agent serves now (nil when it is not
 // registered).
-func (e *Engine) AgentNodes(agent string) []string {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	a := e.agents[agent]
-	if a == nil {
-		return nil
-	}
-	out := make([]string, 0, len(a.nodes))
-	for n := range a.nodes {
-		out = append(out, n)
-	}
-	return out
-}
+func (e *Engine) AgentNodes(agent string) []string { return e.sessions.nodesOf(agent) }

@@ -157,7 +157,7 @@ func (e *Engine) submitJob(tenant string, j *api.Job, now time.Time) (string, er
 		}
 		rec.TaskIDs = append(rec.TaskIDs, spec.ID)
 	}
-	e.stJob[j.ID] = rec
+	e.staged.jobs[j.ID] = rec
 	return j.ID, nil
 }
 
@@ -192,13 +192,6 @@ func topoOrder(tasks []api.Task) []int {
 	return order
 }
 
-func (e *Engine) jobView(id string) *JobRecord {
-	if r, ok := e.stJob[id]; ok {
-		return r
-	}
-	return e.jobs[id]
-}
-
 // cancelJob cancels every unfinished task of a job.
 func (e *Engine) cancelJob(id string, now time.Time) error {
 	j := e.jobView(id)
@@ -215,7 +208,7 @@ func (e *Engine) cancelJob(id string, now time.Time) error {
 	if !j.Cancelled {
 		cp := *j
 		cp.Cancelled = true
-		e.stJob[id] = &cp
+		e.staged.jobs[id] = &cp
 	}
 	return nil
 }
@@ -268,24 +261,39 @@ func (e *Engine) ListJobs(f JobFilter, cursor, limit int) (out []JobEntry, next 
 	return out, 0
 }
 
+// submitJobCmd admits a job.
+type submitJobCmd struct {
+	answer
+	tenant string
+	job    *api.Job
+	id     string // the job's id (result)
+}
+
+func (c *submitJobCmd) run(e *Engine, now time.Time) { c.id, c.err = e.submitJob(c.tenant, c.job, now) }
+
 // SubmitJob admits a job owned by tenant; nil means it is durable.
 func (e *Engine) SubmitJob(ctx context.Context, tenant string, j api.Job) (string, error) {
 	if err := e.roomForWork(); err != nil {
 		return "", err
 	}
-	cmd := &command{kind: cmdSubmitJob, tenant: tenant, job: &j}
+	cmd := &submitJobCmd{tenant: tenant, job: &j}
 	if err := e.do(ctx, cmd); err != nil {
 		return "", err
 	}
-	if cmd.errs[0] != nil {
-		return "", cmd.errs[0]
-	}
-	return cmd.ids[0], nil
+	return cmd.id, nil
 }
+
+// cancelJobCmd cancels a job's unfinished tasks.
+type cancelJobCmd struct {
+	answer
+	id string
+}
+
+func (c *cancelJobCmd) run(e *Engine, now time.Time) { c.err = e.cancelJob(c.id, now) }
 
 // CancelJob cancels a job's unfinished tasks.
 func (e *Engine) CancelJob(ctx context.Context, id string) error {
-	return e.do(ctx, &command{kind: cmdCancelJob, id: id})
+	return e.do(ctx, &cancelJobCmd{id: id})
 }
 
 // JobState aggregates a job's task states: running while any task is
@@ -346,7 +354,7 @@ func (e *Engine) Job(id string) (*JobRecord, []*TaskRecord, bool) {
 // Runs on the loop, before the commit.
 func (e *Engine) jobChanges(now time.Time) []Event {
 	var touched map[string]bool
-	for _, r := range e.staged {
+	for _, r := range e.staged.tasks {
 		if j := r.Spec.Metadata[JobMetadataKey]; j != "" {
 			if touched == nil {
 				touched = map[string]bool{}
@@ -354,7 +362,7 @@ func (e *Engine) jobChanges(now time.Time) []Event {
 			touched[j] = true
 		}
 	}
-	for id := range e.stJob {
+	for id := range e.staged.jobs {
 		if touched == nil {
 			touched = map[string]bool{}
 		}

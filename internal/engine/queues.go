@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/resource"
@@ -70,11 +71,9 @@ func (e *Engine) waitingByReason() map[string]map[string]int {
 		m[cat] += n
 	}
 	e.c.Waiting(func(q, reason string, n int) { add(q, WaitCategory(reason), n) })
-	e.mu.RLock()
-	for q, n := range e.blockedQ {
+	for q, n := range e.waiting.blocked {
 		add(q, WaitDependencies, n)
 	}
-	e.mu.RUnlock()
 	return out
 }
 
@@ -111,12 +110,68 @@ func (e *Engine) queueViews(tenant string) []QueueView {
 	return out
 }
 
+// queueViewsCmd computes the queue views on the loop.
+type queueViewsCmd struct {
+	answer
+	tenant string
+	out    []QueueView
+}
+
+func (c *queueViewsCmd) run(e *Engine, _ time.Time) { c.out = e.queueViews(c.tenant) }
+
 // QueueViews returns the queues tenant may see with their usage, fair
 // share and waiting tasks, computed by the loop.
 func (e *Engine) QueueViews(ctx context.Context, tenant string) ([]QueueView, error) {
-	cmd := &command{kind: cmdQueueViews, tenant: tenant}
+	cmd := &queueViewsCmd{tenant: tenant}
 	if err := e.do(ctx, cmd); err != nil {
 		return nil, err
 	}
-	return cmd.queueViews, nil
+	return cmd.out, nil
+}
+
+// putQueueCmd creates or replaces a queue on behalf of a tenant.
+type putQueueCmd struct {
+	answer
+	tenant string
+	queue  *api.Queue
+}
+
+func (c *putQueueCmd) run(e *Engine, now time.Time) { c.err = e.putQueue(c.tenant, c.queue, now) }
+
+// putQueue validates q against the tree and stages it. A tenant other than
+// the default may only put queues that descend from its own.
+func (e *Engine) putQueue(tenant string, q *api.Queue, now time.Time) error {
+	if err := q.Validate(); err != nil {
+		return err
+	}
+	all := e.queueView()
+	if err := api.ValidateQueueTree(q, all); err != nil {
+		return err
+	}
+	if scoped(tenant) {
+		if err := mayPutQueue(tenant, q, all); err != nil {
+			return err
+		}
+	}
+	if err := e.c.SetQueue(now, q); err != nil {
+		return err
+	}
+	e.staged.queues[q.Name] = q
+	return nil
+}
+
+// PutQueue creates or replaces a queue on behalf of tenant ("" or
+// "default": no ownership check).
+func (e *Engine) PutQueue(ctx context.Context, tenant string, q api.Queue) error {
+	if err := e.roomForWork(); err != nil {
+		return err
+	}
+	return e.ConfigureQueue(ctx, q, tenant)
+}
+
+// ConfigureQueue is PutQueue without the disk's reserve check: for the
+// server's own configuration (--queues at start), which must not keep a
+// server on a nearly full disk from starting.
+func (e *Engine) ConfigureQueue(ctx context.Context, q api.Queue, tenant string) error {
+	return e.do(ctx, &putQueueCmd{tenant: tenant, queue: &q})
 }

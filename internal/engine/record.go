@@ -1,16 +1,3 @@
-// Package engine owns a scheduling core for a server: one goroutine applies
-// commands to the core in batches, commits every change the batch caused to
-// the store in one durable commit, and only then answers the commands and
-// publishes the decisions. Reads are served from a copy of the task records
-// that the loop updates after each commit, so they never wait for the loop.
-//
-// Contracts:
-//   - A command that returned nil is durable: its effect, and every
-//     decision the core made in the same batch, is in the store.
-//   - The core is touched only by the loop goroutine; no lock is held
-//     across a store commit or across any network I/O.
-//   - A store failure stops the engine: nothing after it is acknowledged,
-//     because memory and disk could differ. A restart rebuilds from disk.
 package engine
 
 import (

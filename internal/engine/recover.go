@@ -8,17 +8,50 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/store"
 )
 
-// recover rebuilds the core: nodes first, then tasks in submission order,
-// then one step commits whatever the restore changed (placements that could
-// not be restored go back to pending).
+// recover rebuilds the core: nodes first, then queues and jobs, then tasks
+// in submission order, then one step commits whatever the restore changed
+// (placements that could not be restored go back to pending).
 func (e *Engine) recover() error {
 	ctx := context.Background()
 	now := e.cfg.Now()
+	if err := e.recoverMeta(ctx); err != nil {
+		return err
+	}
+	if err := e.recoverNodes(ctx, now); err != nil {
+		return err
+	}
+	if err := e.recoverQueues(ctx, now); err != nil {
+		return err
+	}
+	if err := e.recoverJobs(ctx, now); err != nil {
+		return err
+	}
+	recs, err := e.recoverTasks(ctx, now)
+	if err != nil {
+		return err
+	}
+	if err := e.commitStaged(now); err != nil {
+		return err
+	}
+	// Agent nodes are judged from the end of recovery, which can take
+	// longer than their heartbeat deadline.
+	end := e.cfg.Now()
+	for name := range e.sessions.lastBeat {
+		e.sessions.heard(name, end)
+	}
+	e.log.Info("engine recovered", "nodes", len(e.nodes), "tasks", len(recs))
+	return nil
+}
+
+// recoverMeta reads the cluster id (making one for a new store) and the
+// events' high-water mark.
+func (e *Engine) recoverMeta(ctx context.Context) error {
 	if v, ok, err := e.st.Get(ctx, KindMeta, metaClusterKey); err != nil {
 		return fmt.Errorf("recover the cluster id: %w", err)
 	} else if ok {
@@ -40,9 +73,14 @@ func (e *Engine) recover() error {
 		if err != nil || next == 0 {
 			return fmt.Errorf("recover event seq: bad value %q", v)
 		}
-		e.events = newEventLog(next)
+		e.events.reset(next)
 	}
-	if err := loadJSON(ctx, e.st, KindNode, func(key string, r *NodeRecord) error {
+	return nil
+}
+
+// recoverNodes gives the core every node, with its holder and admin state.
+func (e *Engine) recoverNodes(ctx context.Context, now time.Time) error {
+	return loadJSON(ctx, e.st, KindNode, func(key string, r *NodeRecord) error {
 		if err := e.c.UpsertNode(now, &r.Spec); err != nil {
 			return err
 		}
@@ -52,22 +90,24 @@ func (e *Engine) recover() error {
 			// An agent node gets a full heartbeat deadline from now
 			// before it is judged: its agent is reconnecting.
 			e.owner[key] = r.Agent
-			e.lastBeat[key] = now // moved to the end of recovery below
+			e.sessions.heard(key, now) // moved to the end of recovery
 		}
 		if r.Admin != "" {
 			e.admin[key] = r.Admin
 		}
 		return nil
-	}); err != nil {
-		return err
-	}
+	})
+}
+
+// recoverQueues gives the core every queue, parents before children (the
+// tree was validated).
+func (e *Engine) recoverQueues(ctx context.Context, now time.Time) error {
 	if err := loadJSON(ctx, e.st, KindQueue, func(key string, q *api.Queue) error {
 		e.queues[key] = q
 		return nil
 	}); err != nil {
 		return err
 	}
-	// The core takes parents before children (the tree was validated).
 	for set := map[string]bool{}; len(set) < len(e.queues); {
 		progress := false
 		for name, q := range e.queues {
@@ -83,6 +123,11 @@ func (e *Engine) recover() error {
 			return fmt.Errorf("restore queues: a parent is missing")
 		}
 	}
+	return nil
+}
+
+// recoverJobs gives the core every job, in submission order for listing.
+func (e *Engine) recoverJobs(ctx context.Context, now time.Time) error {
 	if err := loadJSON(ctx, e.st, KindJob, func(key string, j *JobRecord) error {
 		e.jobs[key] = j
 		e.jobOrder = append(e.jobOrder, key)
@@ -91,6 +136,12 @@ func (e *Engine) recover() error {
 		return err
 	}
 	sort.Slice(e.jobOrder, func(a, b int) bool { return jobBefore(e.jobs[e.jobOrder[a]], e.jobs[e.jobOrder[b]]) })
+	return nil
+}
+
+// recoverTasks restores every task in submission order, indexes the
+// agents' assignments, and stages what the core's restore changed.
+func (e *Engine) recoverTasks(ctx context.Context, now time.Time) ([]*TaskRecord, error) {
 	var recs []*TaskRecord
 	if err := e.st.Load(ctx, KindTask, func(key string, v []byte) error {
 		r, err := decodeTask(key, v)
@@ -100,24 +151,22 @@ func (e *Engine) recover() error {
 		recs = append(recs, r)
 		return nil
 	}); err != nil {
-		return fmt.Errorf("recover tasks: %w", err)
+		return nil, fmt.Errorf("recover tasks: %w", err)
 	}
 	sort.Slice(recs, func(i, j int) bool { return recs[i].Seq < recs[j].Seq })
 	for _, r := range recs {
 		if err := e.c.Restore(now, &r.Spec, r.saved()); err != nil {
-			return fmt.Errorf("restore task %s: %w", r.Spec.ID, err)
+			return nil, fmt.Errorf("restore task %s: %w", r.Spec.ID, err)
 		}
 		e.tasks[r.Spec.ID] = r
-		e.countWaiting(r, +1)
+		e.waiting.add(r, +1)
 		e.order = append(e.order, r.Spec.ID)
 		if r.Seq > e.seq {
 			e.seq = r.Seq
 		}
 	}
 	e.c.TakeOutput() // restore's own transitions are re-read below
-	for _, r := range recs {
-		e.trackAssignment(nil, r)
-	}
+	e.sessions.restore(recs)
 	// Jobs' states as recovered: only a change from here on is an event.
 	for id, j := range e.jobs {
 		e.jobLast[id] = e.jobStateNow(j)
@@ -125,17 +174,7 @@ func (e *Engine) recover() error {
 	for _, r := range recs {
 		e.refresh(r.Spec.ID, now)
 	}
-	if err := e.commitStaged(now); err != nil {
-		return err
-	}
-	// Agent nodes are judged from the end of recovery, which can take
-	// longer than their heartbeat deadline.
-	end := e.cfg.Now()
-	for name := range e.lastBeat {
-		e.lastBeat[name] = end
-	}
-	e.log.Info("engine recovered", "nodes", len(e.nodes), "tasks", len(recs))
-	return nil
+	return recs, nil
 }
 
 // loadJSON decodes every record of kind into a fresh T and hands it to fn;

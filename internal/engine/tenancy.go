@@ -20,6 +20,10 @@ import (
 // names another tenant's task by its qualified id. Tenant names never
 // contain the separator (the server checks its tokens).
 
+// DefaultTenant owns everything when authentication is off; it may use any
+// queue.
+const DefaultTenant = "default"
+
 // TenantSep separates a tenant from a local id in a qualified id.
 const TenantSep = ":"
 

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"sort"
+	"time"
 
 	"github.com/hetsched/hetsched/internal/agentapi"
 	"github.com/hetsched/hetsched/internal/api"
@@ -229,12 +230,20 @@ func (e *Engine) summarize() *Summary {
 
 // Summarize returns the cluster summary, computed by the loop.
 func (e *Engine) Summarize(ctx context.Context) (*Summary, error) {
-	cmd := &command{kind: cmdSummary}
+	cmd := &summaryCmd{}
 	if err := e.do(ctx, cmd); err != nil {
 		return nil, err
 	}
-	return cmd.summary, nil
+	return cmd.out, nil
 }
+
+// summaryCmd computes the cluster summary on the loop.
+type summaryCmd struct {
+	answer
+	out *Summary
+}
+
+func (c *summaryCmd) run(e *Engine, _ time.Time) { c.out = e.summarize() }
 
 // Queues returns the queues (by name) a tenant may see ("" or "default":
 // all).
@@ -319,7 +328,7 @@ func (e *Engine) nodeViews() []NodeView {
 				}
 			})
 		}
-		if u, ok := e.usage[name]; ok {
+		if u, ok := e.sessions.usage[name]; ok { // the loop writes usage: it reads it without the lock
 			v.Usage = &u
 			v.Utilization = utilizationOf(spec, &u)
 		}
@@ -335,12 +344,20 @@ func (e *Engine) nodeViews() []NodeView {
 // NodeViews returns every node with its allocation and usage, computed by
 // the loop.
 func (e *Engine) NodeViews(ctx context.Context) ([]NodeView, error) {
-	cmd := &command{kind: cmdNodeViews}
+	cmd := &nodeViewsCmd{}
 	if err := e.do(ctx, cmd); err != nil {
 		return nil, err
 	}
-	return cmd.nodeViews, nil
+	return cmd.out, nil
 }
+
+// nodeViewsCmd computes the node views on the loop.
+type nodeViewsCmd struct {
+	answer
+	out []NodeView
+}
+
+func (c *nodeViewsCmd) run(e *Engine, _ time.Time) { c.out = e.nodeViews() }
 
 // utilizationOf summarizes a heartbeat per resource (NodeView.Utilization).
 func utilizationOf(n *api.Node, u *agentapi.NodeUsage) map[string]float64 {

@@ -1,0 +1,39 @@
+// Package engine owns a scheduling core for a server: one goroutine applies
+// commands to the core in batches, commits every change the batch caused to
+// the store in one durable commit, and only then answers the commands and
+// publishes the decisions. Reads are served from a copy of the task records
+// that the loop updates after each commit, so they never wait for the loop.
+//
+// Contracts:
+//   - A command that returned nil is durable: its effect, and every
+//     decision the core made in the same batch, is in the store.
+//   - The core is touched only by the loop goroutine; no lock is held
+//     across a store commit or across any network I/O.
+//   - A store failure stops the engine: nothing after it is acknowledged,
+//     because memory and disk could differ. A restart rebuilds from disk.
+//
+// Where things live, by what they own:
+//
+//	engine.go    Config, Engine (its state, by owner), New, Close
+//	loop.go      the loop and its step: the commit path's order and its
+//	             guarantee (step)
+//	commands.go  the command interface and how commands are sent
+//	commit.go    the commit path after the commands: encode, durable
+//	             commit, publish
+//	staging.go   the step's uncommitted changes and the loop's view over
+//	             them; records refreshed from the core
+//	tasks.go, nodes.go, queues.go, jobs.go, holders.go
+//	             the commands on each kind of object, with their rules
+//	agents.go    the agent protocol's commands (register, heartbeat,
+//	             status) and liveness
+//	sessions.go  the agents' state: sessions, assignment index and
+//	             streams, usage, liveness (its own lock)
+//	events.go    the event ring (its own lock)
+//	gauges.go    metrics: decision counters, gauges, waiting counts
+//	views.go     reads: records, listings, summary, node views
+//	record.go, recordjson.go
+//	             the store's records and their encoding
+//	recover.go   rebuilding from the store
+//	tenancy.go   tenant-scoped ids and their localization
+//	disk.go      the store's disk reserve
+package engine

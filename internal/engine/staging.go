@@ -1,0 +1,198 @@
+package engine
+
+import (
+	"slices"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/core"
+)
+
+// staging holds what the current step changed and has not committed yet.
+// The loop's view of a record is its staged version over its published one
+// (current, currentNode, queueView, jobView); the commit path encodes the
+// staged sets, commits them and publishes them, then clears them.
+// Loop-owned.
+type staging struct {
+	tasks  map[string]*TaskRecord
+	nodes  map[string]*api.Node // nil: the node was released (holders.go)
+	queues map[string]*api.Queue
+	jobs   map[string]*JobRecord
+	// holders are the changes to the nodes' holders (NodeRecord.Agent:
+	// "" for the static inventory); admin those to the state a notready
+	// node returns to (NodeRecord.Admin). They are written with the node.
+	holders, admin map[string]string
+}
+
+func newStaging() staging {
+	return staging{tasks: map[string]*TaskRecord{}, nodes: map[string]*api.Node{}, queues: map[string]*api.Queue{},
+		jobs: map[string]*JobRecord{}, holders: map[string]string{}, admin: map[string]string{}}
+}
+
+// empty reports whether there is nothing to commit.
+func (s *staging) empty() bool {
+	return len(s.tasks) == 0 && len(s.nodes) == 0 && len(s.queues) == 0 && len(s.jobs) == 0
+}
+
+func (s *staging) clear() {
+	clear(s.tasks)
+	clear(s.nodes)
+	clear(s.queues)
+	clear(s.jobs)
+	clear(s.holders)
+	clear(s.admin)
+}
+
+// current returns the loop's latest record of a task (staged or published).
+func (e *Engine) current(id string) *TaskRecord {
+	if r, ok := e.staged.tasks[id]; ok {
+		return r
+	}
+	return e.tasks[id]
+}
+
+func (e *Engine) currentNode(name string) *api.Node {
+	if n, ok := e.staged.nodes[name]; ok {
+		return n
+	}
+	return e.nodes[name]
+}
+
+// queueView is the loop's latest queues (staged over published).
+func (e *Engine) queueView() map[string]*api.Queue {
+	if len(e.staged.queues) == 0 {
+		return e.queues
+	}
+	all := make(map[string]*api.Queue, len(e.queues)+len(e.staged.queues))
+	for k, v := range e.queues {
+		all[k] = v
+	}
+	for k, v := range e.staged.queues {
+		all[k] = v
+	}
+	return all
+}
+
+func (e *Engine) jobView(id string) *JobRecord {
+	if r, ok := e.staged.jobs[id]; ok {
+		return r
+	}
+	return e.jobs[id]
+}
+
+// stageOutput stages the records of the tasks the core's decisions of this
+// step changed (the first step of the commit path).
+func (e *Engine) stageOutput(now time.Time) {
+	out := e.c.TakeOutput()
+	e.gauges.count(&out)
+	for _, p := range out.Placements {
+		e.refresh(p.Task, now)
+	}
+	for _, tr := range out.Transitions {
+		e.refresh(tr.Task, now)
+	}
+	for _, p := range out.Preemptions {
+		e.refresh(p.Victim, now)
+	}
+	for _, u := range out.Unschedulable {
+		// The class's first task shows why it waits (the others' records
+		// catch up at their next change; GET /queues counts them all).
+		e.refresh(u.Sample, now)
+	}
+}
+
+// refresh stages a new record of task id from the core's state, when
+// that state differs from the record's (a published record is copied only
+// then: recovery refreshes every task and most are unchanged).
+func (e *Engine) refresh(id string, now time.Time) {
+	old := e.current(id)
+	if old == nil {
+		return
+	}
+	v, ok := e.coreView(id, old)
+	if !ok || v.same(old) {
+		return
+	}
+	r := old
+	if e.staged.tasks[id] != old {
+		cp := *old
+		r = &cp
+	}
+	e.stage(r, v, id, now)
+}
+
+// stageState brings a new record up to date with the core and stages it.
+func (e *Engine) stageState(r *TaskRecord, id string, now time.Time) {
+	if v, ok := e.coreView(id, r); ok {
+		e.stage(r, v, id, now)
+	}
+}
+
+// taskView is the core's view of a task, in a record's terms.
+type taskView struct {
+	s      core.Saved
+	state  string
+	reason string
+	// cause is the task's own reason when reason adds its class's wait
+	// reason to it (TaskRecord.Cause); nil when they are the same.
+	cause *string
+}
+
+func (e *Engine) coreView(id string, r *TaskRecord) (taskView, bool) {
+	s, ok := e.c.SavedState(id)
+	if !ok {
+		return taskView{}, false
+	}
+	if s.State.Terminal() && s.Node == "" {
+		// A finished task keeps the node it ran on (its logs are there).
+		s.Node, s.Devices = r.Node, r.Devices
+	}
+	v := taskView{s: s, state: s.State.String(), reason: r.Reason}
+	if t, ok := e.c.Task(id); ok {
+		v.reason = t.Reason()
+		if s.Reason != v.reason {
+			own := s.Reason
+			v.cause = &own
+		}
+	}
+	return v, true
+}
+
+func (v taskView) same(r *TaskRecord) bool {
+	return r.State == v.state && r.Node == v.s.Node && r.Chosen == v.s.Chosen && r.Attempt == v.s.Attempt && r.Failures == v.s.Failures &&
+		r.Reason == v.reason && sameCause(r.Cause, v.cause) && slices.Equal(r.Devices, v.s.Devices)
+}
+
+func sameCause(a, b *string) bool { return a == b || a != nil && b != nil && *a == *b }
+
+// stage writes v into r (not yet published), stamps the times of a state
+// change and stages r.
+func (e *Engine) stage(r *TaskRecord, v taskView, id string, now time.Time) {
+	prev, s := r.State, v.s
+	if s.Attempt != r.Attempt && r.Node != "" {
+		// The placed attempt ended and the task goes on (re-queued or
+		// placed again): keep it in the history.
+		reason := v.reason
+		if v.cause != nil {
+			reason = *v.cause
+		}
+		r.endAttempt(now, reason)
+	}
+	r.State, r.Node, r.Devices, r.Chosen, r.Attempt, r.Reason = v.state, s.Node, s.Devices, s.Chosen, s.Attempt, v.reason
+	r.Failures, r.Cause = s.Failures, v.cause
+	switch {
+	case s.State == core.Scheduled && prev != v.state:
+		r.Scheduled = timePtr(now)
+		r.Started, r.Finished = nil, nil
+	case s.State == core.Running && prev != v.state:
+		r.Started = timePtr(now)
+		if r.Scheduled == nil { // placed and started within one step
+			r.Scheduled = r.Started
+		}
+	case s.State.Terminal() && prev != v.state:
+		r.Finished = timePtr(now)
+	case s.State == core.Pending:
+		r.Scheduled, r.Started = nil, nil
+	}
+	e.staged.tasks[id] = r
+}

@@ -1,0 +1,221 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/core"
+	"github.com/hetsched/hetsched/internal/errs"
+)
+
+// Task commands: submit, cancel, started, finished, renew.
+
+// submitCmd admits tasks of one tenant. Validation and encoding ran in the
+// caller's goroutine (specs, prepErr); the loop admits each task that
+// passed.
+type submitCmd struct {
+	answer
+	tenant  string
+	tasks   []api.Task
+	specs   [][]byte // per task: encoded spec from prepareFor
+	prepErr []error  // per task: validation error from prepareFor
+	ids     []string // per task: its id (result)
+	errs    []error  // per task: its error (result)
+}
+
+func (c *submitCmd) run(e *Engine, now time.Time) {
+	c.ids = make([]string, len(c.tasks))
+	c.errs = make([]error, len(c.tasks))
+	for i := range c.tasks {
+		if c.errs[i] = c.prepErr[i]; c.errs[i] == nil {
+			c.ids[i], c.errs[i] = e.submit(c.tenant, &c.tasks[i], c.specs[i], now, "")
+		}
+	}
+}
+
+// Submit admits tasks owned by tenant. It returns each task's id
+// (generated when empty) and error; a nil error means the task is durable.
+func (e *Engine) Submit(ctx context.Context, tenant string, tasks []api.Task) ([]string, []error, error) {
+	if err := e.roomForWork(); err != nil {
+		return nil, nil, err
+	}
+	cmd := &submitCmd{tenant: tenant, tasks: tasks,
+		specs: make([][]byte, len(tasks)), prepErr: make([]error, len(tasks))}
+	// Validation and encoding run here, in the caller's goroutine, so that
+	// concurrent submitters do them in parallel and the loop does not.
+	for i := range tasks {
+		e.defaultLease(&tasks[i])
+		cmd.specs[i], cmd.prepErr[i] = prepareFor(tenant, &tasks[i])
+	}
+	if err := e.do(ctx, cmd); err != nil {
+		return nil, nil, err
+	}
+	return cmd.ids, cmd.errs, nil
+}
+
+// submit admits one task: a new id, or the same spec again (idempotent),
+// or a conflict. specJSON is the spec's encoding from prepare, or nil to
+// validate and encode here.
+func (e *Engine) submit(tenant string, spec *api.Task, specJSON []byte, now time.Time, job string) (string, error) {
+	if spec.Queue == "" && tenant != "" && tenant != DefaultTenant && e.queueView()[tenant] != nil {
+		// A tenant's task that names no queue goes to the tenant's own.
+		spec.Queue = tenant
+		specJSON = nil
+	}
+	if specJSON == nil {
+		var err error
+		if specJSON, err = prepare(spec); err != nil {
+			return "", err
+		}
+	}
+	if spec.Queue != "" {
+		all := e.queueView()
+		if all[spec.Queue] == nil {
+			return "", errs.Invalid("queue", "no queue %q", spec.Queue)
+		}
+		if tenant != "" && tenant != DefaultTenant && api.QueueOwner(spec.Queue, all) != tenant {
+			return "", errs.New(errs.PermissionDenied, "queue", "queue %q belongs to another tenant", spec.Queue)
+		}
+	}
+	if spec.ID == "" {
+		for {
+			e.seq++
+			id := QualifyID(tenant, "t"+strconv.FormatUint(e.seq, 36))
+			if e.current(id) == nil {
+				spec.ID = id
+				break
+			}
+		}
+	} else if old := e.current(spec.ID); old != nil {
+		if old.Tenant != tenant {
+			return "", errs.New(errs.Conflict, "id", "task id %q is in use", spec.ID)
+		}
+		a, _ := json.Marshal(old.Spec)
+		b, _ := json.Marshal(spec)
+		if bytes.Equal(a, b) {
+			return spec.ID, nil
+		}
+		return "", errs.New(errs.Conflict, "id", "task %q exists with a different spec", spec.ID)
+	}
+	var err error
+	if job != "" {
+		err = e.c.SubmitJobTask(now, job, spec)
+	} else {
+		err = e.c.Submit(now, spec)
+	}
+	if err != nil {
+		return "", err
+	}
+	e.seq++
+	r := &TaskRecord{Spec: *spec, Tenant: tenant, Seq: e.seq, Chosen: -1, Submitted: now, spec: specJSON}
+	e.stageState(r, spec.ID, now)
+	return spec.ID, nil
+}
+
+// defaultLease gives a lease (a task without a command) that names no
+// lease and no timeout (which ends a lease too) the server's default, so that a forgotten lease does not hold its
+// devices for ever; the task's view shows the lease it got.
+func (e *Engine) defaultLease(t *api.Task) {
+	if len(t.Command) == 0 && t.Lease == 0 && t.Timeout == 0 && e.cfg.DefaultLease > 0 {
+		t.Lease = api.Duration(e.cfg.DefaultLease)
+	}
+}
+
+// prepareFor validates a spec, qualifies its ids for tenant (tenancy.go)
+// and returns its JSON encoding for the store.
+func prepareFor(tenant string, spec *api.Task) ([]byte, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	if err := qualifyTask(tenant, spec); err != nil {
+		return nil, err
+	}
+	return encodeSpec(spec)
+}
+
+// prepare validates a spec (its ids already qualified) and returns its
+// JSON encoding for the store.
+func prepare(spec *api.Task) ([]byte, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	return encodeSpec(spec)
+}
+
+func encodeSpec(spec *api.Task) ([]byte, error) {
+	b, err := spec.AppendJSON(nil)
+	if err != nil {
+		return nil, errs.Invalid("", "encoding the task: %v", err)
+	}
+	return b, nil
+}
+
+// cancelCmd cancels a task.
+type cancelCmd struct {
+	answer
+	id string
+}
+
+func (c *cancelCmd) run(e *Engine, now time.Time) {
+	c.err = e.c.Cancel(now, c.id, "cancelled by request")
+}
+
+// Cancel cancels a task.
+func (e *Engine) Cancel(ctx context.Context, id string) error {
+	return e.do(ctx, &cancelCmd{id: id})
+}
+
+// startedCmd records that a task's executor started it.
+type startedCmd struct {
+	answer
+	id string
+}
+
+func (c *startedCmd) run(e *Engine, now time.Time) {
+	// The core reports the transition; the step's stageOutput refreshes
+	// the record.
+	c.err = e.c.TaskStarted(now, c.id)
+}
+
+// Started records that a task's executor started it.
+func (e *Engine) Started(ctx context.Context, id string) error {
+	return e.do(ctx, &startedCmd{id: id})
+}
+
+// finishedCmd records how a task ended.
+type finishedCmd struct {
+	answer
+	id     string
+	result core.Result
+}
+
+func (c *finishedCmd) run(e *Engine, now time.Time) {
+	if c.err = e.c.TaskFinished(now, c.id, c.result); c.err == nil {
+		r := *e.current(c.id)
+		code := c.result.ExitCode
+		r.ExitCode = &code
+		e.staged.tasks[c.id] = &r // the state follows from the core's transition
+	}
+}
+
+// Finished records how a task ended.
+func (e *Engine) Finished(ctx context.Context, id string, r core.Result) error {
+	return e.do(ctx, &finishedCmd{id: id, result: r})
+}
+
+// renewCmd extends a lease.
+type renewCmd struct {
+	answer
+	id string
+}
+
+func (c *renewCmd) run(e *Engine, now time.Time) { c.err = e.c.Renew(now, c.id) }
+
+// Renew extends a lease.
+func (e *Engine) Renew(ctx context.Context, id string) error {
+	return e.do(ctx, &renewCmd{id: id})
+}
