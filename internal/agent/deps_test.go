@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -23,17 +21,11 @@ var forbiddenDeps = []string{
 	"github.com/cockroachdb/pebble",
 }
 
-// goCommand finds the go command: on PATH (go test puts its own GOROOT/bin
-// first), else in the GOROOT this test was built with.
+// goCommand finds the go command on PATH (go test puts its own
+// GOROOT/bin first).
 func goCommand() (string, bool) {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p, true
-	}
-	p := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(p); err == nil {
-		return p, true
-	}
-	return "", false
+	p, err := exec.LookPath("go")
+	return p, err == nil
 }
 
 // TestAgentDependsOnNoControlPlane keeps the layers pointing one way (issue
