@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// deviceRef is one device a task holds (the server's core.DeviceRef).
+// deviceRef is one device a task holds (api.DeviceRef as the server writes it).
 type deviceRef struct {
 	Type  string `json:"type"`
 	ID    string `json:"id"`
