@@ -1,20 +1,3 @@
-// Package core is hetsched's scheduler: a pure state machine in the manner of
-// etcd's raft package. Inputs are method calls (Submit, Cancel, UpsertNode,
-// RemoveNode, SetNodeState, SetDeviceHealth, TaskStarted, TaskFinished,
-// Renew, ObserveNode, Tick), each carrying the current time; decisions are
-// collected in an Output taken with TakeOutput.
-//
-// Contracts:
-//   - No I/O, no goroutines, no wall clock, no randomness: time is an input
-//     and ties are broken by order, so the same inputs give the same outputs.
-//   - A Core is not safe for concurrent use; its owner serialises inputs.
-//   - Inputs return *errs.Error for bad input (unknown ids, wrong state)
-//     and change nothing when they fail.
-//   - Time never goes backwards: an input older than the last one is taken
-//     to happen at the last one's time.
-//   - Nothing is ever over-allocated: a node's allocation never exceeds its
-//     healthy capacity at placement time, and a device's share never exceeds
-//     1000 milli.
 package core
 
 import (
@@ -130,7 +113,7 @@ func New(cfg Config) (*Core, error) {
 	for i := range c.bands {
 		c.bands[i].since = -1
 	}
-	c.policy = policies[cfg.Policy](c)
+	c.policy = newPolicy(c, cfg.Policy)
 	return c, nil
 }
 
@@ -347,7 +330,7 @@ func (c *Core) admit(spec *api.Task) (t *Task, deps []*Task, skipReason string, 
 		preemptible: spec.IsPreemptible(), noRequeue: !spec.Requeues(), seq: c.seq,
 		duration: int64(spec.Duration), timeout: int64(spec.Timeout),
 		queueTTL: int64(spec.QueueTimeout), lease: int64(lease),
-		qpos: -1, tpos: -1, npos: -1, chosen: -1, queue: cls.leaf,
+		cqpos: -1, tpos: -1, npos: -1, chosen: -1, leaf: cls.leaf,
 	}
 	t.rt = c.runtimeClassFor(spec, cls)
 	if spec.Locality != nil {

@@ -135,11 +135,11 @@ func checkInvariants(c *Core) error {
 				}
 				continue
 			}
-			if t.q == nil || int(t.qpos) >= len(t.q.tasks) || t.q.tasks[t.qpos] != t {
+			if t.cq == nil || int(t.cqpos) >= len(t.cq.tasks) || t.cq.tasks[t.cqpos] != t {
 				return fmt.Errorf("pending task %s is not in its queue", t.id)
 			}
-			if t.q.level != int(t.level) || t.node != nil {
-				return fmt.Errorf("pending task %s: queue level %d, level %d, node %v", t.id, t.q.level, t.level, t.node != nil)
+			if t.cq.level != int(t.level) || t.node != nil {
+				return fmt.Errorf("pending task %s: queue level %d, level %d, node %v", t.id, t.cq.level, t.level, t.node != nil)
 			}
 			if t.level > t.prio || t.level < 0 || (t.level < 1 && t.prio >= 1) {
 				return fmt.Errorf("pending task %s: level %d for priority %d", t.id, t.level, t.prio)
@@ -148,20 +148,20 @@ func checkInvariants(c *Core) error {
 			if t.raised < 0 || t.raised > 1 || int(t.prio-t.level) != int(t.raised) {
 				return fmt.Errorf("pending task %s: level %d for priority %d, raised %d", t.id, t.level, t.prio, t.raised)
 			}
-			if t.q.band != bandOf(int(t.level), t.raised > 0) {
-				return fmt.Errorf("pending task %s: level %d raised %d in band %d", t.id, t.level, t.raised, t.q.band)
+			if t.cq.band != bandOf(int(t.level), t.raised > 0) {
+				return fmt.Errorf("pending task %s: level %d raised %d in band %d", t.id, t.level, t.raised, t.cq.band)
 			}
 			pendingAt[t.level]++
-			if !t.q.blocked {
-				activeAt[t.q.band]++
+			if !t.cq.blocked {
+				activeAt[t.cq.band]++
 			}
-			seenQ[t.q] = true
+			seenQ[t.cq] = true
 		case Scheduled, Running:
-			if placedOn[t] == nil || t.q != nil {
-				return fmt.Errorf("%s task %s: on node %v, queued %v", t.state, t.id, placedOn[t] != nil, t.q != nil)
+			if placedOn[t] == nil || t.cq != nil {
+				return fmt.Errorf("%s task %s: on node %v, queued %v", t.state, t.id, placedOn[t] != nil, t.cq != nil)
 			}
 		default:
-			if t.q != nil || t.node != nil {
+			if t.cq != nil || t.node != nil {
 				return fmt.Errorf("%s task %s still queued or placed", t.state, t.id)
 			}
 			if t.state.Terminal() && t.tkind != timerNone {
@@ -279,8 +279,8 @@ func checkJobInvariants(c *Core) error {
 			switch {
 			case t.state != Pending:
 				return fmt.Errorf("task %s in backoff but %s", t.id, t.state)
-			case t.gready || t.q != nil || t.node != nil:
-				return fmt.Errorf("task %s in backoff but queued (gang %v, class %v) or placed (%v)", t.id, t.gready, t.q != nil, t.node != nil)
+			case t.gready || t.cq != nil || t.node != nil:
+				return fmt.Errorf("task %s in backoff but queued (gang %v, class %v) or placed (%v)", t.id, t.gready, t.cq != nil, t.node != nil)
 			case t.tkind != timerRetry:
 				return fmt.Errorf("task %s in backoff without its retry timer", t.id)
 			case t.job == nil:
@@ -291,8 +291,8 @@ func checkJobInvariants(c *Core) error {
 			return fmt.Errorf("task %s used %d retries, limit %d", t.id, t.failures, t.job.retryLimit)
 		}
 		if t.gready {
-			if t.state != Pending || t.gang == nil || t.q != nil || t.backoff {
-				return fmt.Errorf("gang-ready task %s: state %s, gang %v, queued %v, backoff %v", t.id, t.state, t.gang != nil, t.q != nil, t.backoff)
+			if t.state != Pending || t.gang == nil || t.cq != nil || t.backoff {
+				return fmt.Errorf("gang-ready task %s: state %s, gang %v, queued %v, backoff %v", t.id, t.state, t.gang != nil, t.cq != nil, t.backoff)
 			}
 		}
 		if t.gang != nil {
@@ -396,17 +396,17 @@ func checkQueueInvariants(c *Core) error {
 		want[q] = &resource.Vector{}
 	}
 	for _, t := range c.tasks {
-		if t.queue == nil {
+		if t.leaf == nil {
 			return fmt.Errorf("task %s has no queue leaf", t.id)
 		}
-		if t.queue != t.cls.leaf || !t.queue.leaf {
-			return fmt.Errorf("task %s: queue %s is not its class's leaf", t.id, t.queue.name)
+		if t.leaf != t.cls.leaf || !t.leaf.leaf {
+			return fmt.Errorf("task %s: queue %s is not its class's leaf", t.id, t.leaf.name)
 		}
 		if t.state != Scheduled && t.state != Running {
 			continue
 		}
 		o := &t.cls.opts[optIndex(t.chosen)]
-		for q := t.queue; q != nil; q = q.parent {
+		for q := t.leaf; q != nil; q = q.parent {
 			for i := range o.req {
 				want[q][i] += o.req[i]
 			}

@@ -184,7 +184,7 @@ func (c *Core) retry(t *Task, from, to State, reason string) bool {
 	delay = min(delay, int64(time.Hour))
 	t.state = Pending
 	t.backoff = true
-	t.queue.backoff++
+	t.leaf.backoff++
 	t.reason = fmt.Sprintf("retry %d/%d in %s: %s", t.failures, j.retryLimit, durString(delay), to)
 	if reason != "" {
 		t.reason += " (" + reason + ")"

@@ -57,7 +57,7 @@ func (c *Core) sampleSize() int {
 // tryPlace searches the compatible groups of every option of t and commits
 // the best-scoring fit.
 func (c *Core) tryPlace(t *Task) outcome {
-	if t.queue != nil && c.overQueueMax(t) {
+	if t.leaf != nil && c.overQueueMax(t) {
 		return unfit // node-independent: no walk can find a fit
 	}
 	if len(t.cls.identity) > 0 {
@@ -336,7 +336,7 @@ func (c *Core) checkNode(t *Task, o *Option, n *Node) *Status {
 	if len(t.cls.identity) > 0 && !identityMatch(t.cls, n) {
 		return selectorMismatch
 	}
-	if t.queue != nil {
+	if t.leaf != nil {
 		if st := c.queueCheck(t, o); st != nil {
 			return st
 		}
@@ -567,7 +567,7 @@ func rawAdd(n *Node, t *Task, o *Option, devs []devShare, sign int64) {
 // allocate records t's placement on n.
 func (c *Core) allocate(t *Task, n *Node, o *Option, devs []devShare) {
 	rawAdd(n, t, o, devs, 1)
-	if t.queue != nil {
+	if t.leaf != nil {
 		c.queueAdd(t, o, 1)
 	}
 	t.devs = append(t.devs[:0], devs...)
@@ -592,7 +592,7 @@ func (c *Core) release(t *Task, wake bool) {
 		r.Unreserve(&c.cs, t, o, n)
 	}
 	rawAdd(n, t, o, t.devs, -1)
-	if t.queue != nil {
+	if t.leaf != nil {
 		c.queueAdd(t, o, -1)
 	}
 	last := len(n.tasks) - 1

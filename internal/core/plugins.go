@@ -1,10 +1,5 @@
 package core
 
-import (
-	"sort"
-	"strings"
-)
-
 // Code tells a plugin's verdict: success, "does not fit" (Unschedulable) or
 // "broke" (Error: a bug or bad state, never a capacity problem).
 type Code uint8
@@ -122,38 +117,4 @@ type Policy struct {
 	// speed, ties in the order given) and the first that fits anywhere wins:
 	// the earliest expected completion among the options that fit now.
 	CompareOptions bool
-}
-
-// policyFactory builds a policy bound to one core (plugins may read its
-// learned statistics).
-type policyFactory func(c *Core) *Policy
-
-var policies = map[string]policyFactory{}
-
-// policyDescriptions holds each registered policy's one-line description.
-var policyDescriptions = map[string]string{}
-
-func register(name, description string, f policyFactory) {
-	policies[name] = f
-	policyDescriptions[name] = description
-}
-
-// PolicyNames lists the known policies, comma-separated.
-func PolicyNames() string {
-	names := make([]string, 0, len(policies))
-	for n := range policies {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return strings.Join(names, ", ")
-}
-
-// Policies returns the sorted list of policy names.
-func Policies() []string {
-	return strings.Split(PolicyNames(), ", ")
-}
-
-// DescribePolicy returns a policy's one-line description ("" if unknown).
-func DescribePolicy(name string) string {
-	return policyDescriptions[name]
 }

@@ -214,7 +214,7 @@ decide:
 			c.evict(v, t, plan.n)
 		}
 	}
-	if t.state != Pending || t.q == nil {
+	if t.state != Pending || t.cq == nil {
 		// An eviction's consequences settled t itself (a victim that must
 		// not restart failed, and its job failed fast, cancelling t).
 		return true
@@ -286,11 +286,11 @@ func (c *Core) potentialFits(t *Task, o *Option, n *Node, m preemptMode) bool {
 // siblingBelow returns the ancestor of v's leaf just below the lowest
 // common ancestor of the leaves of t and v (nil when they share a leaf).
 func siblingBelow(t, v *Task) *queueNode {
-	if t.queue == v.queue {
+	if t.leaf == v.leaf {
 		return nil
 	}
-	for b := v.queue; b.parent != nil; b = b.parent {
-		for a := t.queue; a != nil; a = a.parent {
+	for b := v.leaf; b.parent != nil; b = b.parent {
+		for a := t.leaf; a != nil; a = a.parent {
 			if a == b.parent {
 				return b
 			}
@@ -330,7 +330,7 @@ func (c *Core) priorityVictim(t, v *Task) bool {
 // reclaimQueue is the queue whose guarantee t reclaims for: the nearest
 // with a guarantee at or above t's leaf.
 func reclaimQueue(t *Task) *queueNode {
-	q := t.queue
+	q := t.leaf
 	for q != nil && len(q.guar) == 0 {
 		q = q.parent
 	}
@@ -394,11 +394,11 @@ func (c *Core) evictedWith(v *Task, taken, ghosts []*Task) []*Task {
 func keepsGuarantees(t *Task, o *Option, xs, ghosts, taken []*Task) bool {
 	v := xs[0]
 	for _, x := range xs {
-		for q := x.queue; q != nil; q = q.parent {
+		for q := x.leaf; q != nil; q = q.parent {
 			for _, g := range q.guar {
 				var out int64
 				for _, y := range xs {
-					if inSubtree(y.queue, q) {
+					if inSubtree(y.leaf, q) {
 						out += y.cls.opts[optIndex(y.chosen)].req[g.dim]
 					}
 				}
@@ -406,12 +406,12 @@ func keepsGuarantees(t *Task, o *Option, xs, ghosts, taken []*Task) bool {
 					continue
 				}
 				for _, y := range ghosts {
-					if y != v && !slices.Contains(taken, y) && inSubtree(y.queue, q) {
+					if y != v && !slices.Contains(taken, y) && inSubtree(y.leaf, q) {
 						out += y.cls.opts[optIndex(y.chosen)].req[g.dim]
 					}
 				}
 				after := q.used[g.dim] - q.evicted[g.dim] - out
-				if inSubtree(t.queue, q) {
+				if inSubtree(t.leaf, q) {
 					after += o.req[g.dim]
 				}
 				if after < min(q.used[g.dim], g.max) {
@@ -428,7 +428,7 @@ func keepsGuarantees(t *Task, o *Option, xs, ghosts, taken []*Task) bool {
 func whatIf(n *Node, v *Task, sign int64) {
 	vo := &v.cls.opts[optIndex(v.chosen)]
 	rawAdd(n, v, vo, v.devs, sign)
-	for q := v.queue; q != nil; q = q.parent {
+	for q := v.leaf; q != nil; q = q.parent {
 		for i := range vo.req {
 			q.evicted[i] -= sign * vo.req[i]
 		}
@@ -462,7 +462,7 @@ func (c *Core) victimsOn(t *Task, o *Option, n *Node, m preemptMode) ([]*Task, b
 			continue
 		}
 		xs := c.evictedWith(v, taken, ghosts)
-		if gq != nil && slices.ContainsFunc(xs, func(x *Task) bool { return inSubtree(x.queue, gq) }) {
+		if gq != nil && slices.ContainsFunc(xs, func(x *Task) bool { return inSubtree(x.leaf, gq) }) {
 			// A reclaim takes nothing from the queue it reclaims for
 			// (that gives the queue nothing, and the victim, under
 			// the same guarantee, could reclaim its place back).

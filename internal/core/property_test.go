@@ -1491,7 +1491,7 @@ var nondeterministicPolicies = map[string]string{
 
 // TestPropertyDeterminismFGD: fgd under churn, with many request types.
 //
-// Was a bug (fixed): workload.topTypes (learn.go) collects the types from a map and sorts
+// Was a bug (fixed): workload.topTypes (plugins_fgd.go) collects the types from a map and sorts
 // them by count, milli, cpu, mem: a GPU and a TPU type equal in those come
 // out in map order, and so does the cut to the top 16, so the
 // fragmentation scores and the placements differ between identical runs.

@@ -189,7 +189,7 @@ func (c *Core) reparent(n, p *queueNode) {
 // queueCheck reports whether o fits under the max of t's queue and of its
 // ancestors.
 func (c *Core) queueCheck(t *Task, o *Option) *Status {
-	for q := t.queue; q != nil; q = q.parent {
+	for q := t.leaf; q != nil; q = q.parent {
 		for _, l := range q.limits {
 			if q.used[l.dim]-q.evicted[l.dim]+o.req[l.dim] > l.max {
 				q.hit = true
@@ -205,7 +205,7 @@ func (c *Core) queueCheck(t *Task, o *Option) *Status {
 // overQueueMax reports whether every option of t is over a queue max, so
 // that an attempt fails before walking any node.
 func (c *Core) overQueueMax(t *Task) bool {
-	if t.queue.parent == c.rootQ && len(c.rootQ.limits) == 0 {
+	if t.leaf.parent == c.rootQ && len(c.rootQ.limits) == 0 {
 		return false // a task of no queue: no max applies
 	}
 	for oi := range t.cls.opts {
@@ -221,7 +221,7 @@ func (c *Core) overQueueMax(t *Task) bool {
 // refused a placement wakes the blocked classes.
 func (c *Core) queueAdd(t *Task, o *Option, sign int64) {
 	wake := false
-	for q := t.queue; q != nil; q = q.parent {
+	for q := t.leaf; q != nil; q = q.parent {
 		for i := range o.req {
 			q.used[i] += sign * o.req[i]
 		}

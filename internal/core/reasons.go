@@ -32,7 +32,7 @@ func (c *Core) explain(t *Task) string {
 }
 
 func (c *Core) explainOption(t *Task, o *Option) string {
-	if t.queue != nil {
+	if t.leaf != nil {
 		// Over its queue's max, no node can take it: say that alone.
 		if st := c.queueCheck(t, o); st != nil {
 			return st.Reason
