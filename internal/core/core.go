@@ -37,20 +37,14 @@ type Core struct {
 	modelSpeed map[string]ewma
 	work       workload
 
-	scratchDevs []devShare
-	bestDevs    []devShare
-	candBuf     []int32
-	victimBuf   []*Task
-	victimOut   []*Task
-	gangBuf     []*Task
-	ghostBuf    []*Task
-	insuff      []*Status
-	small       []*Status
-	nodev       []*Status
-	deferred    []*classQueue
-	blockedAll  []blockRef
-	pinned      map[pinKey][]blockRef // pinned classes by the identity value they wait on
-	unresolved  []*class              // classes requesting resources no node offers yet
+	sc         searchCtx // the search context (placement.go), reused
+	insuff     []*Status
+	small      []*Status
+	nodev      []*Status
+	deferred   []*classQueue
+	blockedAll []blockRef
+	pinned     map[pinKey][]blockRef // pinned classes by the identity value they wait on
+	unresolved []*class              // classes requesting resources no node offers yet
 	// blockedHigh lists the blocked queues whose head may preempt (urgent
 	// and high) or reclaim, retried at highRetryAt.
 	blockedHigh []blockRef
@@ -62,16 +56,11 @@ type Core struct {
 
 	// jobs (jobs.go)
 	jobs     map[string]*job
-	joining  *job    // the job of the task being submitted
 	gangWait []*gang // gangs with pending members
 	// gangTold lists the gangs whose members' reason changed since the
 	// last TakeOutput, which reports each member (gangReport).
 	gangTold []*gang
-	gangAff  *gangAffinity
 	capSeq   uint64 // bumps when capacity may have appeared (wake)
-	// fullSearch makes every search complete (no MaxVisit budget): a gang
-	// try after one that ran out of budget.
-	fullSearch bool
 	// locality (locality.go)
 	locHeap locHeap
 	// tenant queues (queues.go)
@@ -250,9 +239,12 @@ func (c *Core) NextWakeup() (time.Time, bool) {
 
 // Submit adds a task. The spec must have passed api.Task.Validate (the
 // core re-checks only what its own safety needs) and carry an id.
-func (c *Core) Submit(now time.Time, spec *api.Task) error {
+func (c *Core) Submit(now time.Time, spec *api.Task) error { return c.submit(now, spec, nil) }
+
+// submit adds a task of job j (nil for none).
+func (c *Core) submit(now time.Time, spec *api.Task, j *job) error {
 	c.advance(now)
-	t, deps, skipReason, err := c.admit(spec)
+	t, deps, skipReason, err := c.admit(spec, j)
 	if err != nil {
 		return err
 	}
@@ -274,10 +266,11 @@ func (c *Core) Submit(now time.Time, spec *api.Task) error {
 	return nil
 }
 
-// admit checks a spec and creates its task (state unset, in no queue). It
+// admit checks a spec and creates its task of job j (nil for none; state
+// unset, in no queue). It
 // resolves the dependencies: deps are those not finished yet, skipReason
 // is set when one ended without success. Nothing changes on error.
-func (c *Core) admit(spec *api.Task) (t *Task, deps []*Task, skipReason string, err error) {
+func (c *Core) admit(spec *api.Task, j *job) (t *Task, deps []*Task, skipReason string, err error) {
 	if spec.ID == "" {
 		return nil, nil, "", errs.Invalid("id", "the core needs an id; the server assigns one")
 	}
@@ -339,7 +332,7 @@ func (c *Core) admit(spec *api.Task) (t *Task, deps []*Task, skipReason string, 
 		}
 	}
 	c.tasks[t.id] = t
-	c.attachJob(t)
+	c.attachJob(t, j)
 	c.stats.Submitted++
 	for oi := range cls.opts {
 		c.work.observe(&cls.opts[oi])

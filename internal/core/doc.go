@@ -57,4 +57,8 @@
 //   - bucket: a group's schedulable nodes sorted by their free amount of
 //     the group's primary resource, four buckets per power of two, so that
 //     a search starts where a fit is possible.
+//
+// A placement attempt (placement.go) walks the buckets of its options'
+// groups with a search context (searchCtx: its flags and reused buffers,
+// passed explicitly to every step); a placement is a commit.
 package core

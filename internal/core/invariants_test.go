@@ -229,8 +229,9 @@ func checkInvariants(c *Core) error {
 // checkJobInvariants verifies the bookkeeping of jobs, gangs, retries and
 // locality (jobs.go, locality.go) between inputs:
 //
-//   - no input is half done: no job being joined, no gang try, restart or
-//     failure in progress;
+//   - no input is half done: no gang try (a search context still holding
+//     its affinity), restart or failure in progress (the job a task joins
+//     is an argument of admit, no longer state that could be left set);
 //   - a backoff task is pending in no queue, holds no node, its retry
 //     timer is its only timer, and it belongs to a job with retries left;
 //     a retry timer belongs to a backoff task;
@@ -249,10 +250,7 @@ func checkInvariants(c *Core) error {
 //     preference and has a live deadline in the locality heap; one pending
 //     in its own class has spent it; the locality heap is ordered.
 func checkJobInvariants(c *Core) error {
-	if c.joining != nil {
-		return fmt.Errorf("core still joining tasks to job %s", c.joining.id)
-	}
-	if c.gangAff != nil {
+	if c.sc.aff != nil {
 		return fmt.Errorf("gang affinity left set after an input")
 	}
 	inWait := map[*gang]int{}

@@ -140,14 +140,11 @@ func (c *Core) SubmitJobTask(now time.Time, jobID string, spec *api.Task) error 
 	if j == nil {
 		return errs.New(errs.NotFound, "job", "no job %q", jobID)
 	}
-	c.joining = j
-	defer func() { c.joining = nil }()
-	return c.Submit(now, spec)
+	return c.submit(now, spec, j)
 }
 
-// attachJob links a task being admitted to the job being submitted.
-func (c *Core) attachJob(t *Task) {
-	j := c.joining
+// attachJob links a task being admitted to its job j (nil for none).
+func (c *Core) attachJob(t *Task, j *job) {
 	if j == nil {
 		return
 	}
@@ -439,18 +436,17 @@ func (c *Core) tryGang(g *gang) {
 			break
 		}
 	}
-	c.gangAff = aff
 	// Gang tries search completely (no MaxVisit budget) and leave the
 	// class's search state as they found it: a gang member shares its
 	// class with plain tasks, and a try that changed that state could
 	// keep their searches, and its own, from ever completing.
-	c.fullSearch = true
+	sc := c.beginSearch(true, aff)
 	var newly []*Task
 	deferredTry := false
 	for _, t := range ready {
 		c.stats.Attempts++
 		saved := saveSearch(t.cls)
-		res := c.tryPlace(t)
+		res := c.tryPlace(sc, t)
 		saved.restore(t.cls)
 		switch res {
 		case placed:
@@ -462,8 +458,7 @@ func (c *Core) tryGang(g *gang) {
 			deferredTry = true
 		}
 	}
-	c.gangAff = nil
-	c.fullSearch = false
+	sc.endSearch()
 	g.dirty = false
 	if g.placed+g.done+len(newly) >= g.min {
 		for _, t := range newly {

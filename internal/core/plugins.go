@@ -33,6 +33,10 @@ func AsError(plugin string, err error) *Status {
 type CycleState struct {
 	core *Core
 	now  int64
+	// picked is what the device check chose on the node being checked
+	// (a search's; empty outside one), for plugins that score a
+	// placement by its devices.
+	picked []devShare
 }
 
 // Now returns the attempt's time (ns since the Unix epoch).

@@ -182,7 +182,7 @@ func refScore(d float64) int64 { return int64(sigmoid(-d/1000) * 100) }
 
 // Score implements ScorePlugin: higher for less fragmentation growth.
 func (f *Fragmentation) Score(cs *CycleState, _ *Task, o *Option, n *Node) (int64, *Status) {
-	return refScore(f.delta(o, n, cs.core.scratchDevs)), nil
+	return refScore(f.delta(o, n, cs.picked)), nil
 }
 
 // PickShare implements SharePicker: the device whose use grows

@@ -149,17 +149,18 @@ func (c *Core) mayPreempt(t *Task) bool {
 // tryPreempt finds victims for t and, when it finds a plan, evicts them and
 // places t.
 func (c *Core) tryPreempt(t *Task) bool {
+	sc := c.beginSearch(false, nil)
 	var plan preemptPlan
 	visited, plans := 0, 0
 	try := func(o *Option, m preemptMode, n *Node) {
 		if !c.potentialFits(t, o, n, m) {
 			return
 		}
-		victims, ok := c.victimsOn(t, o, n, m)
+		victims, ok := c.victimsOn(sc, t, o, n, m)
 		if (!ok || len(victims) == 0) && m.reclaim && m.priority {
 			// The reclaim plan spares t's own queue; priority alone
 			// may evict its less important work.
-			victims, ok = c.victimsOn(t, o, n, preemptMode{priority: true})
+			victims, ok = c.victimsOn(sc, t, o, n, preemptMode{priority: true})
 		}
 		if !ok || len(victims) == 0 {
 			return
@@ -219,11 +220,11 @@ decide:
 		// not restart failed, and its job failed fast, cancelling t).
 		return true
 	}
-	if c.checkNode(t, plan.o, plan.n) != nil {
+	if c.checkNode(sc, t, plan.o, plan.n) != nil {
 		// Cannot happen: the what-if proved the fit on this exact state.
 		return false
 	}
-	c.commit(t, plan.o, plan.n, c.scratchDevs)
+	c.commit(t, plan.o, plan.n, sc.cs.picked)
 	return true
 }
 
@@ -366,8 +367,8 @@ func (c *Core) reclaimVictim(t *Task, o *Option, v *Task) bool {
 // evictedWith lists what evicting v takes away: v and the other placed
 // members of its gang that the plan does not evict already (taken, on the
 // node, or ghosts, gang members elsewhere evicted with an earlier victim).
-func (c *Core) evictedWith(v *Task, taken, ghosts []*Task) []*Task {
-	xs := append(c.gangBuf[:0], v)
+func evictedWith(sc *searchCtx, v *Task, taken, ghosts []*Task) []*Task {
+	xs := append(sc.evicted[:0], v)
 	if inGang(v) {
 		for _, m := range v.gang.members {
 			if m != v && (m.state == Scheduled || m.state == Running) && !slices.Contains(taken, m) && !slices.Contains(ghosts, m) {
@@ -375,7 +376,7 @@ func (c *Core) evictedWith(v *Task, taken, ghosts []*Task) []*Task {
 			}
 		}
 	}
-	c.gangBuf = xs
+	sc.evicted = xs
 	return xs
 }
 
@@ -440,8 +441,8 @@ func whatIf(n *Node, v *Task, sign int64) {
 // most important down. A candidate's eligibility is judged as it is taken,
 // against what the victims before it already freed. The node's and the
 // queues' state is restored before returning.
-func (c *Core) victimsOn(t *Task, o *Option, n *Node, m preemptMode) ([]*Task, bool) {
-	cands := c.victimBuf[:0]
+func (c *Core) victimsOn(sc *searchCtx, t *Task, o *Option, n *Node, m preemptMode) ([]*Task, bool) {
+	cands := sc.victims[:0]
 	for _, v := range n.tasks {
 		if c.evictable(v) && (m.priority && v.prio > t.prio || m.reclaim) && !(inGang(v) && c.gangProtected(v)) {
 			cands = append(cands, v)
@@ -449,19 +450,19 @@ func (c *Core) victimsOn(t *Task, o *Option, n *Node, m preemptMode) ([]*Task, b
 	}
 	// Least important first, then most recently started, then newest.
 	sort.Slice(cands, func(i, j int) bool { return victimBefore(cands[i], cands[j]) })
-	c.victimBuf = cands
+	sc.victims = cands
 	taken := cands[:0] // the evicted, in order (reuses cands' front)
 	fits := false
 	var gq *queueNode
 	if m.reclaim {
 		gq = reclaimQueue(t)
 	}
-	ghosts := c.ghostBuf[:0]
+	ghosts := sc.ghosts[:0]
 	for _, v := range cands {
 		if !(m.priority && c.priorityVictim(t, v) || m.reclaim && c.reclaimVictim(t, o, v)) {
 			continue
 		}
-		xs := c.evictedWith(v, taken, ghosts)
+		xs := evictedWith(sc, v, taken, ghosts)
 		if gq != nil && slices.ContainsFunc(xs, func(x *Task) bool { return inSubtree(x.leaf, gq) }) {
 			// A reclaim takes nothing from the queue it reclaims for
 			// (that gives the queue nothing, and the victim, under
@@ -474,23 +475,23 @@ func (c *Core) victimsOn(t *Task, o *Option, n *Node, m preemptMode) ([]*Task, b
 		ghosts = append(ghosts, xs[1:]...)
 		whatIf(n, v, -1)
 		taken = append(taken, v)
-		if c.checkNode(t, o, n) == nil {
+		if c.checkNode(sc, t, o, n) == nil {
 			fits = true
 			break
 		}
 	}
-	c.ghostBuf = ghosts[:0]
+	sc.ghosts = ghosts[:0]
 	if !fits {
 		for i := len(taken) - 1; i >= 0; i-- {
 			whatIf(n, taken[i], 1)
 		}
 		return nil, false
 	}
-	victims := c.victimOut[:0]
+	victims := sc.kept[:0]
 	for i := len(taken) - 1; i >= 0; i-- {
 		v := taken[i]
 		whatIf(n, v, 1)
-		if c.checkNode(t, o, n) != nil {
+		if c.checkNode(sc, t, o, n) != nil {
 			whatIf(n, v, -1)
 			victims = append(victims, v)
 		}
@@ -498,7 +499,7 @@ func (c *Core) victimsOn(t *Task, o *Option, n *Node, m preemptMode) ([]*Task, b
 	for _, v := range victims {
 		whatIf(n, v, 1)
 	}
-	c.victimOut = victims
+	sc.kept = victims
 	return victims, true
 }
 

@@ -166,14 +166,12 @@ func (c *Core) dispatch(b int) {
 		t := q.head()
 		c.stats.Attempts++
 		before := c.stats.Placed
-		r := c.tryPlace(t)
+		r := c.tryPlace(c.beginSearch(false, nil), t)
 		if r == deferred && t.prio <= api.PriorityHigh {
 			// Urgent and high work does not wait a retry interval for the
 			// rest of its search: it completes now (then may preempt).
 			c.stats.Deferrals++
-			c.fullSearch = true
-			r = c.tryPlace(t)
-			c.fullSearch = false
+			r = c.tryPlace(c.beginSearch(true, nil), t)
 		}
 		switch r {
 		case placed:
