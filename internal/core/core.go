@@ -38,6 +38,7 @@ type Core struct {
 	work       workload
 
 	sc         searchCtx // the search context (placement.go), reused
+	jr         journal   // undo log of the open checkpoints (journal.go)
 	insuff     []*Status
 	small      []*Status
 	nodev      []*Status

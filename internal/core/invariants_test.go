@@ -250,6 +250,9 @@ func checkInvariants(c *Core) error {
 //     preference and has a live deadline in the locality heap; one pending
 //     in its own class has spent it; the locality heap is ordered.
 func checkJobInvariants(c *Core) error {
+	if c.jr.open != 0 || len(c.jr.entries) != 0 || len(c.jr.picked) != 0 {
+		return fmt.Errorf("journal left open after an input: %d checkpoints, %d entries", c.jr.open, len(c.jr.entries))
+	}
 	if c.sc.aff != nil {
 		return fmt.Errorf("gang affinity left set after an input")
 	}

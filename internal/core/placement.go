@@ -555,17 +555,18 @@ func (c *Core) noDevice(dim int) *Status {
 	return c.nodev[dim]
 }
 
-// commit places pending t on n with devs.
+// commit places pending t on n with devs; under a checkpoint it records
+// what it changes (journal.go).
 func (c *Core) commit(t *Task, o *Option, n *Node, devs []devShare) {
+	if c.journaling() {
+		c.recordPlace(t, o, n)
+	}
 	delay := c.now - t.enqueued
 	level := t.level
-	gangTry := t.gready // placed by a gang try, which may roll it back
 	c.unqueue(t)
 	c.timers.cancel(t)
 	c.allocate(t, n, o, devs)
-	if !gangTry {
-		t.locDone = true // a gang try may be rolled back: tryGang spends it
-	}
+	t.locDone = true
 	t.state = Scheduled
 	t.started = c.now // until TaskStarted says when it really started
 	t.reason = ""
