@@ -61,6 +61,7 @@
 // A placement attempt (placement.go) walks the buckets of its options'
 // groups with a search context (searchCtx: its flags and reused buffers,
 // passed explicitly to every step); a placement is a commit. A try that
-// may be undone (a gang's) runs between a journal checkpoint and its
-// rollback or keep (journal.go).
+// may be undone (a gang's; preemption's and reclaim's what-if evictions)
+// runs between a journal checkpoint and its rollback or keep
+// (journal.go).
 package core

@@ -250,7 +250,7 @@ func checkInvariants(c *Core) error {
 //     preference and has a live deadline in the locality heap; one pending
 //     in its own class has spent it; the locality heap is ordered.
 func checkJobInvariants(c *Core) error {
-	if c.jr.open != 0 || len(c.jr.entries) != 0 || len(c.jr.picked) != 0 {
+	if c.jr.open != 0 || len(c.jr.entries) != 0 || len(c.jr.places) != 0 || len(c.jr.queues) != 0 {
 		return fmt.Errorf("journal left open after an input: %d checkpoints, %d entries", c.jr.open, len(c.jr.entries))
 	}
 	if c.sc.aff != nil {
@@ -416,9 +416,6 @@ func checkQueueInvariants(c *Core) error {
 	for _, q := range all {
 		if *want[q] != q.used {
 			return fmt.Errorf("queue %s (leaf %v): usage %s, placed tasks hold %s", q.name, q.leaf, c.dims.Format(&q.used), c.dims.Format(want[q]))
-		}
-		if !q.evicted.IsZero() {
-			return fmt.Errorf("queue %s: what-if scratch left %s", q.name, c.dims.Format(&q.evicted))
 		}
 	}
 	var total resource.Vector

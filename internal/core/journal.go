@@ -8,15 +8,18 @@ package core
 //	c.rollback(cp) // or c.keep(cp)
 //
 // While a checkpoint is open, every change the core makes through commit
-// (a placement) is recorded with the state it replaced:
+// (a placement) and through whatIfEvict (a what-if eviction of a placed
+// task: preemption's and reclaim's search for victims) is recorded with
+// the state it replaced:
 //
 //   - allocations: the node's alloc vector and allocation by priority,
 //     its devices' shares, its task list, and its bucket position (the
 //     node goes back to the very slot it left, so later walks visit the
 //     nodes in the order they would have);
-//   - queue usage: used by the task's leaf and every ancestor, and when a
-//     placement last went below each (picked); shares and lanes follow
-//     the usage they are recomputed from;
+//   - queue usage: used by the task's leaf and every ancestor, and for a
+//     placement when one last went below each (picked) and each one's
+//     share and guarantee flag, which the lanes are ordered by (a what-if
+//     changes usage alone: nothing orders lanes during a what-if);
 //   - timers: the timer the task held (a queue timeout), and the lease
 //     timer a placement set;
 //   - task fields: state, chosen, node, devices, started, reason, the
@@ -41,14 +44,15 @@ package core
 //
 // Contracts: checkpoints nest and are closed in reverse order of opening;
 // a journaled placement takes a gang-ready member (the only placements a
-// try makes: members wait in no class queue); no input returns with a
-// checkpoint open.
+// try makes: members wait in no class queue); what-if evictions are always
+// rolled back, never kept (the task stays on its node, its queues' shares
+// are not refreshed); no input returns with a checkpoint open.
 
 // checkpoint is where rollback returns to.
 type checkpoint struct {
-	mark, picked int // lengths of the journal's entries and picked values
-	stats        Stats
-	callPlaced   int
+	mark, places, queues int // lengths of the journal's lists
+	stats                Stats
+	callPlaced           int
 	// lengths of the output lists
 	placements, preemptions, transitions, unschedulable int
 }
@@ -56,50 +60,64 @@ type checkpoint struct {
 // journal is the undo log of the open checkpoints.
 type journal struct {
 	entries []jentry
-	picked  []uint64 // queueNode.picked values replaced by placements
-	open    int      // checkpoints open
+	places  []placeWas // what each placement replaced
+	queues  []queueWas // what placements replaced in the queues
+	open    int        // checkpoints open
 }
 
 type jkind uint8
 
 const (
-	jPlace jkind = iota // commit placed a gang-ready member
+	jPlace  jkind = iota // commit placed a gang-ready member
+	jWhatIf              // whatIfEvict took a placed task's allocation away
 )
 
-// jentry is one recorded change and what it replaced.
+// jentry is one recorded change: t on n with o; for a placement the index
+// of what it replaced, for a what-if eviction whether it is in effect (a
+// reprieve gives the task back in place: whatIfSet).
 type jentry struct {
-	kind jkind
-	t    *Task
-	n    *Node
-	o    *Option
-	// jPlace: the task's fields
-	state    State
-	chosen   int8
-	locDone  bool
-	npos     int32
-	started  int64
-	reason   string
-	devs     []devShare
-	tkind    timerKind
-	deadline int64
-	// jPlace: its slot in its gang's ready list, and the gang's verdict
-	readyAt    int
-	gangReason string
-	// jPlace: the node's task list and bucket slot, its group's highest
-	// bucket
+	kind    jkind
+	evicted bool // jWhatIf: in effect
+	at      int  // jPlace: index in journal.places
+	t       *Task
+	n       *Node
+	o       *Option
+}
+
+// placeWas is what a placement replaced: the task's fields, its slot in
+// its gang's ready list and the gang's verdict, the node's task list and
+// bucket slot and its group's highest bucket, and where the queues' old
+// values start in journal.queues (leaf first, then each ancestor).
+type placeWas struct {
+	state       State
+	chosen      int8
+	locDone     bool
+	npos        int32
+	started     int64
+	reason      string
+	devs        []devShare
+	tkind       timerKind
+	deadline    int64
+	readyAt     int
+	gangReason  string
 	tasks       []*Task
 	bucket, pos int32
 	gmax        int
-	// jPlace: where the replaced picked values of the task's leaf and its
-	// ancestors (leaf first) start in journal.picked
-	pickedAt int
+	queuesAt    int
+}
+
+// queueWas is what a placement replaced in one queueNode.
+type queueWas struct {
+	picked uint64
+	share  float64
+	under  bool
 }
 
 // checkpoint opens a checkpoint.
 func (c *Core) checkpoint() checkpoint {
 	c.jr.open++
 	return checkpoint{
-		mark: len(c.jr.entries), picked: len(c.jr.picked),
+		mark: len(c.jr.entries), places: len(c.jr.places), queues: len(c.jr.queues),
 		stats: c.stats, callPlaced: c.callPlaced,
 		placements: len(c.out.Placements), preemptions: len(c.out.Preemptions),
 		transitions: len(c.out.Transitions), unschedulable: len(c.out.Unschedulable),
@@ -116,7 +134,9 @@ func (c *Core) keep(cp checkpoint) {
 	if c.jr.open == 0 {
 		clear(c.jr.entries)
 		c.jr.entries = c.jr.entries[:0]
-		c.jr.picked = c.jr.picked[:0]
+		clear(c.jr.places)
+		c.jr.places = c.jr.places[:0]
+		c.jr.queues = c.jr.queues[:0]
 	}
 }
 
@@ -127,82 +147,149 @@ func (c *Core) rollback(cp checkpoint) {
 		e := &c.jr.entries[i]
 		switch e.kind {
 		case jPlace:
-			c.unplace(e)
+			c.unplace(e, &c.jr.places[e.at])
+		case jWhatIf:
+			if e.evicted {
+				applyWhatIf(e.t, e.n, e.o, 1)
+			}
 		}
 		*e = jentry{}
 	}
 	c.jr.entries = c.jr.entries[:cp.mark]
-	c.jr.picked = c.jr.picked[:cp.picked]
+	clear(c.jr.places[cp.places:])
+	c.jr.places = c.jr.places[:cp.places]
+	c.jr.queues = c.jr.queues[:cp.queues]
 	c.jr.open--
 	c.stats, c.callPlaced = cp.stats, cp.callPlaced
 	o := &c.out
-	clear(o.Placements[cp.placements:])
-	o.Placements = o.Placements[:cp.placements]
-	clear(o.Preemptions[cp.preemptions:])
-	o.Preemptions = o.Preemptions[:cp.preemptions]
-	clear(o.Transitions[cp.transitions:])
-	o.Transitions = o.Transitions[:cp.transitions]
-	clear(o.Unschedulable[cp.unschedulable:])
-	o.Unschedulable = o.Unschedulable[:cp.unschedulable]
+	if len(o.Placements) > cp.placements {
+		clear(o.Placements[cp.placements:])
+		o.Placements = o.Placements[:cp.placements]
+	}
+	if len(o.Preemptions) > cp.preemptions {
+		clear(o.Preemptions[cp.preemptions:])
+		o.Preemptions = o.Preemptions[:cp.preemptions]
+	}
+	if len(o.Transitions) > cp.transitions {
+		clear(o.Transitions[cp.transitions:])
+		o.Transitions = o.Transitions[:cp.transitions]
+	}
+	if len(o.Unschedulable) > cp.unschedulable {
+		clear(o.Unschedulable[cp.unschedulable:])
+		o.Unschedulable = o.Unschedulable[:cp.unschedulable]
+	}
+}
+
+// whatIfEvict takes placed v's allocation away from its node and from its
+// queues' usage, under the open checkpoint: the what-if step of
+// preemption (v stays on its node and keeps its state). It returns the
+// entry recording it, for whatIfSet.
+func (c *Core) whatIfEvict(v *Task) int {
+	o := &v.cls.opts[optIndex(v.chosen)]
+	c.jr.entries = append(c.jr.entries, jentry{kind: jWhatIf, evicted: true, t: v, n: v.node, o: o})
+	applyWhatIf(v, v.node, o, -1)
+	return len(c.jr.entries) - 1
+}
+
+// whatIfSet gives back (evicted false) or takes away again the what-if
+// eviction recorded at entry i: a reprieve, in place, so that the entry
+// says what rollback has to undo. The entry must have been recorded since
+// the innermost open checkpoint (an enclosing one's entries are its
+// history, which an inner rollback would not undo).
+func (c *Core) whatIfSet(i int, evicted bool) {
+	e := &c.jr.entries[i]
+	if e.evicted == evicted {
+		return
+	}
+	e.evicted = evicted
+	sign := int64(1)
+	if evicted {
+		sign = -1
+	}
+	applyWhatIf(e.t, e.n, e.o, sign)
+}
+
+// applyWhatIf adds (sign 1) or takes away (sign -1) v's allocation on n
+// and in its queues' usage.
+func applyWhatIf(v *Task, n *Node, o *Option, sign int64) {
+	rawAdd(n, v, o, v.devs, sign)
+	for q := v.leaf; q != nil; q = q.parent {
+		for i := range o.req {
+			q.used[i] += sign * o.req[i]
+		}
+	}
+}
+
+// usedAt returns what q held of dim d at cp: its usage now plus what the
+// what-if evictions in effect since cp took away.
+func (c *Core) usedAt(cp checkpoint, q *queueNode, d int) int64 {
+	u := q.used[d]
+	for i := cp.mark; i < len(c.jr.entries); i++ {
+		if e := &c.jr.entries[i]; e.kind == jWhatIf && e.evicted && inSubtree(e.t.leaf, q) {
+			u += e.o.req[d]
+		}
+	}
+	return u
 }
 
 // recordPlace records what commit is about to change to place gang-ready
 // t on n with o.
 func (c *Core) recordPlace(t *Task, o *Option, n *Node) {
-	e := jentry{kind: jPlace, t: t, n: n, o: o,
-		state: t.state, chosen: t.chosen, locDone: t.locDone, npos: t.npos, started: t.started,
+	w := placeWas{state: t.state, chosen: t.chosen, locDone: t.locDone, npos: t.npos, started: t.started,
 		reason: t.reason, devs: t.devs, tkind: t.tkind, deadline: t.deadline,
 		readyAt: -1, gangReason: t.gang.reason,
-		tasks: n.tasks, bucket: n.bucket, pos: n.pos, pickedAt: len(c.jr.picked)}
+		tasks: n.tasks, bucket: n.bucket, pos: n.pos, queuesAt: len(c.jr.queues)}
 	if n.group != nil {
-		e.gmax = n.group.max
+		w.gmax = n.group.max
 	}
 	for i, m := range t.gang.ready {
 		if m == t {
-			e.readyAt = i
+			w.readyAt = i
 			break
 		}
 	}
 	for q := t.leaf; q != nil; q = q.parent {
-		c.jr.picked = append(c.jr.picked, q.picked)
+		c.jr.queues = append(c.jr.queues, queueWas{picked: q.picked, share: q.share, under: q.under})
 	}
-	c.jr.entries = append(c.jr.entries, e)
+	c.jr.places = append(c.jr.places, w)
+	c.jr.entries = append(c.jr.entries, jentry{kind: jPlace, at: len(c.jr.places) - 1, t: t, n: n, o: o})
 }
 
 // unplace undoes a recorded commit (the reverse of commit's steps).
-func (c *Core) unplace(e *jentry) {
+func (c *Core) unplace(e *jentry, w *placeWas) {
 	t, n, o := e.t, e.n, e.o
 	for i := len(c.policy.Reserve) - 1; i >= 0; i-- {
 		c.policy.Reserve[i].Unreserve(&c.cs, t, o, n)
 	}
 	c.timers.cancel(t)
-	if e.tkind != timerNone {
-		c.timers.set(t, e.tkind, e.deadline)
+	if w.tkind != timerNone {
+		c.timers.set(t, w.tkind, w.deadline)
 	}
-	t.deadline = e.deadline // also where no timer is held (a stale value)
+	t.deadline = w.deadline // also where no timer is held (a stale value)
 	rawAdd(n, t, o, t.devs, -1)
-	i := e.pickedAt
+	i := w.queuesAt
 	for q := t.leaf; q != nil; q = q.parent {
 		for d := range o.req {
 			q.used[d] -= o.req[d]
 		}
-		q.picked = c.jr.picked[i]
+		was := &c.jr.queues[i]
 		i++
-		c.refreshShare(q)
+		q.picked, q.share, q.under = was.picked, was.share, was.under
+		c.reorderLanes(q)
 	}
 	n.tasks[len(n.tasks)-1] = nil
-	n.tasks = e.tasks
-	if g := n.group; g != nil && n.bucket != e.bucket {
-		g.moveBack(n, e.bucket, e.pos, e.gmax)
+	n.tasks = w.tasks
+	if g := n.group; g != nil && n.bucket != w.bucket {
+		g.moveBack(n, w.bucket, w.pos, w.gmax)
 	}
-	t.state, t.chosen, t.locDone, t.started, t.reason = e.state, e.chosen, e.locDone, e.started, e.reason
-	t.node, t.npos, t.devs = nil, e.npos, e.devs
+	t.state, t.chosen, t.locDone, t.started, t.reason = w.state, w.chosen, w.locDone, w.started, w.reason
+	t.node, t.npos, t.devs = nil, w.npos, w.devs
 	g := t.gang
 	g.ready = append(g.ready, nil)
-	copy(g.ready[e.readyAt+1:], g.ready[e.readyAt:])
-	g.ready[e.readyAt] = t
+	copy(g.ready[w.readyAt+1:], g.ready[w.readyAt:])
+	g.ready[w.readyAt] = t
 	t.gready = true
-	g.reason = e.gangReason
+	g.reason = w.gangReason
 }
 
 // moveBack returns n, the last node of its bucket, to slot pos of bucket

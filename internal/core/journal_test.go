@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 	"strconv"
 	"testing"
@@ -16,10 +17,11 @@ import (
 )
 
 // The journal's property (journal.go): random sequences of journaled
-// placements of gang members (and, nested, checkpoints kept or rolled
-// back inside them) rolled back leave the core as it was at the
-// checkpoint: snapshotCore, which reads every field the journal promises
-// to restore, compares equal, and the invariants hold.
+// placements of gang members and what-if evictions and reprieves of placed
+// tasks (and, nested, checkpoints kept or rolled back inside them) rolled
+// back leave the core as it was at the checkpoint: snapshotCore, which
+// reads every field the journal promises to restore, compares equal, and
+// the invariants hold.
 
 // coreSnap is the state of a core as plain values: what rollback must
 // restore. Heaps are listed as sorted sets (their layout may differ, see
@@ -44,7 +46,7 @@ type coreSnap struct {
 	CapSeq       uint64
 	Output       string
 	OutLens      [4]int
-	Journal      [3]int
+	Journal      [4]int
 }
 
 type nodeSnap struct {
@@ -83,12 +85,12 @@ type taskSnap struct {
 }
 
 type queueSnap struct {
-	Used, Evicted resource.Vector
-	Share         float64
-	Under         bool
-	Picked        uint64
-	Backoff       int
-	Lanes         [nBands]laneSnap
+	Used    resource.Vector
+	Share   float64
+	Under   bool
+	Picked  uint64
+	Backoff int
+	Lanes   [nBands]laneSnap
 }
 
 type laneSnap struct {
@@ -145,7 +147,7 @@ func snapshotCore(c *Core) coreSnap {
 	s := coreSnap{Tasks: map[string]taskSnap{}, Queues: map[string]queueSnap{}, Gangs: map[string]gangSnap{},
 		ClassQueues: map[string]cqSnap{}, Total: c.idx.total, TotalChanged: c.idx.totalChanged,
 		Bands: c.bands, Bypass: c.bypass, Stats: c.stats, CallPlaced: c.callPlaced, CapSeq: c.capSeq,
-		Output: formatOutput(c.out), Journal: [3]int{len(c.jr.entries), len(c.jr.picked), c.jr.open},
+		Output: formatOutput(c.out), Journal: [4]int{len(c.jr.entries), len(c.jr.places), len(c.jr.queues), c.jr.open},
 		OutLens: [4]int{len(c.out.Placements), len(c.out.Preemptions), len(c.out.Transitions), len(c.out.Unschedulable)}}
 	for _, n := range c.idx.order {
 		ns := nodeSnap{Name: n.name, Alloc: n.alloc, AllocByPrio: n.allocByPrio, Bucket: n.bucket, Pos: n.pos, LoadReserved: n.load.reserved}
@@ -181,7 +183,7 @@ func snapshotCore(c *Core) coreSnap {
 		s.Tasks[id] = ts
 	}
 	for _, q := range allQueueNodes(c) {
-		qs := queueSnap{Used: q.used, Evicted: q.evicted, Share: q.share, Under: q.under, Picked: q.picked, Backoff: q.backoff}
+		qs := queueSnap{Used: q.used, Share: q.share, Under: q.under, Picked: q.picked, Backoff: q.backoff}
 		for b := range q.ln {
 			ln := &q.ln[b]
 			ls := laneSnap{Linked: ln.pos >= 0}
@@ -339,11 +341,64 @@ func journalPlace(t *rapid.T, c *Core) bool {
 	return false
 }
 
+// whatIfs is what a sequence of what-if steps did: the journal entry of
+// each task evicted (in effect), and of each given back since.
+type whatIfs struct{ evicted, returned map[*Task]int }
+
+func (w whatIfs) clone() whatIfs { return whatIfs{maps.Clone(w.evicted), maps.Clone(w.returned)} }
+
+// journalWhatIf evicts a random placed task what-if (as preemption's
+// search does), gives one back (a reprieve), or takes one given back away
+// again (of those recorded since the innermost checkpoint, at mark).
+func journalWhatIf(t *rapid.T, c *Core, w whatIfs, mark int) {
+	var placed []*Task
+	for _, x := range c.tasks {
+		_, out := w.evicted[x]
+		_, back := w.returned[x]
+		if x.node != nil && !out && !back {
+			placed = append(placed, x)
+		}
+	}
+	sort.Slice(placed, func(i, j int) bool { return placed[i].seq < placed[j].seq })
+	keys := func(m map[*Task]int) []*Task {
+		var ts []*Task
+		for x, at := range m {
+			if at >= mark {
+				ts = append(ts, x)
+			}
+		}
+		sort.Slice(ts, func(i, j int) bool { return ts[i].seq < ts[j].seq })
+		return ts
+	}
+	switch rapid.IntRange(0, 2).Draw(t, "whatIf") {
+	case 0:
+		if len(placed) > 0 {
+			v := rapid.SampledFrom(placed).Draw(t, "victim")
+			w.evicted[v] = c.whatIfEvict(v)
+		}
+	case 1:
+		if ks := keys(w.evicted); len(ks) > 0 {
+			v := rapid.SampledFrom(ks).Draw(t, "reprieved")
+			c.whatIfSet(w.evicted[v], false)
+			w.returned[v] = w.evicted[v]
+			delete(w.evicted, v)
+		}
+	case 2:
+		if ks := keys(w.returned); len(ks) > 0 {
+			v := rapid.SampledFrom(ks).Draw(t, "retaken")
+			c.whatIfSet(w.returned[v], true)
+			w.evicted[v] = w.returned[v]
+			delete(w.returned, v)
+		}
+	}
+}
+
 // journalSteps runs random journaled steps under the open checkpoint
-// (depth: how many are open), nesting further checkpoints that are kept or
-// rolled back; it returns how many placements it made.
-func journalSteps(t *rapid.T, c *Core, depth int) int {
-	placed := 0
+// (depth: how many are open): placements, what-if evictions and
+// reprieves, and nested checkpoints that are kept or rolled back; it
+// returns how many placements and what-ifs it made.
+func journalSteps(t *rapid.T, c *Core, depth int, cp checkpoint, w whatIfs) int {
+	made := 0
 	steps := rapid.IntRange(0, 12).Draw(t, "steps")
 	for i := 0; i < steps; i++ {
 		switch rapid.IntRange(0, 5).Draw(t, "step") {
@@ -352,29 +407,38 @@ func journalSteps(t *rapid.T, c *Core, depth int) int {
 				continue
 			}
 			before := snapshotCore(c)
-			cp := c.checkpoint()
-			inner := journalSteps(t, c, depth+1)
+			was := w.clone()
+			icp := c.checkpoint()
+			inner := journalSteps(t, c, depth+1, icp, w)
 			if rapid.Bool().Draw(t, "keepInner") {
-				c.keep(cp)
-				placed += inner
+				c.keep(icp) // the outer checkpoint still rolls it back
+				made += inner
 				continue
 			}
-			c.rollback(cp)
+			c.rollback(icp)
+			clear(w.evicted)
+			maps.Copy(w.evicted, was.evicted)
+			clear(w.returned)
+			maps.Copy(w.returned, was.returned)
 			if d := cmp.Diff(before, snapshotCore(c), snapOpts...); d != "" {
 				t.Fatalf("an inner rollback (depth %d) did not restore the state at its checkpoint (-before +after):\n%s", depth+1, d)
 			}
+		case 1, 2:
+			journalWhatIf(t, c, w, cp.mark)
+			made++
 		default:
 			if journalPlace(t, c) {
-				placed++
+				made++
 			}
 		}
 	}
-	return placed
+	return made
 }
 
-// TestPropertyJournalRollback: random journaled placements, nested
-// checkpoints kept or rolled back, then the outer rollback: the core is
-// as it was at the checkpoint and its invariants hold.
+// TestPropertyJournalRollback: random journaled placements and what-if
+// evictions, nested checkpoints kept or rolled back, then the outer
+// rollback: the core is as it was at the checkpoint and its invariants
+// hold.
 func TestPropertyJournalRollback(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		r := journalCase(t)
@@ -383,10 +447,10 @@ func TestPropertyJournalRollback(t *testing.T) {
 		c.TakeOutput()
 		before := snapshotCore(c)
 		cp := c.checkpoint()
-		placed := journalSteps(t, c, 1)
+		made := journalSteps(t, c, 1, cp, whatIfs{map[*Task]int{}, map[*Task]int{}})
 		c.rollback(cp)
 		if d := cmp.Diff(before, snapshotCore(c), snapOpts...); d != "" {
-			t.Fatalf("rollback after %d placements did not restore the state at the checkpoint (-before +after):\n%s", placed, d)
+			t.Fatalf("rollback after %d placements and what-ifs did not restore the state at the checkpoint (-before +after):\n%s", made, d)
 		}
 		if err := checkInvariants(c); err != nil {
 			t.Fatalf("after rollback: %v", err)

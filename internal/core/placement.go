@@ -40,9 +40,10 @@ type searchCtx struct {
 	best []devShare
 	// cands is pickDevices' list of devices a share fits.
 	cands []int32
-	// victims, kept, evicted and ghosts are preemption's buffers
-	// (victimsOn, evictedWith).
-	victims, kept, evicted, ghosts []*Task
+	// victims, kept, evicted, ghosts and plan are preemption's buffers
+	// (victimsOn, evictedWith, preemptOn).
+	victims, kept, evicted, ghosts, plan []*Task
+	takenAt                              []int // the journal entries of victimsOn's what-if evictions
 }
 
 // beginSearch resets the core's search context for one attempt (full: no

@@ -34,7 +34,7 @@ import (
 // Contracts: every task belongs to a leaf (the own-task leaf of its queue,
 // or of the root when it names no queue the core knows); used is the sum of
 // the requests of the placed tasks below a queue, kept by allocate and
-// release; share and under follow used at once (the lanes are re-ordered on
+// release (less, during a preemption what-if, what it evicts: journal.go); share and under follow used at once (the lanes are re-ordered on
 // each change), and the cluster's capacity when it changes (at the next
 // schedule). A class refused by a max is woken when a task of a queue that
 // hit its max releases (wakeAll: rare, only after a refusal).
@@ -56,8 +56,6 @@ type queueNode struct {
 	ln     [nBands]lane // pending work by band (queue.go)
 	// backoff counts the leaf's tasks waiting out a retry backoff.
 	backoff int
-	// scratch for what-ifs (preemption), zero between them
-	evicted resource.Vector
 }
 
 type dimLimit struct {
@@ -191,10 +189,10 @@ func (c *Core) reparent(n, p *queueNode) {
 func (c *Core) queueCheck(t *Task, o *Option) *Status {
 	for q := t.leaf; q != nil; q = q.parent {
 		for _, l := range q.limits {
-			if q.used[l.dim]-q.evicted[l.dim]+o.req[l.dim] > l.max {
+			if q.used[l.dim]+o.req[l.dim] > l.max {
 				q.hit = true
 				return NewUnschedulable(fmt.Sprintf("queue %s max reached: %s %s used + %s asked > %s max", q.name,
-					c.dims.Name(l.dim), c.formatQty(l.dim, q.used[l.dim]-q.evicted[l.dim]), c.formatQty(l.dim, o.req[l.dim]),
+					c.dims.Name(l.dim), c.formatQty(l.dim, q.used[l.dim]), c.formatQty(l.dim, o.req[l.dim]),
 					c.formatQty(l.dim, l.max)))
 			}
 		}
@@ -245,6 +243,15 @@ func (c *Core) refreshShare(q *queueNode) {
 		return
 	}
 	q.share, q.under = c.shareOf(q)
+	c.reorderLanes(q)
+}
+
+// reorderLanes restores q's place among its siblings in every band's lane
+// after its share or guarantee flag changed.
+func (c *Core) reorderLanes(q *queueNode) {
+	if q.parent == nil {
+		return
+	}
 	for l := range q.ln {
 		ln := &q.ln[l]
 		if ln.pos < 0 {

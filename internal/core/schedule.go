@@ -104,30 +104,47 @@ func (c *Core) schedule() {
 		c.idx.totalChanged = false
 		c.refreshAllShares()
 	}
-	for b := 0; b < nBands; b++ {
-		if c.callPlaced >= c.cfg.MaxPlacementsPerCall {
-			c.retryAt, c.retrySet = c.now, true
-			c.showGangReasons()
-			return
-		}
-		if !c.due(b) {
-			continue
-		}
-		evicted := c.stats.Preempted
-		c.dispatch(b)
-		if c.stats.Preempted != evicted && b > 0 {
-			// A reclaim may evict tasks more important than the
-			// reclaimer: their bands were served already. Serve them
-			// again, or they wait for the next input, which may never
-			// come. (Every preemption gains guaranteed usage or
-			// priority, preempt.go, so this ends.)
-			b = -1
-		}
+	// A reclaim may evict tasks more important than the reclaimer: their
+	// bands were served already in this pass. Another pass serves them,
+	// or they would wait for the next input, which may never come. (Every
+	// preemption gains guaranteed usage or priority, preempt.go, so the
+	// passes end.)
+	end := c.servePass()
+	for end == passEvicted {
+		end = c.servePass()
+	}
+	if end == passLimit {
+		c.retryAt, c.retrySet = c.now, true
+		c.showGangReasons()
+		return
 	}
 	if len(c.gangWait) > 0 {
 		c.placeGangs()
 		c.showGangReasons()
 	}
+}
+
+// passEnd is how one pass over the bands ended.
+type passEnd uint8
+
+const (
+	passDone    passEnd = iota // every due band was dispatched
+	passEvicted                // a band after the first evicted tasks: the pass stopped there
+	passLimit                  // the input reached MaxPlacementsPerCall
+)
+
+// servePass dispatches the due bands in band order, stopping after a band
+// behind the first that evicted tasks (their bands may be due again).
+func (c *Core) servePass() passEnd {
+	for b := 0; b < nBands; b++ {
+		if c.callPlaced >= c.cfg.MaxPlacementsPerCall {
+			return passLimit
+		}
+		if c.due(b) && c.dispatch(b) && b > 0 {
+			return passEvicted
+		}
+	}
+	return passDone
 }
 
 // due reports whether band b has active work to dispatch now: the native
@@ -148,8 +165,8 @@ func (c *Core) due(b int) bool {
 // dispatch places the tasks of band b in order until every active class
 // queue of the band is placed, blocked or deferred. When a raised band
 // behind b has been passed over AgedBypass times, its head goes instead of
-// b's (see bypassed).
-func (c *Core) dispatch(b int) {
+// b's (see bypassed). It reports whether a preemption evicted tasks.
+func (c *Core) dispatch(b int) (evicted bool) {
 	bs := &c.bands[b]
 	c.deferred = c.deferred[:0]
 	bs.resume = false
@@ -181,8 +198,12 @@ func (c *Core) dispatch(b int) {
 			q.deferred = true
 			c.deferred = append(c.deferred, q)
 		case unfit:
-			if c.mayPreempt(t) && c.tryPreempt(t) {
-				break
+			if c.mayPreempt(t) {
+				done, ev := c.tryPreempt(t)
+				evicted = evicted || ev
+				if done {
+					break
+				}
 			}
 			c.block(q, t)
 		}
@@ -207,6 +228,7 @@ func (c *Core) dispatch(b int) {
 	case !bs.resume:
 		bs.since = c.now
 	}
+	return evicted
 }
 
 // bandLevel returns the level of band b's work.
