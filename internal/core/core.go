@@ -39,9 +39,6 @@ type Core struct {
 
 	sc         searchCtx // the search context (placement.go), reused
 	jr         journal   // undo log of the open checkpoints (journal.go)
-	insuff     []*Status
-	small      []*Status
-	nodev      []*Status
 	deferred   []*classQueue
 	blockedAll []blockRef
 	pinned     map[pinKey][]blockRef // pinned classes by the identity value they wait on

@@ -1,6 +1,8 @@
 package core
 
-import "math"
+import (
+	"math"
+)
 
 // outcome of one placement attempt.
 type outcome uint8
@@ -38,8 +40,6 @@ type searchCtx struct {
 	aff *gangAffinity
 	// best holds the devices of the best candidate so far (consider).
 	best []devShare
-	// cands is pickDevices' list of devices a share fits.
-	cands []int32
 	// victims, kept, evicted, ghosts and plan are preemption's buffers
 	// (victimsOn, evictedWith, preemptOn).
 	victims, kept, evicted, ghosts, plan []*Task
@@ -371,189 +371,16 @@ func (c *Core) consider(sc *searchCtx, t *Task, o *Option, n *Node, best *candid
 	return true
 }
 
-// checkNode runs the dynamic checks of o on n: free resources, concrete
-// devices (left in sc.cs.picked) and the policy's filters.
+// checkNode runs the dynamic filters of o on n (Policy.Filters: the core's
+// own, coreFilters, then the policy's) and returns the first failure; on
+// success the devices DeviceFit picked are in sc.cs.picked.
 func (c *Core) checkNode(sc *searchCtx, t *Task, o *Option, n *Node) *Status {
-	if len(t.cls.identity) > 0 && !identityMatch(t.cls, n) {
-		return selectorMismatch
-	}
-	if t.leaf != nil {
-		if st := c.queueCheck(t, o); st != nil {
-			return st
-		}
-	}
-	nd := c.dims.Len()
-	for i := 0; i < nd; i++ {
-		if o.req[i] > n.capacity[i]-n.alloc[i] {
-			if o.req[i] > n.capacity[i] {
-				return c.tooSmall(i)
-			}
-			return c.insufficient(i)
-		}
-	}
-	sc.cs.picked = sc.cs.picked[:0]
-	for _, dr := range o.devs {
-		if len(n.byDim[dr.dim]) == 0 {
-			continue // a pooled resource on this node: the vector check covers it
-		}
-		if st := c.pickDevices(sc, t, o, n, dr); st != nil {
-			return st
-		}
-	}
 	for _, f := range c.policy.Filters {
 		if st := f.Filter(&sc.cs, t, o, n); !st.IsSuccess() {
 			return st
 		}
 	}
 	return nil
-}
-
-// tooSmall returns the shared "node too small for <resource>" status.
-func (c *Core) tooSmall(dim int) *Status {
-	for len(c.small) <= dim {
-		c.small = append(c.small, nil)
-	}
-	if c.small[dim] == nil {
-		c.small[dim] = NewUnschedulable("node too small for " + string(c.dims.Name(dim)))
-	}
-	return c.small[dim]
-}
-
-// insufficient returns the shared "insufficient <resource>" status.
-func (c *Core) insufficient(dim int) *Status {
-	for len(c.insuff) <= dim {
-		c.insuff = append(c.insuff, nil)
-	}
-	if c.insuff[dim] == nil {
-		c.insuff[dim] = NewUnschedulable("insufficient " + string(c.dims.Name(dim)))
-	}
-	return c.insuff[dim]
-}
-
-type domCount struct {
-	dom string
-	cnt int
-}
-
-// pickDevices chooses concrete devices for one device request and appends
-// them to sc.cs.picked. Whole devices come from one topology domain when
-// one has enough free (the fullest such domain), else from the domains with
-// most free devices; a share goes where the policy's SharePicker says.
-func (c *Core) pickDevices(sc *searchCtx, t *Task, o *Option, n *Node, dr devReq) *Status {
-	idxs := n.byDim[dr.dim]
-	if dr.milli >= 1000 {
-		k := int(dr.milli / 1000)
-		var doms [16]domCount
-		nd, free := 0, 0
-		for _, i := range idxs {
-			d := &n.devices[i]
-			if !d.Healthy || d.Used != 0 {
-				continue
-			}
-			free++
-			j := 0
-			for j < nd && doms[j].dom != d.Domain {
-				j++
-			}
-			if j == nd {
-				if nd == len(doms) {
-					j = 0 // more domains than tracked: pool the rest with the first
-				} else {
-					doms[nd] = domCount{dom: d.Domain}
-					nd++
-				}
-			}
-			doms[j].cnt++
-		}
-		if free < k {
-			return c.noDevice(dr.dim)
-		}
-		best := -1
-		for j := 0; j < nd; j++ {
-			if doms[j].cnt >= k && (best < 0 || doms[j].cnt < doms[best].cnt) {
-				best = j
-			}
-		}
-		need := k
-		if best >= 0 {
-			need = takeFrom(sc, n, idxs, doms[best].dom, need)
-		}
-		for need > 0 {
-			// Spill: the domain with the most free devices left.
-			m := -1
-			for j := 0; j < nd; j++ {
-				if doms[j].cnt > 0 && (m < 0 || doms[j].cnt > doms[m].cnt) {
-					m = j
-				}
-			}
-			if m < 0 {
-				// Domains beyond the tracked ones were pooled: any free device.
-				if need = takeFrom(sc, n, idxs, "\x00any", need); need > 0 {
-					return c.noDevice(dr.dim)
-				}
-				break
-			}
-			before := need
-			need = takeFrom(sc, n, idxs, doms[m].dom, need)
-			doms[m].cnt = 0
-			if need == before && nd == len(doms) {
-				// Pooled domains: take any free device.
-				need = takeFrom(sc, n, idxs, "\x00any", need)
-			}
-		}
-		return nil
-	}
-	cands := sc.cands[:0]
-	for _, i := range idxs {
-		d := &n.devices[i]
-		if d.Healthy && int64(d.Free()) >= dr.milli {
-			cands = append(cands, i)
-		}
-	}
-	sc.cands = cands
-	if len(cands) == 0 {
-		return c.noDevice(dr.dim)
-	}
-	pick := c.policy.Picker.PickShare(&sc.cs, t, o, n, cands, dr.milli)
-	sc.cs.picked = append(sc.cs.picked, devShare{dev: pick, milli: int32(dr.milli)})
-	return nil
-}
-
-// takeFrom appends up to need free whole devices of domain dom (any domain
-// for "\x00any") not already taken, returning how many are still needed.
-func takeFrom(sc *searchCtx, n *Node, idxs []int32, dom string, need int) int {
-	for _, i := range idxs {
-		if need == 0 {
-			break
-		}
-		d := &n.devices[i]
-		if !d.Healthy || d.Used != 0 || (dom != "\x00any" && d.Domain != dom) {
-			continue
-		}
-		taken := false
-		for _, s := range sc.cs.picked {
-			if s.dev == i {
-				taken = true
-				break
-			}
-		}
-		if taken {
-			continue
-		}
-		sc.cs.picked = append(sc.cs.picked, devShare{dev: i, milli: 1000})
-		need--
-	}
-	return need
-}
-
-func (c *Core) noDevice(dim int) *Status {
-	for len(c.nodev) <= dim {
-		c.nodev = append(c.nodev, nil)
-	}
-	if c.nodev[dim] == nil {
-		c.nodev[dim] = NewUnschedulable("no free " + string(c.dims.Name(dim)) + " device")
-	}
-	return c.nodev[dim]
 }
 
 // commit places pending t on n with devs; under a checkpoint it records

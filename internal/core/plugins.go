@@ -1,7 +1,12 @@
 package core
 
-// Code tells a plugin's verdict: success, "does not fit" (Unschedulable) or
-// "broke" (Error: a bug or bad state, never a capacity problem).
+// Code tells a plugin's verdict, as in the Kubernetes scheduling
+// framework: success; "does not fit now" (Unschedulable: capacity freed
+// on the node, by tasks ending or by preemption, may make it fit); "can
+// never fit" (UnschedulableAndUnresolvable: nothing evicted from the node
+// helps, so preemption gives the node, or for a node-independent filter
+// the option, up); or "broke" (Error: a bug or bad state, never a capacity
+// problem). Only a node that passes every filter is a fit.
 type Code uint8
 
 // Status codes.
@@ -9,6 +14,7 @@ const (
 	Success Code = iota
 	Unschedulable
 	Error
+	UnschedulableAndUnresolvable
 )
 
 // Status is a plugin's answer; nil means success.
@@ -21,8 +27,17 @@ type Status struct {
 // IsSuccess reports whether s is nil or Success.
 func (s *Status) IsSuccess() bool { return s == nil || s.Code == Success }
 
-// NewUnschedulable returns a "does not fit" status.
+// IsUnresolvable reports whether s says that no eviction can make the
+// task fit.
+func (s *Status) IsUnresolvable() bool { return s != nil && s.Code == UnschedulableAndUnresolvable }
+
+// NewUnschedulable returns a "does not fit now" status.
 func NewUnschedulable(reason string) *Status { return &Status{Code: Unschedulable, Reason: reason} }
+
+// NewUnresolvable returns a "can never fit" status.
+func NewUnresolvable(reason string) *Status {
+	return &Status{Code: UnschedulableAndUnresolvable, Reason: reason}
+}
 
 // AsError returns an Error status wrapping err.
 func AsError(plugin string, err error) *Status {
@@ -47,7 +62,9 @@ type Plugin interface{ Name() string }
 
 // FilterPlugin rejects nodes a task cannot use. Static filters see a group's
 // template node (labels, taints, capacity: no allocation) and run once per
-// group; dynamic filters see each candidate node.
+// group; dynamic filters see each candidate node. A filter that keeps
+// state for the attempt's later steps leaves it in the CycleState (the
+// devices DeviceFit picks, which score plugins and the placement read).
 type FilterPlugin interface {
 	Plugin
 	Filter(cs *CycleState, t *Task, o *Option, n *Node) *Status
@@ -104,11 +121,15 @@ type Policy struct {
 	Description string
 	Order       CandidateOrder
 	Static      []FilterPlugin
-	Filters     []FilterPlugin
-	Scores      []WeightedScore
-	Reserve     []ReservePlugin
-	QueueSort   QueueSortPlugin // nil: submission order
-	Picker      SharePicker
+	// Filters are the dynamic filters: the core's own first (coreFilters:
+	// NodeIdentity, QueueQuota, NodeResourcesFit, DeviceFit, in that
+	// order, which is the order of the reasons a node check reports), then
+	// the policy's.
+	Filters   []FilterPlugin
+	Scores    []WeightedScore
+	Reserve   []ReservePlugin
+	QueueSort QueueSortPlugin // nil: submission order
+	Picker    SharePicker
 	// SampleSize overrides Config.SampleSize when > 0.
 	SampleSize int
 	// FullWalk makes every search look at every node of every compatible

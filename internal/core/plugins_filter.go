@@ -15,11 +15,11 @@ func (ResourceTypes) Name() string { return "ResourceTypes" }
 // Filter implements FilterPlugin.
 func (p ResourceTypes) Filter(_ *CycleState, _ *Task, o *Option, n *Node) *Status {
 	if len(o.unknown) > 0 {
-		return NewUnschedulable("no " + string(o.unknown[0].name))
+		return NewUnresolvable("no " + string(o.unknown[0].name))
 	}
 	for i := range o.req {
 		if o.req[i] > 0 && n.capacity[i] == 0 {
-			return NewUnschedulable("no " + string(p.dims.Name(i)))
+			return NewUnresolvable("no " + string(p.dims.Name(i)))
 		}
 	}
 	return nil
@@ -33,7 +33,7 @@ type NodeSelector struct{ identity map[string]bool }
 // Name implements Plugin.
 func (NodeSelector) Name() string { return "NodeSelector" }
 
-var selectorMismatch = NewUnschedulable("nodeSelector mismatch")
+var selectorMismatch = NewUnresolvable("nodeSelector mismatch")
 
 // Filter implements FilterPlugin.
 func (p NodeSelector) Filter(_ *CycleState, t *Task, _ *Option, n *Node) *Status {
@@ -57,7 +57,7 @@ func (TaintToleration) Filter(_ *CycleState, t *Task, _ *Option, n *Node) *Statu
 			continue
 		}
 		if !tolerates(t.cls.tolerations, taint) {
-			return NewUnschedulable("untolerated taint " + taint.String())
+			return NewUnresolvable("untolerated taint " + taint.String())
 		}
 	}
 	return nil
@@ -71,4 +71,94 @@ func tolerates(tols []api.Toleration, taint api.Taint) bool {
 		}
 	}
 	return false
+}
+
+// coreFilters are the dynamic filters every policy starts with, in the
+// order their reasons are reported: a selector on identity labels, the
+// tenant queue's max, free resources, concrete devices (shares placed by
+// picker). All four are ordinary filter plugins; the core runs them as it
+// runs a policy's own (checkNode).
+func coreFilters(c *Core, picker SharePicker) []FilterPlugin {
+	return []FilterPlugin{NodeIdentity{}, QueueQuota{c: c}, &NodeResourcesFit{dims: c.dims}, &DeviceFit{picker: picker, dims: c.dims}}
+}
+
+// NodeIdentity checks a selector on identity labels (hostnames), which
+// node groups leave out (NodeSelector checks the rest once per group):
+// per node. A mismatch is unresolvable.
+type NodeIdentity struct{}
+
+// Name implements Plugin.
+func (NodeIdentity) Name() string { return "NodeIdentity" }
+
+// Filter implements FilterPlugin.
+func (NodeIdentity) Filter(_ *CycleState, t *Task, _ *Option, n *Node) *Status {
+	if len(t.cls.identity) > 0 && !identityMatch(t.cls, n) {
+		return selectorMismatch
+	}
+	return nil
+}
+
+// QueueQuota refuses an option that would take the task's tenant queue,
+// or an ancestor, past its max (queues.go). It does not depend on the
+// node, and evicting other queues' work cannot lift it: unresolvable
+// (preemption skips such an option; during a what-if the queue's own
+// evicted work counts as freed).
+type QueueQuota struct{ c *Core }
+
+// Name implements Plugin.
+func (QueueQuota) Name() string { return "QueueQuota" }
+
+// Filter implements FilterPlugin.
+func (p QueueQuota) Filter(_ *CycleState, t *Task, o *Option, _ *Node) *Status {
+	if t.leaf == nil {
+		return nil
+	}
+	return p.c.queueCheck(t, o)
+}
+
+// NodeResourcesFit checks the node's free resources, as the Kubernetes
+// framework's filter of that name: "insufficient <resource>" when the
+// request is above what is free (Unschedulable: freeing may help), "node
+// too small for <resource>" when it is above the node's healthy capacity
+// (unresolvable). Its statuses are made once per resource and shared: the
+// check allocates nothing.
+type NodeResourcesFit struct {
+	dims          *resource.Dims
+	small, insuff []*Status // by dim
+}
+
+// Name implements Plugin.
+func (*NodeResourcesFit) Name() string { return "NodeResourcesFit" }
+
+// Filter implements FilterPlugin.
+func (p *NodeResourcesFit) Filter(_ *CycleState, _ *Task, o *Option, n *Node) *Status {
+	nd := p.dims.Len()
+	for i := 0; i < nd; i++ {
+		if o.req[i] > n.capacity[i]-n.alloc[i] {
+			if o.req[i] > n.capacity[i] {
+				return sharedStatus(&p.small, p.dims, i, UnschedulableAndUnresolvable, "node too small for ", "")
+			}
+			return sharedStatus(&p.insuff, p.dims, i, Unschedulable, "insufficient ", "")
+		}
+	}
+	return nil
+}
+
+// tooSmallReason is NodeResourcesFit's reason for a request above a
+// node's capacity of dim.
+func tooSmallReason(dims *resource.Dims, dim int) string {
+	return "node too small for " + string(dims.Name(dim))
+}
+
+// sharedStatus returns the status cached for dim in *list, making it the
+// first time: code, and the reason prefix + the resource's name + suffix.
+func sharedStatus(list *[]*Status, dims *resource.Dims, dim int, code Code, prefix, suffix string) *Status {
+	if dim < len(*list) && (*list)[dim] != nil {
+		return (*list)[dim]
+	}
+	for len(*list) <= dim {
+		*list = append(*list, nil)
+	}
+	(*list)[dim] = &Status{Code: code, Reason: prefix + string(dims.Name(dim)) + suffix}
+	return (*list)[dim]
 }

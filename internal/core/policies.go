@@ -11,6 +11,10 @@ var (
 	_ FilterPlugin    = TaintToleration{}
 	_ FilterPlugin    = ResourceTypes{}
 	_ FilterPlugin    = (*LoadTarget)(nil)
+	_ FilterPlugin    = NodeIdentity{}
+	_ FilterPlugin    = QueueQuota{}
+	_ FilterPlugin    = (*NodeResourcesFit)(nil)
+	_ FilterPlugin    = (*DeviceFit)(nil)
 	_ ScorePlugin     = LeastAllocated{}
 	_ ScorePlugin     = MostAllocated{}
 	_ ScorePlugin     = FewestTasks{}
@@ -133,6 +137,7 @@ func newPolicy(c *Core, name string) *Policy {
 	d, _ := lookupPolicy(name)
 	p := d.build(c)
 	p.Name, p.Description = d.name, d.description
+	p.Filters = append(coreFilters(c, p.Picker), p.Filters...)
 	return p
 }
 

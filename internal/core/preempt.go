@@ -190,7 +190,7 @@ type preemptWalk struct {
 // spent (no further option is tried).
 func (c *Core) preemptOption(w *preemptWalk, o *Option) bool {
 	t := w.t
-	if st := c.queueCheck(t, o); st != nil {
+	if st := c.queueCheck(t, o); st.IsUnresolvable() {
 		return true // evicting others' work cannot lift its queue's max
 	}
 	m := c.preemptModeOf(t, o)
@@ -492,9 +492,13 @@ func (c *Core) victimsOn(sc *searchCtx, t *Task, o *Option, n *Node, m preemptMo
 		ghosts = append(ghosts, xs[1:]...)
 		sc.takenAt = append(sc.takenAt, c.whatIfEvict(v))
 		taken = append(taken, v)
-		if c.checkNode(sc, t, o, n) == nil {
+		st := c.checkNode(sc, t, o, n)
+		if st == nil {
 			fits = true
 			break
+		}
+		if st.IsUnresolvable() {
+			break // no further eviction helps on this node
 		}
 	}
 	sc.ghosts = ghosts[:0]

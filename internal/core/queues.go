@@ -191,7 +191,7 @@ func (c *Core) queueCheck(t *Task, o *Option) *Status {
 		for _, l := range q.limits {
 			if q.used[l.dim]+o.req[l.dim] > l.max {
 				q.hit = true
-				return NewUnschedulable(fmt.Sprintf("queue %s max reached: %s %s used + %s asked > %s max", q.name,
+				return NewUnresolvable(fmt.Sprintf("queue %s max reached: %s %s used + %s asked > %s max", q.name,
 					c.dims.Name(l.dim), c.formatQty(l.dim, q.used[l.dim]), c.formatQty(l.dim, o.req[l.dim]),
 					c.formatQty(l.dim, l.max)))
 			}

@@ -77,7 +77,7 @@ func (c *Core) explainOption(sc *searchCtx, t *Task, o *Option) string {
 			continue
 		}
 		if i := o.req.FirstShort(&g.maxCap); i >= 0 {
-			counts[c.tooSmall(i).Reason] += g.members
+			counts[tooSmallReason(c.dims, i)] += g.members
 			continue
 		}
 		if off := g.members - g.indexed; off > 0 {
