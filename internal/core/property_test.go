@@ -1326,7 +1326,7 @@ func failureKind(err error) string {
 	s, _, _ := strings.Cut(err.Error(), "\n")
 	var b strings.Builder
 	for _, f := range strings.Fields(s) {
-		if strings.IndexAny(f, "0123456789") >= 0 {
+		if strings.ContainsAny(f, "0123456789") {
 			f = "#"
 		}
 		b.WriteString(f)

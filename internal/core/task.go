@@ -1,10 +1,6 @@
 package core
 
-import (
-	"time"
-
-	"github.com/hetsched/hetsched/internal/api"
-)
+import "time"
 
 // Task is a task as the core tracks it.
 type Task struct {
@@ -113,17 +109,6 @@ func (t *Task) ownReason() string {
 		return t.gang.shown
 	}
 	return t.reason
-}
-
-// runtimeKey names the runtime class of a spec.
-func runtimeKey(spec *api.Task, cls string) string {
-	if c := spec.Metadata["class"]; c != "" {
-		return "c:" + c
-	}
-	if spec.Name != "" {
-		return "n:" + spec.Name
-	}
-	return "k:" + cls
 }
 
 // finish moves t to a terminal state, freeing whatever it holds, and
