@@ -31,15 +31,15 @@ type Core struct {
 	seq    uint64
 	now    int64
 	out    Output
-	spare  Output // the buffer handed out by the previous TakeOutput
-	cs     CycleState
+	spare  Output     // the buffer handed out by the previous TakeOutput
+	cs     CycleState // what plugins see outside a search (Reserve, QueueSort)
 
 	modelSpeed map[string]ewma
 	work       workload
 
-	sc         searchCtx // the search context (placement.go), reused
-	jr         journal   // undo log of the open checkpoints (journal.go)
-	deferred   []*classQueue
+	sc         searchCtx     // the search context (placement.go), reused
+	jr         journal       // undo log of the open checkpoints (journal.go)
+	deferred   []*classQueue // dispatch's scratch: the queues it deferred (reused)
 	blockedAll []blockRef
 	pinned     map[pinKey][]blockRef // pinned classes by the identity value they wait on
 	unresolved []*class              // classes requesting resources no node offers yet
