@@ -39,6 +39,7 @@ type Core struct {
 
 	sc         searchCtx     // the search context (placement.go), reused
 	jr         journal       // undo log of the open checkpoints (journal.go)
+	cf         coreFilters   // the dynamic filters every policy runs first (plugins_filter.go)
 	deferred   []*classQueue // dispatch's scratch: the queues it deferred (reused)
 	blockedAll []blockRef
 	pinned     map[pinKey][]blockRef // pinned classes by the identity value they wait on
@@ -101,6 +102,7 @@ func New(cfg Config) (*Core, error) {
 		c.bands[i].since = -1
 	}
 	c.policy = newPolicy(c, cfg.Policy)
+	c.cf = newCoreFilters(c, c.policy.Picker)
 	return c, nil
 }
 

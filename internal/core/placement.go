@@ -371,10 +371,14 @@ func (c *Core) consider(sc *searchCtx, t *Task, o *Option, n *Node, best *candid
 	return true
 }
 
-// checkNode runs the dynamic filters of o on n (Policy.Filters: the core's
-// own, coreFilters, then the policy's) and returns the first failure; on
-// success the devices DeviceFit picked are in sc.cs.picked.
+// checkNode runs the dynamic filters of o on n, the core's own
+// (coreFilters) and then the policy's (Policy.Filters), and returns the
+// first failure; on success the devices DeviceFit picked are in
+// sc.cs.picked.
 func (c *Core) checkNode(sc *searchCtx, t *Task, o *Option, n *Node) *Status {
+	if st := c.cf.check(&sc.cs, t, o, n); st != nil {
+		return st
+	}
 	for _, f := range c.policy.Filters {
 		if st := f.Filter(&sc.cs, t, o, n); !st.IsSuccess() {
 			return st

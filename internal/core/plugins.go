@@ -121,10 +121,9 @@ type Policy struct {
 	Description string
 	Order       CandidateOrder
 	Static      []FilterPlugin
-	// Filters are the dynamic filters: the core's own first (coreFilters:
-	// NodeIdentity, QueueQuota, NodeResourcesFit, DeviceFit, in that
-	// order, which is the order of the reasons a node check reports), then
-	// the policy's.
+	// Filters are the policy's dynamic filters, run after the core's own
+	// (coreFilters: NodeIdentity, QueueQuota, NodeResourcesFit, DeviceFit),
+	// which every policy runs first.
 	Filters   []FilterPlugin
 	Scores    []WeightedScore
 	Reserve   []ReservePlugin

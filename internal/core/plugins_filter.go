@@ -73,13 +73,46 @@ func tolerates(tols []api.Toleration, taint api.Taint) bool {
 	return false
 }
 
-// coreFilters are the dynamic filters every policy starts with, in the
+// coreFilters are the dynamic filters every policy runs first, in the
 // order their reasons are reported: a selector on identity labels, the
 // tenant queue's max, free resources, concrete devices (shares placed by
-// picker). All four are ordinary filter plugins; the core runs them as it
-// runs a policy's own (checkNode).
-func coreFilters(c *Core, picker SharePicker) []FilterPlugin {
-	return []FilterPlugin{NodeIdentity{}, QueueQuota{c: c}, &NodeResourcesFit{dims: c.dims}, &DeviceFit{picker: picker, dims: c.dims}}
+// the policy's SharePicker). Each is an ordinary FilterPlugin with its own
+// statuses (list returns them as plugins), but checkNode calls them by
+// their concrete types instead of through a []FilterPlugin with the
+// policy's: BenchmarkCheckNode (a GPU request checked against 400 nodes)
+// measures the node check, which every search repeats per node it visits,
+// about 10% slower through the interface (38 against 35 ns per node, the
+// fastest of 8 runs of each).
+type coreFilters struct {
+	identity NodeIdentity
+	quota    QueueQuota
+	fit      NodeResourcesFit
+	devs     DeviceFit
+}
+
+func newCoreFilters(c *Core, picker SharePicker) coreFilters {
+	return coreFilters{quota: QueueQuota{c: c}, fit: NodeResourcesFit{dims: c.dims}, devs: DeviceFit{picker: picker, dims: c.dims}}
+}
+
+// check runs the four in order and returns the first failure.
+func (cf *coreFilters) check(cs *CycleState, t *Task, o *Option, n *Node) *Status {
+	if len(t.cls.identity) > 0 {
+		if st := cf.identity.Filter(cs, t, o, n); st != nil {
+			return st
+		}
+	}
+	if st := cf.quota.Filter(cs, t, o, n); st != nil {
+		return st
+	}
+	if st := cf.fit.Filter(cs, t, o, n); st != nil {
+		return st
+	}
+	return cf.devs.Filter(cs, t, o, n)
+}
+
+// list returns the four as filter plugins, in the order check runs them.
+func (cf *coreFilters) list() []FilterPlugin {
+	return []FilterPlugin{cf.identity, cf.quota, &cf.fit, &cf.devs}
 }
 
 // NodeIdentity checks a selector on identity labels (hostnames), which
@@ -135,13 +168,18 @@ func (p *NodeResourcesFit) Filter(_ *CycleState, _ *Task, o *Option, n *Node) *S
 	nd := p.dims.Len()
 	for i := 0; i < nd; i++ {
 		if o.req[i] > n.capacity[i]-n.alloc[i] {
-			if o.req[i] > n.capacity[i] {
-				return sharedStatus(&p.small, p.dims, i, UnschedulableAndUnresolvable, "node too small for ", "")
-			}
-			return sharedStatus(&p.insuff, p.dims, i, Unschedulable, "insufficient ", "")
+			return p.short(o, n, i)
 		}
 	}
 	return nil
+}
+
+// short is the status of a request above what is free of dim i.
+func (p *NodeResourcesFit) short(o *Option, n *Node, i int) *Status {
+	if o.req[i] > n.capacity[i] {
+		return sharedStatus(&p.small, p.dims, i, UnschedulableAndUnresolvable, "node too small for ", "")
+	}
+	return sharedStatus(&p.insuff, p.dims, i, Unschedulable, "insufficient ", "")
 }
 
 // tooSmallReason is NodeResourcesFit's reason for a request above a

@@ -8,8 +8,9 @@ import (
 	"github.com/hetsched/hetsched/internal/resource"
 )
 
-// TestCoreFiltersFirst: every policy's dynamic filters start with the
-// core's own, in the order their reasons are reported.
+// TestCoreFiltersFirst: the core's own dynamic filters run in the order
+// their reasons are reported, and no policy lists them again among its
+// own.
 func TestCoreFiltersFirst(t *testing.T) {
 	want := []string{"NodeIdentity", "QueueQuota", "NodeResourcesFit", "DeviceFit"}
 	for _, name := range Policies() {
@@ -19,13 +20,20 @@ func TestCoreFiltersFirst(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fs := c.Policy().Filters
-		if len(fs) < len(want) {
-			t.Fatalf("%s: %d filters", name, len(fs))
+		core := c.cf.list()
+		if len(core) != len(want) {
+			t.Fatalf("%s: %d core filters", name, len(core))
 		}
 		for i, w := range want {
-			if fs[i].Name() != w {
-				t.Errorf("%s: filter %d is %s, want %s", name, i, fs[i].Name(), w)
+			if core[i].Name() != w {
+				t.Errorf("%s: core filter %d is %s, want %s", name, i, core[i].Name(), w)
+			}
+		}
+		for _, f := range c.Policy().Filters {
+			for _, w := range want {
+				if f.Name() == w {
+					t.Errorf("%s lists the core filter %s among its own", name, w)
+				}
 			}
 		}
 	}

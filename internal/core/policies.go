@@ -137,7 +137,6 @@ func newPolicy(c *Core, name string) *Policy {
 	d, _ := lookupPolicy(name)
 	p := d.build(c)
 	p.Name, p.Description = d.name, d.description
-	p.Filters = append(coreFilters(c, p.Picker), p.Filters...)
 	return p
 }
 
