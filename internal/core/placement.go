@@ -376,7 +376,21 @@ func (c *Core) consider(sc *searchCtx, t *Task, o *Option, n *Node, best *candid
 // first failure; on success the devices DeviceFit picked are in
 // sc.cs.picked.
 func (c *Core) checkNode(sc *searchCtx, t *Task, o *Option, n *Node) *Status {
-	if st := c.cf.check(&sc.cs, t, o, n); st != nil {
+	cs, cf := &sc.cs, &c.cf
+	if len(t.cls.identity) > 0 {
+		if st := cf.identity.Filter(cs, t, o, n); st != nil {
+			return st
+		}
+	}
+	if st := cf.quota.Filter(cs, t, o, n); st != nil {
+		return st
+	}
+	if st := cf.fit.Filter(cs, t, o, n); st != nil {
+		return st
+	}
+	if len(o.devs) == 0 {
+		cs.picked = cs.picked[:0] // DeviceFit's answer, without the call
+	} else if st := cf.devs.Filter(cs, t, o, n); st != nil {
 		return st
 	}
 	for _, f := range c.policy.Filters {
