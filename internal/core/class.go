@@ -24,7 +24,10 @@ type Option struct {
 	Index int // -1 for the task's resources, else the alternative's index
 	Speed float64
 	req   resource.Vector
-	devs  []devReq // device-backed (extended) dims of req
+	// reqLen is one past the highest dim req asks for (0 for none): loops
+	// that skip the dims a request leaves at zero stop there.
+	reqLen int
+	devs   []devReq // device-backed (extended) dims of req
 	// unknown lists requested resources no node offers yet (sorted by name).
 	unknown []unknownRes
 	// groups compatible with this option (static filters passed), cached
@@ -114,8 +117,15 @@ type unknownRes struct {
 	q    int64
 }
 
-// computeDevs lists the option's device-backed (extended) dims.
+// computeDevs lists the option's device-backed (extended) dims (and sets
+// reqLen).
 func (o *Option) computeDevs(dims *resource.Dims) {
+	o.reqLen = 0
+	for i := range o.req {
+		if o.req[i] != 0 {
+			o.reqLen = i + 1
+		}
+	}
 	o.devs = o.devs[:0]
 	for i := 2; i < dims.Len(); i++ {
 		if o.req[i] > 0 && dims.Name(i).IsExtended() {

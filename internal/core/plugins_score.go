@@ -5,7 +5,7 @@ package core
 func requestedFraction(o *Option, n *Node) float64 {
 	var sum float64
 	k := 0
-	for i := range o.req {
+	for i := range o.reqLen {
 		if o.req[i] == 0 || n.capacity[i] == 0 {
 			continue
 		}
