@@ -113,7 +113,7 @@ func DefaultConfig() Config {
 
 // Validate checks the configuration, naming the bad field.
 func (c *Config) Validate() error {
-	if _, ok := policies[c.Policy]; !ok {
+	if _, ok := lookupPolicy(c.Policy); !ok {
 		return errs.Invalid("policy", "unknown policy %q (known: %s)", c.Policy, PolicyNames())
 	}
 	for i, t := range c.Tiers {

@@ -1,20 +1,3 @@
-// Package core is hetsched's scheduler: a pure state machine in the manner of
-// etcd's raft package. Inputs are method calls (Submit, Cancel, UpsertNode,
-// RemoveNode, SetNodeState, SetDeviceHealth, TaskStarted, TaskFinished,
-// Renew, ObserveNode, Tick), each carrying the current time; decisions are
-// collected in an Output taken with TakeOutput.
-//
-// Contracts:
-//   - No I/O, no goroutines, no wall clock, no randomness: time is an input
-//     and ties are broken by order, so the same inputs give the same outputs.
-//   - A Core is not safe for concurrent use; its owner serialises inputs.
-//   - Inputs return *errs.Error for bad input (unknown ids, wrong state)
-//     and change nothing when they fail.
-//   - Time never goes backwards: an input older than the last one is taken
-//     to happen at the last one's time.
-//   - Nothing is ever over-allocated: a node's allocation never exceeds its
-//     healthy capacity at placement time, and a device's share never exceeds
-//     1000 milli.
 package core
 
 import (
@@ -48,26 +31,19 @@ type Core struct {
 	seq    uint64
 	now    int64
 	out    Output
-	spare  Output // the buffer handed out by the previous TakeOutput
-	cs     CycleState
+	spare  Output     // the buffer handed out by the previous TakeOutput
+	cs     CycleState // what plugins see outside a search (Reserve, QueueSort)
 
 	modelSpeed map[string]ewma
 	work       workload
 
-	scratchDevs []devShare
-	bestDevs    []devShare
-	candBuf     []int32
-	victimBuf   []*Task
-	victimOut   []*Task
-	gangBuf     []*Task
-	ghostBuf    []*Task
-	insuff      []*Status
-	small       []*Status
-	nodev       []*Status
-	deferred    []*classQueue
-	blockedAll  []blockRef
-	pinned      map[pinKey][]blockRef // pinned classes by the identity value they wait on
-	unresolved  []*class              // classes requesting resources no node offers yet
+	sc         searchCtx     // the search context (placement.go), reused
+	jr         journal       // undo log of the open checkpoints (journal.go)
+	cf         coreFilters   // the dynamic filters every policy runs first (plugins_filter.go)
+	deferred   []*classQueue // dispatch's scratch: the queues it deferred (reused)
+	blockedAll []blockRef
+	pinned     map[pinKey][]blockRef // pinned classes by the identity value they wait on
+	unresolved []*class              // classes requesting resources no node offers yet
 	// blockedHigh lists the blocked queues whose head may preempt (urgent
 	// and high) or reclaim, retried at highRetryAt.
 	blockedHigh []blockRef
@@ -79,16 +55,11 @@ type Core struct {
 
 	// jobs (jobs.go)
 	jobs     map[string]*job
-	joining  *job    // the job of the task being submitted
 	gangWait []*gang // gangs with pending members
 	// gangTold lists the gangs whose members' reason changed since the
 	// last TakeOutput, which reports each member (gangReport).
 	gangTold []*gang
-	gangAff  *gangAffinity
 	capSeq   uint64 // bumps when capacity may have appeared (wake)
-	// fullSearch makes every search complete (no MaxVisit budget): a gang
-	// try after one that ran out of budget.
-	fullSearch bool
 	// locality (locality.go)
 	locHeap locHeap
 	// tenant queues (queues.go)
@@ -130,7 +101,8 @@ func New(cfg Config) (*Core, error) {
 	for i := range c.bands {
 		c.bands[i].since = -1
 	}
-	c.policy = policies[cfg.Policy](c)
+	c.policy = newPolicy(c, cfg.Policy)
+	c.cf = newCoreFilters(c, c.policy.Picker)
 	return c, nil
 }
 
@@ -267,9 +239,12 @@ func (c *Core) NextWakeup() (time.Time, bool) {
 
 // Submit adds a task. The spec must have passed api.Task.Validate (the
 // core re-checks only what its own safety needs) and carry an id.
-func (c *Core) Submit(now time.Time, spec *api.Task) error {
+func (c *Core) Submit(now time.Time, spec *api.Task) error { return c.submit(now, spec, nil) }
+
+// submit adds a task of job j (nil for none).
+func (c *Core) submit(now time.Time, spec *api.Task, j *job) error {
 	c.advance(now)
-	t, deps, skipReason, err := c.admit(spec)
+	t, deps, skipReason, err := c.admit(spec, j)
 	if err != nil {
 		return err
 	}
@@ -291,10 +266,11 @@ func (c *Core) Submit(now time.Time, spec *api.Task) error {
 	return nil
 }
 
-// admit checks a spec and creates its task (state unset, in no queue). It
+// admit checks a spec and creates its task of job j (nil for none; state
+// unset, in no queue). It
 // resolves the dependencies: deps are those not finished yet, skipReason
 // is set when one ended without success. Nothing changes on error.
-func (c *Core) admit(spec *api.Task) (t *Task, deps []*Task, skipReason string, err error) {
+func (c *Core) admit(spec *api.Task, j *job) (t *Task, deps []*Task, skipReason string, err error) {
 	if spec.ID == "" {
 		return nil, nil, "", errs.Invalid("id", "the core needs an id; the server assigns one")
 	}
@@ -347,7 +323,7 @@ func (c *Core) admit(spec *api.Task) (t *Task, deps []*Task, skipReason string, 
 		preemptible: spec.IsPreemptible(), noRequeue: !spec.Requeues(), seq: c.seq,
 		duration: int64(spec.Duration), timeout: int64(spec.Timeout),
 		queueTTL: int64(spec.QueueTimeout), lease: int64(lease),
-		qpos: -1, tpos: -1, npos: -1, chosen: -1, queue: cls.leaf,
+		cqpos: -1, tpos: -1, npos: -1, chosen: -1, leaf: cls.leaf,
 	}
 	t.rt = c.runtimeClassFor(spec, cls)
 	if spec.Locality != nil {
@@ -356,7 +332,7 @@ func (c *Core) admit(spec *api.Task) (t *Task, deps []*Task, skipReason string, 
 		}
 	}
 	c.tasks[t.id] = t
-	c.attachJob(t)
+	c.attachJob(t, j)
 	c.stats.Submitted++
 	for oi := range cls.opts {
 		c.work.observe(&cls.opts[oi])

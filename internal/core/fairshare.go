@@ -44,7 +44,7 @@ func (c *Core) FairShares() map[string]resource.List {
 	}
 	for _, g := range c.gangWait {
 		for _, m := range g.ready {
-			addPending(m.queue, &m.cls.opts[0].req, 1)
+			addPending(m.leaf, &m.cls.opts[0].req, 1)
 		}
 	}
 	kids := map[*queueNode][]*queueNode{}

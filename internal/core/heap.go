@@ -78,7 +78,7 @@ func heapFix[T any, O heapOps[T]](s []T, i int) {
 type byQueueOrder struct{}
 
 func (byQueueOrder) less(a, b *Task) bool  { return taskLess(a, b) }
-func (byQueueOrder) setPos(x *Task, i int) { x.qpos = int32(i) }
+func (byQueueOrder) setPos(x *Task, i int) { x.cqpos = int32(i) }
 
 // byDeadline orders the timer heap.
 type byDeadline struct{}

@@ -11,189 +11,19 @@ import (
 // every device share is within 0..1000, every task is in exactly the
 // structures its state says, and the indexes agree with the nodes.
 func checkInvariants(c *Core) error {
-	nd := c.dims.Len()
-	placedOn := map[*Task]*Node{}
-	for _, n := range c.idx.order {
-		var alloc resource.Vector
-		var byPrio [4]resource.Vector
-		used := make([]int32, len(n.devices))
-		for i, t := range n.tasks {
-			if t.node != n || int(t.npos) != i {
-				return fmt.Errorf("node %s: task %s at %d has node=%v npos=%d", n.name, t.id, i, t.node != nil, t.npos)
-			}
-			if t.state != Scheduled && t.state != Running {
-				return fmt.Errorf("node %s holds task %s in state %s", n.name, t.id, t.state)
-			}
-			if _, dup := placedOn[t]; dup {
-				return fmt.Errorf("task %s placed twice", t.id)
-			}
-			placedOn[t] = n
-			o := &t.cls.opts[optIndex(t.chosen)]
-			alloc.Add(&o.req)
-			if t.preemptible {
-				byPrio[t.prio].Add(&o.req)
-			}
-			var perDim [resource.MaxDims]int64
-			for _, s := range t.devs {
-				if int(s.dev) >= len(n.devices) {
-					return fmt.Errorf("task %s: device index %d out of range", t.id, s.dev)
-				}
-				used[s.dev] += s.milli
-				perDim[n.devices[s.dev].dim] += int64(s.milli)
-				if !n.devices[s.dev].Healthy {
-					return fmt.Errorf("task %s holds unhealthy device %s", t.id, n.devices[s.dev].ID)
-				}
-			}
-			for _, dr := range o.devs {
-				if len(n.byDim[dr.dim]) > 0 && perDim[dr.dim] != dr.milli {
-					return fmt.Errorf("task %s: holds %d milli of %s devices, requested %d", t.id, perDim[dr.dim], c.dims.Name(dr.dim), dr.milli)
-				}
-			}
-		}
-		if alloc != n.alloc {
-			return fmt.Errorf("node %s: alloc %v, tasks sum %v", n.name, c.dims.Format(&n.alloc), c.dims.Format(&alloc))
-		}
-		if byPrio != n.allocByPrio {
-			return fmt.Errorf("node %s: allocByPrio out of step", n.name)
-		}
-		for i := 0; i < nd; i++ {
-			if n.alloc[i] > n.capacity[i] {
-				return fmt.Errorf("node %s over-allocated on %s: %d > %d", n.name, c.dims.Name(i), n.alloc[i], n.capacity[i])
-			}
-			if n.alloc[i] < 0 {
-				return fmt.Errorf("node %s negative allocation on %s", n.name, c.dims.Name(i))
-			}
-		}
-		for i := range n.devices {
-			if n.devices[i].Used != used[i] {
-				return fmt.Errorf("node %s device %s: used %d, tasks hold %d", n.name, n.devices[i].ID, n.devices[i].Used, used[i])
-			}
-			if used[i] < 0 || used[i] > 1000 {
-				return fmt.Errorf("node %s device %s share %d out of 0..1000", n.name, n.devices[i].ID, used[i])
-			}
-		}
-		g := n.group
-		if g == nil {
-			return fmt.Errorf("node %s has no group", n.name)
-		}
-		if (n.state == "ready") != (n.bucket >= 0) {
-			return fmt.Errorf("node %s: state %s but bucket %d", n.name, n.state, n.bucket)
-		}
-		if n.bucket >= 0 {
-			if want := g.bucketOf(n.freeDim(g.primary)); want != int(n.bucket) {
-				return fmt.Errorf("node %s in bucket %d, free says %d", n.name, n.bucket, want)
-			}
-			bk := g.buckets[n.bucket]
-			if int(n.pos) >= len(bk) || bk[n.pos] != n {
-				return fmt.Errorf("node %s: bucket position wrong", n.name)
-			}
-		}
-		if c.idx.nodes[n.name] != n {
-			return fmt.Errorf("node %s: name index wrong", n.name)
-		}
+	placedOn, err := checkNodes(c)
+	if err != nil {
+		return err
 	}
-	for _, g := range c.idx.glist {
-		cnt, max := 0, -1
-		for b := range g.buckets {
-			cnt += len(g.buckets[b])
-			if len(g.buckets[b]) > 0 {
-				max = b
-			}
-			for _, n := range g.buckets[b] {
-				if n.group != g {
-					return fmt.Errorf("group %d holds node %s of another group", g.id, n.name)
-				}
-			}
-		}
-		if cnt != g.indexed || max != g.max {
-			return fmt.Errorf("group %d: indexed %d/%d max %d/%d", g.id, g.indexed, cnt, g.max, max)
-		}
+	if err := checkGroups(c); err != nil {
+		return err
 	}
-	var pendingAt [4]int
-	var activeAt [nBands]int
-	seenQ := map[*classQueue]bool{}
-	for _, t := range c.tasks {
-		switch t.state {
-		case Pending:
-			if t.backoff || t.gready {
-				// In no class queue: waiting out a retry backoff (with a
-				// retry timer), or in its gang's ready list.
-				if t.node != nil {
-					return fmt.Errorf("pending task %s (backoff %v, gang %v) holds a node", t.id, t.backoff, t.gready)
-				}
-				if t.backoff && t.tkind != timerRetry {
-					return fmt.Errorf("task %s in backoff without its retry timer", t.id)
-				}
-				if t.gready {
-					found := false
-					for _, m := range t.gang.ready {
-						found = found || m == t
-					}
-					if !found || !t.gang.waiting {
-						return fmt.Errorf("gang-ready task %s is not in its waiting gang's ready list", t.id)
-					}
-				}
-				continue
-			}
-			if t.q == nil || int(t.qpos) >= len(t.q.tasks) || t.q.tasks[t.qpos] != t {
-				return fmt.Errorf("pending task %s is not in its queue", t.id)
-			}
-			if t.q.level != int(t.level) || t.node != nil {
-				return fmt.Errorf("pending task %s: queue level %d, level %d, node %v", t.id, t.q.level, t.level, t.node != nil)
-			}
-			if t.level > t.prio || t.level < 0 || (t.level < 1 && t.prio >= 1) {
-				return fmt.Errorf("pending task %s: level %d for priority %d", t.id, t.level, t.prio)
-			}
-			// Aging raises a task at most once, by one level.
-			if t.raised < 0 || t.raised > 1 || int(t.prio-t.level) != int(t.raised) {
-				return fmt.Errorf("pending task %s: level %d for priority %d, raised %d", t.id, t.level, t.prio, t.raised)
-			}
-			if t.q.band != bandOf(int(t.level), t.raised > 0) {
-				return fmt.Errorf("pending task %s: level %d raised %d in band %d", t.id, t.level, t.raised, t.q.band)
-			}
-			pendingAt[t.level]++
-			if !t.q.blocked {
-				activeAt[t.q.band]++
-			}
-			seenQ[t.q] = true
-		case Scheduled, Running:
-			if placedOn[t] == nil || t.q != nil {
-				return fmt.Errorf("%s task %s: on node %v, queued %v", t.state, t.id, placedOn[t] != nil, t.q != nil)
-			}
-		default:
-			if t.q != nil || t.node != nil {
-				return fmt.Errorf("%s task %s still queued or placed", t.state, t.id)
-			}
-			if t.state.Terminal() && t.tkind != timerNone {
-				return fmt.Errorf("%s task %s still has a timer", t.state, t.id)
-			}
-		}
+	pendingAt, activeAt, seenQ, err := checkTaskStates(c, placedOn)
+	if err != nil {
+		return err
 	}
-	for l := range c.tiers {
-		tr := &c.tiers[l]
-		if tr.count != pendingAt[l] {
-			return fmt.Errorf("level %d: count %d, pending tasks %d", l, tr.count, pendingAt[l])
-		}
-		listed := 0
-		for r := range tr.aging {
-			var prev *Task
-			for x := tr.aging[r].head; x != nil; x = x.lnext {
-				if x.state != Pending || int(x.level) != l || agingList(x) != r || x.lprev != prev {
-					return fmt.Errorf("level %d aging list %d holds %s (%s, level %d)", l, r, x.id, x.state, x.level)
-				}
-				if prev != nil && prev.levelSince > x.levelSince {
-					return fmt.Errorf("level %d aging list %d out of order at %s", l, r, x.id)
-				}
-				prev = x
-				listed++
-			}
-			if tr.aging[r].tail != prev {
-				return fmt.Errorf("level %d aging list %d tail wrong", l, r)
-			}
-		}
-		if listed != tr.count {
-			return fmt.Errorf("level %d: %d listed, %d counted", l, listed, tr.count)
-		}
+	if err := checkTiers(c, pendingAt); err != nil {
+		return err
 	}
 	for b := range c.bands {
 		bs := &c.bands[b]
@@ -226,11 +56,219 @@ func checkInvariants(c *Core) error {
 	return checkJobInvariants(c)
 }
 
+// checkNodes: every node's allocation, devices, bucket and index entry
+// agree with the tasks placed on it; it returns where each placed task is.
+func checkNodes(c *Core) (map[*Task]*Node, error) {
+	nd := c.dims.Len()
+	placedOn := map[*Task]*Node{}
+	for _, n := range c.idx.order {
+		var alloc resource.Vector
+		var byPrio [4]resource.Vector
+		used := make([]int32, len(n.devices))
+		for i, t := range n.tasks {
+			if t.node != n || int(t.npos) != i {
+				return nil, fmt.Errorf("node %s: task %s at %d has node=%v npos=%d", n.name, t.id, i, t.node != nil, t.npos)
+			}
+			if t.state != Scheduled && t.state != Running {
+				return nil, fmt.Errorf("node %s holds task %s in state %s", n.name, t.id, t.state)
+			}
+			if _, dup := placedOn[t]; dup {
+				return nil, fmt.Errorf("task %s placed twice", t.id)
+			}
+			placedOn[t] = n
+			o := &t.cls.opts[optIndex(t.chosen)]
+			alloc.Add(&o.req)
+			if t.preemptible {
+				byPrio[t.prio].Add(&o.req)
+			}
+			var perDim [resource.MaxDims]int64
+			for _, s := range t.devs {
+				if int(s.dev) >= len(n.devices) {
+					return nil, fmt.Errorf("task %s: device index %d out of range", t.id, s.dev)
+				}
+				used[s.dev] += s.milli
+				perDim[n.devices[s.dev].dim] += int64(s.milli)
+				if !n.devices[s.dev].Healthy {
+					return nil, fmt.Errorf("task %s holds unhealthy device %s", t.id, n.devices[s.dev].ID)
+				}
+			}
+			for _, dr := range o.devs {
+				if len(n.byDim[dr.dim]) > 0 && perDim[dr.dim] != dr.milli {
+					return nil, fmt.Errorf("task %s: holds %d milli of %s devices, requested %d", t.id, perDim[dr.dim], c.dims.Name(dr.dim), dr.milli)
+				}
+			}
+		}
+		if alloc != n.alloc {
+			return nil, fmt.Errorf("node %s: alloc %v, tasks sum %v", n.name, c.dims.Format(&n.alloc), c.dims.Format(&alloc))
+		}
+		if byPrio != n.allocByPrio {
+			return nil, fmt.Errorf("node %s: allocByPrio out of step", n.name)
+		}
+		for i := 0; i < nd; i++ {
+			if n.alloc[i] > n.capacity[i] {
+				return nil, fmt.Errorf("node %s over-allocated on %s: %d > %d", n.name, c.dims.Name(i), n.alloc[i], n.capacity[i])
+			}
+			if n.alloc[i] < 0 {
+				return nil, fmt.Errorf("node %s negative allocation on %s", n.name, c.dims.Name(i))
+			}
+		}
+		for i := range n.devices {
+			if n.devices[i].Used != used[i] {
+				return nil, fmt.Errorf("node %s device %s: used %d, tasks hold %d", n.name, n.devices[i].ID, n.devices[i].Used, used[i])
+			}
+			if used[i] < 0 || used[i] > 1000 {
+				return nil, fmt.Errorf("node %s device %s share %d out of 0..1000", n.name, n.devices[i].ID, used[i])
+			}
+		}
+		g := n.group
+		if g == nil {
+			return nil, fmt.Errorf("node %s has no group", n.name)
+		}
+		if (n.state == "ready") != (n.bucket >= 0) {
+			return nil, fmt.Errorf("node %s: state %s but bucket %d", n.name, n.state, n.bucket)
+		}
+		if n.bucket >= 0 {
+			if want := g.bucketOf(n.freeDim(g.primary)); want != int(n.bucket) {
+				return nil, fmt.Errorf("node %s in bucket %d, free says %d", n.name, n.bucket, want)
+			}
+			bk := g.buckets[n.bucket]
+			if int(n.pos) >= len(bk) || bk[n.pos] != n {
+				return nil, fmt.Errorf("node %s: bucket position wrong", n.name)
+			}
+		}
+		if c.idx.nodes[n.name] != n {
+			return nil, fmt.Errorf("node %s: name index wrong", n.name)
+		}
+	}
+	return placedOn, nil
+}
+
+// checkGroups: every group's buckets hold its schedulable nodes and its
+// counts agree.
+func checkGroups(c *Core) error {
+	for _, g := range c.idx.glist {
+		cnt, max := 0, -1
+		for b := range g.buckets {
+			cnt += len(g.buckets[b])
+			if len(g.buckets[b]) > 0 {
+				max = b
+			}
+			for _, n := range g.buckets[b] {
+				if n.group != g {
+					return fmt.Errorf("group %d holds node %s of another group", g.id, n.name)
+				}
+			}
+		}
+		if cnt != g.indexed || max != g.max {
+			return fmt.Errorf("group %d: indexed %d/%d max %d/%d", g.id, g.indexed, cnt, g.max, max)
+		}
+	}
+	return nil
+}
+
+// checkTaskStates: every task is in exactly the structures its state
+// says; it returns the pending tasks per level, the active ones per band
+// and the class queues holding pending tasks.
+func checkTaskStates(c *Core, placedOn map[*Task]*Node) (pendingAt [4]int, activeAt [nBands]int, seenQ map[*classQueue]bool, err error) {
+	seenQ = map[*classQueue]bool{}
+	for _, t := range c.tasks {
+		switch t.state {
+		case Pending:
+			if t.backoff || t.gready {
+				// In no class queue: waiting out a retry backoff (with a
+				// retry timer), or in its gang's ready list.
+				if t.node != nil {
+					return pendingAt, activeAt, seenQ, fmt.Errorf("pending task %s (backoff %v, gang %v) holds a node", t.id, t.backoff, t.gready)
+				}
+				if t.backoff && t.tkind != timerRetry {
+					return pendingAt, activeAt, seenQ, fmt.Errorf("task %s in backoff without its retry timer", t.id)
+				}
+				if t.gready {
+					found := false
+					for _, m := range t.gang.ready {
+						found = found || m == t
+					}
+					if !found || !t.gang.waiting {
+						return pendingAt, activeAt, seenQ, fmt.Errorf("gang-ready task %s is not in its waiting gang's ready list", t.id)
+					}
+				}
+				continue
+			}
+			if t.cq == nil || int(t.cqpos) >= len(t.cq.tasks) || t.cq.tasks[t.cqpos] != t {
+				return pendingAt, activeAt, seenQ, fmt.Errorf("pending task %s is not in its queue", t.id)
+			}
+			if t.cq.level != int(t.level) || t.node != nil {
+				return pendingAt, activeAt, seenQ, fmt.Errorf("pending task %s: queue level %d, level %d, node %v", t.id, t.cq.level, t.level, t.node != nil)
+			}
+			if t.level > t.prio || t.level < 0 || (t.level < 1 && t.prio >= 1) {
+				return pendingAt, activeAt, seenQ, fmt.Errorf("pending task %s: level %d for priority %d", t.id, t.level, t.prio)
+			}
+			// Aging raises a task at most once, by one level.
+			if t.raised < 0 || t.raised > 1 || int(t.prio-t.level) != int(t.raised) {
+				return pendingAt, activeAt, seenQ, fmt.Errorf("pending task %s: level %d for priority %d, raised %d", t.id, t.level, t.prio, t.raised)
+			}
+			if t.cq.band != bandOf(int(t.level), t.raised > 0) {
+				return pendingAt, activeAt, seenQ, fmt.Errorf("pending task %s: level %d raised %d in band %d", t.id, t.level, t.raised, t.cq.band)
+			}
+			pendingAt[t.level]++
+			if !t.cq.blocked {
+				activeAt[t.cq.band]++
+			}
+			seenQ[t.cq] = true
+		case Scheduled, Running:
+			if placedOn[t] == nil || t.cq != nil {
+				return pendingAt, activeAt, seenQ, fmt.Errorf("%s task %s: on node %v, queued %v", t.state, t.id, placedOn[t] != nil, t.cq != nil)
+			}
+		default:
+			if t.cq != nil || t.node != nil {
+				return pendingAt, activeAt, seenQ, fmt.Errorf("%s task %s still queued or placed", t.state, t.id)
+			}
+			if t.state.Terminal() && t.tkind != timerNone {
+				return pendingAt, activeAt, seenQ, fmt.Errorf("%s task %s still has a timer", t.state, t.id)
+			}
+		}
+	}
+	return pendingAt, activeAt, seenQ, nil
+}
+
+// checkTiers: each level's aging lists hold its pending tasks in entry
+// order, and its count agrees.
+func checkTiers(c *Core, pendingAt [4]int) error {
+	for l := range c.tiers {
+		tr := &c.tiers[l]
+		if tr.count != pendingAt[l] {
+			return fmt.Errorf("level %d: count %d, pending tasks %d", l, tr.count, pendingAt[l])
+		}
+		listed := 0
+		for r := range tr.aging {
+			var prev *Task
+			for x := tr.aging[r].head; x != nil; x = x.lnext {
+				if x.state != Pending || int(x.level) != l || agingList(x) != r || x.lprev != prev {
+					return fmt.Errorf("level %d aging list %d holds %s (%s, level %d)", l, r, x.id, x.state, x.level)
+				}
+				if prev != nil && prev.levelSince > x.levelSince {
+					return fmt.Errorf("level %d aging list %d out of order at %s", l, r, x.id)
+				}
+				prev = x
+				listed++
+			}
+			if tr.aging[r].tail != prev {
+				return fmt.Errorf("level %d aging list %d tail wrong", l, r)
+			}
+		}
+		if listed != tr.count {
+			return fmt.Errorf("level %d: %d listed, %d counted", l, listed, tr.count)
+		}
+	}
+	return nil
+}
+
 // checkJobInvariants verifies the bookkeeping of jobs, gangs, retries and
 // locality (jobs.go, locality.go) between inputs:
 //
-//   - no input is half done: no job being joined, no gang try, restart or
-//     failure in progress;
+//   - no input is half done: no gang try (a search context still holding
+//     its affinity), restart or failure in progress (the job a task joins
+//     is an argument of admit, no longer state that could be left set);
 //   - a backoff task is pending in no queue, holds no node, its retry
 //     timer is its only timer, and it belongs to a job with retries left;
 //     a retry timer belongs to a backoff task;
@@ -249,10 +287,10 @@ func checkInvariants(c *Core) error {
 //     preference and has a live deadline in the locality heap; one pending
 //     in its own class has spent it; the locality heap is ordered.
 func checkJobInvariants(c *Core) error {
-	if c.joining != nil {
-		return fmt.Errorf("core still joining tasks to job %s", c.joining.id)
+	if c.jr.open != 0 || len(c.jr.entries) != 0 || len(c.jr.places) != 0 || len(c.jr.queues) != 0 {
+		return fmt.Errorf("journal left open after an input: %d checkpoints, %d entries", c.jr.open, len(c.jr.entries))
 	}
-	if c.gangAff != nil {
+	if c.sc.aff != nil {
 		return fmt.Errorf("gang affinity left set after an input")
 	}
 	inWait := map[*gang]int{}
@@ -279,8 +317,8 @@ func checkJobInvariants(c *Core) error {
 			switch {
 			case t.state != Pending:
 				return fmt.Errorf("task %s in backoff but %s", t.id, t.state)
-			case t.gready || t.q != nil || t.node != nil:
-				return fmt.Errorf("task %s in backoff but queued (gang %v, class %v) or placed (%v)", t.id, t.gready, t.q != nil, t.node != nil)
+			case t.gready || t.cq != nil || t.node != nil:
+				return fmt.Errorf("task %s in backoff but queued (gang %v, class %v) or placed (%v)", t.id, t.gready, t.cq != nil, t.node != nil)
 			case t.tkind != timerRetry:
 				return fmt.Errorf("task %s in backoff without its retry timer", t.id)
 			case t.job == nil:
@@ -291,8 +329,8 @@ func checkJobInvariants(c *Core) error {
 			return fmt.Errorf("task %s used %d retries, limit %d", t.id, t.failures, t.job.retryLimit)
 		}
 		if t.gready {
-			if t.state != Pending || t.gang == nil || t.q != nil || t.backoff {
-				return fmt.Errorf("gang-ready task %s: state %s, gang %v, queued %v, backoff %v", t.id, t.state, t.gang != nil, t.q != nil, t.backoff)
+			if t.state != Pending || t.gang == nil || t.cq != nil || t.backoff {
+				return fmt.Errorf("gang-ready task %s: state %s, gang %v, queued %v, backoff %v", t.id, t.state, t.gang != nil, t.cq != nil, t.backoff)
 			}
 		}
 		if t.gang != nil {
@@ -317,6 +355,12 @@ func checkJobInvariants(c *Core) error {
 			}
 		}
 	}
+	return checkGangs(c, inWait)
+}
+
+// checkGangs: the per-job and per-gang bookkeeping (see
+// checkJobInvariants); inWait counts each gang's entries in gangWait.
+func checkGangs(c *Core, inWait map[*gang]int) error {
 	for _, j := range c.jobs {
 		for _, t := range j.tasks {
 			if t.job != j {
@@ -396,17 +440,17 @@ func checkQueueInvariants(c *Core) error {
 		want[q] = &resource.Vector{}
 	}
 	for _, t := range c.tasks {
-		if t.queue == nil {
+		if t.leaf == nil {
 			return fmt.Errorf("task %s has no queue leaf", t.id)
 		}
-		if t.queue != t.cls.leaf || !t.queue.leaf {
-			return fmt.Errorf("task %s: queue %s is not its class's leaf", t.id, t.queue.name)
+		if t.leaf != t.cls.leaf || !t.leaf.leaf {
+			return fmt.Errorf("task %s: queue %s is not its class's leaf", t.id, t.leaf.name)
 		}
 		if t.state != Scheduled && t.state != Running {
 			continue
 		}
 		o := &t.cls.opts[optIndex(t.chosen)]
-		for q := t.queue; q != nil; q = q.parent {
+		for q := t.leaf; q != nil; q = q.parent {
 			for i := range o.req {
 				want[q][i] += o.req[i]
 			}
@@ -415,9 +459,6 @@ func checkQueueInvariants(c *Core) error {
 	for _, q := range all {
 		if *want[q] != q.used {
 			return fmt.Errorf("queue %s (leaf %v): usage %s, placed tasks hold %s", q.name, q.leaf, c.dims.Format(&q.used), c.dims.Format(want[q]))
-		}
-		if !q.evicted.IsZero() {
-			return fmt.Errorf("queue %s: what-if scratch left %s", q.name, c.dims.Format(&q.evicted))
 		}
 	}
 	var total resource.Vector

@@ -140,14 +140,11 @@ func (c *Core) SubmitJobTask(now time.Time, jobID string, spec *api.Task) error 
 	if j == nil {
 		return errs.New(errs.NotFound, "job", "no job %q", jobID)
 	}
-	c.joining = j
-	defer func() { c.joining = nil }()
-	return c.Submit(now, spec)
+	return c.submit(now, spec, j)
 }
 
-// attachJob links a task being admitted to the job being submitted.
-func (c *Core) attachJob(t *Task) {
-	j := c.joining
+// attachJob links a task being admitted to its job j (nil for none).
+func (c *Core) attachJob(t *Task, j *job) {
 	if j == nil {
 		return
 	}
@@ -184,7 +181,7 @@ func (c *Core) retry(t *Task, from, to State, reason string) bool {
 	delay = min(delay, int64(time.Hour))
 	t.state = Pending
 	t.backoff = true
-	t.queue.backoff++
+	t.leaf.backoff++
 	t.reason = fmt.Sprintf("retry %d/%d in %s: %s", t.failures, j.retryLimit, durString(delay), to)
 	if reason != "" {
 		t.reason += " (" + reason + ")"
@@ -418,14 +415,13 @@ func (a *gangAffinity) bonus(n *Node) int64 {
 	return 0
 }
 
-// tryGang places as many ready members as fit, keeping them only if the
-// gang then has MinMember placed; otherwise every placement of this try is
-// rolled back.
+// tryGang places as many ready members as fit, under a checkpoint that it
+// keeps only if the gang then has MinMember placed; otherwise it rolls
+// every placement of this try back (journal.go).
 func (c *Core) tryGang(g *gang) {
 	if g.tried != c.capSeq {
 		g.deferred = 0
 	}
-	mark := len(c.out.Placements)
 	ready := append([]*Task(nil), g.ready...)
 	sort.Slice(ready, func(i, j int) bool { return ready[i].seq < ready[j].seq })
 	keys := g.topology
@@ -439,22 +435,21 @@ func (c *Core) tryGang(g *gang) {
 			break
 		}
 	}
-	c.gangAff = aff
 	// Gang tries search completely (no MaxVisit budget) and leave the
 	// class's search state as they found it: a gang member shares its
 	// class with plain tasks, and a try that changed that state could
 	// keep their searches, and its own, from ever completing.
-	c.fullSearch = true
-	var newly []*Task
+	sc := c.beginSearch(true, aff)
+	cp := c.checkpoint()
+	newly := 0
 	deferredTry := false
 	for _, t := range ready {
-		c.stats.Attempts++
 		saved := saveSearch(t.cls)
-		res := c.tryPlace(t)
+		res := c.tryPlace(sc, t)
 		saved.restore(t.cls)
 		switch res {
 		case placed:
-			newly = append(newly, t)
+			newly++
 			if aff.anchor == nil {
 				aff.anchor = t.node
 			}
@@ -462,14 +457,12 @@ func (c *Core) tryGang(g *gang) {
 			deferredTry = true
 		}
 	}
-	c.gangAff = nil
-	c.fullSearch = false
+	sc.endSearch()
 	g.dirty = false
-	if g.placed+g.done+len(newly) >= g.min {
-		for _, t := range newly {
-			t.locDone = true
-		}
-		g.placed += len(newly)
+	if g.placed+g.done+newly >= g.min {
+		c.keep(cp)
+		c.stats.Attempts += uint64(len(ready))
+		g.placed += newly
 		g.started = true
 		g.reason = ""
 		g.lastOf = 0
@@ -478,10 +471,8 @@ func (c *Core) tryGang(g *gang) {
 		}
 		return
 	}
-	for i := len(newly) - 1; i >= 0; i-- {
-		c.uncommit(newly[i])
-	}
-	c.out.Placements = c.out.Placements[:mark]
+	c.rollback(cp) // the attempts happened all the same:
+	c.stats.Attempts += uint64(len(ready))
 	g.tried = c.capSeq
 	if deferredTry && g.deferred < maxGangDeferrals {
 		// The search ran out of budget, not of nodes: try again soon (a
@@ -492,26 +483,11 @@ func (c *Core) tryGang(g *gang) {
 		g.dirty = true
 		c.retrySoon()
 	}
-	g.lastFit, g.lastOf, g.lastNeed = len(newly), len(ready), g.min-g.placed-g.done
+	g.lastFit, g.lastOf, g.lastNeed = newly, len(ready), g.min-g.placed-g.done
 	g.reason = fmt.Sprintf("gang of job %s: %d of %d pending members fit together now, %d needed to start", g.job.id, g.lastFit, g.lastOf, g.lastNeed)
 }
 
 var defaultGangTopology = []string{"nvlink", "ici", "rack"}
-
-// uncommit undoes commit for a gang member of a failed try.
-func (c *Core) uncommit(t *Task) {
-	c.release(t, false)
-	c.timers.cancel(t)
-	t.state = Pending
-	t.chosen = -1
-	c.stats.Placed--
-	c.callPlaced--
-	t.gready = true
-	t.gang.ready = append(t.gang.ready, t)
-	if t.queueTTL > 0 {
-		c.timers.set(t, timerQueue, t.enqueued+t.queueTTL)
-	}
-}
 
 // gangTimeouts fails the gangs that did not start within their timeout,
 // naming the shortfall.

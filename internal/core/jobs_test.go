@@ -237,7 +237,7 @@ func TestGangMemberEndedBeforeOthersJoined(t *testing.T) {
 // TestGangMemberSkippedByDependency: a member skipped because a
 // dependency failed is not counted as a member that ended without success.
 //
-// Bug: settleDependents (lifecycle.go:659) and Submit's skip path move a
+// Bug: settleDependents (task.go) and Submit's skip path move a
 // task to Skipped without jobTaskEnded, so g.failed misses it and
 // gangCheckReachable never runs. Sequence: job j with p0, p1 and gang
 // {w0 (after p0), w1 (after p1)} minMember 2; p1 fails -> w1 skipped; p0
@@ -265,7 +265,7 @@ func TestGangMemberSkippedByDependency(t *testing.T) {
 // and then the second is re-queued again.
 //
 // Bug: tryPreempt (preempt.go:102) requeues every planned victim without
-// checking that it is still placed; requeue (lifecycle.go:679) on a
+// checking that it is still placed; requeue (task.go) on a
 // pending task enqueues it a second time (twice in its gang's ready list).
 // The same happens in replaceNode's NoExecute loop (nodes.go, see
 // TestNoExecuteTaintEvictsAGang). Fix: requeue returns at once for a task

@@ -35,7 +35,7 @@ func (c *Core) setLocality(t *Task, spec *api.Task) error {
 		}
 	}
 	loc.NodeSelector = sel
-	lc, err := c.classFor(&loc, t.queue)
+	lc, err := c.classFor(&loc, t.leaf)
 	if err != nil {
 		return err
 	}

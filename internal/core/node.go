@@ -117,6 +117,15 @@ func buildNode(spec *api.Node, dims *resource.Dims) (*Node, error) {
 		if dev.Domain == "" {
 			dev.Domain = d.Topology[api.TopologyICI]
 		}
+		// One string per domain on the node: device picking compares
+		// domains per device, and equal strings that share their bytes
+		// compare without reading them.
+		for j := range n.devices {
+			if n.devices[j].Domain == dev.Domain {
+				dev.Domain = n.devices[j].Domain
+				break
+			}
+		}
 		n.devices = append(n.devices, dev)
 		if models[d.Type] == nil {
 			models[d.Type] = map[string]bool{}

@@ -1,6 +1,8 @@
 package core
 
-import "math"
+import (
+	"math"
+)
 
 // outcome of one placement attempt.
 type outcome uint8
@@ -18,6 +20,45 @@ type candidate struct {
 }
 
 func optIndex(chosen int8) int { return int(chosen) + 1 }
+
+// searchCtx is what one attempt's search carries from step to step: how it
+// searches and the buffers it reuses. The core owns one (Core.sc), so that
+// the hot path allocates nothing, but no step reads it through the Core:
+// beginSearch resets it at the start of an attempt and hands it to
+// tryPlace, and every step that needs it (checkNode, consider,
+// pickDevices, the preemption what-ifs) takes it as an argument.
+type searchCtx struct {
+	// cs is what the plugins see during the search; cs.picked holds the
+	// devices that the last checkNode to pass chose on its node, valid
+	// until the next checkNode.
+	cs CycleState
+	// full makes every walk complete (no MaxVisit budget): the second
+	// attempt of urgent and high work, and gang tries.
+	full bool
+	// aff steers a gang try's members towards the nodes sharing topology
+	// labels with the members placed before them; nil outside gang tries.
+	aff *gangAffinity
+	// best holds the devices of the best candidate so far (consider).
+	best []devShare
+	// victims, kept, evicted, ghosts and plan are preemption's buffers
+	// (victimsOn, evictedWith, preemptOn).
+	victims, kept, evicted, ghosts, plan []*Task
+	takenAt                              []int // the journal entries of victimsOn's what-if evictions
+}
+
+// beginSearch resets the core's search context for one attempt (full: no
+// visit budget; aff: a gang try's affinity) and returns it.
+func (c *Core) beginSearch(full bool, aff *gangAffinity) *searchCtx {
+	sc := &c.sc
+	sc.cs.core, sc.cs.now = c, c.now
+	sc.cs.picked = sc.cs.picked[:0]
+	sc.full, sc.aff = full, aff
+	return sc
+}
+
+// endSearch drops what an attempt set up (a gang's affinity), so that
+// nothing outlives the input that searched.
+func (sc *searchCtx) endSearch() { sc.full, sc.aff = false, nil }
 
 // refreshGroups recomputes the groups that pass the policy's static filters
 // for o, when the set of groups changed since the last time.
@@ -56,15 +97,15 @@ func (c *Core) sampleSize() int {
 
 // tryPlace searches the compatible groups of every option of t and commits
 // the best-scoring fit.
-func (c *Core) tryPlace(t *Task) outcome {
-	if t.queue != nil && c.overQueueMax(t) {
+func (c *Core) tryPlace(sc *searchCtx, t *Task) outcome {
+	if t.leaf != nil && c.overQueueMax(t) {
 		return unfit // node-independent: no walk can find a fit
 	}
 	if len(t.cls.identity) > 0 {
-		return c.identityPlace(t)
+		return c.identityPlace(sc, t)
 	}
 	if c.policy.Order == Rotate {
-		return c.rotatePlace(t)
+		return c.rotatePlace(sc, t)
 	}
 	best := candidate{score: math.MinInt64}
 	complete := true
@@ -73,7 +114,7 @@ func (c *Core) tryPlace(t *Task) outcome {
 		o := &t.cls.opts[oi]
 		c.refreshGroups(t, o)
 		for _, g := range o.groups {
-			if !c.searchGroup(t, o, g, sample, &best) {
+			if !c.searchGroup(sc, t, o, g, sample, &best) {
 				complete = false
 			}
 		}
@@ -87,7 +128,7 @@ func (c *Core) tryPlace(t *Task) outcome {
 		}
 		return deferred
 	}
-	c.commit(t, best.o, best.n, c.bestDevs)
+	c.commit(t, best.o, best.n, sc.best)
 	return placed
 }
 
@@ -121,7 +162,7 @@ func termsMatch(terms []selTerm, labels map[string]string, skip map[string]bool)
 
 // identityPlace places a task that selects nodes by identity label: the
 // candidates come from the index of that label's values, never from a scan.
-func (c *Core) identityPlace(t *Task) outcome {
+func (c *Core) identityPlace(sc *searchCtx, t *Task) outcome {
 	best := candidate{score: math.MinInt64}
 	term := t.cls.identity[0]
 	for _, oi := range t.cls.optOrder {
@@ -130,7 +171,7 @@ func (c *Core) identityPlace(t *Task) outcome {
 		for _, v := range term.values {
 			for _, n := range c.idx.byIdentity[term.key][v] {
 				if n.bucket >= 0 && o.hasGroup(n.group) {
-					c.consider(t, o, n, &best)
+					c.consider(sc, t, o, n, &best)
 				}
 			}
 		}
@@ -141,7 +182,7 @@ func (c *Core) identityPlace(t *Task) outcome {
 	if best.n == nil {
 		return unfit
 	}
-	c.commit(t, best.o, best.n, c.bestDevs)
+	c.commit(t, best.o, best.n, sc.best)
 	return placed
 }
 
@@ -151,7 +192,7 @@ func (c *Core) identityPlace(t *Task) outcome {
 // MaxVisit compatible nodes are checked per attempt, and after an attempt
 // that ran out of budget the next one checks a whole turn. A task is unfit
 // only after a whole turn within one attempt found nothing.
-func (c *Core) rotatePlace(t *Task) outcome {
+func (c *Core) rotatePlace(sc *searchCtx, t *Task) outcome {
 	possible := false
 	for oi := range t.cls.opts {
 		o := &t.cls.opts[oi]
@@ -167,7 +208,7 @@ func (c *Core) rotatePlace(t *Task) outcome {
 		t.cls.rrExhaustive = false
 		return unfit
 	}
-	full := t.cls.rrExhaustive || c.fullSearch
+	full := t.cls.rrExhaustive || sc.full
 	limit := c.cfg.MaxVisit
 	if full {
 		limit = len(order)
@@ -195,10 +236,10 @@ func (c *Core) rotatePlace(t *Task) outcome {
 				continue
 			}
 			compatible = true
-			if c.checkNode(t, o, n) == nil {
+			if c.checkNode(sc, t, o, n) == nil {
 				t.cls.rrExhaustive = false
 				c.rr = pos + 1
-				c.commit(t, o, n, c.scratchDevs)
+				c.commit(t, o, n, sc.cs.picked)
 				return placed
 			}
 		}
@@ -240,7 +281,7 @@ func (o *Option) scan(g *group) *scanState {
 // around, and looks at every node, so a task is declared unfit only after a
 // complete walk within one attempt. Searches stay exhaustive while fits are
 // only found beyond the budget.
-func (c *Core) searchGroup(t *Task, o *Option, g *group, sample int, best *candidate) bool {
+func (c *Core) searchGroup(sc *searchCtx, t *Task, o *Option, g *group, sample int, best *candidate) bool {
 	if g.indexed == 0 || !o.req.Fits(&g.maxCap) {
 		return true
 	}
@@ -261,7 +302,7 @@ func (c *Core) searchGroup(t *Task, o *Option, g *group, sample int, best *candi
 	if c.policy.FullWalk {
 		limit, sample = total, total+1
 	}
-	if st.exhaustive || c.fullSearch {
+	if st.exhaustive || sc.full {
 		limit, start = total, st.hint
 		if start >= total {
 			start = 0
@@ -289,7 +330,7 @@ func (c *Core) searchGroup(t *Task, o *Option, g *group, sample int, best *candi
 		pos := (start + visited) % total
 		visited++
 		i++
-		if c.consider(t, o, n, best) {
+		if c.consider(sc, t, o, n, best) {
 			if st.exhaustive {
 				st.hint = pos
 				st.exhaustive = pos >= c.cfg.MaxVisit
@@ -308,223 +349,70 @@ func (c *Core) searchGroup(t *Task, o *Option, g *group, sample int, best *candi
 
 // consider checks n for o and keeps it in best when it scores higher
 // (ties keep the earlier node, so results are deterministic).
-func (c *Core) consider(t *Task, o *Option, n *Node, best *candidate) bool {
-	if c.checkNode(t, o, n) != nil {
+func (c *Core) consider(sc *searchCtx, t *Task, o *Option, n *Node, best *candidate) bool {
+	if c.checkNode(sc, t, o, n) != nil {
 		return false
 	}
 	var s int64
 	for _, ws := range c.policy.Scores {
-		v, st := ws.Plugin.Score(&c.cs, t, o, n)
+		v, st := ws.Plugin.Score(&sc.cs, t, o, n)
 		if !st.IsSuccess() {
 			return false
 		}
 		s += ws.Weight * v
 	}
-	if c.gangAff != nil {
-		s += c.gangAff.bonus(n)
+	if sc.aff != nil {
+		s += sc.aff.bonus(n)
 	}
 	if s > best.score {
 		best.n, best.o, best.score = n, o, s
-		c.bestDevs = append(c.bestDevs[:0], c.scratchDevs...)
+		sc.best = append(sc.best[:0], sc.cs.picked...)
 	}
 	return true
 }
 
-// checkNode runs the dynamic checks of o on n: free resources, concrete
-// devices (left in c.scratchDevs) and the policy's filters.
-func (c *Core) checkNode(t *Task, o *Option, n *Node) *Status {
-	if len(t.cls.identity) > 0 && !identityMatch(t.cls, n) {
-		return selectorMismatch
-	}
-	if t.queue != nil {
-		if st := c.queueCheck(t, o); st != nil {
+// checkNode runs the dynamic filters of o on n, the core's own
+// (coreFilters) and then the policy's (Policy.Filters), and returns the
+// first failure; on success the devices DeviceFit picked are in
+// sc.cs.picked.
+func (c *Core) checkNode(sc *searchCtx, t *Task, o *Option, n *Node) *Status {
+	cs, cf := &sc.cs, &c.cf
+	if len(t.cls.identity) > 0 {
+		if st := cf.identity.Filter(cs, t, o, n); st != nil {
 			return st
 		}
 	}
-	nd := c.dims.Len()
-	for i := 0; i < nd; i++ {
-		if o.req[i] > n.capacity[i]-n.alloc[i] {
-			if o.req[i] > n.capacity[i] {
-				return c.tooSmall(i)
-			}
-			return c.insufficient(i)
-		}
+	if st := cf.quota.Filter(cs, t, o, n); st != nil {
+		return st
 	}
-	c.scratchDevs = c.scratchDevs[:0]
-	for _, dr := range o.devs {
-		if len(n.byDim[dr.dim]) == 0 {
-			continue // a pooled resource on this node: the vector check covers it
-		}
-		if st := c.pickDevices(t, o, n, dr); st != nil {
-			return st
-		}
+	if st := cf.fit.Filter(cs, t, o, n); st != nil {
+		return st
+	}
+	if len(o.devs) == 0 {
+		cs.picked = cs.picked[:0] // DeviceFit's answer, without the call
+	} else if st := cf.devs.Filter(cs, t, o, n); st != nil {
+		return st
 	}
 	for _, f := range c.policy.Filters {
-		if st := f.Filter(&c.cs, t, o, n); !st.IsSuccess() {
+		if st := f.Filter(&sc.cs, t, o, n); !st.IsSuccess() {
 			return st
 		}
 	}
 	return nil
 }
 
-// tooSmall returns the shared "node too small for <resource>" status.
-func (c *Core) tooSmall(dim int) *Status {
-	for len(c.small) <= dim {
-		c.small = append(c.small, nil)
-	}
-	if c.small[dim] == nil {
-		c.small[dim] = NewUnschedulable("node too small for " + string(c.dims.Name(dim)))
-	}
-	return c.small[dim]
-}
-
-// insufficient returns the shared "insufficient <resource>" status.
-func (c *Core) insufficient(dim int) *Status {
-	for len(c.insuff) <= dim {
-		c.insuff = append(c.insuff, nil)
-	}
-	if c.insuff[dim] == nil {
-		c.insuff[dim] = NewUnschedulable("insufficient " + string(c.dims.Name(dim)))
-	}
-	return c.insuff[dim]
-}
-
-type domCount struct {
-	dom string
-	cnt int
-}
-
-// pickDevices chooses concrete devices for one device request and appends
-// them to c.scratchDevs. Whole devices come from one topology domain when
-// one has enough free (the fullest such domain), else from the domains with
-// most free devices; a share goes where the policy's SharePicker says.
-func (c *Core) pickDevices(t *Task, o *Option, n *Node, dr devReq) *Status {
-	idxs := n.byDim[dr.dim]
-	if dr.milli >= 1000 {
-		k := int(dr.milli / 1000)
-		var doms [16]domCount
-		nd, free := 0, 0
-		for _, i := range idxs {
-			d := &n.devices[i]
-			if !d.Healthy || d.Used != 0 {
-				continue
-			}
-			free++
-			j := 0
-			for j < nd && doms[j].dom != d.Domain {
-				j++
-			}
-			if j == nd {
-				if nd == len(doms) {
-					j = 0 // more domains than tracked: pool the rest with the first
-				} else {
-					doms[nd] = domCount{dom: d.Domain}
-					nd++
-				}
-			}
-			doms[j].cnt++
-		}
-		if free < k {
-			return c.noDevice(dr.dim)
-		}
-		best := -1
-		for j := 0; j < nd; j++ {
-			if doms[j].cnt >= k && (best < 0 || doms[j].cnt < doms[best].cnt) {
-				best = j
-			}
-		}
-		need := k
-		if best >= 0 {
-			need = c.takeFrom(n, idxs, doms[best].dom, need)
-		}
-		for need > 0 {
-			// Spill: the domain with the most free devices left.
-			m := -1
-			for j := 0; j < nd; j++ {
-				if doms[j].cnt > 0 && (m < 0 || doms[j].cnt > doms[m].cnt) {
-					m = j
-				}
-			}
-			if m < 0 {
-				// Domains beyond the tracked ones were pooled: any free device.
-				if need = c.takeFrom(n, idxs, "\x00any", need); need > 0 {
-					return c.noDevice(dr.dim)
-				}
-				break
-			}
-			before := need
-			need = c.takeFrom(n, idxs, doms[m].dom, need)
-			doms[m].cnt = 0
-			if need == before && nd == len(doms) {
-				// Pooled domains: take any free device.
-				need = c.takeFrom(n, idxs, "\x00any", need)
-			}
-		}
-		return nil
-	}
-	cands := c.candBuf[:0]
-	for _, i := range idxs {
-		d := &n.devices[i]
-		if d.Healthy && int64(d.Free()) >= dr.milli {
-			cands = append(cands, i)
-		}
-	}
-	c.candBuf = cands
-	if len(cands) == 0 {
-		return c.noDevice(dr.dim)
-	}
-	pick := c.policy.Picker.PickShare(&c.cs, t, o, n, cands, dr.milli)
-	c.scratchDevs = append(c.scratchDevs, devShare{dev: pick, milli: int32(dr.milli)})
-	return nil
-}
-
-// takeFrom appends up to need free whole devices of domain dom (any domain
-// for "\x00any") not already taken, returning how many are still needed.
-func (c *Core) takeFrom(n *Node, idxs []int32, dom string, need int) int {
-	for _, i := range idxs {
-		if need == 0 {
-			break
-		}
-		d := &n.devices[i]
-		if !d.Healthy || d.Used != 0 || (dom != "\x00any" && d.Domain != dom) {
-			continue
-		}
-		taken := false
-		for _, s := range c.scratchDevs {
-			if s.dev == i {
-				taken = true
-				break
-			}
-		}
-		if taken {
-			continue
-		}
-		c.scratchDevs = append(c.scratchDevs, devShare{dev: i, milli: 1000})
-		need--
-	}
-	return need
-}
-
-func (c *Core) noDevice(dim int) *Status {
-	for len(c.nodev) <= dim {
-		c.nodev = append(c.nodev, nil)
-	}
-	if c.nodev[dim] == nil {
-		c.nodev[dim] = NewUnschedulable("no free " + string(c.dims.Name(dim)) + " device")
-	}
-	return c.nodev[dim]
-}
-
-// commit places pending t on n with devs.
+// commit places pending t on n with devs; under a checkpoint it records
+// what it changes (journal.go).
 func (c *Core) commit(t *Task, o *Option, n *Node, devs []devShare) {
+	if c.journaling() {
+		c.recordPlace(t, o, n)
+	}
 	delay := c.now - t.enqueued
 	level := t.level
 	c.unqueue(t)
 	c.timers.cancel(t)
 	c.allocate(t, n, o, devs)
-	if c.gangAff == nil {
-		t.locDone = true // a gang try may be rolled back: tryGang spends it
-	}
+	t.locDone = true
 	t.state = Scheduled
 	t.started = c.now // until TaskStarted says when it really started
 	t.reason = ""
@@ -567,7 +455,7 @@ func rawAdd(n *Node, t *Task, o *Option, devs []devShare, sign int64) {
 // allocate records t's placement on n.
 func (c *Core) allocate(t *Task, n *Node, o *Option, devs []devShare) {
 	rawAdd(n, t, o, devs, 1)
-	if t.queue != nil {
+	if t.leaf != nil {
 		c.queueAdd(t, o, 1)
 	}
 	t.devs = append(t.devs[:0], devs...)
@@ -592,7 +480,7 @@ func (c *Core) release(t *Task, wake bool) {
 		r.Unreserve(&c.cs, t, o, n)
 	}
 	rawAdd(n, t, o, t.devs, -1)
-	if t.queue != nil {
+	if t.leaf != nil {
 		c.queueAdd(t, o, -1)
 	}
 	last := len(n.tasks) - 1

@@ -1,12 +1,12 @@
 package core
 
-import (
-	"sort"
-	"strings"
-)
-
-// Code tells a plugin's verdict: success, "does not fit" (Unschedulable) or
-// "broke" (Error: a bug or bad state, never a capacity problem).
+// Code tells a plugin's verdict, as in the Kubernetes scheduling
+// framework: success; "does not fit now" (Unschedulable: capacity freed
+// on the node, by tasks ending or by preemption, may make it fit); "can
+// never fit" (UnschedulableAndUnresolvable: nothing evicted from the node
+// helps, so preemption gives the node, or for a node-independent filter
+// the option, up); or "broke" (Error: a bug or bad state, never a capacity
+// problem). Only a node that passes every filter is a fit.
 type Code uint8
 
 // Status codes.
@@ -14,6 +14,7 @@ const (
 	Success Code = iota
 	Unschedulable
 	Error
+	UnschedulableAndUnresolvable
 )
 
 // Status is a plugin's answer; nil means success.
@@ -26,8 +27,17 @@ type Status struct {
 // IsSuccess reports whether s is nil or Success.
 func (s *Status) IsSuccess() bool { return s == nil || s.Code == Success }
 
-// NewUnschedulable returns a "does not fit" status.
+// IsUnresolvable reports whether s says that no eviction can make the
+// task fit.
+func (s *Status) IsUnresolvable() bool { return s != nil && s.Code == UnschedulableAndUnresolvable }
+
+// NewUnschedulable returns a "does not fit now" status.
 func NewUnschedulable(reason string) *Status { return &Status{Code: Unschedulable, Reason: reason} }
+
+// NewUnresolvable returns a "can never fit" status.
+func NewUnresolvable(reason string) *Status {
+	return &Status{Code: UnschedulableAndUnresolvable, Reason: reason}
+}
 
 // AsError returns an Error status wrapping err.
 func AsError(plugin string, err error) *Status {
@@ -38,6 +48,10 @@ func AsError(plugin string, err error) *Status {
 type CycleState struct {
 	core *Core
 	now  int64
+	// picked is what the device check chose on the node being checked
+	// (a search's; empty outside one), for plugins that score a
+	// placement by its devices.
+	picked []devShare
 }
 
 // Now returns the attempt's time (ns since the Unix epoch).
@@ -48,7 +62,9 @@ type Plugin interface{ Name() string }
 
 // FilterPlugin rejects nodes a task cannot use. Static filters see a group's
 // template node (labels, taints, capacity: no allocation) and run once per
-// group; dynamic filters see each candidate node.
+// group; dynamic filters see each candidate node. A filter that keeps
+// state for the attempt's later steps leaves it in the CycleState (the
+// devices DeviceFit picks, which score plugins and the placement read).
 type FilterPlugin interface {
 	Plugin
 	Filter(cs *CycleState, t *Task, o *Option, n *Node) *Status
@@ -105,11 +121,14 @@ type Policy struct {
 	Description string
 	Order       CandidateOrder
 	Static      []FilterPlugin
-	Filters     []FilterPlugin
-	Scores      []WeightedScore
-	Reserve     []ReservePlugin
-	QueueSort   QueueSortPlugin // nil: submission order
-	Picker      SharePicker
+	// Filters are the policy's dynamic filters, run after the core's own
+	// (coreFilters: NodeIdentity, QueueQuota, NodeResourcesFit, DeviceFit),
+	// which every policy runs first.
+	Filters   []FilterPlugin
+	Scores    []WeightedScore
+	Reserve   []ReservePlugin
+	QueueSort QueueSortPlugin // nil: submission order
+	Picker    SharePicker
 	// SampleSize overrides Config.SampleSize when > 0.
 	SampleSize int
 	// FullWalk makes every search look at every node of every compatible
@@ -122,38 +141,4 @@ type Policy struct {
 	// speed, ties in the order given) and the first that fits anywhere wins:
 	// the earliest expected completion among the options that fit now.
 	CompareOptions bool
-}
-
-// policyFactory builds a policy bound to one core (plugins may read its
-// learned statistics).
-type policyFactory func(c *Core) *Policy
-
-var policies = map[string]policyFactory{}
-
-// policyDescriptions holds each registered policy's one-line description.
-var policyDescriptions = map[string]string{}
-
-func register(name, description string, f policyFactory) {
-	policies[name] = f
-	policyDescriptions[name] = description
-}
-
-// PolicyNames lists the known policies, comma-separated.
-func PolicyNames() string {
-	names := make([]string, 0, len(policies))
-	for n := range policies {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return strings.Join(names, ", ")
-}
-
-// Policies returns the sorted list of policy names.
-func Policies() []string {
-	return strings.Split(PolicyNames(), ", ")
-}
-
-// DescribePolicy returns a policy's one-line description ("" if unknown).
-func DescribePolicy(name string) string {
-	return policyDescriptions[name]
 }

@@ -1,9 +1,6 @@
 package core
 
-import (
-	"slices"
-	"sort"
-)
+import "slices"
 
 // Preemption and reclaim: a task that fits nowhere may evict preemptible
 // tasks that have run at least PreemptMinRuntime.
@@ -23,9 +20,9 @@ import (
 //     is preemptible, has run PreemptMinRuntime, and (for priority) is
 //     less important than the preemptor.
 //
-// The what-if runs on the live node and queue state with raw, undoable
-// changes (checkpoint, evict, check, reprieve, rollback), so nothing is
-// committed until the best node is chosen. On a node, victims are taken
+// The what-if runs on the live node and queue state under a journal
+// checkpoint (journal.go: checkpoint, evict, check, reprieve, rollback),
+// so nothing is committed until the best node is chosen. On a node, victims are taken
 // least important first, most recently started first, and then reprieved
 // from the most important down, leaving the fewest that make room. Across
 // nodes (as kube-scheduler does): the node whose most important victim is
@@ -147,84 +144,110 @@ func (c *Core) mayPreempt(t *Task) bool {
 }
 
 // tryPreempt finds victims for t and, when it finds a plan, evicts them and
-// places t.
-func (c *Core) tryPreempt(t *Task) bool {
-	var plan preemptPlan
-	visited, plans := 0, 0
-	try := func(o *Option, m preemptMode, n *Node) {
-		if !c.potentialFits(t, o, n, m) {
-			return
-		}
-		victims, ok := c.victimsOn(t, o, n, m)
-		if (!ok || len(victims) == 0) && m.reclaim && m.priority {
-			// The reclaim plan spares t's own queue; priority alone
-			// may evict its less important work.
-			victims, ok = c.victimsOn(t, o, n, preemptMode{priority: true})
-		}
-		if !ok || len(victims) == 0 {
-			return
-		}
-		plans++
-		if mp, cost, lt := victimStats(victims); plan.better(mp, cost, lt) {
-			plan.n, plan.o, plan.hasPlan = n, o, true
-			plan.victims = append(plan.victims[:0], victims...)
-			plan.minPrio, plan.cost, plan.latest = mp, cost, lt
-		}
-	}
+// places t. evicted reports whether it evicted anything; done whether t
+// needs nothing more (placed, or settled by an eviction's consequences).
+func (c *Core) tryPreempt(t *Task) (done, evicted bool) {
+	w := preemptWalk{sc: c.beginSearch(false, nil), t: t}
 	for oi := range t.cls.opts {
-		o := &t.cls.opts[oi]
-		if c.queueCheck(t, o) != nil {
-			continue // evicting others' work cannot lift its queue's max
-		}
-		m := c.preemptModeOf(t, o)
-		if !m.priority && !m.reclaim {
-			continue
-		}
-		c.refreshGroups(t, o)
-		if len(t.cls.identity) > 0 {
-			// Pinned: only the nodes the identity index names.
-			term := t.cls.identity[0]
-			for _, v := range term.values {
-				for _, n := range c.idx.byIdentity[term.key][v] {
-					if n.bucket >= 0 && o.hasGroup(n.group) && identityMatch(t.cls, n) {
-						try(o, m, n)
-					}
-				}
-			}
-			continue
-		}
-		for _, g := range o.groups {
-			for b := g.max; b >= 0; b-- {
-				for _, n := range g.buckets[b] {
-					if visited >= c.cfg.PreemptMaxVisit || plans >= c.cfg.PreemptCandidates {
-						goto decide
-					}
-					visited++
-					try(o, m, n)
-				}
-			}
+		if !c.preemptOption(&w, &t.cls.opts[oi]) {
+			break // the walk's budget is spent
 		}
 	}
-decide:
-	if !plan.hasPlan {
-		return false
+	if !w.plan.hasPlan {
+		return false, false
 	}
+	plan := &w.plan
 	for _, v := range plan.victims {
 		if v.state == Scheduled || v.state == Running {
 			c.evict(v, t, plan.n)
 		}
 	}
-	if t.state != Pending || t.q == nil {
+	if t.state != Pending || t.cq == nil {
 		// An eviction's consequences settled t itself (a victim that must
 		// not restart failed, and its job failed fast, cancelling t).
+		return true, true
+	}
+	if c.checkNode(w.sc, t, plan.o, plan.n) != nil {
+		// Cannot happen: the what-if proved the fit on this exact state.
+		return false, true
+	}
+	c.commit(t, plan.o, plan.n, w.sc.cs.picked)
+	return true, true
+}
+
+// preemptWalk is one preemption attempt's walk over candidate nodes: the
+// best plan so far and the budget spent (PreemptMaxVisit nodes visited,
+// PreemptCandidates nodes with a plan).
+type preemptWalk struct {
+	sc             *searchCtx
+	t              *Task
+	plan           preemptPlan
+	visited, plans int
+}
+
+// preemptOption walks the nodes where t's option o may evict enough,
+// keeping the best plan in w; it reports false when the walk's budget is
+// spent (no further option is tried).
+func (c *Core) preemptOption(w *preemptWalk, o *Option) bool {
+	t := w.t
+	if st := c.queueCheck(t, o); st.IsUnresolvable() {
+		return true // evicting others' work cannot lift its queue's max
+	}
+	m := c.preemptModeOf(t, o)
+	if !m.priority && !m.reclaim {
 		return true
 	}
-	if c.checkNode(t, plan.o, plan.n) != nil {
-		// Cannot happen: the what-if proved the fit on this exact state.
-		return false
+	c.refreshGroups(t, o)
+	if len(t.cls.identity) > 0 {
+		// Pinned: only the nodes the identity index names.
+		term := t.cls.identity[0]
+		for _, v := range term.values {
+			for _, n := range c.idx.byIdentity[term.key][v] {
+				if n.bucket >= 0 && o.hasGroup(n.group) && identityMatch(t.cls, n) {
+					c.preemptOn(w, o, m, n)
+				}
+			}
+		}
+		return true
 	}
-	c.commit(t, plan.o, plan.n, c.scratchDevs)
+	for _, g := range o.groups {
+		for b := g.max; b >= 0; b-- {
+			for _, n := range g.buckets[b] {
+				if w.visited >= c.cfg.PreemptMaxVisit || w.plans >= c.cfg.PreemptCandidates {
+					return false
+				}
+				w.visited++
+				c.preemptOn(w, o, m, n)
+			}
+		}
+	}
 	return true
+}
+
+// preemptOn finds the victims on n that let o fit, and keeps them as w's
+// plan when they beat it.
+func (c *Core) preemptOn(w *preemptWalk, o *Option, m preemptMode, n *Node) {
+	t := w.t
+	if !c.potentialFits(t, o, n, m) {
+		return
+	}
+	victims, ok := c.victimsOn(w.sc, t, o, n, m)
+	if (!ok || len(victims) == 0) && m.reclaim && m.priority {
+		// The reclaim plan spares t's own queue; priority alone may evict
+		// its less important work.
+		victims, ok = c.victimsOn(w.sc, t, o, n, preemptMode{priority: true})
+	}
+	if !ok || len(victims) == 0 {
+		return
+	}
+	w.plans++
+	if mp, cost, lt := victimStats(victims); w.plan.better(mp, cost, lt) {
+		p := &w.plan
+		p.n, p.o, p.hasPlan = n, o, true
+		p.victims = append(w.sc.plan[:0], victims...)
+		w.sc.plan = p.victims
+		p.minPrio, p.cost, p.latest = mp, cost, lt
+	}
 }
 
 // evict sends v (and the other placed members of its gang) back to pending
@@ -286,11 +309,11 @@ func (c *Core) potentialFits(t *Task, o *Option, n *Node, m preemptMode) bool {
 // siblingBelow returns the ancestor of v's leaf just below the lowest
 // common ancestor of the leaves of t and v (nil when they share a leaf).
 func siblingBelow(t, v *Task) *queueNode {
-	if t.queue == v.queue {
+	if t.leaf == v.leaf {
 		return nil
 	}
-	for b := v.queue; b.parent != nil; b = b.parent {
-		for a := t.queue; a != nil; a = a.parent {
+	for b := v.leaf; b.parent != nil; b = b.parent {
+		for a := t.leaf; a != nil; a = a.parent {
 			if a == b.parent {
 				return b
 			}
@@ -302,7 +325,7 @@ func siblingBelow(t, v *Task) *queueNode {
 // borrowing reports whether q holds (net of the what-if's evictions) more
 // than its guarantee of dim d.
 func borrowing(q *queueNode, d int) bool {
-	held := q.used[d] - q.evicted[d]
+	held := q.used[d]
 	for _, g := range q.guar {
 		if g.dim == d {
 			return held > g.max
@@ -330,7 +353,7 @@ func (c *Core) priorityVictim(t, v *Task) bool {
 // reclaimQueue is the queue whose guarantee t reclaims for: the nearest
 // with a guarantee at or above t's leaf.
 func reclaimQueue(t *Task) *queueNode {
-	q := t.queue
+	q := t.leaf
 	for q != nil && len(q.guar) == 0 {
 		q = q.parent
 	}
@@ -366,8 +389,8 @@ func (c *Core) reclaimVictim(t *Task, o *Option, v *Task) bool {
 // evictedWith lists what evicting v takes away: v and the other placed
 // members of its gang that the plan does not evict already (taken, on the
 // node, or ghosts, gang members elsewhere evicted with an earlier victim).
-func (c *Core) evictedWith(v *Task, taken, ghosts []*Task) []*Task {
-	xs := append(c.gangBuf[:0], v)
+func evictedWith(sc *searchCtx, v *Task, taken, ghosts []*Task) []*Task {
+	xs := append(sc.evicted[:0], v)
 	if inGang(v) {
 		for _, m := range v.gang.members {
 			if m != v && (m.state == Scheduled || m.state == Running) && !slices.Contains(taken, m) && !slices.Contains(ghosts, m) {
@@ -375,12 +398,13 @@ func (c *Core) evictedWith(v *Task, taken, ghosts []*Task) []*Task {
 			}
 		}
 	}
-	c.gangBuf = xs
+	sc.evicted = xs
 	return xs
 }
 
 // keepsGuarantees reports whether evicting xs, on top of the plan's
-// evictions so far (the what-if's on the node, and ghosts not among them),
+// evictions so far (the what-if's on the node since cp, and ghosts not
+// among them),
 // and placing t with o leave every queue with a guarantee holding, of
 // each resource it guarantees, no less than the smaller of what it holds
 // now and its guarantee: evictions never eat into guaranteed usage. With
@@ -391,14 +415,14 @@ func (c *Core) evictedWith(v *Task, taken, ghosts []*Task) []*Task {
 // Without it, tasks evicted each other in turn for ever: an urgent task
 // evicted a queue's work down below its guarantee, and that work reclaimed
 // its place back.
-func keepsGuarantees(t *Task, o *Option, xs, ghosts, taken []*Task) bool {
+func (c *Core) keepsGuarantees(cp checkpoint, t *Task, o *Option, xs, ghosts, taken []*Task) bool {
 	v := xs[0]
 	for _, x := range xs {
-		for q := x.queue; q != nil; q = q.parent {
+		for q := x.leaf; q != nil; q = q.parent {
 			for _, g := range q.guar {
 				var out int64
 				for _, y := range xs {
-					if inSubtree(y.queue, q) {
+					if inSubtree(y.leaf, q) {
 						out += y.cls.opts[optIndex(y.chosen)].req[g.dim]
 					}
 				}
@@ -406,15 +430,15 @@ func keepsGuarantees(t *Task, o *Option, xs, ghosts, taken []*Task) bool {
 					continue
 				}
 				for _, y := range ghosts {
-					if y != v && !slices.Contains(taken, y) && inSubtree(y.queue, q) {
+					if y != v && !slices.Contains(taken, y) && inSubtree(y.leaf, q) {
 						out += y.cls.opts[optIndex(y.chosen)].req[g.dim]
 					}
 				}
-				after := q.used[g.dim] - q.evicted[g.dim] - out
-				if inSubtree(t.queue, q) {
+				after := q.used[g.dim] - out
+				if inSubtree(t.leaf, q) {
 					after += o.req[g.dim]
 				}
-				if after < min(q.used[g.dim], g.max) {
+				if after < min(c.usedAt(cp, q, g.dim), g.max) {
 					return false
 				}
 			}
@@ -423,82 +447,77 @@ func keepsGuarantees(t *Task, o *Option, xs, ghosts, taken []*Task) bool {
 	return true
 }
 
-// whatIf evicts (sign -1) or restores (sign 1) v on n and in its queues'
-// what-if scratch.
-func whatIf(n *Node, v *Task, sign int64) {
-	vo := &v.cls.opts[optIndex(v.chosen)]
-	rawAdd(n, v, vo, v.devs, sign)
-	for q := v.queue; q != nil; q = q.parent {
-		for i := range vo.req {
-			q.evicted[i] -= sign * vo.req[i]
-		}
-	}
-}
-
 // victimsOn returns the smallest set of victims on n that lets o fit, found
 // by evicting candidates least important first and then reprieving from the
 // most important down. A candidate's eligibility is judged as it is taken,
-// against what the victims before it already freed. The node's and the
-// queues' state is restored before returning.
-func (c *Core) victimsOn(t *Task, o *Option, n *Node, m preemptMode) ([]*Task, bool) {
-	cands := c.victimBuf[:0]
+// against what the victims before it already freed. The what-if runs under
+// a checkpoint that is rolled back before returning.
+func (c *Core) victimsOn(sc *searchCtx, t *Task, o *Option, n *Node, m preemptMode) ([]*Task, bool) {
+	cands := sc.victims[:0]
 	for _, v := range n.tasks {
 		if c.evictable(v) && (m.priority && v.prio > t.prio || m.reclaim) && !(inGang(v) && c.gangProtected(v)) {
 			cands = append(cands, v)
 		}
 	}
-	// Least important first, then most recently started, then newest.
-	sort.Slice(cands, func(i, j int) bool { return victimBefore(cands[i], cands[j]) })
-	c.victimBuf = cands
+	// Least important first, then most recently started, then newest (a
+	// total order: any sort gives this one).
+	slices.SortFunc(cands, victimOrder)
+	sc.victims = cands
+	if len(cands) == 0 {
+		return nil, false
+	}
 	taken := cands[:0] // the evicted, in order (reuses cands' front)
+	sc.takenAt = sc.takenAt[:0]
 	fits := false
+	cp := c.checkpoint()
 	var gq *queueNode
 	if m.reclaim {
 		gq = reclaimQueue(t)
 	}
-	ghosts := c.ghostBuf[:0]
+	ghosts := sc.ghosts[:0]
 	for _, v := range cands {
 		if !(m.priority && c.priorityVictim(t, v) || m.reclaim && c.reclaimVictim(t, o, v)) {
 			continue
 		}
-		xs := c.evictedWith(v, taken, ghosts)
-		if gq != nil && slices.ContainsFunc(xs, func(x *Task) bool { return inSubtree(x.queue, gq) }) {
+		xs := evictedWith(sc, v, taken, ghosts)
+		if gq != nil && slices.ContainsFunc(xs, func(x *Task) bool { return inSubtree(x.leaf, gq) }) {
 			// A reclaim takes nothing from the queue it reclaims for
 			// (that gives the queue nothing, and the victim, under
 			// the same guarantee, could reclaim its place back).
 			continue
 		}
-		if !keepsGuarantees(t, o, xs, ghosts, taken) {
+		if !c.keepsGuarantees(cp, t, o, xs, ghosts, taken) {
 			continue
 		}
 		ghosts = append(ghosts, xs[1:]...)
-		whatIf(n, v, -1)
+		sc.takenAt = append(sc.takenAt, c.whatIfEvict(v))
 		taken = append(taken, v)
-		if c.checkNode(t, o, n) == nil {
+		st := c.checkNode(sc, t, o, n)
+		if st == nil {
 			fits = true
 			break
 		}
-	}
-	c.ghostBuf = ghosts[:0]
-	if !fits {
-		for i := len(taken) - 1; i >= 0; i-- {
-			whatIf(n, taken[i], 1)
+		if st.IsUnresolvable() {
+			break // no further eviction helps on this node
 		}
+	}
+	sc.ghosts = ghosts[:0]
+	if !fits {
+		c.rollback(cp)
 		return nil, false
 	}
-	victims := c.victimOut[:0]
+	// Reprieve: give each victim back, the most important first, unless
+	// t no longer fits without it.
+	victims := sc.kept[:0]
 	for i := len(taken) - 1; i >= 0; i-- {
-		v := taken[i]
-		whatIf(n, v, 1)
-		if c.checkNode(t, o, n) != nil {
-			whatIf(n, v, -1)
-			victims = append(victims, v)
+		c.whatIfSet(sc.takenAt[i], false)
+		if c.checkNode(sc, t, o, n) != nil {
+			c.whatIfSet(sc.takenAt[i], true)
+			victims = append(victims, taken[i])
 		}
 	}
-	for _, v := range victims {
-		whatIf(n, v, 1)
-	}
-	c.victimOut = victims
+	c.rollback(cp)
+	sc.kept = victims
 	return victims, true
 }
 
@@ -518,6 +537,17 @@ func (c *Core) gangProtected(v *Task) bool {
 		}
 	}
 	return false
+}
+
+// victimOrder is victimBefore as a comparison.
+func victimOrder(a, b *Task) int {
+	switch {
+	case victimBefore(a, b):
+		return -1
+	case victimBefore(b, a):
+		return 1
+	}
+	return 0
 }
 
 // victimBefore orders a node's candidates: least important first, then

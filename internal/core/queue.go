@@ -46,20 +46,20 @@ func (q *classQueue) head() *Task {
 }
 
 func (q *classQueue) push(t *Task) {
-	t.q = q
-	t.qpos = int32(len(q.tasks))
+	t.cq = q
+	t.cqpos = int32(len(q.tasks))
 	q.tasks = append(q.tasks, t)
 	q.live++
 	if q.heap {
-		heapUp[*Task, byQueueOrder](q.tasks, int(t.qpos))
+		heapUp[*Task, byQueueOrder](q.tasks, int(t.cqpos))
 	}
 }
 
 // removeAt removes the task at index i.
 func (q *classQueue) removeAt(i int) {
 	t := q.tasks[i]
-	t.q = nil
-	t.qpos = -1
+	t.cq = nil
+	t.cqpos = -1
 	q.live--
 	if !q.heap {
 		q.tasks[i] = nil
@@ -79,7 +79,7 @@ func (q *classQueue) removeAt(i int) {
 			for _, x := range q.tasks[q.first:] {
 				if x != nil {
 					q.tasks[n] = x
-					x.qpos = int32(n)
+					x.cqpos = int32(n)
 					n++
 				}
 			}

@@ -34,7 +34,7 @@ import (
 // Contracts: every task belongs to a leaf (the own-task leaf of its queue,
 // or of the root when it names no queue the core knows); used is the sum of
 // the requests of the placed tasks below a queue, kept by allocate and
-// release; share and under follow used at once (the lanes are re-ordered on
+// release (less, during a preemption what-if, what it evicts: journal.go); share and under follow used at once (the lanes are re-ordered on
 // each change), and the cluster's capacity when it changes (at the next
 // schedule). A class refused by a max is woken when a task of a queue that
 // hit its max releases (wakeAll: rare, only after a refusal).
@@ -56,8 +56,6 @@ type queueNode struct {
 	ln     [nBands]lane // pending work by band (queue.go)
 	// backoff counts the leaf's tasks waiting out a retry backoff.
 	backoff int
-	// scratch for what-ifs (preemption), zero between them
-	evicted resource.Vector
 }
 
 type dimLimit struct {
@@ -189,12 +187,12 @@ func (c *Core) reparent(n, p *queueNode) {
 // queueCheck reports whether o fits under the max of t's queue and of its
 // ancestors.
 func (c *Core) queueCheck(t *Task, o *Option) *Status {
-	for q := t.queue; q != nil; q = q.parent {
+	for q := t.leaf; q != nil; q = q.parent {
 		for _, l := range q.limits {
-			if q.used[l.dim]-q.evicted[l.dim]+o.req[l.dim] > l.max {
+			if q.used[l.dim]+o.req[l.dim] > l.max {
 				q.hit = true
-				return NewUnschedulable(fmt.Sprintf("queue %s max reached: %s %s used + %s asked > %s max", q.name,
-					c.dims.Name(l.dim), c.formatQty(l.dim, q.used[l.dim]-q.evicted[l.dim]), c.formatQty(l.dim, o.req[l.dim]),
+				return NewUnresolvable(fmt.Sprintf("queue %s max reached: %s %s used + %s asked > %s max", q.name,
+					c.dims.Name(l.dim), c.formatQty(l.dim, q.used[l.dim]), c.formatQty(l.dim, o.req[l.dim]),
 					c.formatQty(l.dim, l.max)))
 			}
 		}
@@ -205,7 +203,7 @@ func (c *Core) queueCheck(t *Task, o *Option) *Status {
 // overQueueMax reports whether every option of t is over a queue max, so
 // that an attempt fails before walking any node.
 func (c *Core) overQueueMax(t *Task) bool {
-	if t.queue.parent == c.rootQ && len(c.rootQ.limits) == 0 {
+	if t.leaf.parent == c.rootQ && len(c.rootQ.limits) == 0 {
 		return false // a task of no queue: no max applies
 	}
 	for oi := range t.cls.opts {
@@ -221,7 +219,7 @@ func (c *Core) overQueueMax(t *Task) bool {
 // refused a placement wakes the blocked classes.
 func (c *Core) queueAdd(t *Task, o *Option, sign int64) {
 	wake := false
-	for q := t.queue; q != nil; q = q.parent {
+	for q := t.leaf; q != nil; q = q.parent {
 		for i := range o.req {
 			q.used[i] += sign * o.req[i]
 		}
@@ -245,6 +243,15 @@ func (c *Core) refreshShare(q *queueNode) {
 		return
 	}
 	q.share, q.under = c.shareOf(q)
+	c.reorderLanes(q)
+}
+
+// reorderLanes restores q's place among its siblings in every band's lane
+// after its share or guarantee flag changed.
+func (c *Core) reorderLanes(q *queueNode) {
+	if q.parent == nil {
+		return
+	}
 	for l := range q.ln {
 		ln := &q.ln[l]
 		if ln.pos < 0 {

@@ -15,10 +15,11 @@ const explainVisit = 512
 // are counted per group and capacity shortfalls per bucket, so the cost is
 // O(groups × buckets) plus at most explainVisit node checks.
 func (c *Core) explain(t *Task) string {
+	sc := c.beginSearch(false, nil)
 	var parts []string
 	for oi := range t.cls.opts {
 		o := &t.cls.opts[oi]
-		s := c.explainOption(t, o)
+		s := c.explainOption(sc, t, o)
 		if len(t.cls.opts) > 1 {
 			name := "resources"
 			if o.Index >= 0 {
@@ -31,8 +32,8 @@ func (c *Core) explain(t *Task) string {
 	return strings.Join(parts, "; ")
 }
 
-func (c *Core) explainOption(t *Task, o *Option) string {
-	if t.queue != nil {
+func (c *Core) explainOption(sc *searchCtx, t *Task, o *Option) string {
+	if t.leaf != nil {
 		// Over its queue's max, no node can take it: say that alone.
 		if st := c.queueCheck(t, o); st != nil {
 			return st.Reason
@@ -54,7 +55,7 @@ func (c *Core) explainOption(t *Task, o *Option) string {
 				case c.staticCheck(t, o, n.group) != nil:
 					counts[c.staticCheck(t, o, n.group).Reason]++
 				default:
-					if st := c.checkNode(t, o, n); st != nil {
+					if st := c.checkNode(sc, t, o, n); st != nil {
 						counts[st.Reason]++
 					} else {
 						counts["fits now (retry pending)"]++
@@ -76,7 +77,7 @@ func (c *Core) explainOption(t *Task, o *Option) string {
 			continue
 		}
 		if i := o.req.FirstShort(&g.maxCap); i >= 0 {
-			counts[c.tooSmall(i).Reason] += g.members
+			counts[tooSmallReason(c.dims, i)] += g.members
 			continue
 		}
 		if off := g.members - g.indexed; off > 0 {
@@ -98,7 +99,7 @@ func (c *Core) explainOption(t *Task, o *Option) string {
 					break
 				}
 				budget--
-				if st := c.checkNode(t, o, n); st != nil {
+				if st := c.checkNode(sc, t, o, n); st != nil {
 					counts[st.Reason]++
 				} else {
 					counts["fits now (retry pending)"]++

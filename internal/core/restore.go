@@ -43,13 +43,13 @@ func (c *Core) Restore(now time.Time, spec *api.Task, s Saved) error {
 	if s.State >= numStates || s.State == Preempted {
 		return errs.Invalid("state", "cannot restore a task in state %s", s.State)
 	}
+	var j *job
 	if s.Job != "" {
-		if c.joining = c.jobs[s.Job]; c.joining == nil {
+		if j = c.jobs[s.Job]; j == nil {
 			return errs.New(errs.NotFound, "job", "no job %q: restore jobs before their tasks", s.Job)
 		}
-		defer func() { c.joining = nil }()
 	}
-	t, deps, skipReason, err := c.admit(spec)
+	t, deps, skipReason, err := c.admit(spec, j)
 	if err != nil {
 		return err
 	}

@@ -93,83 +93,13 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 	var err error
 	switch td.Cmd {
 	case "init":
-		cfg := DefaultConfig()
-		if p, ok := arg(td, "policy"); ok {
-			cfg.Policy = p
-		}
-		for l := 2; l < 4; l++ {
-			s := strconv.Itoa(l)
-			if v, ok := arg(td, "batch"+s); ok {
-				cfg.Tiers[l].BatchSize, _ = strconv.Atoi(v)
-			}
-			if v, ok := arg(td, "window"+s); ok {
-				cfg.Tiers[l].Window = mustDur(t, v)
-			}
-			if v, ok := arg(td, "aging"+s); ok {
-				cfg.Tiers[l].AgingAfter = mustDur(t, v)
-			}
-		}
-		if v, ok := arg(td, "hysteresis"); ok {
-			cfg.AgingHysteresis, _ = strconv.ParseFloat(v, 64)
-		}
-		if v, ok := arg(td, "bypass"); ok {
-			cfg.AgedBypass, _ = strconv.Atoi(v)
-		}
-		if v, ok := arg(td, "min-runtime"); ok {
-			cfg.PreemptMinRuntime = mustDur(t, v)
-		}
-		if v, ok := arg(td, "sample"); ok {
-			cfg.SampleSize, _ = strconv.Atoi(v)
-		}
-		if v, ok := arg(td, "max-visit"); ok {
-			cfg.MaxVisit, _ = strconv.Atoi(v)
-		}
-		h.c, err = New(cfg)
-		h.now = epoch
-		if err != nil {
-			return "error: " + err.Error()
-		}
-		return "ok"
+		return h.init(t, td)
 	case "node":
-		var spec api.Node
-		if strings.TrimSpace(td.Input) != "" {
-			dec := json.NewDecoder(strings.NewReader(td.Input))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&spec); err != nil {
-				t.Fatalf("%s: %v", td.Pos, err)
-			}
-		} else {
-			spec = h.nodeFromArgs(t, td)
-		}
-		err = h.c.UpsertNode(h.now, &spec)
+		err = h.upsertNode(t, td)
 	case "submit":
-		var spec api.Task
-		if strings.TrimSpace(td.Input) != "" {
-			dec := json.NewDecoder(strings.NewReader(td.Input))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&spec); err != nil {
-				return "error: " + err.Error()
-			}
-			if err := spec.Validate(); err != nil {
-				return "error: " + err.Error()
-			}
-			if j, ok := arg(td, "job"); ok {
-				err = h.c.SubmitJobTask(h.now, j, &spec)
-				break
-			}
-			err = h.c.Submit(h.now, &spec)
-			break
-		}
-		ids := args(td, "id")
-		for _, id := range ids {
-			spec = h.taskFromArgs(t, td)
-			spec.ID = id
-			if err = spec.Validate(); err != nil {
-				break
-			}
-			if err = h.c.Submit(h.now, &spec); err != nil {
-				break
-			}
+		var answer string
+		if answer, err = h.submit(t, td); answer != "" {
+			return answer
 		}
 	case "tick":
 		if v, ok := arg(td, "by"); ok {
@@ -187,53 +117,11 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 			}
 		}
 	case "finish":
-		r := Result{}
-		if v, ok := arg(td, "exit"); ok {
-			r.ExitCode, _ = strconv.Atoi(v)
-		}
-		r.TimedOut = td.HasArg("timedout")
-		for _, id := range args(td, "id") {
-			if err = h.c.TaskFinished(h.now, id, r); err != nil {
-				break
-			}
-		}
+		err = h.finish(td)
 	case "job":
-		var js struct {
-			ID           string
-			FailFast     bool
-			RetryLimit   int
-			RetryBackoff string
-			Gang         *struct {
-				Members   []string
-				MinMember int
-				Timeout   string
-				Topology  []string
-			}
-		}
-		dec := json.NewDecoder(strings.NewReader(td.Input))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&js); err != nil {
-			t.Fatalf("%s: %v", td.Pos, err)
-		}
-		spec := JobSpec{ID: js.ID, FailFast: js.FailFast, RetryLimit: js.RetryLimit}
-		if js.RetryBackoff != "" {
-			spec.RetryBackoff = mustDur(t, js.RetryBackoff)
-		}
-		if g := js.Gang; g != nil {
-			spec.Gang = &GangSpec{Members: g.Members, MinMember: g.MinMember, Topology: g.Topology}
-			if g.Timeout != "" {
-				spec.Gang.Timeout = mustDur(t, g.Timeout)
-			}
-		}
-		err = h.c.AddJob(h.now, spec)
+		err = h.addJob(t, td)
 	case "queue":
-		var q api.Queue
-		dec := json.NewDecoder(strings.NewReader(td.Input))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&q); err != nil {
-			t.Fatalf("%s: %v", td.Pos, err)
-		}
-		err = h.c.SetQueue(h.now, &q)
+		err = h.setQueue(t, td)
 	case "lost":
 		for _, id := range args(td, "id") {
 			if err = h.c.TaskLost(h.now, id, "run lost"); err != nil {
@@ -250,14 +138,7 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 		id, _ := arg(td, "id")
 		err = h.c.Forget(id)
 	case "health":
-		node, _ := arg(td, "node")
-		dev, _ := arg(td, "dev")
-		typ := "nvidia.com/gpu"
-		if v, ok := arg(td, "type"); ok {
-			typ = v
-		}
-		hv, _ := arg(td, "healthy")
-		err = h.c.SetDeviceHealth(h.now, node, typ, dev, hv == "true")
+		err = h.health(td)
 	case "state":
 		node, _ := arg(td, "node")
 		to, _ := arg(td, "to")
@@ -266,57 +147,13 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 		node, _ := arg(td, "node")
 		err = h.c.RemoveNode(h.now, node)
 	case "observe":
-		node, _ := arg(td, "node")
-		u := NodeUsage{}
-		if v, ok := arg(td, "cpu"); ok {
-			u.CPU, _ = strconv.ParseFloat(v, 64)
-		}
-		if d := kv(args(td, "devs")); d != nil {
-			u.Devices = map[string]float64{}
-			for k, v := range d {
-				u.Devices[k], _ = strconv.ParseFloat(v, 64)
-			}
-		}
-		err = h.c.ObserveNode(h.now, node, u)
+		err = h.observe(td)
 	case "show":
-		var b strings.Builder
-		for _, id := range args(td, "id") {
-			tk, ok := h.c.Task(id)
-			if !ok {
-				fmt.Fprintf(&b, "%s: unknown\n", id)
-				continue
-			}
-			fmt.Fprintf(&b, "%s: %s level=%d attempt=%d", id, tk.State(), tk.Level(), tk.attempt)
-			if tk.node != nil {
-				fmt.Fprintf(&b, " node=%s", tk.node.name)
-			}
-			if r := tk.Reason(); r != "" {
-				fmt.Fprintf(&b, " reason=%q", r)
-			}
-			b.WriteByte('\n')
-		}
-		return b.String()
+		return h.show(td)
 	case "nodes":
-		var b strings.Builder
-		for _, n := range h.c.Nodes() {
-			fmt.Fprintf(&b, "%s %s alloc=%s cap=%s tasks=%d", n.name, n.state, h.c.dims.Format(&n.alloc), h.c.dims.Format(&n.capacity), len(n.tasks))
-			for _, d := range n.devices {
-				if d.Used > 0 || !d.Healthy {
-					fmt.Fprintf(&b, " %s=%d", d.ID, d.Used)
-					if !d.Healthy {
-						b.WriteString("(unhealthy)")
-					}
-				}
-			}
-			b.WriteByte('\n')
-		}
-		return b.String()
+		return h.showNodes()
 	case "groups":
-		var b strings.Builder
-		for _, g := range h.c.idx.glist {
-			fmt.Fprintf(&b, "group %d: %d nodes (%d schedulable)\n", g.id, g.members, g.indexed)
-		}
-		return b.String()
+		return h.showGroups()
 	case "queues":
 		return h.queues()
 	case "pending":
@@ -340,6 +177,230 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 		return "ok"
 	}
 	return b.String()
+}
+
+// init runs "init": a new core with the arguments' configuration.
+func (h *harness) init(t *testing.T, td *datadriven.TestData) string {
+	var err error
+	cfg := DefaultConfig()
+	if p, ok := arg(td, "policy"); ok {
+		cfg.Policy = p
+	}
+	for l := 2; l < 4; l++ {
+		s := strconv.Itoa(l)
+		if v, ok := arg(td, "batch"+s); ok {
+			cfg.Tiers[l].BatchSize, _ = strconv.Atoi(v)
+		}
+		if v, ok := arg(td, "window"+s); ok {
+			cfg.Tiers[l].Window = mustDur(t, v)
+		}
+		if v, ok := arg(td, "aging"+s); ok {
+			cfg.Tiers[l].AgingAfter = mustDur(t, v)
+		}
+	}
+	if v, ok := arg(td, "hysteresis"); ok {
+		cfg.AgingHysteresis, _ = strconv.ParseFloat(v, 64)
+	}
+	if v, ok := arg(td, "bypass"); ok {
+		cfg.AgedBypass, _ = strconv.Atoi(v)
+	}
+	if v, ok := arg(td, "min-runtime"); ok {
+		cfg.PreemptMinRuntime = mustDur(t, v)
+	}
+	if v, ok := arg(td, "sample"); ok {
+		cfg.SampleSize, _ = strconv.Atoi(v)
+	}
+	if v, ok := arg(td, "max-visit"); ok {
+		cfg.MaxVisit, _ = strconv.Atoi(v)
+	}
+	h.c, err = New(cfg)
+	h.now = epoch
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	return "ok"
+}
+
+// upsertNode runs "node": the spec from the input (JSON) or the arguments.
+func (h *harness) upsertNode(t *testing.T, td *datadriven.TestData) error {
+	var spec api.Node
+	if strings.TrimSpace(td.Input) != "" {
+		dec := json.NewDecoder(strings.NewReader(td.Input))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&spec); err != nil {
+			t.Fatalf("%s: %v", td.Pos, err)
+		}
+	} else {
+		spec = h.nodeFromArgs(t, td)
+	}
+	return h.c.UpsertNode(h.now, &spec)
+}
+
+// addJob runs "job": the job spec from the input (JSON).
+func (h *harness) addJob(t *testing.T, td *datadriven.TestData) error {
+	var js struct {
+		ID           string
+		FailFast     bool
+		RetryLimit   int
+		RetryBackoff string
+		Gang         *struct {
+			Members   []string
+			MinMember int
+			Timeout   string
+			Topology  []string
+		}
+	}
+	dec := json.NewDecoder(strings.NewReader(td.Input))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&js); err != nil {
+		t.Fatalf("%s: %v", td.Pos, err)
+	}
+	spec := JobSpec{ID: js.ID, FailFast: js.FailFast, RetryLimit: js.RetryLimit}
+	if js.RetryBackoff != "" {
+		spec.RetryBackoff = mustDur(t, js.RetryBackoff)
+	}
+	if g := js.Gang; g != nil {
+		spec.Gang = &GangSpec{Members: g.Members, MinMember: g.MinMember, Topology: g.Topology}
+		if g.Timeout != "" {
+			spec.Gang.Timeout = mustDur(t, g.Timeout)
+		}
+	}
+	return h.c.AddJob(h.now, spec)
+}
+
+// setQueue runs "queue": the queue from the input (JSON).
+func (h *harness) setQueue(t *testing.T, td *datadriven.TestData) error {
+	var q api.Queue
+	dec := json.NewDecoder(strings.NewReader(td.Input))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&q); err != nil {
+		t.Fatalf("%s: %v", td.Pos, err)
+	}
+	return h.c.SetQueue(h.now, &q)
+}
+
+// health runs "health": a device healthy or not.
+func (h *harness) health(td *datadriven.TestData) error {
+	node, _ := arg(td, "node")
+	dev, _ := arg(td, "dev")
+	typ := "nvidia.com/gpu"
+	if v, ok := arg(td, "type"); ok {
+		typ = v
+	}
+	hv, _ := arg(td, "healthy")
+	return h.c.SetDeviceHealth(h.now, node, typ, dev, hv == "true")
+}
+
+// observe runs "observe": one utilization sample.
+func (h *harness) observe(td *datadriven.TestData) error {
+	node, _ := arg(td, "node")
+	u := NodeUsage{}
+	if v, ok := arg(td, "cpu"); ok {
+		u.CPU, _ = strconv.ParseFloat(v, 64)
+	}
+	if d := kv(args(td, "devs")); d != nil {
+		u.Devices = map[string]float64{}
+		for k, v := range d {
+			u.Devices[k], _ = strconv.ParseFloat(v, 64)
+		}
+	}
+	return h.c.ObserveNode(h.now, node, u)
+}
+
+// finish runs "finish": tasks end with the exit code (or timed out).
+func (h *harness) finish(td *datadriven.TestData) error {
+	r := Result{}
+	if v, ok := arg(td, "exit"); ok {
+		r.ExitCode, _ = strconv.Atoi(v)
+	}
+	r.TimedOut = td.HasArg("timedout")
+	for _, id := range args(td, "id") {
+		if err := h.c.TaskFinished(h.now, id, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// show runs "show": the named tasks' state.
+func (h *harness) show(td *datadriven.TestData) string {
+	var b strings.Builder
+	for _, id := range args(td, "id") {
+		tk, ok := h.c.Task(id)
+		if !ok {
+			fmt.Fprintf(&b, "%s: unknown\n", id)
+			continue
+		}
+		fmt.Fprintf(&b, "%s: %s level=%d attempt=%d", id, tk.State(), tk.Level(), tk.attempt)
+		if tk.node != nil {
+			fmt.Fprintf(&b, " node=%s", tk.node.name)
+		}
+		if r := tk.Reason(); r != "" {
+			fmt.Fprintf(&b, " reason=%q", r)
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// nodes runs "nodes": every node's allocation.
+func (h *harness) showNodes() string {
+	var b strings.Builder
+	for _, n := range h.c.Nodes() {
+		fmt.Fprintf(&b, "%s %s alloc=%s cap=%s tasks=%d", n.name, n.state, h.c.dims.Format(&n.alloc), h.c.dims.Format(&n.capacity), len(n.tasks))
+		for _, d := range n.devices {
+			if d.Used > 0 || !d.Healthy {
+				fmt.Fprintf(&b, " %s=%d", d.ID, d.Used)
+				if !d.Healthy {
+					b.WriteString("(unhealthy)")
+				}
+			}
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// groups runs "groups": the node groups.
+func (h *harness) showGroups() string {
+	var b strings.Builder
+	for _, g := range h.c.idx.glist {
+		fmt.Fprintf(&b, "group %d: %d nodes (%d schedulable)\n", g.id, g.members, g.indexed)
+	}
+	return b.String()
+}
+
+// submit runs "submit": a task from the input (JSON), or one per id
+// from the arguments. A spec that does not decode or validate is
+// answered at once (answer), before the core sees it.
+func (h *harness) submit(t *testing.T, td *datadriven.TestData) (answer string, err error) {
+	var spec api.Task
+	if strings.TrimSpace(td.Input) != "" {
+		dec := json.NewDecoder(strings.NewReader(td.Input))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&spec); err != nil {
+			return "error: " + err.Error(), nil
+		}
+		if err := spec.Validate(); err != nil {
+			return "error: " + err.Error(), nil
+		}
+		if j, ok := arg(td, "job"); ok {
+			return "", h.c.SubmitJobTask(h.now, j, &spec)
+		}
+		return "", h.c.Submit(h.now, &spec)
+	}
+	ids := args(td, "id")
+	for _, id := range ids {
+		spec = h.taskFromArgs(t, td)
+		spec.ID = id
+		if err := spec.Validate(); err != nil {
+			return "", err
+		}
+		if err := h.c.Submit(h.now, &spec); err != nil {
+			return "", err
+		}
+	}
+	return "", nil
 }
 
 // queues prints each queue's usage, weighted dominant share, whether it is

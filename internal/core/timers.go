@@ -61,3 +61,36 @@ func tLess(a, b *Task) bool {
 	}
 	return a.seq < b.seq
 }
+
+// fireTimers handles every deadline that has passed.
+func (c *Core) fireTimers() {
+	for {
+		t, kind := c.timers.popDue(c.now)
+		if t == nil {
+			return
+		}
+		switch kind {
+		case timerQueue:
+			if t.state == Pending {
+				c.stats.Expired++
+				c.finish(t, Expired, "queueTimeout "+durString(t.queueTTL)+" passed while pending")
+			}
+		case timerRun:
+			if t.state == Running {
+				c.finish(t, Timeout, "ran past its timeout "+durString(t.timeout))
+			}
+		case timerLease:
+			if t.state == Scheduled || t.state == Running {
+				c.finish(t, Expired, "lease not renewed within "+durString(t.lease))
+			}
+		case timerRetry:
+			if t.state == Pending && t.backoff {
+				t.backoff = false
+				t.leaf.backoff--
+				reason := t.reason
+				c.enqueue(t)
+				t.reason = reason
+			}
+		}
+	}
+}

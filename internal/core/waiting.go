@@ -34,7 +34,7 @@ func (c *Core) Waiting(fn func(queue, reason string, n int)) {
 		}
 		r := c.gangWaitReason(g)
 		for _, m := range g.ready {
-			fn(name(m.queue), r, 1)
+			fn(name(m.leaf), r, 1)
 		}
 	}
 	for _, q := range allQueueNodes(c) {

@@ -1,225 +1,15 @@
 package core
 
 import (
-	"math"
-	"sort"
-	"strconv"
-	"time"
-
 	"github.com/hetsched/hetsched/internal/api"
-	"github.com/hetsched/hetsched/internal/errs"
-	"github.com/hetsched/hetsched/internal/resource"
 )
 
-// classFor returns the scheduling class of a spec, creating it when new.
-// Classes are found by a hash of the options' vectors, selector and
-// tolerations, and confirmed by comparing them.
-func (c *Core) classFor(spec *api.Task, leaf *queueNode) (*class, error) {
-	var vecs [1 + api.MaxAlternatives]resource.Vector
-	var unknown [1 + api.MaxAlternatives][]unknownRes
-	if len(spec.Alternatives) > api.MaxAlternatives {
-		return nil, errs.Invalid("alternatives", "at most %d alternatives", api.MaxAlternatives)
-	}
-	var err error
-	if unknown[0], err = c.vectorOf(&vecs[0], "resources", spec.Resources); err != nil {
-		return nil, err
-	}
-	h := uint64(14695981039346656037)
-	mix := func(x uint64) {
-		h ^= x
-		h *= 1099511628211
-	}
-	nd := c.dims.Len()
-	// Only nonzero entries count, so that interning a new resource name
-	// does not change the hash of existing requests.
-	mixOpt := func(v *resource.Vector, u []unknownRes) {
-		for i := 0; i < nd; i++ {
-			if v[i] != 0 {
-				mix(uint64(i)<<56 ^ uint64(v[i]))
-			}
-		}
-		for _, x := range u {
-			mix(strHash(string(x.name)) ^ uint64(x.q))
-		}
-	}
-	mixOpt(&vecs[0], unknown[0])
-	for i, a := range spec.Alternatives {
-		if unknown[i+1], err = c.vectorOf(&vecs[i+1], "alternatives["+strconv.Itoa(i)+"].resources", a.Resources); err != nil {
-			return nil, err
-		}
-		if a.Speed < 0 || math.IsNaN(a.Speed) || math.IsInf(a.Speed, 0) {
-			return nil, errs.Invalid("alternatives["+strconv.Itoa(i)+"].speed", "must be a positive number")
-		}
-		mix(0xa17)
-		mixOpt(&vecs[i+1], unknown[i+1])
-		mix(math.Float64bits(a.Speed))
-	}
-	var sel uint64
-	for k, v := range spec.NodeSelector {
-		sel += strHash(k)*31 + strHash(v)
-	}
-	mix(sel)
-	var tols uint64 // order-independent
-	for _, t := range spec.Tolerations {
-		tols += strHash(t)
-	}
-	mix(tols)
-	mix(uint64(leaf.order))
-	nopts := 1 + len(spec.Alternatives)
-	for _, cl := range c.classes[h] {
-		if cl.leaf == leaf && cl.matches(spec, vecs[:nopts], unknown[:nopts]) {
-			return cl, nil
-		}
-	}
-	cl, err := buildClass(classKey(spec), spec, c.dims, vecs[:nopts], unknown[:nopts])
-	if err != nil {
-		return nil, err
-	}
-	cl.leaf = leaf
-	for _, s := range cl.selector {
-		if c.idx.identity[s.key] {
-			cl.identity = append(cl.identity, s)
-		}
-	}
-	for _, u := range unknown[:nopts] {
-		if len(u) > 0 {
-			c.unresolved = append(c.unresolved, cl)
-			break
-		}
-	}
-	c.classes[h] = append(c.classes[h], cl)
-	return cl, nil
-}
-
-// resolveClasses gives dims to the unknown resources of classes once nodes
-// offer them (called when the name table grows).
-func (c *Core) resolveClasses() {
-	keep := c.unresolved[:0]
-	for _, cl := range c.unresolved {
-		left := false
-		for oi := range cl.opts {
-			cl.opts[oi].resolve(c.dims)
-			left = left || len(cl.opts[oi].unknown) > 0
-		}
-		if left {
-			keep = append(keep, cl)
-		}
-	}
-	c.unresolved = keep
-}
-
-func strHash(s string) uint64 {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
-		h *= 1099511628211
-	}
-	return h
-}
-
-// vectorOf converts a list into v. Names no node has offered are not
-// interned (tasks must not use up the name table): they come back, sorted,
-// as unknown resources.
-func (c *Core) vectorOf(v *resource.Vector, field string, l resource.List) ([]unknownRes, error) {
-	var unknown []unknownRes
-	for k, q := range l {
-		if i, ok := c.dims.Lookup(k); ok {
-			v[i] = q
-			continue
-		}
-		if err := resource.ValidateName(string(k)); err != nil {
-			return nil, errs.Invalid(field+"."+string(k), "%v", err)
-		}
-		if q > 0 {
-			unknown = append(unknown, unknownRes{name: k, q: q})
-		}
-	}
-	sort.Slice(unknown, func(i, j int) bool { return unknown[i].name < unknown[j].name })
-	return unknown, nil
-}
-
-// matches reports whether spec (with its converted vectors) belongs to cl.
-func (cl *class) matches(spec *api.Task, vecs []resource.Vector, unknown [][]unknownRes) bool {
-	if len(vecs) != len(cl.opts) {
-		return false
-	}
-	for i := range vecs {
-		if vecs[i] != cl.opts[i].req || len(unknown[i]) != len(cl.opts[i].unknown) {
-			return false
-		}
-		for j := range unknown[i] {
-			if unknown[i][j] != cl.opts[i].unknown[j] {
-				return false
-			}
-		}
-		if i > 0 {
-			sp := spec.Alternatives[i-1].Speed
-			if sp == 0 {
-				sp = 1
-			}
-			if sp != cl.opts[i].Speed {
-				return false
-			}
-		}
-	}
-	n := 0
-	for _, s := range cl.selector {
-		v, ok := spec.NodeSelector[s.key]
-		if !ok || v != joinValues(s.values) {
-			return false
-		}
-		n++
-	}
-	if n != len(spec.NodeSelector) || len(spec.Tolerations) != len(cl.tolerations) {
-		return false
-	}
-	// Tolerations match in any order (cl.tolerations are sorted by text).
-	tols := append([]string(nil), spec.Tolerations...)
-	sort.Strings(tols)
-	for i, s := range tols {
-		t, err := api.ParseToleration(s)
-		if err != nil || t != cl.tolerations[i] {
-			return false
-		}
-	}
-	return true
-}
-
-func joinValues(vs []string) string {
-	if len(vs) == 1 {
-		return vs[0]
-	}
-	s := vs[0]
-	for _, v := range vs[1:] {
-		s += "|" + v
-	}
-	return s
-}
-
-// runtimeClassFor finds the runtime-prediction class of a spec.
-func (c *Core) runtimeClassFor(spec *api.Task, cls *class) *runtimeClass {
-	var m map[string]*runtimeClass
-	var k string
-	switch {
-	case spec.Metadata["class"] != "":
-		m, k = c.rtByMeta, spec.Metadata["class"]
-	case spec.Name != "":
-		m, k = c.rtByName, spec.Name
-	default:
-		rc := c.rtByClass[cls]
-		if rc == nil {
-			rc = &runtimeClass{key: cls.key}
-			c.rtByClass[cls] = rc
-		}
-		return rc
-	}
-	rc := m[k]
-	if rc == nil {
-		rc = &runtimeClass{key: k}
-		m[k] = rc
-	}
-	return rc
-}
+// The serving loop: pending tasks enter their class queues (enqueue), each
+// input ends with schedule, which dispatches the due bands in band order
+// (each band in its fair order, queues.go) and then tries the waiting
+// gangs (jobs.go); a class queue whose head fits nowhere is blocked until
+// capacity it could use appears (wake), and tasks that waited past their
+// tier's target are raised (age).
 
 // queueOf returns the class queue of cls at level, creating it.
 func (c *Core) queueOf(cls *class, level int, raised bool) *classQueue {
@@ -289,9 +79,9 @@ func (c *Core) unqueue(t *Task) {
 		c.gangUnqueue(t)
 		return
 	}
-	q := t.q
+	q := t.cq
 	c.tiers[t.level].listRemove(t)
-	q.removeAt(int(t.qpos))
+	q.removeAt(int(t.cqpos))
 	bs := &c.bands[q.band]
 	if !q.blocked {
 		bs.active--
@@ -314,30 +104,47 @@ func (c *Core) schedule() {
 		c.idx.totalChanged = false
 		c.refreshAllShares()
 	}
-	for b := 0; b < nBands; b++ {
-		if c.callPlaced >= c.cfg.MaxPlacementsPerCall {
-			c.retryAt, c.retrySet = c.now, true
-			c.showGangReasons()
-			return
-		}
-		if !c.due(b) {
-			continue
-		}
-		evicted := c.stats.Preempted
-		c.dispatch(b)
-		if c.stats.Preempted != evicted && b > 0 {
-			// A reclaim may evict tasks more important than the
-			// reclaimer: their bands were served already. Serve them
-			// again, or they wait for the next input, which may never
-			// come. (Every preemption gains guaranteed usage or
-			// priority, preempt.go, so this ends.)
-			b = -1
-		}
+	// A reclaim may evict tasks more important than the reclaimer: their
+	// bands were served already in this pass. Another pass serves them,
+	// or they would wait for the next input, which may never come. (Every
+	// preemption gains guaranteed usage or priority, preempt.go, so the
+	// passes end.)
+	end := c.servePass()
+	for end == passEvicted {
+		end = c.servePass()
+	}
+	if end == passLimit {
+		c.retryAt, c.retrySet = c.now, true
+		c.showGangReasons()
+		return
 	}
 	if len(c.gangWait) > 0 {
 		c.placeGangs()
 		c.showGangReasons()
 	}
+}
+
+// passEnd is how one pass over the bands ended.
+type passEnd uint8
+
+const (
+	passDone    passEnd = iota // every due band was dispatched
+	passEvicted                // a band after the first evicted tasks: the pass stopped there
+	passLimit                  // the input reached MaxPlacementsPerCall
+)
+
+// servePass dispatches the due bands in band order, stopping after a band
+// behind the first that evicted tasks (their bands may be due again).
+func (c *Core) servePass() passEnd {
+	for b := 0; b < nBands; b++ {
+		if c.callPlaced >= c.cfg.MaxPlacementsPerCall {
+			return passLimit
+		}
+		if c.due(b) && c.dispatch(b) && b > 0 {
+			return passEvicted
+		}
+	}
+	return passDone
 }
 
 // due reports whether band b has active work to dispatch now: the native
@@ -358,8 +165,8 @@ func (c *Core) due(b int) bool {
 // dispatch places the tasks of band b in order until every active class
 // queue of the band is placed, blocked or deferred. When a raised band
 // behind b has been passed over AgedBypass times, its head goes instead of
-// b's (see bypassed).
-func (c *Core) dispatch(b int) {
+// b's (see bypassed). It reports whether a preemption evicted tasks.
+func (c *Core) dispatch(b int) (evicted bool) {
 	bs := &c.bands[b]
 	c.deferred = c.deferred[:0]
 	bs.resume = false
@@ -376,14 +183,12 @@ func (c *Core) dispatch(b int) {
 		t := q.head()
 		c.stats.Attempts++
 		before := c.stats.Placed
-		r := c.tryPlace(t)
+		r := c.tryPlace(c.beginSearch(false, nil), t)
 		if r == deferred && t.prio <= api.PriorityHigh {
 			// Urgent and high work does not wait a retry interval for the
 			// rest of its search: it completes now (then may preempt).
 			c.stats.Deferrals++
-			c.fullSearch = true
-			r = c.tryPlace(t)
-			c.fullSearch = false
+			r = c.tryPlace(c.beginSearch(true, nil), t)
 		}
 		switch r {
 		case placed:
@@ -393,8 +198,12 @@ func (c *Core) dispatch(b int) {
 			q.deferred = true
 			c.deferred = append(c.deferred, q)
 		case unfit:
-			if c.mayPreempt(t) && c.tryPreempt(t) {
-				break
+			if c.mayPreempt(t) {
+				done, ev := c.tryPreempt(t)
+				evicted = evicted || ev
+				if done {
+					break
+				}
 			}
 			c.block(q, t)
 		}
@@ -419,6 +228,7 @@ func (c *Core) dispatch(b int) {
 	case !bs.resume:
 		bs.since = c.now
 	}
+	return evicted
 }
 
 // bandLevel returns the level of band b's work.
@@ -666,131 +476,3 @@ func (c *Core) age() {
 		}
 	}
 }
-
-// fireTimers handles every deadline that has passed.
-func (c *Core) fireTimers() {
-	for {
-		t, kind := c.timers.popDue(c.now)
-		if t == nil {
-			return
-		}
-		switch kind {
-		case timerQueue:
-			if t.state == Pending {
-				c.stats.Expired++
-				c.finish(t, Expired, "queueTimeout "+durString(t.queueTTL)+" passed while pending")
-			}
-		case timerRun:
-			if t.state == Running {
-				c.finish(t, Timeout, "ran past its timeout "+durString(t.timeout))
-			}
-		case timerLease:
-			if t.state == Scheduled || t.state == Running {
-				c.finish(t, Expired, "lease not renewed within "+durString(t.lease))
-			}
-		case timerRetry:
-			if t.state == Pending && t.backoff {
-				t.backoff = false
-				t.queue.backoff--
-				reason := t.reason
-				c.enqueue(t)
-				t.reason = reason
-			}
-		}
-	}
-}
-
-// finish moves t to a terminal state, freeing whatever it holds, and
-// settles its dependents.
-func (c *Core) finish(t *Task, to State, reason string) {
-	from := t.state
-	if c.retry(t, from, to, reason) {
-		return
-	}
-	switch {
-	case from == Pending && t.backoff:
-		t.backoff = false
-		t.queue.backoff--
-	case from == Pending:
-		c.unqueue(t)
-	case from == Scheduled, from == Running:
-		c.release(t, true)
-	}
-	c.timers.cancel(t)
-	t.state = to
-	t.reason = reason
-	c.stats.Finished++
-	c.out.Transitions = append(c.out.Transitions, Transition{Task: t.id, From: from, To: to, Reason: reason, Attempt: int(t.attempt)})
-	c.settleDependents(t)
-	if t.job != nil {
-		c.jobTaskEnded(t, from)
-	}
-}
-
-// settleDependents releases or skips the tasks waiting on t. Work is
-// proportional to t's out-degree plus the tasks skipped transitively.
-func (c *Core) settleDependents(t *Task) {
-	if len(t.dependent) == 0 {
-		return
-	}
-	if t.state == Succeeded {
-		for _, d := range t.dependent {
-			if d.state != Blocked {
-				continue
-			}
-			d.unmet--
-			if d.unmet == 0 {
-				c.enqueue(d)
-				c.out.Transitions = append(c.out.Transitions, Transition{Task: d.id, From: Blocked, To: Pending})
-			}
-		}
-		t.dependent = nil
-		return
-	}
-	stack := []*Task{t}
-	for len(stack) > 0 {
-		x := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		for _, d := range x.dependent {
-			if d.state != Blocked {
-				continue
-			}
-			d.state = Skipped
-			d.reason = "dependency " + x.id + " " + x.state.String()
-			c.out.Transitions = append(c.out.Transitions, Transition{Task: d.id, From: Blocked, To: Skipped, Reason: d.reason})
-			stack = append(stack, d)
-			if d.gang != nil {
-				d.gang.failed++ // counted now, judged by placeGangs
-				d.gang.dirty = true
-			}
-		}
-		x.dependent = nil
-	}
-}
-
-// requeue puts a placed task back to pending (attempt + 1), reporting the
-// transition as to (Pending or Preempted). A task that must not be
-// re-queued fails with the reason instead.
-func (c *Core) requeue(t *Task, to State, reason string) {
-	if t.state != Scheduled && t.state != Running {
-		return // already moved (a gang restart re-queued it first)
-	}
-	if t.noRequeue {
-		c.finish(t, Failed, reason+" (requeue: false)")
-		return
-	}
-	from := t.state
-	c.release(t, true)
-	c.timers.cancel(t)
-	t.attempt++
-	c.out.Transitions = append(c.out.Transitions, Transition{Task: t.id, From: from, To: to, Reason: reason, Attempt: int(t.attempt)})
-	c.enqueue(t)
-	t.reason = reason
-	if t.gang != nil && (from == Scheduled || from == Running) {
-		c.gangMemberLeft(t, to, reason)
-	}
-}
-
-func durString(ns int64) string { return time.Duration(ns).String() }
-
-func durationOf(ns int64) time.Duration { return time.Duration(ns) }

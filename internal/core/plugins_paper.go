@@ -14,34 +14,9 @@ package core
 // the fitting node with the largest hash wins: uniformly random over the
 // feasible nodes, and reproducible.
 
-import "math"
-
-func init() {
-	base := func(c *Core) []FilterPlugin {
-		return []FilterPlugin{ResourceTypes{dims: c.dims}, NodeSelector{identity: c.idx.identity}, TaintToleration{}}
-	}
-	// paper builds a full-walk policy whose one score plugin decides, with
-	// a hash tie-break below it.
-	paper := func(c *Core, name, desc string, s ScorePlugin, pick SharePicker) *Policy {
-		return &Policy{Name: name, Description: desc, Order: MostAllocatedFirst, Static: base(c),
-			Picker: pick, FullWalk: true,
-			Scores: []WeightedScore{{s, tieBreakRange}, {TieBreak{}, 1}}}
-	}
-	register("random", "a uniformly random feasible node and device (FGD paper baseline)", func(c *Core) *Policy {
-		return &Policy{Name: "random", Description: "a uniformly random feasible node and device (FGD paper baseline)",
-			Order: MostAllocatedFirst, Static: base(c), Picker: RandomShare{}, FullWalk: true,
-			Scores: []WeightedScore{{TieBreak{}, 1}}}
-	})
-	register("best-fit", "least CPU and GPU left after placement (FGD paper baseline)", func(c *Core) *Policy {
-		return paper(c, "best-fit", "least CPU and GPU left after placement (FGD paper baseline)", BestFit{}, BestFitShare{})
-	})
-	register("gpu-packing", "shared GPUs first, then used nodes, then idle nodes (FGD paper baseline)", func(c *Core) *Policy {
-		return paper(c, "gpu-packing", "shared GPUs first, then used nodes, then idle nodes (FGD paper baseline)", GpuPacking{}, BestFitShare{})
-	})
-	register("dot-product", "Tetris: smallest dot product of free and requested CPU/GPU (FGD paper baseline)", func(c *Core) *Policy {
-		return paper(c, "dot-product", "Tetris: smallest dot product of free and requested CPU/GPU (FGD paper baseline)", DotProduct{}, BestFitShare{})
-	})
-}
+import (
+	"math"
+)
 
 // Normalisation constants of the reference (open-gpu-share utils: the
 // largest node of the Alibaba traces).

@@ -1,0 +1,408 @@
+package core
+
+import (
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/errs"
+	"github.com/hetsched/hetsched/internal/resource"
+)
+
+// devReq is a request for one device type: milli >= 1000 asks for whole
+// devices, below 1000 for a share of one device.
+type devReq struct {
+	dim   int
+	milli int64
+}
+
+// Option is one way to run a task: its own resources (index -1) or one of
+// its alternatives.
+type Option struct {
+	Index int // -1 for the task's resources, else the alternative's index
+	Speed float64
+	req   resource.Vector
+	// reqLen is one past the highest dim req asks for (0 for none): loops
+	// that skip the dims a request leaves at zero stop there.
+	reqLen int
+	devs   []devReq // device-backed (extended) dims of req
+	// unknown lists requested resources no node offers yet (sorted by name).
+	unknown []unknownRes
+	// groups compatible with this option (static filters passed), cached
+	// against index.version.
+	groups    []*group
+	groupSet  []bool      // by group id
+	scans     []scanState // by group id: where the next search resumes
+	groupsVer uint64
+	groupsOK  bool
+}
+
+// Request returns the option's resource vector (do not modify).
+func (o *Option) Request() *resource.Vector { return &o.req }
+
+// selTerm is one nodeSelector entry; a value may list alternatives.
+type selTerm struct {
+	key    string
+	values []string
+}
+
+// class is a scheduling class: tasks with the same options, selector and
+// tolerations are interchangeable for placement, so one failed attempt
+// stands for all of them until capacity changes.
+type class struct {
+	key         string
+	opts        []Option
+	selector    []selTerm // all terms
+	identity    []selTerm // the terms on identity labels (checked per node)
+	tolerations []api.Toleration
+	// queues holds the class's pending tasks per level, native and raised
+	// by aging apart ([level][0] native, [level][1] raised): a raised task
+	// that cannot preempt must not hold back natively urgent or high work
+	// of its class, which can.
+	queues   [4][2]*classQueue
+	leaf     *queueNode // the tenant queue leaf its tasks wait in
+	optOrder []int      // option indexes, fastest declared speed first
+	// rrExhaustive: the last round-robin attempt ran out of budget, so the
+	// next one checks a whole turn of the cluster.
+	rrExhaustive bool
+}
+
+// classQueues lists the class's queues (nil where none was made yet).
+func (cl *class) classQueues() [8]*classQueue {
+	var out [8]*classQueue
+	for l := range cl.queues {
+		out[2*l], out[2*l+1] = cl.queues[l][0], cl.queues[l][1]
+	}
+	return out
+}
+
+// hasGroup reports whether g passed o's static filters.
+func (o *Option) hasGroup(g *group) bool { return g.id < len(o.groupSet) && o.groupSet[g.id] }
+
+// runtimeClass groups tasks whose runtimes predict each other: the task's
+// metadata "class", else its name, else its scheduling class.
+type runtimeClass struct {
+	key     string
+	runtime ewma            // observed runtime at speed 1.0, ns
+	byModel map[string]ewma // observed runtime per device model, ns
+}
+
+// classKey builds the scheduling-class key of a validated spec. Options are
+// keyed by their canonical lists, so equal requests share a class.
+func classKey(spec *api.Task) string {
+	var b strings.Builder
+	b.WriteString(spec.Resources.String())
+	for _, a := range spec.Alternatives {
+		b.WriteString("|")
+		b.WriteString(a.Resources.String())
+		b.WriteString("@")
+		b.WriteString(strconv.FormatFloat(a.Speed, 'g', -1, 64))
+	}
+	b.WriteString("#")
+	writePairs(&b, spec.NodeSelector, nil)
+	b.WriteString("#")
+	tols := append([]string(nil), spec.Tolerations...)
+	sort.Strings(tols)
+	b.WriteString(strings.Join(tols, ";"))
+	return b.String()
+}
+
+// unknownRes is a requested resource no node has ever offered: it is not
+// given a dim (tasks must not use up the table of resource names), and the
+// option cannot be placed until a node brings it.
+type unknownRes struct {
+	name resource.Name
+	q    int64
+}
+
+// computeDevs lists the option's device-backed (extended) dims (and sets
+// reqLen).
+func (o *Option) computeDevs(dims *resource.Dims) {
+	o.reqLen = 0
+	for i := range o.req {
+		if o.req[i] != 0 {
+			o.reqLen = i + 1
+		}
+	}
+	o.devs = o.devs[:0]
+	for i := 2; i < dims.Len(); i++ {
+		if o.req[i] > 0 && dims.Name(i).IsExtended() {
+			o.devs = append(o.devs, devReq{dim: i, milli: o.req[i]})
+		}
+	}
+}
+
+// resolve gives dims to unknown resources that nodes now offer; it reports
+// whether any changed.
+func (o *Option) resolve(dims *resource.Dims) bool {
+	changed := false
+	keep := o.unknown[:0]
+	for _, u := range o.unknown {
+		if i, ok := dims.Lookup(u.name); ok {
+			o.req[i] = u.q
+			changed = true
+			continue
+		}
+		keep = append(keep, u)
+	}
+	o.unknown = keep
+	if changed {
+		o.computeDevs(dims)
+		o.groupsOK = false
+	}
+	return changed
+}
+
+// buildClass converts a validated spec's scheduling fields, given each
+// option's vector and unknown resources (from Core.vectorOf).
+func buildClass(key string, spec *api.Task, dims *resource.Dims, vecs []resource.Vector, unknown [][]unknownRes) (*class, error) {
+	cl := &class{key: key}
+	add := func(idx int, v resource.Vector, u []unknownRes, speed float64) {
+		if speed == 0 {
+			speed = 1
+		}
+		o := Option{Index: idx, Speed: speed, req: v, unknown: u}
+		o.computeDevs(dims)
+		cl.opts = append(cl.opts, o)
+	}
+	add(-1, vecs[0], unknown[0], 1)
+	for i, a := range spec.Alternatives {
+		add(i, vecs[i+1], unknown[i+1], a.Speed)
+	}
+	for i := range cl.opts {
+		cl.optOrder = append(cl.optOrder, i)
+	}
+	sort.SliceStable(cl.optOrder, func(a, b int) bool {
+		return cl.opts[cl.optOrder[a]].Speed > cl.opts[cl.optOrder[b]].Speed
+	})
+	keys := make([]string, 0, len(spec.NodeSelector))
+	for k := range spec.NodeSelector {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		cl.selector = append(cl.selector, selTerm{key: k, values: strings.Split(spec.NodeSelector[k], "|")})
+	}
+	tols := append([]string(nil), spec.Tolerations...)
+	sort.Strings(tols)
+	for _, s := range tols {
+		t, err := api.ParseToleration(s)
+		if err != nil {
+			return nil, errs.Invalid("tolerations", "%v", err)
+		}
+		cl.tolerations = append(cl.tolerations, t)
+	}
+	return cl, nil
+}
+
+// classFor returns the scheduling class of a spec, creating it when new.
+// Classes are found by a hash of the options' vectors, selector and
+// tolerations, and confirmed by comparing them.
+func (c *Core) classFor(spec *api.Task, leaf *queueNode) (*class, error) {
+	var vecs [1 + api.MaxAlternatives]resource.Vector
+	var unknown [1 + api.MaxAlternatives][]unknownRes
+	if len(spec.Alternatives) > api.MaxAlternatives {
+		return nil, errs.Invalid("alternatives", "at most %d alternatives", api.MaxAlternatives)
+	}
+	var err error
+	if unknown[0], err = c.vectorOf(&vecs[0], "resources", spec.Resources); err != nil {
+		return nil, err
+	}
+	h := uint64(14695981039346656037)
+	mix := func(x uint64) {
+		h ^= x
+		h *= 1099511628211
+	}
+	nd := c.dims.Len()
+	// Only nonzero entries count, so that interning a new resource name
+	// does not change the hash of existing requests.
+	mixOpt := func(v *resource.Vector, u []unknownRes) {
+		for i := 0; i < nd; i++ {
+			if v[i] != 0 {
+				mix(uint64(i)<<56 ^ uint64(v[i]))
+			}
+		}
+		for _, x := range u {
+			mix(strHash(string(x.name)) ^ uint64(x.q))
+		}
+	}
+	mixOpt(&vecs[0], unknown[0])
+	for i, a := range spec.Alternatives {
+		if unknown[i+1], err = c.vectorOf(&vecs[i+1], "alternatives["+strconv.Itoa(i)+"].resources", a.Resources); err != nil {
+			return nil, err
+		}
+		if a.Speed < 0 || math.IsNaN(a.Speed) || math.IsInf(a.Speed, 0) {
+			return nil, errs.Invalid("alternatives["+strconv.Itoa(i)+"].speed", "must be a positive number")
+		}
+		mix(0xa17)
+		mixOpt(&vecs[i+1], unknown[i+1])
+		mix(math.Float64bits(a.Speed))
+	}
+	var sel uint64
+	for k, v := range spec.NodeSelector {
+		sel += strHash(k)*31 + strHash(v)
+	}
+	mix(sel)
+	var tols uint64 // order-independent
+	for _, t := range spec.Tolerations {
+		tols += strHash(t)
+	}
+	mix(tols)
+	mix(uint64(leaf.order))
+	nopts := 1 + len(spec.Alternatives)
+	for _, cl := range c.classes[h] {
+		if cl.leaf == leaf && cl.matches(spec, vecs[:nopts], unknown[:nopts]) {
+			return cl, nil
+		}
+	}
+	cl, err := buildClass(classKey(spec), spec, c.dims, vecs[:nopts], unknown[:nopts])
+	if err != nil {
+		return nil, err
+	}
+	cl.leaf = leaf
+	for _, s := range cl.selector {
+		if c.idx.identity[s.key] {
+			cl.identity = append(cl.identity, s)
+		}
+	}
+	for _, u := range unknown[:nopts] {
+		if len(u) > 0 {
+			c.unresolved = append(c.unresolved, cl)
+			break
+		}
+	}
+	c.classes[h] = append(c.classes[h], cl)
+	return cl, nil
+}
+
+// resolveClasses gives dims to the unknown resources of classes once nodes
+// offer them (called when the name table grows).
+func (c *Core) resolveClasses() {
+	keep := c.unresolved[:0]
+	for _, cl := range c.unresolved {
+		left := false
+		for oi := range cl.opts {
+			cl.opts[oi].resolve(c.dims)
+			left = left || len(cl.opts[oi].unknown) > 0
+		}
+		if left {
+			keep = append(keep, cl)
+		}
+	}
+	c.unresolved = keep
+}
+
+func strHash(s string) uint64 {
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= 1099511628211
+	}
+	return h
+}
+
+// vectorOf converts a list into v. Names no node has offered are not
+// interned (tasks must not use up the name table): they come back, sorted,
+// as unknown resources.
+func (c *Core) vectorOf(v *resource.Vector, field string, l resource.List) ([]unknownRes, error) {
+	var unknown []unknownRes
+	for k, q := range l {
+		if i, ok := c.dims.Lookup(k); ok {
+			v[i] = q
+			continue
+		}
+		if err := resource.ValidateName(string(k)); err != nil {
+			return nil, errs.Invalid(field+"."+string(k), "%v", err)
+		}
+		if q > 0 {
+			unknown = append(unknown, unknownRes{name: k, q: q})
+		}
+	}
+	sort.Slice(unknown, func(i, j int) bool { return unknown[i].name < unknown[j].name })
+	return unknown, nil
+}
+
+// matches reports whether spec (with its converted vectors) belongs to cl.
+func (cl *class) matches(spec *api.Task, vecs []resource.Vector, unknown [][]unknownRes) bool {
+	if len(vecs) != len(cl.opts) {
+		return false
+	}
+	for i := range vecs {
+		if vecs[i] != cl.opts[i].req || len(unknown[i]) != len(cl.opts[i].unknown) {
+			return false
+		}
+		for j := range unknown[i] {
+			if unknown[i][j] != cl.opts[i].unknown[j] {
+				return false
+			}
+		}
+		if i > 0 {
+			sp := spec.Alternatives[i-1].Speed
+			if sp == 0 {
+				sp = 1
+			}
+			if sp != cl.opts[i].Speed {
+				return false
+			}
+		}
+	}
+	n := 0
+	for _, s := range cl.selector {
+		v, ok := spec.NodeSelector[s.key]
+		if !ok || v != joinValues(s.values) {
+			return false
+		}
+		n++
+	}
+	if n != len(spec.NodeSelector) || len(spec.Tolerations) != len(cl.tolerations) {
+		return false
+	}
+	// Tolerations match in any order (cl.tolerations are sorted by text).
+	tols := append([]string(nil), spec.Tolerations...)
+	sort.Strings(tols)
+	for i, s := range tols {
+		t, err := api.ParseToleration(s)
+		if err != nil || t != cl.tolerations[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func joinValues(vs []string) string {
+	if len(vs) == 1 {
+		return vs[0]
+	}
+	s := vs[0]
+	for _, v := range vs[1:] {
+		s += "|" + v
+	}
+	return s
+}
+
+// runtimeClassFor finds the runtime-prediction class of a spec.
+func (c *Core) runtimeClassFor(spec *api.Task, cls *class) *runtimeClass {
+	var m map[string]*runtimeClass
+	var k string
+	switch {
+	case spec.Metadata["class"] != "":
+		m, k = c.rtByMeta, spec.Metadata["class"]
+	case spec.Name != "":
+		m, k = c.rtByName, spec.Name
+	default:
+		rc := c.rtByClass[cls]
+		if rc == nil {
+			rc = &runtimeClass{key: cls.key}
+			c.rtByClass[cls] = rc
+		}
+		return rc
+	}
+	rc := m[k]
+	if rc == nil {
+		rc = &runtimeClass{key: k}
+		m[k] = rc
+	}
+	return rc
+}

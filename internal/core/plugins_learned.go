@@ -1,0 +1,129 @@
+package core
+
+import (
+	"strconv"
+)
+
+// nodeLoad returns the node's measured load forecast and whether any sample
+// exists; without samples the caller decides the fallback.
+func nodeLoad(n *Node) (float64, bool) {
+	if n.load.forecast.n == 0 {
+		return 0, false
+	}
+	return clamp01(n.load.forecast.forecast() + n.load.reserved), true
+}
+
+// share is the fraction of n's primary resource the option takes.
+func share(o *Option, n *Node) float64 {
+	if n.group == nil {
+		return 0
+	}
+	p := n.group.primary
+	if n.capacity[p] == 0 {
+		return 0
+	}
+	return float64(o.req[p]) / float64(n.capacity[p])
+}
+
+// Feedback scores nodes by weights learned from observed utilization and
+// task latency (weighted dynamic feedback).
+type Feedback struct{ c *Core }
+
+// Name implements Plugin.
+func (*Feedback) Name() string { return "Feedback" }
+
+// Score implements ScorePlugin.
+func (*Feedback) Score(_ *CycleState, _ *Task, _ *Option, n *Node) (int64, *Status) {
+	util := 0.0
+	if n.load.util.n > 0 {
+		util = n.load.util.v
+	}
+	lat := 1.0
+	if n.load.latency.n > 0 {
+		lat = n.load.latency.v
+	}
+	return int64(100 * (1 - clamp01(util)) * lat), nil
+}
+
+// LoadTarget forecasts each node's load from its samples (Holt) and packs
+// towards Config.LoadTarget without overshoot: it filters nodes whose
+// forecast plus the task's share would pass the target, and scores closer to
+// the target higher. Without samples the node's allocated fraction stands in
+// for the forecast in the score, and nothing is filtered.
+type LoadTarget struct{ c *Core }
+
+// Name implements Plugin.
+func (*LoadTarget) Name() string { return "LoadTarget" }
+
+// Filter implements FilterPlugin.
+func (p *LoadTarget) Filter(_ *CycleState, _ *Task, o *Option, n *Node) *Status {
+	l, ok := nodeLoad(n)
+	if !ok {
+		return nil
+	}
+	sh := share(o, n)
+	if l+sh > p.c.cfg.LoadTarget+1e-9 && !(sh > p.c.cfg.LoadTarget && len(n.tasks) == 0) {
+		// A task whose share alone is above the target may still take a
+		// node with no tasks: it would fit nowhere ever otherwise.
+		return NewUnschedulable("predicted load above target " + strconv.FormatFloat(p.c.cfg.LoadTarget, 'f', 2, 64))
+	}
+	return nil
+}
+
+// Score implements ScorePlugin.
+func (p *LoadTarget) Score(_ *CycleState, _ *Task, o *Option, n *Node) (int64, *Status) {
+	l, ok := nodeLoad(n)
+	if !ok && n.group != nil {
+		l = n.allocFraction(n.group.primary)
+	}
+	after := l + share(o, n)
+	if after > p.c.cfg.LoadTarget {
+		return 0, nil
+	}
+	return int64(100 * after / p.c.cfg.LoadTarget), nil
+}
+
+// Reserve implements ReservePlugin: the placed share counts as load until
+// the next sample measures it.
+func (p *LoadTarget) Reserve(_ *CycleState, _ *Task, o *Option, n *Node) {
+	n.load.reserved += share(o, n)
+}
+
+// Unreserve implements ReservePlugin.
+func (p *LoadTarget) Unreserve(_ *CycleState, _ *Task, o *Option, n *Node) {
+	n.load.reserved -= share(o, n)
+	if n.load.reserved < 0 {
+		n.load.reserved = 0
+	}
+}
+
+// ExpectedCompletion prefers the option and node with the earliest expected
+// completion, using runtimes learned per device model (hetero-aware).
+type ExpectedCompletion struct{ c *Core }
+
+// Name implements Plugin.
+func (*ExpectedCompletion) Name() string { return "ExpectedCompletion" }
+
+// Score implements ScorePlugin: 25 per unit of speed-up over the baseline,
+// capped at 100.
+func (p *ExpectedCompletion) Score(_ *CycleState, t *Task, o *Option, n *Node) (int64, *Status) {
+	exp := p.c.expectedOn(t, o, n)
+	if exp <= 0 {
+		return 100, nil
+	}
+	rel := float64(p.c.expectedRuntime(t)) / exp
+	s := int64(25 * rel)
+	if s > 100 {
+		s = 100
+	}
+	return s, nil
+}
+
+// ShortestFirst orders pending tasks by expected runtime.
+type ShortestFirst struct{ c *Core }
+
+// Name implements Plugin.
+func (*ShortestFirst) Name() string { return "ShortestFirst" }
+
+// SortKey implements QueueSortPlugin.
+func (p *ShortestFirst) SortKey(_ *CycleState, t *Task) int64 { return p.c.expectedRuntime(t) }
