@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/hetsched/hetsched/internal/certs"
 	"github.com/hetsched/hetsched/internal/errs"
 )
