@@ -17,6 +17,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
 
 	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/hostinfo"
 )
 
 var (
@@ -91,7 +92,7 @@ func TestNVMLListsTheGPUsOfADGXA100(t *testing.T) {
 
 	// Through Node, with no note.
 	fsys := fstest.MapFS{"proc/meminfo": {Data: []byte(meminfo)}}
-	node, notes, err := Node("dgx", Host{Root: fsys, NumCPU: 4}, []Source{n})
+	node, notes, err := Node("dgx", hostinfo.Host{Root: fsys, NumCPU: 4}, []Source{n})
 	if err != nil || len(notes) != 0 || len(node.Devices) != 8 {
 		t.Fatalf("Node: %d devices, notes %q, %v", len(node.Devices), notes, err)
 	}
