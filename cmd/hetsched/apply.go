@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 
 	"github.com/spf13/cobra"
 
@@ -27,10 +26,7 @@ Each object prints one line: queue/team-a created, configured or unchanged.`,
 			if err != nil {
 				return err
 			}
-			if file == "" {
-				return fmt.Errorf("-f: a file is required")
-			}
-			body, err := cli.ReadSpec(file, cmd.InOrStdin())
+			body, err := readSpecFlag(cmd, file)
 			if err != nil {
 				return err
 			}

@@ -120,10 +120,7 @@ func newSubmit() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if file == "" {
-				return fmt.Errorf("-f: a file is required")
-			}
-			body, err := cli.ReadSpec(file, cmd.InOrStdin())
+			body, err := readSpecFlag(cmd, file)
 			if err != nil {
 				return err
 			}
@@ -255,4 +252,12 @@ func newRenew() *cobra.Command {
 	}
 	f.add(renew)
 	return renew
+}
+
+// readSpecFlag reads the file -f names (- is standard input) as JSON.
+func readSpecFlag(cmd *cobra.Command, file string) ([]byte, error) {
+	if file == "" {
+		return nil, fmt.Errorf("-f: a file is required")
+	}
+	return cli.ReadSpec(file, cmd.InOrStdin())
 }

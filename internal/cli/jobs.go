@@ -98,23 +98,7 @@ func listJobs(ctx context.Context, c *Client, state string) ([]json.RawMessage, 
 // printJobs writes jobs as rows of g (with the header when header) or as
 // names.
 func printJobs(g *grid, jobs []job, output string, header bool) error {
-	if output == Name {
-		for _, j := range jobs {
-			if _, err := fmt.Fprintln(g.w, "job/"+j.ID); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	wide := output == Wide
-	var rows [][]string
-	if header {
-		rows = append(rows, jobHeader(wide))
-	}
-	for _, j := range jobs {
-		rows = append(rows, jobRow(j, wide))
-	}
-	return g.write(rows...)
+	return printObjects(g, jobs, output, header, "job", func(j job) string { return j.ID }, jobHeader, jobRow)
 }
 
 // counts writes a job's task counts: "3 (2 succeeded, 1 running)".

@@ -120,23 +120,7 @@ func listNodes(ctx context.Context, c *Client, selector string) (json.RawMessage
 // printNodes writes nodes as rows of g (with the header when header) or
 // as names.
 func printNodes(g *grid, nodes []nodeView, output string, header bool) error {
-	if output == Name {
-		for _, n := range nodes {
-			if _, err := fmt.Fprintln(g.w, "node/"+n.Name); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	wide := output == Wide
-	var rows [][]string
-	if header {
-		rows = append(rows, nodeHeader(wide))
-	}
-	for _, n := range nodes {
-		rows = append(rows, nodeRow(n, wide))
-	}
-	return g.write(rows...)
+	return printObjects(g, nodes, output, header, "node", func(n nodeView) string { return n.Name }, nodeHeader, nodeRow)
 }
 
 // NodeAction cordons, uncordons or drains a node.

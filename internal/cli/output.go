@@ -233,3 +233,25 @@ func age(t, now time.Time) string {
 	}
 	return fmt.Sprintf("%dd", s/86400)
 }
+
+// printObjects writes objects as rows of g, the header first when header
+// (output table or wide), or as kind/NAME lines (output name).
+func printObjects[T any](g *grid, objs []T, output string, header bool, kind string, name func(T) string, head func(wide bool) []string, row func(o T, wide bool) []string) error {
+	if output == Name {
+		for _, o := range objs {
+			if _, err := fmt.Fprintln(g.w, kind+"/"+name(o)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	wide := output == Wide
+	var rows [][]string
+	if header {
+		rows = append(rows, head(wide))
+	}
+	for _, o := range objs {
+		rows = append(rows, row(o, wide))
+	}
+	return g.write(rows...)
+}

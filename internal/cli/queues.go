@@ -112,21 +112,6 @@ func GetQueues(ctx context.Context, c *Client, w io.Writer, output string) error
 // printQueues writes the queues shown (of all, which names the children)
 // as rows of g, with the header when header, or as names.
 func printQueues(g *grid, shown, all []queueView, output string, header bool) error {
-	if output == Name {
-		for _, q := range shown {
-			if _, err := fmt.Fprintln(g.w, "queue/"+q.Name); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	wide := output == Wide
-	var rows [][]string
-	if header {
-		rows = append(rows, queueHeader(wide))
-	}
-	for _, q := range shown {
-		rows = append(rows, queueRow(q, all, wide))
-	}
-	return g.write(rows...)
+	row := func(q queueView, wide bool) []string { return queueRow(q, all, wide) }
+	return printObjects(g, shown, output, header, "queue", func(q queueView) string { return q.Name }, queueHeader, row)
 }

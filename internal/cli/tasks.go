@@ -141,21 +141,9 @@ func taskRow(t task, wide bool, now time.Time) []string {
 // printTaskTable prints tasks as a table (output table or wide) or their
 // names (task/ID).
 func printTaskTable(w io.Writer, tasks []task, output string) error {
-	if output == Name {
-		for _, t := range tasks {
-			if _, err := fmt.Fprintln(w, "task/"+t.ID); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	wide, now := output == Wide, time.Now()
-	rows := [][]string{taskHeader(wide)}
-	for _, t := range tasks {
-		rows = append(rows, taskRow(t, wide, now))
-	}
-	g := grid{w: w}
-	return g.write(rows...)
+	now := time.Now()
+	row := func(t task, wide bool) []string { return taskRow(t, wide, now) }
+	return printObjects(&grid{w: w}, tasks, output, true, "task", func(t task) string { return t.ID }, taskHeader, row)
 }
 
 // ListOptions are get tasks' filter, paging and order.
