@@ -33,7 +33,13 @@ func (t *tlsFlags) add(cmd *cobra.Command) {
 
 // config is the TLS of server (nil for http:// without TLS flags).
 func (t *tlsFlags) config(server string) (*tls.Config, error) {
-	if !strings.HasPrefix(server, "https://") {
+	list := strings.Split(server, ",")
+	for _, s := range list[1:] {
+		if strings.HasPrefix(strings.TrimSpace(s), "https://") != strings.HasPrefix(strings.TrimSpace(list[0]), "https://") {
+			return nil, fmt.Errorf("--server %q mixes http:// and https:// servers", server)
+		}
+	}
+	if !strings.HasPrefix(strings.TrimSpace(server), "https://") {
 		if t.ca != "" || t.cert != "" || t.key != "" {
 			return nil, fmt.Errorf("--ca, --cert and --key ($HETSCHED_CA, $HETSCHED_CERT, $HETSCHED_KEY) need an https:// --server, got %q", server)
 		}
@@ -52,7 +58,7 @@ func (f *clientFlags) addAs(cmd *cobra.Command, timeoutFlag string) {
 	if server == "" {
 		server = "http://127.0.0.1:7070"
 	}
-	cmd.Flags().StringVar(&f.server, "server", server, "API address (default $HETSCHED_SERVER)")
+	cmd.Flags().StringVar(&f.server, "server", server, "API address, or several comma-separated (the servers of a replicated control plane: any of them answers, the next is tried when one cannot be reached) (default $HETSCHED_SERVER)")
 	cmd.Flags().StringVar(&f.token, "token", os.Getenv("HETSCHED_TOKEN"), "bearer token (default $HETSCHED_TOKEN)")
 	f.tls.add(cmd)
 	cmd.Flags().StringVarP(&f.output, "output", "o", cli.Table, cli.OutputHelp)

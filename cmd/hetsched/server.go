@@ -49,5 +49,18 @@ func newServer() *cobra.Command {
 	cmd.Flags().StringVar(&opt.DiskReserve, "disk-reserve", "", "free space the store's disk keeps: below it new tasks, jobs and queue changes get 507 (reads, cancels, completions and agents go on); a size like 2Gi, default min(1Gi, 5% of the filesystem)")
 	cmd.Flags().DurationVar(&opt.DefaultLease, "default-lease", server.DefaultLeaseDuration, "lease of a task without a command that names none (its view shows it); a task asks for none with lease \"never\"; negative: such leases never expire")
 	cmd.Flags().StringVar(&opt.PprofListen, "pprof", "", "serve net/http/pprof (with mutex and block profiles) on this loopback address, e.g. 127.0.0.1:6060; off by default")
+	cmd.Flags().StringVar(&opt.Store, "store", "", "store backend: pebble (the default: embedded, in --data-dir) or etcd (the default with --ha) (--etcd-endpoints; several servers then share it, one leads)")
+	cmd.Flags().StringSliceVar(&opt.EtcdEndpoints, "etcd-endpoints", nil, "client URLs of an external etcd cluster (with --store etcd), e.g. http://10.0.0.1:2379,http://10.0.0.2:2379")
+	cmd.Flags().StringVar(&opt.EtcdCA, "etcd-ca", "", "CA (PEM) of the etcd servers' certificates")
+	cmd.Flags().StringVar(&opt.EtcdCert, "etcd-cert", "", "client certificate (PEM) presented to etcd")
+	cmd.Flags().StringVar(&opt.EtcdKey, "etcd-key", "", "the private key of --etcd-cert")
+	cmd.Flags().BoolVar(&opt.HA, "ha", false, "run an embedded etcd member in --data-dir beside the server (--name, --peers): three servers started so are a highly available control plane")
+	cmd.Flags().StringVar(&opt.Name, "name", "", "this server's name (with --ha: its name in --peers)")
+	cmd.Flags().StringVar(&opt.Peers, "peers", "", "with --ha: every member's name and etcd peer URL, the same on every server: s1=http://10.0.0.1:2380,s2=...,s3=... (empty: a one-member cluster)")
+	cmd.Flags().StringSliceVar(&opt.EtcdListenClient, "etcd-listen-client", nil, "with --ha: also serve the embedded etcd member's client API here (for etcdctl), e.g. http://127.0.0.1:2379")
+	cmd.Flags().StringVar(&opt.Advertise, "advertise", "", "this server's URL as the other servers reach it (default: http(s)://--listen)")
+	cmd.Flags().StringVar(&opt.PeerCA, "peer-ca", "", "CA (PEM) of the other servers' certificates, for passing requests on to the leader over TLS (default: the system's roots)")
+	cmd.Flags().DurationVar(&opt.ElectionTTL, "election-ttl", server.DefaultElectionTTL, "the leader's election lease: a leader etcd has not heard from for this long loses leadership (whole seconds, at least 2s)")
+	cmd.Flags().StringVar(&opt.EtcdPrefix, "etcd-prefix", "/hetsched/", "prefix of this control plane's etcd keys (two control planes on one etcd need two)")
 	return cmd
 }

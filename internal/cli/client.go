@@ -9,26 +9,87 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hetsched/hetsched/internal/certs"
 )
 
-// Client talks to one server.
+// Client talks to the control plane: one server, or several (a
+// replicated control plane, where any server answers: a standby passes
+// requests on to the leader). A server that cannot be reached (its
+// connection is refused or times out, so the request never left) is
+// skipped for the next, and the one that answered is asked first next
+// time.
 type Client struct {
-	Server string
-	Token  string
-	HTTP   *http.Client
-	tls    *tls.Config // NewTLSClient's, to explain TLS failures
+	// Server names the servers as given ("URL" or "URL1,URL2,...").
+	Server  string
+	Token   string
+	HTTP    *http.Client
+	tls     *tls.Config // NewTLSClient's, to explain TLS failures
+	servers []string
+	cur     *atomic.Int32 // the server that answered last (shared by copies)
 }
 
-// NewClient returns a client with a request timeout.
+// NewClient returns a client with a request timeout; server is one URL
+// or several, comma-separated.
 func NewClient(server, token string, timeout time.Duration) *Client {
-	return &Client{Server: strings.TrimRight(server, "/"), Token: token, HTTP: &http.Client{Timeout: timeout}}
+	c := &Client{Token: token, HTTP: &http.Client{Timeout: timeout}, cur: new(atomic.Int32)}
+	for _, s := range strings.Split(server, ",") {
+		if s = strings.TrimRight(strings.TrimSpace(s), "/"); s != "" {
+			c.servers = append(c.servers, s)
+		}
+	}
+	if len(c.servers) == 0 {
+		c.servers = []string{""}
+	}
+	c.Server = strings.Join(c.servers, ",")
+	return c
+}
+
+// Servers are the client's server URLs.
+func (c *Client) Servers() []string { return c.servers }
+
+// current is the server asked first.
+func (c *Client) current() string { return c.servers[int(c.cur.Load())%len(c.servers)] }
+
+// roundTrip sends the request newReq makes for a server's base URL with
+// hc, trying each server in turn from the current one while the one
+// tried cannot be reached.
+func (c *Client) roundTrip(hc *http.Client, newReq func(base string) (*http.Request, error)) (*http.Response, error) {
+	n := len(c.servers)
+	first := int(c.cur.Load())
+	var errs []string
+	for i := range n {
+		k := (first + i) % n
+		req, err := newReq(c.servers[k])
+		if err != nil {
+			return nil, err
+		}
+		resp, err := hc.Do(req)
+		if err == nil {
+			c.cur.Store(int32(k))
+			return resp, nil
+		}
+		if n == 1 || !neverSent(err) || req.Context().Err() != nil {
+			return nil, c.unreachableAt(c.servers[k], err)
+		}
+		errs = append(errs, c.unreachableAt(c.servers[k], err).Error())
+	}
+	return nil, fmt.Errorf("no server answered: %s", strings.Join(errs, "; "))
+}
+
+// neverSent reports whether err is a failure to connect: the request did
+// not reach the server, and another may take it.
+func neverSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // NewTLSClient is NewClient for an https:// server with tc (the CA to
@@ -43,13 +104,13 @@ func NewTLSClient(server, token string, timeout time.Duration, tc *tls.Config) *
 	return c
 }
 
-// unreachable is the error of a request that got no answer, with the
+// unreachableAt is the error of a request to server that got no answer, with the
 // cause of a TLS failure spelled out.
-func (c *Client) unreachable(err error) error {
-	if h := certs.Explain(err, c.Server, c.tls); h != "" {
-		return fmt.Errorf("cannot reach %s: %s: %w", c.Server, h, err)
+func (c *Client) unreachableAt(server string, err error) error {
+	if h := certs.Explain(err, server, c.tls); h != "" {
+		return fmt.Errorf("cannot reach %s: %s: %w", server, h, err)
 	}
-	return fmt.Errorf("cannot reach %s: %w", c.Server, err)
+	return fmt.Errorf("cannot reach %s: %w", server, err)
 }
 
 // APIError is an error answered by the server.
@@ -85,20 +146,19 @@ const maxResponse = 256 << 20
 // answer lasts as long as the task, and ends when the server closes it or
 // ctx is done. Errors come back as *APIError like Do's.
 func (c *Client) Stream(ctx context.Context, path string, w io.Writer, follow bool) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.Server+path, nil)
-	if err != nil {
-		return err
-	}
-	if c.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.Token)
-	}
 	hc := *c.HTTP
 	if follow {
 		hc.Timeout = 0
 	}
-	resp, err := hc.Do(req)
+	resp, err := c.roundTrip(&hc, func(base string) (*http.Request, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+		if err == nil && c.Token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.Token)
+		}
+		return req, err
+	})
 	if err != nil {
-		return c.unreachable(err)
+		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 400 {
@@ -128,19 +188,21 @@ func apiError(status int, body io.Reader) error {
 
 // Do sends a request and decodes a JSON answer into out (when non-nil).
 func (c *Client) Do(ctx context.Context, method, path string, body []byte, out any) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, method, c.Server+path, bytes.NewReader(body))
+	resp, err := c.roundTrip(c.HTTP, func(base string) (*http.Request, error) {
+		req, err := http.NewRequestWithContext(ctx, method, base+path, bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		if body != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		if c.Token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.Token)
+		}
+		return req, nil
+	})
 	if err != nil {
 		return 0, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.Token)
-	}
-	resp, err := c.HTTP.Do(req)
-	if err != nil {
-		return 0, c.unreachable(err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponse))

@@ -85,15 +85,6 @@ func (s *stream) connect(ctx context.Context) (*conn, error) {
 	if s.resume {
 		path += "?since=" + strconv.FormatUint(s.since, 10)
 	}
-	req, err := http.NewRequestWithContext(cctx, http.MethodGet, s.c.Server+path, nil)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	if s.c.Token != "" {
-		req.Header.Set("Authorization", "Bearer "+s.c.Token)
-	}
 	headers := s.c.HTTP.Timeout
 	if headers <= 0 {
 		headers = 30 * time.Second
@@ -103,14 +94,24 @@ func (s *stream) connect(ctx context.Context) (*conn, error) {
 	timer := cn.timer
 	hc := *s.c.HTTP
 	hc.Timeout = 0 // the stream lasts as long as the watch
-	resp, err := hc.Do(req)
+	resp, err := s.c.roundTrip(&hc, func(base string) (*http.Request, error) {
+		req, err := http.NewRequestWithContext(cctx, http.MethodGet, base+path, nil)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Accept", "text/event-stream")
+		if s.c.Token != "" {
+			req.Header.Set("Authorization", "Bearer "+s.c.Token)
+		}
+		return req, nil
+	})
 	if err != nil {
 		timer.Stop()
 		cancel()
 		if cn.timedOut.Load() {
-			return nil, fmt.Errorf("%s: no answer to GET %s within %v", s.c.Server, path, headers)
+			return nil, fmt.Errorf("%s: no answer to GET %s within %v", s.c.current(), path, headers)
 		}
-		return nil, s.c.unreachable(err)
+		return nil, err
 	}
 	if resp.StatusCode >= 400 {
 		timer.Stop()

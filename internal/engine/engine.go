@@ -118,6 +118,10 @@ func New(cfg Config, st store.Store) (*Engine, error) {
 	return e, nil
 }
 
+// Done is closed when the loop has stopped: by Close, or after a failed
+// commit (then Err says why).
+func (e *Engine) Done() <-chan struct{} { return e.done }
+
 // Close stops the loop; commands after it fail with ErrStopped.
 func (e *Engine) Close() {
 	select {

@@ -41,6 +41,9 @@ type Metrics struct {
 	StoreWritable    prometheus.Gauge
 	StoreTornBytes   prometheus.Gauge
 	StoreTornRecords prometheus.Gauge
+	// High availability (issue 18).
+	Leader        prometheus.Gauge
+	LeaderChanges prometheus.Counter
 }
 
 // RefusedReasons are the label values of hetsched_refused_total.
@@ -154,6 +157,15 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.PendingQueue, m.DeviceCapacity, m.DeviceAllocated,
 		m.Capacity, m.Allocated, m.Nodes, m.APIDuration, m.CommitDuration, m.CommitRecords, m.Tasks,
 		m.QueueUsage, m.QueueMax, m.QueueGuaranteed, m.QueueFairShare, m.PendingReason, m.Shed)
+	m.Leader = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "hetsched_leader",
+		Help: "1 while this server leads (runs the scheduler and writes the store), 0 while it is a standby. A server without --store etcd always leads.",
+	})
+	m.LeaderChanges = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hetsched_leader_changes_total",
+		Help: "Times this server became the leader or stopped being it.",
+	})
+	reg.MustRegister(m.Leader, m.LeaderChanges)
 	reg.MustRegister(buildInfo(ReadBuild()))
 	return m
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/hetsched/hetsched/internal/api"
 	"log/slog"
 	"net/http"
 
@@ -57,4 +58,23 @@ func metricsOnly(reg *prometheus.Registry, log *slog.Logger) http.Handler {
 		writeError(w, errs.New(errs.NotFound, "", "this listener serves only GET /metrics"))
 	})
 	return mux
+}
+
+// listServers is GET /api/v1/servers.
+func (s *Server) listServers(w http.ResponseWriter, r *http.Request) {
+	if s.servers != nil {
+		list, err := s.servers(r.Context())
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, list)
+		return
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	writeJSON(w, http.StatusOK, api.ServerList{Store: "pebble", Leader: r.Host, Servers: []api.ServerInfo{
+		{Name: r.Host, URL: scheme + "://" + r.Host, Role: api.RoleLeader, Self: true}}})
 }

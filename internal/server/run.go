@@ -100,7 +100,24 @@ type Options struct {
 	// EventWriteTimeout bounds one write to an event stream before its
 	// subscriber is dropped as not reading (0: StreamWriteTimeout).
 	EventWriteTimeout time.Duration
-	Logger            *slog.Logger
+	// Replication (ha.go). Store is "pebble" (the default: an embedded
+	// store in DataDir) or "etcd" (EtcdEndpoints, with TLS by EtcdCA,
+	// EtcdCert and EtcdKey); HA runs an embedded etcd member named Name
+	// of the cluster Peers ("s1=http://h1:2380,...") in DataDir and uses
+	// the etcd store on it. Advertise is this server's URL as the others
+	// reach it (default: from the listener), PeerCA the CA of the other
+	// servers' certificates (for passing requests on over TLS),
+	// ElectionTTL the election lease's TTL, EtcdPrefix the keys' prefix.
+	Store                     string
+	EtcdEndpoints             []string
+	EtcdCA, EtcdCert, EtcdKey string
+	HA                        bool
+	Name, Peers               string
+	EtcdListenClient          []string
+	Advertise, PeerCA         string
+	ElectionTTL               time.Duration
+	EtcdPrefix                string
+	Logger                    *slog.Logger
 	// Ready, when set, receives the bound address once serving.
 	Ready func(addr string)
 }
@@ -180,57 +197,156 @@ func isLoopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// Run serves until ctx ends, then shuts down cleanly.
+// Run serves until ctx ends, then shuts down cleanly. With --store etcd
+// (or --ha) it is one member of a replicated control plane (ha.go);
+// otherwise it owns an embedded Pebble store in DataDir.
 func Run(ctx context.Context, out io.Writer, opt Options) error {
-	lg := opt.Logger
-	if lg == nil {
-		lg = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	ctx, cancel := context.WithCancel(ctx) // the side listeners end with Run
+	defer cancel()
+	p, err := prepare(opt)
+	if err != nil {
+		return err
+	}
+	if opt.replicated() {
+		return runReplicated(ctx, out, p)
 	}
 	if opt.DataDir == "" {
 		return errs.Invalid("data-dir", "a directory for the store is required")
 	}
+	st, err := store.OpenDisk(opt.DataDir, store.DiskOptions{Logger: p.lg, Reserve: p.reserve})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	start := time.Now()
+	if rec := st.Recovery(); rec.TornTail {
+		p.m.StoreTornBytes.Set(float64(rec.BytesDropped))
+		p.m.StoreTornRecords.Set(float64(rec.RecordsDropped))
+	}
+	eng, err := p.startEngine(ctx, st)
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+	p.m.Leader.Set(1)
+	ln, err := net.Listen("tcp", opt.Listen)
+	if err != nil {
+		return errs.Wrap(errs.Unavailable, "listen", err)
+	}
+	side, err := p.serveSideListeners(ctx)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	handler := p.newHandler(eng, ln.Addr().String())
+	srv, ln, err := p.httpServer(handler, ln)
+	if err != nil {
+		return err
+	}
+	srv.RegisterOnShutdown(handler.Close)
+	p.banner(out, ln, fmt.Sprintf("data %s, %d tasks restored in %s", opt.DataDir, eng.NumTasks(), time.Since(start).Round(time.Millisecond)), side)
+	return p.serveUntil(ctx, srv, ln, nil)
+}
+
+// prepared is what Run checks and builds before it opens a store: the
+// options' values, the scheduler's configuration, the metrics.
+type prepared struct {
+	opt       Options
+	lg        *slog.Logger
+	memLimit  int64
+	memFrom   string
+	origins   []string
+	warn      string
+	auth      *Auth
+	tlsConfig *tls.Config
+	cfg       core.Config
+	nodes     []api.Node
+	queues    []api.Queue
+	reserve   int64
+	reg       *prometheus.Registry
+	m         *metrics.Metrics
+}
+
+// prepare checks the options and reads their files.
+func prepare(opt Options) (*prepared, error) {
+	p := &prepared{opt: opt, lg: opt.Logger}
+	if p.lg == nil {
+		p.lg = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
 	if opt.PprofListen != "" && !isLoopback(opt.PprofListen) {
-		return errs.Invalid("pprof", "the profiling listener is served on loopback only; got %q", opt.PprofListen)
+		return nil, errs.Invalid("pprof", "the profiling listener is served on loopback only; got %q", opt.PprofListen)
 	}
-	memLimit, memFrom, err := applyMemoryLimit(opt.MemoryLimit)
-	if err != nil {
-		return err
+	if err := opt.checkReplication(); err != nil {
+		return nil, err
 	}
-	origins, err := ParseAllowedOrigins(opt.AllowOrigins)
-	if err != nil {
-		return err
+	var err error
+	if p.memLimit, p.memFrom, err = applyMemoryLimit(opt.MemoryLimit); err != nil {
+		return nil, err
 	}
-	warn, err := checkTransport(opt)
-	if err != nil {
-		return err
+	if p.origins, err = ParseAllowedOrigins(opt.AllowOrigins); err != nil {
+		return nil, err
 	}
-	var auth *Auth
+	if p.warn, err = checkTransport(opt); err != nil {
+		return nil, err
+	}
+	if err := p.prepareAuth(); err != nil {
+		return nil, err
+	}
+	if opt.TLSCert != "" {
+		if p.tlsConfig, err = certs.ServerTLSConfig(opt.TLSCert, opt.TLSKey, opt.ClientCA); err != nil {
+			return nil, err
+		}
+	}
+	if p.cfg, err = schedulerConfig(opt); err != nil {
+		return nil, err
+	}
+	if opt.NodesFile != "" {
+		if p.nodes, err = LoadNodesFile(opt.NodesFile); err != nil {
+			return nil, err
+		}
+	}
+	if opt.QueuesFile != "" {
+		if p.queues, err = LoadQueuesFile(opt.QueuesFile); err != nil {
+			return nil, err
+		}
+	}
+	if p.reserve, err = parseDiskReserve(opt.DiskReserve); err != nil {
+		return nil, err
+	}
+	p.reg = prometheus.NewRegistry()
+	p.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	p.m = metrics.New(p.reg)
+	return p, nil
+}
+
+// prepareAuth reads the tokens (or turns certificate-only auth on).
+func (p *prepared) prepareAuth() error {
+	opt := p.opt
 	if opt.TokensFile != "" {
 		var err error
-		if auth, err = LoadTokens(opt.TokensFile); err != nil {
+		if p.auth, err = LoadTokens(opt.TokensFile); err != nil {
 			return err
 		}
 	} else if opt.ClientCA != "" {
-		auth = certOnlyAuth()
+		p.auth = certOnlyAuth()
 	}
-	if auth != nil {
-		auth.certs = opt.ClientCA != ""
-		if err := auth.SetDefaultLimit(opt.TenantRate, opt.TenantBurst); err != nil {
+	if p.auth != nil {
+		p.auth.certs = opt.ClientCA != ""
+		if err := p.auth.SetDefaultLimit(opt.TenantRate, opt.TenantBurst); err != nil {
 			return err
 		}
 	}
-	var tlsConfig *tls.Config
-	if opt.TLSCert != "" {
-		if tlsConfig, err = certs.ServerTLSConfig(opt.TLSCert, opt.TLSKey, opt.ClientCA); err != nil {
-			return err
-		}
-	}
+	return nil
+}
+
+// schedulerConfig is the core's configuration from the options.
+func schedulerConfig(opt Options) (core.Config, error) {
 	cfg := core.DefaultConfig()
 	if opt.Policy != "" {
 		cfg.Policy = opt.Policy
 	}
 	if opt.PreemptMinRuntime < 0 {
-		return errs.Invalid("preempt-min-runtime", "must not be negative, got %s", opt.PreemptMinRuntime)
+		return cfg, errs.Invalid("preempt-min-runtime", "must not be negative, got %s", opt.PreemptMinRuntime)
 	}
 	cfg.PreemptMinRuntime = opt.PreemptMinRuntime
 	if opt.NoAging {
@@ -238,52 +354,24 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 			cfg.Tiers[i].AgingAfter = 0
 		}
 	}
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	var nodes []api.Node
-	if opt.NodesFile != "" {
-		var err error
-		if nodes, err = LoadNodesFile(opt.NodesFile); err != nil {
-			return err
-		}
-	}
-	var queues []api.Queue
-	if opt.QueuesFile != "" {
-		var err error
-		if queues, err = LoadQueuesFile(opt.QueuesFile); err != nil {
-			return err
-		}
-	}
-	reserve, err := parseDiskReserve(opt.DiskReserve)
+	return cfg, cfg.Validate()
+}
+
+// startEngine rebuilds the engine from st and puts the --nodes and
+// --queues files' objects.
+func (p *prepared) startEngine(ctx context.Context, st store.Store) (*engine.Engine, error) {
+	eng, err := engine.New(engine.Config{Core: p.cfg, Logger: p.lg, Metrics: p.m,
+		HeartbeatInterval: p.opt.HeartbeatInterval, MissedHeartbeats: p.opt.MissedHeartbeats,
+		DefaultLease: defaultLeaseOf(p.opt.DefaultLease)}, st)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	st, err := store.OpenDisk(opt.DataDir, store.DiskOptions{Logger: lg, Reserve: reserve})
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	start := time.Now()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	m := metrics.New(reg)
-	if rec := st.Recovery(); rec.TornTail {
-		m.StoreTornBytes.Set(float64(rec.BytesDropped))
-		m.StoreTornRecords.Set(float64(rec.RecordsDropped))
-	}
-	eng, err := engine.New(engine.Config{Core: cfg, Logger: lg, Metrics: m,
-		HeartbeatInterval: opt.HeartbeatInterval, MissedHeartbeats: opt.MissedHeartbeats,
-		DefaultLease: defaultLeaseOf(opt.DefaultLease)}, st)
-	if err != nil {
-		return err
-	}
-	defer eng.Close()
-	if i, err := eng.UpsertNodes(ctx, nodes); err != nil {
-		return errs.Prefix("nodes."+nodes[i].Name, err)
+	if i, err := eng.UpsertNodes(ctx, p.nodes); err != nil {
+		eng.Close()
+		return nil, errs.Prefix("nodes."+p.nodes[i].Name, err)
 	}
 	// Parents before children, whatever the file's order.
-	for pending := queues; len(pending) > 0; {
+	for pending := p.queues; len(pending) > 0; {
 		var next []api.Queue
 		var lastErr error
 		for _, q := range pending {
@@ -293,53 +381,64 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 			}
 		}
 		if len(next) == len(pending) {
-			return lastErr
+			eng.Close()
+			return nil, lastErr
 		}
 		pending = next
 	}
-	ln, err := net.Listen("tcp", opt.Listen)
-	if err != nil {
-		return errs.Wrap(errs.Unavailable, "listen", err)
-	}
-	var pprofAddr net.Addr
-	if opt.PprofListen != "" {
-		pctx, stopPprof := context.WithCancel(ctx)
-		defer stopPprof()
-		if pprofAddr, err = servePprof(pctx, opt.PprofListen); err != nil {
-			ln.Close()
-			return err
-		}
-	}
-	var metricsAddr net.Addr
-	if opt.MetricsListen != "" {
-		mctx, stopMetrics := context.WithCancel(ctx)
-		defer stopMetrics()
-		if metricsAddr, err = serveSide(mctx, "metrics-listen", opt.MetricsListen, metricsOnly(reg, lg)); err != nil {
-			ln.Close()
-			return err
-		}
-	}
-	handler := New(eng, cfg.Policy, lg, reg, m, auth)
-	handler.browser = newBrowserGuard(auth == nil, ln.Addr().String(), origins)
-	handler.streams = newStreamSlots(limitOf(opt.MaxEventStreams, DefaultMaxEventStreams), limitOf(opt.MaxEventStreamsPerTenant, DefaultMaxEventStreamsPerTenant), m)
+	return eng, nil
+}
+
+// newHandler is the API on eng, for a listener on addr.
+func (p *prepared) newHandler(eng *engine.Engine, addr string) *Server {
+	opt := p.opt
+	handler := New(eng, p.cfg.Policy, p.lg, p.reg, p.m, p.auth)
+	handler.browser = newBrowserGuard(p.auth == nil, addr, p.origins)
+	handler.streams = newStreamSlots(limitOf(opt.MaxEventStreams, DefaultMaxEventStreams), limitOf(opt.MaxEventStreamsPerTenant, DefaultMaxEventStreamsPerTenant), p.m)
 	if opt.EventWriteTimeout > 0 {
 		handler.streamWrite = opt.EventWriteTimeout
 	}
-	ln = newPerIPListener(ln, limitOf(opt.MaxConnsPerIP, DefaultMaxConnsPerIP), m, tlsConfig == nil)
 	switch {
 	case opt.MaxInFlight == 0:
 		handler.adm.max = DefaultMaxInFlight
 	case opt.MaxInFlight > 0:
 		handler.adm.max = int64(opt.MaxInFlight)
 	}
+	return handler
+}
+
+// sideAddrs are the side listeners' addresses (nil when not served).
+type sideAddrs struct{ pprof, metrics net.Addr }
+
+// serveSideListeners serves --pprof and --metrics-listen until ctx ends.
+func (p *prepared) serveSideListeners(ctx context.Context) (sideAddrs, error) {
+	var side sideAddrs
+	var err error
+	if p.opt.PprofListen != "" {
+		if side.pprof, err = servePprof(ctx, p.opt.PprofListen); err != nil {
+			return side, err
+		}
+	}
+	if p.opt.MetricsListen != "" {
+		if side.metrics, err = serveSide(ctx, "metrics-listen", p.opt.MetricsListen, metricsOnly(p.reg, p.lg)); err != nil {
+			return side, err
+		}
+	}
+	return side, nil
+}
+
+// httpServer is the HTTP server of handler on ln (which it wraps in the
+// per-address connection cap).
+func (p *prepared) httpServer(handler http.Handler, ln net.Listener) (*http.Server, net.Listener, error) {
+	ln = newPerIPListener(ln, limitOf(p.opt.MaxConnsPerIP, DefaultMaxConnsPerIP), p.m, p.tlsConfig == nil)
 	srv := &http.Server{
 		Handler:           handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       2 * time.Minute,
 		IdleTimeout:       2 * time.Minute,
-		TLSConfig:         tlsConfig,
+		TLSConfig:         p.tlsConfig,
 		// TLS handshake failures (a refused client certificate) are logged.
-		ErrorLog: slog.NewLogLogger(lg.Handler(), slog.LevelWarn),
+		ErrorLog: slog.NewLogLogger(p.lg.Handler(), slog.LevelWarn),
 	}
 	// HTTP/1.1, and HTTP/2: by ALPN over TLS, or without TLS (h2c, prior
 	// knowledge). One connection multiplexes many waiting schedule
@@ -347,7 +446,7 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	// connections.
 	var protos http.Protocols
 	protos.SetHTTP1(true)
-	if tlsConfig != nil {
+	if p.tlsConfig != nil {
 		protos.SetHTTP2(true)
 	} else {
 		protos.SetUnencryptedHTTP2(true)
@@ -365,51 +464,83 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	// rest from srv.HTTP2). From Go 1.27, x/net/http2 wraps net/http and
 	// ignores user write schedulers: the drain must be measured again then.
 	//lint:ignore SA1019 no API that is not deprecated chooses the HTTP/2 write scheduler (see above)
-	err = http2.ConfigureServer(srv, &http2.Server{NewWriteScheduler: http2.NewRandomWriteScheduler})
-	if err != nil {
+	if err := http2.ConfigureServer(srv, &http2.Server{NewWriteScheduler: http2.NewRandomWriteScheduler}); err != nil {
 		ln.Close()
-		return err
+		return nil, nil, err
 	}
-	scheme := "http"
-	if tlsConfig != nil {
-		scheme = "https"
+	return srv, ln, nil
+}
+
+// banner prints the server's first lines (tools read its address from
+// the first).
+func (p *prepared) banner(out io.Writer, ln net.Listener, what string, side sideAddrs) {
+	fmt.Fprintf(out, "hetsched server: %s (policy %s, %s)\n", p.url(ln), p.cfg.Policy, what)
+	if p.memLimit > 0 {
+		p.lg.Info("go runtime soft memory limit", "bytes", p.memLimit, "from", p.memFrom)
 	}
-	fmt.Fprintf(out, "hetsched server: %s://%s (policy %s, data %s, %d tasks restored in %s)\n",
-		scheme, ln.Addr(), cfg.Policy, opt.DataDir, eng.NumTasks(), time.Since(start).Round(time.Millisecond))
-	if memLimit > 0 {
-		lg.Info("go runtime soft memory limit", "bytes", memLimit, "from", memFrom)
+	if side.pprof != nil {
+		fmt.Fprintf(out, "profiling: http://%s/debug/pprof/\n", side.pprof)
 	}
-	if pprofAddr != nil {
-		// After the first line: tools read the server's address from it.
-		fmt.Fprintf(out, "profiling: http://%s/debug/pprof/\n", pprofAddr)
+	if side.metrics != nil {
+		fmt.Fprintf(out, "metrics: http://%s/metrics (no token needed there)\n", side.metrics)
 	}
-	if metricsAddr != nil {
-		fmt.Fprintf(out, "metrics: http://%s/metrics (no token needed there)\n", metricsAddr)
+	fmt.Fprintln(out, describeAuth(p.opt, p.auth))
+	if p.warn != "" {
+		fmt.Fprintln(out, p.warn)
+		p.lg.Warn(p.warn)
 	}
-	fmt.Fprintln(out, describeAuth(opt, auth))
-	if warn != "" {
-		fmt.Fprintln(out, warn)
-		lg.Warn(warn)
+	if p.opt.Ready != nil {
+		p.opt.Ready(ln.Addr().String())
 	}
-	if opt.Ready != nil {
-		opt.Ready(ln.Addr().String())
+}
+
+// url is the server's base URL on ln.
+func (p *prepared) url(ln net.Listener) string {
+	if p.tlsConfig != nil {
+		return "https://" + ln.Addr().String()
 	}
-	srv.RegisterOnShutdown(handler.Close)
-	errc := make(chan error, 1)
+	return "http://" + ln.Addr().String()
+}
+
+// serveUntil serves srv on ln until ctx ends (then shuts it down within
+// 10 s) or serving fails; work, when not nil, runs beside it and its end
+// (an error, or nil) ends serving too.
+func (p *prepared) serveUntil(ctx context.Context, srv *http.Server, ln net.Listener, work func(context.Context) error) error {
+	errc := make(chan error, 2)
 	go func() {
-		if tlsConfig != nil {
+		if p.tlsConfig != nil {
 			errc <- srv.ServeTLS(ln, "", "")
 			return
 		}
 		errc <- srv.Serve(ln)
 	}()
-	select {
-	case <-ctx.Done():
+	wctx, stopWork := context.WithCancel(ctx)
+	defer stopWork()
+	workDone := make(chan error, 1)
+	if work != nil {
+		go func() { workDone <- work(wctx) }()
+	}
+	shutdown := func() {
 		shut, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(shut)
+	}
+	select {
+	case <-ctx.Done():
+		shutdown()
+		if work != nil {
+			stopWork()
+			<-workDone
+		}
 		return nil
+	case err := <-workDone:
+		shutdown()
+		return err
 	case err := <-errc:
+		if work != nil {
+			stopWork()
+			<-workDone
+		}
 		if errors.Is(err, http.ErrServerClosed) {
 			return nil
 		}

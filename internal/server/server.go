@@ -27,6 +27,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"net"
@@ -67,6 +68,9 @@ type Server struct {
 	// to a stream (limits.go).
 	streams     *streamSlots
 	streamWrite time.Duration
+	// servers lists the control plane's servers (ha.go); nil: this one,
+	// on the embedded store.
+	servers func(context.Context) (api.ServerList, error)
 }
 
 // Close ends long-lived streams (events) so that a graceful shutdown does
@@ -150,6 +154,7 @@ func (s *Server) table() []route {
 		{"POST /api/v1/nodes/{name}/uncordon", s.guard(s.nodeState(api.NodeReady))},
 		{"POST /api/v1/nodes/{name}/drain", s.guard(s.nodeState(api.NodeDraining))},
 		{"POST /api/v1/nodes/{name}/release", s.guard(s.releaseNode)},
+		{"GET /api/v1/servers", s.guard(s.listServers, RoleTenant, RoleAgent)},
 		{"GET /healthz", s.healthz},
 		{"GET /readyz", s.readyz},
 	}

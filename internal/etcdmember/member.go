@@ -1,0 +1,184 @@
+// Package etcdmember runs an etcd member inside the hetsched process
+// (go.etcd.io/etcd/server/v3/embed), for `hetsched server --ha` and for
+// tests: three servers started with --ha and the same --peers are a
+// three-member etcd cluster and a three-server control plane, with no etcd
+// to install or run (as k3s does).
+//
+// Glossary:
+//   - member: one etcd server of the cluster, named by --name, with its
+//     own data directory (its raft log and bbolt database).
+//   - peer URL: where the other members reach this one (raft traffic).
+//   - client URL: where etcd clients reach it; hetsched's own client uses
+//     a unix socket in the data directory, so no port is needed for it.
+//   - initial cluster: every member's name=peerURL, the same on every
+//     member (--peers).
+package etcdmember
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+
+	"github.com/hetsched/hetsched/internal/errs"
+)
+
+// Config says which member to run.
+type Config struct {
+	// Name is this member's name in Peers.
+	Name string
+	// Dir is the member's data directory (created if missing).
+	Dir string
+	// Peers is every member's name and peer URL: "s1=http://h1:2380,...";
+	// empty means a single member whose peer URL is a unix socket in Dir.
+	Peers string
+	// ClientURLs are extra client URLs to listen on (for external etcd
+	// clients such as etcdctl); the unix socket ClientSocket is always
+	// served.
+	ClientURLs []string
+	// QuotaBytes is the database's size limit (0: DefaultQuota).
+	QuotaBytes int64
+	// LogLevel is etcd's own log level on stderr ("" means "error").
+	LogLevel string
+	// StartTimeout bounds the wait for the member to join its cluster
+	// (0: two minutes; a member waits for a quorum of its peers).
+	StartTimeout time.Duration
+}
+
+// DefaultQuota is the etcd database's size limit for an embedded member:
+// etcd's own default is 2 GiB, tight for a million tasks and their
+// history before compaction.
+const DefaultQuota = 8 << 30
+
+// Member is a running embedded etcd member.
+type Member struct {
+	etcd   *embed.Etcd
+	socket string
+}
+
+// ClientSocket is the unix socket a member in dir serves its clients on.
+func ClientSocket(dir string) string { return filepath.Join(dir, "client.sock") }
+
+// ParsePeers reads "name=URL,name=URL" and checks each URL.
+func ParsePeers(peers string) (map[string]*url.URL, error) {
+	out := map[string]*url.URL{}
+	for _, p := range strings.Split(peers, ",") {
+		name, raw, ok := strings.Cut(strings.TrimSpace(p), "=")
+		if !ok || name == "" || raw == "" {
+			return nil, errs.Invalid("peers", "each peer is name=URL (as s1=http://10.0.0.1:2380), got %q", p)
+		}
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "unix") || u.Host == "" && u.Scheme != "unix" {
+			return nil, errs.Invalid("peers", "peer %s: want an http(s) URL with a host and port, got %q", name, raw)
+		}
+		if _, dup := out[name]; dup {
+			return nil, errs.Invalid("peers", "peer %s is named twice", name)
+		}
+		out[name] = u
+	}
+	return out, nil
+}
+
+// Start runs the member and returns once it has joined its cluster (a
+// quorum of Peers is up), or fails after StartTimeout.
+func Start(ctx context.Context, c Config) (*Member, error) {
+	if c.Dir == "" {
+		return nil, errs.Invalid("data-dir", "an embedded etcd member needs a data directory")
+	}
+	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
+		return nil, errs.Wrap(errs.Unavailable, "data-dir", err)
+	}
+	cfg := embed.NewConfig()
+	cfg.Dir = filepath.Join(c.Dir, "etcd")
+	cfg.LogLevel = c.LogLevel
+	if cfg.LogLevel == "" {
+		cfg.LogLevel = "error"
+	}
+	cfg.LogOutputs = []string{"stderr"}
+	cfg.QuotaBackendBytes = c.QuotaBytes
+	if cfg.QuotaBackendBytes == 0 {
+		cfg.QuotaBackendBytes = DefaultQuota
+	}
+	// hetsched compacts what it deleted (etcdstore); the periodic
+	// compactor is a safety net for history it does not know of.
+	cfg.AutoCompactionMode = embed.CompactorModePeriodic
+	cfg.AutoCompactionRetention = "1h"
+	cfg.EnableGRPCGateway = false
+	sock := ClientSocket(c.Dir)
+	_ = os.Remove(sock) // left by a killed process
+	listen := []url.URL{{Scheme: "unix", Path: sock}}
+	for _, raw := range c.ClientURLs {
+		u, err := url.Parse(raw)
+		if err != nil || u.Host == "" {
+			return nil, errs.Invalid("etcd-listen-client", "want a URL such as http://127.0.0.1:2379, got %q", raw)
+		}
+		listen = append(listen, *u)
+	}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = listen, listen
+	if c.Peers == "" {
+		name := c.Name
+		if name == "" {
+			name = "default"
+		}
+		peer := url.URL{Scheme: "unix", Path: filepath.Join(c.Dir, "peer.sock")}
+		_ = os.Remove(peer.Path)
+		cfg.Name = name
+		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
+		cfg.InitialCluster = name + "=" + peer.String()
+	} else {
+		peers, err := ParsePeers(c.Peers)
+		if err != nil {
+			return nil, err
+		}
+		self, ok := peers[c.Name]
+		if !ok {
+			return nil, errs.Invalid("name", "%q is not one of --peers (%s)", c.Name, c.Peers)
+		}
+		cfg.Name = c.Name
+		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{*self}, []url.URL{*self}
+		cfg.InitialCluster = c.Peers
+	}
+	cfg.InitialClusterToken = "hetsched"
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, errs.New(errs.Unavailable, "", "start the embedded etcd member %s: %v", cfg.Name, err)
+	}
+	wait := c.StartTimeout
+	if wait == 0 {
+		wait = 2 * time.Minute
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-e.Server.ReadyNotify():
+	case err := <-e.Err():
+		e.Close()
+		return nil, errs.New(errs.Unavailable, "", "embedded etcd member %s failed: %v", cfg.Name, err)
+	case <-timer.C:
+		e.Close()
+		return nil, errs.New(errs.Unavailable, "", "embedded etcd member %s did not join its cluster within %s: are a majority of --peers (%s) running?", cfg.Name, wait, c.Peers)
+	case <-ctx.Done():
+		e.Close()
+		return nil, errs.Wrap(errs.Unavailable, "", ctx.Err())
+	}
+	return &Member{etcd: e, socket: sock}, nil
+}
+
+// Endpoint is the client URL hetsched's own etcd client uses.
+func (m *Member) Endpoint() string { return "unix://" + m.socket }
+
+// Err reports a failure of the running member (it then stops serving).
+func (m *Member) Err() <-chan error { return m.etcd.Err() }
+
+// Close stops the member (it leaves no lock behind; its data stays).
+func (m *Member) Close() {
+	m.etcd.Close()
+}
+
+// String names the member.
+func (m *Member) String() string { return fmt.Sprintf("etcd member %s", m.etcd.Config().Name) }

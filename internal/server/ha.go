@@ -1,0 +1,355 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/certs"
+	"github.com/hetsched/hetsched/internal/errs"
+	"github.com/hetsched/hetsched/internal/etcdmember"
+	"github.com/hetsched/hetsched/internal/store/etcdstore"
+)
+
+// A replicated control plane (--store etcd, or --ha with an embedded etcd
+// member): every server campaigns in one etcd election; the leader reads
+// the store and runs the engine, the others are standbys that keep a warm
+// copy of the store (etcdstore's tail) and pass clients on to the leader
+// (proxy.go). A term is one leadership: it ends when the election lease
+// is lost (etcd did not hear from this server within ElectionTTL), when a
+// commit fails (the fence refused it: another server leads; or etcd did
+// not answer: its outcome is unknown), or at shutdown; the server then
+// steps down, reads the store again and campaigns again.
+//
+//	open the store (standby: tail) ──► campaign ──won──► Lead (catch up, fence)
+//	        ▲                                               │
+//	        │                                        start the engine, serve
+//	        └──── step down: stop the engine ◄── lease lost │ commit failed │ shutdown
+
+// Store backends (--store).
+const (
+	StorePebble = "pebble"
+	StoreEtcd   = "etcd"
+)
+
+// DefaultElectionTTL is the election lease's TTL: a leader that etcd does
+// not hear from for this long loses its leadership (etcd's minimum with
+// its default timing is 2 s).
+const DefaultElectionTTL = 2 * time.Second
+
+// replicated reports whether the options ask for an etcd store.
+func (opt Options) replicated() bool { return opt.Store == StoreEtcd || opt.HA }
+
+// checkReplication checks the replication flags.
+func (opt Options) checkReplication() error {
+	switch opt.Store {
+	case "", StorePebble, StoreEtcd:
+	default:
+		return errs.Invalid("store", "want pebble (the default) or etcd, got %q", opt.Store)
+	}
+	if opt.Store == StorePebble && opt.HA {
+		return errs.Invalid("store", "--ha runs an embedded etcd member: it needs the etcd store, not pebble")
+	}
+	if !opt.replicated() {
+		for field, set := range map[string]bool{"etcd-endpoints": len(opt.EtcdEndpoints) > 0, "peers": opt.Peers != "",
+			"etcd-ca": opt.EtcdCA != "", "etcd-cert": opt.EtcdCert != "", "advertise": opt.Advertise != ""} {
+			if set {
+				return errs.Invalid(field, "only with --store etcd or --ha")
+			}
+		}
+		return nil
+	}
+	if opt.HA {
+		if len(opt.EtcdEndpoints) > 0 {
+			return errs.Invalid("etcd-endpoints", "--ha runs its own etcd member; --etcd-endpoints names an external etcd cluster (use one or the other)")
+		}
+		if opt.DataDir == "" {
+			return errs.Invalid("data-dir", "--ha keeps its etcd member's data there: a directory is required")
+		}
+		if opt.Peers != "" && opt.Name == "" {
+			return errs.Invalid("name", "--peers needs --name: which of the peers this server is")
+		}
+	} else if len(opt.EtcdEndpoints) == 0 {
+		return errs.Invalid("etcd-endpoints", "--store etcd needs the etcd cluster's client URLs (--etcd-endpoints http://h1:2379,...), or --ha to run a member here")
+	}
+	if opt.ElectionTTL < 0 || (opt.ElectionTTL > 0 && opt.ElectionTTL < time.Second) || opt.ElectionTTL%time.Second != 0 {
+		return errs.Invalid("election-ttl", "whole seconds, at least 2s (etcd's minimum lease), got %s", opt.ElectionTTL)
+	}
+	if opt.Advertise != "" {
+		u, err := url.Parse(opt.Advertise)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return errs.Invalid("advertise", "want this server's base URL as the others reach it (http://host:port), got %q", opt.Advertise)
+		}
+	} else if host, _, err := net.SplitHostPort(opt.Listen); err == nil && (host == "" || net.ParseIP(host).IsUnspecified()) {
+		return errs.Invalid("advertise", "--listen %s names no address the other servers can reach: give --advertise http://HOST:PORT", opt.Listen)
+	}
+	return nil
+}
+
+// serverEntry is a campaigner's election value: who it is.
+type serverEntry struct {
+	Name string `json:"name"`
+	URL  string `json:"url"`
+}
+
+// replica is this server's part in a replicated control plane.
+type replica struct {
+	p      *prepared
+	cli    *clientv3.Client
+	self   serverEntry
+	value  string // self, as the election value
+	addr   string // the listen address
+	prefix string
+	ttl    int
+	lg     *slog.Logger
+
+	cur    atomic.Pointer[Server]      // the API while this server leads
+	leader atomic.Pointer[serverEntry] // the leader as last observed
+	proxy  *leaderProxy
+	local  *Server // the standby's own routes: guard, metrics
+}
+
+// runReplicated serves as one server of a replicated control plane.
+func runReplicated(ctx context.Context, out io.Writer, p *prepared) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	opt := p.opt
+	endpoints := opt.EtcdEndpoints
+	what := "store etcd " + strings.Join(endpoints, ",")
+	if opt.HA {
+		m, err := etcdmember.Start(ctx, etcdmember.Config{Name: opt.Name, Dir: opt.DataDir, Peers: opt.Peers, ClientURLs: opt.EtcdListenClient})
+		if err != nil {
+			return err
+		}
+		defer m.Close()
+		endpoints = []string{m.Endpoint()}
+		what = "store etcd (embedded member " + opt.Name + ")"
+	}
+	cli, err := newEtcdClient(endpoints, opt)
+	if err != nil {
+		return err
+	}
+	defer cli.Close() // before the member stops
+	ln, err := net.Listen("tcp", opt.Listen)
+	if err != nil {
+		return errs.Wrap(errs.Unavailable, "listen", err)
+	}
+	side, err := p.serveSideListeners(ctx)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	r, err := newReplica(p, cli, ln)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	srv, ln, err := p.httpServer(r, ln)
+	if err != nil {
+		return err
+	}
+	srv.RegisterOnShutdown(func() {
+		if s := r.cur.Load(); s != nil {
+			s.Close()
+		}
+	})
+	p.banner(out, ln, fmt.Sprintf("%s, server %s, standby until elected", what, r.self.Name), side)
+	return p.serveUntil(ctx, srv, ln, r.run)
+}
+
+// newEtcdClient connects to endpoints (TLS by --etcd-ca/--etcd-cert/--etcd-key).
+func newEtcdClient(endpoints []string, opt Options) (*clientv3.Client, error) {
+	cfg := clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second,
+		DialKeepAliveTime: 2 * time.Second, DialKeepAliveTimeout: 2 * time.Second,
+		Logger: zap.NewNop()}
+	if opt.EtcdCA != "" || opt.EtcdCert != "" || opt.EtcdKey != "" {
+		tc, err := certs.ClientTLSConfig(opt.EtcdCA, opt.EtcdCert, opt.EtcdKey)
+		if err != nil {
+			return nil, errs.Prefix("etcd", err)
+		}
+		cfg.TLS = tc
+	}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, errs.New(errs.Unavailable, "etcd-endpoints", "connect to etcd %s: %v", strings.Join(endpoints, ","), err)
+	}
+	return cli, nil
+}
+
+func newReplica(p *prepared, cli *clientv3.Client, ln net.Listener) (*replica, error) {
+	opt := p.opt
+	self := serverEntry{Name: opt.Name, URL: strings.TrimSuffix(opt.Advertise, "/")}
+	if self.URL == "" {
+		self.URL = p.url(ln)
+	}
+	if self.Name == "" {
+		self.Name = strings.TrimPrefix(strings.TrimPrefix(self.URL, "http://"), "https://")
+	}
+	v, _ := json.Marshal(self)
+	ttl := opt.ElectionTTL
+	if ttl == 0 {
+		ttl = DefaultElectionTTL
+	}
+	prefix := opt.EtcdPrefix
+	if prefix == "" {
+		prefix = etcdstore.DefaultPrefix
+	}
+	r := &replica{p: p, cli: cli, self: self, value: string(v), addr: ln.Addr().String(), prefix: prefix,
+		ttl: int(ttl / time.Second), lg: p.lg.With("server", self.Name)}
+	proxy, err := newLeaderProxy(p, r.leaderEntry)
+	if err != nil {
+		return nil, err
+	}
+	r.proxy = proxy
+	r.local = &Server{auth: p.auth, log: p.lg, metrics: p.m, browser: newBrowserGuard(p.auth == nil, r.addr, p.origins)}
+	return r, nil
+}
+
+func (r *replica) leaderEntry() *serverEntry { return r.leader.Load() }
+
+// run is the terms, one after another, until ctx ends.
+func (r *replica) run(ctx context.Context) error {
+	backoff := 200 * time.Millisecond
+	for ctx.Err() == nil {
+		start := time.Now()
+		err := r.term(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		r.lg.Warn("leadership term ended; campaigning again", "err", err)
+		if time.Since(start) > time.Minute {
+			backoff = 200 * time.Millisecond
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+	return nil
+}
+
+// term is one round: open the store as a standby, campaign, and when
+// elected lead until the lease or the engine ends.
+func (r *replica) term(ctx context.Context) error {
+	st, err := etcdstore.Open(ctx, r.cli, etcdstore.Options{Prefix: r.prefix + "store/", Logger: r.lg})
+	if err != nil {
+		return fmt.Errorf("open the store: %w", err)
+	}
+	defer st.Close()
+	// The session is not tied to ctx: closing it at shutdown revokes the
+	// lease (resigning at once), which a cancelled context would prevent.
+	sess, err := concurrency.NewSession(r.cli, concurrency.WithTTL(r.ttl))
+	if err != nil {
+		return fmt.Errorf("open an election session: %w", err)
+	}
+	defer sess.Close()
+	el := concurrency.NewElection(sess, r.prefix+"election/")
+	octx, stopObserve := context.WithCancel(ctx)
+	defer stopObserve()
+	go r.observe(octx, el)
+	cctx, stopCampaign := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-sess.Done():
+			stopCampaign()
+		case <-cctx.Done():
+		}
+	}()
+	err = el.Campaign(cctx, r.value)
+	stopCampaign()
+	if err != nil {
+		return fmt.Errorf("campaign: %w", err)
+	}
+	return r.lead(ctx, st, sess, el)
+}
+
+// lead runs the engine on st while this server holds the election.
+func (r *replica) lead(ctx context.Context, st *etcdstore.Store, sess *concurrency.Session, el *concurrency.Election) error {
+	t0 := time.Now()
+	if err := st.Lead(ctx, &etcdstore.Fence{Key: el.Key(), Rev: el.Rev()}); err != nil {
+		return fmt.Errorf("take over the store: %w", err)
+	}
+	eng, err := r.p.startEngine(ctx, st)
+	if err != nil {
+		return fmt.Errorf("start the engine: %w", err)
+	}
+	h := r.p.newHandler(eng, r.addr)
+	h.servers = r.listServers
+	r.leader.Store(&r.self)
+	r.cur.Store(h)
+	r.p.m.Leader.Set(1)
+	r.p.m.LeaderChanges.Inc()
+	r.lg.Info("leading", "took", time.Since(t0).Round(time.Millisecond), "tasks", eng.NumTasks())
+	var why error
+	select {
+	case <-sess.Done():
+		why = errors.New("the election lease ended (etcd did not hear from this server within its TTL)")
+	case <-eng.Done():
+		why = fmt.Errorf("the engine stopped: %w", eng.Err())
+	case <-ctx.Done():
+	}
+	r.cur.Store(nil)
+	if e := r.leader.Load(); e != nil && *e == r.self {
+		r.leader.Store(nil)
+	}
+	r.p.m.Leader.Set(0)
+	r.p.m.LeaderChanges.Inc()
+	h.Close()
+	eng.Close()
+	return why
+}
+
+// observe keeps r.leader the election's current leader.
+func (r *replica) observe(ctx context.Context, el *concurrency.Election) {
+	for resp := range el.Observe(ctx) {
+		if len(resp.Kvs) == 0 {
+			continue
+		}
+		var e serverEntry
+		if err := json.Unmarshal(resp.Kvs[0].Value, &e); err != nil || e.URL == "" {
+			r.lg.Warn("the election's leader value is not a server", "value", errs.Clip(string(resp.Kvs[0].Value)))
+			continue
+		}
+		r.leader.Store(&e)
+	}
+}
+
+// listServers reads every campaigning server from the election, oldest
+// (the leader) first.
+func (r *replica) listServers(ctx context.Context) (api.ServerList, error) {
+	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := r.cli.Get(tctx, r.prefix+"election/", clientv3.WithPrefix(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(1000))
+	if err != nil {
+		return api.ServerList{}, errs.New(errs.Unavailable, "", "read the servers from etcd: %v", err)
+	}
+	out := api.ServerList{Store: StoreEtcd, Servers: []api.ServerInfo{}}
+	for i, kv := range resp.Kvs {
+		var e serverEntry
+		if json.Unmarshal(kv.Value, &e) != nil {
+			continue
+		}
+		role := api.RoleStandby
+		if i == 0 {
+			role = api.RoleLeader
+			out.Leader = e.Name
+		}
+		out.Servers = append(out.Servers, api.ServerInfo{Name: e.Name, URL: e.URL, Role: role, Self: e == r.self})
+	}
+	return out, nil
+}

@@ -1,0 +1,144 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/certs"
+	"github.com/hetsched/hetsched/internal/errs"
+)
+
+// ServeHTTP serves a replicated server's API: the leader's own while it
+// leads; as a standby, /healthz, /readyz, /metrics and GET /servers
+// itself and every other request passed on to the leader (leaderProxy).
+func (r *replica) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if s := r.cur.Load(); s != nil {
+		s.ServeHTTP(w, req)
+		return
+	}
+	sw := &statusWriter{ResponseWriter: w, code: http.StatusOK, start: time.Now()}
+	g := r.local.browser
+	if g.cors(sw, req) {
+		return
+	}
+	if err := g.check(req); err != nil {
+		r.local.refuse(sw, req, err)
+		return
+	}
+	switch {
+	case req.Method == http.MethodGet && req.URL.Path == "/healthz":
+		writeJSON(sw, http.StatusOK, map[string]string{"status": "ok", "policy": r.p.cfg.Policy, "role": api.RoleStandby})
+	case req.Method == http.MethodGet && req.URL.Path == "/readyz":
+		r.readyz(sw)
+	case req.Method == http.MethodGet && req.URL.Path == "/metrics":
+		r.local.guard(MetricsHandler(r.p.reg, r.lg).ServeHTTP, RoleMetrics)(sw, req)
+	case req.Method == http.MethodGet && req.URL.Path == "/api/v1/servers":
+		r.local.guard(func(w http.ResponseWriter, req *http.Request) {
+			list, err := r.listServers(req.Context())
+			if err != nil {
+				writeError(w, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, list)
+		}, RoleTenant, RoleAgent)(sw, req)
+	default:
+		r.proxy.serve(sw, req)
+	}
+}
+
+// readyz on a standby: ready when a leader is known (requests are passed
+// on to it), else 503.
+func (r *replica) readyz(w http.ResponseWriter) {
+	e := r.leader.Load()
+	if e == nil || *e == r.self {
+		writeError(w, errs.New(errs.Unavailable, "", "not ready: standby with no leader elected (a majority of the etcd members may be down, or an election is in progress)"))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "standby of " + e.URL, "role": api.RoleStandby, "leader": e.Name, "leaderURL": e.URL, "policy": r.p.cfg.Policy})
+}
+
+// leaderProxy passes a standby's requests on to the leader: the client's
+// request and credentials unchanged, the answer streamed back (event
+// and assignment streams included). A request authenticated by a client
+// certificate, which a proxy cannot pass on, is redirected instead (307
+// to the same path on the leader).
+type leaderProxy struct {
+	leader func() *serverEntry
+	rp     *httputil.ReverseProxy
+}
+
+// leaderKey carries the leader a request is passed on to.
+type leaderKey struct{}
+
+func newLeaderProxy(p *prepared, leader func() *serverEntry) (*leaderProxy, error) {
+	dialer := &net.Dialer{Timeout: 3 * time.Second, KeepAlive: 15 * time.Second}
+	tr := &http.Transport{
+		DialContext:         dialer.DialContext,
+		TLSHandshakeTimeout: 5 * time.Second,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     time.Minute,
+		HTTP2:               &http.HTTP2Config{MaxConcurrentStreams: MaxStreams, PingTimeout: 5 * time.Second, SendPingTimeout: 10 * time.Second},
+	}
+	var protos http.Protocols
+	if p.tlsConfig != nil {
+		tc := &tls.Config{MinVersion: tls.VersionTLS12}
+		if p.opt.PeerCA != "" {
+			c, err := certs.ClientTLSConfig(p.opt.PeerCA, "", "")
+			if err != nil {
+				return nil, errs.Prefix("peer", err)
+			}
+			tc = c
+		}
+		tr.TLSClientConfig = tc
+		protos.SetHTTP1(true)
+		protos.SetHTTP2(true)
+	} else {
+		// h2c: one connection multiplexes every passed-on request, so the
+		// leader's per-address connection cap does not bite.
+		protos.SetUnencryptedHTTP2(true)
+	}
+	tr.Protocols = &protos
+	lp := &leaderProxy{leader: leader}
+	lp.rp = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			u := pr.In.Context().Value(leaderKey{}).(*url.URL)
+			pr.SetURL(u)
+			pr.SetXForwarded()
+		},
+		Transport:     tr,
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, req *http.Request, err error) {
+			u := req.Context().Value(leaderKey{}).(*url.URL)
+			writeError(w, errs.New(errs.Unavailable, "", "this server is a standby and the leader %s did not answer (it may be failing over: retry): %v", u, err))
+		},
+	}
+	return lp, nil
+}
+
+// serve passes req on to the current leader.
+func (lp *leaderProxy) serve(w http.ResponseWriter, req *http.Request) {
+	e := lp.leader()
+	if e == nil {
+		writeError(w, errs.New(errs.Unavailable, "", "this server is a standby and no leader is elected (a majority of the etcd members may be down, or an election is in progress): retry"))
+		return
+	}
+	u, err := url.Parse(e.URL)
+	if err != nil {
+		writeError(w, errs.New(errs.Unavailable, "", "the leader's address %q does not parse: %v", errs.Clip(e.URL), err))
+		return
+	}
+	if req.TLS != nil && verifiedCert(req.TLS) != nil {
+		to := *u
+		to.Path, to.RawQuery = req.URL.Path, req.URL.RawQuery
+		w.Header().Set("Location", to.String())
+		writeJSON(w, http.StatusTemporaryRedirect, map[string]string{"leader": e.URL, "message": "this server is a standby: send the request to the leader"})
+		return
+	}
+	lp.rp.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), leaderKey{}, u)))
+}

@@ -1,0 +1,66 @@
+// Package etcdstore is a store.Store on etcd (go.etcd.io/etcd/client/v3),
+// for a highly available control plane: several hetsched servers share
+// one etcd cluster, one leads and writes, the others are warm standbys.
+// It passes the same contract suite as the Pebble store
+// (internal/store/storetest).
+//
+// # Layout: a log of commits plus snapshots
+//
+// etcd refuses a request over 1.5 MiB and a transaction over 128
+// operations by default, while one hetsched commit can carry a batch of
+// thousands of tasks (a 5,000-task batch is about 2 MB) and must be all or
+// nothing. So a Commit is written as one log entry, not as a key per
+// record:
+//
+//	P log/<seq>/<chunk>    the commit's records, encoded, cut into chunks of ChunkBytes
+//	P snap/<seq>/<chunk>   a snapshot: every live record at entry seq
+//	P snapshot             the snapshot pointer {seq, chunks, bytes, crc32c}
+//
+// The chunks of entry seq are written in order, one transaction each; the
+// last carries the flag chunkLast, and its write is the commit's atomic
+// point: an entry without its last chunk (the writer died in between) is
+// ignored by readers and deleted by the next leader (Lead). Each chunk's
+// transaction is guarded by the leader's Fence (its election key's create
+// revision) and by the chunk key being new, so a deposed leader can never
+// add an entry, nor a half of one, once another server leads.
+//
+// Every store keeps the live records in memory (as kube-apiserver's watch
+// cache does): Get and Load are served from it, and a standby (Open
+// before Lead) follows the log through a watch, so taking over reads only
+// what the standby has not seen yet instead of the whole state.
+//
+// When the log has outgrown both SnapshotMinBytes and the last snapshot,
+// the leader writes a snapshot of its copy in the background, points to
+// it, deletes the log and snapshots it replaces, compacts etcd's history
+// to that revision and defragments a member whose database could give
+// back at least DefragMinFree and half of its size. A restart reads the
+// snapshot plus at most about as much log again, so restart time is
+// bounded by about twice the state's size, and what is written is at most
+// about twice what is committed.
+//
+// The chosen alternative, a key per record with large commits split into
+// transactions under an intent record, writes every record twice per
+// commit and makes every commit of more than 128 records several round
+// trips; the log writes a commit once, in ceil(size/ChunkBytes) round
+// trips. What the layout costs: the state is held in memory by every
+// server, and one record cannot be read from etcd without the log (no
+// `etcdctl get` per task).
+//
+// # Failures
+//
+// A write that fails (no quorum: etcd does not answer within
+// RequestTimeout; a lost connection) has an unknown outcome, and a write
+// refused by the fence means another server leads: in both cases the
+// store fails for good (Err), every later Commit returns the failure, and
+// the server steps down and opens the store again from etcd, which knows
+// the truth. A full etcd database (its quota) is 507.
+//
+// Glossary:
+//   - log entry: one Commit's records, numbered by seq from 1.
+//   - chunk: a part of an entry or snapshot, at most ChunkBytes, whose
+//     first byte says whether it is the last.
+//   - snapshot: the live records at one entry, written by the leader.
+//   - pointer: the key naming the snapshot readers start from.
+//   - fence: the comparison that guards a leader's writes.
+//   - tail: a standby's watch of the log.
+package etcdstore
