@@ -100,7 +100,7 @@ With --fake-fleet N it instead registers N simulated nodes whose tasks
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&server, "server", envOr("HETSCHED_SERVER", "http://127.0.0.1:7070"), "control plane URL ($HETSCHED_SERVER)")
+	f.StringVar(&server, "server", envOr("HETSCHED_SERVER", "http://127.0.0.1:7070"), "control plane URL, or the servers of a replicated one comma-separated (the next is tried when one cannot be reached) ($HETSCHED_SERVER)")
 	f.StringVar(&token, "token", "", "agent token ($HETSCHED_TOKEN); not needed with --cert")
 	tlsf.add(cmd)
 	f.StringVar(&name, "name", "", "node name (default local-<hostname>; with --fake-fleet, the name prefix)")

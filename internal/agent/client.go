@@ -22,6 +22,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -29,6 +30,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hetsched/hetsched/internal/agentapi"
@@ -36,26 +38,37 @@ import (
 	"github.com/hetsched/hetsched/internal/errs"
 )
 
-// client speaks the agent protocol to one server.
+// client speaks the agent protocol to the control plane: one server, or
+// the servers of a replicated one (any of them answers: a standby passes
+// the agent's calls and its stream on to the leader). A server that
+// cannot be reached (the connection is refused or times out: the call
+// never left) is skipped for the next, and the one that answered is
+// asked first next time.
 type client struct {
-	base  string
-	tls   *tls.Config // to explain TLS failures
+	bases []string
+	cur   atomic.Int32 // the base that answered last
+	tls   *tls.Config  // to explain TLS failures
 	token string
 	unary *http.Client // bounded calls
 	long  *http.Client // the assignment stream (no overall timeout)
 }
 
-// newClient speaks to base (http:// or https://) with token, if any; tc,
-// when set, is the TLS of an https:// base (the CA to trust, the agent's
-// certificate). Over TLS the calls and the stream share HTTP/2
-// connections (ALPN).
-func newClient(base, token string, tc *tls.Config) (*client, error) {
-	u, err := url.Parse(base)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, errs.Invalid("server", "must be an http(s) URL, got %q", base)
-	}
-	if tc != nil && u.Scheme != "https" {
-		return nil, errs.Invalid("server", "--ca, --cert and --key need an https:// URL, got %q", base)
+// newClient speaks to servers (one http:// or https:// URL, or several
+// comma-separated) with token, if any; tc, when set, is the TLS of https://
+// servers (the CA to trust, the agent's certificate). Over TLS the calls
+// and the stream share HTTP/2 connections.
+func newClient(servers, token string, tc *tls.Config) (*client, error) {
+	c := &client{tls: tc, token: token}
+	for _, base := range strings.Split(servers, ",") {
+		base = strings.TrimSpace(base)
+		u, err := url.Parse(base)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, errs.Invalid("server", "must be an http(s) URL (or several, comma-separated), got %q", base)
+		}
+		if tc != nil && u.Scheme != "https" {
+			return nil, errs.Invalid("server", "--ca, --cert and --key need an https:// URL, got %q", base)
+		}
+		c.bases = append(c.bases, strings.TrimRight(base, "/"))
 	}
 	tr := &http.Transport{
 		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -66,18 +79,40 @@ func newClient(base, token string, tc *tls.Config) (*client, error) {
 		MaxIdleConnsPerHost:   8,
 		IdleConnTimeout:       time.Minute,
 	}
-	return &client{
-		base:  strings.TrimRight(base, "/"),
-		tls:   tc,
-		token: token,
-		unary: &http.Client{Transport: tr, Timeout: 30 * time.Second},
-		long:  &http.Client{Transport: tr},
-	}, nil
+	c.unary = &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	c.long = &http.Client{Transport: tr}
+	return c, nil
+}
+
+// send sends the request newReq makes for a server's base URL with hc,
+// trying each server in turn from the current one while the one tried
+// cannot be reached.
+func (c *client) send(hc *http.Client, newReq func(base string) (*http.Request, error)) (*http.Response, error) {
+	n, first := len(c.bases), int(c.cur.Load())
+	var msgs []string
+	for i := range n {
+		k := (first + i) % n
+		req, err := newReq(c.bases[k])
+		if err != nil {
+			return nil, err
+		}
+		resp, err := hc.Do(req)
+		if err == nil {
+			c.cur.Store(int32(k))
+			return resp, nil
+		}
+		var op *net.OpError
+		if n == 1 || !errors.As(err, &op) || op.Op != "dial" || req.Context().Err() != nil {
+			return nil, c.explain(c.bases[k], err)
+		}
+		msgs = append(msgs, c.explain(c.bases[k], err).Error())
+	}
+	return nil, fmt.Errorf("no server answered: %s", strings.Join(msgs, "; "))
 }
 
 // explain puts a TLS failure's cause and flag in front of it.
-func (c *client) explain(err error) error {
-	if h := certs.Explain(err, c.base, c.tls); h != "" {
+func (c *client) explain(base string, err error) error {
+	if h := certs.Explain(err, base, c.tls); h != "" {
 		return fmt.Errorf("%s: %w", h, err)
 	}
 	return err
@@ -108,19 +143,24 @@ func (c *client) do(ctx context.Context, method, path string, in, out any) error
 		}
 		body = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	resp, err := c.send(c.unary, func(base string) (*http.Request, error) {
+		if r, ok := body.(*bytes.Reader); ok {
+			r.Seek(0, io.SeekStart)
+		}
+		req, err := http.NewRequestWithContext(ctx, method, base+path, body)
+		if err != nil {
+			return nil, err
+		}
+		if in != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		if c.token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.token)
+		}
+		return req, nil
+	})
 	if err != nil {
 		return err
-	}
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.unary.Do(req)
-	if err != nil {
-		return c.explain(err)
 	}
 	defer resp.Body.Close()
 	return decodeAnswer(resp, out)
@@ -173,16 +213,15 @@ func (c *client) stream(ctx context.Context, agent string, gen uint64, idle time
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	path := "/api/v1/agents/" + url.PathEscape(agent) + "/assignments?generation=" + strconv.FormatUint(gen, 10)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
+	resp, err := c.send(c.long, func(base string) (*http.Request, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+		if err == nil && c.token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.token)
+		}
+		return req, err
+	})
 	if err != nil {
 		return err
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.long.Do(req)
-	if err != nil {
-		return c.explain(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

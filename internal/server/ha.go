@@ -11,8 +11,10 @@ import (
 	"net/url"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
@@ -118,6 +120,7 @@ type replica struct {
 
 	cur    atomic.Pointer[Server]      // the API while this server leads
 	leader atomic.Pointer[serverEntry] // the leader as last observed
+	lease  atomic.Int64                // the observed leader's election lease
 	proxy  *leaderProxy
 	local  *Server // the standby's own routes: guard, metrics
 }
@@ -209,7 +212,7 @@ func newReplica(p *prepared, cli *clientv3.Client, ln net.Listener) (*replica, e
 	}
 	r := &replica{p: p, cli: cli, self: self, value: string(v), addr: ln.Addr().String(), prefix: prefix,
 		ttl: int(ttl / time.Second), lg: p.lg.With("server", self.Name)}
-	proxy, err := newLeaderProxy(p, r.leaderEntry)
+	proxy, err := newLeaderProxy(p, r.leaderEntry, r.quorum)
 	if err != nil {
 		return nil, err
 	}
@@ -219,6 +222,18 @@ func newReplica(p *prepared, cli *clientv3.Client, ln net.Listener) (*replica, e
 }
 
 func (r *replica) leaderEntry() *serverEntry { return r.leader.Load() }
+
+// quorum asks etcd for a linearizable read (which needs a raft leader, so
+// a majority of members): "" when it answers within a second, else why
+// not.
+func (r *replica) quorum(ctx context.Context) string {
+	tctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if _, err := r.cli.Get(clientv3.WithRequireLeader(tctx), r.prefix+"election/", clientv3.WithCountOnly()); err != nil {
+		return fmt.Sprintf("this server's etcd has no quorum (a majority of the etcd members is down or cut off: %v)", err)
+	}
+	return ""
+}
 
 // run is the terms, one after another, until ctx ends.
 func (r *replica) run(ctx context.Context) error {
@@ -261,6 +276,7 @@ func (r *replica) term(ctx context.Context) error {
 	octx, stopObserve := context.WithCancel(ctx)
 	defer stopObserve()
 	go r.observe(octx, el)
+	go r.watchLeader(octx)
 	cctx, stopCampaign := context.WithCancel(ctx)
 	go func() {
 		select {
@@ -324,7 +340,85 @@ func (r *replica) observe(ctx context.Context, el *concurrency.Election) {
 			r.lg.Warn("the election's leader value is not a server", "value", errs.Clip(string(resp.Kvs[0].Value)))
 			continue
 		}
+		r.lease.Store(resp.Kvs[0].Lease)
 		r.leader.Store(&e)
+	}
+}
+
+// Watching a leader that is gone: a standby probes the leader's address;
+// when it refuses connections refusedProbes times in a row (nothing
+// listens there: the process died), the standby revokes the leader's
+// election lease instead of waiting for it to expire, so that a new
+// leader is elected in about a second (plus etcd's own election when the
+// dead process held etcd's raft leader too) rather than after the TTL. A
+// refusal is the only trigger: a paused or partitioned leader (a timeout)
+// keeps its lease until the TTL, as in kube-scheduler's election. This
+// never risks two leaders: a leader whose lease is gone cannot commit
+// (the store's fence) and steps down when its session ends.
+const (
+	probeEvery    = 200 * time.Millisecond
+	refusedProbes = 3
+)
+
+// watchLeader probes the observed leader until ctx ends.
+func (r *replica) watchLeader(ctx context.Context) {
+	refused := 0
+	tick := time.NewTicker(probeEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		e, lease := r.leader.Load(), r.lease.Load()
+		if e == nil || *e == r.self || lease == 0 {
+			refused = 0
+			continue
+		}
+		u, err := url.Parse(e.URL)
+		if err != nil {
+			continue
+		}
+		conn, err := net.DialTimeout("tcp", u.Host, probeEvery)
+		if err == nil {
+			conn.Close()
+			refused = 0
+			continue
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			refused = 0
+			continue
+		}
+		if refused++; refused < refusedProbes {
+			continue
+		}
+		refused = 0
+		err = r.revoke(ctx, lease)
+		r.lg.Warn("the leader's address refuses connections: revoked its election lease", "leader", e.Name, "url", e.URL, "err", err)
+		r.lease.CompareAndSwap(lease, 0)
+	}
+}
+
+// revoke revokes lease, trying again for up to 10 s: while etcd elects a
+// new raft leader (the dead process held it too) a request is dropped,
+// and an attempt gets no answer.
+func (r *replica) revoke(ctx context.Context, lease int64) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		tctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := r.cli.Revoke(tctx, clientv3.LeaseID(lease))
+		cancel()
+		if err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound) || errors.Is(err, rpctypes.ErrGRPCLeaseNotFound) {
+			return nil
+		}
+		if ctx.Err() != nil || time.Now().After(deadline) || r.lease.Load() != lease {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 }
 

@@ -35,7 +35,7 @@ func (r *replica) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	case req.Method == http.MethodGet && req.URL.Path == "/healthz":
 		writeJSON(sw, http.StatusOK, map[string]string{"status": "ok", "policy": r.p.cfg.Policy, "role": api.RoleStandby})
 	case req.Method == http.MethodGet && req.URL.Path == "/readyz":
-		r.readyz(sw)
+		r.readyz(req.Context(), sw)
 	case req.Method == http.MethodGet && req.URL.Path == "/metrics":
 		r.local.guard(MetricsHandler(r.p.reg, r.lg).ServeHTTP, RoleMetrics)(sw, req)
 	case req.Method == http.MethodGet && req.URL.Path == "/api/v1/servers":
@@ -54,10 +54,14 @@ func (r *replica) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 
 // readyz on a standby: ready when a leader is known (requests are passed
 // on to it), else 503.
-func (r *replica) readyz(w http.ResponseWriter) {
+func (r *replica) readyz(ctx context.Context, w http.ResponseWriter) {
 	e := r.leader.Load()
 	if e == nil || *e == r.self {
-		writeError(w, errs.New(errs.Unavailable, "", "not ready: standby with no leader elected (a majority of the etcd members may be down, or an election is in progress)"))
+		writeError(w, errs.New(errs.Unavailable, "", "not ready: standby with no leader elected (an election is in progress)"))
+		return
+	}
+	if why := r.quorum(ctx); why != "" {
+		writeError(w, errs.New(errs.Unavailable, "", "not ready: no leader can be elected now: %s", why))
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "standby of " + e.URL, "role": api.RoleStandby, "leader": e.Name, "leaderURL": e.URL, "policy": r.p.cfg.Policy})
@@ -70,13 +74,15 @@ func (r *replica) readyz(w http.ResponseWriter) {
 // to the same path on the leader).
 type leaderProxy struct {
 	leader func() *serverEntry
+	// quorum says why etcd cannot elect a leader now ("" when it can).
+	quorum func(context.Context) string
 	rp     *httputil.ReverseProxy
 }
 
 // leaderKey carries the leader a request is passed on to.
 type leaderKey struct{}
 
-func newLeaderProxy(p *prepared, leader func() *serverEntry) (*leaderProxy, error) {
+func newLeaderProxy(p *prepared, leader func() *serverEntry, quorum func(context.Context) string) (*leaderProxy, error) {
 	dialer := &net.Dialer{Timeout: 3 * time.Second, KeepAlive: 15 * time.Second}
 	tr := &http.Transport{
 		DialContext:         dialer.DialContext,
@@ -104,7 +110,7 @@ func newLeaderProxy(p *prepared, leader func() *serverEntry) (*leaderProxy, erro
 		protos.SetUnencryptedHTTP2(true)
 	}
 	tr.Protocols = &protos
-	lp := &leaderProxy{leader: leader}
+	lp := &leaderProxy{leader: leader, quorum: quorum}
 	lp.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			u := pr.In.Context().Value(leaderKey{}).(*url.URL)
@@ -115,6 +121,10 @@ func newLeaderProxy(p *prepared, leader func() *serverEntry) (*leaderProxy, erro
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, req *http.Request, err error) {
 			u := req.Context().Value(leaderKey{}).(*url.URL)
+			if why := lp.quorum(req.Context()); why != "" {
+				writeError(w, errs.New(errs.Unavailable, "", "no leader can be elected now: %s; nothing is acknowledged until a majority is back (the last leader was %s)", why, u))
+				return
+			}
 			writeError(w, errs.New(errs.Unavailable, "", "this server is a standby and the leader %s did not answer (it may be failing over: retry): %v", u, err))
 		},
 	}
@@ -125,7 +135,11 @@ func newLeaderProxy(p *prepared, leader func() *serverEntry) (*leaderProxy, erro
 func (lp *leaderProxy) serve(w http.ResponseWriter, req *http.Request) {
 	e := lp.leader()
 	if e == nil {
-		writeError(w, errs.New(errs.Unavailable, "", "this server is a standby and no leader is elected (a majority of the etcd members may be down, or an election is in progress): retry"))
+		if why := lp.quorum(req.Context()); why != "" {
+			writeError(w, errs.New(errs.Unavailable, "", "no leader can be elected now: %s; nothing is acknowledged until a majority is back", why))
+			return
+		}
+		writeError(w, errs.New(errs.Unavailable, "", "this server is a standby and no leader is elected yet (an election is in progress): retry"))
 		return
 	}
 	u, err := url.Parse(e.URL)

@@ -34,9 +34,14 @@ type Options struct {
 	// back (and at least half of it) before it is defragmented after a
 	// compaction (default DefaultDefragMinFree; negative: never).
 	DefragMinFree int64
-	// RequestTimeout bounds each call to etcd (default
+	// RequestTimeout bounds each read and cleanup call to etcd (default
 	// DefaultRequestTimeout).
 	RequestTimeout time.Duration
+	// AttemptTimeout bounds one attempt of a commit's write, and
+	// CommitTimeout all of them (defaults DefaultAttemptTimeout and
+	// DefaultCommitTimeout): a write that gets no answer (etcd electing
+	// its leader) is tried again until then.
+	AttemptTimeout, CommitTimeout time.Duration
 	Logger         *slog.Logger
 }
 
@@ -48,6 +53,8 @@ const (
 	DefaultSnapshotMinBytes = 64 << 20
 	DefaultDefragMinFree    = 256 << 20
 	DefaultRequestTimeout   = 5 * time.Second
+	DefaultAttemptTimeout   = 2 * time.Second
+	DefaultCommitTimeout    = 8 * time.Second
 )
 
 // ErrStandby is what Commit returns before Lead: a standby only reads.
@@ -138,6 +145,12 @@ func Open(ctx context.Context, cli *clientv3.Client, opt Options) (*Store, error
 	}
 	if opt.RequestTimeout == 0 {
 		opt.RequestTimeout = DefaultRequestTimeout
+	}
+	if opt.AttemptTimeout == 0 {
+		opt.AttemptTimeout = DefaultAttemptTimeout
+	}
+	if opt.CommitTimeout == 0 {
+		opt.CommitTimeout = DefaultCommitTimeout
 	}
 	lg := opt.Logger
 	if lg == nil {
@@ -254,18 +267,11 @@ func (s *Store) Commit(ctx context.Context, recs []store.Record) error {
 	chunks := cut(s.buf, s.opt.ChunkBytes)
 	var rev int64
 	for i, c := range chunks {
-		key := s.keys.chunk(seq, i)
-		cmps := append(slices.Clip(fence), clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
-		tctx, cancel := context.WithTimeout(ctx, s.opt.RequestTimeout)
-		resp, err := s.cli.Txn(tctx).If(cmps...).Then(clientv3.OpPut(key, string(c))).Commit()
-		cancel()
+		r, err := s.writeChunk(ctx, fence, s.keys.chunk(seq, i), string(c))
 		if err != nil {
-			return s.fail(unavailable("commit", err))
+			return s.fail(err)
 		}
-		if !resp.Succeeded {
-			return s.fail(ErrFenced)
-		}
-		rev = resp.Header.Revision
+		rev = r
 	}
 	s.mu.Lock()
 	for _, r := range recs {
@@ -284,6 +290,71 @@ func (s *Store) Commit(ctx context.Context, recs []store.Record) error {
 		s.buf = nil
 	}
 	return nil
+}
+
+// writeChunk writes one chunk key, once: guarded by the fence and by the
+// key being new. An attempt that fails without an answer (etcd was
+// electing its own leader, a member went away) is tried again until
+// CommitTimeout: a repeat is safe, because an earlier attempt that did
+// apply shows in the repeat's else branch (the key holds this value and
+// the fence still holds), which counts as success.
+func (s *Store) writeChunk(ctx context.Context, fence []clientv3.Cmp, key, value string) (int64, error) {
+	deadline := time.Now().Add(s.opt.CommitTimeout)
+	cmps := append(slices.Clip(fence), clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
+	var els []clientv3.Op
+	els = append(els, clientv3.OpGet(key))
+	if len(fence) > 0 {
+		els = append(els, clientv3.OpTxn(fence, nil, nil))
+	}
+	var last error
+	for attempt := 0; ; attempt++ {
+		tctx, cancel := context.WithTimeout(ctx, s.opt.AttemptTimeout)
+		resp, err := s.cli.Txn(tctx).If(cmps...).Then(clientv3.OpPut(key, value)).Else(els...).Commit()
+		cancel()
+		if err == nil {
+			if resp.Succeeded {
+				return resp.Header.Revision, nil
+			}
+			if attempt > 0 && appliedEarlier(resp, value, len(fence) > 0) {
+				return resp.Header.Revision, nil
+			}
+			return 0, ErrFenced
+		}
+		last = err
+		if ctx.Err() != nil || time.Now().After(deadline) || !retriable(err) {
+			return 0, unavailable("commit", last)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(min(50*time.Millisecond<<min(attempt, 4), 500*time.Millisecond)):
+		}
+	}
+}
+
+// appliedEarlier reads a refused write's else branch: the key holds value
+// and (when fenced) the fence still holds.
+func appliedEarlier(resp *clientv3.TxnResponse, value string, fenced bool) bool {
+	if len(resp.Responses) == 0 {
+		return false
+	}
+	kvs := resp.Responses[0].GetResponseRange().GetKvs()
+	if len(kvs) != 1 || string(kvs[0].Value) != value {
+		return false
+	}
+	return !fenced || (len(resp.Responses) > 1 && resp.Responses[1].GetResponseTxn().GetSucceeded())
+}
+
+// retriable reports whether a failed etcd call may be tried again: any
+// failure but a refusal of the request itself (too large, bad, denied).
+func retriable(err error) bool {
+	switch {
+	case errors.Is(err, rpctypes.ErrGRPCRequestTooLarge), errors.Is(err, rpctypes.ErrRequestTooLarge),
+		errors.Is(err, rpctypes.ErrGRPCTooManyOps), errors.Is(err, rpctypes.ErrTooManyOps),
+		errors.Is(err, rpctypes.ErrGRPCNoSpace), errors.Is(err, rpctypes.ErrNoSpace),
+		errors.Is(err, rpctypes.ErrGRPCPermissionDenied), errors.Is(err, rpctypes.ErrPermissionDenied):
+		return false
+	}
+	return true
 }
 
 // fail makes err the answer to every later Commit: after a write whose
