@@ -187,7 +187,9 @@ func tail(s string, n int) string {
 
 // client talks to every server (the CLI's client: a server that cannot
 // be reached is skipped for the next).
-func (c *cluster) client() *cli.Client { return cli.NewClient(strings.Join(c.urls, ","), "", 5*time.Second) }
+func (c *cluster) client() *cli.Client {
+	return cli.NewClient(strings.Join(c.urls, ","), "", 5*time.Second)
+}
 
 // clientOf talks to server i only.
 func (c *cluster) clientOf(i int) *cli.Client { return cli.NewClient(c.urls[i], "", 5*time.Second) }

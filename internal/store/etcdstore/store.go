@@ -42,7 +42,7 @@ type Options struct {
 	// DefaultCommitTimeout): a write that gets no answer (etcd electing
 	// its leader) is tried again until then.
 	AttemptTimeout, CommitTimeout time.Duration
-	Logger         *slog.Logger
+	Logger                        *slog.Logger
 }
 
 // Defaults.
