@@ -245,7 +245,7 @@ func TestGetSelectorChecked(t *testing.T) {
 		{[]string{"get", "tasks", "-l", "a=b,"}, "empty requirement"},
 		{[]string{"get", "jobs", "-l", "a=b"}, "--selector: jobs have no labels"},
 		{[]string{"get", "queues", "-l", "a"}, "--selector: queues have no labels"},
-		{[]string{"get", "pods"}, `get: unknown kind "pods" (tasks, jobs, nodes or queues)`},
+		{[]string{"get", "pods"}, `get: unknown kind "pods" (tasks, jobs, nodes, queues or servers)`},
 	} {
 		_, err := run(t, append(c.args, "--server", "http://127.0.0.1:1", "--timeout", "1s")...)
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "cannot reach") {
@@ -296,5 +296,22 @@ func TestLogsFlags(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v", c.args, err)
 		}
+	}
+}
+
+// TestGetServersOnOneServer: a server on the embedded store lists itself
+// as the leader (the replicated case is in internal/hatest).
+func TestGetServersOnOneServer(t *testing.T) {
+	base := servertest.Start(t, oneGPUNode)
+	out, err := run(t, "get", "servers", "--server", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := strings.TrimPrefix(base, "http://")
+	if want := "NAME"; !strings.HasPrefix(out, want) || !strings.Contains(out, host+"  leader  "+base) {
+		t.Fatalf("get servers:\n%s", out)
+	}
+	if out, err := run(t, "get", "servers", "-w", "--server", base); err == nil || !strings.Contains(err.Error(), "neither --watch") {
+		t.Fatalf("get servers -w: %v %s", err, out)
 	}
 }

@@ -103,6 +103,9 @@ func (c *client) send(hc *http.Client, newReq func(base string) (*http.Request, 
 		}
 		var op *net.OpError
 		if n == 1 || !errors.As(err, &op) || op.Op != "dial" || req.Context().Err() != nil {
+			// The call may have reached it: not tried again here, but the
+			// next call starts with the next server.
+			c.cur.CompareAndSwap(int32(first), int32((k+1)%n))
 			return nil, c.explain(c.bases[k], err)
 		}
 		msgs = append(msgs, c.explain(c.bases[k], err).Error())

@@ -40,7 +40,12 @@ type Client struct {
 // NewClient returns a client with a request timeout; server is one URL
 // or several, comma-separated.
 func NewClient(server, token string, timeout time.Duration) *Client {
-	c := &Client{Token: token, HTTP: &http.Client{Timeout: timeout}, cur: new(atomic.Int32)}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	// A server that is cut off fails its dial in seconds, not in the
+	// default 30, so that the next server is tried within the request's
+	// timeout.
+	tr.DialContext = (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext
+	c := &Client{Token: token, HTTP: &http.Client{Timeout: timeout, Transport: tr}, cur: new(atomic.Int32)}
 	for _, s := range strings.Split(server, ",") {
 		if s = strings.TrimRight(strings.TrimSpace(s), "/"); s != "" {
 			c.servers = append(c.servers, s)
@@ -52,6 +57,9 @@ func NewClient(server, token string, timeout time.Duration) *Client {
 	c.Server = strings.Join(c.servers, ",")
 	return c
 }
+
+// dialTimeout bounds a connection attempt to one server.
+const dialTimeout = 3 * time.Second
 
 // Servers are the client's server URLs.
 func (c *Client) Servers() []string { return c.servers }
@@ -78,6 +86,9 @@ func (c *Client) roundTrip(hc *http.Client, newReq func(base string) (*http.Requ
 			return resp, nil
 		}
 		if n == 1 || !neverSent(err) || req.Context().Err() != nil {
+			// The request may have reached it: not tried again here, but
+			// the next request starts with the next server.
+			c.cur.CompareAndSwap(int32(first), int32((k+1)%n))
 			return nil, c.unreachableAt(c.servers[k], err)
 		}
 		errs = append(errs, c.unreachableAt(c.servers[k], err).Error())
@@ -96,11 +107,11 @@ func neverSent(err error) bool {
 // trust, the client's certificate: certs.ClientTLSConfig); HTTP/2 is
 // negotiated by ALPN.
 func NewTLSClient(server, token string, timeout time.Duration, tc *tls.Config) *Client {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
+	c := NewClient(server, token, timeout)
+	tr := c.HTTP.Transport.(*http.Transport)
 	tr.TLSClientConfig = tc
 	tr.ForceAttemptHTTP2 = true
-	c := NewClient(server, token, timeout)
-	c.HTTP.Transport, c.tls = tr, tc
+	c.tls = tc
 	return c
 }
 

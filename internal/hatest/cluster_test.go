@@ -2,7 +2,6 @@ package hatest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -69,6 +68,10 @@ type cluster struct {
 	urls  []string
 	dirs  []string
 	extra []string // more flags for every server
+	token string   // the clients' bearer token ("" with auth off)
+	// wrap, when set, puts a prefix before server i's command line (ip
+	// netns exec NS).
+	wrap func(i int, cmd []string) []string
 
 	mu     sync.Mutex
 	procs  []*childproc.Child // nil while a server is down
@@ -95,7 +98,7 @@ func (c *cluster) up(i int) bool {
 func startCluster(t *testing.T, n int, extra ...string) *cluster {
 	t.Helper()
 	ports := freePorts(t, 2*n)
-	c := &cluster{t: t, bin: bin(t), extra: extra, procs: make([]*childproc.Child, n)}
+	c := &cluster{t: t, bin: bin(t), extra: extra}
 	var peers []string
 	root := t.TempDir()
 	for i := range n {
@@ -106,6 +109,18 @@ func startCluster(t *testing.T, n int, extra ...string) *cluster {
 		peers = append(peers, fmt.Sprintf("%s=http://127.0.0.1:%d", name, ports[n+i]))
 	}
 	c.peers = strings.Join(peers, ",")
+	c.startAll()
+	return c
+}
+
+// startAll starts every server at once (each waits for a quorum) and
+// stops them when the test ends.
+func (c *cluster) startAll() {
+	c.t.Helper()
+	n := len(c.names)
+	if c.procs == nil {
+		c.procs = make([]*childproc.Child, n)
+	}
 	var wg sync.WaitGroup
 	errc := make(chan error, n)
 	for i := range n {
@@ -119,19 +134,21 @@ func startCluster(t *testing.T, n int, extra ...string) *cluster {
 	}
 	wg.Wait()
 	close(errc)
-	t.Cleanup(c.stopAll)
+	c.t.Cleanup(c.stopAll)
 	for err := range errc {
-		t.Fatal(err)
+		c.t.Fatal(err)
 	}
-	return c
 }
 
 // start runs server i (again) on its data dir and ports.
 func (c *cluster) start(i int) error {
 	addr := strings.TrimPrefix(c.urls[i], "http://")
-	args := append([]string{"server", "--ha", "--name", c.names[i], "--peers", c.peers, "--data-dir", c.dirs[i],
+	cmd := append([]string{c.bin, "server", "--ha", "--name", c.names[i], "--peers", c.peers, "--data-dir", c.dirs[i],
 		"--listen", addr, "--memory-limit", "off"}, c.extra...)
-	p, err := childproc.Start(c.bin, 2*time.Minute, args...)
+	if c.wrap != nil {
+		cmd = c.wrap(i, cmd)
+	}
+	p, err := childproc.Start(cmd[0], 2*time.Minute, cmd[1:]...)
 	if err != nil {
 		return fmt.Errorf("start %s: %w", c.names[i], err)
 	}
@@ -188,25 +205,21 @@ func tail(s string, n int) string {
 // client talks to every server (the CLI's client: a server that cannot
 // be reached is skipped for the next).
 func (c *cluster) client() *cli.Client {
-	return cli.NewClient(strings.Join(c.urls, ","), "", 5*time.Second)
+	return cli.NewClient(strings.Join(c.urls, ","), c.token, 5*time.Second)
 }
 
 // clientOf talks to server i only.
-func (c *cluster) clientOf(i int) *cli.Client { return cli.NewClient(c.urls[i], "", 5*time.Second) }
+func (c *cluster) clientOf(i int) *cli.Client {
+	return cli.NewClient(c.urls[i], c.token, 5*time.Second)
+}
 
 // servers asks server i for the servers list.
 func (c *cluster) servers(i int) (api.ServerList, error) {
 	var out api.ServerList
-	hc := &http.Client{Timeout: 3 * time.Second}
-	resp, err := hc.Get(c.urls[i] + "/api/v1/servers")
-	if err != nil {
-		return out, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return out, fmt.Errorf("GET /servers: %s", resp.Status)
-	}
-	return out, json.NewDecoder(resp.Body).Decode(&out)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	_, err := c.clientOf(i).Do(ctx, http.MethodGet, "/api/v1/servers", nil, &out)
+	return out, err
 }
 
 // leader waits (up to d) until the running servers agree on one leader

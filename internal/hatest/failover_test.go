@@ -2,8 +2,10 @@ package hatest
 
 import (
 	"context"
+	"io"
 	"math/rand/v2"
 	"net/http"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,7 +33,8 @@ func TestKillTheLeaderAgainAndAgain(t *testing.T) {
 		t.Skip("-short: starts and kills three servers ten times")
 	}
 	c := startCluster(t, 3)
-	c.leader(time.Minute)
+	first := c.leader(time.Minute)
+	checkServersView(t, c, first)
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	w := startWriters(ctx, c, 4)
@@ -192,4 +195,54 @@ func TestFrozenLeaderIsFenced(t *testing.T) {
 	}
 	w.check(t, listAll(t, c.client()))
 	t.Logf("%d writes acknowledged in all", w.count())
+}
+
+// checkServersView: `hetsched get servers` names one leader and two
+// standbys, a standby's /readyz says whose, and hetsched_leader is 1 on
+// the leader only.
+func checkServersView(t *testing.T, c *cluster, leader int) {
+	t.Helper()
+	out, err := exec.Command(c.bin, "get", "servers", "--server", strings.Join(c.urls, ",")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("get servers: %v\n%s", err, out)
+	}
+	roles := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			t.Fatalf("get servers: line %q:\n%s", line, out)
+		}
+		roles[f[1]]++
+		if f[1] == "leader" && (f[0] != c.names[leader] || f[2] != c.urls[leader]) {
+			t.Errorf("get servers names %s at %s the leader, not %s:\n%s", f[0], f[2], c.names[leader], out)
+		}
+	}
+	if roles["leader"] != 1 || roles["standby"] != 2 {
+		t.Errorf("get servers: %v:\n%s", roles, out)
+	}
+	for i := range c.urls {
+		body := httpGet(t, c.urls[i]+"/readyz")
+		if standby := strings.Contains(body, `"status":"standby of `+c.urls[leader]+`"`); standby == (i == leader) {
+			t.Errorf("%s /readyz: %s", c.names[i], body)
+		}
+		want := "hetsched_leader 0"
+		if i == leader {
+			want = "hetsched_leader 1"
+		}
+		if m := httpGet(t, c.urls[i]+"/metrics"); !strings.Contains(m, "\n"+want+"\n") {
+			t.Errorf("%s /metrics lacks %q", c.names[i], want)
+		}
+	}
+}
+
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	hc := &http.Client{Timeout: 5 * time.Second}
+	resp, err := hc.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
