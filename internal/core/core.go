@@ -390,6 +390,28 @@ func (c *Core) Forget(id string) error {
 	return nil
 }
 
+// ForgetJob drops a job whose tasks have all finished, with its tasks,
+// from memory (retention: the store deletes their records).
+func (c *Core) ForgetJob(id string) error {
+	j := c.jobs[id]
+	if j == nil {
+		return errs.New(errs.NotFound, "job", "no job %q", id)
+	}
+	for _, t := range j.tasks {
+		if !t.state.Terminal() {
+			return errs.New(errs.Conflict, "job", "job %q has task %q %s, not finished", id, t.id, t.state)
+		}
+	}
+	if j.gang != nil && (len(j.gang.want) > 0 || j.gang.waiting) {
+		return errs.New(errs.Conflict, "job", "job %q's gang still waits for members", id)
+	}
+	for _, t := range j.tasks {
+		delete(c.tasks, t.id)
+	}
+	delete(c.jobs, id)
+	return nil
+}
+
 // TaskStarted records that the executor started a scheduled task.
 func (c *Core) TaskStarted(now time.Time, id string) error {
 	c.advance(now)

@@ -96,6 +96,12 @@ func (e *Engine) encode(b *commitBatch, now time.Time) error {
 	if err := e.encodeNodes(b); err != nil {
 		return err
 	}
+	for id := range e.staged.forget {
+		b.recs = append(b.recs, store.Record{Kind: KindTask, Key: id})
+	}
+	for id := range e.staged.forgetJobs {
+		b.recs = append(b.recs, store.Record{Kind: KindJob, Key: id})
+	}
 	e.encodeEvents(b, now)
 	return nil
 }
@@ -184,6 +190,7 @@ func (e *Engine) commitDurable(b *commitBatch) error {
 // told of an event, finds the record at least as new.
 func (e *Engine) publish(b *commitBatch, now time.Time) {
 	e.publishRecords(b)
+	e.noteFinished(b, now)
 	e.sessions.track(b.changes)
 	e.publishEvents(b, now)
 	e.wakeWaiters(b.changes)
@@ -249,6 +256,7 @@ func (e *Engine) publishRecords(b *commitBatch) {
 	for _, j := range newJobs {
 		e.jobOrder = append(e.jobOrder, j.Spec.ID)
 	}
+	e.publishForgotten()
 }
 
 // publishEvents adds the batch's events: its tasks', its nodes', its jobs'.

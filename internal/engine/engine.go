@@ -31,6 +31,11 @@ type Config struct {
 	// none (0: such a lease never expires); "never" (api.NoExpiry) asks
 	// for no expiry explicitly.
 	DefaultLease time.Duration
+	// RetainFinished is how long finished tasks and jobs are kept (0:
+	// for ever), RetainFinishedMax how many at most (0: no limit); see
+	// retention.go.
+	RetainFinished    time.Duration
+	RetainFinishedMax int
 }
 
 // ErrStopped is returned once the engine has stopped.
@@ -83,6 +88,8 @@ type Engine struct {
 	// waiting counts the published waiting tasks (gauges.go).
 	waiting waitCounts
 	gauges  gauges
+	// ret is the finished work waiting for retention (retention.go).
+	ret retention
 }
 
 // New opens an engine on st, rebuilding the core from what st holds, and
@@ -109,6 +116,7 @@ func New(cfg Config, st store.Store) (*Engine, error) {
 		sessions: newSessions(cfg.HeartbeatInterval, cfg.MissedHeartbeats),
 		staged:   newStaging(), owner: map[string]string{}, admin: map[string]string{}, jobLast: map[string]string{},
 		waiting: newWaitCounts(), gauges: gauges{m: cfg.Metrics},
+		ret: retention{after: cfg.RetainFinished, max: cfg.RetainFinishedMax},
 	}
 	e.events.reset(1)
 	if err := e.recover(); err != nil {

@@ -74,6 +74,7 @@ func (e *Engine) step(batch []command) error {
 	}
 	e.checkLiveness(now)
 	e.c.Tick(now)
+	e.retire(now)
 	return e.commitStaged(now)
 }
 
@@ -119,8 +120,8 @@ func (e *Engine) failPending(err error) {
 }
 
 // rearm sets timer for the loop's next wakeup without a command: the
-// core's next timer, the next liveness check, a due gauge refresh (an
-// hour at most).
+// core's next timer, the next liveness check, a due gauge refresh, the
+// next finished item to retire (an hour at most).
 func (e *Engine) rearm(timer *time.Timer) {
 	if !timer.Stop() {
 		select {
@@ -137,6 +138,9 @@ func (e *Engine) rearm(timer *time.Timer) {
 		d = min(d, next.Sub(now))
 	}
 	if next, ok := e.gauges.next(); ok {
+		d = min(d, next.Sub(now))
+	}
+	if next, ok := e.ret.next(); ok {
 		d = min(d, next.Sub(now))
 	}
 	timer.Reset(max(d, 0))

@@ -36,6 +36,7 @@ func (e *Engine) recover() error {
 	if err != nil {
 		return err
 	}
+	e.recoverFinished()
 	if err := e.commitStaged(now); err != nil {
 		return err
 	}

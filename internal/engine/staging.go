@@ -22,16 +22,21 @@ type staging struct {
 	// "" for the static inventory); admin those to the state a notready
 	// node returns to (NodeRecord.Admin). They are written with the node.
 	holders, admin map[string]string
+	// forget and forgetJobs are the finished tasks and jobs retired
+	// (retention.go): their records are deleted.
+	forget, forgetJobs map[string]bool
 }
 
 func newStaging() staging {
 	return staging{tasks: map[string]*TaskRecord{}, nodes: map[string]*api.Node{}, queues: map[string]*api.Queue{},
-		jobs: map[string]*JobRecord{}, holders: map[string]string{}, admin: map[string]string{}}
+		jobs: map[string]*JobRecord{}, holders: map[string]string{}, admin: map[string]string{},
+		forget: map[string]bool{}, forgetJobs: map[string]bool{}}
 }
 
 // empty reports whether there is nothing to commit.
 func (s *staging) empty() bool {
-	return len(s.tasks) == 0 && len(s.nodes) == 0 && len(s.queues) == 0 && len(s.jobs) == 0
+	return len(s.tasks) == 0 && len(s.nodes) == 0 && len(s.queues) == 0 && len(s.jobs) == 0 &&
+		len(s.forget) == 0 && len(s.forgetJobs) == 0
 }
 
 func (s *staging) clear() {
@@ -41,6 +46,8 @@ func (s *staging) clear() {
 	clear(s.jobs)
 	clear(s.holders)
 	clear(s.admin)
+	clear(s.forget)
+	clear(s.forgetJobs)
 }
 
 // current returns the loop's latest record of a task (staged or published).

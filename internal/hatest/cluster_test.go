@@ -97,6 +97,14 @@ func (c *cluster) up(i int) bool {
 // startCluster starts n servers (in parallel: each waits for a quorum).
 func startCluster(t *testing.T, n int, extra ...string) *cluster {
 	t.Helper()
+	c := newCluster(t, n, extra...)
+	c.startAll()
+	return c
+}
+
+// newCluster lays out n servers on loopback ports without starting them.
+func newCluster(t *testing.T, n int, extra ...string) *cluster {
+	t.Helper()
 	ports := freePorts(t, 2*n)
 	c := &cluster{t: t, bin: bin(t), extra: extra}
 	var peers []string
@@ -109,7 +117,6 @@ func startCluster(t *testing.T, n int, extra ...string) *cluster {
 		peers = append(peers, fmt.Sprintf("%s=http://127.0.0.1:%d", name, ports[n+i]))
 	}
 	c.peers = strings.Join(peers, ",")
-	c.startAll()
 	return c
 }
 

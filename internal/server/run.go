@@ -100,6 +100,11 @@ type Options struct {
 	// EventWriteTimeout bounds one write to an event stream before its
 	// subscriber is dropped as not reading (0: StreamWriteTimeout).
 	EventWriteTimeout time.Duration
+	// RetainFinished is how long finished tasks and jobs are kept after
+	// they finished (0: DefaultRetainFinished; negative: for ever), and
+	// RetainFinishedMax how many at most (0: no limit).
+	RetainFinished    time.Duration
+	RetainFinishedMax int
 	// Replication (ha.go). Store is "pebble" (the default: an embedded
 	// store in DataDir) or "etcd" (EtcdEndpoints, with TLS by EtcdCA,
 	// EtcdCert and EtcdKey); HA runs an embedded etcd member named Name
@@ -313,6 +318,9 @@ func prepare(opt Options) (*prepared, error) {
 	if p.reserve, err = parseDiskReserve(opt.DiskReserve); err != nil {
 		return nil, err
 	}
+	if opt.RetainFinishedMax < 0 {
+		return nil, errs.Invalid("retain-finished-max", "must be 0 (no limit) or more, got %d", opt.RetainFinishedMax)
+	}
 	p.reg = prometheus.NewRegistry()
 	p.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	p.m = metrics.New(p.reg)
@@ -362,7 +370,8 @@ func schedulerConfig(opt Options) (core.Config, error) {
 func (p *prepared) startEngine(ctx context.Context, st store.Store) (*engine.Engine, error) {
 	eng, err := engine.New(engine.Config{Core: p.cfg, Logger: p.lg, Metrics: p.m,
 		HeartbeatInterval: p.opt.HeartbeatInterval, MissedHeartbeats: p.opt.MissedHeartbeats,
-		DefaultLease: defaultLeaseOf(p.opt.DefaultLease)}, st)
+		DefaultLease: defaultLeaseOf(p.opt.DefaultLease), RetainFinished: retainOf(p.opt.RetainFinished),
+		RetainFinishedMax: p.opt.RetainFinishedMax}, st)
 	if err != nil {
 		return nil, err
 	}
@@ -559,6 +568,21 @@ func parseDiskReserve(spec string) (int64, error) {
 		return 0, errs.Invalid("disk-reserve", "must be a size such as 2Gi or 500M, got %q", spec)
 	}
 	return b, nil
+}
+
+// DefaultRetainFinished is --retain-finished's default.
+const DefaultRetainFinished = 24 * time.Hour
+
+// retainOf resolves Options.RetainFinished for the engine (0 there: for
+// ever).
+func retainOf(d time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return DefaultRetainFinished
+	case d < 0:
+		return 0
+	}
+	return d
 }
 
 // DefaultLeaseDuration is --default-lease's default.
