@@ -344,3 +344,50 @@ func newBenchBatch() *cobra.Command {
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
 	return cmd
 }
+
+func newBenchHA() *cobra.Command {
+	var o benchhttp.HAOptions
+	var conns, output string
+	cmd := &cobra.Command{
+		Use:   "ha",
+		Short: "Pebble, a one-member embedded etcd and three --ha servers side by side: batch submission, single-task schedule latency, takeover after kill -9 with every task stored",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if o.Bin, err = os.Executable(); err != nil {
+				return err
+			}
+			for _, c := range strings.Split(conns, ",") {
+				n, err := strconv.Atoi(strings.TrimSpace(c))
+				if err != nil || n <= 0 {
+					return fmt.Errorf("--connections: want positive counts, got %q", conns)
+				}
+				o.Connections = append(o.Connections, n)
+			}
+			for _, s := range o.Setups {
+				if s != benchhttp.SetupPebble && s != benchhttp.SetupEtcd1 && s != benchhttp.SetupHA3 {
+					return fmt.Errorf("--setups: want pebble, etcd1 or ha3, got %q", s)
+				}
+			}
+			o.Log = cmd.ErrOrStderr()
+			rs, err := benchhttp.HA(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(rs)
+			}
+			benchhttp.HATable(cmd.OutOrStdout(), rs)
+			return nil
+		},
+	}
+	cmd.Flags().StringSliceVar(&o.Setups, "setups", []string{benchhttp.SetupPebble, benchhttp.SetupEtcd1, benchhttp.SetupHA3}, "setups to run, in order (the first is the ratios' base)")
+	cmd.Flags().IntVar(&o.Tasks, "tasks", 200_000, "pending tasks to submit (and hold through the takeover)")
+	cmd.Flags().IntVar(&o.Batch, "batch", 1000, "tasks per request")
+	cmd.Flags().IntVar(&o.Clients, "clients", 16, "concurrent batch requests")
+	cmd.Flags().IntVar(&o.Nodes, "nodes", 1000, "static nodes for the schedule load")
+	cmd.Flags().StringVar(&conns, "connections", "1,64", "connection counts of the single-task schedule load")
+	cmd.Flags().DurationVar(&o.Duration, "duration", 10*time.Second, "each schedule load's length")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	return cmd
+}

@@ -109,6 +109,13 @@ func Start(ctx context.Context, c Config) (*Member, error) {
 	cfg.AutoCompactionMode = embed.CompactorModePeriodic
 	cfg.AutoCompactionRetention = "1h"
 	cfg.EnableGRPCGateway = false
+	// etcd keeps the raft entries since its last snapshot in memory, and
+	// hetsched's entries are up to 1 MiB (etcdstore's chunks): snapshot
+	// every 2,000 entries, keeping 1,000 for slow followers, rather than
+	// etcd's 10,000 and 5,000, so a member holds at most about 3 GiB of
+	// them under a burst of large commits.
+	cfg.SnapshotCount = 2000
+	cfg.SnapshotCatchUpEntries = 1000
 	sock := ClientSocket(c.Dir)
 	_ = os.Remove(sock) // left by a killed process
 	listen := []url.URL{{Scheme: "unix", Path: sock}}

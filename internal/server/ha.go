@@ -273,6 +273,7 @@ func (r *replica) term(ctx context.Context) error {
 	}
 	defer sess.Close()
 	el := concurrency.NewElection(sess, r.prefix+"election/")
+	r.resignEarlier(ctx, sess.Lease())
 	octx, stopObserve := context.WithCancel(ctx)
 	defer stopObserve()
 	go r.observe(octx, el)
@@ -327,6 +328,27 @@ func (r *replica) lead(ctx context.Context, st *etcdstore.Store, sess *concurren
 	h.Close()
 	eng.Close()
 	return why
+}
+
+// resignEarlier revokes the election leases of this server's earlier
+// incarnations (a process killed, then restarted with the same name and
+// URL): their keys would otherwise hold the election, or a place in it,
+// until their TTL. Another server never has this server's name and URL.
+func (r *replica) resignEarlier(ctx context.Context, mine clientv3.LeaseID) {
+	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	resp, err := r.cli.Get(tctx, r.prefix+"election/", clientv3.WithPrefix(), clientv3.WithLimit(1000))
+	if err != nil {
+		return
+	}
+	for _, kv := range resp.Kvs {
+		var e serverEntry
+		if json.Unmarshal(kv.Value, &e) != nil || e != r.self || kv.Lease == int64(mine) || kv.Lease == 0 {
+			continue
+		}
+		_, err := r.cli.Revoke(tctx, clientv3.LeaseID(kv.Lease))
+		r.lg.Info("revoked the election lease of this server's earlier run", "lease", kv.Lease, "err", err)
+	}
 }
 
 // observe keeps r.leader the election's current leader.
