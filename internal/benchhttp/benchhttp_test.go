@@ -105,3 +105,35 @@ func TestBatchSmall(t *testing.T) {
 		t.Fatalf("result %+v\n%s", r, log.String())
 	}
 }
+
+// TestHASmall runs bench ha at a tiny size on every setup: each
+// acknowledges the batch, serves the schedule load without errors and
+// acknowledges a write again after its leader's SIGKILL.
+func TestHASmall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: starts five servers")
+	}
+	bin, err := childproc.Build(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	rs, err := HA(context.Background(), HAOptions{Bin: bin, Setups: []string{SetupPebble, SetupEtcd1, SetupHA3},
+		Tasks: 3000, Batch: 1000, Clients: 2, Nodes: 10, Connections: []int{2}, Duration: 300 * time.Millisecond, Log: &log})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	if len(rs) != 3 {
+		t.Fatalf("%d results", len(rs))
+	}
+	for _, r := range rs {
+		if r.SubmitRate <= 0 || r.TakeoverSeconds <= 0 || len(r.Schedule) != 1 || r.Schedule[0].Errors != 0 || r.Schedule[0].Scheduled == 0 {
+			t.Fatalf("%s: %+v (schedule %+v)\n%s", r.Setup, r, r.Schedule, log.String())
+		}
+	}
+	var table strings.Builder
+	HATable(&table, rs)
+	if !strings.Contains(table.String(), "ha3") || strings.Count(table.String(), "\n") != 4 {
+		t.Fatalf("table:\n%s", table.String())
+	}
+}

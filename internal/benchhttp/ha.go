@@ -241,6 +241,16 @@ func haSetup(ctx context.Context, opt HAOptions, setup, nodes string, logf func(
 	}
 	res.TakeoverSeconds = took.Seconds()
 	logf("%s: with %d tasks stored, a write acknowledged %.2fs after SIGKILL of the leader\n", setup, opt.Tasks, res.TakeoverSeconds)
+	for _, p := range c.procs {
+		if p == nil {
+			continue
+		}
+		for _, line := range strings.Split(p.Stderr(), "\n") {
+			if strings.Contains(line, "msg=leading") || strings.Contains(line, "revoked its election lease") || strings.Contains(line, "engine recovered") {
+				logf("  %s\n", line)
+			}
+		}
+	}
 	return res, nil
 }
 

@@ -214,3 +214,7 @@ func readAttempt(r *jsonread.Reader) (Attempt, error) {
 	}
 	return a, obj.Err()
 }
+
+// DecodeTaskRecord reads a task record as the store keeps it (a
+// standby's stale reads).
+func DecodeTaskRecord(key string, b []byte) (*TaskRecord, error) { return decodeTask(key, b) }

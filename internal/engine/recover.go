@@ -32,11 +32,13 @@ func (e *Engine) recover() error {
 	if err := e.recoverJobs(ctx, now); err != nil {
 		return err
 	}
+	loaded := e.cfg.Now()
 	recs, err := e.recoverTasks(ctx, now)
 	if err != nil {
 		return err
 	}
 	e.recoverFinished()
+	restored, changed := e.cfg.Now(), len(e.staged.tasks)
 	if err := e.commitStaged(now); err != nil {
 		return err
 	}
@@ -46,7 +48,8 @@ func (e *Engine) recover() error {
 	for name := range e.sessions.lastBeat {
 		e.sessions.heard(name, end)
 	}
-	e.log.Info("engine recovered", "nodes", len(e.nodes), "tasks", len(recs))
+	e.log.Info("engine recovered", "nodes", len(e.nodes), "tasks", len(recs),
+		"tasks_took", restored.Sub(loaded).Round(time.Millisecond), "changed", changed, "commit_took", end.Sub(restored).Round(time.Millisecond))
 	return nil
 }
 
@@ -173,7 +176,7 @@ func (e *Engine) recoverTasks(ctx context.Context, now time.Time) ([]*TaskRecord
 		e.jobLast[id] = e.jobStateNow(j)
 	}
 	for _, r := range recs {
-		e.refresh(r.Spec.ID, now)
+		e.refreshRecovered(r.Spec.ID, now)
 	}
 	return recs, nil
 }

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -125,5 +127,61 @@ func TestRetentionByCount(t *testing.T) {
 		if _, ok := e.Task(id); ok != want {
 			t.Errorf("task %s present %v, want %v", id, ok, want)
 		}
+	}
+}
+
+// taskCountingStore counts the task records committed through it.
+type taskCountingStore struct {
+	store.Store
+	mu    sync.Mutex
+	tasks int
+}
+
+func (c *taskCountingStore) Commit(ctx context.Context, recs []store.Record) error {
+	c.mu.Lock()
+	for _, r := range recs {
+		if r.Kind == KindTask {
+			c.tasks++
+		}
+	}
+	c.mu.Unlock()
+	return c.Store.Commit(ctx, recs)
+}
+
+// A restart rewrites no waiting task's record: the reason it was stored
+// with stands until the first schedule pass gives it the same again.
+func TestRestartRewritesNoWaitingTask(t *testing.T) {
+	dir := t.TempDir()
+	e, st := open(t, dir)
+	var ts []api.Task
+	for i := range 50 {
+		ts = append(ts, api.Task{ID: fmt.Sprint("p", i), Priority: prio(3), Resources: resource.List{resource.CPU: 100_000_000}})
+	}
+	if _, _, err := e.Submit(context.Background(), "default", ts); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := e.Task("p7")
+	e.Close()
+	st.Close()
+	disk, err := store.OpenDisk(dir, store.DiskOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer disk.Close()
+	cs := &taskCountingStore{Store: disk}
+	e, err = New(Config{Core: core.DefaultConfig()}, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	poke(t, e, "after") // a step: the first schedule pass ran
+	cs.mu.Lock()
+	n := cs.tasks
+	cs.mu.Unlock()
+	if n != 1 {
+		t.Errorf("the restart and a submission committed %d task records, want 1 (the new task)", n)
+	}
+	if got, _ := e.Task("p7"); got.Reason != want.Reason || got.Reason == "" {
+		t.Errorf("p7's reason after the restart: %q, before: %q", got.Reason, want.Reason)
 	}
 }

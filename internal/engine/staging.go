@@ -120,12 +120,34 @@ func (e *Engine) refresh(id string, now time.Time) {
 	if !ok || v.same(old) {
 		return
 	}
+
 	r := old
 	if e.staged.tasks[id] != old {
 		cp := *old
 		r = &cp
 	}
 	e.stage(r, v, id, now)
+}
+
+// refreshRecovered is refresh for a record just restored: a difference
+// in the reason alone is left as it is. The core gives a restored waiting
+// task its class's reason at its first schedule pass, which follows;
+// staging the reason it has before that (none) would rewrite every
+// waiting task's record at every restart, and again at that pass.
+func (e *Engine) refreshRecovered(id string, now time.Time) {
+	old := e.current(id)
+	if old == nil {
+		return
+	}
+	v, ok := e.coreView(id, old)
+	if !ok || v.same(old) {
+		return
+	}
+	v.reason, v.cause = old.Reason, old.Cause
+	if v.same(old) {
+		return
+	}
+	e.refresh(id, now)
 }
 
 // stageState brings a new record up to date with the core and stages it.

@@ -72,6 +72,7 @@ func TestKillTheLeaderAgainAndAgain(t *testing.T) {
 	c.leader(30 * time.Second)
 	have := listAll(t, c.client())
 	w.check(t, have)
+	checkStaleReads(t, c, have)
 	slices.Sort(took)
 	t.Logf("failover over %d kills: min %s, median %s, max %s (goal %s); %d tasks acknowledged", kills,
 		took[0].Round(time.Millisecond), took[len(took)/2].Round(time.Millisecond), took[len(took)-1].Round(time.Millisecond), failoverGoal, w.count())
@@ -245,4 +246,40 @@ func httpGet(t *testing.T, url string) string {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
+}
+
+// checkStaleReads: a standby answers GET /tasks/{id}?stale=true from its
+// own copy of the store (X-Hetsched-Stale says so), with what the leader
+// has once the copy caught up.
+func checkStaleReads(t *testing.T, c *cluster, have map[string]string) {
+	t.Helper()
+	l := c.leader(30 * time.Second)
+	var id string
+	for k := range have {
+		id = k
+		break
+	}
+	for i := range c.urls {
+		if i == l {
+			continue
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			hc := &http.Client{Timeout: 5 * time.Second}
+			resp, err := hc.Get(c.urls[i] + "/api/v1/tasks/" + id + "?stale=true")
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			stale := resp.Header.Get("X-Hetsched-Stale")
+			if resp.StatusCode == http.StatusOK && stale != "" && strings.Contains(string(b), `"state":"`+have[id]+`"`) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: stale read of %s: %d %q %s", c.names[i], id, resp.StatusCode, stale, b)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
 }

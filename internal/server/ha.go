@@ -118,9 +118,10 @@ type replica struct {
 	ttl    int
 	lg     *slog.Logger
 
-	cur    atomic.Pointer[Server]      // the API while this server leads
-	leader atomic.Pointer[serverEntry] // the leader as last observed
-	lease  atomic.Int64                // the observed leader's election lease
+	cur    atomic.Pointer[Server]          // the API while this server leads
+	leader atomic.Pointer[serverEntry]     // the leader as last observed
+	lease  atomic.Int64                    // the observed leader's election lease
+	copy   atomic.Pointer[etcdstore.Store] // the term's store: a standby's warm copy
 	proxy  *leaderProxy
 	local  *Server // the standby's own routes: guard, metrics
 }
@@ -265,6 +266,8 @@ func (r *replica) term(ctx context.Context) error {
 		return fmt.Errorf("open the store: %w", err)
 	}
 	defer st.Close()
+	r.copy.Store(st)
+	defer r.copy.Store(nil)
 	// The session is not tied to ctx: closing it at shutdown revokes the
 	// lease (resigning at once), which a cancelled context would prevent.
 	sess, err := concurrency.NewSession(r.cli, concurrency.WithTTL(r.ttl))
@@ -300,6 +303,7 @@ func (r *replica) lead(ctx context.Context, st *etcdstore.Store, sess *concurren
 	if err := st.Lead(ctx, &etcdstore.Fence{Key: el.Key(), Rev: el.Rev()}); err != nil {
 		return fmt.Errorf("take over the store: %w", err)
 	}
+	caught := time.Now()
 	eng, err := r.p.startEngine(ctx, st)
 	if err != nil {
 		return fmt.Errorf("start the engine: %w", err)
@@ -310,7 +314,7 @@ func (r *replica) lead(ctx context.Context, st *etcdstore.Store, sess *concurren
 	r.cur.Store(h)
 	r.p.m.Leader.Set(1)
 	r.p.m.LeaderChanges.Inc()
-	r.lg.Info("leading", "took", time.Since(t0).Round(time.Millisecond), "tasks", eng.NumTasks())
+	r.lg.Info("leading", "took", time.Since(t0).Round(time.Millisecond), "store_catch_up", caught.Sub(t0).Round(time.Millisecond), "tasks", eng.NumTasks())
 	var why error
 	select {
 	case <-sess.Done():

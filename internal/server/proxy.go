@@ -7,10 +7,13 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/certs"
+	"github.com/hetsched/hetsched/internal/engine"
 	"github.com/hetsched/hetsched/internal/errs"
 )
 
@@ -47,9 +50,49 @@ func (r *replica) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			}
 			writeJSON(w, http.StatusOK, list)
 		}, RoleTenant, RoleAgent)(sw, req)
+	case req.Method == http.MethodGet && req.URL.Query().Get("stale") == "true" && staleTaskPath(req.URL.Path):
+		r.local.guard(r.staleTask, RoleTenant)(sw, req)
 	default:
 		r.proxy.serve(sw, req)
 	}
+}
+
+// staleTaskPath reports whether p is /api/v1/tasks/{id}.
+func staleTaskPath(p string) bool {
+	id, ok := strings.CutPrefix(p, "/api/v1/tasks/")
+	return ok && id != "" && !strings.Contains(id, "/")
+}
+
+// staleTask is GET /api/v1/tasks/{id}?stale=true on a standby: the task
+// as this server's copy of the store has it (the leader's answer may be
+// newer), X-Hetsched-Stale naming the etcd revision of the copy. The
+// tenancy rules are the leader's: another tenant's task is not found.
+func (r *replica) staleTask(w http.ResponseWriter, req *http.Request) {
+	st := r.copy.Load()
+	if st == nil {
+		r.proxy.serve(w, req)
+		return
+	}
+	id := strings.TrimPrefix(req.URL.Path, "/api/v1/tasks/")
+	p := principalOf(w, req)
+	v, ok, err := st.Get(req.Context(), engine.KindTask, p.qualify(id))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var rec *engine.TaskRecord
+	if ok {
+		if rec, err = engine.DecodeTaskRecord(p.qualify(id), v); err != nil {
+			writeError(w, errs.New(errs.Internal, "", "the stored record of task %q does not decode: %v", id, err))
+			return
+		}
+	}
+	if rec == nil || !p.sees(rec.Tenant) {
+		writeError(w, errs.New(errs.NotFound, "id", "no task %q (in this standby's copy, revision %d; the leader may know it: ask without stale=true)", id, st.Revision()))
+		return
+	}
+	w.Header().Set("X-Hetsched-Stale", "revision="+strconv.FormatInt(st.Revision(), 10))
+	writeTask(w, http.StatusOK, engine.LocalRecord(p.scope(), rec))
 }
 
 // readyz on a standby: ready when a leader is known (requests are passed

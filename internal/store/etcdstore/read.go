@@ -246,6 +246,7 @@ func (s *Store) readLogFrom(ctx context.Context, st *state, from uint64, rev int
 	lo := fmt.Sprintf("%slog/%016x/", s.keys.prefix, from)
 	var cur uint64
 	var chunks [][]byte
+	partial := false // the current entry lacks a chunk (an interrupted commit)
 	flush := func() error {
 		if err := s.applyEntry(st, cur, chunks); err != nil {
 			return err
@@ -270,13 +271,25 @@ func (s *Store) readLogFrom(ctx context.Context, st *state, from uint64, rev int
 				}
 				return damaged("log entry %d follows entry %d", seq, expect-1)
 			}
-			cur, chunks = seq, nil
+			cur, chunks, partial = seq, nil, false
 		}
-		if i != len(chunks) || len(kv.Value) == 0 {
-			return damaged("log entry %d: chunk %d out of place", seq, i)
+		if len(kv.Value) == 0 {
+			return damaged("log entry %d: chunk %d is empty", seq, i)
+		}
+		if i != len(chunks) {
+			// A gap: chunks before the last are written in parallel, so an
+			// interrupted commit may lack any of them; a complete entry
+			// never does.
+			if kv.Value[0] == chunkLast {
+				return damaged("log entry %d: its last chunk %d follows %d chunk(s)", seq, i, len(chunks))
+			}
+			partial = true
 		}
 		chunks = append(chunks, kv.Value)
 		if kv.Value[0] == chunkLast {
+			if partial {
+				return damaged("log entry %d: its last chunk follows a gap", seq)
+			}
 			if err := flush(); err != nil {
 				return err
 			}
@@ -380,7 +393,7 @@ func (s *Store) watchOnce(ctx context.Context) (resync bool) {
 	s.mu.RUnlock()
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	pending := map[uint64][][]byte{}
+	pending := map[uint64]map[int][]byte{} // the chunks seen of entries not complete yet
 	for wr := range s.cli.Watch(wctx, s.keys.logPrefix(), clientv3.WithPrefix(), clientv3.WithRev(from)) {
 		if wr.CompactRevision != 0 || errors.Is(wr.Err(), rpctypes.ErrCompacted) {
 			return true
@@ -398,19 +411,31 @@ func (s *Store) watchOnce(ctx context.Context) (resync bool) {
 			if !ok || seq <= s.st.seq {
 				continue
 			}
-			if seq != s.st.seq+1 || i != len(pending[seq]) || len(ev.Kv.Value) == 0 {
+			if seq != s.st.seq+1 || len(ev.Kv.Value) == 0 {
 				s.mu.Unlock()
 				return true
 			}
-			pending[seq] = append(pending[seq], ev.Kv.Value)
-			if ev.Kv.Value[0] == chunkLast {
-				if err := s.applyEntry(s.st, seq, pending[seq]); err != nil {
-					s.log.Error("standby: a log entry does not decode", "err", err)
+			if pending[seq] == nil {
+				pending[seq] = map[int][]byte{}
+			}
+			pending[seq][i] = ev.Kv.Value
+			if ev.Kv.Value[0] != chunkLast {
+				continue
+			}
+			// The last chunk is written after every other one succeeded.
+			chunks := make([][]byte, i+1)
+			for k := range chunks {
+				if chunks[k] = pending[seq][k]; chunks[k] == nil {
 					s.mu.Unlock()
 					return true
 				}
-				delete(pending, seq)
 			}
+			if err := s.applyEntry(s.st, seq, chunks); err != nil {
+				s.log.Error("standby: a log entry does not decode", "err", err)
+				s.mu.Unlock()
+				return true
+			}
+			delete(pending, seq)
 		}
 		s.rev = wr.Header.Revision
 		s.torn = 0

@@ -265,13 +265,14 @@ func (s *Store) Commit(ctx context.Context, recs []store.Record) error {
 		s.buf = appendRecord(s.buf, r)
 	}
 	chunks := cut(s.buf, s.opt.ChunkBytes)
-	var rev int64
-	for i, c := range chunks {
-		r, err := s.writeChunk(ctx, fence, s.keys.chunk(seq, i), string(c))
-		if err != nil {
-			return s.fail(err)
-		}
-		rev = r
+	// The chunks before the last go in parallel (nothing reads an entry
+	// without its last chunk); the last, the commit point, after them.
+	if err := s.writeChunks(ctx, fence, seq, chunks[:len(chunks)-1]); err != nil {
+		return s.fail(err)
+	}
+	rev, err := s.writeChunk(ctx, fence, s.keys.chunk(seq, len(chunks)-1), string(chunks[len(chunks)-1]))
+	if err != nil {
+		return s.fail(err)
 	}
 	s.mu.Lock()
 	for _, r := range recs {
@@ -290,6 +291,38 @@ func (s *Store) Commit(ctx context.Context, recs []store.Record) error {
 		s.buf = nil
 	}
 	return nil
+}
+
+// parallelChunks bounds the chunk writes of one commit in flight.
+const parallelChunks = 8
+
+// writeChunks writes chunks 0..len-1 of entry seq, up to parallelChunks
+// at once; the first failure is the answer.
+func (s *Store) writeChunks(ctx context.Context, fence []clientv3.Cmp, seq uint64, chunks [][]byte) error {
+	if len(chunks) == 0 {
+		return nil
+	}
+	if len(chunks) == 1 {
+		_, err := s.writeChunk(ctx, fence, s.keys.chunk(seq, 0), string(chunks[0]))
+		return err
+	}
+	sem := make(chan struct{}, parallelChunks)
+	errc := make(chan error, len(chunks))
+	for i, c := range chunks {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem }()
+			_, err := s.writeChunk(ctx, fence, s.keys.chunk(seq, i), string(c))
+			errc <- err
+		}()
+	}
+	var first error
+	for range chunks {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // writeChunk writes one chunk key, once: guarded by the fence and by the

@@ -120,9 +120,12 @@ func TestInterruptedCommitIsDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	// Entry 2's first chunk, flagged "more": what a crash leaves.
-	if _, err := cli.Put(ctx, fmt.Sprintf("/torn/log/%016x/%06d", 2, 0), "\x00garbage"); err != nil {
-		t.Fatal(err)
+	// Entry 2's chunks 0 and 2, flagged "more", chunk 1 missing: what a
+	// crash during a commit's parallel chunk writes leaves.
+	for _, i := range []int{0, 2} {
+		if _, err := cli.Put(ctx, fmt.Sprintf("/torn/log/%016x/%06d", 2, i), "\x00garbage"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	s2 := open(t, cli, "/torn/", etcdstore.Options{})
 	if _, ok, _ := s2.Get(ctx, "task", "a"); !ok {
