@@ -308,4 +308,3 @@ func HATable(w io.Writer, rs []HAResult) {
 		fmt.Fprintf(w, " %11.2f\n", r.TakeoverSeconds)
 	}
 }
-

@@ -283,3 +283,26 @@ func checkStaleReads(t *testing.T, c *cluster, have map[string]string) {
 		}
 	}
 }
+
+// TestShutdownWithoutQuorum: a server whose etcd has lost its quorum
+// still stops on SIGTERM (nothing it waits for may outlive shutdown).
+func TestShutdownWithoutQuorum(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: starts three servers")
+	}
+	c := startCluster(t, 3)
+	l := c.leader(time.Minute)
+	c.kill(l)
+	c.kill((l + 1) % 3)
+	last := (l + 2) % 3
+	time.Sleep(3 * time.Second) // past the election TTL: its term ends, it waits for a quorum
+	p := c.proc(last)
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-waitExit(p):
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not stop within 30s of SIGTERM without a quorum:\n%s", c.names[last], tail(p.Stderr(), 3000))
+	}
+}

@@ -268,9 +268,17 @@ func (r *replica) term(ctx context.Context) error {
 	defer st.Close()
 	r.copy.Store(st)
 	defer r.copy.Store(nil)
-	// The session is not tied to ctx: closing it at shutdown revokes the
-	// lease (resigning at once), which a cancelled context would prevent.
-	sess, err := concurrency.NewSession(r.cli, concurrency.WithTTL(r.ttl))
+	// The lease is granted under ctx (without a quorum that waits, and
+	// shutdown must end the wait), but the session is not tied to ctx:
+	// closing it at shutdown revokes the lease (resigning at once), which
+	// a cancelled context would prevent.
+	gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	lease, err := r.cli.Grant(gctx, int64(r.ttl))
+	cancel()
+	if err != nil {
+		return fmt.Errorf("grant an election lease: %w", err)
+	}
+	sess, err := concurrency.NewSession(r.cli, concurrency.WithTTL(r.ttl), concurrency.WithLease(lease.ID))
 	if err != nil {
 		return fmt.Errorf("open an election session: %w", err)
 	}
@@ -289,7 +297,19 @@ func (r *replica) term(ctx context.Context) error {
 		case <-cctx.Done():
 		}
 	}()
-	err = el.Campaign(cctx, r.value)
+	// Campaign cleans up a cancelled campaign with the client's own
+	// context, which without a quorum waits until the client closes:
+	// once cctx ends, the term does not wait for it.
+	won := make(chan error, 1)
+	go func() { won <- el.Campaign(cctx, r.value) }()
+	select {
+	case err = <-won:
+	case <-cctx.Done():
+		err = ctx.Err()
+		if err == nil { // the session ended: its lease could not be kept alive
+			err = errors.New("the election lease ended while campaigning (etcd did not answer its keep-alives: no quorum?)")
+		}
+	}
 	stopCampaign()
 	if err != nil {
 		return fmt.Errorf("campaign: %w", err)
