@@ -8,6 +8,7 @@ import (
 
 	"context"
 	"github.com/google/go-cmp/cmp"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"testing"
 
@@ -172,6 +173,10 @@ func TestSnapshotReplacesTheLog(t *testing.T) {
 	}
 	if n := keysUnder(t, cli, "/snap/log/"); n >= 400 {
 		t.Fatalf("the log still has %d chunks: snapshots did not replace it", n)
+	}
+	// etcd's history of what the snapshots replaced was compacted.
+	if _, err := cli.Get(ctx, "/snap/log/", clientv3.WithPrefix(), clientv3.WithRev(2)); !errors.Is(err, rpctypes.ErrCompacted) {
+		t.Errorf("reading revision 2 after the snapshots: %v, want compacted", err)
 	}
 	s2 := open(t, cli, "/snap/", opt)
 	got := map[string]string{}

@@ -1,0 +1,152 @@
+package hatest
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/embed"
+
+	"github.com/hetsched/hetsched/internal/certs"
+	"github.com/hetsched/hetsched/internal/childproc"
+)
+
+// TestExternalEtcdOverTLS: a server with --store etcd uses an external
+// etcd that requires TLS client certificates (--etcd-ca, --etcd-cert,
+// --etcd-key): it leads and stores what it acknowledges there; without a
+// client certificate it never leads.
+func TestExternalEtcdOverTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: starts an etcd and two servers")
+	}
+	dir := t.TempDir()
+	if err := certs.Init(dir, certs.CAOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	srvCert, srvKey, err := certs.Issue(dir, certs.IssueOptions{Kind: certs.KindServer, Name: "etcd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cliCert, cliKey, err := certs.Issue(dir, certs.IssueOptions{Kind: certs.KindClient, Role: "admin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := filepath.Join(dir, "ca.pem")
+	port := freePorts(t, 1)[0]
+	endpoint := "https://127.0.0.1:" + strconv.Itoa(port)
+	e := startTLSEtcd(t, endpoint, ca, srvCert, srvKey)
+	defer e.Close()
+
+	data := t.TempDir()
+	s, err := childproc.Start(bin(t), time.Minute, "server", "--store", "etcd", "--etcd-endpoints", endpoint,
+		"--etcd-ca", ca, "--etcd-cert", cliCert, "--etcd-key", cliKey, "--listen", "127.0.0.1:0", "--data-dir", data, "--memory-limit", "off")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Kill()
+	waitUntil(t, 30*time.Second, "the server to lead", func() bool { return leads(s.URL) })
+	body := `{"id":"over-tls","resources":{"cpu":"1"}}`
+	req, _ := http.NewRequest(http.MethodPost, s.URL+"/api/v1/tasks", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("submit: %s", resp.Status)
+	}
+	// The log in etcd holds it (read with a client certificate too).
+	tc, err := certs.ClientTLSConfig(ca, cliCert, cliKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, TLS: tc, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := cli.Get(ctx, "/hetsched/store/log/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, x := range kv.Kvs {
+		found = found || strings.Contains(string(x.Value), "over-tls")
+	}
+	if !found {
+		t.Fatalf("the acknowledged task is not in etcd's log (%d chunks)", len(kv.Kvs))
+	}
+
+	// Without a client certificate etcd refuses the connection: the
+	// server starts as a standby and never leads.
+	bad, err := childproc.Start(bin(t), time.Minute, "server", "--store", "etcd", "--etcd-endpoints", endpoint,
+		"--etcd-ca", ca, "--listen", "127.0.0.1:0", "--data-dir", t.TempDir(), "--memory-limit", "off", "--etcd-prefix", "/other/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bad.Kill()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		if leads(bad.URL) {
+			t.Fatal("a server without an etcd client certificate leads")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if code := ready(bad.URL); code == http.StatusOK {
+		t.Errorf("the server without an etcd client certificate says it is ready")
+	}
+}
+
+// leads reports whether base answers /readyz 200 as the leader.
+func leads(base string) bool {
+	resp, err := (&http.Client{Timeout: 2 * time.Second}).Get(base + "/readyz")
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	b := make([]byte, 512)
+	n, _ := resp.Body.Read(b)
+	return resp.StatusCode == http.StatusOK && !strings.Contains(string(b[:n]), "standby")
+}
+
+// startTLSEtcd runs a one-member etcd in this process whose client URL
+// requires TLS with a client certificate signed by ca.
+func startTLSEtcd(t *testing.T, endpoint, ca, cert, key string) *embed.Etcd {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "etcdtls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	cfg := embed.NewConfig()
+	cfg.Dir = filepath.Join(dir, "data")
+	cfg.LogLevel = "error"
+	u, _ := url.Parse(endpoint)
+	peer := url.URL{Scheme: "unix", Path: filepath.Join(dir, "peer.sock")}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{*u}, []url.URL{*u}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
+	cfg.InitialCluster = cfg.Name + "=" + peer.String()
+	cfg.ClientTLSInfo = transport.TLSInfo{CertFile: cert, KeyFile: key, TrustedCAFile: ca, ClientCertAuth: true}
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(time.Minute):
+		e.Close()
+		t.Fatal("etcd did not start")
+	}
+	return e
+}
