@@ -87,7 +87,7 @@ func (opt Options) checkReplication() error {
 	} else if len(opt.EtcdEndpoints) == 0 {
 		return errs.Invalid("etcd-endpoints", "--store etcd needs the etcd cluster's client URLs (--etcd-endpoints http://h1:2379,...), or --ha to run a member here")
 	}
-	if opt.ElectionTTL < 0 || (opt.ElectionTTL > 0 && opt.ElectionTTL < time.Second) || opt.ElectionTTL%time.Second != 0 {
+	if opt.ElectionTTL < 0 || (opt.ElectionTTL > 0 && opt.ElectionTTL < 2*time.Second) || opt.ElectionTTL%time.Second != 0 {
 		return errs.Invalid("election-ttl", "whole seconds, at least 2s (etcd's minimum lease), got %s", opt.ElectionTTL)
 	}
 	if opt.Advertise != "" {
