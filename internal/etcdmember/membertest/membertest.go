@@ -14,7 +14,11 @@ import (
 
 // Start runs a single-member etcd in a temporary directory for the rest of
 // t and returns a client of it (closed before the member stops).
-func Start(t testing.TB) *clientv3.Client {
+func Start(t testing.TB) *clientv3.Client { return StartWithQuota(t, 0) }
+
+// StartWithQuota is Start with the member's database limited to quota
+// bytes (0: etcdmember.DefaultQuota).
+func StartWithQuota(t testing.TB, quota int64) *clientv3.Client {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "etcd") // short: the unix sockets live here
 	if err != nil {
@@ -23,7 +27,7 @@ func Start(t testing.TB) *clientv3.Client {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	m, err := etcdmember.Start(ctx, etcdmember.Config{Name: "test", Dir: dir})
+	m, err := etcdmember.Start(ctx, etcdmember.Config{Name: "test", Dir: dir, QuotaBytes: quota})
 	if err != nil {
 		t.Fatal(err)
 	}

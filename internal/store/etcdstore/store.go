@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -42,6 +43,9 @@ type Options struct {
 	// DefaultCommitTimeout): a write that gets no answer (etcd electing
 	// its leader) is tried again until then.
 	AttemptTimeout, CommitTimeout time.Duration
+	// SpaceEvery is how often a leader reads the members' sizes against
+	// their quota (default DefaultSpaceEvery; space.go).
+	SpaceEvery time.Duration
 	Logger                        *slog.Logger
 }
 
@@ -95,6 +99,7 @@ type Store struct {
 	fence    []clientv3.Cmp
 	failed   error // a write whose outcome is unknown, or the fence failed
 	snapping bool
+	space    atomic.Pointer[store.Space] // the leader's last reading (space.go)
 
 	tailStop context.CancelFunc
 	tailDone chan struct{}
@@ -152,6 +157,9 @@ func Open(ctx context.Context, cli *clientv3.Client, opt Options) (*Store, error
 	if opt.CommitTimeout == 0 {
 		opt.CommitTimeout = DefaultCommitTimeout
 	}
+	if opt.SpaceEvery == 0 {
+		opt.SpaceEvery = DefaultSpaceEvery
+	}
 	lg := opt.Logger
 	if lg == nil {
 		lg = slog.New(slog.DiscardHandler)
@@ -201,6 +209,8 @@ func (s *Store) Lead(ctx context.Context, fence *Fence) error {
 		s.torn = 0
 	}
 	s.fence, s.writer, s.failed = cmps, true, nil
+	s.wg.Add(1)
+	go s.watchSpace(s.ctx)
 	return nil
 }
 
