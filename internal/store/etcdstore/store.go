@@ -46,7 +46,7 @@ type Options struct {
 	// SpaceEvery is how often a leader reads the members' sizes against
 	// their quota (default DefaultSpaceEvery; space.go).
 	SpaceEvery time.Duration
-	Logger                        *slog.Logger
+	Logger     *slog.Logger
 }
 
 // Defaults.
