@@ -16,9 +16,11 @@
 //	P snap/<seq>/<chunk>   a snapshot: every live record at entry seq
 //	P snapshot             the snapshot pointer {seq, chunks, bytes, crc32c}
 //
-// The chunks of entry seq are written in order, one transaction each; the
-// last carries the flag chunkLast, and its write is the commit's atomic
-// point: an entry without its last chunk (the writer died in between) is
+// A commit's records are compressed with S2 before they are cut (task
+// records, JSON, take about a sixth of their size: TestCommitsAreCompressed),
+// and so is a snapshot's stream. The chunks of entry seq are written one
+// transaction each, those before the last in parallel; the last carries
+// the flag chunkLast, and its write is the commit's atomic point: an entry without its last chunk (the writer died in between) is
 // ignored by readers and deleted by the next leader (Lead). Each chunk's
 // transaction is guarded by the leader's Fence (its election key's create
 // revision) and by the chunk key being new, so a deposed leader can never

@@ -280,13 +280,16 @@ func (s *Store) readLogFrom(ctx context.Context, st *state, from uint64, rev int
 			// A gap: chunks before the last are written in parallel, so an
 			// interrupted commit may lack any of them; a complete entry
 			// never does.
-			if kv.Value[0] == chunkLast {
+			if last(kv.Value) {
 				return damaged("log entry %d: its last chunk %d follows %d chunk(s)", seq, i, len(chunks))
 			}
 			partial = true
 		}
 		chunks = append(chunks, kv.Value)
-		if kv.Value[0] == chunkLast {
+		if kv.Value[0]&^chunkFlags != 0 {
+			return damaged("log entry %d: chunk %d has flags %d", seq, i, kv.Value[0])
+		}
+		if last(kv.Value) {
 			if partial {
 				return damaged("log entry %d: its last chunk follows a gap", seq)
 			}
@@ -295,8 +298,6 @@ func (s *Store) readLogFrom(ctx context.Context, st *state, from uint64, rev int
 			}
 			expect++
 			cur, chunks = 0, nil
-		} else if kv.Value[0] != chunkMore {
-			return damaged("log entry %d: chunk %d has flag %d", seq, i, kv.Value[0])
 		}
 		return nil
 	})
@@ -319,16 +320,7 @@ var errStop = errors.New("stop")
 
 // applyEntry decodes one complete log entry into st.
 func (s *Store) applyEntry(st *state, seq uint64, chunks [][]byte) error {
-	i, n := 0, int64(0)
-	err := decodeChunks(func() ([]byte, error) {
-		if i == len(chunks) {
-			return nil, io.EOF
-		}
-		c := chunks[i]
-		i++
-		n += int64(len(c) - 1)
-		return c, nil
-	}, func(kind, key string, value []byte) error {
+	n, err := decodeEntry(chunks, func(kind, key string, value []byte) error {
 		st.apply(kind, key, value)
 		return nil
 	})
@@ -419,7 +411,7 @@ func (s *Store) watchOnce(ctx context.Context) (resync bool) {
 				pending[seq] = map[int][]byte{}
 			}
 			pending[seq][i] = ev.Kv.Value
-			if ev.Kv.Value[0] != chunkLast {
+			if !last(ev.Kv.Value) {
 				continue
 			}
 			// The last chunk is written after every other one succeeded.

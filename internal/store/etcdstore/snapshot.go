@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/klauspost/compress/s2"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/hetsched/hetsched/internal/store"
@@ -61,41 +62,31 @@ func (s *Store) snapshot(view map[string]map[string][]byte, seq uint64, logBytes
 		}
 		return resp, err
 	}
-	per := s.opt.ChunkBytes - 1
-	buf := make([]byte, 1, s.opt.ChunkBytes+store.MaxKeyLen+store.MaxKindLen+32)
 	p := pointer{Seq: seq}
-	flush := func(last bool) error {
-		for len(buf)-1 >= per || (last && len(buf) > 0) {
-			n := min(per, len(buf)-1)
-			c := make([]byte, 1+n)
-			copy(c[1:], buf[1:1+n])
-			c[0] = chunkMore
-			if last && n == len(buf)-1 {
-				c[0] = chunkLast
-			}
-			if _, err := put(s.keys.snapChunk(seq, p.Chunks), c); err != nil {
-				return err
-			}
-			p.CRC32C = crc32.Update(p.CRC32C, castagnoli, c[1:])
-			p.Bytes += int64(n)
-			p.Chunks++
-			buf = append(buf[:1], buf[1+n:]...)
-			if c[0] == chunkLast {
-				buf = buf[:0]
-			}
+	sink := &chunkSink{size: s.opt.ChunkBytes, flags: chunkS2, emit: func(c []byte) error {
+		if _, err := put(s.keys.snapChunk(seq, p.Chunks), c); err != nil {
+			return err
 		}
+		p.CRC32C = crc32.Update(p.CRC32C, castagnoli, c[1:])
+		p.Bytes += int64(len(c) - 1)
+		p.Chunks++
 		return nil
-	}
+	}}
+	zw := s2.NewWriter(sink, s2.WriterConcurrency(1))
+	var buf []byte
 	for _, kind := range slices.Sorted(maps.Keys(view)) {
 		m := view[kind]
 		for _, key := range slices.Sorted(maps.Keys(m)) {
-			buf = appendRecord(buf, store.Record{Kind: kind, Key: key, Value: m[key]})
-			if err := flush(false); err != nil {
+			buf = appendRecord(buf[:0], store.Record{Kind: kind, Key: key, Value: m[key]})
+			if _, err := zw.Write(buf); err != nil {
 				return err
 			}
 		}
 	}
-	if err := flush(true); err != nil {
+	if err := zw.Close(); err != nil {
+		return err
+	}
+	if err := sink.Close(); err != nil {
 		return err
 	}
 	pv, _ := json.Marshal(p)

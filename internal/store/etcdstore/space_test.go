@@ -1,9 +1,9 @@
 package etcdstore_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -25,7 +25,11 @@ func TestQuotaRefusesNewWork(t *testing.T) {
 	ctx := context.Background()
 	s := open(t, cli, "/quota/", etcdstore.Options{SpaceEvery: 20 * time.Millisecond, SnapshotMinBytes: 1 << 40})
 	lead(t, s, nil)
-	big := bytes.Repeat([]byte("q"), 256<<10)
+	big := make([]byte, 256<<10) // random: compression cannot shrink it
+	rng := rand.New(rand.NewPCG(3, 4))
+	for k := range big {
+		big[k] = byte(rng.Uint32())
+	}
 	deadline := time.Now().Add(time.Minute)
 	for i := 0; !s.Space().Low; i++ {
 		if time.Now().After(deadline) || i > 400 {

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/klauspost/compress/s2"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -89,6 +90,7 @@ type Store struct {
 
 	commitMu sync.Mutex // one Commit at a time: log entries are numbered
 	buf      []byte     // the encoding of the commit in progress
+	cbuf     []byte     // buf compressed (codec.go)
 
 	mu       sync.RWMutex
 	st       *state
@@ -274,7 +276,8 @@ func (s *Store) Commit(ctx context.Context, recs []store.Record) error {
 	for _, r := range recs {
 		s.buf = appendRecord(s.buf, r)
 	}
-	chunks := cut(s.buf, s.opt.ChunkBytes)
+	s.cbuf = s2.Encode(s.cbuf[:cap(s.cbuf)], s.buf)
+	chunks := cut(s.cbuf, s.opt.ChunkBytes, chunkS2)
 	// The chunks before the last go in parallel (nothing reads an entry
 	// without its last chunk); the last, the commit point, after them.
 	if err := s.writeChunks(ctx, fence, seq, chunks[:len(chunks)-1]); err != nil {
@@ -293,12 +296,12 @@ func (s *Store) Commit(ctx context.Context, recs []store.Record) error {
 		s.st.apply(r.Kind, r.Key, v)
 	}
 	s.st.seq = seq
-	s.st.logBytes += int64(len(s.buf))
+	s.st.logBytes += int64(len(s.cbuf))
 	s.rev = max(s.rev, rev)
 	s.maybeSnapshot()
 	s.mu.Unlock()
 	if cap(s.buf) > 16<<20 {
-		s.buf = nil
+		s.buf, s.cbuf = nil, nil
 	}
 	return nil
 }
