@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -15,6 +16,7 @@ import (
 	"github.com/hetsched/hetsched/internal/certs"
 	"github.com/hetsched/hetsched/internal/engine"
 	"github.com/hetsched/hetsched/internal/errs"
+	"github.com/hetsched/hetsched/internal/store/etcdstore"
 )
 
 // ServeHTTP serves a replicated server's API: the leader's own while it
@@ -50,17 +52,74 @@ func (r *replica) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			}
 			writeJSON(w, http.StatusOK, list)
 		}, RoleTenant, RoleAgent)(sw, req)
-	case req.Method == http.MethodGet && req.URL.Query().Get("stale") == "true" && staleTaskPath(req.URL.Path):
+	case req.Method == http.MethodGet && req.URL.Query().Get("stale") == "true" && stalePath(req.URL.Path, "/api/v1/tasks/"):
 		r.local.guard(r.staleTask, RoleTenant)(sw, req)
+	case req.Method == http.MethodGet && req.URL.Query().Get("stale") == "true" && stalePath(req.URL.Path, "/api/v1/jobs/"):
+		r.local.guard(r.staleJob, RoleTenant)(sw, req)
 	default:
 		r.proxy.serve(sw, req)
 	}
 }
 
-// staleTaskPath reports whether p is /api/v1/tasks/{id}.
-func staleTaskPath(p string) bool {
-	id, ok := strings.CutPrefix(p, "/api/v1/tasks/")
+// stalePath reports whether p is prefix{id}.
+func stalePath(p, prefix string) bool {
+	id, ok := strings.CutPrefix(p, prefix)
 	return ok && id != "" && !strings.Contains(id, "/")
+}
+
+// staleRecord reads task key from the copy (nil when it has none).
+func staleRecord(ctx context.Context, st *etcdstore.Store, key string) (*engine.TaskRecord, error) {
+	v, ok, err := st.Get(ctx, engine.KindTask, key)
+	if err != nil || !ok {
+		return nil, err
+	}
+	rec, err := engine.DecodeTaskRecord(key, v)
+	if err != nil {
+		return nil, errs.New(errs.Internal, "", "the stored record of task %q does not decode: %v", key, err)
+	}
+	return rec, nil
+}
+
+// staleJob is GET /api/v1/jobs/{id}?stale=true on a standby, as
+// staleTask.
+func (r *replica) staleJob(w http.ResponseWriter, req *http.Request) {
+	st := r.copy.Load()
+	if st == nil {
+		r.proxy.serve(w, req)
+		return
+	}
+	id := strings.TrimPrefix(req.URL.Path, "/api/v1/jobs/")
+	p := principalOf(w, req)
+	key := p.qualify(id)
+	v, ok, err := st.Get(req.Context(), engine.KindJob, key)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var j engine.JobRecord
+	if ok {
+		if err := json.Unmarshal(v, &j); err != nil {
+			writeError(w, errs.New(errs.Internal, "", "the stored record of job %q does not decode: %v", id, err))
+			return
+		}
+	}
+	if !ok || !p.sees(j.Tenant) {
+		writeError(w, errs.New(errs.NotFound, "id", "no job %q (in this standby's copy, revision %d; the leader may know it: ask without stale=true)", id, st.Revision()))
+		return
+	}
+	tasks := make([]*engine.TaskRecord, 0, len(j.TaskIDs))
+	for _, tid := range j.TaskIDs {
+		rec, err := staleRecord(req.Context(), st, tid)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		if rec != nil {
+			tasks = append(tasks, rec)
+		}
+	}
+	w.Header().Set("X-Hetsched-Stale", "revision="+strconv.FormatInt(st.Revision(), 10))
+	writeJSON(w, http.StatusOK, jobViewOf(p.scope(), &j, tasks, req.URL.Query().Get("tasks") != "false"))
 }
 
 // staleTask is GET /api/v1/tasks/{id}?stale=true on a standby: the task
@@ -75,17 +134,10 @@ func (r *replica) staleTask(w http.ResponseWriter, req *http.Request) {
 	}
 	id := strings.TrimPrefix(req.URL.Path, "/api/v1/tasks/")
 	p := principalOf(w, req)
-	v, ok, err := st.Get(req.Context(), engine.KindTask, p.qualify(id))
+	rec, err := staleRecord(req.Context(), st, p.qualify(id))
 	if err != nil {
 		writeError(w, err)
 		return
-	}
-	var rec *engine.TaskRecord
-	if ok {
-		if rec, err = engine.DecodeTaskRecord(p.qualify(id), v); err != nil {
-			writeError(w, errs.New(errs.Internal, "", "the stored record of task %q does not decode: %v", id, err))
-			return
-		}
 	}
 	if rec == nil || !p.sees(rec.Tenant) {
 		writeError(w, errs.New(errs.NotFound, "id", "no task %q (in this standby's copy, revision %d; the leader may know it: ask without stale=true)", id, st.Revision()))
