@@ -191,8 +191,11 @@ func TestFrozenLeaderIsFenced(t *testing.T) {
 	stop()
 	w.wg.Wait()
 	direct.Wait()
+	// The resumed server campaigns again, and may win a later term (its
+	// writes are then fenced by its new election key): what matters is
+	// that it stepped down (above) and that nothing acknowledged is lost.
 	if got := c.leader(30 * time.Second); got == l {
-		t.Errorf("the resumed server leads again")
+		t.Logf("note: %s leads again, in a new term", c.names[l])
 	}
 	w.check(t, listAll(t, c.client()))
 	t.Logf("%d writes acknowledged in all", w.count())
