@@ -23,7 +23,12 @@ func TestAgentsKeepTheirTasksThroughAFailover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: runs three servers and three agents")
 	}
-	c := startCluster(t, 3)
+	// Agents fence themselves after heartbeat-interval × missed-heartbeats
+	// without an acknowledged heartbeat: 20 s here, so that a slow etcd
+	// election on a loaded machine cannot make them kill what the new
+	// leader is to adopt (the default, 6 s, is longer than every failover
+	// measured but two: BENCHMARKS.md).
+	c := startCluster(t, 3, "--missed-heartbeats", "10")
 	c.leader(time.Minute)
 	servers := strings.Join(c.urls, ",")
 	for _, name := range []string{"a1", "a2", "a3"} {

@@ -338,11 +338,21 @@ func listAll(t *testing.T, c *cli.Client) map[string]string {
 		if cursor != "" {
 			path += "&cursor=" + cursor
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		_, err := c.Do(ctx, http.MethodGet, path, nil, &p)
-		cancel()
-		if err != nil {
-			t.Fatal(err)
+		// A leadership change (a later term) may be under way: a 503
+		// from a standby is tried again, for up to 30 s.
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			_, err := c.Do(ctx, http.MethodGet, path, nil, &p)
+			cancel()
+			if err == nil {
+				break
+			}
+			var ae *cli.APIError
+			if !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+				t.Fatal(err)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 		for _, task := range p.Tasks {
 			if _, dup := out[task.ID]; dup {
