@@ -195,7 +195,7 @@ func TestFrozenLeaderIsFenced(t *testing.T) {
 	// writes are then fenced by its new election key): what matters is
 	// that it stepped down (above) and that nothing acknowledged is lost.
 	if got := c.leader(30 * time.Second); got == l {
-		t.Logf("note: %s leads again, in a new term", c.names[l])
+		t.Logf("note: %s leads again, in a new term; the servers said:\n%s", c.names[l], c.logs())
 	}
 	w.check(t, listAll(t, c.client()))
 	t.Logf("%d writes acknowledged in all", w.count())
