@@ -22,7 +22,6 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -30,24 +29,20 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/hetsched/hetsched/internal/agentapi"
 	"github.com/hetsched/hetsched/internal/certs"
 	"github.com/hetsched/hetsched/internal/errs"
+	"github.com/hetsched/hetsched/internal/serverlist"
 )
 
 // client speaks the agent protocol to the control plane: one server, or
-// the servers of a replicated one (any of them answers: a standby passes
-// the agent's calls and its stream on to the leader). A server that
-// cannot be reached (the connection is refused or times out: the call
-// never left) is skipped for the next, and the one that answered is
-// asked first next time.
+// the servers of a replicated one, tried in turn as package serverlist
+// says.
 type client struct {
-	bases []string
-	cur   atomic.Int32 // the base that answered last
-	tls   *tls.Config  // to explain TLS failures
+	list  *serverlist.List
+	tls   *tls.Config // to explain TLS failures
 	token string
 	unary *http.Client // bounded calls
 	long  *http.Client // the assignment stream (no overall timeout)
@@ -58,7 +53,7 @@ type client struct {
 // servers (the CA to trust, the agent's certificate). Over TLS the calls
 // and the stream share HTTP/2 connections.
 func newClient(servers, token string, tc *tls.Config) (*client, error) {
-	c := &client{tls: tc, token: token}
+	var bases []string
 	for _, base := range strings.Split(servers, ",") {
 		base = strings.TrimSpace(base)
 		u, err := url.Parse(base)
@@ -68,7 +63,7 @@ func newClient(servers, token string, tc *tls.Config) (*client, error) {
 		if tc != nil && u.Scheme != "https" {
 			return nil, errs.Invalid("server", "--ca, --cert and --key need an https:// URL, got %q", base)
 		}
-		c.bases = append(c.bases, strings.TrimRight(base, "/"))
+		bases = append(bases, strings.TrimRight(base, "/"))
 	}
 	tr := &http.Transport{
 		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -79,38 +74,13 @@ func newClient(servers, token string, tc *tls.Config) (*client, error) {
 		MaxIdleConnsPerHost:   8,
 		IdleConnTimeout:       time.Minute,
 	}
-	c.unary = &http.Client{Transport: tr, Timeout: 30 * time.Second}
-	c.long = &http.Client{Transport: tr}
-	return c, nil
+	return &client{list: serverlist.New(bases), tls: tc, token: token,
+		unary: &http.Client{Transport: tr, Timeout: 30 * time.Second}, long: &http.Client{Transport: tr}}, nil
 }
 
-// send sends the request newReq makes for a server's base URL with hc,
-// trying each server in turn from the current one while the one tried
-// cannot be reached.
+// send sends the request newReq makes with hc to the servers in turn.
 func (c *client) send(hc *http.Client, newReq func(base string) (*http.Request, error)) (*http.Response, error) {
-	n, first := len(c.bases), int(c.cur.Load())
-	var msgs []string
-	for i := range n {
-		k := (first + i) % n
-		req, err := newReq(c.bases[k])
-		if err != nil {
-			return nil, err
-		}
-		resp, err := hc.Do(req)
-		if err == nil {
-			c.cur.Store(int32(k))
-			return resp, nil
-		}
-		var op *net.OpError
-		if n == 1 || !errors.As(err, &op) || op.Op != "dial" || req.Context().Err() != nil {
-			// The call may have reached it: not tried again here, but the
-			// next call starts with the next server.
-			c.cur.CompareAndSwap(int32(first), int32((k+1)%n))
-			return nil, c.explain(c.bases[k], err)
-		}
-		msgs = append(msgs, c.explain(c.bases[k], err).Error())
-	}
-	return nil, fmt.Errorf("no server answered: %s", strings.Join(msgs, "; "))
+	return c.list.Send(hc, newReq, c.explain)
 }
 
 // explain puts a TLS failure's cause and flag in front of it.

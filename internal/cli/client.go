@@ -9,32 +9,26 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/hetsched/hetsched/internal/certs"
+	"github.com/hetsched/hetsched/internal/serverlist"
 )
 
-// Client talks to the control plane: one server, or several (a
-// replicated control plane, where any server answers: a standby passes
-// requests on to the leader). A server that cannot be reached (its
-// connection is refused or times out, so the request never left) is
-// skipped for the next, and the one that answered is asked first next
-// time.
+// Client talks to the control plane: one server, or several, tried in
+// turn as package serverlist says.
 type Client struct {
 	// Server names the servers as given ("URL" or "URL1,URL2,...").
-	Server  string
-	Token   string
-	HTTP    *http.Client
-	tls     *tls.Config // NewTLSClient's, to explain TLS failures
-	servers []string
-	cur     *atomic.Int32 // the server that answered last (shared by copies)
+	Server string
+	Token  string
+	HTTP   *http.Client
+	tls    *tls.Config      // NewTLSClient's, to explain TLS failures
+	list   *serverlist.List // shared by copies
 }
 
 // NewClient returns a client with a request timeout; server is one URL
@@ -45,62 +39,32 @@ func NewClient(server, token string, timeout time.Duration) *Client {
 	// default 30, so that the next server is tried within the request's
 	// timeout.
 	tr.DialContext = (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext
-	c := &Client{Token: token, HTTP: &http.Client{Timeout: timeout, Transport: tr}, cur: new(atomic.Int32)}
+	var bases []string
 	for _, s := range strings.Split(server, ",") {
 		if s = strings.TrimRight(strings.TrimSpace(s), "/"); s != "" {
-			c.servers = append(c.servers, s)
+			bases = append(bases, s)
 		}
 	}
-	if len(c.servers) == 0 {
-		c.servers = []string{""}
+	if len(bases) == 0 {
+		bases = []string{""}
 	}
-	c.Server = strings.Join(c.servers, ",")
-	return c
+	return &Client{Server: strings.Join(bases, ","), Token: token, HTTP: &http.Client{Timeout: timeout, Transport: tr},
+		list: serverlist.New(bases)}
 }
 
 // dialTimeout bounds a connection attempt to one server.
 const dialTimeout = 3 * time.Second
 
 // Servers are the client's server URLs.
-func (c *Client) Servers() []string { return c.servers }
+func (c *Client) Servers() []string { return c.list.Bases() }
 
 // current is the server asked first.
-func (c *Client) current() string { return c.servers[int(c.cur.Load())%len(c.servers)] }
+func (c *Client) current() string { return c.list.Current() }
 
-// roundTrip sends the request newReq makes for a server's base URL with
-// hc, trying each server in turn from the current one while the one
-// tried cannot be reached.
+// roundTrip sends the request newReq makes with hc to the servers in turn
+// (serverlist.List.Send).
 func (c *Client) roundTrip(hc *http.Client, newReq func(base string) (*http.Request, error)) (*http.Response, error) {
-	n := len(c.servers)
-	first := int(c.cur.Load())
-	var errs []string
-	for i := range n {
-		k := (first + i) % n
-		req, err := newReq(c.servers[k])
-		if err != nil {
-			return nil, err
-		}
-		resp, err := hc.Do(req)
-		if err == nil {
-			c.cur.Store(int32(k))
-			return resp, nil
-		}
-		if n == 1 || !neverSent(err) || req.Context().Err() != nil {
-			// The request may have reached it: not tried again here, but
-			// the next request starts with the next server.
-			c.cur.CompareAndSwap(int32(first), int32((k+1)%n))
-			return nil, c.unreachableAt(c.servers[k], err)
-		}
-		errs = append(errs, c.unreachableAt(c.servers[k], err).Error())
-	}
-	return nil, fmt.Errorf("no server answered: %s", strings.Join(errs, "; "))
-}
-
-// neverSent reports whether err is a failure to connect: the request did
-// not reach the server, and another may take it.
-func neverSent(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
+	return c.list.Send(hc, newReq, c.unreachableAt)
 }
 
 // NewTLSClient is NewClient for an https:// server with tc (the CA to

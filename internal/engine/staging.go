@@ -111,30 +111,18 @@ func (e *Engine) stageOutput(now time.Time) {
 // refresh stages a new record of task id from the core's state, when
 // that state differs from the record's (a published record is copied only
 // then: recovery refreshes every task and most are unchanged).
-func (e *Engine) refresh(id string, now time.Time) {
-	old := e.current(id)
-	if old == nil {
-		return
-	}
-	v, ok := e.coreView(id, old)
-	if !ok || v.same(old) {
-		return
-	}
-
-	r := old
-	if e.staged.tasks[id] != old {
-		cp := *old
-		r = &cp
-	}
-	e.stage(r, v, id, now)
-}
+func (e *Engine) refresh(id string, now time.Time) { e.refreshKeeping(id, now, false) }
 
 // refreshRecovered is refresh for a record just restored: a difference
 // in the reason alone is left as it is. The core gives a restored waiting
 // task its class's reason at its first schedule pass, which follows;
 // staging the reason it has before that (none) would rewrite every
 // waiting task's record at every restart, and again at that pass.
-func (e *Engine) refreshRecovered(id string, now time.Time) {
+func (e *Engine) refreshRecovered(id string, now time.Time) { e.refreshKeeping(id, now, true) }
+
+// refreshKeeping stages a task whose core view differs from its record;
+// with keepReason a difference in the reason alone does not count.
+func (e *Engine) refreshKeeping(id string, now time.Time, keepReason bool) {
 	old := e.current(id)
 	if old == nil {
 		return
@@ -143,11 +131,15 @@ func (e *Engine) refreshRecovered(id string, now time.Time) {
 	if !ok || v.same(old) {
 		return
 	}
-	v.reason, v.cause = old.Reason, old.Cause
-	if v.same(old) {
+	if keepReason && v.sameButReason(old) {
 		return
 	}
-	e.refresh(id, now)
+	r := old
+	if e.staged.tasks[id] != old {
+		cp := *old
+		r = &cp
+	}
+	e.stage(r, v, id, now)
 }
 
 // stageState brings a new record up to date with the core and stages it.
@@ -190,6 +182,13 @@ func (e *Engine) coreView(id string, r *TaskRecord) (taskView, bool) {
 func (v taskView) same(r *TaskRecord) bool {
 	return r.State == v.state && r.Node == v.s.Node && r.Chosen == v.s.Chosen && r.Attempt == v.s.Attempt && r.Failures == v.s.Failures &&
 		r.Reason == v.reason && sameCause(r.Cause, v.cause) && slices.Equal(r.Devices, v.s.Devices)
+}
+
+// sameButReason is same with r's reason taken as the view's (v is a
+// copy).
+func (v taskView) sameButReason(r *TaskRecord) bool {
+	v.reason, v.cause = r.Reason, r.Cause
+	return v.same(r)
 }
 
 func sameCause(a, b *string) bool { return a == b || a != nil && b != nil && *a == *b }

@@ -289,27 +289,22 @@ func (c *cluster) waitReady(i int, d time.Duration) {
 }
 
 // submit POSTs a task with id until an answer says it is stored (201, or
-// 409 for a retry of a submission whose answer was lost), within d.
+// 409 for a retry of a submission whose answer was lost).
 func submit(ctx context.Context, c *cli.Client, id string) error {
-	body := []byte(`{"id":"` + id + `","priority":2,"resources":{"cpu":"1"}}`)
-	for ctx.Err() == nil {
-		code, err := c.Do(ctx, http.MethodPost, "/api/v1/tasks", body, nil)
-		if err == nil || code == http.StatusConflict {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return ctx.Err()
+	return untilStored(ctx, c, http.MethodPost, "/api/v1/tasks", []byte(`{"id":"`+id+`","priority":2,"resources":{"cpu":"1"}}`))
 }
 
-// cancel DELETEs task id until an answer says it is cancelled (200, or
-// 409 for a retry of a cancel whose answer was lost).
+// cancelTask DELETEs task id until an answer says it is cancelled (200,
+// or 409 for a retry of a cancel whose answer was lost).
 func cancelTask(ctx context.Context, c *cli.Client, id string) error {
+	return untilStored(ctx, c, http.MethodDelete, "/api/v1/tasks/"+id, nil)
+}
+
+// untilStored sends the request again, every 50 ms, until it succeeds or
+// is refused as done already (409), or ctx ends.
+func untilStored(ctx context.Context, c *cli.Client, method, path string, body []byte) error {
 	for ctx.Err() == nil {
-		code, err := c.Do(ctx, http.MethodDelete, "/api/v1/tasks/"+id, nil, nil)
+		code, err := c.Do(ctx, method, path, body, nil)
 		if err == nil || code == http.StatusConflict {
 			return nil
 		}

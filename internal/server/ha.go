@@ -147,13 +147,8 @@ func runReplicated(ctx context.Context, out io.Writer, p *prepared) error {
 		return err
 	}
 	defer cli.Close() // before the member stops
-	ln, err := net.Listen("tcp", opt.Listen)
+	ln, side, err := p.listen(ctx)
 	if err != nil {
-		return errs.Wrap(errs.Unavailable, "listen", err)
-	}
-	side, err := p.serveSideListeners(ctx)
-	if err != nil {
-		ln.Close()
 		return err
 	}
 	r, err := newReplica(p, cli, ln)

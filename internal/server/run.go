@@ -234,13 +234,8 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	}
 	defer eng.Close()
 	p.m.Leader.Set(1)
-	ln, err := net.Listen("tcp", opt.Listen)
+	ln, side, err := p.listen(ctx)
 	if err != nil {
-		return errs.Wrap(errs.Unavailable, "listen", err)
-	}
-	side, err := p.serveSideListeners(ctx)
-	if err != nil {
-		ln.Close()
 		return err
 	}
 	handler := p.newHandler(eng, ln.Addr().String())
@@ -418,6 +413,21 @@ func (p *prepared) newHandler(eng *engine.Engine, addr string) *Server {
 
 // sideAddrs are the side listeners' addresses (nil when not served).
 type sideAddrs struct{ pprof, metrics net.Addr }
+
+// listen opens the API's listener and serves the side listeners until
+// ctx ends.
+func (p *prepared) listen(ctx context.Context) (net.Listener, sideAddrs, error) {
+	ln, err := net.Listen("tcp", p.opt.Listen)
+	if err != nil {
+		return nil, sideAddrs{}, errs.Wrap(errs.Unavailable, "listen", err)
+	}
+	side, err := p.serveSideListeners(ctx)
+	if err != nil {
+		ln.Close()
+		return nil, sideAddrs{}, err
+	}
+	return ln, side, nil
+}
 
 // serveSideListeners serves --pprof and --metrics-listen until ctx ends.
 func (p *prepared) serveSideListeners(ctx context.Context) (sideAddrs, error) {

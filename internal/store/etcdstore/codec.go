@@ -31,9 +31,9 @@ const (
 // end, are the stream compressed with S2 (klauspost/compress/s2): one S2
 // block for a log entry, the framed S2 stream (with its checksums) for a
 // snapshot. Task records are JSON: S2 makes what etcd replicates, stores
-// and keeps in its raft log several times smaller, for about a
-// millisecond of CPU a megabyte. Entries without chunkS2 (none are
-// written now) are read as they are.
+// and keeps in its raft log about six times smaller (6.1× for 5,000
+// task-like records in TestCommitsAreCompressed). Entries without chunkS2
+// (none are written now) are read as they are.
 const (
 	chunkMore  byte = 0
 	chunkLast  byte = 1 << 0

@@ -37,7 +37,7 @@ func (k keyspace) entry(seq uint64) (lo, hi string) {
 	return p, p[:len(p)-1] + "0"
 }
 
-// logBefore is the key range of the log entries up to seq.
+// logThrough is the key range of the log entries up to seq.
 func (k keyspace) logThrough(seq uint64) (lo, hi string) {
 	return k.logPrefix(), fmt.Sprintf("%slog/%016x/", k.prefix, seq+1)
 }
@@ -234,9 +234,7 @@ func (s *Store) pagesOnce(ctx context.Context, lo *string, hi string, rev int64,
 	return resp.Header.Revision, nil
 }
 
-func isDamage(err error) bool {
-	return err != nil && strings.Contains(err.Error(), "etcd store:")
-}
+func isDamage(err error) bool { return errors.Is(err, errStoreDamaged) }
 
 // readLogFrom applies the complete log entries from entry from on (at
 // rev; 0: now) to st. gap reports that the log does not start at from (a

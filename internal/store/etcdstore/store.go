@@ -517,7 +517,11 @@ func unavailable(what string, err error) error {
 	return errs.New(errs.Unavailable, "", "etcd %s: %v", what, err)
 }
 
-// errDamagedStore wraps what read finds inconsistent.
+// errStoreDamaged marks what read finds inconsistent in etcd (Internal:
+// nothing a client can do).
+var errStoreDamaged = errors.New("etcd store")
+
+// damaged is an inconsistency read found.
 func damaged(format string, args ...any) error {
-	return errs.New(errs.Internal, "", "etcd store: %s", fmt.Sprintf(format, args...))
+	return errs.Wrap(errs.Internal, "", fmt.Errorf("%w: %s", errStoreDamaged, fmt.Sprintf(format, args...)))
 }
