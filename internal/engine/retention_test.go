@@ -130,7 +130,9 @@ func TestRetentionByCount(t *testing.T) {
 	}
 }
 
-// taskCountingStore counts the task records committed through it.
+// taskCountingStore counts the task records committed through it, but
+// the new task "after" (its own steps commit it once or twice, as its
+// reason arrives).
 type taskCountingStore struct {
 	store.Store
 	mu    sync.Mutex
@@ -140,7 +142,7 @@ type taskCountingStore struct {
 func (c *taskCountingStore) Commit(ctx context.Context, recs []store.Record) error {
 	c.mu.Lock()
 	for _, r := range recs {
-		if r.Kind == KindTask {
+		if r.Kind == KindTask && r.Key != "after" { // the restored tasks only
 			c.tasks++
 		}
 	}
@@ -178,8 +180,8 @@ func TestRestartRewritesNoWaitingTask(t *testing.T) {
 	cs.mu.Lock()
 	n := cs.tasks
 	cs.mu.Unlock()
-	if n != 1 {
-		t.Errorf("the restart and a submission committed %d task records, want 1 (the new task)", n)
+	if n != 0 {
+		t.Errorf("the restart and a step committed %d of the restored waiting tasks' records, want none", n)
 	}
 	if got, _ := e.Task("p7"); got.Reason != want.Reason || got.Reason == "" {
 		t.Errorf("p7's reason after the restart: %q, before: %q", got.Reason, want.Reason)
