@@ -148,13 +148,14 @@ func (e *Engine) encodeNodes(b *commitBatch) error {
 }
 
 // encodeEvents decides the batch's events (every node change, every task
-// whose state or node changes, every job whose state changes) and appends
+// whose state or node changes, every waiting task whose reason for waiting
+// changes, every job whose state changes) and appends
 // the store's event high-water mark when there are any.
 func (e *Engine) encodeEvents(b *commitBatch, now time.Time) {
 	n := len(e.staged.nodes)
 	for id, r := range e.staged.tasks {
 		old := e.tasks[id]
-		ev := old == nil || old.State != r.State || old.Node != r.Node
+		ev := old == nil || old.State != r.State || old.Node != r.Node || r.State == "pending" && old.Reason != r.Reason
 		if ev {
 			n++
 		}

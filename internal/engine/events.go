@@ -73,6 +73,14 @@ func (l *eventLog) end(started uint64) {
 	l.mu.Unlock()
 }
 
+// LatestEvent is the seq of the latest event (0: none yet): Events from
+// it returns what happens next, without waiting for it as FromNow does.
+func (e *Engine) LatestEvent() uint64 {
+	e.events.mu.Lock()
+	defer e.events.mu.Unlock()
+	return e.events.next - 1
+}
+
 // FromNow, as Events' since, means "events from now on".
 const FromNow = ^uint64(0)
 

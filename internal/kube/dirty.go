@@ -1,0 +1,73 @@
+package kube
+
+import (
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+// dirtySet collects the pods and nodes that changed since the reconcile
+// loop last looked, by key; a key changed many times is reconciled once.
+type dirtySet struct {
+	mu     sync.Mutex
+	pods   map[string]struct{}
+	nodes  map[string]struct{}
+	notify chan struct{} // one buffered wake-up
+}
+
+func newDirtySet() dirtySet {
+	return dirtySet{pods: map[string]struct{}{}, nodes: map[string]struct{}{}, notify: make(chan struct{}, 1)}
+}
+
+func objectKey(o any) (string, bool) {
+	if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		return d.Key, true
+	}
+	k, err := cache.MetaNamespaceKeyFunc(o)
+	return k, err == nil
+}
+
+func (d *dirtySet) addPod(o any) {
+	if k, ok := objectKey(o); ok {
+		d.add(d.pods, k)
+	}
+}
+
+func (d *dirtySet) addNode(o any) {
+	if n, ok := o.(*corev1.Node); ok {
+		d.add(d.nodes, n.Name)
+		return
+	}
+	if k, ok := objectKey(o); ok {
+		d.add(d.nodes, k)
+	}
+}
+
+// addPodKey marks a pod by its namespace/name.
+func (d *dirtySet) addPodKey(k string) { d.add(d.pods, k) }
+
+func (d *dirtySet) add(m map[string]struct{}, k string) {
+	d.mu.Lock()
+	m[k] = struct{}{}
+	d.mu.Unlock()
+	select {
+	case d.notify <- struct{}{}:
+	default:
+	}
+}
+
+// take returns what changed and starts afresh.
+func (d *dirtySet) take() (pods, nodes []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for k := range d.nodes {
+		nodes = append(nodes, k)
+	}
+	for k := range d.pods {
+		pods = append(pods, k)
+	}
+	clear(d.pods)
+	clear(d.nodes)
+	return pods, nodes
+}

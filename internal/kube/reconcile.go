@@ -1,0 +1,485 @@
+package kube
+
+import (
+	"context"
+	"reflect"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/core"
+	"github.com/hetsched/hetsched/internal/engine"
+	"github.com/hetsched/hetsched/internal/resource"
+)
+
+// reconcileLoop brings the engine in line with the informers' view of the
+// cluster, one batch of changed keys at a time: nodes first (pods need
+// them), then pods: ended ones leave, running ones are adopted, waiting
+// ones are submitted, each kind in one engine command.
+func (s *Scheduler) reconcileLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.dirty.notify:
+		}
+		pods, nodes := s.dirty.take()
+		if err := s.reconcileNodes(ctx, nodes); err != nil && ctx.Err() == nil {
+			s.log.Warn("could not update nodes; trying again", "err", err)
+			s.retryLater(ctx, nil, nodes)
+		}
+		s.reconcilePods(ctx, pods)
+	}
+}
+
+// retryLater marks keys dirty again after a pause.
+func (s *Scheduler) retryLater(ctx context.Context, pods, nodes []string) {
+	go func() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+		for _, k := range pods {
+			s.dirty.addPodKey(k)
+		}
+		for _, n := range nodes {
+			s.dirty.add(s.dirty.nodes, n)
+		}
+	}()
+}
+
+// reconcileNodes sends the changed nodes to the engine and removes the
+// deleted ones.
+func (s *Scheduler) reconcileNodes(ctx context.Context, names []string) error {
+	var up []api.Node
+	var gone []string
+	for _, name := range names {
+		n, err := s.nodeLst.Get(name)
+		if apierrors.IsNotFound(err) {
+			if _, ok := s.sent[name]; ok {
+				gone = append(gone, name)
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		hn, dropped := s.nodes.node(n)
+		if len(dropped) > 0 {
+			s.log.Debug("node: not carried over", "node", name, "what", dropped)
+		}
+		if err := hn.Validate(); err != nil {
+			s.log.Warn("node cannot be scheduled onto", "node", name, "err", err)
+			continue
+		}
+		if old, ok := s.sent[name]; ok && reflect.DeepEqual(old, hn) {
+			continue
+		}
+		up = append(up, hn)
+	}
+	for len(up) > 0 {
+		batch := up[:min(len(up), 1000)]
+		up = up[len(batch):]
+		if _, err := s.eng.UpsertNodes(ctx, batch); err != nil {
+			return err
+		}
+		for _, n := range batch {
+			s.sent[n.Name] = n
+		}
+	}
+	for _, name := range gone {
+		if _, err := s.eng.ReleaseNode(ctx, name); err != nil {
+			return err
+		}
+		delete(s.sent, name)
+	}
+	return nil
+}
+
+// podBatch is what one pass over changed pods asks of the engine.
+type podBatch struct {
+	end     []endTask // tasks to end (pods finished or deleted)
+	adopt   []engine.Adoption
+	submit  []api.Task
+	jobs    []api.Job
+	invalid []*podState // pods whose spec cannot be a task now
+}
+
+// endTask ends a task whose pod finished (exit code) or went away.
+type endTask struct {
+	id       string
+	finished bool
+	code     int
+}
+
+// reconcilePods brings changed pods' tasks up to date.
+func (s *Scheduler) reconcilePods(ctx context.Context, keys []string) {
+	var b podBatch
+	s.mu.Lock()
+	for _, key := range keys {
+		s.planPod(key, &b)
+	}
+	s.mu.Unlock()
+	s.apply(ctx, &b)
+}
+
+// planPod decides, under mu, what one pod's change asks of the engine;
+// it registers new task ids before they are submitted, so that their
+// first decision finds its pod.
+func (s *Scheduler) planPod(key string, b *podBatch) {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return
+	}
+	pod, err := s.podLst.Pods(ns).Get(name)
+	exists := err == nil
+	st := s.byUID[s.byKey[key]]
+	if st != nil && (!exists || pod.UID != st.uid) {
+		// Deleted, or replaced by a new pod of the same name.
+		s.endPod(st, b, false, 0)
+		st = nil
+	}
+	if !exists {
+		return
+	}
+	switch {
+	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
+		if st != nil {
+			s.endPod(st, b, true, exitCode(pod))
+		}
+	case pod.Spec.NodeName != "":
+		if st == nil {
+			st = s.track(pod)
+		}
+		if st.bound || st.binding {
+			return
+		}
+		// Bound by someone else (another scheduler, or this one before a
+		// restart): count it where it runs.
+		if st.task != "" {
+			s.untrackTask(st, b, false, 0)
+		}
+		st.bound, st.node = true, pod.Spec.NodeName
+		id := s.newTaskID(st)
+		b.adopt = append(b.adopt, engine.Adoption{Task: s.adoptedTask(pod, id), Node: pod.Spec.NodeName, Devices: adoptedDevices(pod, s.cfg.SchedulerName)})
+	case pod.Spec.SchedulerName != s.cfg.SchedulerName || pod.DeletionTimestamp != nil:
+		// Not this scheduler's to place, or on its way out.
+	default:
+		if st == nil {
+			st = s.track(pod)
+		}
+		if st.task != "" || st.binding || st.gang != "" && s.gangWaiting(st) {
+			return
+		}
+		s.planWaiting(pod, st, b)
+	}
+}
+
+// planWaiting submits a waiting pod's task, or adds it to its gang.
+func (s *Scheduler) planWaiting(pod *corev1.Pod, st *podState, b *podBatch) {
+	gang, minMember, timeout, err := gangOf(pod, nil)
+	if err != nil {
+		st.invalid = err.Error()
+		b.invalid = append(b.invalid, st)
+		return
+	}
+	t, err := s.pods.task(pod, "")
+	if err != nil {
+		st.invalid = err.Error()
+		b.invalid = append(b.invalid, st)
+		return
+	}
+	st.invalid = ""
+	if gang == "" || minMember <= 1 {
+		t.ID = s.newTaskID(st)
+		b.submit = append(b.submit, t)
+		return
+	}
+	g := s.gangs[gang]
+	if g == nil {
+		g = &gangState{min: minMember, timeout: timeout}
+		s.gangs[gang] = g
+	}
+	st.gang = gang
+	if g.jobs > 0 {
+		// The gang was placed: later members go alone.
+		t.ID = s.newTaskID(st)
+		b.submit = append(b.submit, t)
+		return
+	}
+	g.waiting = append(g.waiting, st.uid)
+	if len(g.waiting) < g.min {
+		return
+	}
+	g.jobs++
+	job := api.Job{ID: gangJobID(gang, g.jobs), Gang: &api.Gang{MinMember: g.min, Timeout: api.Duration(g.timeout)}, FailurePolicy: api.Continue}
+	for _, uid := range g.waiting {
+		m := s.byUID[uid]
+		mp, err := s.podLst.Pods(pod.Namespace).Get(podName(m.key))
+		if err != nil || mp.UID != uid {
+			continue
+		}
+		mt, err := s.pods.task(mp, string(uid))
+		if err != nil {
+			continue
+		}
+		mt.Priority = t.Priority // a gang waits at one tier: its first member's
+		job.Tasks = append(job.Tasks, mt)
+		m.n++
+		m.task = engine.JobTaskID(job.ID, mt.ID)
+		s.tasks[m.task] = uid
+	}
+	g.waiting = nil
+	if len(job.Tasks) < g.min {
+		// Members went away while the gang gathered: gather again.
+		for _, mt := range job.Tasks {
+			m := s.byUID[types.UID(mt.ID)]
+			delete(s.tasks, m.task)
+			m.task = ""
+			g.waiting = append(g.waiting, m.uid)
+		}
+		g.jobs--
+		return
+	}
+	b.jobs = append(b.jobs, job)
+}
+
+// gangWaiting reports whether st waits in its gang for more members.
+func (s *Scheduler) gangWaiting(st *podState) bool {
+	g := s.gangs[st.gang]
+	if g == nil {
+		return false
+	}
+	for _, uid := range g.waiting {
+		if uid == st.uid {
+			return true
+		}
+	}
+	return false
+}
+
+func gangJobID(gang string, n int) string {
+	id := "gang-" + gang
+	for i := 0; i < len(id); i++ {
+		if id[i] == '/' {
+			id = id[:i] + "." + id[i+1:]
+		}
+	}
+	return id + "-" + strconv.Itoa(n)
+}
+
+func podName(key string) string {
+	_, name, _ := cache.SplitMetaNamespaceKey(key)
+	return name
+}
+
+// track starts tracking a pod.
+func (s *Scheduler) track(pod *corev1.Pod) *podState {
+	key := pod.Namespace + "/" + pod.Name
+	st := &podState{uid: pod.UID, key: key}
+	s.byUID[pod.UID] = st
+	s.byKey[key] = pod.UID
+	return st
+}
+
+// newTaskID registers the pod's next task id.
+func (s *Scheduler) newTaskID(st *podState) string {
+	st.n++
+	id := string(st.uid)
+	if st.n > 1 {
+		id += "-" + strconv.Itoa(st.n)
+	}
+	st.task = id
+	s.tasks[id] = st.uid
+	return id
+}
+
+// endPod stops tracking a pod that finished or went away, ending its task.
+func (s *Scheduler) endPod(st *podState, b *podBatch, finished bool, code int) {
+	if st.task != "" {
+		s.untrackTask(st, b, finished, code)
+	}
+	if g := s.gangs[st.gang]; g != nil {
+		for i, uid := range g.waiting {
+			if uid == st.uid {
+				g.waiting = append(g.waiting[:i], g.waiting[i+1:]...)
+				break
+			}
+		}
+	}
+	delete(s.byUID, st.uid)
+	if s.byKey[st.key] == st.uid {
+		delete(s.byKey, st.key)
+	}
+}
+
+// untrackTask ends st's task: its events are not decisions any more.
+func (s *Scheduler) untrackTask(st *podState, b *podBatch, finished bool, code int) {
+	delete(s.tasks, st.task)
+	b.end = append(b.end, endTask{id: st.task, finished: finished, code: code})
+	st.task = ""
+}
+
+// exitCode is a finished pod's exit code: its first failed container's,
+// 1 when a failed pod has none, else 0.
+func exitCode(pod *corev1.Pod) int {
+	if pod.Status.Phase != corev1.PodFailed {
+		return 0
+	}
+	for _, c := range pod.Status.ContainerStatuses {
+		if t := c.State.Terminated; t != nil && t.ExitCode != 0 {
+			return int(t.ExitCode)
+		}
+	}
+	return 1
+}
+
+// adoptedTask is the task that counts a running pod: its request,
+// pinned to its node, taking any taint; a pod of another scheduler is not
+// preemptible (hetsched does not evict what it did not place).
+func (s *Scheduler) adoptedTask(pod *corev1.Pod, id string) api.Task {
+	t := api.Task{
+		ID: id, Lease: api.NoExpiry, Requeue: boolPtr(false), Tolerations: []string{"*"},
+		Metadata: map[string]string{metaNamespace: pod.Namespace, metaPod: pod.Name},
+	}
+	if len(pod.Namespace)+len(pod.Name)+1 <= 253 {
+		t.Name = pod.Namespace + "/" + pod.Name
+	}
+	if len(pod.Spec.NodeName) <= 63 && api.ValidateLabelValue(pod.Spec.NodeName) == nil {
+		t.NodeSelector = map[string]string{api.NodeNameLabel: pod.Spec.NodeName}
+	}
+	if req, err := podRequest(pod); err == nil {
+		t.Resources = req
+	} else {
+		t.Resources = resource.List{PodsResource: 1000}
+	}
+	prio, err := s.pods.priority(pod)
+	if err != nil {
+		prio = api.PriorityMedium
+	}
+	t.Priority = &prio
+	if pod.Spec.SchedulerName != s.cfg.SchedulerName {
+		t.Preemptible = boolPtr(false)
+		return t
+	}
+	if v, err := strconv.ParseBool(pod.Annotations[AnnotationPreemptible]); err == nil {
+		t.Preemptible = &v
+	}
+	if q := pod.Labels[LabelQueue]; q != "" {
+		for _, known := range s.eng.Queues("") {
+			if known.Name == q {
+				t.Queue = q
+			}
+		}
+	}
+	return t
+}
+
+// adoptedDevices are the devices a running pod holds: what hetsched's
+// annotation says for its own pods, any free ones for the others'.
+func adoptedDevices(pod *corev1.Pod, scheduler string) []api.DeviceRef {
+	if pod.Spec.SchedulerName != scheduler {
+		return nil
+	}
+	return parseDevices(pod.Annotations[AnnotationDevices])
+}
+
+// apply carries out a batch: ends first (they free capacity), then
+// adoptions, then new work.
+func (s *Scheduler) apply(ctx context.Context, b *podBatch) {
+	parallel(64, len(b.end), func(i int) {
+		e := b.end[i]
+		var err error
+		if e.finished {
+			err = s.eng.Finished(ctx, e.id, core.Result{ExitCode: e.code})
+		}
+		if !e.finished || err != nil {
+			err = s.eng.Cancel(ctx, e.id)
+		}
+		if err != nil && ctx.Err() == nil {
+			s.log.Debug("ending task", "task", e.id, "err", err)
+		}
+	})
+	for len(b.adopt) > 0 {
+		batch := b.adopt[:min(len(b.adopt), 4096)]
+		b.adopt = b.adopt[len(batch):]
+		errs, err := s.eng.Adopt(ctx, "", batch)
+		for i := range batch {
+			if err == nil {
+				err = errs[i]
+			}
+			if err != nil && ctx.Err() == nil {
+				s.log.Warn("could not count a running pod", "pod", batch[i].Task.Name, "node", batch[i].Node, "err", err)
+			}
+		}
+	}
+	for len(b.submit) > 0 {
+		batch := b.submit[:min(len(b.submit), 4096)]
+		b.submit = b.submit[len(batch):]
+		_, errs, err := s.eng.Submit(ctx, "", batch)
+		for i := range batch {
+			e := err
+			if e == nil {
+				e = errs[i]
+			}
+			if e != nil {
+				s.submitFailed(ctx, batch[i].ID, e)
+			}
+		}
+	}
+	for _, j := range b.jobs {
+		if _, err := s.eng.SubmitJob(ctx, "", j); err != nil {
+			for _, t := range j.Tasks {
+				s.submitFailed(ctx, engine.JobTaskID(j.ID, t.ID), err)
+			}
+		}
+	}
+	for _, st := range b.invalid {
+		s.reportInvalid(st)
+	}
+}
+
+// submitFailed unregisters a task the engine refused and reports why.
+func (s *Scheduler) submitFailed(ctx context.Context, id string, err error) {
+	s.mu.Lock()
+	st := s.byUID[s.tasks[id]]
+	delete(s.tasks, id)
+	if st != nil && st.task == id {
+		st.task = ""
+		st.invalid = err.Error()
+	}
+	s.mu.Unlock()
+	if st != nil && ctx.Err() == nil {
+		s.reportInvalid(st)
+	}
+}
+
+// parallel runs fn(0..n-1) on up to k goroutines.
+func parallel(k, n int, fn func(i int)) {
+	if n == 0 {
+		return
+	}
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(k, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				fn(i)
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+}

@@ -1,0 +1,231 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	schedlisters "k8s.io/client-go/listers/scheduling/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/engine"
+)
+
+// DefaultSchedulerName is the schedulerName of the pods hetsched places.
+const DefaultSchedulerName = "hetsched"
+
+// Config configures a Scheduler.
+type Config struct {
+	// Client talks to the API server (its QPS and burst are the caller's).
+	Client kubernetes.Interface
+	// Engine is the engine that decides; the Scheduler is its only front
+	// end for writes (it owns the engine's nodes and tasks).
+	Engine *engine.Engine
+	// SchedulerName selects the pods to place (default "hetsched").
+	SchedulerName string
+	// Tiers maps pod priorities to tiers (default DefaultPriorityTiers).
+	Tiers *PriorityTiers
+	// DeviceResources are the extended resources counted as devices
+	// (default DefaultDeviceResources).
+	DeviceResources []string
+	// BindWorkers is how many Bindings are in flight at once (default 32).
+	BindWorkers int
+	// RequestTimeout bounds every API call (default 10s).
+	RequestTimeout time.Duration
+	Logger         *slog.Logger
+}
+
+// Scheduler is the Kubernetes front end: it mirrors Nodes and Pods into
+// the engine and carries the engine's decisions back to the cluster. See
+// the package doc.
+type Scheduler struct {
+	cfg      Config
+	log      *slog.Logger
+	eng      *engine.Engine
+	client   kubernetes.Interface
+	nodes    nodeTranslator
+	pods     podTranslator
+	factory  informers.SharedInformerFactory
+	podLst   corelisters.PodLister
+	nodeLst  corelisters.NodeLister
+	classLst schedlisters.PriorityClassLister
+	recorder events.EventRecorder
+	bcast    events.EventBroadcaster
+
+	dirty dirtySet // pods and nodes to reconcile (its own lock)
+	binds chan bindRequest
+
+	mu    sync.Mutex // guards the fields below
+	byUID map[types.UID]*podState
+	byKey map[string]types.UID // namespace/name -> uid of the pod tracked under it
+	tasks map[string]types.UID // task id -> pod
+	gangs map[string]*gangState
+	sent  map[string]api.Node // the node as last sent to the engine
+}
+
+// podState is what the Scheduler tracks of one pod.
+type podState struct {
+	uid  types.UID
+	key  string // namespace/name
+	task string // the task standing for it now ("" while it has none)
+	// n counts the tasks the pod has had, for fresh ids.
+	n int
+	// bound: the pod runs on node (bound by this Scheduler, or adopted).
+	bound bool
+	node  string
+	// binding: a Binding for task is in flight.
+	binding bool
+	// ending: the Scheduler ends the task itself (the pod finished or was
+	// deleted), so its end is not a decision to carry out.
+	ending bool
+	// evicting: an eviction for the pod was asked for.
+	evicting bool
+	// invalid is why the pod cannot be a task (its spec), reported once.
+	invalid string
+	// reported is the last unschedulable reason reported, and when.
+	reported   string
+	reportedAt time.Time
+	gang       string
+}
+
+// gangState collects a gang's pods until min of them wait.
+type gangState struct {
+	min     int
+	timeout time.Duration
+	waiting []types.UID // members not submitted yet
+	jobs    int         // jobs submitted for this gang so far
+}
+
+// New makes a Scheduler; Run starts it.
+func New(cfg Config) (*Scheduler, error) {
+	if cfg.Client == nil || cfg.Engine == nil {
+		return nil, errors.New("kube: a client and an engine are required")
+	}
+	if cfg.SchedulerName == "" {
+		cfg.SchedulerName = DefaultSchedulerName
+	}
+	if cfg.Tiers == nil {
+		t := DefaultPriorityTiers
+		cfg.Tiers = &t
+	}
+	if cfg.DeviceResources == nil {
+		cfg.DeviceResources = DefaultDeviceResources
+	}
+	if cfg.BindWorkers <= 0 {
+		cfg.BindWorkers = 32
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Scheduler{
+		cfg: cfg, log: cfg.Logger, eng: cfg.Engine, client: cfg.Client,
+		nodes: newNodeTranslator(cfg.DeviceResources),
+		dirty: newDirtySet(),
+		binds: make(chan bindRequest, 4096),
+		byUID: map[types.UID]*podState{}, byKey: map[string]types.UID{}, tasks: map[string]types.UID{},
+		gangs: map[string]*gangState{}, sent: map[string]api.Node{},
+	}
+	s.factory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithTransform(stripManagedFields))
+	s.podLst = s.factory.Core().V1().Pods().Lister()
+	s.nodeLst = s.factory.Core().V1().Nodes().Lister()
+	s.classLst = s.factory.Scheduling().V1().PriorityClasses().Lister()
+	s.pods = podTranslator{tiers: *cfg.Tiers, classPriority: s.classPriority}
+	return s, nil
+}
+
+// Run mirrors the cluster into the engine and carries decisions back
+// until ctx ends. It returns once its goroutines have stopped.
+func (s *Scheduler) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s.bcast = events.NewBroadcaster(&events.EventSinkImpl{Interface: s.client.EventsV1()})
+	s.recorder = s.bcast.NewRecorder(scheme.Scheme, "hetsched")
+	s.bcast.StartRecordingToSink(ctx.Done())
+	defer s.bcast.Shutdown()
+
+	podInf := s.factory.Core().V1().Pods().Informer()
+	nodeInf := s.factory.Core().V1().Nodes().Informer()
+	s.factory.Scheduling().V1().PriorityClasses().Informer()
+	if _, err := podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { s.dirty.addPod(o) },
+		UpdateFunc: func(_, o any) { s.dirty.addPod(o) },
+		DeleteFunc: func(o any) { s.dirty.addPod(o) },
+	}); err != nil {
+		return err
+	}
+	if _, err := nodeInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { s.dirty.addNode(o) },
+		UpdateFunc: func(_, o any) { s.dirty.addNode(o) },
+		DeleteFunc: func(o any) { s.dirty.addNode(o) },
+	}); err != nil {
+		return err
+	}
+	s.factory.Start(ctx.Done())
+	defer s.factory.Shutdown()
+	for typ, ok := range s.factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("kube: the %v informer did not sync", typ)
+		}
+	}
+	s.log.Info("informers synced", "nodes", len(nodeInf.GetStore().ListKeys()), "pods", len(podInf.GetStore().ListKeys()))
+
+	var wg sync.WaitGroup
+	// The decision loop reads the engine's events from here: the
+	// engine's tasks are all this Scheduler's and none exists before the
+	// first reconcile.
+	since := s.eng.LatestEvent()
+	var err error
+	wg.Add(2 + s.cfg.BindWorkers)
+	go func() { defer wg.Done(); s.reconcileLoop(ctx) }()
+	go func() { defer wg.Done(); s.decisionLoop(ctx, since) }()
+	for range s.cfg.BindWorkers {
+		go func() { defer wg.Done(); s.bindWorker(ctx) }()
+	}
+	select {
+	case <-ctx.Done():
+	case <-s.eng.Done():
+		err = s.eng.Err()
+	}
+	cancel()
+	wg.Wait()
+	return err
+}
+
+// classPriority looks a PriorityClass up in the informer's cache.
+func (s *Scheduler) classPriority(name string) (int32, bool) {
+	pc, err := s.classLst.Get(name)
+	if err != nil {
+		return 0, false
+	}
+	return pc.Value, true
+}
+
+// stripManagedFields drops what the Scheduler never reads from cached
+// objects (managed fields are often half an object's size).
+func stripManagedFields(o any) (any, error) {
+	if p, ok := o.(*corev1.Pod); ok {
+		p.ManagedFields = nil
+	}
+	if n, ok := o.(*corev1.Node); ok {
+		n.ManagedFields = nil
+		n.Status.Images = nil // often the biggest part of a Node
+	}
+	return o, nil
+}
