@@ -183,3 +183,20 @@ func (c *Core) SavedState(id string) (Saved, bool) {
 	}
 	return s, true
 }
+
+// Replace cancels the tasks ids (with reason) and restores spec as s in
+// the room they leave, before any waiting task may take it: a front end
+// whose executor kept work it had been told to end (a pod its disruption
+// budget kept) counts that work again in place of what was placed there
+// meanwhile. Tasks already finished are skipped; then the core schedules.
+func (c *Core) Replace(now time.Time, ids []string, reason string, spec *api.Task, s Saved) error {
+	c.advance(now)
+	for _, id := range ids {
+		if t, err := c.lookup(id); err == nil && !t.state.Terminal() {
+			c.finish(t, Cancelled, reason)
+		}
+	}
+	err := c.Restore(now, spec, s)
+	c.schedule()
+	return err
+}

@@ -14,10 +14,14 @@ import (
 // (another scheduler, or this front end before a restart), that the core
 // must count: Task holds its request, Node where it runs, Devices the
 // devices it holds (nil: any free devices of the requested types).
+// Displace lists tasks placed meanwhile on what it holds: they are
+// cancelled and it takes their room in one step, before anything waiting
+// can (core.Replace).
 type Adoption struct {
-	Task    api.Task
-	Node    string
-	Devices []api.DeviceRef
+	Task     api.Task
+	Node     string
+	Devices  []api.DeviceRef
+	Displace []string
 }
 
 type adoptCmd struct {
@@ -75,7 +79,13 @@ func (e *Engine) adopt(tenant string, a *Adoption, specJSON []byte, now time.Tim
 		devs = e.freeDevices(a.Node, spec.Resources)
 	}
 	s := core.Saved{State: core.Running, Node: a.Node, Devices: devs, Chosen: -1, Started: now}
-	if err := e.c.Restore(now, spec, s); err != nil {
+	var err error
+	if len(a.Displace) > 0 {
+		err = e.c.Replace(now, a.Displace, "displaced: its node's room went back to "+spec.ID+", which stayed", spec, s)
+	} else {
+		err = e.c.Restore(now, spec, s)
+	}
+	if err != nil {
 		return err
 	}
 	e.seq++

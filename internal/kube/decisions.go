@@ -50,8 +50,16 @@ func (s *Scheduler) decisionLoop(ctx context.Context, since uint64) {
 			continue
 		}
 		since = next
+		// Ends first: a preemption's victims and its preemptor change in
+		// one commit, and the preemptor must find its node's evictions
+		// counted (bindAfterEvictions).
 		for _, ev := range evs {
-			if ev.Kind == "task" {
+			if ev.Kind == "task" && ev.State != "scheduled" {
+				s.decide(ctx, ev.ID)
+			}
+		}
+		for _, ev := range evs {
+			if ev.Kind == "task" && ev.State == "scheduled" {
 				s.decide(ctx, ev.ID)
 			}
 		}
@@ -88,6 +96,13 @@ func (s *Scheduler) decide(ctx context.Context, id string) {
 	case rec.State == "scheduled" && !st.bound && !st.binding:
 		st.binding = true
 		req := bindRequest{uid: st.uid, key: st.key, task: id, node: rec.Node, devices: rec.Devices}
+		if s.evictions[rec.Node] > 0 {
+			// Placed where pods still leave (preempted for it, say).
+			epoch := s.evictFailed[rec.Node]
+			s.mu.Unlock()
+			go s.bindAfterEvictions(ctx, req, epoch)
+			return
+		}
 		s.mu.Unlock()
 		select {
 		case s.binds <- req:
@@ -103,14 +118,21 @@ func (s *Scheduler) decide(ctx context.Context, id string) {
 		s.mu.Unlock()
 		s.reportUnschedulable(ctx, key, st.uid, rec.Reason)
 		return
-	case isTerminal(rec.State) && st.bound:
-		// The engine ended a running pod's task (preempted, say): the pod
-		// must go.
+	case st.bound && (isTerminal(rec.State) || rec.State == "pending" && !strings.HasPrefix(ownReason(rec), restoreFailed)):
+		// The engine ended a running pod's task (preempted, say), or sent
+		// an adopted one back to waiting: the pod must go. (An adopted pod
+		// that did not fit where it runs waits to be counted: it stays.)
+		if !isTerminal(rec.State) {
+			go s.eng.Cancel(ctx, id)
+		}
 		delete(s.tasks, id)
 		st.task = ""
 		key, uid := st.key, st.uid
 		evict := !st.evicting
-		st.evicting = true
+		if evict {
+			st.evicting = true
+			s.evictions[st.node]++
+		}
 		s.mu.Unlock()
 		if evict {
 			go s.evict(ctx, key, uid, rec.Reason)
@@ -129,6 +151,19 @@ func (s *Scheduler) decide(ctx context.Context, id string) {
 		return
 	}
 	s.mu.Unlock()
+}
+
+// restoreFailed starts the reason of an adopted task that did not fit
+// where its pod runs (core.Restore's).
+const restoreFailed = "could not restore placement"
+
+// ownReason is the task's own reason (a waiting task's record adds its
+// class's reason for waiting to it).
+func ownReason(r *engine.TaskRecord) string {
+	if r.Cause != nil {
+		return *r.Cause
+	}
+	return r.Reason
 }
 
 func isTerminal(state string) bool {
@@ -177,17 +212,89 @@ func (s *Scheduler) bindOne(ctx context.Context, req bindRequest) {
 	// Not bound: the pod is gone, bound by someone else (the informer will
 	// say where, and it is adopted), or the API server kept failing (it is
 	// submitted again).
+	why := ""
+	if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		s.log.Warn("binding failed", "pod", req.key, "node", req.node, "err", err)
+		why = "binding to node " + req.node + " failed: " + err.Error()
+	}
+	s.unplace(ctx, st, req, why)
+}
+
+// unplace gives up a placement that was not bound: the task is cancelled
+// and the pod, when it still waits, submitted again. Called with mu held;
+// releases it.
+func (s *Scheduler) unplace(ctx context.Context, st *podState, req bindRequest, why string) {
+	st.binding = false
 	delete(s.tasks, req.task)
 	st.task = ""
 	s.mu.Unlock()
 	if cerr := s.eng.Cancel(ctx, req.task); cerr != nil && ctx.Err() == nil {
 		s.log.Debug("cancelling an unbound pod's task", "task", req.task, "err", cerr)
 	}
-	if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		s.log.Warn("binding failed", "pod", req.key, "node", req.node, "err", err)
-		s.reportUnschedulable(ctx, req.key, req.uid, "binding to node "+req.node+" failed: "+err.Error())
+	if why != "" {
+		s.reportUnschedulable(ctx, req.key, req.uid, why)
 	}
 	s.dirty.addPodKey(req.key)
+}
+
+// bindAfterEvictions binds a pod placed on a node that pods still leave,
+// once they left; if a PodDisruptionBudget kept one of them there
+// meanwhile (epoch moved), the placement is given up and the pod waits
+// again.
+func (s *Scheduler) bindAfterEvictions(ctx context.Context, req bindRequest, epoch int) {
+	s.mu.Lock()
+	if s.held[req.node] == nil {
+		s.held[req.node] = map[types.UID]bindRequest{}
+	}
+	s.held[req.node][req.uid] = req
+	defer func() {
+		s.mu.Lock()
+		if h := s.held[req.node]; h[req.uid].task == req.task {
+			delete(h, req.uid)
+			if len(h) == 0 {
+				delete(s.held, req.node)
+			}
+		}
+		s.mu.Unlock()
+	}()
+	s.mu.Unlock()
+	for {
+		s.mu.Lock()
+		st := s.byUID[req.uid]
+		if st == nil || st.task != req.task || s.evictFailed[req.node] != epoch {
+			// Gone, or given up by keepPod.
+			s.mu.Unlock()
+			return
+		}
+		if s.evictions[req.node] == 0 {
+			s.mu.Unlock()
+			break
+		}
+		ch := s.evictChange
+		s.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		}
+	}
+	select {
+	case s.binds <- req:
+	case <-ctx.Done():
+	}
+}
+
+// evictionDone counts an eviction on node as over (under mu): the pod
+// left, or (refused) stays.
+func (s *Scheduler) evictionDone(node string, refused bool) {
+	if s.evictions[node]--; s.evictions[node] <= 0 {
+		delete(s.evictions, node)
+	}
+	if refused {
+		s.evictFailed[node]++
+	}
+	close(s.evictChange)
+	s.evictChange = make(chan struct{})
 }
 
 // bind posts the pod's Binding, with its devices in the annotation;
@@ -246,18 +353,45 @@ func (s *Scheduler) reportUnschedulable(ctx context.Context, key string, uid typ
 	}
 	msg := "hetsched: " + why
 	s.recorder.Eventf(pod, nil, corev1.EventTypeWarning, "FailedScheduling", "Scheduling", "%s", msg)
-	cond := map[string]any{"status": map[string]any{"conditions": []map[string]any{{
-		"type": corev1.PodScheduled, "status": corev1.ConditionFalse, "reason": corev1.PodReasonUnschedulable,
-		"message": msg, "lastTransitionTime": metav1.Now().UTC().Format(time.RFC3339),
-	}}}}
-	patch, _ := json.Marshal(cond)
+	s.setUnschedulable(ctx, key, msg)
+}
+
+// setUnschedulable writes the pod's PodScheduled=False condition with
+// msg. Writes for one pod go one at a time, in order, and a newer message
+// replaces one not written yet: the condition ends with the latest.
+func (s *Scheduler) setUnschedulable(ctx context.Context, key, msg string) {
+	s.condMu.Lock()
+	s.condWant[key] = msg
+	if s.condBusy[key] {
+		s.condMu.Unlock()
+		return
+	}
+	s.condBusy[key] = true
+	s.condMu.Unlock()
 	go func() {
-		err := s.retry(ctx, func(ctx context.Context) error {
-			_, err := s.client.CoreV1().Pods(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
-			return err
-		})
-		if err != nil && ctx.Err() == nil && !apierrors.IsNotFound(err) {
-			s.log.Debug("setting PodScheduled=False", "pod", key, "err", err)
+		ns, name, _ := cache.SplitMetaNamespaceKey(key)
+		for {
+			s.condMu.Lock()
+			msg, ok := s.condWant[key]
+			delete(s.condWant, key)
+			if !ok || ctx.Err() != nil {
+				delete(s.condBusy, key)
+				s.condMu.Unlock()
+				return
+			}
+			s.condMu.Unlock()
+			cond := map[string]any{"status": map[string]any{"conditions": []map[string]any{{
+				"type": corev1.PodScheduled, "status": corev1.ConditionFalse, "reason": corev1.PodReasonUnschedulable,
+				"message": msg, "lastTransitionTime": metav1.Now().UTC().Format(time.RFC3339),
+			}}}}
+			patch, _ := json.Marshal(cond)
+			err := s.retry(ctx, func(ctx context.Context) error {
+				_, err := s.client.CoreV1().Pods(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+				return err
+			})
+			if err != nil && ctx.Err() == nil && !apierrors.IsNotFound(err) {
+				s.log.Debug("setting PodScheduled=False", "pod", key, "err", err)
+			}
 		}
 	}()
 }
@@ -275,8 +409,9 @@ func (s *Scheduler) reportInvalid(st *podState) {
 }
 
 // evict asks the API server to evict a pod through the Eviction API, so
-// that PodDisruptionBudgets hold; a refusal for a budget is tried again
-// for up to a minute. A Preempted event says why.
+// that PodDisruptionBudgets hold; a refusal for a budget (429) is tried
+// again until Config.EvictionTimeout, then the pod is kept (keepPod). A
+// Preempted event says why it must go.
 func (s *Scheduler) evict(ctx context.Context, key string, uid types.UID, why string) {
 	ns, name, _ := cache.SplitMetaNamespaceKey(key)
 	pod, err := s.podLst.Pods(ns).Get(name)
@@ -292,21 +427,63 @@ func (s *Scheduler) evict(ctx context.Context, key string, uid types.UID, why st
 		ObjectMeta:    metav1.ObjectMeta{Namespace: ns, Name: name},
 		DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}},
 	}
-	deadline := time.Now().Add(time.Minute)
+	deadline := time.Now().Add(s.cfg.EvictionTimeout)
+	pause := 500 * time.Millisecond
 	for {
-		err = s.retry(ctx, func(ctx context.Context) error { return s.client.PolicyV1().Evictions(ns).Evict(ctx, ev) })
+		cctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+		err = s.client.PolicyV1().Evictions(ns).Evict(cctx, ev)
+		cancel()
 		if err == nil || apierrors.IsNotFound(err) || ctx.Err() != nil {
 			return
 		}
-		if !apierrors.IsTooManyRequests(err) || time.Now().After(deadline) {
+		if !transient(err) || time.Now().Add(pause).After(deadline) {
 			s.log.Warn("eviction failed", "pod", key, "err", err)
 			s.recorder.Eventf(pod, nil, corev1.EventTypeWarning, "FailedEviction", "Evicting", "hetsched: %v", err)
+			s.keepPod(ctx, pod)
 			return
 		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(5 * time.Second):
+		case <-time.After(pause):
 		}
+		pause = min(2*pause, 5*time.Second)
+	}
+}
+
+// keepPod counts again, where it runs and no longer preemptible, a pod
+// whose eviction was refused for good. The placements waiting for it to
+// leave its node are given up, in the same engine step (Displace), and
+// their pods wait again.
+func (s *Scheduler) keepPod(ctx context.Context, pod *corev1.Pod) {
+	s.mu.Lock()
+	st := s.byUID[pod.UID]
+	if st == nil || !st.evicting {
+		s.mu.Unlock()
+		return
+	}
+	st.evicting, st.keep = false, true
+	s.evictionDone(st.node, true)
+	var displaced []bindRequest
+	var ids []string
+	for uid, req := range s.held[st.node] {
+		if w := s.byUID[uid]; w != nil && w.task == req.task {
+			w.binding = false
+			w.task = ""
+			delete(s.tasks, req.task)
+			displaced = append(displaced, req)
+			ids = append(ids, req.task)
+		}
+	}
+	delete(s.held, st.node)
+	id := s.newTaskID(st)
+	a := engine.Adoption{Task: s.adoptedTask(pod, id), Node: st.node, Devices: adoptedDevices(pod, s.cfg.SchedulerName), Displace: ids}
+	s.mu.Unlock()
+	if errs, err := s.eng.Adopt(ctx, "", []engine.Adoption{a}); err == nil && errs[0] != nil {
+		s.log.Warn("could not count a kept pod again", "pod", a.Task.Name, "err", errs[0])
+	}
+	for _, req := range displaced {
+		s.reportUnschedulable(ctx, req.key, req.uid, "a PodDisruptionBudget kept "+pod.Namespace+"/"+pod.Name+", which had to leave node "+req.node+" for it")
+		s.dirty.addPodKey(req.key)
 	}
 }

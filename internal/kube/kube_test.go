@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -28,6 +29,7 @@ var (
 	clusterOnce sync.Once
 	shared      *kubetest.Cluster
 	sharedErr   error
+	runs        atomic.Int64
 )
 
 func TestMain(m *testing.M) {
@@ -66,10 +68,11 @@ func newEnv(t *testing.T) *env {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	name := strings.ToLower(strings.NewReplacer("_", "-", "/", "-").Replace(t.Name()))
-	if len(name) > 40 {
-		name = name[:40]
+	if len(name) > 36 {
+		name = name[:36]
 	}
-	name = strings.TrimRight(name, "-")
+	// Unique across -count runs against the one control plane.
+	name = fmt.Sprintf("%s-%d", strings.TrimRight(name, "-"), runs.Add(1))
 	e := &env{t: t, c: c, cs: c.Client(t), ctx: ctx, ns: name, sched: "hs-" + name, prefix: name + "-"}
 	if _, err := e.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -100,7 +103,10 @@ type running struct {
 
 // start runs a Scheduler (with a fresh in-memory engine) until stopped or
 // the test ends.
-func (e *env) start() *running {
+func (e *env) start() *running { return e.startWith(nil) }
+
+// startWith is start with the Scheduler's configuration changed by tune.
+func (e *env) startWith(tune func(*kube.Config)) *running {
 	e.t.Helper()
 	lg := slog.New(slog.NewTextHandler(testWriter{e.t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	st, err := kube.OpenMemStore(lg)
@@ -115,7 +121,11 @@ func (e *env) start() *running {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	s, err := kube.New(kube.Config{Client: cs, Engine: eng, SchedulerName: e.sched, Logger: lg})
+	cfg := kube.Config{Client: cs, Engine: eng, SchedulerName: e.sched, Logger: lg}
+	if tune != nil {
+		tune(&cfg)
+	}
+	s, err := kube.New(cfg)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -244,12 +254,25 @@ func (e *env) waitBound(name string) *corev1.Pod {
 	return p
 }
 
-// waitReason waits for a FailedScheduling event on the pod holding want,
-// and for its PodScheduled=False condition.
+// waitReason waits for the pod's PodScheduled=False condition to say
+// want, and for a FailedScheduling event from hetsched on it; it returns
+// the event's note. (Events of one pod and reason form a series that
+// keeps its first note, as kube-scheduler's do: the condition has the
+// latest reason.)
 func (e *env) waitReason(name, want string) string {
 	e.t.Helper()
+	e.wait("PodScheduled=False on "+name+" saying "+want, func() (bool, string) {
+		p := e.get(name)
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable &&
+				strings.HasPrefix(c.Message, "hetsched: ") && strings.Contains(c.Message, want) {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(p.Status.Conditions)
+	})
 	var note string
-	e.wait("a FailedScheduling event on "+name+" saying "+want, func() (bool, string) {
+	e.wait("a FailedScheduling event on "+name, func() (bool, string) {
 		evs, err := e.cs.EventsV1().Events(e.ns).List(e.ctx, metav1.ListOptions{FieldSelector: "regarding.name=" + name})
 		if err != nil {
 			return false, err.Error()
@@ -257,21 +280,12 @@ func (e *env) waitReason(name, want string) string {
 		var seen []string
 		for _, ev := range evs.Items {
 			seen = append(seen, ev.Reason+": "+ev.Note)
-			if ev.Reason == "FailedScheduling" && strings.Contains(ev.Note, want) {
+			if ev.Reason == "FailedScheduling" && strings.HasPrefix(ev.Note, "hetsched: ") {
 				note = ev.Note
 				return true, ""
 			}
 		}
 		return false, fmt.Sprint(seen)
-	})
-	e.wait("PodScheduled=False on "+name, func() (bool, string) {
-		p := e.get(name)
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable && strings.HasPrefix(c.Message, "hetsched: ") {
-				return true, ""
-			}
-		}
-		return false, fmt.Sprint(p.Status.Conditions)
 	})
 	return note
 }

@@ -65,8 +65,9 @@ func TestGPUAndTPUPodsBindToTheirDevices(t *testing.T) {
 	if len(bound) != 2 || len(waiting) != 1 {
 		t.Fatalf("bound %v, waiting %v: want two bound (4 GPUs, 2 each) and one waiting", bound, waiting)
 	}
-	note := e.waitReason(waiting[0], "nvidia.com/gpu")
-	t.Logf("the waiting pod's event: %s", note)
+	if note := e.waitReason(waiting[0], "nvidia.com/gpu"); !strings.Contains(note, "insufficient nvidia.com/gpu") {
+		t.Errorf("the waiting pod's event says %q, want hetsched's reason", note)
+	}
 
 	if p := e.waitBound("t1"); p.Spec.NodeName != e.prefix+"tpu" || p.Annotations[kube.AnnotationDevices] != "google.com/tpu=0,1,2,3" {
 		t.Errorf("TPU pod on %s with %q, want %stpu with google.com/tpu=0,1,2,3", p.Spec.NodeName, p.Annotations[kube.AnnotationDevices], e.prefix)

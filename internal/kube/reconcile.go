@@ -110,6 +110,13 @@ type podBatch struct {
 	submit  []api.Task
 	jobs    []api.Job
 	invalid []*podState // pods whose spec cannot be a task now
+	// gathering are pods waiting for the rest of their gang, and why.
+	gathering []gathering
+}
+
+type gathering struct {
+	st  *podState
+	why string
 }
 
 // endTask ends a task whose pod finished (exit code) or went away.
@@ -216,6 +223,7 @@ func (s *Scheduler) planWaiting(pod *corev1.Pod, st *podState, b *podBatch) {
 	}
 	g.waiting = append(g.waiting, st.uid)
 	if len(g.waiting) < g.min {
+		b.gathering = append(b.gathering, gathering{st: st, why: "waiting for gang " + gang + ": " + strconv.Itoa(len(g.waiting)) + " of its " + strconv.Itoa(g.min) + " pods exist"})
 		return
 	}
 	g.jobs++
@@ -303,6 +311,10 @@ func (s *Scheduler) newTaskID(st *podState) string {
 
 // endPod stops tracking a pod that finished or went away, ending its task.
 func (s *Scheduler) endPod(st *podState, b *podBatch, finished bool, code int) {
+	if st.evicting {
+		st.evicting = false
+		s.evictionDone(st.node, false)
+	}
 	if st.task != "" {
 		s.untrackTask(st, b, finished, code)
 	}
@@ -345,8 +357,11 @@ func exitCode(pod *corev1.Pod) int {
 // pinned to its node, taking any taint; a pod of another scheduler is not
 // preemptible (hetsched does not evict what it did not place).
 func (s *Scheduler) adoptedTask(pod *corev1.Pod, id string) api.Task {
+	// It may go back to waiting (Requeue): one that does not fit where it
+	// runs waits there to be counted; one the engine sends back otherwise
+	// (preempted) is evicted (decide).
 	t := api.Task{
-		ID: id, Lease: api.NoExpiry, Requeue: boolPtr(false), Tolerations: []string{"*"},
+		ID: id, Lease: api.NoExpiry, Tolerations: []string{"*"},
 		Metadata: map[string]string{metaNamespace: pod.Namespace, metaPod: pod.Name},
 	}
 	if len(pod.Namespace)+len(pod.Name)+1 <= 253 {
@@ -365,7 +380,7 @@ func (s *Scheduler) adoptedTask(pod *corev1.Pod, id string) api.Task {
 		prio = api.PriorityMedium
 	}
 	t.Priority = &prio
-	if pod.Spec.SchedulerName != s.cfg.SchedulerName {
+	if pod.Spec.SchedulerName != s.cfg.SchedulerName || s.byUID[pod.UID] != nil && s.byUID[pod.UID].keep {
 		t.Preemptible = boolPtr(false)
 		return t
 	}
@@ -443,6 +458,9 @@ func (s *Scheduler) apply(ctx context.Context, b *podBatch) {
 	}
 	for _, st := range b.invalid {
 		s.reportInvalid(st)
+	}
+	for _, g := range b.gathering {
+		s.reportUnschedulable(ctx, g.st.key, g.st.uid, g.why)
 	}
 }
 

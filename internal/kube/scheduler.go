@@ -43,7 +43,10 @@ type Config struct {
 	BindWorkers int
 	// RequestTimeout bounds every API call (default 10s).
 	RequestTimeout time.Duration
-	Logger         *slog.Logger
+	// EvictionTimeout is how long an eviction a PodDisruptionBudget
+	// refuses is tried again before the pod is kept (default 1m).
+	EvictionTimeout time.Duration
+	Logger          *slog.Logger
 }
 
 // Scheduler is the Kubernetes front end: it mirrors Nodes and Pods into
@@ -71,7 +74,27 @@ type Scheduler struct {
 	byKey map[string]types.UID // namespace/name -> uid of the pod tracked under it
 	tasks map[string]types.UID // task id -> pod
 	gangs map[string]*gangState
-	sent  map[string]api.Node // the node as last sent to the engine
+	// evictions counts, per node, the pods asked to leave it that are
+	// still there; evictFailed the evictions refused for good there (a
+	// PodDisruptionBudget). A pod placed on such a node is bound once its
+	// node's evictions are done, and not at all when one was refused
+	// meanwhile (bindAfterEvictions).
+	evictions   map[string]int
+	evictFailed map[string]int
+	evictChange chan struct{} // closed and replaced when either changes
+	// held are the placements waiting for their node's evictions, by
+	// node and pod.
+	held map[string]map[types.UID]bindRequest
+
+	// condMu guards condWant (the PodScheduled=False message to write
+	// next, per pod) and condBusy (pods with a writer running).
+	condMu   sync.Mutex
+	condWant map[string]string
+	condBusy map[string]bool
+
+	// sent is the node as last sent to the engine (the reconcile loop's
+	// alone: not under mu).
+	sent map[string]api.Node
 }
 
 // podState is what the Scheduler tracks of one pod.
@@ -89,8 +112,12 @@ type podState struct {
 	// ending: the Scheduler ends the task itself (the pod finished or was
 	// deleted), so its end is not a decision to carry out.
 	ending bool
-	// evicting: an eviction for the pod was asked for.
+	// evicting: the pod was asked to leave its node and is still there
+	// (counted in Scheduler.evictions).
 	evicting bool
+	// keep: a PodDisruptionBudget refused the pod's eviction; it is not
+	// preempted again.
+	keep bool
 	// invalid is why the pod cannot be a task (its spec), reported once.
 	invalid string
 	// reported is the last unschedulable reason reported, and when.
@@ -128,6 +155,9 @@ func New(cfg Config) (*Scheduler, error) {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 10 * time.Second
 	}
+	if cfg.EvictionTimeout <= 0 {
+		cfg.EvictionTimeout = time.Minute
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -138,6 +168,9 @@ func New(cfg Config) (*Scheduler, error) {
 		binds: make(chan bindRequest, 4096),
 		byUID: map[types.UID]*podState{}, byKey: map[string]types.UID{}, tasks: map[string]types.UID{},
 		gangs: map[string]*gangState{}, sent: map[string]api.Node{},
+		evictions: map[string]int{}, evictFailed: map[string]int{}, evictChange: make(chan struct{}),
+		held:     map[string]map[types.UID]bindRequest{},
+		condWant: map[string]string{}, condBusy: map[string]bool{},
 	}
 	s.factory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithTransform(stripManagedFields))
 	s.podLst = s.factory.Core().V1().Pods().Lister()

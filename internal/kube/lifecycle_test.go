@@ -1,0 +1,156 @@
+package kube_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/hetsched/hetsched/internal/kube"
+)
+
+// A gang's pods are bound all together or not at all: three pods of two
+// GPUs wait on a node of four (each member reports why), and are all
+// bound once a second node makes room for the three.
+func TestGangBindsAllOrNothing(t *testing.T) {
+	e := newEnv(t)
+	e.node("a", map[string]string{"nvidia.com/gpu": "4"}, nil)
+	e.start()
+	for i := range 3 {
+		p := e.podSpec(fmt.Sprintf("m%d", i), map[string]string{"nvidia.com/gpu": "2"})
+		p.Annotations[kube.AnnotationGang] = "train"
+		p.Annotations[kube.AnnotationGangMinMember] = "3"
+		e.create(p)
+		if i < 2 {
+			e.waitReason(p.Name, "waiting for gang "+e.ns+"/train")
+		}
+	}
+	e.waitReason("m2", "3 needed to start")
+	for i := range 3 {
+		if p := e.get(fmt.Sprintf("m%d", i)); p.Spec.NodeName != "" {
+			t.Fatalf("gang member %s bound to %s while the gang cannot fit", p.Name, p.Spec.NodeName)
+		}
+	}
+	e.node("b", map[string]string{"nvidia.com/gpu": "4"}, nil)
+	for i := range 3 {
+		e.waitBound(fmt.Sprintf("m%d", i))
+	}
+}
+
+// A new Scheduler (a restart, or a new leader) rebuilds from the cluster:
+// pods bound before keep their devices, no pod is bound twice, and a pod
+// created while none ran is placed on what they leave free.
+func TestRestartRelistsWithoutDoubleBinding(t *testing.T) {
+	e := newEnv(t)
+	e.node("a", map[string]string{"nvidia.com/gpu": "4"}, nil)
+	first := e.start()
+	before := map[string]string{}
+	for _, n := range []string{"p1", "p2"} {
+		e.create(e.podSpec(n, map[string]string{"nvidia.com/gpu": "2"}))
+	}
+	for _, n := range []string{"p1", "p2"} {
+		before[n] = e.waitBound(n).Annotations[kube.AnnotationDevices]
+	}
+	first.stop()
+
+	e.create(e.podSpec("p3", map[string]string{"nvidia.com/gpu": "2"}))
+	e.start()
+	e.waitReason("p3", "nvidia.com/gpu")
+	for n, dev := range before {
+		p := e.get(n)
+		if p.Annotations[kube.AnnotationDevices] != dev || p.Spec.NodeName != e.prefix+"a" {
+			t.Errorf("pod %s now on %s with %q, was %q", n, p.Spec.NodeName, p.Annotations[kube.AnnotationDevices], dev)
+		}
+	}
+	e.delete("p1")
+	if got := e.waitBound("p3").Annotations[kube.AnnotationDevices]; got != before["p1"] {
+		t.Errorf("p3 holds %q, want p1's freed %q", got, before["p1"])
+	}
+	// No Binding was refused (a second Binding of a bound pod is a
+	// conflict, reported as a failed binding).
+	evs, err := e.cs.EventsV1().Events(e.ns).List(e.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs.Items {
+		if strings.Contains(ev.Note, "binding") {
+			t.Errorf("event on %s: %s", ev.Regarding.Name, ev.Note)
+		}
+	}
+}
+
+// Preemption goes through the Eviction API: the first victim leaves
+// because its PodDisruptionBudget allows one disruption, and the
+// preemptor is bound only once it left; the second is refused by the
+// budget, stays, and the pod that would have taken its GPUs waits.
+func TestPreemptionEvictsWithinDisruptionBudgets(t *testing.T) {
+	e := newEnv(t)
+	e.node("a", map[string]string{"nvidia.com/gpu": "4"}, nil)
+	e.startWith(func(c *kube.Config) { c.EvictionTimeout = 2 * time.Second })
+	for _, n := range []string{"low1", "low2"} {
+		p := e.podSpec(n, map[string]string{"nvidia.com/gpu": "2"})
+		p.Annotations[kube.AnnotationPriority] = "3"
+		p.Labels["app"] = "low"
+		e.create(p)
+		e.waitBound(n)
+	}
+	// No disruption controller runs here: the budget's status is written
+	// as it would write it (two healthy, one may go).
+	one := intstr.FromInt32(1)
+	pdb, err := e.cs.PolicyV1().PodDisruptionBudgets(e.ns).Create(e.ctx, &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "low", Namespace: e.ns},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "low"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pdb.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: pdb.Generation, DisruptionsAllowed: 1, CurrentHealthy: 2, DesiredHealthy: 1, ExpectedPods: 2}
+	if _, err := e.cs.PolicyV1().PodDisruptionBudgets(e.ns).UpdateStatus(e.ctx, pdb, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	high := func(name string) {
+		p := e.podSpec(name, map[string]string{"nvidia.com/gpu": "2"})
+		p.Annotations[kube.AnnotationPriority] = "1"
+		e.create(p)
+	}
+	high("high1")
+	e.waitBound("high1")
+	gone, kept := "", ""
+	for _, n := range []string{"low1", "low2"} {
+		if _, err := e.cs.CoreV1().Pods(e.ns).Get(e.ctx, n, metav1.GetOptions{}); err != nil {
+			gone = n
+		} else {
+			kept = n
+		}
+	}
+	if gone == "" || kept == "" {
+		t.Fatalf("after high1: gone %q, kept %q; want one low pod evicted", gone, kept)
+	}
+	e.wait("a Preempted event on "+gone, func() (bool, string) {
+		evs, _ := e.cs.EventsV1().Events(e.ns).List(e.ctx, metav1.ListOptions{FieldSelector: "regarding.name=" + gone})
+		for _, ev := range evs.Items {
+			if ev.Reason == "Preempted" && strings.Contains(ev.Note, "preempted by") {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(len(evs.Items), " events")
+	})
+
+	high("high2")
+	// Placed at once (preempting): its first report is the budget's.
+	if note := e.waitReason("high2", "insufficient nvidia.com/gpu"); !strings.Contains(note, "PodDisruptionBudget kept") {
+		t.Errorf("high2's first FailedScheduling says %q, want the budget that kept %s", note, kept)
+	}
+	p := e.get(kept)
+	if p.DeletionTimestamp != nil || p.Spec.NodeName == "" {
+		t.Fatalf("%s, kept by its budget, is deleted (%v) or unbound", kept, p.DeletionTimestamp)
+	}
+	if got := e.get("high2"); got.Spec.NodeName != "" {
+		t.Fatalf("high2 bound to %s over %s's GPUs", got.Spec.NodeName, kept)
+	}
+}
