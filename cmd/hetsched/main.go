@@ -29,7 +29,7 @@ func newRoot() *cobra.Command {
 	root.SetVersionTemplate("{{.Version}}")
 	root.AddCommand(newUp(), newDemo(), newServer(), newAgent(), newAgentShim(), newBench(), newPolicies(), newSim(), newNode(), newStore())
 	root.AddCommand(newCerts(), newVersion())
-	root.AddCommand(newApply())
+	root.AddCommand(newApply(), newKube())
 	root.AddCommand(newClientCommands()...)
 	return root
 }

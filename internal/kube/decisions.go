@@ -188,7 +188,19 @@ func (s *Scheduler) bindWorker(ctx context.Context) {
 
 // bindOne binds one pod and records the outcome.
 func (s *Scheduler) bindOne(ctx context.Context, req bindRequest) {
+	t0 := time.Now()
 	err := s.bind(ctx, req)
+	s.m.bindTime.Observe(time.Since(t0).Seconds())
+	switch {
+	case err == nil:
+		s.m.bindings.WithLabelValues("bound").Inc()
+	case apierrors.IsNotFound(err):
+		s.m.bindings.WithLabelValues("gone").Inc()
+	case apierrors.IsConflict(err):
+		s.m.bindings.WithLabelValues("conflict").Inc()
+	case ctx.Err() == nil:
+		s.m.bindings.WithLabelValues("failed").Inc()
+	}
 	s.mu.Lock()
 	st := s.byUID[req.uid]
 	if st == nil || st.task != req.task {
@@ -434,9 +446,16 @@ func (s *Scheduler) evict(ctx context.Context, key string, uid types.UID, why st
 		err = s.client.PolicyV1().Evictions(ns).Evict(cctx, ev)
 		cancel()
 		if err == nil || apierrors.IsNotFound(err) || ctx.Err() != nil {
+			switch {
+			case err == nil:
+				s.m.evictions.WithLabelValues("evicted").Inc()
+			case ctx.Err() == nil:
+				s.m.evictions.WithLabelValues("gone").Inc()
+			}
 			return
 		}
 		if !transient(err) || time.Now().Add(pause).After(deadline) {
+			s.m.evictions.WithLabelValues("refused").Inc()
 			s.log.Warn("eviction failed", "pod", key, "err", err)
 			s.recorder.Eventf(pod, nil, corev1.EventTypeWarning, "FailedEviction", "Evicting", "hetsched: %v", err)
 			s.keepPod(ctx, pod)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
@@ -47,6 +48,8 @@ type Config struct {
 	// refuses is tried again before the pod is kept (default 1m).
 	EvictionTimeout time.Duration
 	Logger          *slog.Logger
+	// Registerer, when set, gets the front end's metrics (metrics.go).
+	Registerer prometheus.Registerer
 }
 
 // Scheduler is the Kubernetes front end: it mirrors Nodes and Pods into
@@ -66,6 +69,7 @@ type Scheduler struct {
 	recorder events.EventRecorder
 	bcast    events.EventBroadcaster
 
+	m     *kubeMetrics
 	dirty dirtySet // pods and nodes to reconcile (its own lock)
 	binds chan bindRequest
 
@@ -165,6 +169,7 @@ func New(cfg Config) (*Scheduler, error) {
 		cfg: cfg, log: cfg.Logger, eng: cfg.Engine, client: cfg.Client,
 		nodes: newNodeTranslator(cfg.DeviceResources),
 		dirty: newDirtySet(),
+		m:     newKubeMetrics(cfg.Registerer),
 		binds: make(chan bindRequest, 4096),
 		byUID: map[types.UID]*podState{}, byKey: map[string]types.UID{}, tasks: map[string]types.UID{},
 		gangs: map[string]*gangState{}, sent: map[string]api.Node{},

@@ -158,7 +158,7 @@ func TestPodTranslationRefusesWhatItCannotExpress(t *testing.T) {
 		mutate func(*corev1.Pod)
 		want   string
 	}{
-		"bad tier": {func(p *corev1.Pod) { p.Annotations = map[string]string{AnnotationPriority: "7"} }, "hetsched.io/priority"},
+		"bad tier":        {func(p *corev1.Pod) { p.Annotations = map[string]string{AnnotationPriority: "7"} }, "hetsched.io/priority"},
 		"bad preemptible": {func(p *corev1.Pod) { p.Annotations = map[string]string{AnnotationPreemptible: "maybe"} }, "hetsched.io/preemptible"},
 		"NotIn": {func(p *corev1.Pod) {
 			p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{

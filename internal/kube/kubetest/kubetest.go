@@ -261,7 +261,7 @@ func writePEM(path, typ string, der []byte) error {
 // burst as given (client-go's defaults, 5 and 10, throttle any test).
 func (c *Cluster) RESTConfig(qps float32, burst int) *rest.Config {
 	return &rest.Config{
-		Host: c.URL, BearerToken: c.Token, QPS: qps, Burst: burst, Timeout: 30 * time.Second,
+		Host: c.URL, BearerToken: c.Token, QPS: qps, Burst: burst,
 		TLSClientConfig: rest.TLSClientConfig{CAFile: c.CAFile},
 	}
 }

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hetsched/hetsched/internal/kube"
+	"github.com/hetsched/hetsched/internal/server"
+)
+
+func newKube() *cobra.Command {
+	var opt kube.Options
+	var queues string
+	cmd := &cobra.Command{
+		Use:   "kube",
+		Short: "Schedule a Kubernetes cluster's pods (schedulerName: hetsched) with hetsched's engine",
+		Long: `Schedule a Kubernetes cluster's pods with hetsched's engine: the cluster is the
+source of truth and the executor. Nodes (allocatable, extended resources such as
+nvidia.com/gpu and google.com/tpu, GPU feature discovery labels, taints, cordons)
+and pods (requests, nodeSelector, required node affinity, tolerations, priority,
+the hetsched.io/queue label, gangs) are mirrored into the engine; its decisions
+go back as Bindings with the device ids in the hetsched.io/devices annotation,
+FailedScheduling events with the reason, and evictions for preemption.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if queues != "" {
+				qs, err := server.LoadQueuesFile(queues)
+				if err != nil {
+					return err
+				}
+				opt.Queues = qs
+			}
+			opt.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			opt.Ready = func(addr string) {
+				fmt.Fprintf(cmd.OutOrStdout(), "hetsched kube: metrics and health on http://%s\n", addr)
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return kube.Run(ctx, cmd.OutOrStdout(), opt)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&opt.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else the in-cluster configuration, else ~/.kube/config)")
+	f.Float32Var(&opt.QPS, "kube-api-qps", 500, "requests/s to the API server (client-go's token bucket; kube-scheduler's default is 50)")
+	f.IntVar(&opt.Burst, "kube-api-burst", 1000, "burst of --kube-api-qps")
+	f.StringVar(&opt.SchedulerName, "scheduler-name", kube.DefaultSchedulerName, "place the pods whose spec.schedulerName is this")
+	f.StringVar(&opt.PriorityTiers, "priority-tiers", "1000000000,1000000,0", "pod priorities that start tiers 0 (urgent), 1 (high) and 2 (medium); lower is tier 3 (the annotation hetsched.io/priority wins)")
+	f.StringSliceVar(&opt.DeviceResources, "device-resources", kube.DefaultDeviceResources, "extended resources whose units are devices (a placement names which); others are pooled counts")
+	f.StringVar(&opt.Policy, "policy", "", "scheduling policy (see hetsched policies; default the server's)")
+	f.StringVar(&queues, "queues", "", "queue tree (YAML or JSON, API.md format): pods name theirs with the label hetsched.io/queue")
+	f.IntVar(&opt.BindWorkers, "bind-workers", 32, "Bindings in flight at once")
+	f.StringVar(&opt.Listen, "listen", "127.0.0.1:7075", "serve /metrics and /healthz here (empty: off)")
+	f.BoolVar(&opt.LeaderElect, "leader-elect", true, "run active/standby through a coordination.k8s.io Lease (--lease-namespace, --lease-name)")
+	f.StringVar(&opt.LeaseNamespace, "lease-namespace", "kube-system", "namespace of the leader Lease")
+	f.StringVar(&opt.LeaseName, "lease-name", "hetsched", "name of the leader Lease")
+	f.StringVar(&opt.Identity, "identity", "", "this replica's name in the Lease (default: host name and pid)")
+	f.DurationVar(&opt.LeaseDuration, "lease-duration", 0, "how long standbys wait after the last renewal before taking the lease (default 15s, with --renew-deadline 10s and --retry-period 2s, as kube-scheduler)")
+	f.DurationVar(&opt.RenewDeadline, "renew-deadline", 0, "how long the leader tries to renew before it gives up leading")
+	f.DurationVar(&opt.RetryPeriod, "retry-period", 0, "how often replicas try to take or renew the lease")
+	return cmd
+}

@@ -1,0 +1,260 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/core"
+	"github.com/hetsched/hetsched/internal/engine"
+	"github.com/hetsched/hetsched/internal/metrics"
+)
+
+// Options are `hetsched kube`'s flags.
+type Options struct {
+	// Kubeconfig is the kubeconfig file ("": $KUBECONFIG, else the
+	// in-cluster configuration, else ~/.kube/config).
+	Kubeconfig    string
+	QPS           float32
+	Burst         int
+	SchedulerName string
+	// PriorityTiers is "URGENT,HIGH,MEDIUM" ("": DefaultPriorityTiers).
+	PriorityTiers   string
+	DeviceResources []string
+	Policy          string
+	// Queues is the hetsched queue tree.
+	Queues      []api.Queue
+	BindWorkers int
+	// Listen serves /metrics and /healthz ("": off).
+	Listen string
+	// LeaderElect runs active/standby through a coordination.k8s.io Lease
+	// LeaseNamespace/LeaseName held by Identity (default: host name and
+	// pid).
+	LeaderElect    bool
+	LeaseNamespace string
+	LeaseName      string
+	Identity       string
+	LeaseDuration  time.Duration
+	RenewDeadline  time.Duration
+	RetryPeriod    time.Duration
+	Logger         *slog.Logger
+	// Ready, when set, is called with the metrics address once it serves.
+	Ready func(addr string)
+}
+
+// ErrLostLeadership ends Run when another replica took the lease: the
+// process exits and its restart rebuilds from the cluster, as
+// kube-scheduler does.
+var ErrLostLeadership = errors.New("kube: lost the leader lease")
+
+// RESTConfig loads the client configuration: the kubeconfig file named,
+// else $KUBECONFIG, else in-cluster, else ~/.kube/config.
+func RESTConfig(kubeconfig string, qps float32, burst int) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	switch {
+	case kubeconfig != "" || os.Getenv("KUBECONFIG") != "":
+		rules := clientcmd.NewDefaultClientConfigLoadingRules()
+		rules.ExplicitPath = kubeconfig
+		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	default:
+		if cfg, err = rest.InClusterConfig(); errors.Is(err, rest.ErrNotInCluster) {
+			cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(clientcmd.NewDefaultClientConfigLoadingRules(), &clientcmd.ConfigOverrides{}).ClientConfig()
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	// No client-wide Timeout: it would cut the informers' watches. Every
+	// call the Scheduler makes has its own deadline (RequestTimeout).
+	cfg.QPS, cfg.Burst = qps, burst
+	cfg.UserAgent = "hetsched-kube"
+	return cfg, nil
+}
+
+// Run is `hetsched kube`: it serves metrics, takes the leader lease (when
+// asked), and schedules until ctx ends or the lease is lost.
+func Run(ctx context.Context, out io.Writer, opt Options) error {
+	lg := opt.Logger
+	if lg == nil {
+		lg = slog.New(slog.NewTextHandler(out, nil))
+	}
+	tiers := DefaultPriorityTiers
+	if opt.PriorityTiers != "" {
+		var err error
+		if tiers, err = ParsePriorityTiers(opt.PriorityTiers); err != nil {
+			return err
+		}
+	}
+	ccfg := core.DefaultConfig()
+	if opt.Policy != "" {
+		ccfg.Policy = opt.Policy
+	}
+	if err := ccfg.Validate(); err != nil {
+		return err
+	}
+	rc, err := RESTConfig(opt.Kubeconfig, opt.QPS, opt.Burst)
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m := metrics.New(reg)
+	if opt.Listen != "" {
+		stop, err := serveMetrics(opt.Listen, reg, opt.Ready)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	lead := func(ctx context.Context) error {
+		m.Leader.Set(1)
+		m.LeaderChanges.Inc()
+		defer func() { m.Leader.Set(0); m.LeaderChanges.Inc() }()
+		return schedule(ctx, lg, cs, ccfg, m, reg, tiers, opt)
+	}
+	if !opt.LeaderElect {
+		return lead(ctx)
+	}
+	return elect(ctx, lg, cs, opt, lead)
+}
+
+// schedule runs an engine and a Scheduler over it until ctx ends.
+func schedule(ctx context.Context, lg *slog.Logger, cs kubernetes.Interface, ccfg core.Config, m *metrics.Metrics, reg prometheus.Registerer, tiers PriorityTiers, opt Options) error {
+	st, err := OpenMemStore(lg)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	eng, err := engine.New(engine.Config{Core: ccfg, Logger: lg, Metrics: m,
+		// Pods are the record: finished tasks go soon.
+		RetainFinished: 5 * time.Minute, RetainFinishedMax: 100_000}, st)
+	if err != nil {
+		return err
+	}
+	defer eng.Close()
+	for pending := opt.Queues; len(pending) > 0; {
+		var next []api.Queue
+		var lastErr error
+		for _, q := range pending {
+			if err := eng.PutQueue(ctx, "", q); err != nil {
+				next, lastErr = append(next, q), err
+			}
+		}
+		if len(next) == len(pending) {
+			return fmt.Errorf("queues: %w", lastErr)
+		}
+		pending = next
+	}
+	s, err := New(Config{Client: cs, Engine: eng, SchedulerName: opt.SchedulerName, Tiers: &tiers,
+		DeviceResources: opt.DeviceResources, BindWorkers: opt.BindWorkers, Logger: lg, Registerer: reg})
+	if err != nil {
+		return err
+	}
+	lg.Info("scheduling pods", "schedulerName", s.cfg.SchedulerName, "policy", ccfg.Policy)
+	return s.Run(ctx)
+}
+
+// elect runs lead while this replica holds the lease.
+func elect(ctx context.Context, lg *slog.Logger, cs kubernetes.Interface, opt Options, lead func(context.Context) error) error {
+	id := opt.Identity
+	if id == "" {
+		host, _ := os.Hostname()
+		id = host + "_" + strconv.Itoa(os.Getpid())
+	}
+	ns, name := opt.LeaseNamespace, opt.LeaseName
+	if ns == "" {
+		ns = "kube-system"
+	}
+	if name == "" {
+		name = "hetsched"
+	}
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: ns, Name: name},
+		Client:     cs.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
+	}
+	ld, rd, rp := opt.LeaseDuration, opt.RenewDeadline, opt.RetryPeriod
+	if ld == 0 {
+		ld, rd, rp = 15*time.Second, 10*time.Second, 2*time.Second // kube-scheduler's
+	}
+	errc := make(chan error, 1)
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock: lock, LeaseDuration: ld, RenewDeadline: rd, RetryPeriod: rp, ReleaseOnCancel: true, Name: name,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				lg.Info("leading", "lease", ns+"/"+name, "identity", id)
+				errc <- lead(ctx)
+			},
+			OnStoppedLeading: func() { lg.Info("stopped leading", "lease", ns+"/"+name, "identity", id) },
+			OnNewLeader: func(who string) {
+				if who != id {
+					lg.Info("standby", "leader", who)
+				}
+			},
+		},
+	})
+	if err != nil {
+		return err
+	}
+	le.Run(ctx)
+	if ctx.Err() != nil {
+		select {
+		case err := <-errc:
+			return err
+		default:
+			return nil
+		}
+	}
+	select {
+	case err := <-errc:
+		if err != nil {
+			return err
+		}
+	default:
+	}
+	return ErrLostLeadership
+}
+
+// serveMetrics serves /metrics and /healthz on addr.
+func serveMetrics(addr string, reg *prometheus.Registry, ready func(string)) (func(), error) {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second}
+	go srv.Serve(l)
+	if ready != nil {
+		ready(l.Addr().String())
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(ctx)
+	}, nil
+}
