@@ -22,7 +22,7 @@ func newBench() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(newBenchCore(), newBenchAPI(), newBenchEcho(), newBenchHTTP(), newBenchPending(), newBenchFleet(), newBenchJob(), newBenchPreempt(), newBenchTiers(), newBenchInflight(), newBenchBatch(), newBenchHA())
+	cmd.AddCommand(newBenchCore(), newBenchAPI(), newBenchEcho(), newBenchHTTP(), newBenchPending(), newBenchFleet(), newBenchJob(), newBenchPreempt(), newBenchTiers(), newBenchInflight(), newBenchBatch(), newBenchHA(), newBenchKube())
 	return cmd
 }
 

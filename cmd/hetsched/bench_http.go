@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hetsched/hetsched/internal/benchhttp"
+	"github.com/hetsched/hetsched/internal/benchkube"
 	"github.com/hetsched/hetsched/internal/loadgen"
 )
 
@@ -388,6 +389,49 @@ func newBenchHA() *cobra.Command {
 	cmd.Flags().IntVar(&o.Nodes, "nodes", 1000, "static nodes for the schedule load")
 	cmd.Flags().StringVar(&conns, "connections", "1,64", "connection counts of the single-task schedule load")
 	cmd.Flags().DurationVar(&o.Duration, "duration", 10*time.Second, "each schedule load's length")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	return cmd
+}
+
+func newBenchKube() *cobra.Command {
+	var o benchkube.Options
+	var output string
+	cmd := &cobra.Command{
+		Use:   "kube",
+		Short: "hetsched kube and the real kube-scheduler side by side on one API server and one KWOK fleet, with the bare binding limit (needs tools/build-k8s)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if o.Bin, err = os.Executable(); err != nil {
+				return err
+			}
+			for _, r := range o.Runs {
+				switch r {
+				case benchkube.Hetsched, benchkube.KubeScheduler, benchkube.KubeSchedulerDef, benchkube.Bare:
+				default:
+					return fmt.Errorf("--runs: want bare, hetsched, kube-scheduler or kube-scheduler-default, got %q", r)
+				}
+			}
+			o.Log = cmd.ErrOrStderr()
+			rs, err := benchkube.Run(cmd.Context(), o)
+			if output == "json" {
+				if jerr := json.NewEncoder(cmd.OutOrStdout()).Encode(rs); jerr != nil {
+					return jerr
+				}
+			} else {
+				benchkube.Table(cmd.OutOrStdout(), rs)
+			}
+			return err
+		},
+	}
+	cmd.Flags().IntVar(&o.Nodes, "nodes", 1000, "KWOK nodes")
+	cmd.Flags().IntVar(&o.GPUsPerNode, "gpus-per-node", 8, "nvidia.com/gpu per node")
+	cmd.Flags().IntVar(&o.Pods, "pods", 10_000, "pods per run, created at once (every other one asks for a GPU)")
+	cmd.Flags().IntVar(&o.DefaultPods, "default-pods", 2000, "pods of the kube-scheduler-default run (50 requests/s)")
+	cmd.Flags().Float32Var(&o.QPS, "qps", 5000, "client requests/s of the schedulers, the driver and the bare binder")
+	cmd.Flags().IntVar(&o.Burst, "burst", 10000, "client burst")
+	cmd.Flags().StringArrayVar(&o.HetschedArgs, "hetsched-arg", nil, "another flag for hetsched kube (repeatable), e.g. --hetsched-arg=--bind-workers=64")
+	cmd.Flags().StringSliceVar(&o.Runs, "runs", []string{benchkube.Bare, benchkube.Hetsched, benchkube.KubeScheduler, benchkube.KubeSchedulerDef}, "runs, in order")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
 	return cmd
 }

@@ -52,7 +52,7 @@ FailedScheduling events with the reason, and evictions for preemption.`,
 	f.StringSliceVar(&opt.DeviceResources, "device-resources", kube.DefaultDeviceResources, "extended resources whose units are devices (a placement names which); others are pooled counts")
 	f.StringVar(&opt.Policy, "policy", "", "scheduling policy (see hetsched policies; default the server's)")
 	f.StringVar(&queues, "queues", "", "queue tree (YAML or JSON, API.md format): pods name theirs with the label hetsched.io/queue")
-	f.IntVar(&opt.BindWorkers, "bind-workers", 32, "Bindings in flight at once")
+	f.IntVar(&opt.BindWorkers, "bind-workers", 128, "Bindings in flight at once (each waits on the API server; see BENCHMARKS.md)")
 	f.StringVar(&opt.Listen, "listen", "127.0.0.1:7075", "serve /metrics and /healthz here (empty: off)")
 	f.BoolVar(&opt.LeaderElect, "leader-elect", true, "run active/standby through a coordination.k8s.io Lease (--lease-namespace, --lease-name)")
 	f.StringVar(&opt.LeaseNamespace, "lease-namespace", "kube-system", "namespace of the leader Lease")

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	k8sresource "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/hetsched/hetsched/internal/core"
@@ -121,7 +122,13 @@ func (e *env) startWith(tune func(*kube.Config)) *running {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	cfg := kube.Config{Client: cs, Engine: eng, SchedulerName: e.sched, Logger: lg}
+	jc := e.c.RESTConfig(1000, 2000)
+	jc.ContentType, jc.AcceptContentTypes = "", ""
+	dyn, err := dynamic.NewForConfig(jc)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cfg := kube.Config{Client: cs, Dynamic: dyn, Engine: eng, SchedulerName: e.sched, Logger: lg}
 	if tune != nil {
 		tune(&cfg)
 	}
@@ -300,4 +307,16 @@ func (e *env) delete(name string) {
 		_, err := e.cs.CoreV1().Pods(e.ns).Get(e.ctx, name, metav1.GetOptions{})
 		return err != nil, "still there"
 	})
+}
+
+// dynamic is a client for custom resources (JSON: they have no protobuf).
+func (e *env) dynamic() dynamic.Interface {
+	e.t.Helper()
+	jc := e.c.RESTConfig(1000, 2000)
+	jc.ContentType, jc.AcceptContentTypes = "", ""
+	dyn, err := dynamic.NewForConfig(jc)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return dyn
 }

@@ -8,6 +8,7 @@ import (
 
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/hetsched/hetsched/internal/kube"
@@ -142,10 +143,18 @@ func TestPreemptionEvictsWithinDisruptionBudgets(t *testing.T) {
 	})
 
 	high("high2")
-	// Placed at once (preempting): its first report is the budget's.
-	if note := e.waitReason("high2", "insufficient nvidia.com/gpu"); !strings.Contains(note, "PodDisruptionBudget kept") {
-		t.Errorf("high2's first FailedScheduling says %q, want the budget that kept %s", note, kept)
-	}
+	e.wait("a FailedEviction event on "+kept, func() (bool, string) {
+		evs, _ := e.cs.EventsV1().Events(e.ns).List(e.ctx, metav1.ListOptions{FieldSelector: "regarding.name=" + kept})
+		var seen []string
+		for _, ev := range evs.Items {
+			seen = append(seen, ev.Reason+": "+ev.Note)
+			if ev.Reason == "FailedEviction" && strings.Contains(ev.Note, "disruption budget") {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(seen)
+	})
+	e.waitReason("high2", "insufficient nvidia.com/gpu")
 	p := e.get(kept)
 	if p.DeletionTimestamp != nil || p.Spec.NodeName == "" {
 		t.Fatalf("%s, kept by its budget, is deleted (%v) or unbound", kept, p.DeletionTimestamp)
@@ -153,4 +162,42 @@ func TestPreemptionEvictsWithinDisruptionBudgets(t *testing.T) {
 	if got := e.get("high2"); got.Spec.NodeName != "" {
 		t.Fatalf("high2 bound to %s over %s's GPUs", got.Spec.NodeName, kept)
 	}
+}
+
+// A PodGroup (scheduler-plugins' CRD) makes a gang of the pods labelled
+// with its name, minMember of them all together; a pod naming a PodGroup
+// that does not exist waits with that reason, and goes once it exists.
+func TestPodGroupGang(t *testing.T) {
+	e := newEnv(t)
+	applyFile(t, e.c, "testdata/podgroup-crd.yaml")
+	e.node("a", map[string]string{"nvidia.com/gpu": "4"}, nil)
+	dyn := e.dynamic()
+	pg := func(name string, min int64) {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+			"metadata": map[string]any{"name": name, "namespace": e.ns},
+			"spec":     map[string]any{"minMember": min, "scheduleTimeoutSeconds": int64(60)},
+		}}
+		if _, err := dyn.Resource(kube.PodGroupResource).Namespace(e.ns).Create(e.ctx, u, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pg("pair", 2)
+	e.start()
+	member := func(name, group string) {
+		p := e.podSpec(name, map[string]string{"nvidia.com/gpu": "2"})
+		p.Labels[kube.LabelPodGroup] = group
+		e.create(p)
+	}
+	member("a0", "pair")
+	e.waitReason("a0", "waiting for gang "+e.ns+"/pair: 1 of its 2 pods exist")
+	member("a1", "pair")
+	e.waitBound("a0")
+	e.waitBound("a1")
+
+	member("b0", "later")
+	e.waitReason("b0", "no PodGroup "+e.ns+"/later")
+	e.delete("a0")
+	pg("later", 1)
+	e.waitBound("b0")
 }

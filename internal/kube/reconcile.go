@@ -191,7 +191,7 @@ func (s *Scheduler) planPod(key string, b *podBatch) {
 
 // planWaiting submits a waiting pod's task, or adds it to its gang.
 func (s *Scheduler) planWaiting(pod *corev1.Pod, st *podState, b *podBatch) {
-	gang, minMember, timeout, err := gangOf(pod, nil)
+	gang, minMember, timeout, err := gangOf(pod, s.podGroup)
 	if err != nil {
 		st.invalid = err.Error()
 		b.invalid = append(b.invalid, st)

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -40,7 +41,7 @@ type Config struct {
 	// DeviceResources are the extended resources counted as devices
 	// (default DefaultDeviceResources).
 	DeviceResources []string
-	// BindWorkers is how many Bindings are in flight at once (default 32).
+	// BindWorkers is how many Bindings are in flight at once (default 128).
 	BindWorkers int
 	// RequestTimeout bounds every API call (default 10s).
 	RequestTimeout time.Duration
@@ -48,6 +49,9 @@ type Config struct {
 	// refuses is tried again before the pod is kept (default 1m).
 	EvictionTimeout time.Duration
 	Logger          *slog.Logger
+	// Dynamic, when set, reads PodGroups (scheduling.x-k8s.io) where the
+	// cluster serves them.
+	Dynamic dynamic.Interface
 	// Registerer, when set, gets the front end's metrics (metrics.go).
 	Registerer prometheus.Registerer
 }
@@ -69,9 +73,10 @@ type Scheduler struct {
 	recorder events.EventRecorder
 	bcast    events.EventBroadcaster
 
-	m     *kubeMetrics
-	dirty dirtySet // pods and nodes to reconcile (its own lock)
-	binds chan bindRequest
+	m      *kubeMetrics
+	groups *podGroups // nil without PodGroups
+	dirty  dirtySet   // pods and nodes to reconcile (its own lock)
+	binds  chan bindRequest
 
 	mu    sync.Mutex // guards the fields below
 	byUID map[types.UID]*podState
@@ -154,7 +159,7 @@ func New(cfg Config) (*Scheduler, error) {
 		cfg.DeviceResources = DefaultDeviceResources
 	}
 	if cfg.BindWorkers <= 0 {
-		cfg.BindWorkers = 32
+		cfg.BindWorkers = 128
 	}
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = 10 * time.Second
@@ -222,7 +227,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 			return fmt.Errorf("kube: the %v informer did not sync", typ)
 		}
 	}
-	s.log.Info("informers synced", "nodes", len(nodeInf.GetStore().ListKeys()), "pods", len(podInf.GetStore().ListKeys()))
+	if err := s.startPodGroups(ctx); err != nil {
+		return err
+	}
+	s.log.Info("informers synced", "podGroups", s.groups != nil, "nodes", len(nodeInf.GetStore().ListKeys()), "pods", len(podInf.GetStore().ListKeys()))
 
 	var wg sync.WaitGroup
 	// The decision loop reads the engine's events from here: the

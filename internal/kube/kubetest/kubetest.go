@@ -262,6 +262,7 @@ func writePEM(path, typ string, der []byte) error {
 func (c *Cluster) RESTConfig(qps float32, burst int) *rest.Config {
 	return &rest.Config{
 		Host: c.URL, BearerToken: c.Token, QPS: qps, Burst: burst,
+		ContentConfig:   rest.ContentConfig{ContentType: "application/vnd.kubernetes.protobuf", AcceptContentTypes: "application/vnd.kubernetes.protobuf,application/json"},
 		TLSClientConfig: rest.TLSClientConfig{CAFile: c.CAFile},
 	}
 }

@@ -1,0 +1,499 @@
+// Package benchkube is `hetsched bench kube`: hetsched's Kubernetes front
+// end and the real kube-scheduler side by side on one API server and one
+// KWOK fleet, and the bare binding limit of that API server.
+//
+// Glossary:
+//
+//	run        one scheduler (or the bare binder) placing Pods pods created
+//	           at once in a namespace of its own
+//	creation   the moment the driver's Create call for a pod returned
+//	bound      the moment the driver's informer saw the pod's nodeName set
+//	bare       a client that binds each pod as soon as it sees it to a node
+//	           decided in advance (round robin): no decision, only the API
+//	           server's cost of a Binding
+//	CPU        user+system seconds of the scheduler's process during the run
+//	           (from /proc; the bare binder runs in the driver: none)
+package benchkube
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	k8sresource "k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/hetsched/hetsched/internal/kube/kubetest"
+)
+
+// Schedulers a run can use.
+const (
+	Hetsched         = "hetsched"
+	KubeScheduler    = "kube-scheduler"         // client limits raised to QPS/Burst
+	KubeSchedulerDef = "kube-scheduler-default" // its defaults: 50 requests/s, burst 100
+	Bare             = "bare"
+)
+
+// Options configure the benchmark.
+type Options struct {
+	Bin         string // the hetsched binary (for `hetsched kube`)
+	Nodes       int    // KWOK nodes, each with GPUsPerNode nvidia.com/gpu
+	GPUsPerNode int
+	Pods        int // pods per run (every other one asks for a GPU)
+	// DefaultPods is the pod count of the kube-scheduler-default run
+	// (at 50 requests/s a full run would take minutes).
+	DefaultPods int
+	QPS         float32
+	Burst       int
+	Runs        []string
+	// HetschedArgs are more flags for `hetsched kube`.
+	HetschedArgs []string
+	Log          io.Writer
+}
+
+// Result is one run's figures.
+type Result struct {
+	Scheduler  string  `json:"scheduler"`
+	Pods       int     `json:"pods"`
+	Bound      int     `json:"bound"`
+	Seconds    float64 `json:"seconds"` // first creation to last bound
+	PodsPerSec float64 `json:"pods_per_s"`
+	P50        float64 `json:"p50_s"` // creation to bound
+	P99        float64 `json:"p99_s"`
+	CPUSeconds float64 `json:"cpu_s"`
+	CPUPerPod  float64 `json:"cpu_ms_per_pod"`
+	// CreateSeconds is how long creating the pods took.
+	CreateSeconds float64 `json:"create_s"`
+}
+
+// Run starts a control plane, the fleet, and each run in order.
+func Run(ctx context.Context, o Options) ([]*Result, error) {
+	logf := func(format string, args ...any) {
+		if o.Log != nil {
+			fmt.Fprintf(o.Log, format+"\n", args...)
+		}
+	}
+	if gpuPods := (max(o.Pods, o.DefaultPods) + 1) / 2; gpuPods > o.Nodes*o.GPUsPerNode {
+		return nil, fmt.Errorf("%d pods ask for %d GPUs, more than %d nodes of %d hold: every run would leave pods waiting", max(o.Pods, o.DefaultPods), gpuPods, o.Nodes, o.GPUsPerNode)
+	}
+	tools := kubetest.ToolsDir()
+	for _, b := range []string{"kube-apiserver", "kube-scheduler", "etcd", "kwok"} {
+		if _, err := os.Stat(filepath.Join(tools, b)); err != nil {
+			return nil, fmt.Errorf("bench kube needs %s in %s: build it with %s", b, tools, kubetest.BuildCommand)
+		}
+	}
+	logf("starting etcd, kube-apiserver and KWOK")
+	c, err := kubetest.StartMain(kubetest.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { c.Stop(); os.RemoveAll(c.Dir) }()
+	cs, err := kubernetes.NewForConfig(c.RESTConfig(o.QPS, o.Burst))
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	if err := fleet(ctx, cs, o.Nodes, o.GPUsPerNode); err != nil {
+		return nil, err
+	}
+	logf("%d nodes Ready in %.1fs", o.Nodes, time.Since(t0).Seconds())
+	d := newDriver(cs)
+	stop := make(chan struct{})
+	defer close(stop)
+	if err := d.start(stop); err != nil {
+		return nil, err
+	}
+	var out []*Result
+	for i, r := range o.Runs {
+		n := o.Pods
+		if r == KubeSchedulerDef {
+			n = o.DefaultPods
+		}
+		res, err := d.run(ctx, c, o, r, fmt.Sprintf("run%d-%s", i, r), n, logf)
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", r, err)
+		}
+		out = append(out, res)
+		logf("%s: %d pods bound in %.2fs: %.0f pods/s, p50 %.3fs p99 %.3fs, CPU %.1fs (%.2f ms/pod)",
+			r, res.Bound, res.Seconds, res.PodsPerSec, res.P50, res.P99, res.CPUSeconds, res.CPUPerPod)
+	}
+	return out, nil
+}
+
+// fleet creates n KWOK nodes with gpus GPUs each and waits until all are
+// Ready.
+func fleet(ctx context.Context, cs kubernetes.Interface, n, gpus int) error {
+	rl := corev1.ResourceList{
+		corev1.ResourceCPU: k8sresource.MustParse("64"), corev1.ResourceMemory: k8sresource.MustParse("512Gi"),
+		corev1.ResourcePods: k8sresource.MustParse("110"), "nvidia.com/gpu": *k8sresource.NewQuantity(int64(gpus), k8sresource.DecimalSI),
+	}
+	errc := make(chan error, n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				name := fmt.Sprintf("node-%05d", i)
+				node := &corev1.Node{
+					ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+						Labels: map[string]string{"kubernetes.io/hostname": name, "nvidia.com/gpu.product": "H100-80GB", "bench": "kube"}},
+					Status: corev1.NodeStatus{Capacity: rl, Allocatable: rl},
+				}
+				if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+					errc <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	if err := <-errc; err != nil {
+		return err
+	}
+	return kubetest.WaitFor(ctx, 5*time.Minute, func() (bool, string, error) {
+		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "bench=kube"})
+		if err != nil {
+			return false, "", err
+		}
+		ready := 0
+		for _, nd := range nodes.Items {
+			for _, cd := range nd.Status.Conditions {
+				if cd.Type == corev1.NodeReady && cd.Status == corev1.ConditionTrue {
+					ready++
+				}
+			}
+		}
+		return ready == n, fmt.Sprintf("%d of %d Ready", ready, n), nil
+	})
+}
+
+// driver creates pods and sees them bound.
+type driver struct {
+	cs      kubernetes.Interface
+	mu      sync.Mutex
+	created map[string]time.Time // namespace/name -> creation
+	bound   map[string]time.Time
+	// bare, when set, binds every unbound pod of its namespace it sees.
+	bare atomic.Pointer[bareBinder]
+}
+
+func newDriver(cs kubernetes.Interface) *driver {
+	return &driver{cs: cs, created: map[string]time.Time{}, bound: map[string]time.Time{}}
+}
+
+func (d *driver) start(stop chan struct{}) error {
+	f := informers.NewSharedInformerFactory(d.cs, 0)
+	inf := f.Core().V1().Pods().Informer()
+	seen := func(o any) {
+		p, ok := o.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		key := p.Namespace + "/" + p.Name
+		if p.Spec.NodeName != "" {
+			d.mu.Lock()
+			if _, done := d.bound[key]; !done {
+				d.bound[key] = time.Now()
+			}
+			d.mu.Unlock()
+			return
+		}
+		if b := d.bare.Load(); b != nil && p.Namespace == b.ns {
+			b.queue <- p
+		}
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: seen, UpdateFunc: func(_, o any) { seen(o) }}); err != nil {
+		return err
+	}
+	f.Start(stop)
+	for _, ok := range f.WaitForCacheSync(stop) {
+		if !ok {
+			return fmt.Errorf("the driver's informer did not sync")
+		}
+	}
+	return nil
+}
+
+// run measures one scheduler on n new pods in namespace ns.
+func (d *driver) run(ctx context.Context, c *kubetest.Cluster, o Options, sched, ns string, n int, logf func(string, ...any)) (*Result, error) {
+	if _, err := d.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	name := "bench-" + strings.ReplaceAll(sched, "-", "")
+	var proc *exec.Cmd
+	var err error
+	switch sched {
+	case Hetsched:
+		args := []string{"kube", "--kubeconfig", c.Kubeconfig, "--scheduler-name", name,
+			"--kube-api-qps", strconv.FormatFloat(float64(o.QPS), 'f', -1, 32), "--kube-api-burst", strconv.Itoa(o.Burst),
+			"--leader-elect=false", "--listen", ""}
+		proc, err = startProc(ctx, c, logf, o.Bin, append(args, o.HetschedArgs...)...)
+	case KubeScheduler, KubeSchedulerDef:
+		qps, burst := o.QPS, o.Burst
+		if sched == KubeSchedulerDef {
+			qps, burst = 50, 100
+		}
+		cfg := filepath.Join(c.Dir, name+".yaml")
+		if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: %s
+  qps: %g
+  burst: %d
+leaderElection:
+  leaderElect: false
+profiles:
+- schedulerName: %s
+`, c.Kubeconfig, qps, burst, name)), 0o600); err != nil {
+			return nil, err
+		}
+		proc, err = startProc(ctx, c, logf, filepath.Join(kubetest.ToolsDir(), "kube-scheduler"), "--config", cfg, "--secure-port", "0", "-v", "0")
+	case Bare:
+		b := &bareBinder{cs: d.cs, ns: ns, queue: make(chan *corev1.Pod, n+1024), nodes: o.Nodes}
+		d.bare.Store(b)
+		defer d.bare.Store(nil)
+		bctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go b.run(bctx, 256)
+	default:
+		return nil, fmt.Errorf("unknown scheduler %q", sched)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if proc != nil {
+		defer func() {
+			// SIGTERM first: a scheduler that stops by itself flushes what
+			// it writes (logs, profiles).
+			proc.Process.Signal(syscall.SIGTERM)
+			done := make(chan struct{})
+			go func() { proc.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				proc.Process.Kill()
+				<-done
+			}
+		}()
+		time.Sleep(3 * time.Second) // its informers sync before the pods come: not part of the measure
+	}
+	cpu0 := procCPU(proc)
+	t0 := time.Now()
+	keys, err := d.createPods(ctx, ns, name, n)
+	if err != nil {
+		return nil, err
+	}
+	created := time.Since(t0)
+	err = kubetest.WaitFor(ctx, 15*time.Minute, func() (bool, string, error) {
+		b := d.countBound(keys)
+		return b == n, fmt.Sprintf("%d of %d bound", b, n), nil
+	})
+	cpu := procCPU(proc) - cpu0
+	res := d.result(sched, keys, cpu)
+	res.CreateSeconds = created.Seconds()
+	if err != nil {
+		return res, err
+	}
+	// Remove the run's pods so the next run finds the same empty fleet.
+	zero := int64(0)
+	if err := d.cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
+		return res, err
+	}
+	err = kubetest.WaitFor(ctx, 5*time.Minute, func() (bool, string, error) {
+		l, err := d.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1})
+		if err != nil {
+			return false, "", err
+		}
+		return len(l.Items) == 0, "pods left", nil
+	})
+	return res, err
+}
+
+// createPods creates n pods at once (64 clients), every other one asking
+// for a GPU.
+func (d *driver) createPods(ctx context.Context, ns, sched string, n int) ([]string, error) {
+	keys := make([]string, n)
+	errc := make(chan error, 64)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				req := corev1.ResourceList{corev1.ResourceCPU: k8sresource.MustParse("500m"), corev1.ResourceMemory: k8sresource.MustParse("1Gi")}
+				lim := corev1.ResourceList{}
+				if i%2 == 0 {
+					req["nvidia.com/gpu"] = k8sresource.MustParse("1")
+					lim["nvidia.com/gpu"] = k8sresource.MustParse("1")
+				}
+				name := fmt.Sprintf("p-%06d", i)
+				p := &corev1.Pod{
+					ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+					Spec: corev1.PodSpec{SchedulerName: sched, Containers: []corev1.Container{{Name: "c", Image: "busybox",
+						Resources: corev1.ResourceRequirements{Requests: req, Limits: lim}}}},
+				}
+				key := ns + "/" + name
+				if sched == "bench-bare" {
+					p.Spec.SchedulerName = "none"
+				}
+				d.mu.Lock()
+				d.created[key] = time.Now()
+				d.mu.Unlock()
+				if _, err := d.cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+					errc <- err
+					return
+				}
+				keys[i] = key
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	return keys, <-errc
+}
+
+func (d *driver) countBound(keys []string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, k := range keys {
+		if _, ok := d.bound[k]; ok {
+			n++
+		}
+	}
+	return n
+}
+
+// result computes a run's figures.
+func (d *driver) result(sched string, keys []string, cpu float64) *Result {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var first, last time.Time
+	var lat []float64
+	for _, k := range keys {
+		c := d.created[k]
+		if first.IsZero() || c.Before(first) {
+			first = c
+		}
+		b, ok := d.bound[k]
+		if !ok {
+			continue
+		}
+		if b.After(last) {
+			last = b
+		}
+		lat = append(lat, b.Sub(c).Seconds())
+	}
+	sort.Float64s(lat)
+	r := &Result{Scheduler: sched, Pods: len(keys), Bound: len(lat), CPUSeconds: cpu}
+	if len(lat) > 0 {
+		r.Seconds = last.Sub(first).Seconds()
+		r.PodsPerSec = float64(len(lat)) / r.Seconds
+		r.P50 = lat[len(lat)/2]
+		r.P99 = lat[min(len(lat)-1, len(lat)*99/100)]
+		r.CPUPerPod = cpu * 1000 / float64(len(lat))
+	}
+	return r
+}
+
+// startProc starts a scheduler process with its output in the cluster's
+// directory.
+func startProc(ctx context.Context, c *kubetest.Cluster, logf func(string, ...any), bin string, args ...string) (*exec.Cmd, error) {
+	f, err := os.Create(filepath.Join(c.Dir, filepath.Base(bin)+"-"+strconv.FormatInt(time.Now().UnixNano(), 36)+".log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	logf("started %s (log %s)", filepath.Base(bin), f.Name())
+	return cmd, nil
+}
+
+// procCPU is the process's user+system CPU seconds so far (0 without a
+// process).
+func procCPU(cmd *exec.Cmd) float64 {
+	if cmd == nil || cmd.Process == nil {
+		return 0
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	if len(fields) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseFloat(fields[11], 64)
+	st, _ := strconv.ParseFloat(fields[12], 64)
+	return (ut + st) / 100 // USER_HZ
+}
+
+// bareBinder binds pods to nodes decided in advance, round robin.
+type bareBinder struct {
+	cs    kubernetes.Interface
+	ns    string
+	queue chan *corev1.Pod
+	nodes int
+	next  atomic.Int64
+	once  sync.Map
+}
+
+func (b *bareBinder) run(ctx context.Context, workers int) {
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case p := <-b.queue:
+					if _, dup := b.once.LoadOrStore(p.UID, true); dup {
+						continue
+					}
+					node := fmt.Sprintf("node-%05d", int(b.next.Add(1))%b.nodes)
+					bd := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID},
+						Target: corev1.ObjectReference{Kind: "Node", Name: node}}
+					cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+					if err := b.cs.CoreV1().Pods(p.Namespace).Bind(cctx, bd, metav1.CreateOptions{}); err != nil {
+						b.once.Delete(p.UID) // seen again on its next update
+					}
+					cancel()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// Table writes results side by side with ratios to the first run.
+func Table(w io.Writer, rs []*Result) {
+	fmt.Fprintf(w, "%-24s %7s %9s %9s %8s %8s %8s %10s\n", "scheduler", "pods", "seconds", "pods/s", "p50 s", "p99 s", "CPU s", "CPU ms/pod")
+	for _, r := range rs {
+		fmt.Fprintf(w, "%-24s %7d %9.2f %9.0f %8.3f %8.3f %8.1f %10.3f\n", r.Scheduler, r.Bound, r.Seconds, r.PodsPerSec, r.P50, r.P99, r.CPUSeconds, r.CPUPerPod)
+	}
+}

@@ -1,0 +1,266 @@
+package kube_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	k8sresource "k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/restmapper"
+
+	"github.com/hetsched/hetsched/internal/core"
+	"github.com/hetsched/hetsched/internal/engine"
+	"github.com/hetsched/hetsched/internal/kube"
+	"github.com/hetsched/hetsched/internal/kube/kubetest"
+	"github.com/hetsched/hetsched/internal/server"
+)
+
+// applyFile creates the objects of one YAML file (those that exist
+// already are left as they are) and waits for CRDs to be established.
+func applyFile(t *testing.T, c *kubetest.Cluster, path string) {
+	t.Helper()
+	dir, base := filepath.Split(path)
+	for _, o := range applyObjects(t, c, dir, func(name string) bool { return name != base }, true) {
+		if o.GetKind() != "CustomResourceDefinition" {
+			continue
+		}
+		waitEstablished(t, c, o.GetName())
+	}
+}
+
+// waitEstablished waits for a CRD's Established condition.
+func waitEstablished(t *testing.T, c *kubetest.Cluster, name string) {
+	t.Helper()
+	rc := c.RESTConfig(100, 200)
+	rc.ContentType, rc.AcceptContentTypes = "", ""
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crds := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	err = kubetest.WaitFor(context.Background(), 30*time.Second, func() (bool, string, error) {
+		u, err := dyn.Resource(crds).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		for _, c := range conds {
+			m, _ := c.(map[string]any)
+			if m["type"] == "Established" && m["status"] == "True" {
+				return true, "", nil
+			}
+		}
+		return false, "not established", nil
+	})
+	if err != nil {
+		t.Fatalf("CRD %s: %v", name, err)
+	}
+}
+
+// applyDir creates every object of the YAML files in dir, in file order.
+func applyDir(t *testing.T, c *kubetest.Cluster, dir string, skip func(name string) bool) []*unstructured.Unstructured {
+	t.Helper()
+	return applyObjects(t, c, dir, skip, false)
+}
+
+// applyObjects is applyDir; with tolerateExisting an object that exists
+// is not an error (and not returned).
+func applyObjects(t *testing.T, c *kubetest.Cluster, dir string, skip func(name string) bool, tolerateExisting bool) []*unstructured.Unstructured {
+	t.Helper()
+	rc := c.RESTConfig(100, 200)
+	rc.ContentType, rc.AcceptContentTypes = "", ""
+	dc, err := discovery.NewDiscoveryClientForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sort.Strings(files)
+	var out []*unstructured.Unstructured
+	ctx := context.Background()
+	for _, f := range files {
+		if skip(filepath.Base(f)) {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+		for {
+			var u unstructured.Unstructured
+			if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				t.Fatalf("%s: %v", f, err)
+			}
+			if len(u.Object) == 0 {
+				continue
+			}
+			gvk := u.GroupVersionKind()
+			m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+			if err != nil {
+				t.Fatalf("%s: %s: %v", f, gvk, err)
+			}
+			var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
+			if m.Scope.Name() == "namespace" {
+				ri = dyn.Resource(m.Resource).Namespace(u.GetNamespace())
+			}
+			got, err := ri.Create(ctx, &u, metav1.CreateOptions{FieldValidation: "Strict"})
+			if tolerateExisting && apierrors.IsAlreadyExists(err) {
+				continue
+			}
+			if err != nil {
+				t.Fatalf("%s: %s %s: %v", f, gvk.Kind, u.GetName(), err)
+			}
+			out = append(out, got)
+		}
+	}
+	return out
+}
+
+// The manifests in deploy/kubernetes apply to a real API server with RBAC
+// (strict field validation), their ConfigMap is a valid queue tree, and
+// the ServiceAccount they bind may do a scheduler's job and nothing more.
+func TestManifestsApplyAndGrantLeastPrivilege(t *testing.T) {
+	c := kubetest.Start(t, kubetest.Options{RBAC: true})
+	objs := applyDir(t, c, "../../deploy/kubernetes", func(string) bool { return false })
+	var cm *unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == "ConfigMap" {
+			cm = o
+		}
+	}
+	if cm == nil {
+		t.Fatal("no ConfigMap in the manifests")
+	}
+	queuesYAML, _, _ := unstructured.NestedString(cm.Object, "data", "queues.yaml")
+	qf := filepath.Join(t.TempDir(), "queues.yaml")
+	if err := os.WriteFile(qf, []byte(queuesYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	queues, err := server.LoadQueuesFile(qf)
+	if err != nil {
+		t.Fatalf("the ConfigMap's queues: %v", err)
+	}
+
+	admin := c.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rl := corev1.ResourceList{corev1.ResourceCPU: k8sresource.MustParse("8"), corev1.ResourceMemory: k8sresource.MustParse("32Gi"),
+		corev1.ResourcePods: k8sresource.MustParse("110"), "nvidia.com/gpu": k8sresource.MustParse("2")}
+	if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "rbac-node", Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}},
+		Status:     corev1.NodeStatus{Capacity: rl, Allocatable: rl},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The Scheduler runs as the ServiceAccount.
+	sa := c.RESTConfig(500, 1000)
+	sa.Impersonate.UserName = "system:serviceaccount:hetsched-system:hetsched"
+	cs, err := kubernetes.NewForConfig(sa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lg := slog.New(slog.NewTextHandler(testWriter{t}, nil))
+	st, err := kube.OpenMemStore(lg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	eng, err := engine.New(engine.Config{Core: core.DefaultConfig(), Logger: lg}, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	for _, q := range queues {
+		if err := eng.PutQueue(ctx, "", q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := kube.New(kube.Config{Client: cs, Engine: eng, Logger: lg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Run(sctx) }()
+	defer func() { stop(); <-done }()
+
+	mk := func(name string, gpus string, queue string) {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: map[string]string{kube.LabelQueue: queue}},
+			Spec: corev1.PodSpec{SchedulerName: kube.DefaultSchedulerName, Containers: []corev1.Container{{Name: "c", Image: "x",
+				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": k8sresource.MustParse(gpus)}}}}},
+		}
+		if _, err := admin.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk("fits", "2", "research")
+	mk("waits", "1", "production")
+	err = kubetest.WaitFor(ctx, time.Minute, func() (bool, string, error) {
+		p, err := admin.CoreV1().Pods("default").Get(ctx, "fits", metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		w, err := admin.CoreV1().Pods("default").Get(ctx, "waits", metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		reported := false
+		for _, c := range w.Status.Conditions {
+			reported = reported || c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "nvidia.com/gpu")
+		}
+		evs, err := admin.EventsV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "regarding.name=waits"})
+		if err != nil {
+			return false, "", err
+		}
+		return p.Spec.NodeName == "rbac-node" && p.Annotations[kube.AnnotationDevices] == "nvidia.com/gpu=0,1" && reported && len(evs.Items) > 0,
+			"fits on " + p.Spec.NodeName + " with " + p.Annotations[kube.AnnotationDevices], nil
+	})
+	if err != nil {
+		t.Fatalf("as the ServiceAccount: %v", err)
+	}
+
+	// Nothing beyond a scheduler's job.
+	forbidden := map[string]error{}
+	_, forbidden["read secrets"] = cs.CoreV1().Secrets("default").List(ctx, metav1.ListOptions{})
+	forbidden["delete pods"] = cs.CoreV1().Pods("default").Delete(ctx, "fits", metav1.DeleteOptions{})
+	_, forbidden["create pods"] = cs.CoreV1().Pods("default").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "x"}}}}, metav1.CreateOptions{})
+	forbidden["delete nodes"] = cs.CoreV1().Nodes().Delete(ctx, "rbac-node", metav1.DeleteOptions{})
+	_, forbidden["read config maps"] = cs.CoreV1().ConfigMaps("hetsched-system").Get(ctx, "hetsched", metav1.GetOptions{})
+	_, forbidden["leases elsewhere"] = cs.CoordinationV1().Leases("kube-system").List(ctx, metav1.ListOptions{})
+	for what, err := range forbidden {
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("the ServiceAccount could %s (err %v)", what, err)
+		}
+	}
+}

@@ -1,0 +1,113 @@
+package kube
+
+import (
+	"context"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+)
+
+// PodGroupResource is scheduler-plugins' PodGroup (coscheduling): a gang
+// of the pods labelled scheduling.x-k8s.io/pod-group with its name.
+var PodGroupResource = schema.GroupVersionResource{Group: "scheduling.x-k8s.io", Version: "v1alpha1", Resource: "podgroups"}
+
+// podGroups reads PodGroups when the cluster serves them.
+type podGroups struct {
+	lister cache.GenericLister
+	synced cache.InformerSynced
+}
+
+// servesResource reports whether the API server serves gvr.
+func servesResource(d discovery.DiscoveryInterface, gvr schema.GroupVersionResource) (bool, error) {
+	list, err := d.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	for _, r := range list.APIResources {
+		if r.Name == gvr.Resource {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// startPodGroups starts a PodGroup informer when the CRD is installed; a
+// change of a PodGroup marks its pods dirty. Without the CRD, pods that
+// name a PodGroup wait with that reason.
+func (s *Scheduler) startPodGroups(ctx context.Context) error {
+	if s.cfg.Dynamic == nil {
+		return nil
+	}
+	ok, err := servesResource(s.client.Discovery(), PodGroupResource)
+	if err != nil || !ok {
+		if err != nil {
+			s.log.Warn("cannot tell whether PodGroups are served; gangs come from annotations only", "err", err)
+		}
+		return nil
+	}
+	f := dynamicinformer.NewDynamicSharedInformerFactory(s.cfg.Dynamic, 0)
+	inf := f.ForResource(PodGroupResource)
+	changed := func(o any) {
+		u, ok := o.(*unstructured.Unstructured)
+		if !ok {
+			if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+				u, _ = d.Obj.(*unstructured.Unstructured)
+			}
+		}
+		if u == nil {
+			return
+		}
+		pods, err := s.podLst.Pods(u.GetNamespace()).List(labels.SelectorFromSet(labels.Set{LabelPodGroup: u.GetName()}))
+		if err != nil {
+			return
+		}
+		for _, p := range pods {
+			s.dirty.addPodKey(p.Namespace + "/" + p.Name)
+		}
+	}
+	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: changed, UpdateFunc: func(_, o any) { changed(o) }, DeleteFunc: changed,
+	}); err != nil {
+		return err
+	}
+	f.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), inf.Informer().HasSynced) {
+		return ctx.Err()
+	}
+	s.groups = &podGroups{lister: inf.Lister(), synced: inf.Informer().HasSynced}
+	return nil
+}
+
+// podGroup is gangOf's lookup: a PodGroup's minMember and
+// scheduleTimeoutSeconds.
+func (s *Scheduler) podGroup(ns, name string) (int, time.Duration, bool) {
+	if s.groups == nil {
+		return 0, 0, false
+	}
+	o, err := s.groups.lister.ByNamespace(ns).Get(name)
+	if err != nil {
+		return 0, 0, false
+	}
+	u, ok := o.(*unstructured.Unstructured)
+	if !ok {
+		return 0, 0, false
+	}
+	minMember, found, err := unstructured.NestedInt64(u.Object, "spec", "minMember")
+	if err != nil || !found || minMember < 1 {
+		minMember = 1
+	}
+	var timeout time.Duration
+	if secs, found, err := unstructured.NestedInt64(u.Object, "spec", "scheduleTimeoutSeconds"); err == nil && found && secs > 0 {
+		timeout = time.Duration(secs) * time.Second
+	}
+	return int(minMember), timeout, true
+}
