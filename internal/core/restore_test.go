@@ -156,3 +156,48 @@ func TestRestoreRejectsBadInput(t *testing.T) {
 		t.Error("restoring a duplicate id succeeded")
 	}
 }
+
+// Replace gives the room of the tasks it cancels to the restored task
+// before any waiting task can take it: here a waiting high-tier task
+// would take the GPU first if the cancel came alone.
+func TestReplaceTakesTheRoomItFrees(t *testing.T) {
+	c, err := New(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1000, 0)
+	node := api.Node{Name: "g", Capacity: resource.List{resource.CPU: 8000, resource.Memory: 8 << 30},
+		Devices: []api.Device{{Type: "nvidia.com/gpu", ID: "0"}}}
+	if err := c.UpsertNode(now, &node); err != nil {
+		t.Fatal(err)
+	}
+	p := func(v int) *int { return &v }
+	gpu := resource.List{resource.CPU: 1000, "nvidia.com/gpu": 1000}
+	placed := api.Task{ID: "placed", Priority: p(1), Resources: gpu}
+	waiting := api.Task{ID: "waiting", Priority: p(1), Resources: gpu}
+	for _, tk := range []*api.Task{&placed, &waiting} {
+		if err := c.Submit(now, tk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st, _ := c.SavedState("placed"); st.State != Scheduled {
+		t.Fatalf("placed is %s", st.State)
+	}
+	kept := api.Task{ID: "kept", Priority: p(3), Resources: gpu, Preemptible: new(bool)}
+	s := Saved{State: Running, Node: "g", Devices: []DeviceRef{{Type: "nvidia.com/gpu", ID: "0", Share: 1000}}, Chosen: -1, Started: now}
+	if err := c.Replace(now, []string{"placed"}, "displaced", &kept, s); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]State{}
+	for _, id := range []string{"placed", "waiting", "kept"} {
+		st, _ := c.SavedState(id)
+		got[id] = st.State
+	}
+	want := map[string]State{"placed": Cancelled, "waiting": Pending, "kept": Running}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("states (-want +got):\n%s", d)
+	}
+	if err := checkInvariants(c); err != nil {
+		t.Error(err)
+	}
+}

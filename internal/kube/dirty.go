@@ -13,11 +13,12 @@ type dirtySet struct {
 	mu     sync.Mutex
 	pods   map[string]struct{}
 	nodes  map[string]struct{}
-	notify chan struct{} // one buffered wake-up
+	queues map[string]struct{} // Queue names; "" is the ResourceSchedule
+	notify chan struct{}       // one buffered wake-up
 }
 
 func newDirtySet() dirtySet {
-	return dirtySet{pods: map[string]struct{}{}, nodes: map[string]struct{}{}, notify: make(chan struct{}, 1)}
+	return dirtySet{pods: map[string]struct{}{}, nodes: map[string]struct{}{}, queues: map[string]struct{}{}, notify: make(chan struct{}, 1)}
 }
 
 func objectKey(o any) (string, bool) {
@@ -58,9 +59,13 @@ func (d *dirtySet) add(m map[string]struct{}, k string) {
 }
 
 // take returns what changed and starts afresh.
-func (d *dirtySet) take() (pods, nodes []string) {
+func (d *dirtySet) take() (pods, nodes, queues []string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	for k := range d.queues {
+		queues = append(queues, k)
+	}
+	clear(d.queues)
 	for k := range d.nodes {
 		nodes = append(nodes, k)
 	}
@@ -69,5 +74,5 @@ func (d *dirtySet) take() (pods, nodes []string) {
 	}
 	clear(d.pods)
 	clear(d.nodes)
-	return pods, nodes
+	return pods, nodes, queues
 }

@@ -1,6 +1,10 @@
 package kube
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // kubeMetrics are the front end's own metrics (the engine's are the
 // server's: placements, delays, preemptions).
@@ -33,7 +37,25 @@ func newKubeMetrics(reg prometheus.Registerer) *kubeMetrics {
 		m.evictions.WithLabelValues(r)
 	}
 	if reg != nil {
-		reg.MustRegister(m.bindings, m.evictions, m.bindTime)
+		// A rebuilt Scheduler (ErrRebuild) goes on counting in the first
+		// one's collectors.
+		m.bindings = register(reg, m.bindings)
+		m.evictions = register(reg, m.evictions)
+		m.bindTime = register(reg, m.bindTime)
 	}
 	return m
+}
+
+// register registers c, or returns the collector registered before it.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if old, ok := are.ExistingCollector.(C); ok {
+				return old
+			}
+		}
+		panic(err)
+	}
+	return c
 }

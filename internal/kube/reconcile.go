@@ -29,7 +29,8 @@ func (s *Scheduler) reconcileLoop(ctx context.Context) {
 			return
 		case <-s.dirty.notify:
 		}
-		pods, nodes := s.dirty.take()
+		pods, nodes, queues := s.dirty.take()
+		s.reconcileCRDs(ctx, queues)
 		if err := s.reconcileNodes(ctx, nodes); err != nil && ctx.Err() == nil {
 			s.log.Warn("could not update nodes; trying again", "err", err)
 			s.retryLater(ctx, nil, nodes)
@@ -204,6 +205,9 @@ func (s *Scheduler) planWaiting(pod *corev1.Pod, st *podState, b *podBatch) {
 		return
 	}
 	st.invalid = ""
+	if t.Queue == "" {
+		t.Queue = s.nsQueues[pod.Namespace]
+	}
 	if gang == "" || minMember <= 1 {
 		t.ID = s.newTaskID(st)
 		b.submit = append(b.submit, t)

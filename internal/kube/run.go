@@ -154,8 +154,30 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	return elect(ctx, lg, cs, opt, lead)
 }
 
-// schedule runs an engine and a Scheduler over it until ctx ends.
+// schedule runs an engine and a Scheduler over it until ctx ends; a
+// Scheduler that asks for a rebuild (ErrRebuild: a Queue deleted, the
+// ResourceSchedule's policy) is followed by a new engine and Scheduler,
+// rebuilt from the cluster.
 func schedule(ctx context.Context, lg *slog.Logger, cs kubernetes.Interface, dyn dynamic.Interface, ccfg core.Config, m *metrics.Metrics, reg prometheus.Registerer, tiers PriorityTiers, opt Options) error {
+	base := ccfg.Policy
+	for {
+		c := ccfg
+		if p := SchedulePolicy(ctx, dyn); p != "" {
+			c.Policy = p
+			if err := c.Validate(); err != nil {
+				lg.Warn("the ResourceSchedule's policy is refused; keeping the default", "policy", p, "err", err)
+				c.Policy = base
+			}
+		}
+		err := scheduleOnce(ctx, lg, cs, dyn, c, base, m, reg, tiers, opt)
+		if !errors.Is(err, ErrRebuild) || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+// scheduleOnce runs one engine and its Scheduler.
+func scheduleOnce(ctx context.Context, lg *slog.Logger, cs kubernetes.Interface, dyn dynamic.Interface, ccfg core.Config, base string, m *metrics.Metrics, reg prometheus.Registerer, tiers PriorityTiers, opt Options) error {
 	st, err := OpenMemStore(lg)
 	if err != nil {
 		return err
@@ -182,7 +204,8 @@ func schedule(ctx context.Context, lg *slog.Logger, cs kubernetes.Interface, dyn
 		pending = next
 	}
 	s, err := New(Config{Client: cs, Dynamic: dyn, Engine: eng, SchedulerName: opt.SchedulerName, Tiers: &tiers,
-		DeviceResources: opt.DeviceResources, BindWorkers: opt.BindWorkers, Logger: lg, Registerer: reg})
+		DeviceResources: opt.DeviceResources, BindWorkers: opt.BindWorkers, Logger: lg, Registerer: reg,
+		Policy: ccfg.Policy, BasePolicy: base})
 	if err != nil {
 		return err
 	}

@@ -49,9 +49,14 @@ type Config struct {
 	// refuses is tried again before the pod is kept (default 1m).
 	EvictionTimeout time.Duration
 	Logger          *slog.Logger
-	// Dynamic, when set, reads PodGroups (scheduling.x-k8s.io) where the
-	// cluster serves them.
+	// Dynamic, when set, reads PodGroups (scheduling.x-k8s.io), Queues and
+	// the ResourceSchedule (hetsched.io) where the cluster serves them.
 	Dynamic dynamic.Interface
+	// Policy is the engine's scheduling policy, BasePolicy the one that
+	// holds without a ResourceSchedule naming one: a ResourceSchedule (or
+	// its deletion) asking for another than Policy ends Run with
+	// ErrRebuild.
+	Policy, BasePolicy string
 	// Registerer, when set, gets the front end's metrics (metrics.go).
 	Registerer prometheus.Registerer
 }
@@ -75,8 +80,11 @@ type Scheduler struct {
 
 	m      *kubeMetrics
 	groups *podGroups // nil without PodGroups
-	dirty  dirtySet   // pods and nodes to reconcile (its own lock)
-	binds  chan bindRequest
+	crds   *crds      // nil without hetsched.io resources
+	// rebuildCh ends Run with ErrRebuild.
+	rebuildCh chan struct{}
+	dirty     dirtySet // pods and nodes to reconcile (its own lock)
+	binds     chan bindRequest
 
 	mu    sync.Mutex // guards the fields below
 	byUID map[types.UID]*podState
@@ -104,6 +112,8 @@ type Scheduler struct {
 	// sent is the node as last sent to the engine (the reconcile loop's
 	// alone: not under mu).
 	sent map[string]api.Node
+	// nsQueues is the ResourceSchedule's queue per namespace (under mu).
+	nsQueues map[string]string
 }
 
 // podState is what the Scheduler tracks of one pod.
@@ -172,11 +182,12 @@ func New(cfg Config) (*Scheduler, error) {
 	}
 	s := &Scheduler{
 		cfg: cfg, log: cfg.Logger, eng: cfg.Engine, client: cfg.Client,
-		nodes: newNodeTranslator(cfg.DeviceResources),
-		dirty: newDirtySet(),
-		m:     newKubeMetrics(cfg.Registerer),
-		binds: make(chan bindRequest, 4096),
-		byUID: map[types.UID]*podState{}, byKey: map[string]types.UID{}, tasks: map[string]types.UID{},
+		nodes:     newNodeTranslator(cfg.DeviceResources),
+		dirty:     newDirtySet(),
+		rebuildCh: make(chan struct{}, 1),
+		m:         newKubeMetrics(cfg.Registerer),
+		binds:     make(chan bindRequest, 4096),
+		byUID:     map[types.UID]*podState{}, byKey: map[string]types.UID{}, tasks: map[string]types.UID{},
 		gangs: map[string]*gangState{}, sent: map[string]api.Node{},
 		evictions: map[string]int{}, evictFailed: map[string]int{}, evictChange: make(chan struct{}),
 		held:     map[string]map[types.UID]bindRequest{},
@@ -230,6 +241,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	if err := s.startPodGroups(ctx); err != nil {
 		return err
 	}
+	if err := s.startCRDs(ctx); err != nil {
+		return err
+	}
 	s.log.Info("informers synced", "podGroups", s.groups != nil, "nodes", len(nodeInf.GetStore().ListKeys()), "pods", len(podInf.GetStore().ListKeys()))
 
 	var wg sync.WaitGroup
@@ -238,8 +252,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	// first reconcile.
 	since := s.eng.LatestEvent()
 	var err error
-	wg.Add(2 + s.cfg.BindWorkers)
+	wg.Add(3 + s.cfg.BindWorkers)
 	go func() { defer wg.Done(); s.reconcileLoop(ctx) }()
+	go func() { defer wg.Done(); s.statusLoop(ctx) }()
 	go func() { defer wg.Done(); s.decisionLoop(ctx, since) }()
 	for range s.cfg.BindWorkers {
 		go func() { defer wg.Done(); s.bindWorker(ctx) }()
@@ -248,6 +263,8 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	case <-s.eng.Done():
 		err = s.eng.Err()
+	case <-s.rebuildCh:
+		err = ErrRebuild
 	}
 	cancel()
 	wg.Wait()
