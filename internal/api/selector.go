@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -15,6 +16,8 @@ import (
 //	!k          k is absent
 //	k in (a,b)  k is one of the values
 //	k notin (a,b) k is none of them (or absent)
+//	k>N, k<N    k is an integer greater (less) than the integer N, as in
+//	            Kubernetes' node affinity Gt and Lt
 //
 // The empty selector matches everything.
 type Selector struct {
@@ -28,12 +31,15 @@ const (
 	opNotIn
 	opExists
 	opNotExists
+	opGt
+	opLt
 )
 
 type requirement struct {
 	key    string
 	op     selectorOp
 	values []string
+	n      int64 // opGt, opLt
 }
 
 // Bounds of a selector (it comes from a query string).
@@ -100,6 +106,17 @@ func nextTerm(s string) (term, rest string, err error) {
 }
 
 func parseRequirement(t string) (requirement, error) {
+	if i := strings.IndexAny(t, "<>"); i >= 0 {
+		k, v, op := strings.TrimSpace(t[:i]), strings.TrimSpace(t[i+1:]), opGt
+		if t[i] == '<' {
+			op = opLt
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return requirement{}, fmt.Errorf("%q: %s compares with an integer, got %q", t, t[i:i+1], truncate(v))
+		}
+		return requirement{key: k, op: op, n: n}, checkSelectorKey(k)
+	}
 	if k, ok := strings.CutPrefix(t, "!"); ok {
 		k = strings.TrimSpace(k)
 		return requirement{key: k, op: opNotExists}, checkSelectorKey(k)
@@ -167,8 +184,8 @@ func checkSelectorValue(v string) error {
 	if len(v) > 256 {
 		return fmt.Errorf("value longer than 256 bytes")
 	}
-	if strings.ContainsAny(v, "=!() \t") || hasControl(v) {
-		return fmt.Errorf("value %q holds a character a selector cannot match ('=', '!', parentheses, spaces or control characters)", truncate(v))
+	if strings.ContainsAny(v, "=!()<> \t") || hasControl(v) {
+		return fmt.Errorf("value %q holds a character a selector cannot match ('=', '!', '<', '>', parentheses, spaces or control characters)", truncate(v))
 	}
 	return nil
 }
@@ -207,9 +224,23 @@ func (s Selector) Matches(get func(key string) (string, bool)) bool {
 			if ok && slices.Contains(r.values, v) {
 				return false
 			}
+		case opGt, opLt:
+			n, err := strconv.ParseInt(v, 10, 64)
+			if !ok || err != nil || r.op == opGt && n <= r.n || r.op == opLt && n >= r.n {
+				return false
+			}
 		}
 	}
 	return true
+}
+
+// Keys lists the label keys the selector reads.
+func (s Selector) Keys() []string {
+	out := make([]string, len(s.reqs))
+	for i, r := range s.reqs {
+		out[i] = r.key
+	}
+	return out
 }
 
 // MatchesMap is Matches over a map.

@@ -6,7 +6,7 @@ import (
 )
 
 func TestSelector(t *testing.T) {
-	labels := map[string]string{"team": "vision", "env": "prod", "nvidia.com/gpu.model": "H100-80GB"}
+	labels := map[string]string{"team": "vision", "env": "prod", "nvidia.com/gpu.model": "H100-80GB", "nvidia.com/gpu.memory": "81920"}
 	for _, c := range []struct {
 		sel  string
 		want bool
@@ -32,6 +32,12 @@ func TestSelector(t *testing.T) {
 		{"absent notin (x)", true},
 		{"nvidia.com/gpu.model=H100-80GB", true},
 		{"nvidia.com/gpu.model in (A100-40GB,H100-80GB),team", true},
+		{"nvidia.com/gpu.memory>40960", true},
+		{"nvidia.com/gpu.memory > 81920", false},
+		{"nvidia.com/gpu.memory<81921", true},
+		{"nvidia.com/gpu.memory<-5", false},
+		{"team>1", false},    // not an integer: no match
+		{"absent<10", false}, // absent: no match
 	} {
 		s, err := ParseSelector(c.sel)
 		if err != nil {
@@ -55,6 +61,8 @@ func TestSelector(t *testing.T) {
 		"bad key!=x":        "",
 		"env between (a,b)": "want key=value",
 		"a=\x1b[31m":        "control",
+		"mem>lots":          "compares with an integer",
+		"mem<":              "compares with an integer",
 		strings.Repeat("k,", MaxSelectorTerms) + "k": "more than",
 		strings.Repeat("k", MaxSelectorLen+1):        "longer than",
 	} {

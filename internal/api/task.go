@@ -35,6 +35,11 @@ type Task struct {
 	Resources    resource.List     `json:"resources,omitempty"`
 	Alternatives []Alternative     `json:"alternatives,omitempty"`
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// NodeAffinity restricts the nodes further, as Kubernetes' required
+	// node affinity: the node must match at least one term, each a label
+	// selector (ParseSelector: =, !=, in, notin, exists, !, >, <) all of
+	// whose requirements hold.
+	NodeAffinity []string          `json:"nodeAffinity,omitempty"`
 	Tolerations  []string          `json:"tolerations,omitempty"`
 	Command      []string          `json:"command,omitempty"`
 	Env          map[string]string `json:"env,omitempty"`
@@ -134,6 +139,7 @@ const (
 	MaxIDLen          = 253
 	MaxAlternatives   = 8
 	MaxSelectorLabels = 32
+	MaxAffinityTerms  = 8
 	MaxTolerations    = 32
 	MaxCommandArgs    = 4096
 	MaxEnv            = 1024
@@ -287,6 +293,18 @@ func (t *Task) Validate() error {
 			if err := ValidateLabelValue(alt); err != nil {
 				return errs.Invalid("nodeSelector."+k, "%v", err)
 			}
+		}
+	}
+	if len(t.NodeAffinity) > MaxAffinityTerms {
+		return errs.Invalid("nodeAffinity", "at most %d terms", MaxAffinityTerms)
+	}
+	for i, term := range t.NodeAffinity {
+		sel, err := ParseSelector(term)
+		if err != nil {
+			return errs.Invalid(fmt.Sprintf("nodeAffinity[%d]", i), "%v", err)
+		}
+		if sel.Empty() {
+			return errs.Invalid(fmt.Sprintf("nodeAffinity[%d]", i), "an empty term would match every node: leave it out")
 		}
 	}
 	if t.Shards != 0 || t.Inputs != nil {

@@ -99,6 +99,7 @@ func (t *Task) appendFast(b []byte) ([]byte, bool) {
 		b, ok = appendResources(b, t.Resources, ok)
 	}
 	strMap("nodeSelector", t.NodeSelector)
+	strs("nodeAffinity", t.NodeAffinity)
 	strs("tolerations", t.Tolerations)
 	strs("command", t.Command)
 	strMap("env", t.Env)

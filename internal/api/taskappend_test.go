@@ -119,6 +119,9 @@ func genTask() *rapid.Generator[Task] {
 			task.Requeue = &v
 		}
 		task.Resources = res("res")
+		if rapid.IntRange(0, 4).Draw(rt, "affinity") == 0 {
+			task.NodeAffinity = []string{rapid.SampledFrom([]string{"zone in (a,b)", "gpu.memory>40960,!spot", "a=b"}).Draw(rt, "term")}
+		}
 		if rapid.IntRange(0, 9).Draw(rt, "rare") == 0 {
 			for i := rapid.IntRange(0, 2).Draw(rt, "alts"); i > 0; i-- {
 				task.Alternatives = append(task.Alternatives, Alternative{Resources: res("alt-res"),

@@ -73,7 +73,7 @@ func DecodeTask(r *jsonread.Reader) (Task, error) {
 }
 
 var taskFields = func() map[string]uint32 {
-	names := []string{"id", "name", "queue", "priority", "resources", "alternatives", "nodeSelector",
+	names := []string{"id", "name", "queue", "priority", "resources", "alternatives", "nodeSelector", "nodeAffinity",
 		"tolerations", "command", "env", "duration", "timeout", "queueTimeout", "lease", "depends",
 		"preemptible", "metadata", "requeue", "locality", "localityWait", "shards", "inputs"}
 	m := make(map[string]uint32, len(names))
@@ -100,6 +100,8 @@ func readTaskField(r *jsonread.Reader, t *Task, k string) error {
 		t.Alternatives, err = readAlternatives(r, k)
 	case "nodeSelector":
 		t.NodeSelector, err = readStringMap(r, k)
+	case "nodeAffinity":
+		t.NodeAffinity, err = readStrings(r, k)
 	case "tolerations":
 		t.Tolerations, err = readStrings(r, k)
 	case "command":

@@ -2,6 +2,7 @@ package core
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -57,6 +58,12 @@ type class struct {
 	selector    []selTerm // all terms
 	identity    []selTerm // the terms on identity labels (checked per node)
 	tolerations []api.Toleration
+	// affinity are the node affinity terms (one must match), by their
+	// sorted text; affinityIdentity is set when a term reads an identity
+	// label: then the terms are checked per node, not per group.
+	affinity         []api.Selector
+	affinityText     []string
+	affinityIdentity bool
 	// queues holds the class's pending tasks per level, native and raised
 	// by aging apart ([level][0] native, [level][1] raised): a raised task
 	// that cannot preempt must not hold back natively urgent or high work
@@ -106,7 +113,19 @@ func classKey(spec *api.Task) string {
 	tols := append([]string(nil), spec.Tolerations...)
 	sort.Strings(tols)
 	b.WriteString(strings.Join(tols, ";"))
+	if len(spec.NodeAffinity) > 0 {
+		b.WriteString("#")
+		b.WriteString(strings.Join(sortedAffinity(spec), "\x00"))
+	}
 	return b.String()
+}
+
+// sortedAffinity is the spec's affinity terms in order (their order does
+// not matter: one must match).
+func sortedAffinity(spec *api.Task) []string {
+	terms := append([]string(nil), spec.NodeAffinity...)
+	sort.Strings(terms)
+	return terms
 }
 
 // unknownRes is a requested resource no node has ever offered: it is not
@@ -194,6 +213,14 @@ func buildClass(key string, spec *api.Task, dims *resource.Dims, vecs []resource
 		}
 		cl.tolerations = append(cl.tolerations, t)
 	}
+	cl.affinityText = sortedAffinity(spec)
+	for i, term := range cl.affinityText {
+		sel, err := api.ParseSelector(term)
+		if err != nil {
+			return nil, errs.Invalid("nodeAffinity["+strconv.Itoa(i)+"]", "%v", err)
+		}
+		cl.affinity = append(cl.affinity, sel)
+	}
 	return cl, nil
 }
 
@@ -250,6 +277,11 @@ func (c *Core) classFor(spec *api.Task, leaf *queueNode) (*class, error) {
 		tols += strHash(t)
 	}
 	mix(tols)
+	var aff uint64 // order-independent
+	for _, t := range spec.NodeAffinity {
+		aff += strHash(t)
+	}
+	mix(aff)
 	mix(uint64(leaf.order))
 	nopts := 1 + len(spec.Alternatives)
 	for _, cl := range c.classes[h] {
@@ -265,6 +297,11 @@ func (c *Core) classFor(spec *api.Task, leaf *queueNode) (*class, error) {
 	for _, s := range cl.selector {
 		if c.idx.identity[s.key] {
 			cl.identity = append(cl.identity, s)
+		}
+	}
+	for _, sel := range cl.affinity {
+		for _, k := range sel.Keys() {
+			cl.affinityIdentity = cl.affinityIdentity || c.idx.identity[k]
 		}
 	}
 	for _, u := range unknown[:nopts] {
@@ -356,7 +393,10 @@ func (cl *class) matches(spec *api.Task, vecs []resource.Vector, unknown [][]unk
 		}
 		n++
 	}
-	if n != len(spec.NodeSelector) || len(spec.Tolerations) != len(cl.tolerations) {
+	if n != len(spec.NodeSelector) || len(spec.Tolerations) != len(cl.tolerations) || len(spec.NodeAffinity) != len(cl.affinityText) {
+		return false
+	}
+	if len(cl.affinityText) > 0 && !slices.Equal(sortedAffinity(spec), cl.affinityText) {
 		return false
 	}
 	// Tolerations match in any order (cl.tolerations are sorted by text).

@@ -382,6 +382,9 @@ func (c *Core) checkNode(sc *searchCtx, t *Task, o *Option, n *Node) *Status {
 			return st
 		}
 	}
+	if t.cls.affinityIdentity && !affinityMatch(t.cls, n) {
+		return affinityMismatch
+	}
 	if st := cf.quota.Filter(cs, t, o, n); st != nil {
 		return st
 	}

@@ -43,6 +43,36 @@ func (p NodeSelector) Filter(_ *CycleState, t *Task, _ *Option, n *Node) *Status
 	return nil
 }
 
+// NodeAffinity is static: one of the task's node affinity terms must
+// match the node's labels. Terms that read an identity label (hostnames)
+// are checked per node instead (Core.checkNode), since a group's labels
+// leave those out.
+type NodeAffinity struct{}
+
+// Name implements Plugin.
+func (NodeAffinity) Name() string { return "NodeAffinity" }
+
+var affinityMismatch = NewUnresolvable("node affinity mismatch")
+
+// Filter implements FilterPlugin.
+func (NodeAffinity) Filter(_ *CycleState, t *Task, _ *Option, n *Node) *Status {
+	if len(t.cls.affinity) == 0 || t.cls.affinityIdentity || affinityMatch(t.cls, n) {
+		return nil
+	}
+	return affinityMismatch
+}
+
+// affinityMatch reports whether one of the class's affinity terms matches
+// the node's labels.
+func affinityMatch(cls *class, n *Node) bool {
+	for _, sel := range cls.affinity {
+		if sel.MatchesMap(n.labels) {
+			return true
+		}
+	}
+	return false
+}
+
 // TaintToleration is static: every NoSchedule/NoExecute taint must be
 // tolerated.
 type TaintToleration struct{}

@@ -1,6 +1,8 @@
 package core
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -92,5 +94,70 @@ func TestFilterStatusCodes(t *testing.T) {
 	}
 	if st := c.checkNode(c.beginSearch(false, nil), cases[0].task, &cases[0].task.cls.opts[0], a); st.IsUnresolvable() {
 		t.Errorf("insufficient cpu is resolvable, got %+v", st)
+	}
+}
+
+// TestNodeAffinity: a task goes only where one of its affinity terms
+// matches (notin, >, <, exists, absent, and a term on an identity label,
+// checked per node); one that matches no node waits saying so, and so does
+// one whose only terms reach no node with room.
+func TestNodeAffinity(t *testing.T) {
+	c, err := New(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_000_000, 0)
+	nodes := []api.Node{
+		{Name: "n1", Labels: map[string]string{"zone": "a", "gpu.memory": "40960", "kubernetes.io/hostname": "n1"}},
+		{Name: "n2", Labels: map[string]string{"zone": "b", "gpu.memory": "81920", "kubernetes.io/hostname": "n2"}},
+		{Name: "n3", Labels: map[string]string{"zone": "b", "gpu.memory": "81920", "spot": "true", "kubernetes.io/hostname": "n3"}},
+	}
+	for i := range nodes {
+		nodes[i].Capacity = resource.List{resource.CPU: 4000, resource.Memory: 8 << 30}
+		if err := c.UpsertNode(now, &nodes[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	one := 1
+	cases := []struct {
+		id    string
+		terms []string
+		want  []string // nodes it may land on; none: it waits
+	}{
+		{"notin", []string{"zone notin (b)"}, []string{"n1"}},
+		{"gt", []string{"gpu.memory>50000,!spot"}, []string{"n2"}},
+		{"lt", []string{"gpu.memory<50000"}, []string{"n1"}},
+		{"exists", []string{"spot"}, []string{"n3"}},
+		{"or", []string{"zone=c", "kubernetes.io/hostname in (n2)"}, []string{"n2"}},
+		{"none", []string{"zone=c", "gpu.memory>100000"}, nil},
+	}
+	for _, tc := range cases {
+		spec := &api.Task{ID: tc.id, Priority: &one, Resources: resource.List{resource.CPU: 100}, NodeAffinity: tc.terms}
+		if err := spec.Validate(); err != nil {
+			t.Fatalf("%s: %v", tc.id, err)
+		}
+		if err := c.Submit(now, spec); err != nil {
+			t.Fatalf("%s: %v", tc.id, err)
+		}
+		st, _ := c.SavedState(tc.id)
+		if tc.want == nil {
+			task, _ := c.Task(tc.id)
+			if st.State != Pending || !strings.Contains(task.Reason(), "node affinity mismatch") {
+				t.Errorf("%s: %s (%q), want pending on node affinity", tc.id, st.State, task.Reason())
+			}
+			continue
+		}
+		if st.State != Scheduled || !slices.Contains(tc.want, st.Node) {
+			t.Errorf("%s: %s on %q, want scheduled on one of %v", tc.id, st.State, st.Node, tc.want)
+		}
+	}
+	// Two tasks alike but for their affinity are different classes.
+	a, _ := c.Task("lt")
+	b, _ := c.Task("gt")
+	if a.cls == b.cls {
+		t.Error("tasks of different affinity share a class")
+	}
+	if err := checkInvariants(c); err != nil {
+		t.Error(err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 var (
 	_ FilterPlugin    = NodeSelector{}
 	_ FilterPlugin    = TaintToleration{}
+	_ FilterPlugin    = NodeAffinity{}
 	_ FilterPlugin    = ResourceTypes{}
 	_ FilterPlugin    = (*LoadTarget)(nil)
 	_ FilterPlugin    = NodeIdentity{}
@@ -111,7 +112,7 @@ var policyTable = []policyDef{
 
 // staticFilters are every policy's static filters.
 func staticFilters(c *Core) []FilterPlugin {
-	return []FilterPlugin{ResourceTypes{dims: c.dims}, NodeSelector{identity: c.idx.identity}, TaintToleration{}}
+	return []FilterPlugin{ResourceTypes{dims: c.dims}, NodeSelector{identity: c.idx.identity}, NodeAffinity{}, TaintToleration{}}
 }
 
 // paperPolicy is a full-walk policy whose one score plugin decides, with a

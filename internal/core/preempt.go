@@ -217,6 +217,9 @@ func (c *Core) preemptOption(w *preemptWalk, o *Option) bool {
 					return false
 				}
 				w.visited++
+				if t.cls.affinityIdentity && !affinityMatch(t.cls, n) {
+					continue
+				}
 				c.preemptOn(w, o, m, n)
 			}
 		}

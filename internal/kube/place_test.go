@@ -114,8 +114,9 @@ func TestOtherSchedulersPodsHoldCapacity(t *testing.T) {
 }
 
 // Every node-side rule kube-scheduler applies to fit holds: a cordoned
-// node takes nothing, a taint repels pods without its toleration, a
-// selector via required node affinity (In) picks the node.
+// node takes nothing, a taint repels pods without its toleration,
+// required node affinity (In, NotIn, Gt) picks the node or keeps the pod
+// waiting.
 func TestNodeRules(t *testing.T) {
 	e := newEnv(t)
 	e.node("tainted", nil, map[string]string{"zone": "a"})
@@ -145,14 +146,24 @@ func TestNodeRules(t *testing.T) {
 	if p := e.waitBound("tol"); p.Spec.NodeName != e.prefix+"tainted" {
 		t.Errorf("tolerating pod on %s, want %stainted", p.Spec.NodeName, e.prefix)
 	}
-	// An operator hetsched does not carry yet is refused with its reason,
-	// never placed where it must not go.
+	// NotIn keeps it off zone a (where it would fit, tolerating nothing
+	// else): it goes to zone b.
 	notin := e.podSpec("notin", map[string]string{"cpu": "1"})
 	notin.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
 		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"a"}}}}},
 	}}}
+	notin.Spec.Tolerations = tol.Spec.Tolerations
 	e.create(notin)
-	e.waitReason("notin", "operator NotIn")
+	if p := e.waitBound("notin"); p.Spec.NodeName != e.prefix+"plain" {
+		t.Errorf("zone notin (a) pod on %s, want %splain", p.Spec.NodeName, e.prefix)
+	}
+	// Affinity no node meets waits, saying so.
+	gt := e.podSpec("gt", map[string]string{"cpu": "1"})
+	gt.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "rank", Operator: corev1.NodeSelectorOpGt, Values: []string{"3"}}}}},
+	}}}
+	e.create(gt)
+	e.waitReason("gt", "node affinity mismatch")
 
 	// Cordon plain: a new pod for zone b waits, and goes once uncordoned.
 	n, err = e.cs.CoreV1().Nodes().Get(e.ctx, e.prefix+"plain", metav1.GetOptions{})

@@ -2,7 +2,6 @@ package kube
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -113,6 +112,10 @@ func (pt podTranslator) task(pod *corev1.Pod, id string) (api.Task, error) {
 	if len(pod.Namespace)+len(pod.Name)+1 <= 253 {
 		t.Name = pod.Namespace + "/" + pod.Name
 	}
+	if len(pod.Spec.ResourceClaims) > 0 {
+		// Placing it without its claims' devices would break it.
+		return api.Task{}, fmt.Errorf("resourceClaims: hetsched kube does not allocate DRA ResourceClaims yet")
+	}
 	req, err := podRequest(pod)
 	if err != nil {
 		return api.Task{}, err
@@ -132,6 +135,9 @@ func (pt podTranslator) task(pod *corev1.Pod, id string) (api.Task, error) {
 	}
 	t.Queue = pod.Labels[LabelQueue]
 	if t.NodeSelector, err = podNodeSelector(pod); err != nil {
+		return api.Task{}, err
+	}
+	if t.NodeAffinity, err = podNodeAffinity(pod); err != nil {
 		return api.Task{}, err
 	}
 	if t.Tolerations, err = podTolerations(pod.Spec.Tolerations); err != nil {
@@ -178,11 +184,7 @@ func (pt podTranslator) priority(pod *corev1.Pod) (int, error) {
 	return pt.tiers.Tier(0), nil
 }
 
-// podNodeSelector merges spec.nodeSelector and the required node affinity
-// into hetsched's selector, where a key's value may list alternatives
-// ("a|b"). Affinity is carried when it is one term of In (and
-// single-value) expressions on labels; other forms are refused with the
-// reason, so that the pod waits rather than lands where it must not.
+// podNodeSelector is spec.nodeSelector as hetsched's selector.
 func podNodeSelector(pod *corev1.Pod) (map[string]string, error) {
 	sel := map[string]string{}
 	for k, v := range pod.Spec.NodeSelector {
@@ -191,43 +193,94 @@ func podNodeSelector(pod *corev1.Pod) (map[string]string, error) {
 		}
 		sel[k] = v
 	}
+	return nilIfEmpty(sel), nil
+}
+
+// podNodeAffinity is the required node affinity as hetsched's terms (one
+// must match): each nodeSelectorTerm's expressions on labels (In, NotIn,
+// Exists, DoesNotExist, Gt, Lt) and on the field metadata.name (In,
+// NotIn, as hetsched's node-name label) joined into one selector.
+func podNodeAffinity(pod *corev1.Pod) ([]string, error) {
 	aff := pod.Spec.Affinity
 	if aff == nil || aff.NodeAffinity == nil || aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
-		return nilIfEmpty(sel), nil
+		return nil, nil
 	}
+	const field = "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms"
 	terms := aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
-	const field = "affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-	if len(terms) != 1 {
-		return nil, fmt.Errorf("%s: hetsched kube supports one nodeSelectorTerm, got %d", field, len(terms))
+	if len(terms) == 0 {
+		return nil, fmt.Errorf("%s: an empty list matches no node", field)
 	}
-	if len(terms[0].MatchFields) > 0 {
-		return nil, fmt.Errorf("%s: matchFields is not supported", field)
+	if len(terms) > api.MaxAffinityTerms {
+		return nil, fmt.Errorf("%s: hetsched holds at most %d terms, got %d", field, api.MaxAffinityTerms, len(terms))
 	}
-	for i, e := range terms[0].MatchExpressions {
-		f := fmt.Sprintf("%s.nodeSelectorTerms[0].matchExpressions[%d]", field, i)
-		if e.Operator != corev1.NodeSelectorOpIn {
-			return nil, fmt.Errorf("%s: operator %s is not supported yet (only In)", f, e.Operator)
-		}
-		if len(e.Values) == 0 {
-			return nil, fmt.Errorf("%s: In needs values", f)
-		}
-		vals := append([]string(nil), e.Values...)
-		sort.Strings(vals)
-		v := strings.Join(vals, "|")
-		if old, ok := sel[e.Key]; ok {
-			v = intersect(old, vals)
-			if v == "" {
-				return nil, fmt.Errorf("%s: no value of %s satisfies both nodeSelector and affinity", f, e.Key)
+	var out []string
+	for i, term := range terms {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		var reqs []string
+		for j, e := range term.MatchExpressions {
+			r, err := affinityRequirement(e.Key, e.Operator, e.Values)
+			if err != nil {
+				return nil, fmt.Errorf("%s.matchExpressions[%d]: %v", f, j, err)
 			}
+			reqs = append(reqs, r)
 		}
-		for _, x := range vals {
-			if err := checkSelector(e.Key, x); err != nil {
-				return nil, fmt.Errorf("%s: %v", f, err)
+		for j, e := range term.MatchFields {
+			if e.Key != "metadata.name" || e.Operator != corev1.NodeSelectorOpIn && e.Operator != corev1.NodeSelectorOpNotIn {
+				return nil, fmt.Errorf("%s.matchFields[%d]: only metadata.name with In or NotIn is a node field, got %s %s", f, j, e.Key, e.Operator)
 			}
+			r, err := affinityRequirement(api.NodeNameLabel, e.Operator, e.Values)
+			if err != nil {
+				return nil, fmt.Errorf("%s.matchFields[%d]: %v", f, j, err)
+			}
+			reqs = append(reqs, r)
 		}
-		sel[e.Key] = v
+		if len(reqs) == 0 {
+			return nil, fmt.Errorf("%s: an empty term matches no node", f)
+		}
+		text := strings.Join(reqs, ",")
+		if _, err := api.ParseSelector(text); err != nil {
+			return nil, fmt.Errorf("%s: %v", f, err)
+		}
+		out = append(out, text)
 	}
-	return nilIfEmpty(sel), nil
+	return out, nil
+}
+
+// affinityRequirement writes one expression in selector syntax.
+func affinityRequirement(key string, op corev1.NodeSelectorOperator, values []string) (string, error) {
+	for _, v := range values {
+		if strings.ContainsAny(v, ",()") {
+			return "", fmt.Errorf("value %q of %s holds a character a selector cannot carry", v, key)
+		}
+	}
+	switch op {
+	case corev1.NodeSelectorOpIn, corev1.NodeSelectorOpNotIn:
+		if len(values) == 0 {
+			return "", fmt.Errorf("%s needs values", op)
+		}
+		word := "in"
+		if op == corev1.NodeSelectorOpNotIn {
+			word = "notin"
+		}
+		return key + " " + word + " (" + strings.Join(values, ",") + ")", nil
+	case corev1.NodeSelectorOpExists:
+		return key, nil
+	case corev1.NodeSelectorOpDoesNotExist:
+		return "!" + key, nil
+	case corev1.NodeSelectorOpGt, corev1.NodeSelectorOpLt:
+		if len(values) != 1 {
+			return "", fmt.Errorf("%s needs one integer value, got %d", op, len(values))
+		}
+		if _, err := strconv.ParseInt(values[0], 10, 64); err != nil {
+			return "", fmt.Errorf("%s needs an integer, got %q", op, values[0])
+		}
+		sym := ">"
+		if op == corev1.NodeSelectorOpLt {
+			sym = "<"
+		}
+		return key + sym + values[0], nil
+	}
+	return "", fmt.Errorf("operator %q is not one of In, NotIn, Exists, DoesNotExist, Gt, Lt", op)
 }
 
 func checkSelector(k, v string) error {
@@ -241,20 +294,6 @@ func checkSelector(k, v string) error {
 		return fmt.Errorf("label %s: value %q holds '|'", k, v)
 	}
 	return api.ValidateLabelValue(v)
-}
-
-// intersect keeps the values of a|b|c that are among vals.
-func intersect(alts string, vals []string) string {
-	var keep []string
-	for _, a := range strings.Split(alts, "|") {
-		for _, v := range vals {
-			if a == v {
-				keep = append(keep, a)
-				break
-			}
-		}
-	}
-	return strings.Join(keep, "|")
 }
 
 func nilIfEmpty(m map[string]string) map[string]string {

@@ -128,9 +128,6 @@ type podState struct {
 	node  string
 	// binding: a Binding for task is in flight.
 	binding bool
-	// ending: the Scheduler ends the task itself (the pod finished or was
-	// deleted), so its end is not a decision to carry out.
-	ending bool
 	// evicting: the pod was asked to leave its node and is still there
 	// (counted in Scheduler.evictions).
 	evicting bool

@@ -140,7 +140,8 @@ func TestPodTranslation(t *testing.T) {
 	want := api.Task{
 		ID: "uid-1", Name: "ml/train-0", Queue: "research", Priority: &one, Preemptible: &no, Requeue: &no, Lease: api.NoExpiry,
 		Resources:    resource.List{"nvidia.com/gpu": 8000, PodsResource: 1000},
-		NodeSelector: map[string]string{"zone": "a", LabelGPUProduct: "A100-80GB|H100-80GB"},
+		NodeSelector: map[string]string{"zone": "a"},
+		NodeAffinity: []string{"nvidia.com/gpu.product in (H100-80GB,A100-80GB)"},
 		Tolerations:  []string{"dedicated=train:NoSchedule", "node.kubernetes.io/unreachable:NoExecute", "node.kubernetes.io/unreachable:NoSchedule"},
 		Metadata:     map[string]string{metaNamespace: "ml", metaPod: "train-0"},
 	}
@@ -160,22 +161,24 @@ func TestPodTranslationRefusesWhatItCannotExpress(t *testing.T) {
 	}{
 		"bad tier":        {func(p *corev1.Pod) { p.Annotations = map[string]string{AnnotationPriority: "7"} }, "hetsched.io/priority"},
 		"bad preemptible": {func(p *corev1.Pod) { p.Annotations = map[string]string{AnnotationPreemptible: "maybe"} }, "hetsched.io/preemptible"},
-		"NotIn": {func(p *corev1.Pod) {
+		"empty term": {func(p *corev1.Pod) {
 			p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
-				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"a"}}}}},
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{}}}}}
+		}, "matches no node"},
+		"Gt of a word": {func(p *corev1.Pod) {
+			p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "mem", Operator: corev1.NodeSelectorOpGt, Values: []string{"big"}}}}},
 			}}}
-		}, "operator NotIn"},
-		"two terms": {func(p *corev1.Pod) {
-			term := corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}}}
+		}, "needs an integer"},
+		"other field": {func(p *corev1.Pod) {
 			p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
-				NodeSelectorTerms: []corev1.NodeSelectorTerm{term, term}}}}
-		}, "one nodeSelectorTerm"},
-		"selector and affinity disagree": {func(p *corev1.Pod) {
-			p.Spec.NodeSelector = map[string]string{"zone": "b"}
-			p.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
-				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}}}},
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{Key: "spec.podCIDR", Operator: corev1.NodeSelectorOpIn, Values: []string{"x"}}}}},
 			}}}
-		}, "satisfies both"},
+		}, "only metadata.name"},
+		"DRA claims": {func(p *corev1.Pod) {
+			name := "gpu"
+			p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: &name}}
+		}, "ResourceClaims"},
 		"own label": {func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{api.NodeNameLabel: "x"} }, "hetsched's own label"},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -240,4 +243,34 @@ func FuzzParseDevices(f *testing.F) {
 			t.Fatalf("%q: %v does not survive formatting (%v)", s, devs, again)
 		}
 	})
+}
+
+// Every operator of required node affinity becomes a term hetsched's core
+// matches: In, NotIn, Exists, DoesNotExist, Gt, Lt, and metadata.name.
+func TestPodNodeAffinityTerms(t *testing.T) {
+	req := func(k string, op corev1.NodeSelectorOperator, v ...string) corev1.NodeSelectorRequirement {
+		return corev1.NodeSelectorRequirement{Key: k, Operator: op, Values: v}
+	}
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{
+			{MatchExpressions: []corev1.NodeSelectorRequirement{
+				req("zone", corev1.NodeSelectorOpNotIn, "a", "b"), req("spot", corev1.NodeSelectorOpDoesNotExist),
+				req(LabelGPUMemory, corev1.NodeSelectorOpGt, "40960"), req("rank", corev1.NodeSelectorOpLt, "3"), req("gpu", corev1.NodeSelectorOpExists),
+			}},
+			{MatchFields: []corev1.NodeSelectorRequirement{req("metadata.name", corev1.NodeSelectorOpIn, "n1", "n2")}},
+		}},
+	}}}}
+	got, err := podNodeAffinity(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"zone notin (a,b),!spot,nvidia.com/gpu.memory>40960,rank<3,gpu", "hetsched.io/node in (n1,n2)"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("terms (-want +got):\n%s", d)
+	}
+	for _, term := range got {
+		if _, err := api.ParseSelector(term); err != nil {
+			t.Errorf("%q: %v", term, err)
+		}
+	}
 }
