@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -200,4 +201,43 @@ func TestPodGroupGang(t *testing.T) {
 	e.delete("a0")
 	pg("later", 1)
 	e.waitBound("b0")
+}
+
+// A pod that finishes (KWOK runs a Job's pod to Succeeded) gives its
+// devices back: the pod waiting for them is bound to them; a deleted node
+// leaves the engine (a pod pinned to it waits, saying no node fits).
+func TestFinishedPodsAndDeletedNodesFreeCapacity(t *testing.T) {
+	e := newEnv(t)
+	e.node("a", map[string]string{"nvidia.com/gpu": "2"}, nil)
+	r := e.start()
+	job := e.podSpec("job", map[string]string{"nvidia.com/gpu": "2"})
+	job.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "train", UID: "0b0e5b46-1a9c-4b1e-9a57-5d8f3c1e2a01"}}
+	e.create(job)
+	devs := e.waitBound("job").Annotations[kube.AnnotationDevices]
+	e.create(e.podSpec("next", map[string]string{"nvidia.com/gpu": "2"}))
+	e.wait("job Succeeded", func() (bool, string) {
+		p := e.get("job")
+		return p.Status.Phase == corev1.PodSucceeded, string(p.Status.Phase)
+	})
+	if got := e.waitBound("next").Annotations[kube.AnnotationDevices]; got != devs {
+		t.Errorf("next holds %q, want the finished pod's %q", got, devs)
+	}
+	rec, ok := r.eng.Task(string(e.get("job").UID))
+	if !ok || rec.State != "succeeded" {
+		t.Errorf("the finished pod's task: %+v", rec)
+	}
+
+	if err := e.cs.CoreV1().Nodes().Delete(e.ctx, e.prefix+"a", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.wait("the node gone from the engine", func() (bool, string) {
+		for _, n := range r.eng.Nodes() {
+			if n.Name == e.prefix+"a" {
+				return false, "still there"
+			}
+		}
+		return true, ""
+	})
+	e.create(e.podSpec("orphan", map[string]string{"nvidia.com/gpu": "1"}))
+	e.waitReason("orphan", "nodes fit")
 }
