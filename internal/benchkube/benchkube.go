@@ -141,30 +141,17 @@ func fleet(ctx context.Context, cs kubernetes.Interface, n, gpus int) error {
 		corev1.ResourceCPU: k8sresource.MustParse("64"), corev1.ResourceMemory: k8sresource.MustParse("512Gi"),
 		corev1.ResourcePods: k8sresource.MustParse("110"), "nvidia.com/gpu": *k8sresource.NewQuantity(int64(gpus), k8sresource.DecimalSI),
 	}
-	errc := make(chan error, n)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-				name := fmt.Sprintf("node-%05d", i)
-				node := &corev1.Node{
-					ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
-						Labels: map[string]string{"kubernetes.io/hostname": name, "nvidia.com/gpu.product": "H100-80GB", "bench": "kube"}},
-					Status: corev1.NodeStatus{Capacity: rl, Allocatable: rl},
-				}
-				if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
-					errc <- err
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	close(errc)
-	if err := <-errc; err != nil {
+	err := each(32, n, func(i int) error {
+		name := fmt.Sprintf("node-%05d", i)
+		node := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+				Labels: map[string]string{"kubernetes.io/hostname": name, "nvidia.com/gpu.product": "H100-80GB", "bench": "kube"}},
+			Status: corev1.NodeStatus{Capacity: rl, Allocatable: rl},
+		}
+		_, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
 		return err
 	}
 	return kubetest.WaitFor(ctx, 5*time.Minute, func() (bool, string, error) {
@@ -330,44 +317,58 @@ profiles:
 // for a GPU.
 func (d *driver) createPods(ctx context.Context, ns, sched string, n int) ([]string, error) {
 	keys := make([]string, n)
-	errc := make(chan error, 64)
+	err := each(64, n, func(i int) error {
+		req := corev1.ResourceList{corev1.ResourceCPU: k8sresource.MustParse("500m"), corev1.ResourceMemory: k8sresource.MustParse("1Gi")}
+		lim := corev1.ResourceList{}
+		if i%2 == 0 {
+			req["nvidia.com/gpu"] = k8sresource.MustParse("1")
+			lim["nvidia.com/gpu"] = k8sresource.MustParse("1")
+		}
+		name := fmt.Sprintf("p-%06d", i)
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: corev1.PodSpec{SchedulerName: sched, Containers: []corev1.Container{{Name: "c", Image: "busybox",
+				Resources: corev1.ResourceRequirements{Requests: req, Limits: lim}}}},
+		}
+		if sched == "bench-bare" {
+			p.Spec.SchedulerName = "none" // no scheduler's: the bare binder binds it
+		}
+		key := ns + "/" + name
+		d.mu.Lock()
+		d.created[key] = time.Now()
+		d.mu.Unlock()
+		if _, err := d.cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		keys[i] = key
+		return nil
+	})
+	return keys, err
+}
+
+// each runs fn(0..n-1) on workers goroutines and returns the first error
+// (the workers stop taking items once one failed).
+func each(workers, n int, fn func(i int) error) error {
 	var next atomic.Int64
+	var failed atomic.Pointer[error]
 	var wg sync.WaitGroup
-	for range 64 {
+	for range min(workers, n) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-				req := corev1.ResourceList{corev1.ResourceCPU: k8sresource.MustParse("500m"), corev1.ResourceMemory: k8sresource.MustParse("1Gi")}
-				lim := corev1.ResourceList{}
-				if i%2 == 0 {
-					req["nvidia.com/gpu"] = k8sresource.MustParse("1")
-					lim["nvidia.com/gpu"] = k8sresource.MustParse("1")
-				}
-				name := fmt.Sprintf("p-%06d", i)
-				p := &corev1.Pod{
-					ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-					Spec: corev1.PodSpec{SchedulerName: sched, Containers: []corev1.Container{{Name: "c", Image: "busybox",
-						Resources: corev1.ResourceRequirements{Requests: req, Limits: lim}}}},
-				}
-				key := ns + "/" + name
-				if sched == "bench-bare" {
-					p.Spec.SchedulerName = "none"
-				}
-				d.mu.Lock()
-				d.created[key] = time.Now()
-				d.mu.Unlock()
-				if _, err := d.cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-					errc <- err
+			for i := int(next.Add(1)) - 1; i < n && failed.Load() == nil; i = int(next.Add(1)) - 1 {
+				if err := fn(i); err != nil {
+					failed.CompareAndSwap(nil, &err)
 					return
 				}
-				keys[i] = key
 			}
 		}()
 	}
 	wg.Wait()
-	close(errc)
-	return keys, <-errc
+	if p := failed.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 func (d *driver) countBound(keys []string) int {

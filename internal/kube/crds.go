@@ -250,13 +250,20 @@ func withTime(cond map[string]any, st map[string]any) map[string]any {
 }
 
 // writeQueueStatus changes a Queue's status with edit and writes it when
-// it differs from what it was (a conflict is left to the next round).
+// it differs from what it was.
 func (s *Scheduler) writeQueueStatus(ctx context.Context, name string, edit func(map[string]any)) {
 	o, err := s.crds.queues.Get(name)
 	if err != nil {
 		return
 	}
-	u := o.(*unstructured.Unstructured).DeepCopy()
+	s.writeStatus(ctx, QueueResource, o.(*unstructured.Unstructured), edit)
+}
+
+// writeStatus changes a copy of u's status with edit and writes it
+// through the status subresource when it differs (a conflict is left to
+// the next round: the informer brings the newer object).
+func (s *Scheduler) writeStatus(ctx context.Context, gvr schema.GroupVersionResource, u *unstructured.Unstructured, edit func(map[string]any)) {
+	u = u.DeepCopy()
 	st, _, _ := unstructured.NestedMap(u.Object, "status")
 	if st == nil {
 		st = map[string]any{}
@@ -271,8 +278,8 @@ func (s *Scheduler) writeQueueStatus(ctx context.Context, name string, edit func
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
-	if _, err := s.cfg.Dynamic.Resource(QueueResource).UpdateStatus(cctx, u, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) && ctx.Err() == nil {
-		s.log.Debug("writing a Queue's status", "queue", name, "err", err)
+	if _, err := s.cfg.Dynamic.Resource(gvr).UpdateStatus(cctx, u, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) && ctx.Err() == nil {
+		s.log.Debug("writing a status", "resource", gvr.Resource, "name", u.GetName(), "err", err)
 	}
 }
 
@@ -419,27 +426,12 @@ func (s *Scheduler) applySchedule(ctx context.Context) {
 // writeScheduleStatus writes the ResourceSchedule's observed generation
 // and Accepted condition.
 func (s *Scheduler) writeScheduleStatus(ctx context.Context, u *unstructured.Unstructured, err error) {
-	u = u.DeepCopy()
-	st, _, _ := unstructured.NestedMap(u.Object, "status")
-	if st == nil {
-		st = map[string]any{}
-	}
 	cond := map[string]any{"type": "Accepted", "status": "True", "reason": "Applied", "message": "applied to pods submitted from now on"}
 	if err != nil {
 		cond = map[string]any{"type": "Accepted", "status": "False", "reason": "Invalid", "message": err.Error()}
 	}
-	before := deepCopyMap(st)
-	st["observedGeneration"] = u.GetGeneration()
-	st["conditions"] = []any{withTime(cond, st)}
-	if reflect.DeepEqual(before, st) {
-		return
-	}
-	if err := unstructured.SetNestedMap(u.Object, st, "status"); err != nil {
-		return
-	}
-	cctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
-	defer cancel()
-	if _, err := s.cfg.Dynamic.Resource(ResourceScheduleResource).UpdateStatus(cctx, u, metav1.UpdateOptions{}); err != nil && ctx.Err() == nil {
-		s.log.Debug("writing the ResourceSchedule's status", "err", err)
-	}
+	s.writeStatus(ctx, ResourceScheduleResource, u, func(st map[string]any) {
+		st["observedGeneration"] = u.GetGeneration()
+		st["conditions"] = []any{withTime(cond, st)}
+	})
 }

@@ -1,0 +1,58 @@
+package benchkube
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/childproc"
+	"github.com/hetsched/hetsched/internal/kube/kubetest"
+)
+
+// A small bench kube runs every run to the end: every pod bound, with
+// rates, latencies and (for the scheduler processes) CPU measured; a fleet
+// too small for the pods is refused before anything starts.
+func TestSmallBenchRunsEveryScheduler(t *testing.T) {
+	kubetest.Require(t)
+	if _, err := os.Stat(filepath.Join(kubetest.ToolsDir(), "kube-scheduler")); err != nil {
+		t.Fatalf("kube-scheduler missing beside the other tools: %v", err)
+	}
+	bin, err := childproc.Build(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Bin: bin, Nodes: 20, GPUsPerNode: 8, Pods: 200, DefaultPods: 40, QPS: 2000, Burst: 4000,
+		Runs: []string{Bare, Hetsched, KubeScheduler, KubeSchedulerDef}}
+	if _, err := Run(context.Background(), Options{Nodes: 1, GPUsPerNode: 1, Pods: 10}); err == nil || !strings.Contains(err.Error(), "more than") {
+		t.Errorf("a fleet too small: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rs, err := Run(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != len(o.Runs) {
+		t.Fatalf("%d results for %d runs", len(rs), len(o.Runs))
+	}
+	for _, r := range rs {
+		want := o.Pods
+		if r.Scheduler == KubeSchedulerDef {
+			want = o.DefaultPods
+		}
+		if r.Bound != want || r.PodsPerSec <= 0 || r.P50 <= 0 || r.P99 < r.P50 {
+			t.Errorf("%s: %+v", r.Scheduler, r)
+		}
+		if r.Scheduler != Bare && r.CPUSeconds <= 0 {
+			t.Errorf("%s: no CPU measured", r.Scheduler)
+		}
+	}
+	var b strings.Builder
+	Table(&b, rs)
+	if !strings.Contains(b.String(), "kube-scheduler-default") {
+		t.Errorf("table:\n%s", b.String())
+	}
+}
