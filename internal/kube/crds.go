@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/resource"
 )
 
@@ -71,7 +72,7 @@ func (s *Scheduler) startCRDs(ctx context.Context) error {
 	if s.cfg.Dynamic == nil {
 		return nil
 	}
-	ok, err := servesResource(s.client.Discovery(), QueueResource)
+	ok, err := servesResource(ctx, s.client.Discovery(), QueueResource)
 	if err != nil || !ok {
 		if err != nil {
 			s.log.Warn("cannot tell whether hetsched.io resources are served; Queues and ResourceSchedule are off", "err", err)
@@ -99,6 +100,7 @@ func (s *Scheduler) startCRDs(ctx context.Context) error {
 		return err
 	}
 	f.Start(ctx.Done())
+	s.factories = append(s.factories, f)
 	if !cache.WaitForCacheSync(ctx.Done(), qi.Informer().HasSynced, ri.Informer().HasSynced) {
 		return ctx.Err()
 	}
@@ -411,6 +413,16 @@ func (s *Scheduler) applySchedule(ctx context.Context) {
 	s.pods.tiers, s.nsQueues = tiers, ns
 	s.mu.Unlock()
 	s.replanInvalid()
+	if policy != "" {
+		c := core.DefaultConfig()
+		c.Policy = policy
+		if err := c.Validate(); err != nil {
+			// An unknown policy is refused where it is written, and the
+			// engine keeps the base one (no rebuild loop on it).
+			s.writeScheduleStatus(ctx, o.(*unstructured.Unstructured), err)
+			return
+		}
+	}
 	if policy == "" {
 		policy = s.cfg.BasePolicy
 	}

@@ -93,14 +93,21 @@ func (s *Scheduler) decide(ctx context.Context, id string) {
 		return
 	}
 	switch {
-	case rec.State == "scheduled" && !st.bound && !st.binding:
-		st.binding = true
+	case rec.State == "scheduled" && !st.bound && st.binding == "":
+		st.binding = id
 		req := bindRequest{uid: st.uid, key: st.key, task: id, node: rec.Node, devices: rec.Devices}
 		if s.evictions[rec.Node] > 0 {
-			// Placed where pods still leave (preempted for it, say).
+			// Placed where pods still leave (preempted for it, say): held
+			// (under mu, so that a refused eviction finds it) until they
+			// left.
 			epoch := s.evictFailed[rec.Node]
+			if s.held[rec.Node] == nil {
+				s.held[rec.Node] = map[types.UID]bindRequest{}
+			}
+			s.held[rec.Node][req.uid] = req
 			s.mu.Unlock()
-			go s.bindAfterEvictions(ctx, req, epoch)
+			s.bg.Add(1)
+			go func() { defer s.bg.Done(); s.bindAfterEvictions(ctx, req, epoch) }()
 			return
 		}
 		s.mu.Unlock()
@@ -123,7 +130,8 @@ func (s *Scheduler) decide(ctx context.Context, id string) {
 		// an adopted one back to waiting: the pod must go. (An adopted pod
 		// that did not fit where it runs waits to be counted: it stays.)
 		if !isTerminal(rec.State) {
-			go s.eng.Cancel(ctx, id)
+			s.bg.Add(1)
+			go func() { defer s.bg.Done(); s.eng.Cancel(ctx, id) }()
 		}
 		delete(s.tasks, id)
 		st.task = ""
@@ -135,7 +143,8 @@ func (s *Scheduler) decide(ctx context.Context, id string) {
 		}
 		s.mu.Unlock()
 		if evict {
-			go s.evict(ctx, key, uid, rec.Reason)
+			s.bg.Add(1)
+			go func() { defer s.bg.Done(); s.evict(ctx, key, uid, rec.Reason) }()
 		}
 		return
 	case isTerminal(rec.State):
@@ -143,7 +152,11 @@ func (s *Scheduler) decide(ctx context.Context, id string) {
 		// why and submit the pod again.
 		delete(s.tasks, id)
 		st.task = ""
-		st.gang = ""
+		if g := s.gangs[st.gang]; g != nil && !g.started {
+			// Its gang never started (it timed out, say): it gathers again,
+			// all or nothing.
+			g.jobs = 0
+		}
 		key := st.key
 		s.mu.Unlock()
 		s.reportUnschedulable(ctx, key, st.uid, rec.Reason)
@@ -186,8 +199,24 @@ func (s *Scheduler) bindWorker(ctx context.Context) {
 	}
 }
 
-// bindOne binds one pod and records the outcome.
+// bindOne binds one pod and records the outcome. The Binding is posted
+// only while the request is still its pod's (its task has not ended
+// meanwhile); the request's mark (podState.binding) is cleared whatever
+// happens.
 func (s *Scheduler) bindOne(ctx context.Context, req bindRequest) {
+	s.mu.Lock()
+	st := s.byUID[req.uid]
+	if st == nil || st.binding != req.task || st.task != req.task {
+		if st != nil && st.binding == req.task {
+			st.binding = "" // its task ended before the Binding: it waits again
+			s.mu.Unlock()
+			s.dirty.addPodKey(req.key)
+			return
+		}
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
 	t0 := time.Now()
 	err := s.bind(ctx, req)
 	s.m.bindTime.Observe(time.Since(t0).Seconds())
@@ -202,16 +231,28 @@ func (s *Scheduler) bindOne(ctx context.Context, req bindRequest) {
 		s.m.bindings.WithLabelValues("failed").Inc()
 	}
 	s.mu.Lock()
-	st := s.byUID[req.uid]
-	if st == nil || st.task != req.task {
-		// The pod went away, or its task ended, while it was bound.
-		s.mu.Unlock()
+	st = s.byUID[req.uid]
+	if st == nil {
+		s.mu.Unlock() // the pod went away meanwhile
 		return
 	}
-	st.binding = false
+	if st.binding == req.task {
+		st.binding = ""
+	}
+	if st.task != req.task {
+		// Its task ended while the Binding was in flight: a bound pod is
+		// adopted where it went (the informer's update), a waiting one is
+		// submitted again.
+		s.mu.Unlock()
+		s.dirty.addPodKey(req.key)
+		return
+	}
 	switch {
 	case err == nil:
 		st.bound, st.node = true, req.node
+		if g := s.gangs[st.gang]; g != nil {
+			g.started = true
+		}
 		s.mu.Unlock()
 		if err := s.eng.Started(ctx, req.task); err != nil && ctx.Err() == nil {
 			s.log.Debug("marking a bound pod's task started", "task", req.task, "err", err)
@@ -236,7 +277,9 @@ func (s *Scheduler) bindOne(ctx context.Context, req bindRequest) {
 // and the pod, when it still waits, submitted again. Called with mu held;
 // releases it.
 func (s *Scheduler) unplace(ctx context.Context, st *podState, req bindRequest, why string) {
-	st.binding = false
+	if st.binding == req.task {
+		st.binding = ""
+	}
 	delete(s.tasks, req.task)
 	st.task = ""
 	s.mu.Unlock()
@@ -254,11 +297,6 @@ func (s *Scheduler) unplace(ctx context.Context, st *podState, req bindRequest, 
 // meanwhile (epoch moved), the placement is given up and the pod waits
 // again.
 func (s *Scheduler) bindAfterEvictions(ctx context.Context, req bindRequest, epoch int) {
-	s.mu.Lock()
-	if s.held[req.node] == nil {
-		s.held[req.node] = map[types.UID]bindRequest{}
-	}
-	s.held[req.node][req.uid] = req
 	defer func() {
 		s.mu.Lock()
 		if h := s.held[req.node]; h[req.uid].task == req.task {
@@ -269,13 +307,20 @@ func (s *Scheduler) bindAfterEvictions(ctx context.Context, req bindRequest, epo
 		}
 		s.mu.Unlock()
 	}()
-	s.mu.Unlock()
 	for {
 		s.mu.Lock()
 		st := s.byUID[req.uid]
-		if st == nil || st.task != req.task || s.evictFailed[req.node] != epoch {
-			// Gone, or given up by keepPod.
-			s.mu.Unlock()
+		if st == nil || st.task != req.task {
+			if st != nil && st.binding == req.task {
+				st.binding = ""
+			}
+			s.mu.Unlock() // gone, or given up (keepPod displaced it)
+			return
+		}
+		if s.evictFailed[req.node] != epoch {
+			// A budget kept a pod there after this placement was held
+			// (keepPod gave up the held ones it found; this one too).
+			s.unplace(ctx, st, req, "a PodDisruptionBudget kept a pod that had to leave node "+req.node+" for it")
 			return
 		}
 		if s.evictions[req.node] == 0 {
@@ -365,26 +410,30 @@ func (s *Scheduler) reportUnschedulable(ctx context.Context, key string, uid typ
 	}
 	msg := "hetsched: " + why
 	s.recorder.Eventf(pod, nil, corev1.EventTypeWarning, "FailedScheduling", "Scheduling", "%s", msg)
-	s.setUnschedulable(ctx, key, msg)
+	s.setUnschedulable(ctx, key, uid, msg)
 }
 
 // setUnschedulable writes the pod's PodScheduled=False condition with
 // msg. Writes for one pod go one at a time, in order, and a newer message
-// replaces one not written yet: the condition ends with the latest.
-func (s *Scheduler) setUnschedulable(ctx context.Context, key, msg string) {
+// replaces one not written yet: the condition ends with the latest. Each
+// write is for the pod of uid, still unbound (checked before it, and the
+// uid is the patch's precondition).
+func (s *Scheduler) setUnschedulable(ctx context.Context, key string, uid types.UID, msg string) {
 	s.condMu.Lock()
-	s.condWant[key] = msg
+	s.condWant[key] = condition{uid: uid, msg: msg}
 	if s.condBusy[key] {
 		s.condMu.Unlock()
 		return
 	}
 	s.condBusy[key] = true
 	s.condMu.Unlock()
+	s.bg.Add(1)
 	go func() {
+		defer s.bg.Done()
 		ns, name, _ := cache.SplitMetaNamespaceKey(key)
 		for {
 			s.condMu.Lock()
-			msg, ok := s.condWant[key]
+			want, ok := s.condWant[key]
 			delete(s.condWant, key)
 			if !ok || ctx.Err() != nil {
 				delete(s.condBusy, key)
@@ -392,31 +441,43 @@ func (s *Scheduler) setUnschedulable(ctx context.Context, key, msg string) {
 				return
 			}
 			s.condMu.Unlock()
-			cond := map[string]any{"status": map[string]any{"conditions": []map[string]any{{
-				"type": corev1.PodScheduled, "status": corev1.ConditionFalse, "reason": corev1.PodReasonUnschedulable,
-				"message": msg, "lastTransitionTime": metav1.Now().UTC().Format(time.RFC3339),
-			}}}}
+			if p, err := s.podLst.Pods(ns).Get(name); err != nil || p.UID != want.uid || p.Spec.NodeName != "" {
+				continue
+			}
+			cond := map[string]any{
+				"metadata": map[string]any{"uid": string(want.uid)},
+				"status": map[string]any{"conditions": []map[string]any{{
+					"type": corev1.PodScheduled, "status": corev1.ConditionFalse, "reason": corev1.PodReasonUnschedulable,
+					"message": want.msg, "lastTransitionTime": metav1.Now().UTC().Format(time.RFC3339),
+				}}},
+			}
 			patch, _ := json.Marshal(cond)
 			err := s.retry(ctx, func(ctx context.Context) error {
 				_, err := s.client.CoreV1().Pods(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 				return err
 			})
-			if err != nil && ctx.Err() == nil && !apierrors.IsNotFound(err) {
+			if err != nil && ctx.Err() == nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 				s.log.Debug("setting PodScheduled=False", "pod", key, "err", err)
 			}
 		}
 	}()
 }
 
+// condition is a PodScheduled=False message for the pod of uid.
+type condition struct {
+	uid types.UID
+	msg string
+}
+
 // reportInvalid reports a pod whose spec hetsched cannot place.
-func (s *Scheduler) reportInvalid(st *podState) {
+func (s *Scheduler) reportInvalid(ctx context.Context, st *podState) {
 	s.mu.Lock()
 	why, key, uid := st.invalid, st.key, st.uid
 	again := why != st.reported
 	st.reported, st.reportedAt = why, time.Now()
 	s.mu.Unlock()
 	if again && why != "" {
-		s.reportUnschedulable(context.Background(), key, uid, why)
+		s.reportUnschedulable(ctx, key, uid, why)
 	}
 }
 
@@ -487,7 +548,9 @@ func (s *Scheduler) keepPod(ctx context.Context, pod *corev1.Pod) {
 	var ids []string
 	for uid, req := range s.held[st.node] {
 		if w := s.byUID[uid]; w != nil && w.task == req.task {
-			w.binding = false
+			if w.binding == req.task {
+				w.binding = ""
+			}
 			w.task = ""
 			delete(s.tasks, req.task)
 			displaced = append(displaced, req)

@@ -12,26 +12,45 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/hetsched/hetsched/internal/engine"
 	"github.com/hetsched/hetsched/internal/kube"
 )
 
 // A gang's pods are bound all together or not at all: three pods of two
-// GPUs wait on a node of four (each member reports why), and are all
-// bound once a second node makes room for the three.
+// GPUs wait on a node of four (each member reports why); when the gang's
+// timeout ends its try, its pods gather again as a gang (none goes alone);
+// all are bound once a second node makes room for the three.
 func TestGangBindsAllOrNothing(t *testing.T) {
 	e := newEnv(t)
 	e.node("a", map[string]string{"nvidia.com/gpu": "4"}, nil)
-	e.start()
+	r := e.start()
 	for i := range 3 {
 		p := e.podSpec(fmt.Sprintf("m%d", i), map[string]string{"nvidia.com/gpu": "2"})
 		p.Annotations[kube.AnnotationGang] = "train"
 		p.Annotations[kube.AnnotationGangMinMember] = "3"
+		p.Annotations[kube.AnnotationGangTimeout] = "2"
 		e.create(p)
 		if i < 2 {
 			e.waitReason(p.Name, "waiting for gang "+e.ns+"/train")
 		}
 	}
-	e.waitReason("m2", "3 needed to start")
+	// The gang's try ends at its timeout and its pods gather again into a
+	// new job of the three (the engine's jobs say so: messages on the pods
+	// go by faster than a reader sees them).
+	e.wait("a gang job failed at its timeout and a new one of all three", func() (bool, string) {
+		jobs, _ := r.eng.ListJobs(engine.JobFilter{}, 0, 100)
+		failed, later := false, false
+		for _, j := range jobs {
+			if !strings.HasPrefix(j.Job.Spec.ID, "gang-"+e.ns+".train-") {
+				continue
+			}
+			for _, tr := range j.Tasks {
+				failed = failed || tr.State == "failed" && strings.Contains(tr.Reason, "did not start within 2s")
+			}
+			later = later || failed && len(j.Tasks) == 3 && j.State != "failed"
+		}
+		return failed && later, fmt.Sprint(len(jobs), " jobs")
+	})
 	for i := range 3 {
 		if p := e.get(fmt.Sprintf("m%d", i)); p.Spec.NodeName != "" {
 			t.Fatalf("gang member %s bound to %s while the gang cannot fit", p.Name, p.Spec.NodeName)

@@ -5,12 +5,15 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/hetsched/hetsched/internal/api"
 )
 
 // PodGroupResource is scheduler-plugins' PodGroup (coscheduling): a gang
@@ -23,9 +26,13 @@ type podGroups struct {
 	synced cache.InformerSynced
 }
 
-// servesResource reports whether the API server serves gvr.
-func servesResource(d discovery.DiscoveryInterface, gvr schema.GroupVersionResource) (bool, error) {
-	list, err := d.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+// servesResource reports whether the API server serves gvr (asked with a
+// deadline: the client has none of its own).
+func servesResource(ctx context.Context, d discovery.DiscoveryInterface, gvr schema.GroupVersionResource) (bool, error) {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var list metav1.APIResourceList
+	err := d.RESTClient().Get().AbsPath("/apis", gvr.Group, gvr.Version).Do(cctx).Into(&list)
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}
@@ -47,7 +54,7 @@ func (s *Scheduler) startPodGroups(ctx context.Context) error {
 	if s.cfg.Dynamic == nil {
 		return nil
 	}
-	ok, err := servesResource(s.client.Discovery(), PodGroupResource)
+	ok, err := servesResource(ctx, s.client.Discovery(), PodGroupResource)
 	if err != nil || !ok {
 		if err != nil {
 			s.log.Warn("cannot tell whether PodGroups are served; gangs come from annotations only", "err", err)
@@ -80,6 +87,7 @@ func (s *Scheduler) startPodGroups(ctx context.Context) error {
 		return err
 	}
 	f.Start(ctx.Done())
+	s.factories = append(s.factories, f)
 	if !cache.WaitForCacheSync(ctx.Done(), inf.Informer().HasSynced) {
 		return ctx.Err()
 	}
@@ -105,6 +113,7 @@ func (s *Scheduler) podGroup(ns, name string) (int, time.Duration, bool) {
 	if err != nil || !found || minMember < 1 {
 		minMember = 1
 	}
+	minMember = min(minMember, api.MaxShards) // a job holds no more tasks
 	var timeout time.Duration
 	if secs, found, err := unstructured.NestedInt64(u.Object, "spec", "scheduleTimeoutSeconds"); err == nil && found && secs > 0 {
 		timeout = time.Duration(secs) * time.Second

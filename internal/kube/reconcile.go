@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/hetsched/hetsched/internal/api"
@@ -41,7 +40,9 @@ func (s *Scheduler) reconcileLoop(ctx context.Context) {
 
 // retryLater marks keys dirty again after a pause.
 func (s *Scheduler) retryLater(ctx context.Context, pods, nodes []string) {
+	s.bg.Add(1)
 	go func() {
+		defer s.bg.Done()
 		select {
 		case <-ctx.Done():
 			return
@@ -100,6 +101,9 @@ func (s *Scheduler) reconcileNodes(ctx context.Context, names []string) error {
 			return err
 		}
 		delete(s.sent, name)
+		s.mu.Lock()
+		delete(s.evictFailed, name)
+		s.mu.Unlock()
 	}
 	return nil
 }
@@ -166,9 +170,10 @@ func (s *Scheduler) planPod(key string, b *podBatch) {
 		if st == nil {
 			st = s.track(pod)
 		}
-		if st.bound || st.binding {
+		if st.bound || st.binding != "" {
 			return
 		}
+		s.leaveGang(st)
 		// Bound by someone else (another scheduler, or this one before a
 		// restart): count it where it runs.
 		if st.task != "" {
@@ -183,7 +188,7 @@ func (s *Scheduler) planPod(key string, b *podBatch) {
 		if st == nil {
 			st = s.track(pod)
 		}
-		if st.task != "" || st.binding || st.gang != "" && s.gangWaiting(st) {
+		if st.task != "" || st.binding != "" || st.gang != "" && s.gangWaiting(st) {
 			return
 		}
 		s.planWaiting(pod, st, b)
@@ -215,52 +220,89 @@ func (s *Scheduler) planWaiting(pod *corev1.Pod, st *podState, b *podBatch) {
 	}
 	g := s.gangs[gang]
 	if g == nil {
-		g = &gangState{min: minMember, timeout: timeout}
+		g = &gangState{}
 		s.gangs[gang] = g
 	}
-	st.gang = gang
+	if st.gang != gang {
+		st.gang = gang
+		g.members++
+	}
 	if g.jobs > 0 {
 		// The gang was placed: later members go alone.
 		t.ID = s.newTaskID(st)
 		b.submit = append(b.submit, t)
 		return
 	}
+	// Until it forms, the gang's size and timeout are its latest pod's
+	// (a PodGroup may change).
+	g.min, g.timeout = minMember, timeout
 	g.waiting = append(g.waiting, st.uid)
 	if len(g.waiting) < g.min {
 		b.gathering = append(b.gathering, gathering{st: st, why: "waiting for gang " + gang + ": " + strconv.Itoa(len(g.waiting)) + " of its " + strconv.Itoa(g.min) + " pods exist"})
 		return
 	}
+	s.formGang(gang, g, pod.Namespace, t, b)
+}
+
+// formGang submits a gang's waiting members as one job with a gang of
+// g.min, or leaves them gathering when fewer than that can still go.
+func (s *Scheduler) formGang(gang string, g *gangState, ns string, first api.Task, b *podBatch) {
 	g.jobs++
-	job := api.Job{ID: gangJobID(gang, g.jobs), Gang: &api.Gang{MinMember: g.min, Timeout: api.Duration(g.timeout)}, FailurePolicy: api.Continue}
+	g.seq++ // job ids are never reused: an ended job keeps its id
+	job := api.Job{ID: gangJobID(gang, g.seq), Gang: &api.Gang{MinMember: g.min, Timeout: api.Duration(g.timeout)}, FailurePolicy: api.Continue}
+	var members []*podState
 	for _, uid := range g.waiting {
 		m := s.byUID[uid]
-		mp, err := s.podLst.Pods(pod.Namespace).Get(podName(m.key))
-		if err != nil || mp.UID != uid {
+		if m == nil || m.task != "" || m.bound || m.binding != "" {
+			continue // gone, bound or placed meanwhile
+		}
+		mp, err := s.podLst.Pods(ns).Get(podName(m.key))
+		if err != nil || mp.UID != uid || mp.Spec.NodeName != "" || mp.DeletionTimestamp != nil {
 			continue
 		}
 		mt, err := s.pods.task(mp, string(uid))
 		if err != nil {
+			m.invalid = err.Error()
+			b.invalid = append(b.invalid, m)
 			continue
 		}
-		mt.Priority = t.Priority // a gang waits at one tier: its first member's
+		if mt.Queue == "" {
+			mt.Queue = s.nsQueues[ns]
+		}
+		mt.Priority = first.Priority // a gang waits at one tier: its latest member's
 		job.Tasks = append(job.Tasks, mt)
-		m.n++
-		m.task = engine.JobTaskID(job.ID, mt.ID)
-		s.tasks[m.task] = uid
+		members = append(members, m)
 	}
 	g.waiting = nil
 	if len(job.Tasks) < g.min {
 		// Members went away while the gang gathered: gather again.
-		for _, mt := range job.Tasks {
-			m := s.byUID[types.UID(mt.ID)]
-			delete(s.tasks, m.task)
-			m.task = ""
+		for _, m := range members {
 			g.waiting = append(g.waiting, m.uid)
 		}
 		g.jobs--
 		return
 	}
+	for i, m := range members {
+		m.n++
+		m.task = engine.JobTaskID(job.ID, job.Tasks[i].ID)
+		s.tasks[m.task] = m.uid
+	}
 	b.jobs = append(b.jobs, job)
+}
+
+// leaveGang takes st out of its gang's gathering (it was bound by someone
+// else, say).
+func (s *Scheduler) leaveGang(st *podState) {
+	g := s.gangs[st.gang]
+	if g == nil {
+		return
+	}
+	for i, uid := range g.waiting {
+		if uid == st.uid {
+			g.waiting = append(g.waiting[:i], g.waiting[i+1:]...)
+			return
+		}
+	}
 }
 
 // gangWaiting reports whether st waits in its gang for more members.
@@ -323,11 +365,9 @@ func (s *Scheduler) endPod(st *podState, b *podBatch, finished bool, code int) {
 		s.untrackTask(st, b, finished, code)
 	}
 	if g := s.gangs[st.gang]; g != nil {
-		for i, uid := range g.waiting {
-			if uid == st.uid {
-				g.waiting = append(g.waiting[:i], g.waiting[i+1:]...)
-				break
-			}
+		s.leaveGang(st)
+		if g.members--; g.members <= 0 {
+			delete(s.gangs, st.gang) // its last pod went: the name may start afresh
 		}
 	}
 	delete(s.byUID, st.uid)
@@ -461,7 +501,7 @@ func (s *Scheduler) apply(ctx context.Context, b *podBatch) {
 		}
 	}
 	for _, st := range b.invalid {
-		s.reportInvalid(st)
+		s.reportInvalid(ctx, st)
 	}
 	for _, g := range b.gathering {
 		s.reportUnschedulable(ctx, g.st.key, g.st.uid, g.why)
@@ -479,7 +519,7 @@ func (s *Scheduler) submitFailed(ctx context.Context, id string, err error) {
 	}
 	s.mu.Unlock()
 	if st != nil && ctx.Err() == nil {
-		s.reportInvalid(st)
+		s.reportInvalid(ctx, st)
 	}
 }
 

@@ -160,6 +160,7 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 // rebuilt from the cluster.
 func schedule(ctx context.Context, lg *slog.Logger, cs kubernetes.Interface, dyn dynamic.Interface, ccfg core.Config, m *metrics.Metrics, reg prometheus.Registerer, tiers PriorityTiers, opt Options) error {
 	base := ccfg.Policy
+	pause := time.Second
 	for {
 		c := ccfg
 		if p := SchedulePolicy(ctx, dyn); p != "" {
@@ -169,10 +170,22 @@ func schedule(ctx context.Context, lg *slog.Logger, cs kubernetes.Interface, dyn
 				c.Policy = base
 			}
 		}
+		began := time.Now()
 		err := scheduleOnce(ctx, lg, cs, dyn, c, base, m, reg, tiers, opt)
 		if !errors.Is(err, ErrRebuild) || ctx.Err() != nil {
 			return err
 		}
+		// Rebuilds relist the cluster: one that follows another at once
+		// waits, twice as long each time (up to 30 s).
+		if time.Since(began) > time.Minute {
+			pause = time.Second
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 30*time.Second)
 	}
 }
 
@@ -237,12 +250,18 @@ func elect(ctx context.Context, lg *slog.Logger, cs kubernetes.Interface, opt Op
 		ld, rd, rp = 15*time.Second, 10*time.Second, 2*time.Second // kube-scheduler's
 	}
 	errc := make(chan error, 1)
+	// When lead returns by itself (its engine stopped, an informer did not
+	// sync), the lease must go too: a leader that schedules nothing would
+	// keep the standbys out.
+	ectx, stopElect := context.WithCancel(ctx)
+	defer stopElect()
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock: lock, LeaseDuration: ld, RenewDeadline: rd, RetryPeriod: rp, ReleaseOnCancel: true, Name: name,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
 				lg.Info("leading", "lease", ns+"/"+name, "identity", id)
 				errc <- lead(ctx)
+				stopElect()
 			},
 			OnStoppedLeading: func() { lg.Info("stopped leading", "lease", ns+"/"+name, "identity", id) },
 			OnNewLeader: func(who string) {
@@ -255,21 +274,17 @@ func elect(ctx context.Context, lg *slog.Logger, cs kubernetes.Interface, opt Op
 	if err != nil {
 		return err
 	}
-	le.Run(ctx)
-	if ctx.Err() != nil {
-		select {
-		case err := <-errc:
-			return err
-		default:
-			return nil
-		}
-	}
+	le.Run(ectx)
 	select {
 	case err := <-errc:
-		if err != nil {
+		if err != nil || ctx.Err() != nil {
 			return err
 		}
+		return errors.New("kube: the scheduler stopped by itself")
 	default:
+	}
+	if ctx.Err() != nil {
+		return nil
 	}
 	return ErrLostLeadership
 }

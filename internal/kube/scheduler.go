@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -83,6 +84,13 @@ type Scheduler struct {
 	crds   *crds      // nil without hetsched.io resources
 	// rebuildCh ends Run with ErrRebuild.
 	rebuildCh chan struct{}
+	// bg counts the goroutines Run started besides its loops (evictions,
+	// placements waiting for evictions, condition writers, retries): Run
+	// returns after them.
+	bg sync.WaitGroup
+	// factories are the custom resources' informer factories (shut down
+	// when Run returns).
+	factories []dynamicinformer.DynamicSharedInformerFactory
 	dirty     dirtySet // pods and nodes to reconcile (its own lock)
 	binds     chan bindRequest
 
@@ -106,7 +114,7 @@ type Scheduler struct {
 	// condMu guards condWant (the PodScheduled=False message to write
 	// next, per pod) and condBusy (pods with a writer running).
 	condMu   sync.Mutex
-	condWant map[string]string
+	condWant map[string]condition
 	condBusy map[string]bool
 
 	// sent is the node as last sent to the engine (the reconcile loop's
@@ -126,8 +134,10 @@ type podState struct {
 	// bound: the pod runs on node (bound by this Scheduler, or adopted).
 	bound bool
 	node  string
-	// binding: a Binding for task is in flight.
-	binding bool
+	// binding is the task whose Binding is queued or in flight ("":
+	// none). It outlives the task when the task ends meanwhile: the bind
+	// worker clears it.
+	binding string
 	// evicting: the pod was asked to leave its node and is still there
 	// (counted in Scheduler.evictions).
 	evicting bool
@@ -147,7 +157,12 @@ type gangState struct {
 	min     int
 	timeout time.Duration
 	waiting []types.UID // members not submitted yet
-	jobs    int         // jobs submitted for this gang so far
+	// jobs counts the jobs submitted for the gang (0 again when one ended
+	// without starting); started is set once a member was bound.
+	jobs    int
+	seq     int // jobs made for the gang in all (their ids)
+	started bool
+	members int // tracked pods in the gang; at 0 the state goes
 }
 
 // New makes a Scheduler; Run starts it.
@@ -188,7 +203,7 @@ func New(cfg Config) (*Scheduler, error) {
 		gangs: map[string]*gangState{}, sent: map[string]api.Node{},
 		evictions: map[string]int{}, evictFailed: map[string]int{}, evictChange: make(chan struct{}),
 		held:     map[string]map[types.UID]bindRequest{},
-		condWant: map[string]string{}, condBusy: map[string]bool{},
+		condWant: map[string]condition{}, condBusy: map[string]bool{},
 	}
 	s.factory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithTransform(stripManagedFields))
 	s.podLst = s.factory.Core().V1().Pods().Lister()
@@ -227,6 +242,11 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 	s.factory.Start(ctx.Done())
 	defer s.factory.Shutdown()
+	defer func() {
+		for _, f := range s.factories {
+			f.Shutdown()
+		}
+	}()
 	for typ, ok := range s.factory.WaitForCacheSync(ctx.Done()) {
 		if !ok {
 			if ctx.Err() != nil {
@@ -265,6 +285,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 	cancel()
 	wg.Wait()
+	s.bg.Wait()
 	return err
 }
 
