@@ -111,7 +111,7 @@ func TestRestartRelistsWithoutDoubleBinding(t *testing.T) {
 func TestPreemptionEvictsWithinDisruptionBudgets(t *testing.T) {
 	e := newEnv(t)
 	e.node("a", map[string]string{"nvidia.com/gpu": "4"}, nil)
-	e.startWith(func(c *kube.Config) { c.EvictionTimeout = 2 * time.Second })
+	r := e.startWith(func(c *kube.Config) { c.EvictionTimeout = 2 * time.Second })
 	for _, n := range []string{"low1", "low2"} {
 		p := e.podSpec(n, map[string]string{"nvidia.com/gpu": "2"})
 		p.Annotations[kube.AnnotationPriority] = "3"
@@ -173,6 +173,18 @@ func TestPreemptionEvictsWithinDisruptionBudgets(t *testing.T) {
 			}
 		}
 		return false, fmt.Sprint(seen)
+	})
+	// high2's placement was given up in the kept pod's favour (its first
+	// task displaced, a second one waiting), and it says why it waits.
+	h2 := e.get("high2")
+	e.wait("high2's placement displaced and high2 waiting again", func() (bool, string) {
+		first, ok1 := r.eng.Task(string(h2.UID))
+		second, ok2 := r.eng.Task(string(h2.UID) + "-2")
+		if !ok1 || !ok2 {
+			return false, fmt.Sprint(ok1, ok2)
+		}
+		return first.State == "cancelled" && strings.Contains(first.Reason, "displaced") && second.State == "pending",
+			first.State + " " + first.Reason + " / " + second.State
 	})
 	e.waitReason("high2", "insufficient nvidia.com/gpu")
 	p := e.get(kept)
