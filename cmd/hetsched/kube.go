@@ -58,7 +58,7 @@ FailedScheduling events with the reason, and evictions for preemption.`,
 	f.StringVar(&opt.LeaseNamespace, "lease-namespace", "kube-system", "namespace of the leader Lease")
 	f.StringVar(&opt.LeaseName, "lease-name", "hetsched", "name of the leader Lease")
 	f.StringVar(&opt.Identity, "identity", "", "this replica's name in the Lease (default: host name and pid)")
-	f.DurationVar(&opt.LeaseDuration, "lease-duration", 0, "how long standbys wait after the last renewal before taking the lease (default 15s, with --renew-deadline 10s and --retry-period 2s, as kube-scheduler)")
+	f.DurationVar(&opt.LeaseDuration, "lease-duration", 0, "how long standbys wait after the last renewal before taking the lease (default 15s; --renew-deadline defaults to two thirds of it, --retry-period to a fifth of that: 10s and 2s, as kube-scheduler)")
 	f.DurationVar(&opt.RenewDeadline, "renew-deadline", 0, "how long the leader tries to renew before it gives up leading")
 	f.DurationVar(&opt.RetryPeriod, "retry-period", 0, "how often replicas try to take or renew the lease")
 	return cmd

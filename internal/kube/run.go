@@ -245,9 +245,9 @@ func elect(ctx context.Context, lg *slog.Logger, cs kubernetes.Interface, opt Op
 		Client:     cs.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
 	}
-	ld, rd, rp := opt.LeaseDuration, opt.RenewDeadline, opt.RetryPeriod
-	if ld == 0 {
-		ld, rd, rp = 15*time.Second, 10*time.Second, 2*time.Second // kube-scheduler's
+	ld, rd, rp, err := leaseTimings(opt.LeaseDuration, opt.RenewDeadline, opt.RetryPeriod)
+	if err != nil {
+		return err
 	}
 	errc := make(chan error, 1)
 	// When lead returns by itself (its engine stopped, an informer did not
@@ -308,4 +308,28 @@ func serveMetrics(addr string, reg *prometheus.Registry, ready func(string)) (fu
 		defer cancel()
 		srv.Shutdown(ctx)
 	}, nil
+}
+
+// leaseTimings fills in kube-scheduler's timings (15 s, 10 s, 2 s) where
+// none is given, scaled to a given lease duration, and checks that they
+// nest: retry < renew deadline < lease duration.
+func leaseTimings(ld, rd, rp time.Duration) (time.Duration, time.Duration, time.Duration, error) {
+	if ld == 0 {
+		ld = 15 * time.Second
+	}
+	if rd == 0 {
+		rd = ld * 2 / 3
+	}
+	if rp == 0 {
+		rp = max(rd/5, 100*time.Millisecond)
+	}
+	switch {
+	case ld < 0 || rd < 0 || rp < 0:
+		return 0, 0, 0, fmt.Errorf("lease-duration, renew-deadline and retry-period must not be negative")
+	case rd >= ld:
+		return 0, 0, 0, fmt.Errorf("renew-deadline (%v) must be shorter than lease-duration (%v)", rd, ld)
+	case rp >= rd:
+		return 0, 0, 0, fmt.Errorf("retry-period (%v) must be shorter than renew-deadline (%v)", rp, rd)
+	}
+	return ld, rd, rp, nil
 }

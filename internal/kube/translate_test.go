@@ -3,6 +3,7 @@ package kube
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -271,6 +272,31 @@ func TestPodNodeAffinityTerms(t *testing.T) {
 	for _, term := range got {
 		if _, err := api.ParseSelector(term); err != nil {
 			t.Errorf("%q: %v", term, err)
+		}
+	}
+}
+
+func TestLeaseTimings(t *testing.T) {
+	for _, tc := range []struct {
+		in, want [3]time.Duration
+		err      string
+	}{
+		{[3]time.Duration{}, [3]time.Duration{15 * time.Second, 10 * time.Second, 2 * time.Second}, ""},
+		{[3]time.Duration{3 * time.Second}, [3]time.Duration{3 * time.Second, 2 * time.Second, 400 * time.Millisecond}, ""},
+		{[3]time.Duration{3 * time.Second, 2 * time.Second, 500 * time.Millisecond}, [3]time.Duration{3 * time.Second, 2 * time.Second, 500 * time.Millisecond}, ""},
+		{[3]time.Duration{2 * time.Second, 3 * time.Second}, [3]time.Duration{}, "renew-deadline"},
+		{[3]time.Duration{3 * time.Second, 2 * time.Second, 2 * time.Second}, [3]time.Duration{}, "retry-period"},
+		{[3]time.Duration{-time.Second}, [3]time.Duration{}, "negative"},
+	} {
+		ld, rd, rp, err := leaseTimings(tc.in[0], tc.in[1], tc.in[2])
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%v: error %v, want one on %s", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || [3]time.Duration{ld, rd, rp} != tc.want {
+			t.Errorf("%v: %v %v %v %v, want %v", tc.in, ld, rd, rp, err, tc.want)
 		}
 	}
 }
