@@ -19,9 +19,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -46,6 +49,9 @@ const (
 	KubeScheduler    = "kube-scheduler"         // client limits raised to QPS/Burst
 	KubeSchedulerDef = "kube-scheduler-default" // its defaults: 50 requests/s, burst 100
 	Bare             = "bare"
+	// Restart measures a new hetsched kube's rebuild from a cluster whose
+	// Pods pods are already bound (by the bare binder).
+	Restart = "hetsched-restart"
 )
 
 // Options configure the benchmark.
@@ -78,6 +84,11 @@ type Result struct {
 	CPUPerPod  float64 `json:"cpu_ms_per_pod"`
 	// CreateSeconds is how long creating the pods took.
 	CreateSeconds float64 `json:"create_s"`
+	// For Restart: from the process's start until its engine held every
+	// bound pod (AdoptSeconds), and until a pod created then was bound
+	// (FirstBindSeconds).
+	AdoptSeconds     float64 `json:"adopt_s,omitempty"`
+	FirstBindSeconds float64 `json:"first_bind_s,omitempty"`
 }
 
 // Run starts a control plane, the fleet, and each run in order.
@@ -87,8 +98,12 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 			fmt.Fprintf(o.Log, format+"\n", args...)
 		}
 	}
-	if gpuPods := (max(o.Pods, o.DefaultPods) + 1) / 2; gpuPods > o.Nodes*o.GPUsPerNode {
-		return nil, fmt.Errorf("%d pods ask for %d GPUs, more than %d nodes of %d hold: every run would leave pods waiting", max(o.Pods, o.DefaultPods), gpuPods, o.Nodes, o.GPUsPerNode)
+	most := o.Pods
+	if slices.Contains(o.Runs, KubeSchedulerDef) {
+		most = max(most, o.DefaultPods)
+	}
+	if gpuPods := (most + 1) / 2; gpuPods > o.Nodes*o.GPUsPerNode {
+		return nil, fmt.Errorf("%d pods ask for %d GPUs, more than %d nodes of %d hold: every run would leave pods waiting", most, gpuPods, o.Nodes, o.GPUsPerNode)
 	}
 	tools := kubetest.ToolsDir()
 	for _, b := range []string{"kube-apiserver", "kube-scheduler", "etcd", "kwok"} {
@@ -123,11 +138,20 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 		if r == KubeSchedulerDef {
 			n = o.DefaultPods
 		}
-		res, err := d.run(ctx, c, o, r, fmt.Sprintf("run%d-%s", i, r), n, logf)
+		run := d.run
+		if r == Restart {
+			run = d.restart
+		}
+		res, err := run(ctx, c, o, r, fmt.Sprintf("run%d-%s", i, r), n, logf)
 		if err != nil {
 			return out, fmt.Errorf("%s: %w", r, err)
 		}
 		out = append(out, res)
+		if r == Restart {
+			logf("%s: %d bound pods held %.2fs after the start, a new pod bound %.2fs after it, CPU %.1fs",
+				r, res.Bound, res.AdoptSeconds, res.FirstBindSeconds, res.CPUSeconds)
+			continue
+		}
 		logf("%s: %d pods bound in %.2fs: %.0f pods/s, p50 %.3fs p99 %.3fs, CPU %.1fs (%.2f ms/pod)",
 			r, res.Bound, res.Seconds, res.PodsPerSec, res.P50, res.P99, res.CPUSeconds, res.CPUPerPod)
 	}
@@ -313,6 +337,104 @@ profiles:
 	return res, err
 }
 
+// restart binds n pods with the bare binder, then starts `hetsched kube`
+// and measures how long its engine takes to hold them all (its
+// hetsched_tasks gauge, updated each second) and to bind a new pod.
+func (d *driver) restart(ctx context.Context, c *kubetest.Cluster, o Options, _, ns string, n int, logf func(string, ...any)) (*Result, error) {
+	if _, err := d.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	b := &bareBinder{cs: d.cs, ns: ns, queue: make(chan *corev1.Pod, n+1024), nodes: o.Nodes}
+	d.bare.Store(b)
+	bctx, stopBare := context.WithCancel(ctx)
+	go b.run(bctx, 256)
+	keys, err := d.createPods(ctx, ns, "bench-bare", n)
+	if err == nil {
+		err = kubetest.WaitFor(ctx, 15*time.Minute, func() (bool, string, error) {
+			got := d.countBound(keys)
+			return got == n, fmt.Sprintf("%d of %d bound", got, n), nil
+		})
+	}
+	stopBare()
+	d.bare.Store(nil)
+	if err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	name := "bench-restart"
+	t0 := time.Now()
+	proc, err := startProc(ctx, c, logf, o.Bin, "kube", "--kubeconfig", c.Kubeconfig, "--scheduler-name", name,
+		"--kube-api-qps", strconv.FormatFloat(float64(o.QPS), 'f', -1, 32), "--kube-api-burst", strconv.Itoa(o.Burst),
+		"--leader-elect=false", "--listen", addr)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { proc.Process.Signal(syscall.SIGTERM); proc.Wait() }()
+	res := &Result{Scheduler: Restart, Pods: n}
+	hc := &http.Client{Timeout: 2 * time.Second}
+	err = kubetest.WaitFor(ctx, 10*time.Minute, func() (bool, string, error) {
+		held := gauge(hc, "http://"+addr+"/metrics", "hetsched_tasks")
+		return held >= float64(n), fmt.Sprintf("%v of %d held", held, n), nil
+	})
+	if err != nil {
+		return res, err
+	}
+	res.AdoptSeconds = time.Since(t0).Seconds()
+	probe := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns},
+		Spec: corev1.PodSpec{SchedulerName: name, Containers: []corev1.Container{{Name: "c", Image: "busybox",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: k8sresource.MustParse("100m")}}}}},
+	}
+	if _, err = d.cs.CoreV1().Pods(ns).Create(ctx, probe, metav1.CreateOptions{}); err == nil {
+		err = kubetest.WaitFor(ctx, time.Minute, func() (bool, string, error) {
+			return d.countBound([]string{ns + "/probe"}) == 1, "not bound", nil
+		})
+	}
+	res.FirstBindSeconds = time.Since(t0).Seconds()
+	res.Bound, res.Seconds = n, res.AdoptSeconds
+	res.PodsPerSec = float64(n) / res.AdoptSeconds
+	res.CPUSeconds = procCPU(proc)
+	res.CPUPerPod = res.CPUSeconds * 1000 / float64(n)
+	return res, err
+}
+
+// gauge reads one unlabelled metric from a Prometheus text page (-1 when
+// it cannot).
+func gauge(hc *http.Client, url, name string) float64 {
+	resp, err := hc.Get(url)
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err == nil {
+				return f
+			}
+		}
+	}
+	return -1
+}
+
+// freePort is a loopback port free now.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
 // createPods creates n pods at once (64 clients), every other one asking
 // for a GPU.
 func (d *driver) createPods(ctx context.Context, ns, sched string, n int) ([]string, error) {
@@ -495,6 +617,15 @@ func (b *bareBinder) run(ctx context.Context, workers int) {
 func Table(w io.Writer, rs []*Result) {
 	fmt.Fprintf(w, "%-24s %7s %9s %9s %8s %8s %8s %10s\n", "scheduler", "pods", "seconds", "pods/s", "p50 s", "p99 s", "CPU s", "CPU ms/pod")
 	for _, r := range rs {
+		if r.Scheduler == Restart {
+			continue
+		}
 		fmt.Fprintf(w, "%-24s %7d %9.2f %9.0f %8.3f %8.3f %8.1f %10.3f\n", r.Scheduler, r.Bound, r.Seconds, r.PodsPerSec, r.P50, r.P99, r.CPUSeconds, r.CPUPerPod)
+	}
+	for _, r := range rs {
+		if r.Scheduler == Restart {
+			fmt.Fprintf(w, "%s: %d bound pods held by a new hetsched kube %.2f s after its start (its gauge is updated each second), a new pod bound %.2f s after it; CPU %.1f s\n",
+				r.Scheduler, r.Bound, r.AdoptSeconds, r.FirstBindSeconds, r.CPUSeconds)
+		}
 	}
 }
