@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"sort"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/hetsched/hetsched/internal/api"
@@ -59,52 +57,30 @@ const statusEvery = 5 * time.Second
 
 // crds reads hetsched's Queues and ResourceSchedule.
 type crds struct {
-	queues    cache.GenericLister
-	schedules cache.GenericLister
-	// written is each Queue's status as last written (the status loop's).
-	written map[string]map[string]any
+	queues, schedules cache.GenericLister
 }
 
-// startCRDs starts informers on hetsched's resources when the cluster
-// serves them: Queues become the engine's queues, the ResourceSchedule
-// sets tiers and namespaces' queues.
+// startCRDs reads hetsched's resources when the cluster serves them:
+// Queues become the engine's queues, the ResourceSchedule sets tiers,
+// namespaces' queues and the policy.
 func (s *Scheduler) startCRDs(ctx context.Context) error {
-	if s.cfg.Dynamic == nil {
-		return nil
-	}
-	ok, err := servesResource(ctx, s.client.Discovery(), QueueResource)
-	if err != nil || !ok {
-		if err != nil {
-			s.log.Warn("cannot tell whether hetsched.io resources are served; Queues and ResourceSchedule are off", "err", err)
-		}
-		return nil
-	}
-	f := dynamicinformer.NewDynamicSharedInformerFactory(s.cfg.Dynamic, 0)
-	qi := f.ForResource(QueueResource)
-	ri := f.ForResource(ResourceScheduleResource)
 	queueChanged := func(o any) {
 		if k, ok := objectKey(o); ok {
 			s.dirty.add(s.dirty.queues, k)
 		}
 	}
-	if _, err := qi.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: queueChanged, UpdateFunc: func(_, o any) { queueChanged(o) },
-		DeleteFunc: func(o any) { s.rebuild("queue deleted") },
-	}); err != nil {
-		return err
-	}
 	scheduleChanged := func(any) { s.dirty.add(s.dirty.queues, "") } // "": the ResourceSchedule
-	if _, err := ri.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: scheduleChanged, UpdateFunc: func(_, o any) { scheduleChanged(o) }, DeleteFunc: scheduleChanged,
-	}); err != nil {
+	ls, err := s.watchCustom(ctx, "Queues and the ResourceSchedule",
+		[]schema.GroupVersionResource{QueueResource, ResourceScheduleResource},
+		[]cache.ResourceEventHandler{
+			cache.ResourceEventHandlerFuncs{AddFunc: queueChanged, UpdateFunc: func(_, o any) { queueChanged(o) },
+				DeleteFunc: func(any) { s.rebuild("queue deleted") }},
+			cache.ResourceEventHandlerFuncs{AddFunc: scheduleChanged, UpdateFunc: func(_, o any) { scheduleChanged(o) }, DeleteFunc: scheduleChanged},
+		})
+	if err != nil || ls == nil {
 		return err
 	}
-	f.Start(ctx.Done())
-	s.factories = append(s.factories, f)
-	if !cache.WaitForCacheSync(ctx.Done(), qi.Informer().HasSynced, ri.Informer().HasSynced) {
-		return ctx.Err()
-	}
-	s.crds = &crds{queues: qi.Lister(), schedules: ri.Lister(), written: map[string]map[string]any{}}
+	s.crds = &crds{queues: ls[0], schedules: ls[1]}
 	return nil
 }
 
@@ -325,22 +301,15 @@ func (s *Scheduler) statusLoop(ctx context.Context) {
 
 // quantityMap writes a resource list as Kubernetes quantities.
 func quantityMap(l resource.List) map[string]any {
-	out := map[string]any{}
-	names := make([]string, 0, len(l))
-	for n := range l {
-		names = append(names, string(n))
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		rn := resource.Name(n)
-		v := l[rn]
+	out := make(map[string]any, len(l))
+	for rn, v := range l {
 		var q *k8sresource.Quantity
 		if rn.Scale() == resource.Units {
 			q = k8sresource.NewQuantity(v, k8sresource.BinarySI)
 		} else {
 			q = k8sresource.NewMilliQuantity(v, k8sresource.DecimalSI)
 		}
-		name := n
+		name := string(rn)
 		if rn == PodsResource {
 			name = "pods"
 		}

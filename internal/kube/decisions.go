@@ -98,16 +98,15 @@ func (s *Scheduler) decide(ctx context.Context, id string) {
 		req := bindRequest{uid: st.uid, key: st.key, task: id, node: rec.Node, devices: rec.Devices}
 		if s.evictions[rec.Node] > 0 {
 			// Placed where pods still leave (preempted for it, say): held
-			// (under mu, so that a refused eviction finds it) until they
-			// left.
-			epoch := s.evictFailed[rec.Node]
+			// (under mu, so that a refused eviction finds and displaces
+			// it, keepPod) until they left.
 			if s.held[rec.Node] == nil {
 				s.held[rec.Node] = map[types.UID]bindRequest{}
 			}
 			s.held[rec.Node][req.uid] = req
 			s.mu.Unlock()
 			s.bg.Add(1)
-			go func() { defer s.bg.Done(); s.bindAfterEvictions(ctx, req, epoch) }()
+			go func() { defer s.bg.Done(); s.bindAfterEvictions(ctx, req) }()
 			return
 		}
 		s.mu.Unlock()
@@ -125,10 +124,12 @@ func (s *Scheduler) decide(ctx context.Context, id string) {
 		s.mu.Unlock()
 		s.reportUnschedulable(ctx, key, st.uid, rec.Reason)
 		return
-	case st.bound && (isTerminal(rec.State) || rec.State == "pending" && !strings.HasPrefix(ownReason(rec), restoreFailed)):
+	case st.bound && (isTerminal(rec.State) || rec.State == "pending" && len(rec.Attempts) > 0):
 		// The engine ended a running pod's task (preempted, say), or sent
-		// an adopted one back to waiting: the pod must go. (An adopted pod
-		// that did not fit where it runs waits to be counted: it stays.)
+		// an adopted one back to waiting after it was placed (an earlier
+		// attempt): the pod must go. (An adopted pod that never fitted
+		// where it runs has no earlier attempt: it waits to be counted,
+		// and stays.)
 		if !isTerminal(rec.State) {
 			s.bg.Add(1)
 			go func() { defer s.bg.Done(); s.eng.Cancel(ctx, id) }()
@@ -164,19 +165,6 @@ func (s *Scheduler) decide(ctx context.Context, id string) {
 		return
 	}
 	s.mu.Unlock()
-}
-
-// restoreFailed starts the reason of an adopted task that did not fit
-// where its pod runs (core.Restore's).
-const restoreFailed = "could not restore placement"
-
-// ownReason is the task's own reason (a waiting task's record adds its
-// class's reason for waiting to it).
-func ownReason(r *engine.TaskRecord) string {
-	if r.Cause != nil {
-		return *r.Cause
-	}
-	return r.Reason
 }
 
 func isTerminal(state string) bool {
@@ -293,10 +281,9 @@ func (s *Scheduler) unplace(ctx context.Context, st *podState, req bindRequest, 
 }
 
 // bindAfterEvictions binds a pod placed on a node that pods still leave,
-// once they left; if a PodDisruptionBudget kept one of them there
-// meanwhile (epoch moved), the placement is given up and the pod waits
-// again.
-func (s *Scheduler) bindAfterEvictions(ctx context.Context, req bindRequest, epoch int) {
+// once they left. If a PodDisruptionBudget keeps one of them, keepPod
+// displaces this placement (its task ends) and the pod waits again.
+func (s *Scheduler) bindAfterEvictions(ctx context.Context, req bindRequest) {
 	defer func() {
 		s.mu.Lock()
 		if h := s.held[req.node]; h[req.uid].task == req.task {
@@ -314,13 +301,7 @@ func (s *Scheduler) bindAfterEvictions(ctx context.Context, req bindRequest, epo
 			if st != nil && st.binding == req.task {
 				st.binding = ""
 			}
-			s.mu.Unlock() // gone, or given up (keepPod displaced it)
-			return
-		}
-		if s.evictFailed[req.node] != epoch {
-			// A budget kept a pod there after this placement was held
-			// (keepPod gave up the held ones it found; this one too).
-			s.unplace(ctx, st, req, "a PodDisruptionBudget kept a pod that had to leave node "+req.node+" for it")
+			s.mu.Unlock() // gone, or displaced by keepPod
 			return
 		}
 		if s.evictions[req.node] == 0 {
@@ -342,13 +323,10 @@ func (s *Scheduler) bindAfterEvictions(ctx context.Context, req bindRequest, epo
 }
 
 // evictionDone counts an eviction on node as over (under mu): the pod
-// left, or (refused) stays.
-func (s *Scheduler) evictionDone(node string, refused bool) {
+// left, or stays (refused).
+func (s *Scheduler) evictionDone(node string) {
 	if s.evictions[node]--; s.evictions[node] <= 0 {
 		delete(s.evictions, node)
-	}
-	if refused {
-		s.evictFailed[node]++
 	}
 	close(s.evictChange)
 	s.evictChange = make(chan struct{})
@@ -543,7 +521,7 @@ func (s *Scheduler) keepPod(ctx context.Context, pod *corev1.Pod) {
 		return
 	}
 	st.evicting, st.keep = false, true
-	s.evictionDone(st.node, true)
+	s.evictionDone(st.node)
 	var displaced []bindRequest
 	var ids []string
 	for uid, req := range s.held[st.node] {

@@ -1,6 +1,8 @@
 package kube
 
 import (
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -68,7 +70,7 @@ func (nt nodeTranslator) node(n *corev1.Node) (out api.Node, dropped []string) {
 		out.Capacity[rn] = v
 	}
 	out.Labels, dropped = nodeLabels(n.Labels, dropped)
-	for _, rn := range sortedResourceNames(out.Capacity) {
+	for _, rn := range slices.Sorted(maps.Keys(out.Capacity)) {
 		if !nt.devices[rn] {
 			continue
 		}
@@ -183,35 +185,12 @@ func nodeLabels(in map[string]string, dropped []string) (map[string]string, []st
 			add(k, v)
 		}
 	}
-	keys := make([]string, 0, len(in))
-	for k := range in {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if _, done := out[k]; !done && !isPriorityLabel(k) {
+	for _, k := range slices.Sorted(maps.Keys(in)) {
+		if _, done := out[k]; !done && !slices.Contains(labelPriority, k) {
 			add(k, in[k])
 		}
 	}
 	return out, dropped
-}
-
-func isPriorityLabel(k string) bool {
-	for _, p := range labelPriority {
-		if p == k {
-			return true
-		}
-	}
-	return false
-}
-
-func sortedResourceNames(l resource.List) []resource.Name {
-	out := make([]resource.Name, 0, len(l))
-	for n := range l {
-		out = append(out, n)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
 }
 
 // formatDevices is the hetsched.io/devices annotation: "type=id,id;type=id"

@@ -20,12 +20,6 @@ import (
 // of the pods labelled scheduling.x-k8s.io/pod-group with its name.
 var PodGroupResource = schema.GroupVersionResource{Group: "scheduling.x-k8s.io", Version: "v1alpha1", Resource: "podgroups"}
 
-// podGroups reads PodGroups when the cluster serves them.
-type podGroups struct {
-	lister cache.GenericLister
-	synced cache.InformerSynced
-}
-
 // servesResource reports whether the API server serves gvr (asked with a
 // deadline: the client has none of its own).
 func servesResource(ctx context.Context, d discovery.DiscoveryInterface, gvr schema.GroupVersionResource) (bool, error) {
@@ -47,22 +41,10 @@ func servesResource(ctx context.Context, d discovery.DiscoveryInterface, gvr sch
 	return false, nil
 }
 
-// startPodGroups starts a PodGroup informer when the CRD is installed; a
-// change of a PodGroup marks its pods dirty. Without the CRD, pods that
-// name a PodGroup wait with that reason.
+// startPodGroups reads PodGroups when the CRD is installed; a change of
+// a PodGroup marks its pods dirty. Without the CRD, pods that name a
+// PodGroup wait with that reason.
 func (s *Scheduler) startPodGroups(ctx context.Context) error {
-	if s.cfg.Dynamic == nil {
-		return nil
-	}
-	ok, err := servesResource(ctx, s.client.Discovery(), PodGroupResource)
-	if err != nil || !ok {
-		if err != nil {
-			s.log.Warn("cannot tell whether PodGroups are served; gangs come from annotations only", "err", err)
-		}
-		return nil
-	}
-	f := dynamicinformer.NewDynamicSharedInformerFactory(s.cfg.Dynamic, 0)
-	inf := f.ForResource(PodGroupResource)
 	changed := func(o any) {
 		u, ok := o.(*unstructured.Unstructured)
 		if !ok {
@@ -81,18 +63,47 @@ func (s *Scheduler) startPodGroups(ctx context.Context) error {
 			s.dirty.addPodKey(p.Namespace + "/" + p.Name)
 		}
 	}
-	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: changed, UpdateFunc: func(_, o any) { changed(o) }, DeleteFunc: changed,
-	}); err != nil {
+	ls, err := s.watchCustom(ctx, "PodGroups (gangs come from annotations only)", []schema.GroupVersionResource{PodGroupResource},
+		[]cache.ResourceEventHandler{cache.ResourceEventHandlerFuncs{AddFunc: changed, UpdateFunc: func(_, o any) { changed(o) }, DeleteFunc: changed}})
+	if err != nil || ls == nil {
 		return err
 	}
-	f.Start(ctx.Done())
-	s.factories = append(s.factories, f)
-	if !cache.WaitForCacheSync(ctx.Done(), inf.Informer().HasSynced) {
-		return ctx.Err()
-	}
-	s.groups = &podGroups{lister: inf.Lister(), synced: inf.Informer().HasSynced}
+	s.groups = ls[0]
 	return nil
+}
+
+// watchCustom starts informers on custom resources when the cluster
+// serves the first of them (one group, served together), each with its
+// handler, and returns their listers once synced; nil when the resources
+// are not served (what names what is then off, for the log).
+func (s *Scheduler) watchCustom(ctx context.Context, what string, gvrs []schema.GroupVersionResource, hs []cache.ResourceEventHandler) ([]cache.GenericLister, error) {
+	if s.cfg.Dynamic == nil {
+		return nil, nil
+	}
+	ok, err := servesResource(ctx, s.client.Discovery(), gvrs[0])
+	if err != nil {
+		s.log.Warn("cannot tell whether the cluster serves "+gvrs[0].Resource+"; off: "+what, "err", err)
+	}
+	if err != nil || !ok {
+		return nil, nil
+	}
+	f := dynamicinformer.NewDynamicSharedInformerFactory(s.cfg.Dynamic, 0)
+	s.factories = append(s.factories, f)
+	var synced []cache.InformerSynced
+	var out []cache.GenericLister
+	for i, gvr := range gvrs {
+		inf := f.ForResource(gvr)
+		if _, err := inf.Informer().AddEventHandler(hs[i]); err != nil {
+			return nil, err
+		}
+		synced = append(synced, inf.Informer().HasSynced)
+		out = append(out, inf.Lister())
+	}
+	f.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return nil, ctx.Err()
+	}
+	return out, nil
 }
 
 // podGroup is gangOf's lookup: a PodGroup's minMember and
@@ -101,7 +112,7 @@ func (s *Scheduler) podGroup(ns, name string) (int, time.Duration, bool) {
 	if s.groups == nil {
 		return 0, 0, false
 	}
-	o, err := s.groups.lister.ByNamespace(ns).Get(name)
+	o, err := s.groups.ByNamespace(ns).Get(name)
 	if err != nil {
 		return 0, 0, false
 	}

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -103,15 +104,8 @@ type podTranslator struct {
 // error names the pod field that hetsched cannot express; the pod then
 // waits with that reason.
 func (pt podTranslator) task(pod *corev1.Pod, id string) (api.Task, error) {
-	t := api.Task{
-		ID:       id,
-		Lease:    api.NoExpiry,
-		Requeue:  boolPtr(false), // a pod runs once; its controller makes another
-		Metadata: map[string]string{metaNamespace: pod.Namespace, metaPod: pod.Name},
-	}
-	if len(pod.Namespace)+len(pod.Name)+1 <= 253 {
-		t.Name = pod.Namespace + "/" + pod.Name
-	}
+	t := podTask(pod, id)
+	t.Requeue = boolPtr(false) // a pod runs once; its controller makes another
 	if len(pod.Spec.ResourceClaims) > 0 {
 		// Placing it without its claims' devices would break it.
 		return api.Task{}, fmt.Errorf("resourceClaims: hetsched kube does not allocate DRA ResourceClaims yet")
@@ -144,6 +138,20 @@ func (pt podTranslator) task(pod *corev1.Pod, id string) (api.Task, error) {
 		return api.Task{}, err
 	}
 	return t, nil
+}
+
+// podTask is what every pod's task has: its id, a lease that never
+// expires (the pod's life is its end), the pod's name and namespace.
+func podTask(pod *corev1.Pod, id string) api.Task {
+	t := api.Task{
+		ID:       id,
+		Lease:    api.NoExpiry,
+		Metadata: map[string]string{metaNamespace: pod.Namespace, metaPod: pod.Name},
+	}
+	if len(pod.Namespace)+len(pod.Name)+1 <= 253 {
+		t.Name = pod.Namespace + "/" + pod.Name
+	}
+	return t
 }
 
 // podRequest is the pod's request in hetsched's terms.
@@ -341,7 +349,7 @@ func podTolerations(tols []corev1.Toleration) ([]string, error) {
 			if _, err := api.ParseToleration(w); err != nil {
 				return nil, fmt.Errorf("tolerations[%d]: %v", i, err)
 			}
-			if !contains(out, w) {
+			if !slices.Contains(out, w) {
 				out = append(out, w)
 			}
 		}
@@ -350,15 +358,6 @@ func podTolerations(tols []corev1.Toleration) ([]string, error) {
 		}
 	}
 	return out, nil
-}
-
-func contains(xs []string, s string) bool {
-	for _, x := range xs {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 func boolPtr(b bool) *bool { return &b }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,14 +33,14 @@ func (s *Scheduler) reconcileLoop(ctx context.Context) {
 		s.reconcileCRDs(ctx, queues)
 		if err := s.reconcileNodes(ctx, nodes); err != nil && ctx.Err() == nil {
 			s.log.Warn("could not update nodes; trying again", "err", err)
-			s.retryLater(ctx, nil, nodes)
+			s.retryNodesLater(ctx, nodes)
 		}
 		s.reconcilePods(ctx, pods)
 	}
 }
 
-// retryLater marks keys dirty again after a pause.
-func (s *Scheduler) retryLater(ctx context.Context, pods, nodes []string) {
+// retryNodesLater marks nodes dirty again after a pause.
+func (s *Scheduler) retryNodesLater(ctx context.Context, nodes []string) {
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
@@ -47,9 +48,6 @@ func (s *Scheduler) retryLater(ctx context.Context, pods, nodes []string) {
 		case <-ctx.Done():
 			return
 		case <-time.After(time.Second):
-		}
-		for _, k := range pods {
-			s.dirty.addPodKey(k)
 		}
 		for _, n := range nodes {
 			s.dirty.add(s.dirty.nodes, n)
@@ -101,9 +99,6 @@ func (s *Scheduler) reconcileNodes(ctx context.Context, names []string) error {
 			return err
 		}
 		delete(s.sent, name)
-		s.mu.Lock()
-		delete(s.evictFailed, name)
-		s.mu.Unlock()
 	}
 	return nil
 }
@@ -319,14 +314,9 @@ func (s *Scheduler) gangWaiting(st *podState) bool {
 	return false
 }
 
+// gangJobID is the id of a gang's n-th job ("/" is not an id's).
 func gangJobID(gang string, n int) string {
-	id := "gang-" + gang
-	for i := 0; i < len(id); i++ {
-		if id[i] == '/' {
-			id = id[:i] + "." + id[i+1:]
-		}
-	}
-	return id + "-" + strconv.Itoa(n)
+	return "gang-" + strings.ReplaceAll(gang, "/", ".") + "-" + strconv.Itoa(n)
 }
 
 func podName(key string) string {
@@ -359,7 +349,7 @@ func (s *Scheduler) newTaskID(st *podState) string {
 func (s *Scheduler) endPod(st *podState, b *podBatch, finished bool, code int) {
 	if st.evicting {
 		st.evicting = false
-		s.evictionDone(st.node, false)
+		s.evictionDone(st.node)
 	}
 	if st.task != "" {
 		s.untrackTask(st, b, finished, code)
@@ -404,13 +394,8 @@ func (s *Scheduler) adoptedTask(pod *corev1.Pod, id string) api.Task {
 	// It may go back to waiting (Requeue): one that does not fit where it
 	// runs waits there to be counted; one the engine sends back otherwise
 	// (preempted) is evicted (decide).
-	t := api.Task{
-		ID: id, Lease: api.NoExpiry, Tolerations: []string{"*"},
-		Metadata: map[string]string{metaNamespace: pod.Namespace, metaPod: pod.Name},
-	}
-	if len(pod.Namespace)+len(pod.Name)+1 <= 253 {
-		t.Name = pod.Namespace + "/" + pod.Name
-	}
+	t := podTask(pod, id)
+	t.Tolerations = []string{"*"}
 	if len(pod.Spec.NodeName) <= 63 && api.ValidateLabelValue(pod.Spec.NodeName) == nil {
 		t.NodeSelector = map[string]string{api.NodeNameLabel: pod.Spec.NodeName}
 	}
@@ -431,13 +416,7 @@ func (s *Scheduler) adoptedTask(pod *corev1.Pod, id string) api.Task {
 	if v, err := strconv.ParseBool(pod.Annotations[AnnotationPreemptible]); err == nil {
 		t.Preemptible = &v
 	}
-	if q := pod.Labels[LabelQueue]; q != "" {
-		for _, known := range s.eng.Queues("") {
-			if known.Name == q {
-				t.Queue = q
-			}
-		}
-	}
+	t.Queue = pod.Labels[LabelQueue] // dropped in apply when no such queue exists
 	return t
 }
 
@@ -466,6 +445,19 @@ func (s *Scheduler) apply(ctx context.Context, b *podBatch) {
 			s.log.Debug("ending task", "task", e.id, "err", err)
 		}
 	})
+	if len(b.adopt) > 0 {
+		// A running pod is counted even when its queue label names no
+		// queue: it runs anyway.
+		known := map[string]bool{}
+		for _, q := range s.eng.Queues("") {
+			known[q.Name] = true
+		}
+		for i := range b.adopt {
+			if !known[b.adopt[i].Task.Queue] {
+				b.adopt[i].Task.Queue = ""
+			}
+		}
+	}
 	for len(b.adopt) > 0 {
 		batch := b.adopt[:min(len(b.adopt), 4096)]
 		b.adopt = b.adopt[len(batch):]

@@ -80,8 +80,8 @@ type Scheduler struct {
 	bcast    events.EventBroadcaster
 
 	m      *kubeMetrics
-	groups *podGroups // nil without PodGroups
-	crds   *crds      // nil without hetsched.io resources
+	groups cache.GenericLister // PodGroups; nil when not served
+	crds   *crds               // nil without hetsched.io resources
 	// rebuildCh ends Run with ErrRebuild.
 	rebuildCh chan struct{}
 	// bg counts the goroutines Run started besides its loops (evictions,
@@ -100,13 +100,11 @@ type Scheduler struct {
 	tasks map[string]types.UID // task id -> pod
 	gangs map[string]*gangState
 	// evictions counts, per node, the pods asked to leave it that are
-	// still there; evictFailed the evictions refused for good there (a
-	// PodDisruptionBudget). A pod placed on such a node is bound once its
-	// node's evictions are done, and not at all when one was refused
-	// meanwhile (bindAfterEvictions).
+	// still there. A pod placed on such a node is bound once its node's
+	// evictions are done (bindAfterEvictions), and not at all when a
+	// PodDisruptionBudget kept one (keepPod displaces it).
 	evictions   map[string]int
-	evictFailed map[string]int
-	evictChange chan struct{} // closed and replaced when either changes
+	evictChange chan struct{} // closed and replaced when it changes
 	// held are the placements waiting for their node's evictions, by
 	// node and pod.
 	held map[string]map[types.UID]bindRequest
@@ -201,7 +199,7 @@ func New(cfg Config) (*Scheduler, error) {
 		binds:     make(chan bindRequest, 4096),
 		byUID:     map[types.UID]*podState{}, byKey: map[string]types.UID{}, tasks: map[string]types.UID{},
 		gangs: map[string]*gangState{}, sent: map[string]api.Node{},
-		evictions: map[string]int{}, evictFailed: map[string]int{}, evictChange: make(chan struct{}),
+		evictions: map[string]int{}, evictChange: make(chan struct{}),
 		held:     map[string]map[types.UID]bindRequest{},
 		condWant: map[string]condition{}, condBusy: map[string]bool{},
 	}
