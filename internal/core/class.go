@@ -76,6 +76,10 @@ type class struct {
 	rrExhaustive bool
 }
 
+// perNode reports whether the class's node constraints read identity
+// labels, so that they are checked per node (NodeIdentity), not per group.
+func (cl *class) perNode() bool { return len(cl.identity) > 0 || cl.affinityIdentity }
+
 // classQueues lists the class's queues (nil where none was made yet).
 func (cl *class) classQueues() [8]*classQueue {
 	var out [8]*classQueue

@@ -134,7 +134,9 @@ func (c *Core) tryPlace(sc *searchCtx, t *Task) outcome {
 
 // identityMatch reports whether n carries the identity-label values cls
 // selects.
-func identityMatch(cls *class, n *Node) bool { return termsMatch(cls.identity, n.labels, nil) }
+func identityMatch(cls *class, n *Node) bool {
+	return termsMatch(cls.identity, n.labels, nil) && (!cls.affinityIdentity || affinityMatch(cls, n))
+}
 
 // termsMatch reports whether labels satisfy every term not named in skip.
 func termsMatch(terms []selTerm, labels map[string]string, skip map[string]bool) bool {
@@ -377,13 +379,10 @@ func (c *Core) consider(sc *searchCtx, t *Task, o *Option, n *Node, best *candid
 // sc.cs.picked.
 func (c *Core) checkNode(sc *searchCtx, t *Task, o *Option, n *Node) *Status {
 	cs, cf := &sc.cs, &c.cf
-	if len(t.cls.identity) > 0 {
+	if t.cls.perNode() {
 		if st := cf.identity.Filter(cs, t, o, n); st != nil {
 			return st
 		}
-	}
-	if t.cls.affinityIdentity && !affinityMatch(t.cls, n) {
-		return affinityMismatch
 	}
 	if st := cf.quota.Filter(cs, t, o, n); st != nil {
 		return st

@@ -132,9 +132,10 @@ func (cf *coreFilters) list() []FilterPlugin {
 	return []FilterPlugin{cf.identity, cf.quota, &cf.fit, &cf.devs}
 }
 
-// NodeIdentity checks a selector on identity labels (hostnames), which
-// node groups leave out (NodeSelector checks the rest once per group):
-// per node. A mismatch is unresolvable.
+// NodeIdentity checks a selector, and node affinity terms, on identity
+// labels (hostnames), which node groups leave out (NodeSelector and
+// NodeAffinity check the rest once per group): per node. A mismatch is
+// unresolvable.
 type NodeIdentity struct{}
 
 // Name implements Plugin.
@@ -142,10 +143,13 @@ func (NodeIdentity) Name() string { return "NodeIdentity" }
 
 // Filter implements FilterPlugin.
 func (NodeIdentity) Filter(_ *CycleState, t *Task, _ *Option, n *Node) *Status {
-	if identityMatch(t.cls, n) {
-		return nil
+	switch {
+	case !termsMatch(t.cls.identity, n.labels, nil):
+		return selectorMismatch
+	case t.cls.affinityIdentity && !affinityMatch(t.cls, n):
+		return affinityMismatch
 	}
-	return selectorMismatch
+	return nil
 }
 
 // QueueQuota refuses an option that would take the task's tenant queue,

@@ -217,7 +217,7 @@ func (c *Core) preemptOption(w *preemptWalk, o *Option) bool {
 					return false
 				}
 				w.visited++
-				if t.cls.affinityIdentity && !affinityMatch(t.cls, n) {
+				if t.cls.perNode() && !identityMatch(t.cls, n) {
 					continue
 				}
 				c.preemptOn(w, o, m, n)

@@ -24,6 +24,11 @@ type Saved struct {
 	// Failures how many of its retries it used.
 	Job      string
 	Failures int
+	// AnyDevices places a task whose devices are not known (work adopted
+	// from elsewhere) on free devices of Node, picked as a placement
+	// would pick them; Devices is then ignored. Not part of what a
+	// store keeps.
+	AnyDevices bool
 }
 
 // Restore puts a task back as it was saved, after nodes were restored and
@@ -111,6 +116,17 @@ func (c *Core) restorePlacement(t *Task, s Saved) string {
 		return "could not restore placement: no alternative " + strconv.Itoa(s.Chosen)
 	}
 	o := &t.cls.opts[oi]
+	if s.AnyDevices {
+		var cs CycleState
+		if st := c.cf.devs.Filter(&cs, t, o, n); st != nil {
+			return "could not restore placement: node " + s.Node + ": " + st.Reason
+		}
+		s.Devices = s.Devices[:0]
+		for _, d := range cs.picked {
+			dev := &n.devices[d.dev]
+			s.Devices = append(s.Devices, DeviceRef{Type: dev.Type, ID: dev.ID, Share: d.milli})
+		}
+	}
 	devs := make([]devShare, 0, len(s.Devices))
 	perDim := map[int]int64{}
 	seen := map[int]bool{}
@@ -188,15 +204,17 @@ func (c *Core) SavedState(id string) (Saved, bool) {
 // the room they leave, before any waiting task may take it: a front end
 // whose executor kept work it had been told to end (a pod its disruption
 // budget kept) counts that work again in place of what was placed there
-// meanwhile. Tasks already finished are skipped; then the core schedules.
+// meanwhile. Tasks already finished are skipped. A spec that does not
+// validate cancels nothing. As after Restore, the caller Ticks.
 func (c *Core) Replace(now time.Time, ids []string, reason string, spec *api.Task, s Saved) error {
+	if err := spec.Validate(); err != nil {
+		return err
+	}
 	c.advance(now)
 	for _, id := range ids {
 		if t, err := c.lookup(id); err == nil && !t.state.Terminal() {
 			c.finish(t, Cancelled, reason)
 		}
 	}
-	err := c.Restore(now, spec, s)
-	c.schedule()
-	return err
+	return c.Restore(now, spec, s)
 }

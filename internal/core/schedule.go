@@ -388,7 +388,7 @@ func (c *Core) wakeRefs(refs []blockRef, g *group, n *Node) []blockRef {
 // couldFit reports whether some option of cls that may use g fits n's free
 // resources by vector (devices are checked by the attempt itself).
 func (c *Core) couldFit(cls *class, g *group, n *Node) bool {
-	if len(cls.identity) > 0 && !identityMatch(cls, n) || cls.affinityIdentity && !affinityMatch(cls, n) {
+	if cls.perNode() && !identityMatch(cls, n) {
 		return false
 	}
 	nd := c.dims.Len()

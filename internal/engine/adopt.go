@@ -7,7 +7,6 @@ import (
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/errs"
-	"github.com/hetsched/hetsched/internal/resource"
 )
 
 // Adoption is work that already runs on a node, placed by someone else
@@ -74,11 +73,7 @@ func (e *Engine) adopt(tenant string, a *Adoption, specJSON []byte, now time.Tim
 	if spec.Queue != "" && e.queueView()[spec.Queue] == nil {
 		return errs.Invalid("queue", "no queue %q", spec.Queue)
 	}
-	devs := a.Devices
-	if devs == nil {
-		devs = e.freeDevices(a.Node, spec.Resources)
-	}
-	s := core.Saved{State: core.Running, Node: a.Node, Devices: devs, Chosen: -1, Started: now}
+	s := core.Saved{State: core.Running, Node: a.Node, Devices: a.Devices, AnyDevices: a.Devices == nil, Chosen: -1, Started: now}
 	var err error
 	if len(a.Displace) > 0 {
 		err = e.c.Replace(now, a.Displace, "displaced: its node's room went back to "+spec.ID+", which stayed", spec, s)
@@ -92,47 +87,4 @@ func (e *Engine) adopt(tenant string, a *Adoption, specJSON []byte, now time.Tim
 	r := &TaskRecord{Spec: *spec, Tenant: tenant, Seq: e.seq, Chosen: -1, Submitted: now, spec: specJSON}
 	e.stageState(r, spec.ID, now)
 	return nil
-}
-
-// freeDevices picks, on node, free healthy devices for the device-backed
-// resources of req: whole devices for whole units, the freest device for
-// a fraction. What cannot be found is left out (Restore then says the
-// saved devices do not match the request).
-func (e *Engine) freeDevices(node string, req resource.List) []api.DeviceRef {
-	n, ok := e.c.Node(node)
-	if !ok {
-		return nil
-	}
-	devices := n.Devices()
-	taken := make([]bool, len(devices))
-	out := []api.DeviceRef{}
-	for name, q := range req {
-		if !name.IsExtended() {
-			continue
-		}
-		for q > 0 {
-			want := min(q, 1000)
-			best := -1
-			for i := range devices {
-				d := &devices[i]
-				if taken[i] || !d.Healthy || d.Type != string(name) || int64(d.Free()) < want {
-					continue
-				}
-				if best < 0 || (want == 1000 && d.Free() == 1000) || d.Free() > devices[best].Free() {
-					best = i
-					if want == 1000 {
-						break
-					}
-				}
-			}
-			if best < 0 {
-				break
-			}
-			taken[best] = true
-			d := &devices[best]
-			out = append(out, api.DeviceRef{Type: d.Type, ID: d.ID, Model: d.Model, Share: int32(want)})
-			q -= want
-		}
-	}
-	return out
 }
