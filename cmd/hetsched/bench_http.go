@@ -405,13 +405,6 @@ func newBenchKube() *cobra.Command {
 			if o.Bin, err = os.Executable(); err != nil {
 				return err
 			}
-			for _, r := range o.Runs {
-				switch r {
-				case benchkube.Hetsched, benchkube.KubeScheduler, benchkube.KubeSchedulerDef, benchkube.Bare, benchkube.Restart:
-				default:
-					return fmt.Errorf("--runs: want bare, hetsched, kube-scheduler, kube-scheduler-default or hetsched-restart, got %q", r)
-				}
-			}
 			o.Log = cmd.ErrOrStderr()
 			rs, err := benchkube.Run(cmd.Context(), o)
 			if output == "json" {

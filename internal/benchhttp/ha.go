@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -76,7 +75,7 @@ func newHACluster(bin, setup, nodes string) (*haCluster, error) {
 	if setup == SetupHA3 {
 		n = 3
 	}
-	ports, err := freePorts(2 * n)
+	ports, err := childproc.FreePorts(2 * n)
 	if err != nil {
 		return nil, err
 	}
@@ -154,25 +153,6 @@ func (c *haCluster) leader(ctx context.Context, d time.Duration) (int, error) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return -1, fmt.Errorf("%s: no leader within %s", c.setup, d)
-}
-
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // HA runs each setup in turn, in one run: the single-task schedule load,

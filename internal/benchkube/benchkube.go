@@ -6,7 +6,7 @@
 //
 //	run        one scheduler (or the bare binder) placing Pods pods created
 //	           at once in a namespace of its own
-//	creation   the moment the driver's Create call for a pod returned
+//	creation   the moment the driver made the Create call for a pod
 //	bound      the moment the driver's informer saw the pod's nodeName set
 //	bare       a client that binds each pod as soon as it sees it to a node
 //	           decided in advance (round robin): no decision, only the API
@@ -19,7 +19,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -40,6 +39,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/hetsched/hetsched/internal/childproc"
 	"github.com/hetsched/hetsched/internal/kube/kubetest"
 )
 
@@ -105,6 +105,13 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 	if gpuPods := (most + 1) / 2; gpuPods > o.Nodes*o.GPUsPerNode {
 		return nil, fmt.Errorf("%d pods ask for %d GPUs, more than %d nodes of %d hold: every run would leave pods waiting", most, gpuPods, o.Nodes, o.GPUsPerNode)
 	}
+	for _, r := range o.Runs {
+		switch r {
+		case Hetsched, KubeScheduler, KubeSchedulerDef, Bare, Restart:
+		default:
+			return nil, fmt.Errorf("runs: want bare, hetsched, kube-scheduler, kube-scheduler-default or hetsched-restart, got %q", r)
+		}
+	}
 	tools := kubetest.ToolsDir()
 	for _, b := range []string{"kube-apiserver", "kube-scheduler", "etcd", "kwok"} {
 		if _, err := os.Stat(filepath.Join(tools, b)); err != nil {
@@ -116,7 +123,15 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer func() { c.Stop(); os.RemoveAll(c.Dir) }()
+	var failed bool
+	defer func() {
+		c.Stop()
+		if failed {
+			logf("logs kept in %s", c.Dir)
+			return
+		}
+		os.RemoveAll(c.Dir)
+	}()
 	cs, err := kubernetes.NewForConfig(c.RESTConfig(o.QPS, o.Burst))
 	if err != nil {
 		return nil, err
@@ -144,6 +159,7 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 		}
 		res, err := run(ctx, c, o, r, fmt.Sprintf("run%d-%s", i, r), n, logf)
 		if err != nil {
+			failed = true
 			return out, fmt.Errorf("%s: %w", r, err)
 		}
 		out = append(out, res)
@@ -252,10 +268,7 @@ func (d *driver) run(ctx context.Context, c *kubetest.Cluster, o Options, sched,
 	var err error
 	switch sched {
 	case Hetsched:
-		args := []string{"kube", "--kubeconfig", c.Kubeconfig, "--scheduler-name", name,
-			"--kube-api-qps", strconv.FormatFloat(float64(o.QPS), 'f', -1, 32), "--kube-api-burst", strconv.Itoa(o.Burst),
-			"--leader-elect=false", "--listen", ""}
-		proc, err = startProc(ctx, c, logf, o.Bin, append(args, o.HetschedArgs...)...)
+		proc, err = startProc(ctx, c, logf, o.Bin, hetschedArgs(c, o, name, "")...)
 	case KubeScheduler, KubeSchedulerDef:
 		qps, burst := o.QPS, o.Burst
 		if sched == KubeSchedulerDef {
@@ -360,16 +373,14 @@ func (d *driver) restart(ctx context.Context, c *kubetest.Cluster, o Options, _,
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	ports, err := childproc.FreePorts(1)
 	if err != nil {
 		return nil, err
 	}
-	addr := "127.0.0.1:" + strconv.Itoa(port)
+	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
 	name := "bench-restart"
 	t0 := time.Now()
-	proc, err := startProc(ctx, c, logf, o.Bin, "kube", "--kubeconfig", c.Kubeconfig, "--scheduler-name", name,
-		"--kube-api-qps", strconv.FormatFloat(float64(o.QPS), 'f', -1, 32), "--kube-api-burst", strconv.Itoa(o.Burst),
-		"--leader-elect=false", "--listen", addr)
+	proc, err := startProc(ctx, c, logf, o.Bin, hetschedArgs(c, o, name, addr)...)
 	if err != nil {
 		return nil, err
 	}
@@ -423,16 +434,6 @@ func gauge(hc *http.Client, url, name string) float64 {
 		}
 	}
 	return -1
-}
-
-// freePort is a loopback port free now.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // createPods creates n pods at once (64 clients), every other one asking
@@ -546,32 +547,36 @@ func startProc(ctx context.Context, c *kubetest.Cluster, logf func(string, ...an
 	}
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
-	if err := cmd.Start(); err != nil {
-		f.Close()
+	err = cmd.Start()
+	f.Close() // the child has its own descriptor
+	if err != nil {
 		return nil, err
 	}
 	logf("started %s (log %s)", filepath.Base(bin), f.Name())
 	return cmd, nil
 }
 
+// hetschedArgs are `hetsched kube`'s arguments in a run: the cluster,
+// the scheduler name, the client limits, no leader election, metrics on
+// listen ("": none), then Options.HetschedArgs.
+func hetschedArgs(c *kubetest.Cluster, o Options, name, listen string) []string {
+	args := []string{"kube", "--kubeconfig", c.Kubeconfig, "--scheduler-name", name,
+		"--kube-api-qps", strconv.FormatFloat(float64(o.QPS), 'f', -1, 32), "--kube-api-burst", strconv.Itoa(o.Burst),
+		"--leader-elect=false", "--listen", listen}
+	return append(args, o.HetschedArgs...)
+}
+
 // procCPU is the process's user+system CPU seconds so far (0 without a
-// process).
+// process, or when /proc cannot say).
 func procCPU(cmd *exec.Cmd) float64 {
 	if cmd == nil || cmd.Process == nil {
 		return 0
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/stat")
+	d, err := childproc.ReadCPU(cmd.Process.Pid)
 	if err != nil {
 		return 0
 	}
-	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	if len(fields) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseFloat(fields[11], 64)
-	st, _ := strconv.ParseFloat(fields[12], 64)
-	return (ut + st) / 100 // USER_HZ
+	return d.Seconds()
 }
 
 // bareBinder binds pods to nodes decided in advance, round robin.

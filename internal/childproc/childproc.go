@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -206,4 +207,25 @@ func ReadWriteBytes(pid int) (int64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no write_bytes in /proc/%d/io", pid)
+}
+
+// FreePorts returns n distinct loopback ports free now: each is listened
+// on, then all are closed, for a child to bind a moment later.
+func FreePorts(n int) ([]int, error) {
+	ls := make([]net.Listener, 0, n)
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
 }

@@ -27,7 +27,7 @@ func TestAgentsKeepTheirTasksThroughAFailover(t *testing.T) {
 	// without an acknowledged heartbeat: 20 s here, so that a slow etcd
 	// election on a loaded machine cannot make them kill what the new
 	// leader is to adopt (the default, 6 s, is longer than every failover
-	// measured but two: BENCHMARKS.md).
+	// measured but one, 9.26 s: BENCHMARKS.md).
 	c := startCluster(t, 3, "--missed-heartbeats", "10")
 	c.leader(time.Minute)
 	servers := strings.Join(c.urls, ",")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -39,22 +38,13 @@ func bin(t *testing.T) string {
 	return b
 }
 
-// freePorts reserves n loopback ports (listening, then closing: the
-// servers bind them a moment later).
+// freePorts reserves n loopback ports (the servers bind them a moment
+// later).
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	var ls []net.Listener
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
+	ports, err := childproc.FreePorts(n)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return ports
 }

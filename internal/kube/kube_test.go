@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/engine"
 	"github.com/hetsched/hetsched/internal/kube"
@@ -59,9 +61,10 @@ type env struct {
 	c      *kubetest.Cluster
 	cs     kubernetes.Interface
 	ctx    context.Context
-	ns     string // the test's namespace
-	sched  string // its scheduler name
-	prefix string // its node names' prefix
+	dyn    dynamic.Interface // for custom resources
+	ns     string            // the test's namespace
+	sched  string            // its scheduler name
+	prefix string            // its node names' prefix
 }
 
 func newEnv(t *testing.T) *env {
@@ -74,7 +77,11 @@ func newEnv(t *testing.T) *env {
 	}
 	// Unique across -count runs against the one control plane.
 	name = fmt.Sprintf("%s-%d", strings.TrimRight(name, "-"), runs.Add(1))
-	e := &env{t: t, c: c, cs: c.Client(t), ctx: ctx, ns: name, sched: "hs-" + name, prefix: name + "-"}
+	dyn, err := dynamic.NewForConfig(c.JSONConfig(1000, 2000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, c: c, cs: c.Client(t), dyn: dyn, ctx: ctx, ns: name, sched: "hs-" + name, prefix: name + "-"}
 	if _, err := e.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -122,13 +129,7 @@ func (e *env) startWith(tune func(*kube.Config)) *running {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	jc := e.c.RESTConfig(1000, 2000)
-	jc.ContentType, jc.AcceptContentTypes = "", ""
-	dyn, err := dynamic.NewForConfig(jc)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	cfg := kube.Config{Client: cs, Dynamic: dyn, Engine: eng, SchedulerName: e.sched, Logger: lg}
+	cfg := kube.Config{Client: cs, Dynamic: e.dyn, Engine: eng, SchedulerName: e.sched, Logger: lg}
 	if tune != nil {
 		tune(&cfg)
 	}
@@ -309,14 +310,27 @@ func (e *env) delete(name string) {
 	})
 }
 
-// dynamic is a client for custom resources (JSON: they have no protobuf).
-func (e *env) dynamic() dynamic.Interface {
-	e.t.Helper()
-	jc := e.c.RESTConfig(1000, 2000)
-	jc.ContentType, jc.AcceptContentTypes = "", ""
-	dyn, err := dynamic.NewForConfig(jc)
+// dynamic is the admin client for custom resources.
+func (e *env) dynamic() dynamic.Interface { return e.dyn }
+
+// counter reads a counter of reg by one label's value (0 when absent).
+func counter(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
-	return dyn
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/hetsched/hetsched/internal/engine"
 	"github.com/hetsched/hetsched/internal/kube"
 )
@@ -79,7 +81,8 @@ func TestRestartRelistsWithoutDoubleBinding(t *testing.T) {
 	first.stop()
 
 	e.create(e.podSpec("p3", map[string]string{"nvidia.com/gpu": "2"}))
-	e.start()
+	reg := prometheus.NewRegistry()
+	e.startWith(func(c *kube.Config) { c.Registerer = reg })
 	e.waitReason("p3", "nvidia.com/gpu")
 	for n, dev := range before {
 		p := e.get(n)
@@ -91,15 +94,11 @@ func TestRestartRelistsWithoutDoubleBinding(t *testing.T) {
 	if got := e.waitBound("p3").Annotations[kube.AnnotationDevices]; got != before["p1"] {
 		t.Errorf("p3 holds %q, want p1's freed %q", got, before["p1"])
 	}
-	// No Binding was refused (a second Binding of a bound pod is a
-	// conflict, reported as a failed binding).
-	evs, err := e.cs.EventsV1().Events(e.ns).List(e.ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ev := range evs.Items {
-		if strings.Contains(ev.Note, "binding") {
-			t.Errorf("event on %s: %s", ev.Regarding.Name, ev.Note)
+	// The new Scheduler posted one Binding, p3's: none for the adopted
+	// pods (a second Binding of a bound pod would be a conflict).
+	for result, want := range map[string]float64{"bound": 1, "conflict": 0, "failed": 0, "gone": 0} {
+		if got := counter(t, reg, "hetsched_kube_bindings_total", "result", result); got != want {
+			t.Errorf("bindings %s: %v, want %v", result, got, want)
 		}
 	}
 }

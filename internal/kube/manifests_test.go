@@ -49,8 +49,7 @@ func applyFile(t *testing.T, c *kubetest.Cluster, path string) {
 // waitEstablished waits for a CRD's Established condition.
 func waitEstablished(t *testing.T, c *kubetest.Cluster, name string) {
 	t.Helper()
-	rc := c.RESTConfig(100, 200)
-	rc.ContentType, rc.AcceptContentTypes = "", ""
+	rc := c.JSONConfig(100, 200)
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
 		t.Fatal(err)
@@ -85,8 +84,7 @@ func applyDir(t *testing.T, c *kubetest.Cluster, dir string, skip func(name stri
 // is not an error (and not returned).
 func applyObjects(t *testing.T, c *kubetest.Cluster, dir string, skip func(name string) bool, tolerateExisting bool) []*unstructured.Unstructured {
 	t.Helper()
-	rc := c.RESTConfig(100, 200)
-	rc.ContentType, rc.AcceptContentTypes = "", ""
+	rc := c.JSONConfig(100, 200)
 	dc, err := discovery.NewDiscoveryClientForConfig(rc)
 	if err != nil {
 		t.Fatal(err)

@@ -177,7 +177,7 @@ func TestNodeRules(t *testing.T) {
 	zb := e.podSpec("zb", map[string]string{"cpu": "1"})
 	zb.Spec.NodeSelector["zone"] = "b"
 	e.create(zb)
-	e.waitReason("zb", "")
+	e.waitReason("zb", "cordoned")
 	if p := e.get("zb"); p.Spec.NodeName != "" {
 		t.Fatalf("pod bound to cordoned %s", p.Spec.NodeName)
 	}

@@ -33,6 +33,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/hetsched/hetsched/internal/childproc"
 )
 
 // Versions of the pieces tools/build-k8s builds (its cache directory is
@@ -83,10 +85,6 @@ type Options struct {
 	// RBAC runs the API server with --authorization-mode=RBAC (default
 	// AlwaysAllow), for tests of the manifests' roles.
 	RBAC bool
-	// NoKWOK leaves KWOK out (nodes then never turn Ready by themselves).
-	NoKWOK bool
-	// Log receives a process's output tail when it fails to start.
-	Log func(format string, args ...any)
 }
 
 // Cluster is a running control plane.
@@ -156,7 +154,7 @@ func StartMain(opt Options) (*Cluster, error) {
 
 func start(tools, dir string, opt Options) (*Cluster, error) {
 	c := &Cluster{Dir: dir}
-	ports, err := freePorts(4)
+	ports, err := childproc.FreePorts(4)
 	if err != nil {
 		return c, err
 	}
@@ -192,9 +190,6 @@ func start(tools, dir string, opt Options) (*Cluster, error) {
 	}
 	if err := c.waitReady(90 * time.Second); err != nil {
 		return c, err
-	}
-	if opt.NoKWOK {
-		return c, nil
 	}
 	if err := c.run(filepath.Join(tools, "kwok"), "kwok",
 		"--kubeconfig", c.Kubeconfig, "-c", filepath.Join(tools, "kwok-stages.yaml"),
@@ -265,6 +260,14 @@ func (c *Cluster) RESTConfig(qps float32, burst int) *rest.Config {
 		ContentConfig:   rest.ContentConfig{ContentType: "application/vnd.kubernetes.protobuf", AcceptContentTypes: "application/vnd.kubernetes.protobuf,application/json"},
 		TLSClientConfig: rest.TLSClientConfig{CAFile: c.CAFile},
 	}
+}
+
+// JSONConfig is RESTConfig speaking JSON, for custom resources (they have
+// no protobuf encoding) and discovery.
+func (c *Cluster) JSONConfig(qps float32, burst int) *rest.Config {
+	rc := c.RESTConfig(qps, burst)
+	rc.ContentType, rc.AcceptContentTypes = "", ""
+	return rc
 }
 
 // Client is an admin clientset.
@@ -365,17 +368,6 @@ func (c *Cluster) Stop() {
 	c.procs = nil
 }
 
-// Logs returns the tail of a process's log ("kube-apiserver", "kwok",
-// "etcd").
-func (c *Cluster) Logs(name string) string {
-	for _, p := range c.procs {
-		if p.name == name {
-			return tail(p.log, 4000)
-		}
-	}
-	return ""
-}
-
 func tail(path string, n int) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -385,26 +377,6 @@ func tail(path string, n int) string {
 		b = b[len(b)-n:]
 	}
 	return string(b)
-}
-
-// freePorts returns n loopback ports free now.
-func freePorts(n int) ([]int, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var out []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().(*net.TCPAddr).Port)
-	}
-	return out, nil
 }
 
 // WaitFor polls cond every 50 ms until it is true, returns an error, or
