@@ -52,9 +52,9 @@ func (r *replica) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			}
 			writeJSON(w, http.StatusOK, list)
 		}, RoleTenant, RoleAgent)(sw, req)
-	case req.Method == http.MethodGet && req.URL.Query().Get("stale") == "true" && stalePath(req.URL.Path, "/api/v1/tasks/"):
+	case req.Method == http.MethodGet && stalePath(req.URL.Path, "/api/v1/tasks/") && req.URL.Query().Get("stale") == "true":
 		r.local.guard(r.staleTask, RoleTenant)(sw, req)
-	case req.Method == http.MethodGet && req.URL.Query().Get("stale") == "true" && stalePath(req.URL.Path, "/api/v1/jobs/"):
+	case req.Method == http.MethodGet && stalePath(req.URL.Path, "/api/v1/jobs/") && req.URL.Query().Get("stale") == "true":
 		r.local.guard(r.staleJob, RoleTenant)(sw, req)
 	default:
 		r.proxy.serve(sw, req)

@@ -41,8 +41,7 @@
 // about twice what is committed.
 //
 // Measured on the 2-vCPU development VM (`hetsched bench ha`, every
-// server and etcd member on it, BENCHMARKS.md "High availability"): a
-// 200,000-record store's snapshot was 70 MB before compression. With one
+// server and etcd member on it, BENCHMARKS.md "High availability"): with one
 // embedded member and 1,000,000 tasks stored, a cold restart (the member, the
 // snapshot and log read back, the engine rebuilt) acknowledges writes
 // again 12.4 s after SIGKILL; a three-member standby takes over in 10.9
@@ -54,8 +53,8 @@
 // The rejected alternative, a key per record with large commits split into
 // transactions under an intent record, writes every record twice per
 // commit and makes every commit of more than 128 records several round
-// trips; the log writes a commit once, in ceil(size/ChunkBytes) round
-// trips. What the layout costs: the state is held in memory by every
+// trips; the log writes a commit once, in two rounds (the chunks before
+// the last in parallel, then the last) over its compressed size. What the layout costs: the state is held in memory by every
 // server, and one record cannot be read from etcd without the log (no
 // `etcdctl get` per task).
 //
@@ -71,7 +70,8 @@
 // Glossary:
 //   - log entry: one Commit's records, numbered by seq from 1.
 //   - chunk: a part of an entry or snapshot, at most ChunkBytes, whose
-//     first byte says whether it is the last.
+//     first byte's flags say whether it is the last (chunkLast) and
+//     whether the payload is S2-compressed (chunkS2).
 //   - snapshot: the live records at one entry, written by the leader.
 //   - pointer: the key naming the snapshot readers start from.
 //   - fence: the comparison that guards a leader's writes.
