@@ -28,7 +28,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/hetsched/hetsched/internal/agentapi"
@@ -53,9 +52,11 @@ type client struct {
 // servers (the CA to trust, the agent's certificate). Over TLS the calls
 // and the stream share HTTP/2 connections.
 func newClient(servers, token string, tc *tls.Config) (*client, error) {
-	var bases []string
-	for _, base := range strings.Split(servers, ",") {
-		base = strings.TrimSpace(base)
+	bases := serverlist.Split(servers)
+	if len(bases) == 0 {
+		return nil, errs.Invalid("server", "must be an http(s) URL (or several, comma-separated), got %q", servers)
+	}
+	for _, base := range bases {
 		u, err := url.Parse(base)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, errs.Invalid("server", "must be an http(s) URL (or several, comma-separated), got %q", base)
@@ -63,7 +64,6 @@ func newClient(servers, token string, tc *tls.Config) (*client, error) {
 		if tc != nil && u.Scheme != "https" {
 			return nil, errs.Invalid("server", "--ca, --cert and --key need an https:// URL, got %q", base)
 		}
-		bases = append(bases, strings.TrimRight(base, "/"))
 	}
 	tr := &http.Transport{
 		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,

@@ -39,12 +39,7 @@ func NewClient(server, token string, timeout time.Duration) *Client {
 	// default 30, so that the next server is tried within the request's
 	// timeout.
 	tr.DialContext = (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext
-	var bases []string
-	for _, s := range strings.Split(server, ",") {
-		if s = strings.TrimRight(strings.TrimSpace(s), "/"); s != "" {
-			bases = append(bases, s)
-		}
-	}
+	bases := serverlist.Split(server)
 	if len(bases) == 0 {
 		bases = []string{""}
 	}

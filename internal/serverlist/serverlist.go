@@ -27,6 +27,18 @@ type List struct {
 // New is a list of bases (at least one).
 func New(bases []string) *List { return &List{bases: bases} }
 
+// Split reads a --server flag: one URL or several, comma-separated; each
+// is trimmed of spaces and a trailing "/", and empty ones are left out.
+func Split(servers string) []string {
+	var bases []string
+	for _, s := range strings.Split(servers, ",") {
+		if s = strings.TrimRight(strings.TrimSpace(s), "/"); s != "" {
+			bases = append(bases, s)
+		}
+	}
+	return bases
+}
+
 // Bases are the servers' base URLs.
 func (l *List) Bases() []string { return l.bases }
 
@@ -50,7 +62,7 @@ func (l *List) Send(hc *http.Client, newReq func(base string) (*http.Request, er
 			l.cur.Store(int32(k))
 			return resp, nil
 		}
-		if n == 1 || !NeverSent(err) || req.Context().Err() != nil {
+		if n == 1 || !neverSent(err) || req.Context().Err() != nil {
 			// The request may have reached it: not tried again here, but
 			// the next request starts with the next server.
 			l.cur.CompareAndSwap(int32(first), int32((k+1)%n))
@@ -61,9 +73,9 @@ func (l *List) Send(hc *http.Client, newReq func(base string) (*http.Request, er
 	return nil, fmt.Errorf("no server answered: %s", strings.Join(msgs, "; "))
 }
 
-// NeverSent reports whether err is a failure to connect: the request did
+// neverSent reports whether err is a failure to connect: the request did
 // not reach the server, and another may take it.
-func NeverSent(err error) bool {
+func neverSent(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
 }
