@@ -225,6 +225,9 @@ func checkServersView(t *testing.T, c *cluster, leader int) {
 		t.Errorf("get servers: %v:\n%s", roles, out)
 	}
 	for i := range c.urls {
+		if i != leader {
+			c.waitStandbyOf(t, i, leader)
+		}
 		body := httpGet(t, c.urls[i]+"/readyz")
 		if standby := strings.Contains(body, `"status":"standby of `+c.urls[leader]+`"`); standby == (i == leader) {
 			t.Errorf("%s /readyz: %s", c.names[i], body)
@@ -237,6 +240,16 @@ func checkServersView(t *testing.T, c *cluster, leader int) {
 			t.Errorf("%s /metrics lacks %q", c.names[i], want)
 		}
 	}
+}
+
+// waitStandbyOf waits until server s says it is a standby of leader: a
+// standby learns of a new leader through its own watch of the election,
+// a moment after the leader acknowledged.
+func (c *cluster) waitStandbyOf(t *testing.T, s, leader int) {
+	t.Helper()
+	waitUntil(t, 10*time.Second, c.names[s]+" to know "+c.names[leader]+" leads", func() bool {
+		return strings.Contains(httpGet(t, c.urls[s]+"/readyz"), `"status":"standby of `+c.urls[leader]+`"`)
+	})
 }
 
 func httpGet(t *testing.T, url string) string {

@@ -28,6 +28,7 @@ func TestStaleReadsOnAStandby(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := (l + 1) % 3
+	c.waitStandbyOf(t, s, l)
 	get := func(path string) (int, string, string) {
 		resp, err := (&http.Client{Timeout: 5 * time.Second}).Get(c.urls[s] + path)
 		if err != nil {
