@@ -44,7 +44,8 @@ func dupVariants(t *testing.T, raw json.RawMessage, path string) []dupVariant {
 		}
 		sort.Strings(keys)
 		// object writes the object back, member replace's value swapped for
-		// with, and member again written a second time at the end.
+		// with (when with is set: "" is a key like any other), and member
+		// again written a second time at the end.
 		object := func(replace string, with json.RawMessage, again string, twice bool) []byte {
 			var b bytes.Buffer
 			b.WriteByte('{')
@@ -57,7 +58,7 @@ func dupVariants(t *testing.T, raw json.RawMessage, path string) []dupVariant {
 				b.Write(v)
 			}
 			for _, k := range keys {
-				if k == replace {
+				if with != nil && k == replace {
 					member(k, with)
 				} else {
 					member(k, m[k])

@@ -26,6 +26,10 @@ type Device struct {
 	Model    string            `json:"model,omitempty"`
 	Memory   Bytes             `json:"memory,omitempty"`
 	Topology map[string]string `json:"topology,omitempty"`
+	// Classes are the device classes the device belongs to: a request
+	// whose deviceClasses name one of them may take it (Kubernetes DRA
+	// device selectors, evaluated by the front end, become classes).
+	Classes []string `json:"classes,omitempty"`
 	// Unhealthy marks a device that must not receive work.
 	Unhealthy bool `json:"unhealthy,omitempty"`
 	// Simulated marks a declared device that is not real hardware.
@@ -160,6 +164,14 @@ func (n *Node) Validate() error {
 			}
 			if err := ValidateLabelValue(v); err != nil {
 				return errs.Invalid(f+".topology."+k, "%v", err)
+			}
+		}
+		if len(d.Classes) > MaxDeviceClasses {
+			return errs.Invalid(f+".classes", "at most %d classes", MaxDeviceClasses)
+		}
+		for j, c := range d.Classes {
+			if err := ValidateDeviceClass(c); err != nil {
+				return errs.Invalid(fmt.Sprintf("%s.classes[%d]", f, j), "%v", err)
 			}
 		}
 		// Every listed type gets an entry, so that a type whose devices are

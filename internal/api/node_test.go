@@ -23,7 +23,7 @@ func goodNode() *Node {
 		},
 		Devices: []Device{
 			{Type: "nvidia.com/gpu", ID: "0", Model: "H100", Memory: 80 << 30, Topology: map[string]string{TopologyNUMA: "0", TopologyNVLink: "a"}},
-			{Type: "nvidia.com/gpu", ID: "1", Model: "H100", Memory: 80 << 30, Topology: map[string]string{TopologyNUMA: "1", TopologyNVLink: "a"}},
+			{Type: "nvidia.com/gpu", ID: "1", Model: "H100", Memory: 80 << 30, Topology: map[string]string{TopologyNUMA: "1", TopologyNVLink: "a"}, Classes: []string{"h100", "fast"}},
 			{Type: "nvidia.com/gpu", ID: "2", Model: "H100", Unhealthy: true},
 			{Type: "example.com/fpga", ID: "0", Simulated: true},
 		},
@@ -74,6 +74,8 @@ func TestNodeValidate(t *testing.T) {
 		{"device type bad domain", func(n *Node) { n.Devices[1].Type = "Nvidia.com/gpu" }, "devices[1].type"},
 		{"device bad id", func(n *Node) { n.Devices[0].ID = "" }, "devices[0].id"},
 		{"duplicate device id", func(n *Node) { n.Devices[1].ID = "0" }, "devices[1].id"},
+		{"device class empty", func(n *Node) { n.Devices[1].Classes = []string{"ok", ""} }, "devices[1].classes[1]"},
+		{"device class bad", func(n *Node) { n.Devices[1].Classes = []string{"a b"} }, "devices[1].classes[0]"},
 		{"same id other type", func(n *Node) { n.Devices[3].ID = "1" }, ""},
 		{"device bad model", func(n *Node) { n.Devices[0].Model = "H100 SXM" }, "devices[0].model"},
 		{"device negative memory", func(n *Node) { n.Devices[1].Memory = -1 }, "devices[1].memory"},

@@ -28,13 +28,17 @@ var TierNames = [4]string{"urgent", "high", "medium", "low"}
 
 // Task is a unit of work as submitted (API.md "Task").
 type Task struct {
-	ID           string            `json:"id,omitempty"`
-	Name         string            `json:"name,omitempty"`
-	Queue        string            `json:"queue,omitempty"`
-	Priority     *int              `json:"priority,omitempty"`
-	Resources    resource.List     `json:"resources,omitempty"`
-	Alternatives []Alternative     `json:"alternatives,omitempty"`
-	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	ID           string        `json:"id,omitempty"`
+	Name         string        `json:"name,omitempty"`
+	Queue        string        `json:"queue,omitempty"`
+	Priority     *int          `json:"priority,omitempty"`
+	Resources    resource.List `json:"resources,omitempty"`
+	Alternatives []Alternative `json:"alternatives,omitempty"`
+	// DeviceClasses narrows a device request to the devices of a class
+	// (Device.Classes): resource name -> class, for example
+	// {"nvidia.com/gpu": "h100-80g"}. Alternatives carry their own.
+	DeviceClasses map[string]string `json:"deviceClasses,omitempty"`
+	NodeSelector  map[string]string `json:"nodeSelector,omitempty"`
 	// NodeAffinity restricts the nodes further, as Kubernetes' required
 	// node affinity: the node must match at least one term, each a label
 	// selector (ParseSelector: =, !=, in, notin, exists, !, >, <) all of
@@ -116,6 +120,8 @@ const DefaultLocalityWait = 3 * 1e9
 type Alternative struct {
 	Resources resource.List `json:"resources"`
 	Speed     float64       `json:"speed,omitempty"`
+	// DeviceClasses is the alternative's Task.DeviceClasses.
+	DeviceClasses map[string]string `json:"deviceClasses,omitempty"`
 }
 
 // PriorityOrDefault returns the task's priority, DefaultPriority if unset.
@@ -265,6 +271,9 @@ func (t *Task) Validate() error {
 	if err := ValidateRequest("resources", t.Resources); err != nil {
 		return err
 	}
+	if err := validateDeviceClasses("deviceClasses", t.DeviceClasses, t.Resources); err != nil {
+		return err
+	}
 	if len(t.Alternatives) > MaxAlternatives {
 		return errs.Invalid("alternatives", "at most %d alternatives, got %d", MaxAlternatives, len(t.Alternatives))
 	}
@@ -278,6 +287,9 @@ func (t *Task) Validate() error {
 		}
 		if a.Speed < 0 || math.IsNaN(a.Speed) || math.IsInf(a.Speed, 0) || a.Speed > 1e6 {
 			return errs.Invalid(f+".speed", "must be a positive number relative to resources (0 or absent means 1.0), got %v", a.Speed)
+		}
+		if err := validateDeviceClasses(f+".deviceClasses", a.DeviceClasses, a.Resources); err != nil {
+			return err
 		}
 	}
 	if len(t.NodeSelector) > MaxSelectorLabels {
@@ -450,6 +462,36 @@ func ValidateText(field, s string) error {
 	for i, r := range s {
 		if unicode.IsControl(r) {
 			return errs.Invalid(field, "holds the control character %U at byte %d (escape sequences and control characters reach terminals)", r, i)
+		}
+	}
+	return nil
+}
+
+// MaxDeviceClasses bounds a device's classes and an option's
+// deviceClasses.
+const MaxDeviceClasses = 16
+
+// ValidateDeviceClass checks a device class name (a label value, not
+// empty).
+func ValidateDeviceClass(c string) error {
+	if c == "" {
+		return fmt.Errorf("a device class must not be empty")
+	}
+	return ValidateLabelValue(c)
+}
+
+// validateDeviceClasses checks an option's deviceClasses: each names an
+// extended resource the option requests, and a valid class.
+func validateDeviceClasses(field string, dc map[string]string, req resource.List) error {
+	if len(dc) > MaxDeviceClasses {
+		return errs.Invalid(field, "at most %d entries", MaxDeviceClasses)
+	}
+	for _, k := range sortedKeys(dc) {
+		if _, ok := req[resource.Name(k)]; !ok || !resource.Name(k).IsExtended() {
+			return errs.Invalid(field+"."+truncate(k), "names no device resource the request asks for")
+		}
+		if err := ValidateDeviceClass(dc[k]); err != nil {
+			return errs.Invalid(field+"."+k, "%v", err)
 		}
 	}
 	return nil

@@ -98,6 +98,7 @@ func (t *Task) appendFast(b []byte) ([]byte, bool) {
 		key("resources")
 		b, ok = appendResources(b, t.Resources, ok)
 	}
+	strMap("deviceClasses", t.DeviceClasses)
 	strMap("nodeSelector", t.NodeSelector)
 	strs("nodeAffinity", t.NodeAffinity)
 	strs("tolerations", t.Tolerations)

@@ -122,10 +122,16 @@ func genTask() *rapid.Generator[Task] {
 		if rapid.IntRange(0, 4).Draw(rt, "affinity") == 0 {
 			task.NodeAffinity = []string{rapid.SampledFrom([]string{"zone in (a,b)", "gpu.memory>40960,!spot", "a=b"}).Draw(rt, "term")}
 		}
+		if rapid.IntRange(0, 4).Draw(rt, "classes") == 0 {
+			task.DeviceClasses = map[string]string{rapid.SampledFrom([]string{"nvidia.com/gpu", "google.com/tpu"}).Draw(rt, "class-res"): rapid.SampledFrom([]string{"h100", "a.b-c"}).Draw(rt, "class")}
+		}
 		if rapid.IntRange(0, 9).Draw(rt, "rare") == 0 {
 			for i := rapid.IntRange(0, 2).Draw(rt, "alts"); i > 0; i-- {
-				task.Alternatives = append(task.Alternatives, Alternative{Resources: res("alt-res"),
-					Speed: rapid.SampledFrom([]float64{0, 0.5, 1.5, 3}).Draw(rt, "speed")})
+				a := Alternative{Resources: res("alt-res"), Speed: rapid.SampledFrom([]float64{0, 0.5, 1.5, 3}).Draw(rt, "speed")}
+				if rapid.Bool().Draw(rt, "alt-classes") {
+					a.DeviceClasses = map[string]string{"google.com/tpu": "v5e"}
+				}
+				task.Alternatives = append(task.Alternatives, a)
 			}
 			task.Locality = locality("loc")
 			for i := rapid.IntRange(0, 2).Draw(rt, "inputs"); i > 0; i-- {

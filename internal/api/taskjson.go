@@ -75,7 +75,7 @@ func DecodeTask(r *jsonread.Reader) (Task, error) {
 var taskFields = func() map[string]uint32 {
 	names := []string{"id", "name", "queue", "priority", "resources", "alternatives", "nodeSelector", "nodeAffinity",
 		"tolerations", "command", "env", "duration", "timeout", "queueTimeout", "lease", "depends",
-		"preemptible", "metadata", "requeue", "locality", "localityWait", "shards", "inputs"}
+		"preemptible", "metadata", "requeue", "locality", "localityWait", "shards", "inputs", "deviceClasses"}
 	m := make(map[string]uint32, len(names))
 	for i, n := range names {
 		m[n] = 1 << i
@@ -100,6 +100,8 @@ func readTaskField(r *jsonread.Reader, t *Task, k string) error {
 		t.Alternatives, err = readAlternatives(r, k)
 	case "nodeSelector":
 		t.NodeSelector, err = readStringMap(r, k)
+	case "deviceClasses":
+		t.DeviceClasses, err = readStringMap(r, k)
 	case "nodeAffinity":
 		t.NodeAffinity, err = readStrings(r, k)
 	case "tolerations":
@@ -374,7 +376,7 @@ func readAlternatives(r *jsonread.Reader, field string) ([]Alternative, error) {
 			if err != nil {
 				return nil, syntax(f, err)
 			}
-			var seen [2]bool
+			var seen [3]bool
 			for obj.Next() {
 				k := obj.Key()
 				switch k {
@@ -392,6 +394,14 @@ func readAlternatives(r *jsonread.Reader, field string) ([]Alternative, error) {
 					}
 					seen[1] = true
 					if a.Speed, err = readFloat(r, f+".speed"); err != nil {
+						return nil, err
+					}
+				case "deviceClasses":
+					if seen[2] {
+						return nil, errs.Invalid(f+"."+k, "given twice")
+					}
+					seen[2] = true
+					if a.DeviceClasses, err = readStringMap(r, f+".deviceClasses"); err != nil {
 						return nil, err
 					}
 				default:

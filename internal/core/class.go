@@ -1,6 +1,7 @@
 package core
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -17,6 +18,7 @@ import (
 type devReq struct {
 	dim   int
 	milli int64
+	class string // the device class the devices must carry ("": any)
 }
 
 // Option is one way to run a task: its own resources (index -1) or one of
@@ -29,6 +31,8 @@ type Option struct {
 	// that skip the dims a request leaves at zero stop there.
 	reqLen int
 	devs   []devReq // device-backed (extended) dims of req
+	// devClass is the spec's deviceClasses (resource -> device class).
+	devClass map[string]string
 	// unknown lists requested resources no node offers yet (sorted by name).
 	unknown []unknownRes
 	// groups compatible with this option (static filters passed), cached
@@ -105,9 +109,11 @@ type runtimeClass struct {
 func classKey(spec *api.Task) string {
 	var b strings.Builder
 	b.WriteString(spec.Resources.String())
+	writeDeviceClasses(&b, spec.DeviceClasses)
 	for _, a := range spec.Alternatives {
 		b.WriteString("|")
 		b.WriteString(a.Resources.String())
+		writeDeviceClasses(&b, a.DeviceClasses)
 		b.WriteString("@")
 		b.WriteString(strconv.FormatFloat(a.Speed, 'g', -1, 64))
 	}
@@ -122,6 +128,17 @@ func classKey(spec *api.Task) string {
 		b.WriteString(strings.Join(sortedAffinity(spec), "\x00"))
 	}
 	return b.String()
+}
+
+// writeDeviceClasses writes an option's device classes, if any, as
+// "{k=v;...}".
+func writeDeviceClasses(b *strings.Builder, dc map[string]string) {
+	if len(dc) == 0 {
+		return
+	}
+	b.WriteByte('{')
+	writePairs(b, dc, nil)
+	b.WriteByte('}')
 }
 
 // sortedAffinity is the spec's affinity terms in order (their order does
@@ -152,7 +169,7 @@ func (o *Option) computeDevs(dims *resource.Dims) {
 	o.devs = o.devs[:0]
 	for i := 2; i < dims.Len(); i++ {
 		if o.req[i] > 0 && dims.Name(i).IsExtended() {
-			o.devs = append(o.devs, devReq{dim: i, milli: o.req[i]})
+			o.devs = append(o.devs, devReq{dim: i, milli: o.req[i], class: o.devClass[string(dims.Name(i))]})
 		}
 	}
 }
@@ -182,17 +199,17 @@ func (o *Option) resolve(dims *resource.Dims) bool {
 // option's vector and unknown resources (from Core.vectorOf).
 func buildClass(key string, spec *api.Task, dims *resource.Dims, vecs []resource.Vector, unknown [][]unknownRes) (*class, error) {
 	cl := &class{key: key}
-	add := func(idx int, v resource.Vector, u []unknownRes, speed float64) {
+	add := func(idx int, v resource.Vector, u []unknownRes, speed float64, dc map[string]string) {
 		if speed == 0 {
 			speed = 1
 		}
-		o := Option{Index: idx, Speed: speed, req: v, unknown: u}
+		o := Option{Index: idx, Speed: speed, req: v, unknown: u, devClass: maps.Clone(dc)}
 		o.computeDevs(dims)
 		cl.opts = append(cl.opts, o)
 	}
-	add(-1, vecs[0], unknown[0], 1)
+	add(-1, vecs[0], unknown[0], 1, spec.DeviceClasses)
 	for i, a := range spec.Alternatives {
-		add(i, vecs[i+1], unknown[i+1], a.Speed)
+		add(i, vecs[i+1], unknown[i+1], a.Speed, a.DeviceClasses)
 	}
 	for i := range cl.opts {
 		cl.optOrder = append(cl.optOrder, i)
@@ -259,7 +276,15 @@ func (c *Core) classFor(spec *api.Task, leaf *queueNode) (*class, error) {
 			mix(strHash(string(x.name)) ^ uint64(x.q))
 		}
 	}
+	mixClasses := func(dc map[string]string) {
+		var x uint64 // order-independent
+		for k, v := range dc {
+			x += strHash(k)*31 + strHash(v)
+		}
+		mix(x)
+	}
 	mixOpt(&vecs[0], unknown[0])
+	mixClasses(spec.DeviceClasses)
 	for i, a := range spec.Alternatives {
 		if unknown[i+1], err = c.vectorOf(&vecs[i+1], "alternatives["+strconv.Itoa(i)+"].resources", a.Resources); err != nil {
 			return nil, err
@@ -269,6 +294,7 @@ func (c *Core) classFor(spec *api.Task, leaf *queueNode) (*class, error) {
 		}
 		mix(0xa17)
 		mixOpt(&vecs[i+1], unknown[i+1])
+		mixClasses(a.DeviceClasses)
 		mix(math.Float64bits(a.Speed))
 	}
 	var sel uint64
@@ -372,6 +398,13 @@ func (cl *class) matches(spec *api.Task, vecs []resource.Vector, unknown [][]unk
 	}
 	for i := range vecs {
 		if vecs[i] != cl.opts[i].req || len(unknown[i]) != len(cl.opts[i].unknown) {
+			return false
+		}
+		dc := spec.DeviceClasses
+		if i > 0 {
+			dc = spec.Alternatives[i-1].DeviceClasses
+		}
+		if !maps.Equal(dc, cl.opts[i].devClass) {
 			return false
 		}
 		for j := range unknown[i] {

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,12 +18,14 @@ const NodeNameLabel = api.NodeNameLabel
 // Device is one device of a node as the core tracks it. Used is the share
 // allocated in milli-units (0..1000).
 type Device struct {
-	ID      string
-	Type    string
-	Model   string
-	Memory  int64
-	NUMA    string
-	Domain  string // NVLink or ICI domain; "" when none
+	ID     string
+	Type   string
+	Model  string
+	Memory int64
+	NUMA   string
+	Domain string // NVLink or ICI domain; "" when none
+	// Classes are the device classes it belongs to (api.Device.Classes).
+	Classes []string
 	Healthy bool
 	dim     int
 	Used    int32
@@ -111,7 +114,7 @@ func buildNode(spec *api.Node, dims *resource.Dims) (*Node, error) {
 	}
 	models := map[string]map[string]bool{}
 	for _, d := range spec.Devices {
-		dev := Device{ID: d.ID, Type: d.Type, Model: d.Model, Memory: int64(d.Memory), Healthy: !d.Unhealthy}
+		dev := Device{ID: d.ID, Type: d.Type, Model: d.Model, Memory: int64(d.Memory), Healthy: !d.Unhealthy, Classes: slices.Clone(d.Classes)}
 		dev.NUMA = d.Topology[api.TopologyNUMA]
 		dev.Domain = d.Topology[api.TopologyNVLink]
 		if dev.Domain == "" {
@@ -197,7 +200,7 @@ func (n *Node) recomputeCapacity() {
 
 // groupKey is the static signature of nodes alike for static filters:
 // labels (identity labels aside), taints, the resource types present and
-// the device types and models. Capacities are left out, so machines that
+// the device types, models and classes. Capacities are left out, so machines that
 // differ by a few bytes of memory, or by failed devices, share a group.
 func (n *Node) groupKey(dims *resource.Dims, identity map[string]bool) string {
 	var b strings.Builder
@@ -217,7 +220,13 @@ func (n *Node) groupKey(dims *resource.Dims, identity map[string]bool) string {
 	b.WriteByte('|')
 	ms := make([]string, 0, len(n.devices))
 	for _, d := range n.devices {
-		ms = append(ms, d.Type+"="+d.Model)
+		m := d.Type + "=" + d.Model
+		if len(d.Classes) > 0 {
+			cs := slices.Clone(d.Classes)
+			sort.Strings(cs)
+			m += "{" + strings.Join(cs, ",") + "}"
+		}
+		ms = append(ms, m)
 	}
 	sort.Strings(ms)
 	for i, m := range ms {
@@ -244,4 +253,18 @@ func writePairs(b *strings.Builder, m map[string]string, skip map[string]bool) {
 		b.WriteString(m[k])
 		b.WriteByte(';')
 	}
+}
+
+// HasClass reports whether the device carries class c ("" is any).
+func (d *Device) HasClass(c string) bool { return c == "" || slices.Contains(d.Classes, c) }
+
+// hasDeviceClass reports whether the node has a device of dim carrying
+// class c.
+func (n *Node) hasDeviceClass(dim int, c string) bool {
+	for _, i := range n.byDim[dim] {
+		if n.devices[i].HasClass(c) {
+			return true
+		}
+	}
+	return false
 }

@@ -36,7 +36,9 @@ type DeviceFit struct {
 	picker SharePicker // where a share goes (the policy's)
 	cands  []int32     // the devices a share fits (scratch)
 	nodev  []*Status   // "no free <type> device", by dim
-	dims   *resource.Dims
+	// noClass is "no free <type> device of class <c>", by dim and class.
+	noClass map[devReq]*Status
+	dims    *resource.Dims
 }
 
 // Name implements Plugin.
@@ -68,7 +70,7 @@ func (p *DeviceFit) pick(cs *CycleState, t *Task, o *Option, n *Node, dr devReq)
 		nd, free := 0, 0
 		for _, i := range idxs {
 			d := &n.devices[i]
-			if !d.Healthy || d.Used != 0 {
+			if !d.Healthy || d.Used != 0 || !d.HasClass(dr.class) {
 				continue
 			}
 			free++
@@ -87,7 +89,7 @@ func (p *DeviceFit) pick(cs *CycleState, t *Task, o *Option, n *Node, dr devReq)
 			doms[j].cnt++
 		}
 		if free < k {
-			return p.noDevice(dr.dim)
+			return p.noDevice(dr)
 		}
 		best := -1
 		for j := 0; j < nd; j++ {
@@ -97,7 +99,7 @@ func (p *DeviceFit) pick(cs *CycleState, t *Task, o *Option, n *Node, dr devReq)
 		}
 		need := k
 		if best >= 0 {
-			need = takeFrom(cs, n, idxs, doms[best].dom, need)
+			need = takeFrom(cs, n, idxs, dr.class, doms[best].dom, need)
 		}
 		for need > 0 {
 			// Spill: the domain with the most free devices left.
@@ -109,17 +111,17 @@ func (p *DeviceFit) pick(cs *CycleState, t *Task, o *Option, n *Node, dr devReq)
 			}
 			if m < 0 {
 				// Domains beyond the tracked ones were pooled: any free device.
-				if need = takeFrom(cs, n, idxs, "\x00any", need); need > 0 {
-					return p.noDevice(dr.dim)
+				if need = takeFrom(cs, n, idxs, dr.class, "\x00any", need); need > 0 {
+					return p.noDevice(dr)
 				}
 				break
 			}
 			before := need
-			need = takeFrom(cs, n, idxs, doms[m].dom, need)
+			need = takeFrom(cs, n, idxs, dr.class, doms[m].dom, need)
 			doms[m].cnt = 0
 			if need == before && nd == len(doms) {
 				// Pooled domains: take any free device.
-				need = takeFrom(cs, n, idxs, "\x00any", need)
+				need = takeFrom(cs, n, idxs, dr.class, "\x00any", need)
 			}
 		}
 		return nil
@@ -127,28 +129,29 @@ func (p *DeviceFit) pick(cs *CycleState, t *Task, o *Option, n *Node, dr devReq)
 	cands := p.cands[:0]
 	for _, i := range idxs {
 		d := &n.devices[i]
-		if d.Healthy && int64(d.Free()) >= dr.milli {
+		if d.Healthy && int64(d.Free()) >= dr.milli && d.HasClass(dr.class) {
 			cands = append(cands, i)
 		}
 	}
 	p.cands = cands
 	if len(cands) == 0 {
-		return p.noDevice(dr.dim)
+		return p.noDevice(dr)
 	}
 	pick := p.picker.PickShare(cs, t, o, n, cands, dr.milli)
 	cs.picked = append(cs.picked, devShare{dev: pick, milli: int32(dr.milli)})
 	return nil
 }
 
-// takeFrom appends up to need free whole devices of domain dom (any domain
-// for "\x00any") not already taken, returning how many are still needed.
-func takeFrom(cs *CycleState, n *Node, idxs []int32, dom string, need int) int {
+// takeFrom appends up to need free whole devices of class (any for "") and
+// domain dom (any domain for "\x00any") not already taken, returning how
+// many are still needed.
+func takeFrom(cs *CycleState, n *Node, idxs []int32, class, dom string, need int) int {
 	for _, i := range idxs {
 		if need == 0 {
 			break
 		}
 		d := &n.devices[i]
-		if !d.Healthy || d.Used != 0 || (dom != "\x00any" && d.Domain != dom) {
+		if !d.Healthy || d.Used != 0 || (dom != "\x00any" && d.Domain != dom) || !d.HasClass(class) {
 			continue
 		}
 		taken := false
@@ -167,6 +170,21 @@ func takeFrom(cs *CycleState, n *Node, idxs []int32, dom string, need int) int {
 	return need
 }
 
-func (p *DeviceFit) noDevice(dim int) *Status {
-	return sharedStatus(&p.nodev, p.dims, dim, Unschedulable, "no free ", " device")
+func (p *DeviceFit) noDevice(dr devReq) *Status {
+	if dr.class != "" {
+		if p.noClass == nil {
+			p.noClass = map[devReq]*Status{}
+		}
+		key := devReq{dim: dr.dim, class: dr.class}
+		st := p.noClass[key]
+		if st == nil {
+			if len(p.noClass) >= 1024 {
+				clear(p.noClass) // bounded: classes come and go
+			}
+			st = NewUnschedulable("no free " + string(p.dims.Name(dr.dim)) + " device of class " + dr.class)
+			p.noClass[key] = st
+		}
+		return st
+	}
+	return sharedStatus(&p.nodev, p.dims, dr.dim, Unschedulable, "no free ", " device")
 }

@@ -6,7 +6,9 @@ import (
 )
 
 // ResourceTypes is static: the group must have every requested resource
-// type at all (whether one node is big enough is checked per node).
+// type at all, and devices of each requested device class (a group's
+// nodes share their devices' classes; whether one node is big enough is
+// checked per node).
 type ResourceTypes struct{ dims *resource.Dims }
 
 // Name implements Plugin.
@@ -20,6 +22,11 @@ func (p ResourceTypes) Filter(_ *CycleState, _ *Task, o *Option, n *Node) *Statu
 	for i := range o.req {
 		if o.req[i] > 0 && n.capacity[i] == 0 {
 			return NewUnresolvable("no " + string(p.dims.Name(i)))
+		}
+	}
+	for _, dr := range o.devs {
+		if dr.class != "" && !n.hasDeviceClass(dr.dim, dr.class) {
+			return NewUnresolvable("no " + string(p.dims.Name(dr.dim)) + " device of class " + dr.class)
 		}
 	}
 	return nil

@@ -161,3 +161,83 @@ func TestNodeAffinity(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// A request's deviceClasses takes only devices of the class: on the node
+// whose devices are mixed, the class's devices; where no device carries
+// the class the option never fits (unresolvable, named); when the class's
+// devices are taken it waits, while an alternative without the class may
+// go; and the class is part of the scheduling class.
+func TestDeviceClasses(t *testing.T) {
+	c, err := New(DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_000_000, 0)
+	const gpu = "gpu.example.com/device"
+	mixed := api.Node{Name: "mixed", Capacity: resource.List{resource.CPU: 8000, resource.Memory: 8 << 30}, Devices: []api.Device{
+		{Type: gpu, ID: "gpu-0", Classes: []string{"small"}},
+		{Type: gpu, ID: "gpu-1", Classes: []string{"big", "small"}},
+		{Type: gpu, ID: "gpu-2", Classes: []string{"small"}},
+	}}
+	plain := api.Node{Name: "plain", Capacity: resource.List{resource.CPU: 8000, resource.Memory: 8 << 30}, Devices: []api.Device{
+		{Type: gpu, ID: "gpu-0"},
+	}}
+	for _, n := range []*api.Node{&mixed, &plain} {
+		if err := c.UpsertNode(now, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	one := 1
+	submit := func(id, class string, alts ...api.Alternative) Saved {
+		t.Helper()
+		spec := &api.Task{ID: id, Priority: &one, Resources: resource.List{resource.CPU: 100, gpu: 1000}, Alternatives: alts}
+		if class != "" {
+			spec.DeviceClasses = map[string]string{gpu: class}
+		}
+		if err := spec.Validate(); err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		if err := c.Submit(now, spec); err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		st, _ := c.SavedState(id)
+		return st
+	}
+	devs := func(st Saved) []string {
+		var out []string
+		for _, d := range st.Devices {
+			out = append(out, st.Node+"/"+d.ID)
+		}
+		return out
+	}
+	if st := submit("big-1", "big"); st.State != Scheduled || !slices.Equal(devs(st), []string{"mixed/gpu-1"}) {
+		t.Fatalf("big-1: %s on %v, want scheduled on mixed/gpu-1", st.State, devs(st))
+	}
+	st := submit("big-2", "big")
+	if task, _ := c.Task("big-2"); st.State != Pending || !strings.Contains(task.Reason(), "device of class big") {
+		t.Errorf("big-2: %s (%q), want pending for a free device of class big", st.State, task.Reason())
+	}
+	if st := submit("huge", "huge"); st.State != Pending {
+		t.Errorf("huge: %s, want pending", st.State)
+	} else if task, _ := c.Task("huge"); !strings.Contains(task.Reason(), "no "+gpu+" device of class huge") {
+		t.Errorf("huge: reason %q, want it to name the missing class", task.Reason())
+	}
+	for _, id := range []string{"small-1", "small-2"} {
+		if st := submit(id, "small"); st.State != Scheduled || st.Node != "mixed" || slices.Contains(devs(st), "mixed/gpu-1") {
+			t.Errorf("%s: %s on %v, want scheduled on mixed's small-only devices", id, st.State, devs(st))
+		}
+	}
+	// An alternative without the class goes where any device is free (the plain node's).
+	alt := api.Alternative{Resources: resource.List{resource.CPU: 100, gpu: 1000}, Speed: 0.5}
+	if st := submit("big-or-any", "big", alt); st.State != Scheduled || st.Chosen != 0 || st.Node != "plain" {
+		t.Errorf("big-or-any: %s with option %d, want scheduled on its alternative", st.State, st.Chosen)
+	}
+	a, _ := c.Task("big-2")
+	b, _ := c.Task("huge")
+	if a.cls == b.cls {
+		t.Error("tasks of different device classes share a class")
+	}
+	if err := checkInvariants(c); err != nil {
+		t.Error(err)
+	}
+}

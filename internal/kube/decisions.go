@@ -26,6 +26,7 @@ type bindRequest struct {
 	task    string
 	node    string
 	devices []api.DeviceRef
+	chosen  int // the option placed: -1 the task's resources, else the alternative
 }
 
 // reportEvery is how often an unchanged reason for waiting is reported
@@ -95,7 +96,7 @@ func (s *Scheduler) decide(ctx context.Context, id string) {
 	switch {
 	case rec.State == "scheduled" && !st.bound && st.binding == "":
 		st.binding = id
-		req := bindRequest{uid: st.uid, key: st.key, task: id, node: rec.Node, devices: rec.Devices}
+		req := bindRequest{uid: st.uid, key: st.key, task: id, node: rec.Node, devices: rec.Devices, chosen: rec.Chosen}
 		if s.evictions[rec.Node] > 0 {
 			// Placed where pods still leave (preempted for it, say): held
 			// (under mu, so that a refused eviction finds and displaces
@@ -204,9 +205,29 @@ func (s *Scheduler) bindOne(ctx context.Context, req bindRequest) {
 		s.mu.Unlock()
 		return
 	}
+	plan := st.dra
+	if plan != nil {
+		// The claims it allocates are its task's from now on (a claim's
+		// informer update must not count their devices again).
+		for _, c := range plan.claims {
+			if !c.allocated {
+				s.draHolders[c.uid] = req.task
+			}
+		}
+	}
 	s.mu.Unlock()
 	t0 := time.Now()
-	err := s.bind(ctx, req)
+	var written []writtenClaim
+	var err error
+	if plan != nil && len(plan.claims) > 0 {
+		written, err = s.writeClaims(ctx, req, plan)
+	}
+	if err == nil {
+		if err = s.bind(ctx, req); err != nil && len(written) > 0 {
+			s.releaseClaims(ctx, req, written)
+			written = nil
+		}
+	}
 	s.m.bindTime.Observe(time.Since(t0).Seconds())
 	switch {
 	case err == nil:
@@ -220,6 +241,16 @@ func (s *Scheduler) bindOne(ctx context.Context, req bindRequest) {
 	}
 	s.mu.Lock()
 	st = s.byUID[req.uid]
+	if plan != nil && (err != nil || st == nil || st.task != req.task) {
+		// Not the task's after all: a claim left allocated is counted by a
+		// claim task.
+		for _, c := range plan.claims {
+			if s.draHolders[c.uid] == req.task {
+				delete(s.draHolders, c.uid)
+				s.dirty.add(s.dirty.claims, c.key)
+			}
+		}
+	}
 	if st == nil {
 		s.mu.Unlock() // the pod went away meanwhile
 		return
@@ -238,6 +269,11 @@ func (s *Scheduler) bindOne(ctx context.Context, req bindRequest) {
 	switch {
 	case err == nil:
 		st.bound, st.node = true, req.node
+		for _, w := range written {
+			if w.allocated {
+				st.draHeld = append(st.draHeld, w.ref)
+			}
+		}
 		if g := s.gangs[st.gang]; g != nil {
 			g.started = true
 		}

@@ -14,11 +14,12 @@ type dirtySet struct {
 	pods   map[string]struct{}
 	nodes  map[string]struct{}
 	queues map[string]struct{} // Queue names; "" is the ResourceSchedule
+	claims map[string]struct{} // ResourceClaims
 	notify chan struct{}       // one buffered wake-up
 }
 
 func newDirtySet() dirtySet {
-	return dirtySet{pods: map[string]struct{}{}, nodes: map[string]struct{}{}, queues: map[string]struct{}{}, notify: make(chan struct{}, 1)}
+	return dirtySet{pods: map[string]struct{}{}, nodes: map[string]struct{}{}, queues: map[string]struct{}{}, claims: map[string]struct{}{}, notify: make(chan struct{}, 1)}
 }
 
 func objectKey(o any) (string, bool) {
@@ -59,9 +60,13 @@ func (d *dirtySet) add(m map[string]struct{}, k string) {
 }
 
 // take returns what changed and starts afresh.
-func (d *dirtySet) take() (pods, nodes, queues []string) {
+func (d *dirtySet) take() (pods, nodes, queues, claims []string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	for k := range d.claims {
+		claims = append(claims, k)
+	}
+	clear(d.claims)
 	for k := range d.queues {
 		queues = append(queues, k)
 	}
@@ -74,5 +79,11 @@ func (d *dirtySet) take() (pods, nodes, queues []string) {
 	}
 	clear(d.pods)
 	clear(d.nodes)
-	return pods, nodes, queues
+	return pods, nodes, queues, claims
+}
+
+func (d *dirtySet) addClaim(o any) {
+	if k, ok := objectKey(o); ok {
+		d.add(d.claims, k)
+	}
 }

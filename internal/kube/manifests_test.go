@@ -3,6 +3,7 @@ package kube_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"errors"
 	"io"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	k8sresource "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -223,6 +225,29 @@ func TestManifestsApplyAndGrantLeastPrivilege(t *testing.T) {
 	}
 	mk("fits", "2", "research")
 	mk("waits", "1", "production")
+	// A DRA claim, allocated and reserved under the role.
+	drv, node := "gpu.rbac.example.com", "rbac-node"
+	if _, err := admin.ResourceV1().DeviceClasses().Create(ctx, &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "rbac-gpu"}, Spec: resourcev1.DeviceClassSpec{
+		Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: `device.driver == "` + drv + `"`}}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.ResourceV1().ResourceSlices().Create(ctx, &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "rbac-slice"}, Spec: resourcev1.ResourceSliceSpec{
+		Driver: drv, NodeName: &node, Pool: resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
+		Devices: []resourcev1.Device{{Name: "gpu-0"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.ResourceV1().ResourceClaims("default").Create(ctx, &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "rbac-claim"}, Spec: resourcev1.ResourceClaimSpec{
+		Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "rbac-gpu"}}}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	claimName := "rbac-claim"
+	if _, err := admin.CoreV1().Pods("default").Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "fits-dra", Namespace: "default"},
+		Spec: corev1.PodSpec{SchedulerName: kube.DefaultSchedulerName, ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: &claimName}},
+			Containers: []corev1.Container{{Name: "c", Image: "x", Resources: corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}}}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	err = kubetest.WaitFor(ctx, time.Minute, func() (bool, string, error) {
 		p, err := admin.CoreV1().Pods("default").Get(ctx, "fits", metav1.GetOptions{})
 		if err != nil {
@@ -240,8 +265,19 @@ func TestManifestsApplyAndGrantLeastPrivilege(t *testing.T) {
 		if err != nil {
 			return false, "", err
 		}
-		return p.Spec.NodeName == "rbac-node" && p.Annotations[kube.AnnotationDevices] == "nvidia.com/gpu=0,1" && reported && len(evs.Items) > 0,
-			"fits on " + p.Spec.NodeName + " with " + p.Annotations[kube.AnnotationDevices], nil
+		d, err := admin.CoreV1().Pods("default").Get(ctx, "fits-dra", metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		claim, err := admin.ResourceV1().ResourceClaims("default").Get(ctx, claimName, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		allocated := claim.Status.Allocation != nil && len(claim.Status.Allocation.Devices.Results) == 1 &&
+			claim.Status.Allocation.Devices.Results[0].Device == "gpu-0" && len(claim.Status.ReservedFor) == 1
+		return p.Spec.NodeName == "rbac-node" && p.Annotations[kube.AnnotationDevices] == "nvidia.com/gpu=0,1" && reported && len(evs.Items) > 0 &&
+				d.Spec.NodeName == "rbac-node" && allocated,
+			"fits on " + p.Spec.NodeName + " with " + p.Annotations[kube.AnnotationDevices] + "; fits-dra on " + d.Spec.NodeName + fmt.Sprintf(", its claim %+v", claim.Status), nil
 	})
 	if err != nil {
 		t.Fatalf("as the ServiceAccount: %v", err)
@@ -256,6 +292,8 @@ func TestManifestsApplyAndGrantLeastPrivilege(t *testing.T) {
 	forbidden["delete nodes"] = cs.CoreV1().Nodes().Delete(ctx, "rbac-node", metav1.DeleteOptions{})
 	_, forbidden["read config maps"] = cs.CoreV1().ConfigMaps("hetsched-system").Get(ctx, "hetsched", metav1.GetOptions{})
 	_, forbidden["leases elsewhere"] = cs.CoordinationV1().Leases("kube-system").List(ctx, metav1.ListOptions{})
+	forbidden["delete claims"] = cs.ResourceV1().ResourceClaims("default").Delete(ctx, claimName, metav1.DeleteOptions{})
+	forbidden["delete slices"] = cs.ResourceV1().ResourceSlices().Delete(ctx, "rbac-slice", metav1.DeleteOptions{})
 	for what, err := range forbidden {
 		if !apierrors.IsForbidden(err) {
 			t.Errorf("the ServiceAccount could %s (err %v)", what, err)

@@ -106,10 +106,6 @@ type podTranslator struct {
 func (pt podTranslator) task(pod *corev1.Pod, id string) (api.Task, error) {
 	t := podTask(pod, id)
 	t.Requeue = boolPtr(false) // a pod runs once; its controller makes another
-	if len(pod.Spec.ResourceClaims) > 0 {
-		// Placing it without its claims' devices would break it.
-		return api.Task{}, fmt.Errorf("resourceClaims: hetsched kube does not allocate DRA ResourceClaims yet")
-	}
 	req, err := podRequest(pod)
 	if err != nil {
 		return api.Task{}, err

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,11 +30,19 @@ func (s *Scheduler) reconcileLoop(ctx context.Context) {
 			return
 		case <-s.dirty.notify:
 		}
-		pods, nodes, queues := s.dirty.take()
+		pods, nodes, queues, claims := s.dirty.take()
 		s.reconcileCRDs(ctx, queues)
 		if err := s.reconcileNodes(ctx, nodes); err != nil && ctx.Err() == nil {
 			s.log.Warn("could not update nodes; trying again", "err", err)
 			s.retryNodesLater(ctx, nodes)
+		}
+		s.reconcileClaims(ctx, claims)
+		if v := s.dra.currentVersion(); v != s.draSeen {
+			// Which devices DRA selectors match changed: pods waiting on
+			// devices, claims whose devices were unknown and pending pods
+			// whose options may differ are looked at again.
+			s.draSeen = v
+			pods = append(pods, s.draRecheck()...)
 		}
 		s.reconcilePods(ctx, pods)
 	}
@@ -75,6 +84,9 @@ func (s *Scheduler) reconcileNodes(ctx context.Context, names []string) error {
 		if len(dropped) > 0 {
 			s.log.Debug("node: not carried over", "node", name, "what", dropped)
 		}
+		if s.draSlices != nil {
+			hn.Devices = append(hn.Devices, s.dra.translate(name, s.nodeSlices(name), api.MaxNodeDevices-len(hn.Devices), s.log.Warn)...)
+		}
 		if err := hn.Validate(); err != nil {
 			s.log.Warn("node cannot be scheduled onto", "node", name, "err", err)
 			continue
@@ -99,6 +111,7 @@ func (s *Scheduler) reconcileNodes(ctx context.Context, names []string) error {
 			return err
 		}
 		delete(s.sent, name)
+		s.dra.drop(name)
 	}
 	return nil
 }
@@ -134,6 +147,14 @@ func (s *Scheduler) reconcilePods(ctx context.Context, keys []string) {
 		s.planPod(key, &b)
 	}
 	s.mu.Unlock()
+	if nodes := s.dra.takeResync(); len(nodes) > 0 {
+		// New DRA selectors: their devices carry their classes in the
+		// engine before tasks asking for them arrive.
+		if err := s.reconcileNodes(ctx, nodes); err != nil && ctx.Err() == nil {
+			s.log.Warn("could not update nodes; trying again", "err", err)
+			s.retryNodesLater(ctx, nodes)
+		}
+	}
 	s.apply(ctx, &b)
 }
 
@@ -183,6 +204,16 @@ func (s *Scheduler) planPod(key string, b *podBatch) {
 		if st == nil {
 			st = s.track(pod)
 		}
+		if st.task != "" && st.binding == "" && st.dra != nil && st.gang == "" && st.dra.version != s.dra.currentVersion() {
+			// Its claims' options were made from other devices: made again,
+			// the task is replaced when they changed.
+			_, plan, wait, err := s.withClaims(pod, api.Task{})
+			if err == nil && wait == "" && plan != nil && plan.key == st.dra.key {
+				st.dra.version = plan.version
+				return
+			}
+			s.untrackTask(st, b, false, 0)
+		}
 		if st.task != "" || st.binding != "" || st.gang != "" && s.gangWaiting(st) {
 			return
 		}
@@ -198,13 +229,18 @@ func (s *Scheduler) planWaiting(pod *corev1.Pod, st *podState, b *podBatch) {
 		b.invalid = append(b.invalid, st)
 		return
 	}
-	t, err := s.pods.task(pod, "")
+	t, plan, wait, err := s.podTask(pod, "")
 	if err != nil {
 		st.invalid = err.Error()
 		b.invalid = append(b.invalid, st)
 		return
 	}
 	st.invalid = ""
+	if wait != "" {
+		b.gathering = append(b.gathering, gathering{st: st, why: wait})
+		return
+	}
+	st.dra = plan
 	if t.Queue == "" {
 		t.Queue = s.nsQueues[pod.Namespace]
 	}
@@ -255,12 +291,17 @@ func (s *Scheduler) formGang(gang string, g *gangState, ns string, first api.Tas
 		if err != nil || mp.UID != uid || mp.Spec.NodeName != "" || mp.DeletionTimestamp != nil {
 			continue
 		}
-		mt, err := s.pods.task(mp, string(uid))
+		mt, plan, wait, err := s.podTask(mp, string(uid))
 		if err != nil {
 			m.invalid = err.Error()
 			b.invalid = append(b.invalid, m)
 			continue
 		}
+		if wait != "" {
+			b.gathering = append(b.gathering, gathering{st: m, why: wait})
+			continue
+		}
+		m.dra = plan
 		if mt.Queue == "" {
 			mt.Queue = s.nsQueues[ns]
 		}
@@ -367,10 +408,45 @@ func (s *Scheduler) endPod(st *podState, b *podBatch, finished bool, code int) {
 }
 
 // untrackTask ends st's task: its events are not decisions any more.
+// Claims it allocated and that stay allocated go to claim tasks in the
+// same step (claimsAfterPod).
 func (s *Scheduler) untrackTask(st *podState, b *podBatch, finished bool, code int) {
 	delete(s.tasks, st.task)
-	b.end = append(b.end, endTask{id: st.task, finished: finished, code: code})
+	if !s.claimsAfterPod(st, b) {
+		b.end = append(b.end, endTask{id: st.task, finished: finished, code: code})
+	}
 	st.task = ""
+	st.dra = nil
+}
+
+// podTask is a waiting pod's task with its claims (withClaims).
+func (s *Scheduler) podTask(pod *corev1.Pod, id string) (api.Task, *draPlan, string, error) {
+	t, err := s.pods.task(pod, id)
+	if err != nil {
+		return t, nil, "", err
+	}
+	return s.withClaims(pod, t)
+}
+
+// draRecheck is the pods to look at again after DRA devices changed
+// (under its own lock), and marks unmapped claims to be tried again.
+func (s *Scheduler) draRecheck() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.draNoDevice))
+	for k := range s.draNoDevice {
+		out = append(out, k)
+	}
+	clear(s.draNoDevice)
+	for _, st := range s.byUID {
+		if st.dra != nil && st.task != "" && st.binding == "" && !st.bound {
+			out = append(out, st.key)
+		}
+	}
+	for k := range s.draUnmapped {
+		s.dirty.add(s.dirty.claims, k)
+	}
+	return out
 }
 
 // exitCode is a finished pod's exit code: its first failed container's,
@@ -426,7 +502,8 @@ func adoptedDevices(pod *corev1.Pod, scheduler string) []api.DeviceRef {
 	if pod.Spec.SchedulerName != scheduler {
 		return nil
 	}
-	return parseDevices(pod.Annotations[AnnotationDevices])
+	// DRA devices are held by their claims' tasks, not the pod's.
+	return slices.DeleteFunc(parseDevices(pod.Annotations[AnnotationDevices]), func(d api.DeviceRef) bool { return isDRAType(d.Type) })
 }
 
 // apply carries out a batch: ends first (they free capacity), then

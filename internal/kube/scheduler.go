@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	schedlisters "k8s.io/client-go/listers/scheduling/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
@@ -81,6 +82,12 @@ type Scheduler struct {
 
 	m      *kubeMetrics
 	groups cache.GenericLister // PodGroups; nil when not served
+	// dra is the DRA devices and selectors; the listers are nil where the
+	// cluster does not serve resource.k8s.io/v1.
+	dra         *draState
+	draClaimLst resourcelisters.ResourceClaimLister
+	draClassLst resourcelisters.DeviceClassLister
+	draSlices   cache.Indexer // ResourceSlices, indexed by node
 	crds   *crds               // nil without hetsched.io resources
 	// rebuildCh ends Run with ErrRebuild.
 	rebuildCh chan struct{}
@@ -120,6 +127,23 @@ type Scheduler struct {
 	sent map[string]api.Node
 	// nsQueues is the ResourceSchedule's queue per namespace (under mu).
 	nsQueues map[string]string
+
+	// Claims (under mu): draHolders is the pod task holding an allocated
+	// claim's devices, by claim uid; draPseudo the claim task holding them
+	// when no pod's task does; draClaimUID a claim task's claim by key;
+	// draWaiting the pods waiting for a claim to change, by claim key;
+	// draNoDevice the pods waiting for devices to match their claims;
+	// draUnmapped allocated claims whose devices are not known yet.
+	draHolders  map[types.UID]string
+	draPseudo   map[types.UID]string
+	draClaimUID map[string]types.UID
+	draWaiting  map[string]map[string]bool
+	draNoDevice map[string]bool
+	draUnmapped map[string]bool
+	draSeq      int
+	// draSeen is the DRA state version the waiting pods were last looked
+	// at against (the reconcile loop's alone).
+	draSeen uint64
 }
 
 // podState is what the Scheduler tracks of one pod.
@@ -148,6 +172,10 @@ type podState struct {
 	reported   string
 	reportedAt time.Time
 	gang       string
+	// dra is how the task stands for the pod's claims (nil: no claims);
+	// draHeld the claims its task allocated and holds the devices of.
+	dra     *draPlan
+	draHeld []draClaimRef
 }
 
 // gangState collects a gang's pods until min of them wait.
@@ -202,6 +230,9 @@ func New(cfg Config) (*Scheduler, error) {
 		evictions: map[string]int{}, evictChange: make(chan struct{}),
 		held:     map[string]map[types.UID]bindRequest{},
 		condWant: map[string]condition{}, condBusy: map[string]bool{},
+		dra:        newDRAState(),
+		draHolders: map[types.UID]string{}, draPseudo: map[types.UID]string{}, draClaimUID: map[string]types.UID{},
+		draWaiting: map[string]map[string]bool{}, draNoDevice: map[string]bool{}, draUnmapped: map[string]bool{},
 	}
 	s.factory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithTransform(stripManagedFields))
 	s.podLst = s.factory.Core().V1().Pods().Lister()
@@ -238,6 +269,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.startDRA(ctx); err != nil {
+		return err
+	}
 	s.factory.Start(ctx.Done())
 	defer s.factory.Shutdown()
 	defer func() {
@@ -259,7 +293,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	if err := s.startCRDs(ctx); err != nil {
 		return err
 	}
-	s.log.Info("informers synced", "podGroups", s.groups != nil, "nodes", len(nodeInf.GetStore().ListKeys()), "pods", len(podInf.GetStore().ListKeys()))
+	s.log.Info("informers synced", "podGroups", s.groups != nil, "dra", s.draClaimLst != nil, "nodes", len(nodeInf.GetStore().ListKeys()), "pods", len(podInf.GetStore().ListKeys()))
 
 	var wg sync.WaitGroup
 	// The decision loop reads the engine's events from here: the

@@ -176,10 +176,6 @@ func TestPodTranslationRefusesWhatItCannotExpress(t *testing.T) {
 				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{Key: "spec.podCIDR", Operator: corev1.NodeSelectorOpIn, Values: []string{"x"}}}}},
 			}}}
 		}, "only metadata.name"},
-		"DRA claims": {func(p *corev1.Pod) {
-			name := "gpu"
-			p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: &name}}
-		}, "ResourceClaims"},
 		"own label": {func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{api.NodeNameLabel: "x"} }, "hetsched's own label"},
 	} {
 		t.Run(name, func(t *testing.T) {

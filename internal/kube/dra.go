@@ -1,0 +1,603 @@
+package kube
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/dynamic-resource-allocation/cel"
+
+	"github.com/hetsched/hetsched/internal/api"
+)
+
+// Dynamic resource allocation (resource.k8s.io/v1), as hetsched models it:
+//
+//   - A DRA device of a node-local ResourceSlice is a hetsched device of
+//     type "<driver>/dra" (one resource dimension per driver), with the
+//     device's name as its id where that is free on the node.
+//   - A device selector (a DeviceClass's CEL selectors plus a request's)
+//     is a draSelector; the devices it matches carry its name as a device
+//     class (api.Device.Classes), and the request asks for its count of
+//     that driver's devices of that class (api.Task.DeviceClasses). CEL is
+//     evaluated here, by the Kubernetes DRA library, once per selector and
+//     device; the core only compares class names.
+//   - A request's firstAvailable subrequests, and a selector matching
+//     devices of several drivers, become the task's alternatives: the core
+//     picks the one expected to finish first, ties going to the earlier.
+//   - Devices of an allocated claim are held by the pod's task while it
+//     lives, else by a claim task ("claim-<uid>") adopted where the
+//     allocation says, until the claim is deallocated or deleted.
+
+// draTypeSuffix ends the device type of a DRA driver's devices.
+const draTypeSuffix = "/dra"
+
+// draType is the hetsched device type of a driver's DRA devices.
+func draType(driver string) string { return driver + draTypeSuffix }
+
+// isDRAType reports whether a device type is a DRA driver's.
+func isDRAType(t string) bool { return strings.HasSuffix(t, draTypeSuffix) }
+
+// Bounds on what DRA objects may make the Scheduler hold.
+const (
+	maxDRASelectors = 64 // distinct selectors in use at once
+	maxDRADrivers   = 8  // drivers whose devices become devices (resource dims are few)
+	maxDRAOptions   = 1 + api.MaxAlternatives
+)
+
+// draDevice names one DRA device.
+type draDevice struct{ driver, pool, name string }
+
+// draDev is a DRA device as the Scheduler last translated it.
+type draDev struct {
+	ref     draDevice
+	typ, id string // the hetsched device
+	cel     cel.Device
+	classes []string
+}
+
+// draNode is a node's DRA devices.
+type draNode struct {
+	devs  []draDev
+	byID  map[string]int    // typ+"\x00"+id -> index in devs
+	byRef map[draDevice]int // -> index in devs
+}
+
+// draSelector is a device class (a DeviceClass's selectors plus a
+// request's), named as the device class its devices carry.
+type draSelector struct {
+	name    string
+	class   string // the DeviceClass
+	exprs   []string
+	progs   []cel.CompilationResult
+	drivers map[string]int // matching devices per driver, all nodes
+}
+
+// draState is what the Scheduler knows of DRA devices and selectors.
+type draState struct {
+	mu        sync.Mutex
+	cache     *cel.Cache
+	selectors map[string]*draSelector // by key (class and expressions)
+	byName    map[string]*draSelector
+	nodes     map[string]*draNode
+	drivers   map[string]bool
+	// version changes when a selector gains its first device of a driver
+	// or loses its last: the options of waiting pods may change.
+	version uint64
+	// resync: selectors were added; every node with DRA devices must be
+	// translated again (their classes) before tasks naming them are sent.
+	resync bool
+	// warned keeps one log line per unsupported thing.
+	warned map[string]bool
+}
+
+func newDRAState() *draState {
+	return &draState{
+		cache:     cel.NewCache(256, cel.Features{}),
+		selectors: map[string]*draSelector{}, byName: map[string]*draSelector{},
+		nodes: map[string]*draNode{}, drivers: map[string]bool{}, warned: map[string]bool{},
+	}
+}
+
+// selectorKey is a selector's identity.
+func selectorKey(class string, exprs []string) string {
+	return class + "\x00" + strings.Join(exprs, "\x00")
+}
+
+// selectorName is the device class name of a selector: the DeviceClass's
+// name when the request adds no selectors, else that name and a hash.
+func selectorName(class string, exprs, classExprs []string) string {
+	base := sanitizeLabelValue(class, 63)
+	if len(exprs) == len(classExprs) {
+		return base
+	}
+	h := sha256.Sum256([]byte(selectorKey(class, exprs)))
+	return sanitizeLabelValue(class, 52) + "." + hex.EncodeToString(h[:5])
+}
+
+// sanitizeLabelValue keeps what a label value may hold, up to n bytes.
+func sanitizeLabelValue(s string, n int) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			b[i] = '-'
+		}
+	}
+	out := strings.Trim(string(b[:min(len(b), n)]), "-_.")
+	if out == "" {
+		out = "x"
+	}
+	return out
+}
+
+// selector returns the selector for a DeviceClass and a request's
+// selectors, compiling and evaluating it on every known device when new.
+// An expression that does not compile is the claim's error.
+func (d *draState) selector(dc *resourcev1.DeviceClass, reqSel []resourcev1.DeviceSelector) (*draSelector, error) {
+	var exprs, classExprs []string
+	for _, s := range dc.Spec.Selectors {
+		if s.CEL != nil {
+			classExprs = append(classExprs, s.CEL.Expression)
+		}
+	}
+	exprs = append(exprs, classExprs...)
+	for _, s := range reqSel {
+		if s.CEL != nil {
+			exprs = append(exprs, s.CEL.Expression)
+		}
+	}
+	key := selectorKey(dc.Name, exprs)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if sel := d.selectors[key]; sel != nil {
+		return sel, nil
+	}
+	sel := &draSelector{name: selectorName(dc.Name, exprs, classExprs), class: dc.Name, exprs: exprs, drivers: map[string]int{}}
+	for _, e := range exprs {
+		p := d.cache.GetOrCompile(e)
+		if p.Error != nil {
+			return nil, fmt.Errorf("selector %q: %v", clip(e, 120), p.Error)
+		}
+		sel.progs = append(sel.progs, p)
+	}
+	if other := d.byName[sel.name]; other != nil {
+		// Two keys sanitized alike: tell them apart by the hash.
+		h := sha256.Sum256([]byte(key))
+		sel.name = sanitizeLabelValue(dc.Name, 52) + "." + hex.EncodeToString(h[:5])
+	}
+	if len(d.selectors) >= maxDRASelectors {
+		return nil, fmt.Errorf("more than %d distinct device selectors are in use; hetsched cannot track another", maxDRASelectors)
+	}
+	d.selectors[key] = sel
+	d.byName[sel.name] = sel
+	// The known devices carry the new class from now on (the engine hears
+	// of it when their nodes are translated again: resync).
+	for _, n := range d.nodes {
+		for i := range n.devs {
+			dv := &n.devs[i]
+			if len(dv.classes) < api.MaxDeviceClasses && sel.matches(&dv.cel) {
+				dv.classes = append(slices.Clone(dv.classes), sel.name)
+				sel.drivers[dv.ref.driver]++
+			}
+		}
+	}
+	if len(sel.drivers) > 0 {
+		d.version++
+		d.resync = true
+	}
+	return sel, nil
+}
+
+// matches evaluates the selector on a device; an expression that fails
+// at runtime does not match (kube-scheduler reports it; here the request
+// waits, and the log says why).
+func (s *draSelector) matches(dev *cel.Device) bool {
+	for i := range s.progs {
+		ok, _, err := s.progs[i].DeviceMatches(context.Background(), *dev)
+		if err != nil || !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// takeResync reports (and clears) whether nodes must be translated again.
+func (d *draState) takeResync() (nodes []string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.resync {
+		return nil
+	}
+	d.resync = false
+	for n := range d.nodes {
+		nodes = append(nodes, n)
+	}
+	sort.Strings(nodes)
+	return nodes
+}
+
+// drop forgets a node's DRA devices (the node went away).
+func (d *draState) drop(node string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.setNode(node, nil)
+}
+
+// setNode replaces a node's devices, keeping the selectors' counts.
+func (d *draState) setNode(node string, n *draNode) {
+	before := d.countsSnapshot()
+	if old := d.nodes[node]; old != nil {
+		for i := range old.devs {
+			for _, c := range old.devs[i].classes {
+				if sel := d.byName[c]; sel != nil {
+					if sel.drivers[old.devs[i].ref.driver]--; sel.drivers[old.devs[i].ref.driver] <= 0 {
+						delete(sel.drivers, old.devs[i].ref.driver)
+					}
+				}
+			}
+		}
+		delete(d.nodes, node)
+	}
+	if n != nil && len(n.devs) > 0 {
+		for i := range n.devs {
+			for _, c := range n.devs[i].classes {
+				if sel := d.byName[c]; sel != nil {
+					sel.drivers[n.devs[i].ref.driver]++
+				}
+			}
+		}
+		d.nodes[node] = n
+	}
+	if d.countsSnapshot() != before {
+		d.version++
+	}
+}
+
+// countsSnapshot is which selectors have devices of which drivers.
+func (d *draState) countsSnapshot() string {
+	var b strings.Builder
+	names := make([]string, 0, len(d.byName))
+	for n := range d.byName {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		drivers := make([]string, 0, len(d.byName[n].drivers))
+		for dr := range d.byName[n].drivers {
+			drivers = append(drivers, dr)
+		}
+		sort.Strings(drivers)
+		b.WriteString(n + "=" + strings.Join(drivers, ",") + ";")
+	}
+	return b.String()
+}
+
+// warnOnce reports whether what has not been warned about yet.
+func (d *draState) warnOnce(what string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.warned[what] || len(d.warned) > 1024 {
+		return false
+	}
+	d.warned[what] = true
+	return true
+}
+
+// translate turns the ResourceSlices of a node into its hetsched devices
+// (at most room of them), recording the node's devices. Only complete
+// pools at their newest generation count; devices the model cannot hold
+// (partitionable ones, those with their own node selection or binding
+// conditions) are left out and logged once.
+func (d *draState) translate(node string, slices []*resourcev1.ResourceSlice, room int, warn func(msg string, args ...any)) []api.Device {
+	type poolKey struct{ driver, pool string }
+	gen := map[poolKey]int64{}
+	count := map[poolKey]int64{}
+	for _, s := range slices {
+		k := poolKey{s.Spec.Driver, s.Spec.Pool.Name}
+		switch g, ok := gen[k]; {
+		case !ok || s.Spec.Pool.Generation > g:
+			gen[k], count[k] = s.Spec.Pool.Generation, 1
+		case s.Spec.Pool.Generation == g:
+			count[k]++
+		}
+	}
+	sort.Slice(slices, func(i, j int) bool { return slices[i].Name < slices[j].Name })
+	n := &draNode{byID: map[string]int{}, byRef: map[draDevice]int{}}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, s := range slices {
+		k := poolKey{s.Spec.Driver, s.Spec.Pool.Name}
+		if s.Spec.Pool.Generation != gen[k] {
+			continue
+		}
+		if count[k] < s.Spec.Pool.ResourceSliceCount {
+			d.warnLocked(warn, "pool "+k.driver+"/"+k.pool, "DRA pool incomplete: its devices wait for the rest of its slices", "node", node)
+			continue
+		}
+		if !d.drivers[s.Spec.Driver] {
+			if len(d.drivers) >= maxDRADrivers {
+				d.warnLocked(warn, "driver "+s.Spec.Driver, "DRA driver left out: too many drivers", "max", maxDRADrivers)
+				continue
+			}
+			d.drivers[s.Spec.Driver] = true
+		}
+		for _, dev := range s.Spec.Devices {
+			if len(n.devs) >= room {
+				d.warnLocked(warn, "room "+node, "DRA devices left out: the node has too many devices", "node", node, "max", api.MaxNodeDevices)
+				break
+			}
+			if why := unsupportedDevice(&dev); why != "" {
+				d.warnLocked(warn, "device "+s.Spec.Driver+"/"+dev.Name+" "+why, "DRA device left out", "node", node, "driver", s.Spec.Driver, "device", dev.Name, "why", why)
+				continue
+			}
+			d.addDevice(n, s, &dev)
+		}
+	}
+	d.setNode(node, n)
+	out := make([]api.Device, 0, len(n.devs))
+	for i := range n.devs {
+		dv := &n.devs[i]
+		ad := api.Device{Type: dv.typ, ID: dv.id, Classes: dv.classes}
+		ad.Model, ad.Memory = draModel(&dv.cel)
+		for _, t := range sliceDevice(slices, dv.ref).Taints {
+			if t.Effect == resourcev1.DeviceTaintEffectNoSchedule || t.Effect == resourcev1.DeviceTaintEffectNoExecute {
+				ad.Unhealthy = true // hetsched does not take device tolerations yet
+			}
+		}
+		out = append(out, ad)
+	}
+	return out
+}
+
+func (d *draState) warnLocked(warn func(string, ...any), key, msg string, args ...any) {
+	if d.warned[key] || len(d.warned) > 1024 {
+		return
+	}
+	d.warned[key] = true
+	warn(msg, args...)
+}
+
+// unsupportedDevice says why a slice's device cannot be a hetsched device
+// ("" when it can).
+func unsupportedDevice(dev *resourcev1.Device) string {
+	switch {
+	case len(dev.ConsumesCounters) > 0:
+		return "partitionable devices (consumesCounters) are not modelled"
+	case dev.NodeName != nil || dev.NodeSelector != nil || dev.AllNodes != nil:
+		return "per-device node selection is not modelled"
+	case dev.BindsToNode != nil && *dev.BindsToNode || len(dev.BindingConditions) > 0:
+		return "binding conditions are not supported"
+	}
+	return ""
+}
+
+// addDevice adds one slice device to n, with its classes.
+func (d *draState) addDevice(n *draNode, s *resourcev1.ResourceSlice, dev *resourcev1.Device) {
+	ref := draDevice{driver: s.Spec.Driver, pool: s.Spec.Pool.Name, name: dev.Name}
+	if _, dup := n.byRef[ref]; dup {
+		return
+	}
+	typ := draType(s.Spec.Driver)
+	id := dev.Name
+	if _, taken := n.byID[typ+"\x00"+id]; taken || api.ValidateID("id", id) != nil {
+		id = sanitizeLabelValue(s.Spec.Pool.Name, 120) + "." + sanitizeLabelValue(dev.Name, 120)
+		for i := 2; ; i++ {
+			if _, taken := n.byID[typ+"\x00"+id]; !taken {
+				break
+			}
+			id = fmt.Sprintf("%s.%s.%d", sanitizeLabelValue(s.Spec.Pool.Name, 120), sanitizeLabelValue(dev.Name, 120), i)
+		}
+	}
+	dv := draDev{ref: ref, typ: typ, id: id, cel: cel.Device{
+		Driver: s.Spec.Driver, AllowMultipleAllocations: dev.AllowMultipleAllocations,
+		Attributes: dev.Attributes, Capacity: dev.Capacity,
+	}}
+	names := make([]string, 0, len(d.byName))
+	for name := range d.byName {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if len(dv.classes) == api.MaxDeviceClasses {
+			break
+		}
+		if d.byName[name].matches(&dv.cel) {
+			dv.classes = append(dv.classes, name)
+		}
+	}
+	n.byID[typ+"\x00"+id] = len(n.devs)
+	n.byRef[ref] = len(n.devs)
+	n.devs = append(n.devs, dv)
+}
+
+// sliceDevice finds a device in the slices.
+func sliceDevice(slices []*resourcev1.ResourceSlice, ref draDevice) *resourcev1.Device {
+	for _, s := range slices {
+		if s.Spec.Driver != ref.driver || s.Spec.Pool.Name != ref.pool {
+			continue
+		}
+		for i := range s.Spec.Devices {
+			if s.Spec.Devices[i].Name == ref.name {
+				return &s.Spec.Devices[i]
+			}
+		}
+	}
+	return &resourcev1.Device{}
+}
+
+// draModel reads a device's model (the attribute model, productName or
+// type) and memory (the capacity memory) for hetsched's per-model view.
+func draModel(dev *cel.Device) (string, api.Bytes) {
+	model := ""
+	for _, k := range []resourcev1.QualifiedName{"model", "productName", "type"} {
+		if a, ok := dev.Attributes[k]; ok && a.StringValue != nil {
+			model = sanitizeLabelValue(*a.StringValue, 63)
+			break
+		}
+	}
+	var mem api.Bytes
+	if c, ok := dev.Capacity["memory"]; ok {
+		if v, ok := c.Value.AsInt64(); ok && v > 0 {
+			mem = api.Bytes(v)
+		}
+	}
+	return model, mem
+}
+
+// lookup finds the DRA device behind a hetsched device of a node, with
+// its classes.
+func (d *draState) lookup(node, typ, id string) (draDevice, []string, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := d.nodes[node]
+	if n == nil {
+		return draDevice{}, nil, false
+	}
+	i, ok := n.byID[typ+"\x00"+id]
+	if !ok {
+		return draDevice{}, nil, false
+	}
+	return n.devs[i].ref, slices.Clone(n.devs[i].classes), true
+}
+
+// hetschedDevice finds the hetsched device of a DRA device on a node.
+func (d *draState) hetschedDevice(node string, ref draDevice) (api.DeviceRef, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := d.nodes[node]
+	if n == nil {
+		return api.DeviceRef{}, false
+	}
+	i, ok := n.byRef[ref]
+	if !ok {
+		return api.DeviceRef{}, false
+	}
+	return api.DeviceRef{Type: n.devs[i].typ, ID: n.devs[i].id, Share: 1000}, true
+}
+
+// driversOf is the drivers with devices the selector matches, sorted.
+func (d *draState) driversOf(sel *draSelector) []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]string, 0, len(sel.drivers))
+	for dr := range sel.drivers {
+		out = append(out, dr)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (d *draState) currentVersion() uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.version
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// sliceNodeIndex indexes ResourceSlices by their node.
+const sliceNodeIndex = "node"
+
+// startDRA sets up the DRA informers where the cluster serves
+// resource.k8s.io/v1 (before the factory starts): slices mark their node
+// changed, claims themselves, device classes the pods waiting on devices.
+func (s *Scheduler) startDRA(ctx context.Context) error {
+	ok, err := servesResource(ctx, s.client.Discovery(), resourcev1.SchemeGroupVersion.WithResource("resourceslices"))
+	if err != nil {
+		return fmt.Errorf("kube: discovering resource.k8s.io/v1: %w", err)
+	}
+	if !ok {
+		return nil
+	}
+	rf := s.factory.Resource().V1()
+	sliceInf := rf.ResourceSlices().Informer()
+	if err := sliceInf.AddIndexers(cache.Indexers{sliceNodeIndex: func(o any) ([]string, error) {
+		if sl, ok := o.(*resourcev1.ResourceSlice); ok && sl.Spec.NodeName != nil {
+			return []string{*sl.Spec.NodeName}, nil
+		}
+		return nil, nil
+	}}); err != nil {
+		return err
+	}
+	sliceNode := func(o any) {
+		if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+			o = d.Obj
+		}
+		sl, ok := o.(*resourcev1.ResourceSlice)
+		if !ok {
+			return
+		}
+		if sl.Spec.NodeName == nil {
+			if s.dra.warnOnce("slice not node-local " + sl.Spec.Driver) {
+				s.log.Warn("DRA ResourceSlice left out: only node-local slices (spec.nodeName) are modelled", "slice", sl.Name, "driver", sl.Spec.Driver)
+			}
+			return
+		}
+		s.dirty.add(s.dirty.nodes, *sl.Spec.NodeName)
+	}
+	if _, err := sliceInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: sliceNode, UpdateFunc: func(_, o any) { sliceNode(o) }, DeleteFunc: sliceNode,
+	}); err != nil {
+		return err
+	}
+	claimInf := rf.ResourceClaims().Informer()
+	if _, err := claimInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: s.dirty.addClaim, UpdateFunc: func(_, o any) { s.dirty.addClaim(o) }, DeleteFunc: s.dirty.addClaim,
+	}); err != nil {
+		return err
+	}
+	classInf := rf.DeviceClasses().Informer()
+	if _, err := classInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { s.wakeDRAWaiting() },
+		UpdateFunc: func(any, any) { s.wakeDRAWaiting() },
+	}); err != nil {
+		return err
+	}
+	s.draSlices = sliceInf.GetIndexer()
+	s.draClaimLst = rf.ResourceClaims().Lister()
+	s.draClassLst = rf.DeviceClasses().Lister()
+	return nil
+}
+
+// wakeDRAWaiting looks again at the pods waiting for devices to match.
+func (s *Scheduler) wakeDRAWaiting() {
+	s.mu.Lock()
+	keys := make([]string, 0, len(s.draNoDevice))
+	for k := range s.draNoDevice {
+		keys = append(keys, k)
+	}
+	clear(s.draNoDevice)
+	s.mu.Unlock()
+	for _, k := range keys {
+		s.dirty.addPodKey(k)
+	}
+}
+
+// nodeSlices is the ResourceSlices of a node.
+func (s *Scheduler) nodeSlices(node string) []*resourcev1.ResourceSlice {
+	if s.draSlices == nil {
+		return nil
+	}
+	objs, err := s.draSlices.ByIndex(sliceNodeIndex, node)
+	if err != nil {
+		return nil
+	}
+	out := make([]*resourcev1.ResourceSlice, 0, len(objs))
+	for _, o := range objs {
+		if sl, ok := o.(*resourcev1.ResourceSlice); ok {
+			out = append(out, sl)
+		}
+	}
+	return out
+}
