@@ -117,7 +117,9 @@ func (d *draEnv) allocated(pod, claim string, wantRequest, wantDriver string, wa
 		a.NodeSelector.NodeSelectorTerms[0].MatchFields[0].Values[0] != p.Spec.NodeName {
 		d.t.Errorf("claim %s allocated with node selector %v, want pod %s's node %s", claim, a.NodeSelector, pod, p.Spec.NodeName)
 	}
-	if !slices.ContainsFunc(c.Status.ReservedFor, func(r resourcev1.ResourceClaimConsumerReference) bool { return r.UID == p.UID && r.Resource == "pods" && r.Name == pod }) {
+	if !slices.ContainsFunc(c.Status.ReservedFor, func(r resourcev1.ResourceClaimConsumerReference) bool {
+		return r.UID == p.UID && r.Resource == "pods" && r.Name == pod
+	}) {
 		d.t.Errorf("claim %s reserved for %v, want pod %s among them", claim, c.Status.ReservedFor, pod)
 	}
 	if !slices.Contains(c.Finalizers, "resource.kubernetes.io/delete-protection") {

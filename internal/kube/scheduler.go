@@ -88,7 +88,7 @@ type Scheduler struct {
 	draClaimLst resourcelisters.ResourceClaimLister
 	draClassLst resourcelisters.DeviceClassLister
 	draSlices   cache.Indexer // ResourceSlices, indexed by node
-	crds   *crds               // nil without hetsched.io resources
+	crds        *crds         // nil without hetsched.io resources
 	// rebuildCh ends Run with ErrRebuild.
 	rebuildCh chan struct{}
 	// bg counts the goroutines Run started besides its loops (evictions,
