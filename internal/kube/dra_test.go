@@ -203,3 +203,52 @@ func TestDRAClaimsAreAllocatedOnConcreteDevices(t *testing.T) {
 		t.Errorf("p4 got %s, want c2's device %s (the other is c1's)", got[0], got2[0])
 	}
 }
+
+// A claim outlives its pod: when the pod finishes (KWOK runs a Job's pod
+// to Succeeded) its allocated claim's device stays taken (a claim task
+// holds it, from the same engine step) until the claim is given back; and
+// a firstAvailable request goes where it is expected to finish first
+// (hetsched.io/dra-speeds), not only to the first that fits.
+func TestDRAClaimOutlivesItsPodAndSpeedsChoose(t *testing.T) {
+	d := newDRAEnv(t)
+	d.node("gpu", map[string]string{}, nil)
+	d.node("tpu", map[string]string{}, nil)
+	d.slice("gpu", d.gpuDriver, "gpu", 1, "H100", "80Gi")
+	d.slice("tpu", d.tpuDriver, "tpu", 2, "v5e", "16Gi")
+	r := d.start()
+
+	// GPU free, but the TPUs are expected to be three times as fast.
+	d.claim("fast", resourcev1.DeviceRequest{Name: "acc", FirstAvailable: []resourcev1.DeviceSubRequest{sub("gpu", d.gpuClass, 1), sub("tpu", d.tpuClass, 2)}})
+	p := d.podSpec("fast", map[string]string{"cpu": "100m"})
+	name := "fast"
+	p.Annotations[kube.AnnotationDRASpeeds] = "acc/tpu=3"
+	p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "acc", ResourceClaimName: &name}}
+	d.create(p)
+	d.allocated("fast", "fast", "acc/tpu", d.tpuDriver, 2)
+
+	d.claim("c1", exactly("gpu", d.gpuClass, 1))
+	job := d.podSpec("job", map[string]string{"cpu": "100m"})
+	c1 := "c1"
+	job.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: &c1}}
+	job.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "train", UID: "0b0e5b46-1a9c-4b1e-9a57-5d8f3c1e2a02"}}
+	d.create(job)
+	dev := d.allocated("job", "c1", "gpu", d.gpuDriver, 1)
+	d.wait("job Succeeded", func() (bool, string) {
+		p := d.get("job")
+		return p.Status.Phase == corev1.PodSucceeded, string(p.Status.Phase)
+	})
+	d.claim("c2", exactly("gpu", d.gpuClass, 1))
+	d.claimPod("next", "c2")
+	d.waitReason("next", "insufficient "+d.gpuDriver+"/dra")
+	if rec, ok := r.eng.Task(string(d.get("job").UID)); !ok || rec.State != "cancelled" || !strings.Contains(rec.Reason, "claim-") {
+		t.Errorf("the finished pod's task: %+v, want it displaced by its claim's task", rec)
+	}
+	claim := d.getClaim("c1")
+	claim.Status.Allocation, claim.Status.ReservedFor = nil, nil
+	if _, err := d.cs.ResourceV1().ResourceClaims(d.ns).UpdateStatus(d.ctx, claim, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.allocated("next", "c2", "gpu", d.gpuDriver, 1); !slices.Equal(got, dev) {
+		t.Errorf("next got %v, want the given-back %v", got, dev)
+	}
+}

@@ -129,6 +129,9 @@ func applyObjects(t *testing.T, c *kubetest.Cluster, dir string, skip func(name 
 			}
 			var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
 			if m.Scope.Name() == "namespace" {
+				if u.GetNamespace() == "" {
+					u.SetNamespace("default") // as kubectl apply does
+				}
 				ri = dyn.Resource(m.Resource).Namespace(u.GetNamespace())
 			}
 			got, err := ri.Create(ctx, &u, metav1.CreateOptions{FieldValidation: "Strict"})
@@ -142,6 +145,20 @@ func applyObjects(t *testing.T, c *kubetest.Cluster, dir string, skip func(name 
 		}
 	}
 	return out
+}
+
+// The examples (a GPU pod, a DRA claim and its pod) are valid objects of
+// the API server (strict field validation).
+func TestExampleManifestsApply(t *testing.T) {
+	c := cluster(t)
+	objs := applyObjects(t, c, "../../deploy/kubernetes/examples", func(string) bool { return false }, true)
+	kinds := map[string]bool{}
+	for _, o := range objs {
+		kinds[o.GetKind()] = true
+	}
+	if len(objs) > 0 && (!kinds["Pod"] || !kinds["ResourceClaim"]) {
+		t.Errorf("applied %v, want pods and a ResourceClaim", kinds)
+	}
 }
 
 // The manifests in deploy/kubernetes apply to a real API server with RBAC
