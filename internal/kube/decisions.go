@@ -286,6 +286,11 @@ func (s *Scheduler) bindOne(ctx context.Context, req bindRequest) {
 		s.mu.Unlock()
 		return
 	}
+	var busy *deviceBusyError
+	if errors.As(err, &busy) {
+		s.waitForBusyDevice(ctx, st, req, busy)
+		return
+	}
 	// Not bound: the pod is gone, bound by someone else (the informer will
 	// say where, and it is adopted), or the API server kept failing (it is
 	// submitted again).

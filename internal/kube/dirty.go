@@ -87,3 +87,15 @@ func (d *dirtySet) addClaim(o any) {
 		d.add(d.claims, k)
 	}
 }
+
+// takeClaims returns the claims marked changed and forgets them.
+func (d *dirtySet) takeClaims() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]string, 0, len(d.claims))
+	for k := range d.claims {
+		out = append(out, k)
+	}
+	clear(d.claims)
+	return out
+}

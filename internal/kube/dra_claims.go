@@ -148,6 +148,10 @@ func (s *Scheduler) withClaims(pod *corev1.Pod, t api.Task) (_ api.Task, _ *draP
 		plan.options = [][]draUse{nil}
 		return t, plan, "", nil
 	}
+	// Its claims' devices are free only once kube-controller-manager
+	// deallocates them, after the pod is gone: preempting it would not
+	// make room in time, so it is not preempted (yet).
+	t.Preemptible = boolPtr(false)
 	combos := combine(perRequest)
 	if len(combos) == 0 {
 		return t, nil, "", fmt.Errorf("resourceClaims: the pod's requests ask for devices of one driver with different selectors; hetsched places one device class per driver and pod")
@@ -482,6 +486,9 @@ func (s *Scheduler) allocation(req bindRequest, claim *resourcev1.ResourceClaim,
 			if !ok || !slices.Contains(devClasses, u.class) {
 				continue
 			}
+			if other := s.claimUsing(ref, claim.UID); other != "" {
+				return nil, &deviceBusyError{device: ref, claim: other}
+			}
 			taken[d] = true
 			need--
 			a.Devices.Results = append(a.Devices.Results, resourcev1.DeviceRequestAllocationResult{Request: u.request, Driver: ref.driver, Pool: ref.pool, Device: ref.name})
@@ -623,6 +630,11 @@ func (s *Scheduler) reconcileClaims(ctx context.Context, keys []string) {
 		delete(s.draWaiting, key)
 		ns, name, _ := strings.Cut(key, "/")
 		claim, err := s.draClaimLst.ResourceClaims(ns).Get(name)
+		if err != nil {
+			s.noteAllocation(key, nil)
+		} else {
+			s.noteAllocation(key, claim)
+		}
 		if old, ok := s.draClaimUID[key]; ok && (err != nil || claim.UID != old || claim.Status.Allocation == nil) {
 			if id := s.draPseudo[old]; id != "" {
 				b.end = append(b.end, endTask{id: id})
@@ -652,4 +664,87 @@ func (s *Scheduler) reconcileClaims(ctx context.Context, keys []string) {
 	}
 	s.mu.Unlock()
 	s.apply(ctx, &b)
+}
+
+// deviceBusyError says a device the engine chose is still allocated to
+// another claim (one whose pod ended and that kube-controller-manager has
+// not deallocated yet, or one another scheduler allocated meanwhile).
+type deviceBusyError struct {
+	device draDevice
+	claim  string // its key
+}
+
+func (e *deviceBusyError) Error() string {
+	return "device " + e.device.driver + "/" + e.device.pool + "/" + e.device.name + " is still allocated to ResourceClaim " + e.claim
+}
+
+// claimUsing is the key of the claim other than self whose allocation
+// holds the device ("" when none).
+func (s *Scheduler) claimUsing(d draDevice, self types.UID) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if u, ok := s.draInUse[d]; ok && u.uid != self {
+		return u.key
+	}
+	return ""
+}
+
+// claimUse is the claim an allocated device is for.
+type claimUse struct {
+	key string
+	uid types.UID
+}
+
+// noteAllocation records which devices an allocated claim holds (under
+// mu); a nil claim forgets the key's.
+func (s *Scheduler) noteAllocation(key string, claim *resourcev1.ResourceClaim) {
+	for _, d := range s.draAllocs[key] {
+		if s.draInUse[d].key == key {
+			delete(s.draInUse, d)
+		}
+	}
+	delete(s.draAllocs, key)
+	if claim == nil || claim.Status.Allocation == nil {
+		return
+	}
+	var devs []draDevice
+	for _, r := range claim.Status.Allocation.Devices.Results {
+		d := draDevice{driver: r.Driver, pool: r.Pool, name: r.Device}
+		devs = append(devs, d)
+		s.draInUse[d] = claimUse{key: key, uid: claim.UID}
+	}
+	s.draAllocs[key] = devs
+}
+
+// waitForBusyDevice unplaces a placement whose device another claim still
+// holds: the pod waits for that claim to change (under mu; releases it).
+func (s *Scheduler) waitForBusyDevice(ctx context.Context, st *podState, req bindRequest, busy *deviceBusyError) {
+	ns, name, _ := strings.Cut(req.key, "/")
+	_, stillBusy := s.draInUse[busy.device]
+	if pod, err := s.podLst.Pods(ns).Get(name); err == nil && stillBusy {
+		s.waitForClaim(busy.claim, pod)
+	}
+	if st.binding == req.task {
+		st.binding = ""
+	}
+	delete(s.tasks, req.task)
+	st.task, st.dra = "", nil
+	s.mu.Unlock()
+	if err := s.eng.Cancel(ctx, req.task); err != nil && ctx.Err() == nil {
+		s.log.Debug("cancelling a placement on a busy device", "task", req.task, "err", err)
+	}
+	s.reportUnschedulable(ctx, req.key, req.uid, busy.Error())
+	if !stillBusy {
+		s.dirty.addPodKey(req.key)
+	}
+}
+
+// retryUnmapped marks the allocated claims whose devices were not known
+// changed again (a node's slices may have brought them).
+func (s *Scheduler) retryUnmapped() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range s.draUnmapped {
+		s.dirty.add(s.dirty.claims, k)
+	}
 }

@@ -36,6 +36,10 @@ func (s *Scheduler) reconcileLoop(ctx context.Context) {
 			s.log.Warn("could not update nodes; trying again", "err", err)
 			s.retryNodesLater(ctx, nodes)
 		}
+		if len(nodes) > 0 && s.draSlices != nil {
+			s.retryUnmapped()
+			claims = append(claims, s.dirty.takeClaims()...)
+		}
 		s.reconcileClaims(ctx, claims)
 		if v := s.dra.currentVersion(); v != s.draSeen {
 			// Which devices DRA selectors match changed: pods waiting on

@@ -140,7 +140,11 @@ type Scheduler struct {
 	draWaiting  map[string]map[string]bool
 	draNoDevice map[string]bool
 	draUnmapped map[string]bool
-	draSeq      int
+	// draInUse is the claim each allocated device is for, draAllocs each
+	// allocated claim's devices (from the claims informer).
+	draInUse  map[draDevice]claimUse
+	draAllocs map[string][]draDevice
+	draSeq    int
 	// draSeen is the DRA state version the waiting pods were last looked
 	// at against (the reconcile loop's alone).
 	draSeen uint64
@@ -233,6 +237,7 @@ func New(cfg Config) (*Scheduler, error) {
 		dra:        newDRAState(),
 		draHolders: map[types.UID]string{}, draPseudo: map[types.UID]string{}, draClaimUID: map[string]types.UID{},
 		draWaiting: map[string]map[string]bool{}, draNoDevice: map[string]bool{}, draUnmapped: map[string]bool{},
+		draInUse: map[draDevice]claimUse{}, draAllocs: map[string][]draDevice{},
 	}
 	s.factory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithTransform(stripManagedFields))
 	s.podLst = s.factory.Core().V1().Pods().Lister()
