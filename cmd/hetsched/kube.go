@@ -3,7 +3,10 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"os/signal"
+	"runtime/debug"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -14,7 +17,8 @@ import (
 
 func newKube() *cobra.Command {
 	var opt kube.Options
-	var queues string
+	var queues, cpuProfile string
+	var gcPercent int
 	cmd := &cobra.Command{
 		Use:   "kube",
 		Short: "Schedule a Kubernetes cluster's pods (schedulerName: hetsched) with hetsched's engine",
@@ -40,6 +44,20 @@ FailedScheduling events with the reason, and evictions for preemption.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
+			if gcPercent != 0 {
+				debug.SetGCPercent(gcPercent)
+			}
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
 			return kube.Run(ctx, cmd.OutOrStdout(), opt)
 		},
 	}
@@ -61,5 +79,8 @@ FailedScheduling events with the reason, and evictions for preemption.`,
 	f.DurationVar(&opt.LeaseDuration, "lease-duration", 0, "how long standbys wait after the last renewal before taking the lease (default 15s; --renew-deadline defaults to two thirds of it, --retry-period to a fifth of that: 10s and 2s, as kube-scheduler)")
 	f.DurationVar(&opt.RenewDeadline, "renew-deadline", 0, "how long the leader tries to renew before it gives up leading")
 	f.DurationVar(&opt.RetryPeriod, "retry-period", 0, "how often replicas try to take or renew the lease")
+	f.IntVar(&gcPercent, "gc-percent", 0, "the Go collector's GOGC for this process (0: $GOGC, else Go's 100); BENCHMARKS.md has an A/B of 100 and 400")
+	f.BoolVar(&opt.WatchOnly, "watch-only", false, "run only the informers and schedule nothing (hetsched bench kube's floor of a scheduler's CPU)")
+	f.StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile (go tool pprof) of the whole run to this file, written when it stops")
 	return cmd
 }

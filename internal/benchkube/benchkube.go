@@ -49,6 +49,10 @@ const (
 	KubeScheduler    = "kube-scheduler"         // client limits raised to QPS/Burst
 	KubeSchedulerDef = "kube-scheduler-default" // its defaults: 50 requests/s, burst 100
 	Bare             = "bare"
+	// WatchFloor is the bare binder with `hetsched kube --watch-only`
+	// watching: that process's CPU is what seeing the cluster costs any
+	// client-go scheduler (its row has no pods/s of its own).
+	WatchFloor = "watch-floor"
 	// Restart measures a new hetsched kube's rebuild from a cluster whose
 	// Pods pods are already bound (by the bare binder).
 	Restart = "hetsched-restart"
@@ -82,6 +86,9 @@ type Result struct {
 	P99        float64 `json:"p99_s"`
 	CPUSeconds float64 `json:"cpu_s"`
 	CPUPerPod  float64 `json:"cpu_ms_per_pod"`
+	// PeakRSSMiB is the scheduler process's peak resident memory (VmHWM)
+	// at the end of its run.
+	PeakRSSMiB float64 `json:"peak_rss_mib,omitempty"`
 	// CreateSeconds is how long creating the pods took.
 	CreateSeconds float64 `json:"create_s"`
 	// For Restart: from the process's start until its engine held every
@@ -106,10 +113,14 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 		return nil, fmt.Errorf("%d pods ask for %d GPUs, more than %d nodes of %d hold: every run would leave pods waiting", most, gpuPods, o.Nodes, o.GPUsPerNode)
 	}
 	for _, r := range o.Runs {
-		switch r {
-		case Hetsched, KubeScheduler, KubeSchedulerDef, Bare, Restart:
+		base, extra := splitRun(r)
+		switch base {
+		case Hetsched, KubeScheduler, KubeSchedulerDef, Bare, WatchFloor, Restart:
 		default:
-			return nil, fmt.Errorf("runs: want bare, hetsched, kube-scheduler, kube-scheduler-default or hetsched-restart, got %q", r)
+			return nil, fmt.Errorf("runs: want bare, watch-floor, hetsched, kube-scheduler, kube-scheduler-default or hetsched-restart, got %q", r)
+		}
+		if len(extra) > 0 && base != Hetsched {
+			return nil, fmt.Errorf("runs: %q: only hetsched takes flags of its own (hetsched:--flag=v+--other=w)", r)
 		}
 	}
 	tools := kubetest.ToolsDir()
@@ -157,7 +168,8 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 		if r == Restart {
 			run = d.restart
 		}
-		res, err := run(ctx, c, o, r, fmt.Sprintf("run%d-%s", i, r), n, logf)
+		base, _ := splitRun(r)
+		res, err := run(ctx, c, o, r, fmt.Sprintf("run%d-%s", i, base), n, logf)
 		if err != nil {
 			failed = true
 			return out, fmt.Errorf("%s: %w", r, err)
@@ -263,12 +275,14 @@ func (d *driver) run(ctx context.Context, c *kubetest.Cluster, o Options, sched,
 	if _, err := d.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return nil, err
 	}
-	name := "bench-" + strings.ReplaceAll(sched, "-", "")
+	label := sched
+	sched, extra := splitRun(sched)
+	name := "bench-" + strings.ReplaceAll(sched, "-", "") + "-" + strings.TrimPrefix(ns, "run")
 	var proc *exec.Cmd
 	var err error
 	switch sched {
 	case Hetsched:
-		proc, err = startProc(ctx, c, logf, o.Bin, hetschedArgs(c, o, name, "")...)
+		proc, err = startProc(ctx, c, logf, o.Bin, append(hetschedArgs(c, o, name, ""), extra...)...)
 	case KubeScheduler, KubeSchedulerDef:
 		qps, burst := o.QPS, o.Burst
 		if sched == KubeSchedulerDef {
@@ -289,7 +303,13 @@ profiles:
 			return nil, err
 		}
 		proc, err = startProc(ctx, c, logf, filepath.Join(kubetest.ToolsDir(), "kube-scheduler"), "--config", cfg, "--secure-port", "0", "-v", "0")
-	case Bare:
+	case Bare, WatchFloor:
+		if sched == WatchFloor {
+			args := append(hetschedArgs(c, o, name, ""), "--watch-only")
+			if proc, err = startProc(ctx, c, logf, o.Bin, args...); err != nil {
+				return nil, err
+			}
+		}
 		b := &bareBinder{cs: d.cs, ns: ns, queue: make(chan *corev1.Pod, n+1024), nodes: o.Nodes}
 		d.bare.Store(b)
 		defer d.bare.Store(nil)
@@ -330,7 +350,12 @@ profiles:
 		return b == n, fmt.Sprintf("%d of %d bound", b, n), nil
 	})
 	cpu := procCPU(proc) - cpu0
-	res := d.result(sched, keys, cpu)
+	res := d.result(label, keys, cpu)
+	if proc != nil && proc.Process != nil {
+		if m, err := childproc.ReadMemory(proc.Process.Pid); err == nil {
+			res.PeakRSSMiB = float64(m.Peak) / (1 << 20)
+		}
+	}
 	res.CreateSeconds = created.Seconds()
 	if err != nil {
 		return res, err
@@ -620,12 +645,12 @@ func (b *bareBinder) run(ctx context.Context, workers int) {
 
 // Table writes results side by side with ratios to the first run.
 func Table(w io.Writer, rs []*Result) {
-	fmt.Fprintf(w, "%-24s %7s %9s %9s %8s %8s %8s %10s\n", "scheduler", "pods", "seconds", "pods/s", "p50 s", "p99 s", "CPU s", "CPU ms/pod")
+	fmt.Fprintf(w, "%-24s %7s %9s %9s %8s %8s %8s %10s %9s\n", "scheduler", "pods", "seconds", "pods/s", "p50 s", "p99 s", "CPU s", "CPU ms/pod", "peak MiB")
 	for _, r := range rs {
 		if r.Scheduler == Restart {
 			continue
 		}
-		fmt.Fprintf(w, "%-24s %7d %9.2f %9.0f %8.3f %8.3f %8.1f %10.3f\n", r.Scheduler, r.Bound, r.Seconds, r.PodsPerSec, r.P50, r.P99, r.CPUSeconds, r.CPUPerPod)
+		fmt.Fprintf(w, "%-24s %7d %9.2f %9.0f %8.3f %8.3f %8.1f %10.3f %9.0f\n", r.Scheduler, r.Bound, r.Seconds, r.PodsPerSec, r.P50, r.P99, r.CPUSeconds, r.CPUPerPod, r.PeakRSSMiB)
 	}
 	for _, r := range rs {
 		if r.Scheduler == Restart {
@@ -633,4 +658,14 @@ func Table(w io.Writer, rs []*Result) {
 				r.Scheduler, r.Bound, r.AdoptSeconds, r.FirstBindSeconds, r.CPUSeconds)
 		}
 	}
+}
+
+// splitRun reads a run's name: "hetsched:--flag=v+--other=w" is the
+// hetsched run with two more flags of its own (A/B runs in one bench).
+func splitRun(r string) (string, []string) {
+	base, rest, ok := strings.Cut(r, ":")
+	if !ok || rest == "" {
+		return base, nil
+	}
+	return base, strings.Split(rest, "+")
 }

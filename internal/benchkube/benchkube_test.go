@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +26,7 @@ func TestSmallBenchRunsEveryScheduler(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := Options{Bin: bin, Nodes: 20, GPUsPerNode: 8, Pods: 200, DefaultPods: 40, QPS: 2000, Burst: 4000,
-		Runs: []string{Bare, Hetsched, KubeScheduler, KubeSchedulerDef, Restart}}
+		Runs: []string{Bare, WatchFloor, Hetsched, KubeScheduler, KubeSchedulerDef, Restart}}
 	if _, err := Run(context.Background(), Options{Nodes: 1, GPUsPerNode: 1, Pods: 10}); err == nil || !strings.Contains(err.Error(), "more than") {
 		t.Errorf("a fleet too small: %v", err)
 	}
@@ -49,6 +50,9 @@ func TestSmallBenchRunsEveryScheduler(t *testing.T) {
 		if r.Scheduler != Bare && r.CPUSeconds <= 0 {
 			t.Errorf("%s: no CPU measured", r.Scheduler)
 		}
+		if r.Scheduler != Bare && r.Scheduler != Restart && r.PeakRSSMiB <= 0 {
+			t.Errorf("%s: no peak memory measured", r.Scheduler)
+		}
 		if r.Scheduler == Restart && r.AdoptSeconds <= 0 {
 			t.Errorf("restart: adopted after %v s, first bind after %v s", r.AdoptSeconds, r.FirstBindSeconds)
 		}
@@ -57,5 +61,24 @@ func TestSmallBenchRunsEveryScheduler(t *testing.T) {
 	Table(&b, rs)
 	if !strings.Contains(b.String(), "kube-scheduler-default") || !strings.Contains(b.String(), "held by a new hetsched kube") {
 		t.Errorf("table:\n%s", b.String())
+	}
+}
+
+// A run may give hetsched flags of its own (A/B runs in one bench); the
+// other schedulers take none.
+func TestRunNamesWithFlags(t *testing.T) {
+	for r, want := range map[string][]string{
+		"hetsched":                  nil,
+		"hetsched:":                 nil,
+		"hetsched:--gc-percent=100": {"--gc-percent=100"},
+		"hetsched:--gc-percent=100+--bind-workers=8": {"--gc-percent=100", "--bind-workers=8"},
+	} {
+		base, extra := splitRun(r)
+		if base != Hetsched || !slices.Equal(extra, want) {
+			t.Errorf("splitRun(%q) = %q %q, want hetsched %q", r, base, extra, want)
+		}
+	}
+	if _, err := Run(context.Background(), Options{Nodes: 10, GPUsPerNode: 8, Pods: 10, Runs: []string{"kube-scheduler:--v=4"}}); err == nil || !strings.Contains(err.Error(), "only hetsched") {
+		t.Errorf("flags for kube-scheduler: %v", err)
 	}
 }

@@ -76,6 +76,12 @@ func (e *Engine) commitStaged(now time.Time) error {
 // high-water mark commits with the events — what each task change
 // publishes.
 func (e *Engine) encode(b *commitBatch, now time.Time) error {
+	if e.volatile {
+		// Nothing is kept: only the events (their high-water mark) are
+		// decided here.
+		e.encodeEvents(b, now)
+		return nil
+	}
 	for id, j := range e.staged.jobs {
 		v, err := json.Marshal(j)
 		if err != nil {

@@ -44,12 +44,15 @@ var ErrStopped = errs.New(errs.Unavailable, "", "the scheduler is stopped")
 // Engine runs a core for a server. See the package doc for its contracts
 // and a map of its files.
 type Engine struct {
-	cfg  Config
-	st   store.Store
-	log  *slog.Logger
-	cmds chan command
-	quit chan struct{}
-	done chan struct{}
+	cfg Config
+	st  store.Store
+	// volatile: st keeps nothing (store.Discard), so commits carry no
+	// records of tasks, nodes, jobs and queues (events still count).
+	volatile bool
+	log      *slog.Logger
+	cmds     chan command
+	quit     chan struct{}
+	done     chan struct{}
 
 	// The published state: what readers see, changed only by publish
 	// after a durable commit.
@@ -110,7 +113,8 @@ func New(cfg Config, st store.Store) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg: cfg, st: st, log: cfg.Logger, c: c,
-		cmds: make(chan command, cfg.MaxBatch), quit: make(chan struct{}), done: make(chan struct{}),
+		volatile: isVolatile(st),
+		cmds:     make(chan command, cfg.MaxBatch), quit: make(chan struct{}), done: make(chan struct{}),
 		tasks: map[string]*TaskRecord{}, nodes: map[string]*api.Node{}, queues: map[string]*api.Queue{}, jobs: map[string]*JobRecord{},
 		waiters:  map[string]chan struct{}{},
 		sessions: newSessions(cfg.HeartbeatInterval, cfg.MissedHeartbeats),
@@ -138,4 +142,10 @@ func (e *Engine) Close() {
 		close(e.quit)
 	}
 	<-e.done
+}
+
+// isVolatile reports whether st says it keeps nothing.
+func isVolatile(st store.Store) bool {
+	v, ok := st.(interface{ Volatile() bool })
+	return ok && v.Volatile()
 }

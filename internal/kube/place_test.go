@@ -189,3 +189,31 @@ func TestNodeRules(t *testing.T) {
 		t.Errorf("zb on %s", p.Spec.NodeName)
 	}
 }
+
+// A pod with scheduling gates (a queue controller holds it, as Kueue
+// does) is not placed, even as pods created after it are; once its gates
+// are removed it is bound. Status-only updates of a gated pod do not place
+// it either.
+func TestSchedulingGatesHoldAPod(t *testing.T) {
+	e := newEnv(t)
+	e.node("a", map[string]string{"nvidia.com/gpu": "2"}, nil)
+	r := e.start()
+	gated := e.podSpec("gated", map[string]string{"nvidia.com/gpu": "1"})
+	gated.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "example.com/quota"}}
+	e.create(gated)
+	e.create(e.podSpec("after", map[string]string{"nvidia.com/gpu": "1"}))
+	e.waitBound("after")
+	// Had it been taken, its task would be in the engine by now: it was
+	// submitted no later than the pod bound after it.
+	if p := e.get("gated"); p.Spec.NodeName != "" {
+		t.Fatalf("the gated pod was bound to %s", p.Spec.NodeName)
+	} else if rec, ok := r.eng.Task(string(p.UID)); ok {
+		t.Fatalf("the gated pod has a task: %+v", rec)
+	}
+	p := e.get("gated")
+	p.Spec.SchedulingGates = nil
+	if _, err := e.cs.CoreV1().Pods(e.ns).Update(e.ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitBound("gated")
+}

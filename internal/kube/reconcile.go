@@ -204,6 +204,13 @@ func (s *Scheduler) planPod(key string, b *podBatch) {
 		b.adopt = append(b.adopt, engine.Adoption{Task: s.adoptedTask(pod, id), Node: pod.Spec.NodeName, Devices: adoptedDevices(pod, s.cfg.SchedulerName)})
 	case pod.Spec.SchedulerName != s.cfg.SchedulerName || pod.DeletionTimestamp != nil:
 		// Not this scheduler's to place, or on its way out.
+	case len(pod.Spec.SchedulingGates) > 0:
+		// Gated (a queue controller such as Kueue holds it): not placed
+		// until its gates are gone, as kube-scheduler does.
+		if st != nil && st.task != "" && st.binding == "" {
+			s.leaveGang(st)
+			s.untrackTask(st, b, false, 0)
+		}
 	default:
 		if st == nil {
 			st = s.track(pod)

@@ -46,6 +46,9 @@ type Options struct {
 	BindWorkers int
 	// Listen serves /metrics and /healthz ("": off).
 	Listen string
+	// WatchOnly runs only the informers (WatchOnly): the benchmark's
+	// floor of a scheduler's CPU.
+	WatchOnly bool
 	// LeaderElect runs active/standby through a coordination.k8s.io Lease
 	// LeaseNamespace/LeaseName held by Identity (default: host name and
 	// pid).
@@ -131,6 +134,9 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	dyn, err := dynamic.NewForConfig(jc)
 	if err != nil {
 		return err
+	}
+	if opt.WatchOnly {
+		return WatchOnly(ctx, cs)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"reflect"
 	"sync"
 	"time"
 
@@ -261,8 +263,12 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	nodeInf := s.factory.Core().V1().Nodes().Informer()
 	s.factory.Scheduling().V1().PriorityClasses().Informer()
 	if _, err := podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o any) { s.dirty.addPod(o) },
-		UpdateFunc: func(_, o any) { s.dirty.addPod(o) },
+		AddFunc: func(o any) { s.dirty.addPod(o) },
+		UpdateFunc: func(old, o any) {
+			if podChangeMatters(old, o) {
+				s.dirty.addPod(o)
+			}
+		},
 		DeleteFunc: func(o any) { s.dirty.addPod(o) },
 	}); err != nil {
 		return err
@@ -346,4 +352,25 @@ func stripManagedFields(o any) (any, error) {
 		n.Status.Images = nil // often the biggest part of a Node
 	}
 	return o, nil
+}
+
+// podChangeMatters reports whether a pod's update may change what the
+// Scheduler does with it. Most updates of a running pod are its kubelet's
+// status (conditions, container states, addresses): they are not looked
+// at. What is: the node, the phase, deletion, labels and annotations, the
+// spec's generation (resizes, new tolerations), the scheduling gates and
+// the DRA claims' statuses.
+func podChangeMatters(oldObj, newObj any) bool {
+	o, ok1 := oldObj.(*corev1.Pod)
+	n, ok2 := newObj.(*corev1.Pod)
+	if !ok1 || !ok2 {
+		return true
+	}
+	return o.UID != n.UID || o.Spec.NodeName != n.Spec.NodeName || o.Status.Phase != n.Status.Phase ||
+		(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) || o.Generation != n.Generation ||
+		!maps.Equal(o.Labels, n.Labels) || !maps.Equal(o.Annotations, n.Annotations) ||
+		len(o.Spec.SchedulingGates) != len(n.Spec.SchedulingGates) ||
+		!reflect.DeepEqual(o.Status.ResourceClaimStatuses, n.Status.ResourceClaimStatuses) ||
+		!reflect.DeepEqual(o.Spec.Tolerations, n.Spec.Tolerations) ||
+		!reflect.DeepEqual(o.Spec.Containers, n.Spec.Containers)
 }
