@@ -51,8 +51,15 @@ const (
 	Bare             = "bare"
 	// WatchFloor is the bare binder with `hetsched kube --watch-only`
 	// watching: that process's CPU is what seeing the cluster costs any
-	// client-go scheduler (its row has no pods/s of its own).
+	// client-go scheduler.
 	WatchFloor = "watch-floor"
+	// BindFloor is `hetsched kube --watch-only --bind-floor` binding the
+	// pods to the nodes in turn: its CPU is what seeing the cluster and
+	// posting the Bindings costs any client-go scheduler, deciding nothing.
+	BindFloor = "bind-floor"
+	// Baseline is hetsched kube from Options.BaselineBin (another build,
+	// say the previous commit's), side by side with this one.
+	Baseline = "hetsched-baseline"
 	// Restart measures a new hetsched kube's rebuild from a cluster whose
 	// Pods pods are already bound (by the bare binder).
 	Restart = "hetsched-restart"
@@ -61,6 +68,7 @@ const (
 // Options configure the benchmark.
 type Options struct {
 	Bin         string // the hetsched binary (for `hetsched kube`)
+	BaselineBin string // the hetsched binary of the hetsched-baseline run
 	Nodes       int    // KWOK nodes, each with GPUsPerNode nvidia.com/gpu
 	GPUsPerNode int
 	Pods        int // pods per run (every other one asks for a GPU)
@@ -115,9 +123,13 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 	for _, r := range o.Runs {
 		base, extra := splitRun(r)
 		switch base {
-		case Hetsched, KubeScheduler, KubeSchedulerDef, Bare, WatchFloor, Restart:
+		case Hetsched, KubeScheduler, KubeSchedulerDef, Bare, WatchFloor, BindFloor, Restart:
+		case Baseline:
+			if o.BaselineBin == "" {
+				return nil, fmt.Errorf("runs: %s needs the baseline's binary (--baseline-bin)", r)
+			}
 		default:
-			return nil, fmt.Errorf("runs: want bare, watch-floor, hetsched, kube-scheduler, kube-scheduler-default or hetsched-restart, got %q", r)
+			return nil, fmt.Errorf("runs: want bare, watch-floor, hetsched, hetsched-baseline, kube-scheduler, kube-scheduler-default, bind-floor or hetsched-restart, got %q", r)
 		}
 		if len(extra) > 0 && base != Hetsched {
 			return nil, fmt.Errorf("runs: %q: only hetsched takes flags of its own (hetsched:--flag=v+--other=w)", r)
@@ -283,6 +295,10 @@ func (d *driver) run(ctx context.Context, c *kubetest.Cluster, o Options, sched,
 	switch sched {
 	case Hetsched:
 		proc, err = startProc(ctx, c, logf, o.Bin, append(hetschedArgs(c, o, name, ""), extra...)...)
+	case Baseline:
+		proc, err = startProc(ctx, c, logf, o.BaselineBin, hetschedArgs(c, o, name, "")...)
+	case BindFloor:
+		proc, err = startProc(ctx, c, logf, o.Bin, append(hetschedArgs(c, o, name, ""), "--watch-only", "--bind-floor")...)
 	case KubeScheduler, KubeSchedulerDef:
 		qps, burst := o.QPS, o.Burst
 		if sched == KubeSchedulerDef {
@@ -362,8 +378,17 @@ profiles:
 	}
 	// Remove the run's pods so the next run finds the same empty fleet.
 	zero := int64(0)
-	if err := d.cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{}); err != nil {
-		return res, err
+	// Deleting 10,000 pods at once may outlast the API server's request
+	// timeout (a stream error): tried again, up to three times.
+	for attempt := 1; ; attempt++ {
+		err := d.cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+		if err == nil {
+			break
+		}
+		if attempt == 3 || ctx.Err() != nil {
+			return res, err
+		}
+		logf("deleting the run's pods: %v; trying again", err)
 	}
 	err = kubetest.WaitFor(ctx, 5*time.Minute, func() (bool, string, error) {
 		l, err := d.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1})

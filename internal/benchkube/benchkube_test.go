@@ -26,7 +26,7 @@ func TestSmallBenchRunsEveryScheduler(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := Options{Bin: bin, Nodes: 20, GPUsPerNode: 8, Pods: 200, DefaultPods: 40, QPS: 2000, Burst: 4000,
-		Runs: []string{Bare, WatchFloor, Hetsched, KubeScheduler, KubeSchedulerDef, Restart}}
+		Runs: []string{Bare, WatchFloor, BindFloor, Hetsched, KubeScheduler, KubeSchedulerDef, Restart}}
 	if _, err := Run(context.Background(), Options{Nodes: 1, GPUsPerNode: 1, Pods: 10}); err == nil || !strings.Contains(err.Error(), "more than") {
 		t.Errorf("a fleet too small: %v", err)
 	}

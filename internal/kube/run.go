@@ -46,9 +46,10 @@ type Options struct {
 	BindWorkers int
 	// Listen serves /metrics and /healthz ("": off).
 	Listen string
-	// WatchOnly runs only the informers (WatchOnly): the benchmark's
-	// floor of a scheduler's CPU.
-	WatchOnly bool
+	// WatchOnly runs only the informers, and with BindFloor binds the
+	// pods of SchedulerName to the nodes in turn (WatchOnly): the
+	// benchmark's floor of a scheduler's CPU.
+	WatchOnly, BindFloor bool
 	// LeaderElect runs active/standby through a coordination.k8s.io Lease
 	// LeaseNamespace/LeaseName held by Identity (default: host name and
 	// pid).
@@ -136,7 +137,11 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 		return err
 	}
 	if opt.WatchOnly {
-		return WatchOnly(ctx, cs)
+		bindFor := ""
+		if opt.BindFloor {
+			bindFor = opt.SchedulerName
+		}
+		return WatchOnly(ctx, cs, bindFor, 10*time.Second)
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

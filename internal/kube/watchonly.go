@@ -3,27 +3,45 @@ package kube
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
 
 // WatchOnly runs the informers a Scheduler runs on every cluster (Nodes,
-// Pods, PriorityClasses, with the same transform and client) and nothing
-// else, until ctx ends: what any client-go scheduler pays just to see the
-// cluster. `hetsched bench kube` measures its CPU as the floor of a
-// scheduler's (`hetsched kube --watch-only`).
-func WatchOnly(ctx context.Context, cs kubernetes.Interface) error {
+// Pods, PriorityClasses, with the same transform and client) and decides
+// nothing, until ctx ends. With bindFor set it also binds the pods of
+// that schedulerName, as they come, to the nodes in turn (128 at a time,
+// as a Scheduler's bind workers): what any client-go scheduler pays to
+// see the cluster and carry out decisions, without making any.
+// `hetsched bench kube` measures its CPU as a scheduler's floor
+// (`hetsched kube --watch-only --bind-floor`).
+func WatchOnly(ctx context.Context, cs kubernetes.Interface, bindFor string, timeout time.Duration) error {
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(stripManagedFields))
 	var events atomic.Int64 // the handlers do as little as a handler can
+	queue := make(chan *corev1.Pod, 4096)
 	count := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { events.Add(1) },
+		AddFunc: func(o any) {
+			events.Add(1)
+			if p, ok := o.(*corev1.Pod); ok && bindFor != "" && p.Spec.SchedulerName == bindFor && p.Spec.NodeName == "" {
+				select {
+				case queue <- p:
+				case <-ctx.Done():
+				}
+			}
+		},
 		UpdateFunc: func(any, any) { events.Add(1) },
 		DeleteFunc: func(any) { events.Add(1) },
 	}
-	for _, inf := range []cache.SharedIndexInformer{f.Core().V1().Pods().Informer(), f.Core().V1().Nodes().Informer(), f.Scheduling().V1().PriorityClasses().Informer()} {
+	nodes := f.Core().V1().Nodes()
+	for _, inf := range []cache.SharedIndexInformer{f.Core().V1().Pods().Informer(), nodes.Informer(), f.Scheduling().V1().PriorityClasses().Informer()} {
 		if _, err := inf.AddEventHandler(count); err != nil {
 			return err
 		}
@@ -35,6 +53,34 @@ func WatchOnly(ctx context.Context, cs kubernetes.Interface) error {
 			return fmt.Errorf("kube: the %v informer did not sync", typ)
 		}
 	}
+	var wg sync.WaitGroup
+	if bindFor != "" {
+		// The nodes as they are now, in turn: no decision, no lookups.
+		all, err := nodes.Lister().List(labels.Everything())
+		if err != nil || len(all) == 0 {
+			return fmt.Errorf("kube: no nodes to bind to (%v)", err)
+		}
+		var next atomic.Int64
+		for range 128 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case p := <-queue:
+						b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID},
+							Target: corev1.ObjectReference{Kind: "Node", Name: all[int(next.Add(1))%len(all)].Name}}
+						bctx, cancel := context.WithTimeout(ctx, timeout)
+						_ = cs.CoreV1().Pods(p.Namespace).Bind(bctx, b, metav1.CreateOptions{})
+						cancel()
+					}
+				}
+			}()
+		}
+	}
 	<-ctx.Done()
+	wg.Wait()
 	return nil
 }
