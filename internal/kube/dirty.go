@@ -63,23 +63,17 @@ func (d *dirtySet) add(m map[string]struct{}, k string) {
 func (d *dirtySet) take() (pods, nodes, queues, claims []string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for k := range d.claims {
-		claims = append(claims, k)
+	return drainKeys(d.pods), drainKeys(d.nodes), drainKeys(d.queues), drainKeys(d.claims)
+}
+
+// drainKeys returns m's keys and empties it.
+func drainKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
 	}
-	clear(d.claims)
-	for k := range d.queues {
-		queues = append(queues, k)
-	}
-	clear(d.queues)
-	for k := range d.nodes {
-		nodes = append(nodes, k)
-	}
-	for k := range d.pods {
-		pods = append(pods, k)
-	}
-	clear(d.pods)
-	clear(d.nodes)
-	return pods, nodes, queues, claims
+	clear(m)
+	return out
 }
 
 func (d *dirtySet) addClaim(o any) {
@@ -92,10 +86,5 @@ func (d *dirtySet) addClaim(o any) {
 func (d *dirtySet) takeClaims() []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := make([]string, 0, len(d.claims))
-	for k := range d.claims {
-		out = append(out, k)
-	}
-	clear(d.claims)
-	return out
+	return drainKeys(d.claims)
 }

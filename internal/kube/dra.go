@@ -573,11 +573,7 @@ func (s *Scheduler) startDRA(ctx context.Context) error {
 // wakeDRAWaiting looks again at the pods waiting for devices to match.
 func (s *Scheduler) wakeDRAWaiting() {
 	s.mu.Lock()
-	keys := make([]string, 0, len(s.draNoDevice))
-	for k := range s.draNoDevice {
-		keys = append(keys, k)
-	}
-	clear(s.draNoDevice)
+	keys := drainKeys(s.draNoDevice)
 	s.mu.Unlock()
 	for _, k := range keys {
 		s.dirty.addPodKey(k)

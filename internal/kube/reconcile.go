@@ -444,11 +444,7 @@ func (s *Scheduler) podTask(pod *corev1.Pod, id string) (api.Task, *draPlan, str
 func (s *Scheduler) draRecheck() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]string, 0, len(s.draNoDevice))
-	for k := range s.draNoDevice {
-		out = append(out, k)
-	}
-	clear(s.draNoDevice)
+	out := drainKeys(s.draNoDevice)
 	for _, st := range s.byUID {
 		if st.dra != nil && st.task != "" && st.binding == "" && !st.bound {
 			out = append(out, st.key)
