@@ -263,19 +263,7 @@ func (c *Core) classFor(spec *api.Task, leaf *queueNode) (*class, error) {
 		h ^= x
 		h *= 1099511628211
 	}
-	nd := c.dims.Len()
-	// Only nonzero entries count, so that interning a new resource name
-	// does not change the hash of existing requests.
-	mixOpt := func(v *resource.Vector, u []unknownRes) {
-		for i := 0; i < nd; i++ {
-			if v[i] != 0 {
-				mix(uint64(i)<<56 ^ uint64(v[i]))
-			}
-		}
-		for _, x := range u {
-			mix(strHash(string(x.name)) ^ uint64(x.q))
-		}
-	}
+	mixOpt := func(v *resource.Vector, u []unknownRes) { mix(reqHash(c.dims, v, u)) }
 	mixClasses := func(dc map[string]string) {
 		var x uint64 // order-independent
 		for k, v := range dc {
@@ -359,6 +347,32 @@ func (c *Core) resolveClasses() {
 		}
 	}
 	c.unresolved = keep
+}
+
+// reqHash hashes an option's request (its vector and its unknown
+// resources) by resource name, in any order, so that a resource hashes
+// the same known or unknown: interning a new name (resolveClasses turns
+// the unknown resources of existing classes into known ones) changes no
+// request's hash, and a resolved class is still found by the requests
+// equal to it. Only nonzero entries count.
+func reqHash(dims *resource.Dims, v *resource.Vector, u []unknownRes) uint64 {
+	var x uint64
+	for i := 0; i < dims.Len(); i++ {
+		if v[i] != 0 {
+			x += resHash(dims.Name(i), v[i])
+		}
+	}
+	for _, r := range u {
+		x += resHash(r.name, r.q)
+	}
+	return x
+}
+
+// resHash hashes one resource's quantity (mixed, so that sums of
+// different pairs rarely collide).
+func resHash(n resource.Name, q int64) uint64 {
+	h := (strHash(string(n)) ^ uint64(q)) * 0x9e3779b97f4a7c15
+	return h ^ h>>32
 }
 
 func strHash(s string) uint64 {

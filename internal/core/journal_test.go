@@ -223,7 +223,12 @@ func snapshotCore(c *Core) coreSnap {
 				for _, t := range q.tasks {
 					qs.Tasks = append(qs.Tasks, taskID(t))
 				}
-				s.ClassQueues[cqName(q)] = qs
+				name := cqName(q)
+				if _, dup := s.ClassQueues[name]; dup {
+					// Which one the map kept would hang on map order.
+					panic("two class queues named " + name + ": equal requests must share a class")
+				}
+				s.ClassQueues[name] = qs
 			}
 		}
 	}

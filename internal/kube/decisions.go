@@ -137,6 +137,15 @@ func (s *Scheduler) decide(ctx context.Context, id string) {
 		}
 		delete(s.tasks, id)
 		st.task = ""
+		// Claims it allocated stay allocated until deallocated: counted
+		// by claim tasks from now on.
+		for _, ref := range st.draHeld {
+			if s.draHolders[ref.uid] == id {
+				delete(s.draHolders, ref.uid)
+			}
+			s.dirty.add(s.dirty.claims, ref.key)
+		}
+		st.draHeld = nil
 		key, uid := st.key, st.uid
 		evict := !st.evicting
 		if evict {
