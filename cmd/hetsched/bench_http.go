@@ -424,6 +424,7 @@ func newBenchKube() *cobra.Command {
 	cmd.Flags().Float32Var(&o.QPS, "qps", 5000, "client requests/s of the schedulers, the driver and the bare binder")
 	cmd.Flags().IntVar(&o.Burst, "burst", 10000, "client burst")
 	cmd.Flags().StringArrayVar(&o.HetschedArgs, "hetsched-arg", nil, "another flag for hetsched kube (repeatable), e.g. --hetsched-arg=--bind-workers=64")
+	cmd.Flags().BoolVar(&o.Fresh, "fresh", false, "give every run a control plane and fleet of its own (a long bench's API server grows and slows later runs)")
 	cmd.Flags().StringVar(&o.BaselineBin, "baseline-bin", "", "a hetsched binary (another build, say the previous commit's) for the hetsched-baseline run, side by side with this one")
 	cmd.Flags().StringSliceVar(&o.Runs, "runs", []string{benchkube.Bare, benchkube.WatchFloor, benchkube.BindFloor, benchkube.Hetsched, benchkube.KubeScheduler, benchkube.KubeSchedulerDef}, "runs, in order (hetsched:--flag=v+--other=w: hetsched with flags of its own; hetsched-baseline: --baseline-bin's; watch-floor: the bare binder while `hetsched kube --watch-only` watches, whose CPU is what seeing the cluster costs a client-go scheduler; bind-floor: hetsched kube --watch-only --bind-floor binding the pods to the nodes in turn, what seeing the cluster and posting Bindings costs); also hetsched-restart: a new hetsched kube's rebuild over --pods bound pods (the time until its engine holds them and until it binds a new pod)")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")

@@ -78,6 +78,8 @@ type Options struct {
 	QPS         float32
 	Burst       int
 	Runs        []string
+	// Fresh gives every run a control plane and fleet of its own.
+	Fresh bool
 	// HetschedArgs are more flags for `hetsched kube`.
 	HetschedArgs []string
 	Log          io.Writer
@@ -141,47 +143,34 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 			return nil, fmt.Errorf("bench kube needs %s in %s: build it with %s", b, tools, kubetest.BuildCommand)
 		}
 	}
-	logf("starting etcd, kube-apiserver and KWOK")
-	c, err := kubetest.StartMain(kubetest.Options{})
+	p, err := startPlane(ctx, o, logf)
 	if err != nil {
 		return nil, err
 	}
-	var failed bool
-	defer func() {
-		c.Stop()
-		if failed {
-			logf("logs kept in %s", c.Dir)
-			return
-		}
-		os.RemoveAll(c.Dir)
-	}()
-	cs, err := kubernetes.NewForConfig(c.RESTConfig(o.QPS, o.Burst))
-	if err != nil {
-		return nil, err
-	}
-	t0 := time.Now()
-	if err := fleet(ctx, cs, o.Nodes, o.GPUsPerNode); err != nil {
-		return nil, err
-	}
-	logf("%d nodes Ready in %.1fs", o.Nodes, time.Since(t0).Seconds())
-	d := newDriver(cs)
-	stop := make(chan struct{})
-	defer close(stop)
-	if err := d.start(stop); err != nil {
-		return nil, err
-	}
+	failed := false
+	defer func() { p.close(failed, logf) }()
 	var out []*Result
 	for i, r := range o.Runs {
+		if o.Fresh && i > 0 {
+			// Each run on a control plane of its own: a long bench's API
+			// server grows and slows, and later runs pay for it.
+			p.close(false, logf)
+			next, err := startPlane(ctx, o, logf)
+			if err != nil {
+				return out, err
+			}
+			p = next
+		}
 		n := o.Pods
 		if r == KubeSchedulerDef {
 			n = o.DefaultPods
 		}
-		run := d.run
+		run := p.d.run
 		if r == Restart {
-			run = d.restart
+			run = p.d.restart
 		}
 		base, _ := splitRun(r)
-		res, err := run(ctx, c, o, r, fmt.Sprintf("run%d-%s", i, base), n, logf)
+		res, err := run(ctx, p.c, o, r, fmt.Sprintf("run%d-%s", i, base), n, logf)
 		if err != nil {
 			failed = true
 			return out, fmt.Errorf("%s: %w", r, err)
@@ -196,6 +185,57 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 			r, res.Bound, res.Seconds, res.PodsPerSec, res.P50, res.P99, res.CPUSeconds, res.CPUPerPod)
 	}
 	return out, nil
+}
+
+// plane is a running control plane with its fleet and the driver's watch.
+type plane struct {
+	c      *kubetest.Cluster
+	d      *driver
+	stop   chan struct{}
+	closed bool
+}
+
+// startPlane starts etcd, kube-apiserver and KWOK, the fleet, and the
+// driver's watch.
+func startPlane(ctx context.Context, o Options, logf func(string, ...any)) (*plane, error) {
+	logf("starting etcd, kube-apiserver and KWOK")
+	c, err := kubetest.StartMain(kubetest.Options{})
+	if err != nil {
+		return nil, err
+	}
+	p := &plane{c: c, stop: make(chan struct{})}
+	cs, err := kubernetes.NewForConfig(c.RESTConfig(o.QPS, o.Burst))
+	if err != nil {
+		p.close(true, logf)
+		return nil, err
+	}
+	t0 := time.Now()
+	if err := fleet(ctx, cs, o.Nodes, o.GPUsPerNode); err != nil {
+		p.close(true, logf)
+		return nil, err
+	}
+	logf("%d nodes Ready in %.1fs", o.Nodes, time.Since(t0).Seconds())
+	p.d = newDriver(cs)
+	if err := p.d.start(p.stop); err != nil {
+		p.close(true, logf)
+		return nil, err
+	}
+	return p, nil
+}
+
+// close stops the plane once, keeping its logs when something failed.
+func (p *plane) close(failed bool, logf func(string, ...any)) {
+	if p.closed {
+		return
+	}
+	p.closed = true
+	close(p.stop)
+	p.c.Stop()
+	if failed {
+		logf("logs kept in %s", p.c.Dir)
+		return
+	}
+	os.RemoveAll(p.c.Dir)
 }
 
 // fleet creates n KWOK nodes with gpus GPUs each and waits until all are

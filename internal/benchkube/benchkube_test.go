@@ -82,3 +82,27 @@ func TestRunNamesWithFlags(t *testing.T) {
 		t.Errorf("flags for kube-scheduler: %v", err)
 	}
 }
+
+// With Fresh every run gets a control plane of its own, and each still
+// binds every pod.
+func TestFreshRunsEachOnItsOwnPlane(t *testing.T) {
+	kubetest.Require(t)
+	bin, err := childproc.Build(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log strings.Builder
+	o := Options{Bin: bin, Nodes: 10, GPUsPerNode: 8, Pods: 50, QPS: 2000, Burst: 4000, Fresh: true, Runs: []string{Bare, Hetsched}, Log: &log}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rs, err := Run(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 2 || rs[0].Bound != o.Pods || rs[1].Bound != o.Pods {
+		t.Fatalf("results %+v %+v", rs[0], rs[1])
+	}
+	if n := strings.Count(log.String(), "starting etcd, kube-apiserver and KWOK"); n != 2 {
+		t.Errorf("%d control planes started for two fresh runs:\n%s", n, log.String())
+	}
+}
