@@ -40,6 +40,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/hetsched/hetsched/internal/childproc"
+	"github.com/hetsched/hetsched/internal/kube"
 	"github.com/hetsched/hetsched/internal/kube/kubetest"
 )
 
@@ -238,6 +239,9 @@ func (p *plane) close(failed bool, logf func(string, ...any)) {
 	os.RemoveAll(p.c.Dir)
 }
 
+// nodeName is the fleet's i-th node.
+func nodeName(i int) string { return fmt.Sprintf("node-%05d", i) }
+
 // fleet creates n KWOK nodes with gpus GPUs each and waits until all are
 // Ready.
 func fleet(ctx context.Context, cs kubernetes.Interface, n, gpus int) error {
@@ -246,7 +250,7 @@ func fleet(ctx context.Context, cs kubernetes.Interface, n, gpus int) error {
 		corev1.ResourcePods: k8sresource.MustParse("110"), "nvidia.com/gpu": *k8sresource.NewQuantity(int64(gpus), k8sresource.DecimalSI),
 	}
 	err := each(32, n, func(i int) error {
-		name := fmt.Sprintf("node-%05d", i)
+		name := nodeName(i)
 		node := &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
 				Labels: map[string]string{"kubernetes.io/hostname": name, "nvidia.com/gpu.product": "H100-80GB", "bench": "kube"}},
@@ -366,7 +370,7 @@ profiles:
 				return nil, err
 			}
 		}
-		b := &bareBinder{cs: d.cs, ns: ns, queue: make(chan *corev1.Pod, n+1024), nodes: o.Nodes}
+		b := newBareBinder(d.cs, ns, n, o.Nodes)
 		d.bare.Store(b)
 		defer d.bare.Store(nil)
 		bctx, cancel := context.WithCancel(ctx)
@@ -447,7 +451,7 @@ func (d *driver) restart(ctx context.Context, c *kubetest.Cluster, o Options, _,
 	if _, err := d.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return nil, err
 	}
-	b := &bareBinder{cs: d.cs, ns: ns, queue: make(chan *corev1.Pod, n+1024), nodes: o.Nodes}
+	b := newBareBinder(d.cs, ns, n, o.Nodes)
 	d.bare.Store(b)
 	bctx, stopBare := context.WithCancel(ctx)
 	go b.run(bctx, 256)
@@ -669,44 +673,23 @@ func procCPU(cmd *exec.Cmd) float64 {
 	return d.Seconds()
 }
 
-// bareBinder binds pods to nodes decided in advance, round robin.
+// bareBinder binds the pods of its namespace to the nodes in turn, as the
+// driver's watch sees them (kube.TurnBinder: no decision).
 type bareBinder struct {
-	cs    kubernetes.Interface
+	kube.TurnBinder
 	ns    string
 	queue chan *corev1.Pod
-	nodes int
-	next  atomic.Int64
-	once  sync.Map
 }
 
-func (b *bareBinder) run(ctx context.Context, workers int) {
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case p := <-b.queue:
-					if _, dup := b.once.LoadOrStore(p.UID, true); dup {
-						continue
-					}
-					node := fmt.Sprintf("node-%05d", int(b.next.Add(1))%b.nodes)
-					bd := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID},
-						Target: corev1.ObjectReference{Kind: "Node", Name: node}}
-					cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-					if err := b.cs.CoreV1().Pods(p.Namespace).Bind(cctx, bd, metav1.CreateOptions{}); err != nil {
-						b.once.Delete(p.UID) // seen again on its next update
-					}
-					cancel()
-				}
-			}
-		}()
+func newBareBinder(cs kubernetes.Interface, ns string, n, nodes int) *bareBinder {
+	b := &bareBinder{TurnBinder: kube.TurnBinder{Client: cs, Timeout: 10 * time.Second}, ns: ns, queue: make(chan *corev1.Pod, n+1024)}
+	for i := range nodes {
+		b.Nodes = append(b.Nodes, nodeName(i))
 	}
-	wg.Wait()
+	return b
 }
+
+func (b *bareBinder) run(ctx context.Context, workers int) { b.Run(ctx, b.queue, workers) }
 
 // Table writes results side by side with ratios to the first run.
 func Table(w io.Writer, rs []*Result) {

@@ -60,6 +60,9 @@ type draDev struct {
 	typ, id string // the hetsched device
 	cel     cel.Device
 	classes []string
+	// tainted: a NoSchedule or NoExecute taint keeps work off it
+	// (hetsched does not take device tolerations yet).
+	tainted bool
 }
 
 // draNode is a node's DRA devices.
@@ -158,6 +161,9 @@ func (d *draState) selector(dc *resourcev1.DeviceClass, reqSel []resourcev1.Devi
 	if sel := d.selectors[key]; sel != nil {
 		return sel, nil
 	}
+	if len(d.selectors) >= maxDRASelectors {
+		return nil, fmt.Errorf("more than %d distinct device selectors are in use; hetsched cannot track another", maxDRASelectors)
+	}
 	sel := &draSelector{name: selectorName(dc.Name, exprs, classExprs), class: dc.Name, exprs: exprs, drivers: map[string]int{}}
 	for _, e := range exprs {
 		p := d.cache.GetOrCompile(e)
@@ -170,9 +176,6 @@ func (d *draState) selector(dc *resourcev1.DeviceClass, reqSel []resourcev1.Devi
 		// Two keys sanitized alike: tell them apart by the hash.
 		h := sha256.Sum256([]byte(key))
 		sel.name = sanitizeLabelValue(dc.Name, 52) + "." + hex.EncodeToString(h[:5])
-	}
-	if len(d.selectors) >= maxDRASelectors {
-		return nil, fmt.Errorf("more than %d distinct device selectors are in use; hetsched cannot track another", maxDRASelectors)
 	}
 	d.selectors[key] = sel
 	d.byName[sel.name] = sel
@@ -229,17 +232,29 @@ func (d *draState) drop(node string) {
 	d.setNode(node, nil)
 }
 
-// setNode replaces a node's devices, keeping the selectors' counts.
+// setNode replaces a node's devices, keeping the selectors' counts; the
+// version changes when a selector gains its first device of a driver or
+// loses its last.
 func (d *draState) setNode(node string, n *draNode) {
-	before := d.countsSnapshot()
+	type pair struct{ sel, driver string }
+	had := map[pair]bool{} // before this change, per pair it touches
+	count := func(sel, driver string, delta int) {
+		s := d.byName[sel]
+		if s == nil {
+			return
+		}
+		p := pair{sel, driver}
+		if _, seen := had[p]; !seen {
+			had[p] = s.drivers[driver] > 0
+		}
+		if s.drivers[driver] += delta; s.drivers[driver] <= 0 {
+			delete(s.drivers, driver)
+		}
+	}
 	if old := d.nodes[node]; old != nil {
 		for i := range old.devs {
 			for _, c := range old.devs[i].classes {
-				if sel := d.byName[c]; sel != nil {
-					if sel.drivers[old.devs[i].ref.driver]--; sel.drivers[old.devs[i].ref.driver] <= 0 {
-						delete(sel.drivers, old.devs[i].ref.driver)
-					}
-				}
+				count(c, old.devs[i].ref.driver, -1)
 			}
 		}
 		delete(d.nodes, node)
@@ -247,41 +262,28 @@ func (d *draState) setNode(node string, n *draNode) {
 	if n != nil && len(n.devs) > 0 {
 		for i := range n.devs {
 			for _, c := range n.devs[i].classes {
-				if sel := d.byName[c]; sel != nil {
-					sel.drivers[n.devs[i].ref.driver]++
-				}
+				count(c, n.devs[i].ref.driver, +1)
 			}
 		}
 		d.nodes[node] = n
 	}
-	if d.countsSnapshot() != before {
-		d.version++
-	}
-}
-
-// countsSnapshot is which selectors have devices of which drivers.
-func (d *draState) countsSnapshot() string {
-	var b strings.Builder
-	names := make([]string, 0, len(d.byName))
-	for n := range d.byName {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		drivers := make([]string, 0, len(d.byName[n].drivers))
-		for dr := range d.byName[n].drivers {
-			drivers = append(drivers, dr)
+	for p, before := range had {
+		if before != (d.byName[p.sel].drivers[p.driver] > 0) {
+			d.version++
+			return
 		}
-		sort.Strings(drivers)
-		b.WriteString(n + "=" + strings.Join(drivers, ",") + ";")
 	}
-	return b.String()
 }
 
 // warnOnce reports whether what has not been warned about yet.
 func (d *draState) warnOnce(what string) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.firstWarning(what)
+}
+
+// firstWarning is warnOnce under d.mu (bounded: at most 1024 kept).
+func (d *draState) firstWarning(what string) bool {
 	if d.warned[what] || len(d.warned) > 1024 {
 		return false
 	}
@@ -343,24 +345,17 @@ func (d *draState) translate(node string, slices []*resourcev1.ResourceSlice, ro
 	out := make([]api.Device, 0, len(n.devs))
 	for i := range n.devs {
 		dv := &n.devs[i]
-		ad := api.Device{Type: dv.typ, ID: dv.id, Classes: dv.classes}
+		ad := api.Device{Type: dv.typ, ID: dv.id, Classes: dv.classes, Unhealthy: dv.tainted}
 		ad.Model, ad.Memory = draModel(&dv.cel)
-		for _, t := range sliceDevice(slices, dv.ref).Taints {
-			if t.Effect == resourcev1.DeviceTaintEffectNoSchedule || t.Effect == resourcev1.DeviceTaintEffectNoExecute {
-				ad.Unhealthy = true // hetsched does not take device tolerations yet
-			}
-		}
 		out = append(out, ad)
 	}
 	return out
 }
 
 func (d *draState) warnLocked(warn func(string, ...any), key, msg string, args ...any) {
-	if d.warned[key] || len(d.warned) > 1024 {
-		return
+	if d.firstWarning(key) {
+		warn(msg, args...)
 	}
-	d.warned[key] = true
-	warn(msg, args...)
 }
 
 // unsupportedDevice says why a slice's device cannot be a hetsched device
@@ -398,6 +393,9 @@ func (d *draState) addDevice(n *draNode, s *resourcev1.ResourceSlice, dev *resou
 		Driver: s.Spec.Driver, AllowMultipleAllocations: dev.AllowMultipleAllocations,
 		Attributes: dev.Attributes, Capacity: dev.Capacity,
 	}}
+	for _, t := range dev.Taints {
+		dv.tainted = dv.tainted || t.Effect == resourcev1.DeviceTaintEffectNoSchedule || t.Effect == resourcev1.DeviceTaintEffectNoExecute
+	}
 	names := make([]string, 0, len(d.byName))
 	for name := range d.byName {
 		names = append(names, name)
@@ -414,21 +412,6 @@ func (d *draState) addDevice(n *draNode, s *resourcev1.ResourceSlice, dev *resou
 	n.byID[typ+"\x00"+id] = len(n.devs)
 	n.byRef[ref] = len(n.devs)
 	n.devs = append(n.devs, dv)
-}
-
-// sliceDevice finds a device in the slices.
-func sliceDevice(slices []*resourcev1.ResourceSlice, ref draDevice) *resourcev1.Device {
-	for _, s := range slices {
-		if s.Spec.Driver != ref.driver || s.Spec.Pool.Name != ref.pool {
-			continue
-		}
-		for i := range s.Spec.Devices {
-			if s.Spec.Devices[i].Name == ref.name {
-				return &s.Spec.Devices[i]
-			}
-		}
-	}
-	return &resourcev1.Device{}
 }
 
 // draModel reads a device's model (the attribute model, productName or
