@@ -728,7 +728,8 @@ func (s *Scheduler) waitForBusyDevice(ctx context.Context, st *podState, req bin
 		st.binding = ""
 	}
 	delete(s.tasks, req.task)
-	st.task, st.dra = "", nil
+	st.task = ""
+	s.setPlan(st, nil)
 	s.mu.Unlock()
 	if err := s.eng.Cancel(ctx, req.task); err != nil && ctx.Err() == nil {
 		s.log.Debug("cancelling a placement on a busy device", "task", req.task, "err", err)
@@ -746,5 +747,16 @@ func (s *Scheduler) retryUnmapped() {
 	defer s.mu.Unlock()
 	for k := range s.draUnmapped {
 		s.dirty.add(s.dirty.claims, k)
+	}
+}
+
+// setPlan sets the claims plan of st's task (under mu), keeping the set
+// of pods with one (draPods: what draRecheck looks at, not every pod).
+func (s *Scheduler) setPlan(st *podState, plan *draPlan) {
+	st.dra = plan
+	if plan == nil {
+		delete(s.draPods, st.uid)
+	} else {
+		s.draPods[st.uid] = st
 	}
 }

@@ -251,7 +251,7 @@ func (s *Scheduler) planWaiting(pod *corev1.Pod, st *podState, b *podBatch) {
 		b.gathering = append(b.gathering, gathering{st: st, why: wait})
 		return
 	}
-	st.dra = plan
+	s.setPlan(st, plan)
 	if t.Queue == "" {
 		t.Queue = s.nsQueues[pod.Namespace]
 	}
@@ -312,7 +312,7 @@ func (s *Scheduler) formGang(gang string, g *gangState, ns string, first api.Tas
 			b.gathering = append(b.gathering, gathering{st: m, why: wait})
 			continue
 		}
-		m.dra = plan
+		s.setPlan(m, plan)
 		if mt.Queue == "" {
 			mt.Queue = s.nsQueues[ns]
 		}
@@ -412,6 +412,7 @@ func (s *Scheduler) endPod(st *podState, b *podBatch, finished bool, code int) {
 			delete(s.gangs, st.gang) // its last pod went: the name may start afresh
 		}
 	}
+	s.setPlan(st, nil)
 	delete(s.byUID, st.uid)
 	if s.byKey[st.key] == st.uid {
 		delete(s.byKey, st.key)
@@ -427,7 +428,7 @@ func (s *Scheduler) untrackTask(st *podState, b *podBatch, finished bool, code i
 		b.end = append(b.end, endTask{id: st.task, finished: finished, code: code})
 	}
 	st.task = ""
-	st.dra = nil
+	s.setPlan(st, nil)
 }
 
 // podTask is a waiting pod's task with its claims (withClaims).
@@ -445,8 +446,8 @@ func (s *Scheduler) draRecheck() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := drainKeys(s.draNoDevice)
-	for _, st := range s.byUID {
-		if st.dra != nil && st.task != "" && st.binding == "" && !st.bound {
+	for _, st := range s.draPods {
+		if st.task != "" && st.binding == "" && !st.bound {
 			out = append(out, st.key)
 		}
 	}

@@ -142,6 +142,8 @@ type Scheduler struct {
 	draWaiting  map[string]map[string]bool
 	draNoDevice map[string]bool
 	draUnmapped map[string]bool
+	// draPods are the tracked pods whose task has a claims plan.
+	draPods map[types.UID]*podState
 	// draInUse is the claim each allocated device is for, draAllocs each
 	// allocated claim's devices (from the claims informer).
 	draInUse  map[draDevice]claimUse
@@ -239,7 +241,7 @@ func New(cfg Config) (*Scheduler, error) {
 		dra:        newDRAState(),
 		draHolders: map[types.UID]string{}, draPseudo: map[types.UID]string{}, draClaimUID: map[string]types.UID{},
 		draWaiting: map[string]map[string]bool{}, draNoDevice: map[string]bool{}, draUnmapped: map[string]bool{},
-		draInUse: map[draDevice]claimUse{}, draAllocs: map[string][]draDevice{},
+		draInUse: map[draDevice]claimUse{}, draAllocs: map[string][]draDevice{}, draPods: map[types.UID]*podState{},
 	}
 	s.factory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithTransform(stripManagedFields))
 	s.podLst = s.factory.Core().V1().Pods().Lister()
