@@ -95,7 +95,13 @@ func TestRestartRelistsWithoutDoubleBinding(t *testing.T) {
 		t.Errorf("p3 holds %q, want p1's freed %q", got, before["p1"])
 	}
 	// The new Scheduler posted one Binding, p3's: none for the adopted
-	// pods (a second Binding of a bound pod would be a conflict).
+	// pods (a second Binding of a bound pod would be a conflict). The
+	// binder counts a Binding once the API server answered it, which may
+	// be after the watch showed the pod bound: wait for that count.
+	e.wait("p3's Binding counted", func() (bool, string) {
+		got := counter(t, reg, "hetsched_kube_bindings_total", "result", "bound")
+		return got >= 1, fmt.Sprintf("%v bound", got)
+	})
 	for result, want := range map[string]float64{"bound": 1, "conflict": 0, "failed": 0, "gone": 0} {
 		if got := counter(t, reg, "hetsched_kube_bindings_total", "result", result); got != want {
 			t.Errorf("bindings %s: %v, want %v", result, got, want)
