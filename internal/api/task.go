@@ -157,12 +157,51 @@ const (
 	maxStringLen      = 64 << 10
 )
 
-var (
-	labelKeyName = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
-	labelValue   = regexp.MustCompile(`^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$`)
-	dnsSubdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
-	envName      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-)
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Label keys and values are checked on every node and pod the Kubernetes
+// front end translates, and on every submitted task: by hand, not by the
+// regexp engine (a pattern is in each function's comment, and a property
+// test holds them to it).
+
+func alnum(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
+
+// validLabelName matches ^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$ (a
+// label key's name, and a label value when not empty).
+func validLabelName(s string) bool {
+	if s == "" || !alnum(s[0]) || !alnum(s[len(s)-1]) {
+		return false
+	}
+	for i := 1; i < len(s)-1; i++ {
+		if c := s[i]; !alnum(c) && c != '-' && c != '_' && c != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+// validDNSSubdomain matches
+// ^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$: dot-
+// separated lower-case labels, each starting and ending with a letter or
+// digit.
+func validDNSSubdomain(s string) bool {
+	lowerAlnum := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' }
+	start := 0
+	for i := 0; i <= len(s); i++ {
+		if i < len(s) && s[i] != '.' {
+			if c := s[i]; !lowerAlnum(c) && c != '-' {
+				return false
+			}
+			continue
+		}
+		// s[start:i] is one label.
+		if i == start || !lowerAlnum(s[start]) || !lowerAlnum(s[i-1]) {
+			return false
+		}
+		start = i + 1
+	}
+	return true
+}
 
 // ValidateID checks a client-chosen id.
 func ValidateID(field, id string) error {
@@ -178,7 +217,6 @@ func validID(id string) bool {
 	if id == "" {
 		return false
 	}
-	alnum := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
 	if !alnum(id[0]) || !alnum(id[len(id)-1]) {
 		return false
 	}
@@ -194,12 +232,12 @@ func validID(id string) bool {
 func ValidateLabelKey(k string) error {
 	name := k
 	if p, n, ok := strings.Cut(k, "/"); ok {
-		if len(p) == 0 || len(p) > 253 || !dnsSubdomain.MatchString(p) {
+		if len(p) == 0 || len(p) > 253 || !validDNSSubdomain(p) {
 			return fmt.Errorf("label key %q: prefix %q is not a DNS subdomain", truncate(k), truncate(p))
 		}
 		name = n
 	}
-	if len(name) == 0 || len(name) > 63 || !labelKeyName.MatchString(name) {
+	if len(name) == 0 || len(name) > 63 || !validLabelName(name) {
 		return fmt.Errorf("label key %q: name must be 1-63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", truncate(k))
 	}
 	return nil
@@ -207,7 +245,7 @@ func ValidateLabelKey(k string) error {
 
 // ValidateLabelValue checks a label value (empty allowed).
 func ValidateLabelValue(v string) error {
-	if len(v) > 63 || !labelValue.MatchString(v) {
+	if len(v) > 63 || v != "" && !validLabelName(v) {
 		return fmt.Errorf("label value %q must be at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit", truncate(v))
 	}
 	return nil

@@ -132,3 +132,27 @@ func TestValidIDMatchesPattern(t *testing.T) {
 		}
 	})
 }
+
+// TestLabelChecksMatchPatterns: the hand-written label name and DNS
+// subdomain checks are the documented regular expressions.
+func TestLabelChecksMatchPatterns(t *testing.T) {
+	name := regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
+	dns := regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+	rapid.Check(t, func(t *rapid.T) {
+		s := rapid.StringOf(rapid.RuneFrom([]rune("aZ09-_.:/ é"))).Draw(t, "s")
+		if validLabelName(s) != name.MatchString(s) {
+			t.Fatalf("%q: validLabelName %v, pattern %v", s, validLabelName(s), name.MatchString(s))
+		}
+		if validDNSSubdomain(s) != dns.MatchString(s) {
+			t.Fatalf("%q: validDNSSubdomain %v, pattern %v", s, validDNSSubdomain(s), dns.MatchString(s))
+		}
+	})
+}
+
+func BenchmarkValidateLabel(b *testing.B) {
+	for b.Loop() {
+		if ValidateLabelKey("node.kubernetes.io/not-ready") != nil || ValidateLabelValue("NVIDIA-H100-80GB-HBM3") != nil {
+			b.Fatal("refused")
+		}
+	}
+}
