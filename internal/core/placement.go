@@ -410,6 +410,7 @@ func (c *Core) commit(t *Task, o *Option, n *Node, devs []devShare) {
 		c.recordPlace(t, o, n)
 	}
 	delay := c.now - t.enqueued
+	wait := c.now - attemptStart(t)
 	level := t.level
 	c.unqueue(t)
 	c.timers.cancel(t)
@@ -433,8 +434,18 @@ func (c *Core) commit(t *Task, o *Option, n *Node, devs []devShare) {
 	}
 	c.out.Placements = append(c.out.Placements, Placement{
 		Task: t.id, Node: n.name, Devices: refs, Chosen: o.Index, Attempt: int(t.attempt),
-		Delay: durationOf(delay), Priority: int(t.prio), Level: int(level),
+		Delay: durationOf(delay), AttemptWait: durationOf(wait), Priority: int(t.prio), Level: int(level),
 	})
+}
+
+// attemptStart is where the attempt on pending t began: its entry into the
+// queue, or the later wake of its class queue by capacity (see
+// Placement.AttemptWait).
+func attemptStart(t *Task) int64 {
+	if q := t.cq; q != nil && !t.gready && q.woken > t.enqueued {
+		return q.woken
+	}
+	return t.enqueued
 }
 
 // rawAdd adds (sign 1) or removes (sign -1) t's allocation on n without

@@ -20,6 +20,9 @@ type classQueue struct {
 	deferred bool   // left for the next cycle (search budget spent)
 	// lastReason is the unschedulable reason last reported for this queue.
 	lastReason string
+	// woken is when capacity its class could use last woke it (0: never
+	// blocked): where an attempt of a task that was already waiting begins.
+	woken int64
 }
 
 func taskLess(a, b *Task) bool {

@@ -308,6 +308,7 @@ func (c *Core) block(q *classQueue, t *Task) {
 		}
 		c.blockedHigh = appendRef(c.blockedHigh, ref)
 	}
+	c.out.Unfit = append(c.out.Unfit, UnfitAttempt{Task: t.id, Priority: int(t.prio), Wait: durationOf(c.now - attemptStart(t))})
 	reason := c.explain(t)
 	if reason != q.lastReason {
 		// Reported when the reason changes, not at every retry.
@@ -424,6 +425,7 @@ func (c *Core) wakeAll() {
 
 func (c *Core) unblock(q *classQueue) {
 	q.blocked = false
+	q.woken = c.now
 	if q.size() == 0 {
 		return
 	}

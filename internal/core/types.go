@@ -68,9 +68,16 @@ type Placement struct {
 	Chosen  int
 	Attempt int
 	// Delay is how long the task waited in the queue for this placement.
-	Delay    time.Duration
-	Priority int // native priority
-	Level    int // effective level when placed (after aging)
+	Delay time.Duration
+	// AttemptWait is the part of Delay that belongs to the attempt that
+	// placed it: from the later of its entry into the queue and the moment
+	// its class queue was last woken by capacity it could use, to the
+	// input that placed it. Time spent waiting for capacity is not in it;
+	// a batch window, a search budget's retry and a placement limit are.
+	// The driver adds its own time to the decision (see Unfit).
+	AttemptWait time.Duration
+	Priority    int // native priority
+	Level       int // effective level when placed (after aging)
 }
 
 // Preemption evicts Victim from Node to make room for By.
@@ -109,6 +116,21 @@ type Output struct {
 	Preemptions   []Preemption
 	Transitions   []Transition
 	Unschedulable []UnschedulableClass
+	// Unfit has one entry per attempt that found no place (a class
+	// queue's head, tried once for its class, then parked until capacity
+	// it could use appears): it is for the decision-latency metric, and
+	// asks nothing of the driver. With Placement.AttemptWait it gives every
+	// attempt's latency: the wait plus the driver's time from the input to
+	// the decision's commit.
+	Unfit []UnfitAttempt
+}
+
+// UnfitAttempt is an attempt that found no place for Task (native
+// priority Priority); Wait is as Placement.AttemptWait.
+type UnfitAttempt struct {
+	Task     string
+	Priority int
+	Wait     time.Duration
 }
 
 // Empty reports whether there is nothing to act on.
@@ -121,6 +143,7 @@ func (o *Output) reset() {
 	o.Preemptions = o.Preemptions[:0]
 	o.Transitions = o.Transitions[:0]
 	o.Unschedulable = o.Unschedulable[:0]
+	o.Unfit = o.Unfit[:0]
 }
 
 // Result is how a task ended, reported by its executor or lease holder.

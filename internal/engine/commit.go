@@ -58,15 +58,19 @@ func (b *commitBatch) reset() {
 func (e *Engine) commitStaged(now time.Time) error {
 	e.stageOutput(now)
 	if e.staged.empty() {
+		e.gauges.attempted(e.cfg.Now().Sub(now))
 		return nil
 	}
 	b := &e.batch
 	if err := e.encode(b, now); err != nil {
+		e.gauges.attempts = e.gauges.attempts[:0]
 		return err
 	}
 	if err := e.commitDurable(b); err != nil {
+		e.gauges.attempts = e.gauges.attempts[:0] // not decided: nothing was kept
 		return err
 	}
+	e.gauges.attempted(e.cfg.Now().Sub(now))
 	e.publish(b, now)
 	return nil
 }

@@ -21,6 +21,17 @@ type gauges struct {
 	series gaugeSeries
 	last   time.Time // when the gauges were last refreshed
 	due    bool      // a refresh was skipped (at most one a second): one is due
+	// attempts are this step's attempts, observed once its decisions are
+	// committed (attempted).
+	attempts []attempt
+}
+
+// attempt is one scheduling attempt of a step: its tier, result and the
+// core's part of its latency (Placement.AttemptWait).
+type attempt struct {
+	tier   uint8
+	placed bool
+	wait   time.Duration
 }
 
 // count updates the decision counters.
@@ -33,6 +44,10 @@ func (g *gauges) count(out *core.Output) {
 		tier := api.TierNames[p.Priority]
 		m.Placements.WithLabelValues(tier).Inc()
 		m.SchedulingDelay.WithLabelValues(tier).Observe(p.Delay.Seconds())
+		g.attempts = append(g.attempts, attempt{uint8(p.Priority), true, p.AttemptWait})
+	}
+	for _, u := range out.Unfit {
+		g.attempts = append(g.attempts, attempt{uint8(u.Priority), false, u.Wait})
 	}
 	for _, p := range out.Preemptions {
 		m.Preemptions.WithLabelValues(string(p.Reason)).Inc()
@@ -40,6 +55,28 @@ func (g *gauges) count(out *core.Output) {
 	for _, tr := range out.Transitions {
 		m.Transitions.WithLabelValues(tr.To.String()).Inc()
 	}
+}
+
+// attempted observes the step's attempts, whose decisions took took from
+// the step's input to their commit.
+func (g *gauges) attempted(took time.Duration) {
+	if g.m == nil || len(g.attempts) == 0 {
+		return
+	}
+	var obs [4][2]prometheus.Observer
+	for _, a := range g.attempts {
+		r := 1 // metrics.AttemptResults: scheduled, unschedulable
+		if a.placed {
+			r = 0
+		}
+		o := obs[a.tier][r]
+		if o == nil {
+			o = g.m.SchedulingAttempt.WithLabelValues(api.TierNames[a.tier], metrics.AttemptResults[r])
+			obs[a.tier][r] = o
+		}
+		o.Observe((a.wait + took).Seconds())
+	}
+	g.attempts = g.attempts[:0]
 }
 
 // next is when the loop must wake for a refresh that is due.
@@ -84,24 +121,24 @@ func (g *gauges) cluster(c *core.Core) {
 		for _, d := range n.Devices() {
 			k := typeModel{d.Type, d.Model}
 			if d.Healthy {
-				devCap[k] += 1000
+				devCap[k] += 1000 // milli-devices until exported
 			}
 			devAlloc[k] += int64(d.Used)
 		}
 	}
 	for i := 0; i < dims.Len(); i++ {
 		name := string(dims.Name(i))
-		m.Capacity.WithLabelValues(name).Set(float64(capSum[i]))
-		m.Allocated.WithLabelValues(name).Set(float64(allocSum[i]))
+		m.Capacity.WithLabelValues(name).Set(baseUnits(dims.Name(i), capSum[i]))
+		m.Allocated.WithLabelValues(name).Set(baseUnits(dims.Name(i), allocSum[i]))
 	}
 	for s, n := range states {
 		m.Nodes.WithLabelValues(s).Set(float64(n))
 	}
 	for k, v := range devCap {
-		m.DeviceCapacity.WithLabelValues(k.typ, k.model).Set(float64(v))
+		m.DeviceCapacity.WithLabelValues(k.typ, k.model).Set(float64(v) / 1000)
 	}
 	for k, v := range devAlloc {
-		m.DeviceAllocated.WithLabelValues(k.typ, k.model).Set(float64(v))
+		m.DeviceAllocated.WithLabelValues(k.typ, k.model).Set(float64(v) / 1000)
 	}
 }
 
@@ -111,21 +148,21 @@ func (g *gauges) queues(c *core.Core, queues map[string]*api.Queue, byReason map
 	if len(queues) > 0 {
 		for name, fs := range c.FairShares() {
 			for r, v := range fs {
-				g.series.set(m.QueueFairShare, float64(v), name, string(r))
+				g.series.set(m.QueueFairShare, baseUnits(r, v), name, string(r))
 			}
 		}
 	}
 	for name, q := range queues {
 		if u, ok := c.QueueUsage(name); ok {
 			for r, v := range u {
-				g.series.set(m.QueueUsage, float64(v), name, string(r))
+				g.series.set(m.QueueUsage, baseUnits(r, v), name, string(r))
 			}
 		}
 		for r, v := range q.Max {
-			g.series.set(m.QueueMax, float64(v), name, string(r))
+			g.series.set(m.QueueMax, baseUnits(r, v), name, string(r))
 		}
 		for r, v := range q.Guaranteed {
-			g.series.set(m.QueueGuaranteed, float64(v), name, string(r))
+			g.series.set(m.QueueGuaranteed, baseUnits(r, v), name, string(r))
 		}
 	}
 	for q, cats := range byReason {

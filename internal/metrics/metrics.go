@@ -8,6 +8,8 @@ import (
 	"runtime/debug"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hetsched/hetsched/internal/api"
 )
 
 // Metrics holds the collectors the engine and the server update.
@@ -41,6 +43,8 @@ type Metrics struct {
 	StoreWritable    prometheus.Gauge
 	StoreTornBytes   prometheus.Gauge
 	StoreTornRecords prometheus.Gauge
+	// SchedulingAttempt is the decision latency (tier, result).
+	SchedulingAttempt *prometheus.HistogramVec
 	// High availability (issue 18).
 	Leader        prometheus.Gauge
 	LeaderChanges prometheus.Counter
@@ -48,6 +52,10 @@ type Metrics struct {
 
 // RefusedReasons are the label values of hetsched_refused_total.
 var RefusedReasons = []string{"event_streams", "connections_per_ip", "insufficient_storage", "body_timeout"}
+
+// AttemptResults are the result label values of
+// hetsched_scheduling_attempt_duration_seconds.
+var AttemptResults = []string{"scheduled", "unschedulable"}
 
 // PreemptReasons are the label values of hetsched_preemptions_total, each
 // exported from the start (at 0).
@@ -58,9 +66,14 @@ func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		SchedulingDelay: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "hetsched_scheduling_delay_seconds",
-			Help:    "Time from a task entering the queue to its placement, by native priority tier.",
-			Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1, 5, 30, 120},
+			Help:    "Time from a task entering the queue to its placement, by native priority tier: waiting for capacity included (the decision alone is hetsched_scheduling_attempt_duration_seconds).",
+			Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600},
 		}, []string{"tier"}),
+		SchedulingAttempt: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "hetsched_scheduling_attempt_duration_seconds",
+			Help:    "Decision latency of one scheduling attempt, by native priority tier and result (scheduled, unschedulable): from the later of the task's entry into the queue and the moment capacity it could use appeared, to the durable commit of the decision. Time waiting for capacity is not in it; a batch window is. The latency targets (1/1/5/20 ms) apply to it.",
+			Buckets: []float64{0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
+		}, []string{"tier", "result"}),
 		Placements: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hetsched_placements_total",
 			Help: "Tasks placed on a node, by native priority tier.",
@@ -83,19 +96,19 @@ func New(reg prometheus.Registerer) *Metrics {
 		}, []string{"queue", "tier"}),
 		DeviceCapacity: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "hetsched_device_capacity",
-			Help: "Healthy devices by device type and model, in milli-devices.",
+			Help: "Healthy devices by device type and model.",
 		}, []string{"resource", "model"}),
 		DeviceAllocated: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "hetsched_device_allocated",
-			Help: "Allocated device share by device type and model, in milli-devices.",
+			Help: "Allocated devices by device type and model (a shared device counts its allocated fraction).",
 		}, []string{"resource", "model"}),
 		Capacity: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "hetsched_node_capacity",
-			Help: "Healthy capacity of all nodes by resource, in canonical units (cpu millicores, memory bytes, extended resources milli-units).",
+			Help: "Healthy capacity of all nodes by resource, in base units: cores for cpu, bytes for memory and ephemeral-storage, units (devices) for extended resources.",
 		}, []string{"resource"}),
 		Allocated: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "hetsched_node_allocated",
-			Help: "Allocated resources of all nodes by resource, in canonical units.",
+			Help: "Allocated resources of all nodes by resource, in base units (as hetsched_node_capacity).",
 		}, []string{"resource"}),
 		Nodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "hetsched_nodes",
@@ -122,19 +135,19 @@ func New(reg prometheus.Registerer) *Metrics {
 		}),
 		QueueUsage: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "hetsched_queue_usage",
-			Help: "Resources held by the placed tasks of a queue and its descendants, in canonical units.",
+			Help: "Resources held by the placed tasks of a queue and its descendants, in base units (as hetsched_node_capacity).",
 		}, []string{"queue", "resource"}),
 		QueueMax: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "hetsched_queue_max",
-			Help: "A queue's max by resource, in canonical units (absent: unlimited).",
+			Help: "A queue's max by resource, in base units (as hetsched_node_capacity; absent: unlimited).",
 		}, []string{"queue", "resource"}),
 		QueueGuaranteed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "hetsched_queue_guaranteed",
-			Help: "A queue's guarantee by resource, in canonical units.",
+			Help: "A queue's guarantee by resource, in base units (as hetsched_node_capacity).",
 		}, []string{"queue", "resource"}),
 		QueueFairShare: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "hetsched_queue_fair_share",
-			Help: "A queue's instantaneous fair share of the schedulable capacity (guarantee, then weighted water-filling of its demand), by resource, in canonical units.",
+			Help: "A queue's instantaneous fair share of the schedulable capacity (guarantee, then weighted water-filling of its demand), by resource, in base units (as hetsched_node_capacity).",
 		}, []string{"queue", "resource"}),
 		PendingReason: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "hetsched_pending_tasks_by_reason",
@@ -148,12 +161,20 @@ func New(reg prometheus.Registerer) *Metrics {
 	for _, r := range PreemptReasons {
 		m.Preemptions.WithLabelValues(r)
 	}
+	for _, tier := range api.TierNames {
+		for _, r := range AttemptResults {
+			m.SchedulingAttempt.WithLabelValues(tier, r)
+		}
+		m.SchedulingDelay.WithLabelValues(tier)
+		m.Placements.WithLabelValues(tier)
+		m.Shed.WithLabelValues(tier)
+	}
 	newSafety(m)
 	for _, r := range RefusedReasons {
 		m.Refused.WithLabelValues(r)
 	}
 	reg.MustRegister(m.EventStreams, m.Refused, m.StoreFreeBytes, m.StoreReserve, m.StoreWritable, m.StoreTornBytes, m.StoreTornRecords)
-	reg.MustRegister(m.SchedulingDelay, m.Placements, m.Preemptions, m.Transitions, m.Pending,
+	reg.MustRegister(m.SchedulingDelay, m.SchedulingAttempt, m.Placements, m.Preemptions, m.Transitions, m.Pending,
 		m.PendingQueue, m.DeviceCapacity, m.DeviceAllocated,
 		m.Capacity, m.Allocated, m.Nodes, m.APIDuration, m.CommitDuration, m.CommitRecords, m.Tasks,
 		m.QueueUsage, m.QueueMax, m.QueueGuaranteed, m.QueueFairShare, m.PendingReason, m.Shed)

@@ -339,6 +339,7 @@ func (r *replica) lead(ctx context.Context, st *etcdstore.Store, sess *concurren
 	case <-ctx.Done():
 	}
 	r.cur.Store(nil)
+	r.p.eng.CompareAndSwap(eng, nil) // a standby exports no per-node series
 	if e := r.leader.Load(); e != nil && *e == r.self {
 		r.leader.Store(nil)
 	}

@@ -67,21 +67,31 @@ func TestMetricsLiveScrape(t *testing.T) {
 	for _, want := range []string{
 		`hetsched_placements_total{tier="urgent"} 1`,
 		`hetsched_scheduling_delay_seconds_bucket{tier="urgent",le=`,
+		`hetsched_scheduling_delay_seconds_bucket{tier="urgent",le="600"}`,
+		`hetsched_scheduling_attempt_duration_seconds_count{result="scheduled",tier="urgent"} 1`,
+		`hetsched_scheduling_attempt_duration_seconds_bucket{result="unschedulable",tier="high",le="1e-05"} 0`,
+		`hetsched_submissions_shed_total{tier="low"} 0`,
+		`hetsched_build_info{`,
+		`hetsched_node_resource_allocated{node="gpu-a",resource="nvidia.com/gpu"} 1`,
+		`hetsched_node_resource_capacity{node="cpu-a",resource="cpu"} 8`,
+		`hetsched_node_device_healthy{device="1",model="L4",node="gpu-a",type="nvidia.com/gpu"} 1`,
+		`hetsched_node_device_memory_bytes{device="0",node="gpu-a",type="nvidia.com/gpu"} 2.5769803776e+10`,
+		`hetsched_node_series_capped 0`,
 		`hetsched_pending_tasks{tier="low"}`,
 		`hetsched_pending_tasks_by_queue{queue="default",tier="low"} 2`,
-		`hetsched_node_capacity{resource="nvidia.com/gpu"} 2000`,
-		`hetsched_node_allocated{resource="nvidia.com/gpu"} 1000`,
+		`hetsched_node_capacity{resource="nvidia.com/gpu"} 2`,
+		`hetsched_node_allocated{resource="nvidia.com/gpu"} 1`,
 		`hetsched_nodes{state="ready"} 2`,
 		`hetsched_api_request_duration_seconds_count{code="200",route="POST /api/v1/schedule"} 1`,
 		`hetsched_api_request_duration_seconds_count{code="404",route="GET /api/v1/tasks/{id}"} 1`,
 		`hetsched_store_commit_duration_seconds_count`,
 		`hetsched_store_commit_records_bucket`,
 		`hetsched_preemptions_total{reason="priority"} 0`,
-		`hetsched_device_capacity{model="L4",resource="nvidia.com/gpu"} 2000`,
-		`hetsched_device_allocated{model="L4",resource="nvidia.com/gpu"} 1000`,
-		`hetsched_queue_usage{queue="qa",resource="nvidia.com/gpu"} 1000`,
-		`hetsched_queue_max{queue="qa",resource="nvidia.com/gpu"} 1000`,
-		`hetsched_queue_guaranteed{queue="qa",resource="cpu"} 2000`,
+		`hetsched_device_capacity{model="L4",resource="nvidia.com/gpu"} 2`,
+		`hetsched_device_allocated{model="L4",resource="nvidia.com/gpu"} 1`,
+		`hetsched_queue_usage{queue="qa",resource="nvidia.com/gpu"} 1`,
+		`hetsched_queue_max{queue="qa",resource="nvidia.com/gpu"} 1`,
+		`hetsched_queue_guaranteed{queue="qa",resource="cpu"} 2`,
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("scrape lacks %s", want)
@@ -108,5 +118,29 @@ func TestMetricsLiveScrape(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+}
+
+// TestNodeMetricsLimit: --node-metrics-limit below the fleet's size
+// exports no per-node series and says so; -1 turns them off altogether.
+func TestNodeMetricsLimit(t *testing.T) {
+	for _, tc := range []struct {
+		limit      int
+		capped     string // the line expected, "" for none
+		perNodeOut bool
+	}{
+		{limit: 1, capped: "hetsched_node_series_capped 1"},
+		{limit: -1},
+		{limit: 2, capped: "hetsched_node_series_capped 0", perNodeOut: true},
+	} {
+		s := startWith(t, Options{DataDir: t.TempDir(), NodeMetricsLimit: tc.limit})
+		text := string(scrape(t, s.base))
+		s.stop(t)
+		if tc.capped != "" && !strings.Contains(text, tc.capped) || tc.capped == "" && strings.Contains(text, "hetsched_node_series_capped") {
+			t.Errorf("limit %d: want %q in the scrape", tc.limit, tc.capped)
+		}
+		if got := strings.Contains(text, "hetsched_node_resource_capacity{"); got != tc.perNodeOut {
+			t.Errorf("limit %d: per-node series exported %v, want %v", tc.limit, got, tc.perNodeOut)
+		}
 	}
 }

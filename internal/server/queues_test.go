@@ -106,15 +106,15 @@ func TestTenantQueuesReclaimOverHTTP(t *testing.T) {
 	var text string
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		text = string(scrapeAs(t, s.base, adminTok))
-		if strings.Contains(text, `hetsched_queue_fair_share{queue="team-a",resource="nvidia.com/gpu"} 1000`) || time.Now().After(deadline) {
+		if strings.Contains(text, `hetsched_queue_fair_share{queue="team-a",resource="nvidia.com/gpu"} 1`) || time.Now().After(deadline) {
 			break
 		}
 	}
 	for _, want := range []string{
 		`hetsched_preemptions_total{reason="reclaim"} 1`,
 		`hetsched_preemptions_total{reason="priority"} 0`,
-		`hetsched_queue_fair_share{queue="team-a",resource="nvidia.com/gpu"} 1000`,
-		`hetsched_queue_usage{queue="team-b",resource="nvidia.com/gpu"} 1000`,
+		`hetsched_queue_fair_share{queue="team-a",resource="nvidia.com/gpu"} 1`,
+		`hetsched_queue_usage{queue="team-b",resource="nvidia.com/gpu"} 1`,
 		`hetsched_pending_tasks_by_reason{queue="team-b",reason=`,
 	} {
 		if !strings.Contains(text, want) {

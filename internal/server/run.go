@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -82,6 +83,10 @@ type Options struct {
 	// listener (for a scraper on a network the operator trusts); the API's
 	// /metrics needs an admin or metrics token when tokens are on.
 	MetricsListen string
+	// NodeMetricsLimit bounds the per-node and per-device series: a fleet
+	// of more nodes exports none (0: DefaultNodeMetricsLimit; negative:
+	// never exported).
+	NodeMetricsLimit int
 	// DefaultLease is the lease of a task without a command that names
 	// none (0: DefaultLeaseDuration; negative: such leases never expire).
 	DefaultLease time.Duration
@@ -265,7 +270,16 @@ type prepared struct {
 	reserve   int64
 	reg       *prometheus.Registry
 	m         *metrics.Metrics
+	// eng is the running engine (nil on a standby): the per-node
+	// collector's.
+	eng atomic.Pointer[engine.Engine]
 }
+
+// DefaultNodeMetricsLimit is Options.NodeMetricsLimit's default: 1,000
+// nodes of eight devices are about 30,000 per-node and per-device series,
+// whose copy holds the engine loop for about a millisecond per scrape
+// (BENCHMARKS.md, BenchmarkNodeCollector).
+const DefaultNodeMetricsLimit = 1000
 
 // prepare checks the options and reads their files.
 func prepare(opt Options) (*prepared, error) {
@@ -319,6 +333,12 @@ func prepare(opt Options) (*prepared, error) {
 	p.reg = prometheus.NewRegistry()
 	p.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	p.m = metrics.New(p.reg)
+	if limit := opt.NodeMetricsLimit; limit >= 0 {
+		if limit == 0 {
+			limit = DefaultNodeMetricsLimit
+		}
+		p.reg.MustRegister(engine.NodeCollector(p.eng.Load, limit, 5*time.Second))
+	}
 	return p, nil
 }
 
@@ -370,6 +390,7 @@ func (p *prepared) startEngine(ctx context.Context, st store.Store) (*engine.Eng
 	if err != nil {
 		return nil, err
 	}
+	p.eng.Store(eng)
 	if i, err := eng.UpsertNodes(ctx, p.nodes); err != nil {
 		eng.Close()
 		return nil, errs.Prefix("nodes."+p.nodes[i].Name, err)
