@@ -276,8 +276,8 @@ type prepared struct {
 }
 
 // DefaultNodeMetricsLimit is Options.NodeMetricsLimit's default: 1,000
-// nodes of eight devices are about 30,000 per-node and per-device series,
-// whose copy holds the engine loop for about a millisecond per scrape
+// nodes of eight devices are 30,000 per-node and per-device series, whose
+// copy holds the engine loop for up to about a millisecond per scrape
 // (BENCHMARKS.md, BenchmarkNodeCollector).
 const DefaultNodeMetricsLimit = 1000
 
