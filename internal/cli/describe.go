@@ -69,7 +69,7 @@ type page struct {
 }
 
 // keyWidth is the column where a page's values start.
-const keyWidth = 16
+const keyWidth = 17
 
 func (p *page) printf(format string, args ...any) {
 	if p.err == nil {
@@ -141,6 +141,32 @@ type taskPage struct {
 	Finished     *time.Time        `json:"finished"`
 	ExitCode     *int              `json:"exitCode"`
 	Attempts     []attempt         `json:"attempts"`
+	Queueing     *queueing         `json:"queueing"`
+}
+
+// queueing is where a pending task stands (its view's "queueing").
+type queueing struct {
+	Position       int        `json:"position"`
+	PositionAtMost bool       `json:"positionAtMost"`
+	Ahead          int        `json:"ahead"`
+	EstimatedStart *time.Time `json:"estimatedStart"`
+}
+
+// describeQueueing writes a pending task's place and estimated start.
+func describeQueueing(p *page, q *queueing) {
+	if q == nil {
+		return
+	}
+	pos := strconv.Itoa(q.Position)
+	if q.PositionAtMost {
+		pos = "at most " + pos
+	}
+	p.field("Queue Position", fmt.Sprintf("%s among its class, %d waiting in more important tiers", pos, q.Ahead))
+	if q.EstimatedStart == nil {
+		p.field("Estimated Start", "unknown")
+		return
+	}
+	p.field("Estimated Start", fmt.Sprintf("%s (in %s)", q.EstimatedStart.Local().Format(time.RFC3339), age(p.now, *q.EstimatedStart)))
 }
 
 type alternative struct {
@@ -177,6 +203,7 @@ func describeTask(p *page, raw json.RawMessage) error {
 	p.field("Priority", tierName(prio(t.Priority)))
 	p.field("State", t.State)
 	p.field("Reason", t.Reason)
+	describeQueueing(p, t.Queueing)
 	p.field("Node", t.Node)
 	p.field("Devices", t.devices())
 	p.field("Resources", human(t.Resources))

@@ -56,7 +56,7 @@ func TestDescribePendingLease(t *testing.T) {
 	if err := describeTask(p, []byte(raw)); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"Attempts:       <none>", "Reason:         0/1 nodes fit", "Command:        a lease (no command: the holder uses the devices), ends 30s after its placement or last renewal", "Node:           -"} {
+	for _, want := range []string{"Attempts:        <none>", "Reason:          0/1 nodes fit", "Command:         a lease (no command: the holder uses the devices), ends 30s after its placement or last renewal", "Node:            -"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("no %q in\n%s", want, out.String())
 		}

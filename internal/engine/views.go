@@ -377,3 +377,23 @@ func utilizationOf(n *api.Node, u *agentapi.NodeUsage) map[string]float64 {
 	}
 	return out
 }
+
+// QueueInfo reports where pending task id stands (core.QueueInfo),
+// computed by the loop; false when it is not pending in a class queue.
+func (e *Engine) QueueInfo(ctx context.Context, id string) (core.QueueInfo, bool, error) {
+	cmd := &queueInfoCmd{id: id}
+	if err := e.do(ctx, cmd); err != nil {
+		return core.QueueInfo{}, false, err
+	}
+	return cmd.out, cmd.ok, nil
+}
+
+// queueInfoCmd computes one task's core.QueueInfo on the loop.
+type queueInfoCmd struct {
+	answer
+	id  string
+	out core.QueueInfo
+	ok  bool
+}
+
+func (c *queueInfoCmd) run(e *Engine, _ time.Time) { c.out, c.ok = e.c.QueueInfo(c.id) }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/engine"
 	"github.com/hetsched/hetsched/internal/errs"
 	"github.com/hetsched/hetsched/internal/jsonread"
@@ -141,6 +142,27 @@ func writeTasks(w http.ResponseWriter, status int, recs []*engine.TaskRecord, ba
 var jsonContentType = []string{"application/json"}
 
 // writeTask writes one task view.
+// writeTaskQueueing writes one task's view with its queue position (as
+// "queueing": core.QueueInfo).
+func writeTaskQueueing(w http.ResponseWriter, r *engine.TaskRecord, info *core.QueueInfo) {
+	b, err := appendTaskView(nil, r)
+	if err == nil {
+		var q []byte
+		if q, err = json.Marshal(info); err == nil {
+			b = append(append(append(b[:len(b)-1], `,"queueing":`...), q...), '}', '\n')
+		}
+	}
+	if err != nil {
+		writeError(w, errs.New(errs.Internal, "", "encoding task %s: %v", r.Spec.ID, err))
+		return
+	}
+	h := w.Header()
+	h["Content-Type"] = jsonContentType
+	h["Content-Length"] = []string{strconv.Itoa(len(b))}
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b) // the client may have gone; nothing to do then
+}
+
 func writeTask(w http.ResponseWriter, status int, r *engine.TaskRecord) {
 	recs := [1]*engine.TaskRecord{r}
 	writeTasks(w, status, recs[:], false)

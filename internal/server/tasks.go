@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 
 	"net/http"
 	"net/url"
@@ -202,10 +203,29 @@ func (s *Server) owned(w http.ResponseWriter, r *http.Request) (*engine.TaskReco
 }
 
 func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
-	if rec, ok := s.owned(w, r); ok {
-		writeTask(w, http.StatusOK, engine.LocalRecord(principalOf(w, r).scope(), rec))
+	rec, ok := s.owned(w, r)
+	if !ok {
+		return
 	}
+	view := engine.LocalRecord(principalOf(w, r).scope(), rec)
+	if rec.State != "pending" || r.Method != http.MethodGet {
+		writeTask(w, http.StatusOK, view)
+		return
+	}
+	// A pending task's view says where it stands (the loop's answer,
+	// bounded: without it in time the view goes out without it).
+	ctx, cancel := context.WithTimeout(r.Context(), queueInfoTimeout)
+	info, ok, err := s.eng.QueueInfo(ctx, rec.Spec.ID)
+	cancel()
+	if err != nil || !ok {
+		writeTask(w, http.StatusOK, view)
+		return
+	}
+	writeTaskQueueing(w, view, &info)
 }
+
+// queueInfoTimeout bounds the wait for a pending task's queue position.
+const queueInfoTimeout = time.Second
 
 func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
 	rec, ok := s.owned(w, r)

@@ -1,0 +1,200 @@
+package core
+
+import (
+	"slices"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/resource"
+)
+
+// Where a pending task stands: its place in its class queue, the work
+// served before it, and an estimated start from the running tasks'
+// expected ends. A read for one task's view (GET /tasks/{id}), not a
+// scheduling input: its walks are bounded (maxPositionScan, maxETANodes,
+// maxETATasks), and past a bound it says less rather than walking on.
+
+// QueueInfo is where a pending task stands.
+type QueueInfo struct {
+	// Position is the task's place (1 = next) among the waiting tasks of
+	// its scheduling class at its level: identical requests, served in
+	// this order. PositionAtMost marks a queue too long to count: then
+	// Position is an upper bound.
+	Position       int  `json:"position"`
+	PositionAtMost bool `json:"positionAtMost,omitempty"`
+	// Ahead counts the tasks waiting at more important levels, served
+	// first wherever they fit.
+	Ahead int `json:"ahead"`
+	// EstimatedStart is when Position tasks of its class fit, with those
+	// of its class waiting in more important bands, assuming
+	// the running tasks on the nodes it may use end when expected (their
+	// declared or learned runtimes) and nothing more important takes the
+	// capacity first; zero when there is no estimate (a fleet or queue
+	// past the walks' bounds, a task that waits for a gang, a queue's
+	// max or its dependencies rather than capacity, or capacity that no
+	// running task's end frees).
+	EstimatedStart time.Time `json:"estimatedStart,omitzero"`
+}
+
+const (
+	maxPositionScan = 100_000 // class-queue entries counted for a position
+	maxETANodes     = 20_000  // nodes looked at for an estimate
+	maxETATasks     = 200_000 // running tasks looked at for an estimate
+)
+
+// QueueInfo reports where pending task id stands (false: no such pending
+// task in a class queue: unknown, not pending, or a gang member).
+func (c *Core) QueueInfo(id string) (QueueInfo, bool) {
+	t, ok := c.tasks[id]
+	if !ok || t.state != Pending || t.cq == nil || t.gready {
+		return QueueInfo{}, false
+	}
+	var info QueueInfo
+	info.Position, info.PositionAtMost = queuePosition(t.cq, t)
+	for l := 0; l < int(t.level); l++ {
+		info.Ahead += c.tiers[l].count
+	}
+	if t.reason == "" || t.cq.blocked || t.cq.lastReason != "" {
+		// Waiting for its turn or for capacity (not for its queue's max).
+		// Its class's tasks in the bands served before its own go first.
+		need := info.Position
+		for l := range t.cls.queues {
+			for _, q := range t.cls.queues[l] {
+				if q != nil && q.band < t.cq.band {
+					need += q.size()
+				}
+			}
+		}
+		if ns, ok := c.estimateStart(t, need); ok {
+			info.EstimatedStart = time.Unix(0, ns)
+		}
+	}
+	return info, true
+}
+
+// queuePosition is t's 1-based place in q, and whether it is only an
+// upper bound (q too long to count).
+func queuePosition(q *classQueue, t *Task) (int, bool) {
+	if !q.heap {
+		start := q.first
+		if int(t.cqpos)-start > maxPositionScan {
+			return int(t.cqpos) - start + 1, true // holes included: at most
+		}
+		n := 1
+		for _, x := range q.tasks[start:t.cqpos] {
+			if x != nil {
+				n++
+			}
+		}
+		return n, false
+	}
+	if len(q.tasks) > maxPositionScan {
+		return len(q.tasks), true
+	}
+	n := 1
+	for _, x := range q.tasks {
+		if x != t && taskLess(x, t) {
+			n++
+		}
+	}
+	return n, false
+}
+
+// release is one running task's expected end on one of the nodes an
+// estimate looks at: its resources come back to free at end.
+type release struct {
+	end  int64
+	node int // index into the estimate's free vectors
+	req  *resource.Vector
+}
+
+// estimateStart is when position tasks of t's class fit on the nodes its
+// options may use, if the running tasks there end when expected: the
+// earliest over its options (QueueInfo.EstimatedStart).
+func (c *Core) estimateStart(t *Task, position int) (int64, bool) {
+	best, found := int64(0), false
+	for oi := range t.cls.opts {
+		o := &t.cls.opts[oi]
+		if len(o.unknown) > 0 {
+			continue
+		}
+		if at, ok := c.estimateOption(t, o, position); ok && (!found || at < best) {
+			best, found = at, true
+		}
+	}
+	return best, found
+}
+
+// estimateOption is estimateStart for one option.
+func (c *Core) estimateOption(t *Task, o *Option, position int) (int64, bool) {
+	c.refreshGroups(t, o) // the cache an attempt would refresh the same way
+	var nodes []*Node
+	for _, g := range o.groups {
+		for b := range g.buckets {
+			nodes = append(nodes, g.buckets[b]...)
+			if len(nodes) > maxETANodes {
+				return 0, false
+			}
+		}
+	}
+	nd := c.dims.Len()
+	free := make([]resource.Vector, len(nodes))
+	fits := 0
+	var rels []release
+	for i, n := range nodes {
+		for d := 0; d < nd; d++ {
+			free[i][d] = n.capacity[d] - n.alloc[d]
+		}
+		fits += fitCount(&free[i], &o.req, o.reqLen)
+		for _, rt := range n.tasks {
+			ro := &rt.cls.opts[optIndex(rt.chosen)]
+			end := rt.started + int64(c.expectedOn(rt, ro, n))
+			rels = append(rels, release{end: max(end, c.now), node: i, req: &ro.req})
+		}
+		if len(rels) > maxETATasks {
+			return 0, false
+		}
+	}
+	if fits >= position {
+		return c.now, true
+	}
+	slices.SortFunc(rels, func(a, b release) int {
+		switch {
+		case a.end < b.end:
+			return -1
+		case a.end > b.end:
+			return 1
+		}
+		return 0
+	})
+	for _, r := range rels {
+		f := &free[r.node]
+		before := fitCount(f, &o.req, o.reqLen)
+		for d := 0; d < nd; d++ {
+			f[d] += r.req[d]
+		}
+		if fits += fitCount(f, &o.req, o.reqLen) - before; fits >= position {
+			return r.end, true
+		}
+	}
+	return 0, false
+}
+
+// fitCount is how many requests req fit in free (by vector; a request of
+// nothing fits once).
+func fitCount(free, req *resource.Vector, reqLen int) int {
+	n, any := -1, false
+	for d := 0; d < reqLen; d++ {
+		if req[d] <= 0 {
+			continue
+		}
+		any = true
+		k := int(max(free[d], 0) / req[d])
+		if n < 0 || k < n {
+			n = k
+		}
+	}
+	if !any {
+		return 1
+	}
+	return n
+}
