@@ -2,6 +2,7 @@ package core
 
 import (
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/hetsched/hetsched/internal/resource"
@@ -38,7 +39,7 @@ type QueueInfo struct {
 const (
 	maxPositionScan = 100_000 // class-queue entries counted for a position
 	maxETANodes     = 20_000  // nodes looked at for an estimate
-	maxETATasks     = 200_000 // running tasks looked at for an estimate
+	maxETATasks     = 200_000 // nodes and running tasks looked at for one task's estimate
 )
 
 // QueueInfo reports where pending task id stands (false: no such pending
@@ -56,19 +57,27 @@ func (c *Core) QueueInfo(id string) (QueueInfo, bool) {
 	if t.reason == "" || t.cq.blocked || t.cq.lastReason != "" {
 		// Waiting for its turn or for capacity (not for its queue's max).
 		// Its class's tasks in the bands served before its own go first.
-		need := info.Position
-		for l := range t.cls.queues {
-			for _, q := range t.cls.queues[l] {
-				if q != nil && q.band < t.cq.band {
-					need += q.size()
-				}
-			}
-		}
-		if ns, ok := c.estimateStart(t, need); ok {
+		need := info.Position + sameClassAhead(t)
+		budget := maxETATasks
+		if ns, ok := c.estimateStart(t, need, &budget, nil); ok {
 			info.EstimatedStart = time.Unix(0, ns)
 		}
 	}
 	return info, true
+}
+
+// sameClassAhead counts the tasks of t's class waiting in the bands served
+// before t's.
+func sameClassAhead(t *Task) int {
+	n := 0
+	for l := range t.cls.queues {
+		for _, q := range t.cls.queues[l] {
+			if q != nil && q.band < t.cq.band {
+				n += q.size()
+			}
+		}
+	}
+	return n
 }
 
 // queuePosition is t's 1-based place in q, and whether it is only an
@@ -109,55 +118,77 @@ type release struct {
 
 // estimateStart is when position tasks of t's class fit on the nodes its
 // options may use, if the running tasks there end when expected: the
-// earliest over its options (QueueInfo.EstimatedStart).
-func (c *Core) estimateStart(t *Task, position int) (int64, bool) {
+// earliest over its options (QueueInfo.EstimatedStart). budget bounds the
+// nodes and running tasks it looks at (and is lowered by them): past it,
+// there is no estimate.
+func (c *Core) estimateStart(t *Task, position int, budget *int, walks etaWalks) (int64, bool) {
 	best, found := int64(0), false
 	for oi := range t.cls.opts {
 		o := &t.cls.opts[oi]
 		if len(o.unknown) > 0 {
 			continue
 		}
-		if at, ok := c.estimateOption(t, o, position); ok && (!found || at < best) {
+		if at, ok := c.estimateOption(t, o, position, budget, walks); ok && (!found || at < best) {
 			best, found = at, true
 		}
 	}
 	return best, found
 }
 
-// estimateOption is estimateStart for one option.
-func (c *Core) estimateOption(t *Task, o *Option, position int) (int64, bool) {
-	c.refreshGroups(t, o) // the cache an attempt would refresh the same way
+// etaWalk is what an estimate reads of the nodes of one set of groups:
+// their free vectors and their running tasks' releases, sorted by
+// expected end. One HeadEstimates call shares it between the classes
+// that may use the same groups.
+type etaWalk struct {
+	free []resource.Vector
+	rels []release
+}
+
+// etaWalks caches the walks of one call, by the groups' ids.
+type etaWalks map[string]*etaWalk
+
+// walkFor returns the walk of o's groups (cached in walks when not nil),
+// lowering budget by the nodes and tasks a new walk looks at; nil past
+// the budget.
+func (c *Core) walkFor(o *Option, walks etaWalks, budget *int) *etaWalk {
+	var key []byte
+	if walks != nil {
+		for _, g := range o.groups {
+			key = strconv.AppendInt(append(key, ','), int64(g.id), 10)
+		}
+		if w, ok := walks[string(key)]; ok {
+			return w
+		}
+	}
 	var nodes []*Node
 	for _, g := range o.groups {
 		for b := range g.buckets {
 			nodes = append(nodes, g.buckets[b]...)
-			if len(nodes) > maxETANodes {
-				return 0, false
+			if len(nodes) > maxETANodes || len(nodes) > *budget {
+				*budget = 0
+				return nil
 			}
 		}
 	}
+	*budget -= len(nodes)
 	nd := c.dims.Len()
-	free := make([]resource.Vector, len(nodes))
-	fits := 0
-	var rels []release
+	w := &etaWalk{free: make([]resource.Vector, len(nodes))}
 	for i, n := range nodes {
 		for d := 0; d < nd; d++ {
-			free[i][d] = n.capacity[d] - n.alloc[d]
+			w.free[i][d] = n.capacity[d] - n.alloc[d]
 		}
-		fits += fitCount(&free[i], &o.req, o.reqLen)
 		for _, rt := range n.tasks {
 			ro := &rt.cls.opts[optIndex(rt.chosen)]
 			end := rt.started + int64(c.expectedOn(rt, ro, n))
-			rels = append(rels, release{end: max(end, c.now), node: i, req: &ro.req})
+			w.rels = append(w.rels, release{end: max(end, c.now), node: i, req: &ro.req})
 		}
-		if len(rels) > maxETATasks {
-			return 0, false
+		if len(w.rels) > *budget {
+			*budget = 0
+			return nil
 		}
 	}
-	if fits >= position {
-		return c.now, true
-	}
-	slices.SortFunc(rels, func(a, b release) int {
+	*budget -= len(w.rels)
+	slices.SortFunc(w.rels, func(a, b release) int {
 		switch {
 		case a.end < b.end:
 			return -1
@@ -166,7 +197,29 @@ func (c *Core) estimateOption(t *Task, o *Option, position int) (int64, bool) {
 		}
 		return 0
 	})
-	for _, r := range rels {
+	if walks != nil {
+		walks[string(key)] = w
+	}
+	return w
+}
+
+// estimateOption is estimateStart for one option.
+func (c *Core) estimateOption(t *Task, o *Option, position int, budget *int, walks etaWalks) (int64, bool) {
+	c.refreshGroups(t, o) // the cache an attempt would refresh the same way
+	w := c.walkFor(o, walks, budget)
+	if w == nil {
+		return 0, false
+	}
+	free := slices.Clone(w.free) // the walk's stay as they are, for the next class
+	fits := 0
+	for i := range free {
+		fits += fitCount(&free[i], &o.req, o.reqLen)
+	}
+	if fits >= position {
+		return c.now, true
+	}
+	nd := c.dims.Len()
+	for _, r := range w.rels {
 		f := &free[r.node]
 		before := fitCount(f, &o.req, o.reqLen)
 		for d := 0; d < nd; d++ {
@@ -197,4 +250,36 @@ func fitCount(free, req *resource.Vector, reqLen int) int {
 		return 1
 	}
 	return n
+}
+
+// HeadEstimate is the estimated start of the first task of one blocked
+// class queue (Core.HeadEstimates).
+type HeadEstimate struct {
+	Task  string
+	Start time.Time
+}
+
+// HeadEstimates estimates, for the first task of each class queue blocked
+// on capacity, when it starts (as QueueInfo.EstimatedStart), until budget
+// nodes and running tasks have been looked at (classes that may use the
+// same groups share one look): the queues past it, and those without an
+// estimate, are left out. For an aggregate by queue
+// (the driver maps each task to its queue).
+func (c *Core) HeadEstimates(budget int) []HeadEstimate {
+	var out []HeadEstimate
+	walks := etaWalks{}
+	for _, r := range c.blockedAll {
+		if budget <= 0 {
+			break
+		}
+		q := r.q
+		if !q.blocked || q.gen != r.gen || q.size() == 0 {
+			continue
+		}
+		t := q.head()
+		if ns, ok := c.estimateStart(t, 1+sameClassAhead(t), &budget, walks); ok {
+			out = append(out, HeadEstimate{Task: t.id, Start: time.Unix(0, ns)})
+		}
+	}
+	return out
 }

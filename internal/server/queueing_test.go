@@ -1,6 +1,8 @@
 package server
 
 import (
+	"regexp"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -52,5 +54,17 @@ func TestTaskViewQueueing(t *testing.T) {
 		if !at.Equal(want.start) {
 			t.Errorf("%s: estimated start %v, want %v", id, at, want.start)
 		}
+	}
+	// The aggregate: the default queue's next start is g3's, g1's end.
+	m := regexp.MustCompile(`(?m)^hetsched_queue_next_start_seconds\{queue="default"\} (\S+)$`).FindStringSubmatch(string(scrape(t, s.base)))
+	if m == nil {
+		t.Fatal("no hetsched_queue_next_start_seconds for the default queue")
+	}
+	wait, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := time.Until(placed["g1"].Add(10 * time.Minute)).Seconds(); wait > 600 || wait < left-1 {
+		t.Errorf("next start in %vs, want about %vs (g1's end)", wait, left)
 	}
 }

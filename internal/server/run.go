@@ -339,6 +339,7 @@ func prepare(opt Options) (*prepared, error) {
 		}
 		p.reg.MustRegister(engine.NodeCollector(p.eng.Load, limit, 5*time.Second))
 	}
+	p.reg.MustRegister(engine.EstimateCollector(p.eng.Load, engine.EstimateBudget, 5*time.Second))
 	return p, nil
 }
 
