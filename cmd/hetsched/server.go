@@ -9,10 +9,12 @@ import (
 
 	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/server"
+	"github.com/hetsched/hetsched/internal/telemetry"
 )
 
 func newServer() *cobra.Command {
 	var opt server.Options
+	var logs logFlags
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the control plane: the HTTP API on the scheduling core with an embedded store",
@@ -20,9 +22,21 @@ func newServer() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
+			lg, err := telemetry.NewLogger(cmd.ErrOrStderr(), logs.format, logs.level)
+			if err != nil {
+				return err
+			}
+			opt.Logger = lg
+			tr, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "hetsched-server"})
+			if err != nil {
+				return err
+			}
+			opt.Tracing = tr
+			defer shutdownTracing(tr, lg)
 			return server.Run(ctx, cmd.OutOrStdout(), opt)
 		},
 	}
+	logs.flags(cmd)
 	cmd.Flags().StringVar(&opt.Listen, "listen", "127.0.0.1:7070", "address to serve on (loopback only without --tokens or --client-ca; off loopback tokens need TLS)")
 	cmd.Flags().StringVar(&opt.DataDir, "data-dir", "", "directory of the durable store (required)")
 	cmd.Flags().StringVar(&opt.NodesFile, "nodes", "", "static node inventory (YAML or JSON, API.md format)")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/demo"
+	"github.com/hetsched/hetsched/internal/telemetry"
 	"github.com/hetsched/hetsched/internal/up"
 )
 
@@ -65,6 +66,12 @@ and up says which it waits for; a second Ctrl-C kills them at once.`,
 				level = slog.LevelInfo
 			}
 			opt.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			tr, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "hetsched-up"})
+			if err != nil {
+				return err
+			}
+			opt.Tracing = tr
+			defer shutdownTracing(tr, opt.Logger)
 			return up.Run(ctx, cmd.OutOrStdout(), opt)
 		},
 	}

@@ -25,12 +25,18 @@ const (
 //   - CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES: the assigned NVIDIA
 //     GPUs (a MIG instance by its UUID, a GPU by its index); on a node with
 //     GPUs a task given none gets "" and "void" so it cannot use any;
-//   - TPU_VISIBLE_CHIPS: the assigned TPU chips, set the same way.
+//   - TPU_VISIBLE_CHIPS: the assigned TPU chips, set the same way;
+//   - TRACEPARENT: for a traced task, the W3C trace context of its
+//     placement, so that the command's own spans continue the trace its
+//     submission started.
 func taskEnv(a *agentapi.Assignment, n *api.Node) map[string]string {
 	env := map[string]string{
 		"HETSCHED_TASK_ID": a.Task,
 		"HETSCHED_ATTEMPT": strconv.Itoa(a.Attempt),
 		"HETSCHED_NODE":    a.Node,
+	}
+	if a.Traceparent != "" {
+		env["TRACEPARENT"] = a.Traceparent
 	}
 	var all, gpus, tpus []string
 	for _, d := range a.Devices {

@@ -80,6 +80,9 @@ type Assignment struct {
 	Devices  []api.DeviceRef   `json:"devices,omitempty"`
 	Timeout  api.Duration      `json:"timeout,omitempty"`
 	Duration api.Duration      `json:"duration,omitempty"`
+	// Traceparent is the W3C trace context the task's command continues
+	// (its TRACEPARENT): its placement's span; empty when not traced.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // AgentMessage is one message of an assignment stream.

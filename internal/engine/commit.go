@@ -66,7 +66,7 @@ func (e *Engine) commitStaged(now time.Time) error {
 		e.gauges.attempts = e.gauges.attempts[:0]
 		return err
 	}
-	if err := e.commitDurable(b); err != nil {
+	if err := e.tracing.commit(len(b.recs), func() error { return e.commitDurable(b) }); err != nil {
 		e.gauges.attempts = e.gauges.attempts[:0] // not decided: nothing was kept
 		return err
 	}

@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/errs"
@@ -36,6 +38,9 @@ type Config struct {
 	// retention.go.
 	RetainFinished    time.Duration
 	RetainFinishedMax int
+	// Tracer, when set, traces the tasks submitted within a sampled span
+	// (tracing.go); nil traces nothing.
+	Tracer trace.Tracer
 }
 
 // ErrStopped is returned once the engine has stopped.
@@ -93,6 +98,10 @@ type Engine struct {
 	gauges  gauges
 	// ret is the finished work waiting for retention (retention.go).
 	ret retention
+	// tracing is the loop's task tracing (tracing.go); submitTrace the
+	// traceparent of the submission the loop is running (submitCmd).
+	tracing     taskTracing
+	submitTrace string
 }
 
 // New opens an engine on st, rebuilding the core from what st holds, and
@@ -121,6 +130,9 @@ func New(cfg Config, st store.Store) (*Engine, error) {
 		staged:   newStaging(), owner: map[string]string{}, admin: map[string]string{}, jobLast: map[string]string{},
 		waiting: newWaitCounts(), gauges: gauges{m: cfg.Metrics},
 		ret: retention{after: cfg.RetainFinished, max: cfg.RetainFinishedMax},
+	}
+	if cfg.Tracer != nil {
+		e.tracing = taskTracing{tr: cfg.Tracer, policy: cfg.Core.Policy, reasons: map[string][]reasonEvent{}}
 	}
 	e.events.reset(1)
 	if err := e.recover(); err != nil {

@@ -47,6 +47,10 @@ type TaskRecord struct {
 	// drained, retried after a failure), oldest first, at most
 	// MaxAttempts; the fields above are the current attempt's.
 	Attempts []Attempt `json:"attempts,omitempty"`
+	// Trace is the W3C traceparent its life continues (tracing.go): its
+	// sampled submission's, then its latest placement's. Empty: not
+	// traced.
+	Trace string `json:"trace,omitempty"`
 
 	// spec caches Spec's JSON encoding (which may lack the id when the
 	// engine generated it; the store key carries it). Immutable once set,
@@ -161,6 +165,10 @@ func (r *TaskRecord) appendJSON(b []byte) ([]byte, error) {
 				return b, err
 			}
 		}
+	}
+	if r.Trace != "" {
+		b = append(b, `,"trace":`...)
+		b = api.AppendJSONString(b, r.Trace)
 	}
 	if len(r.Attempts) > 0 {
 		// Rare (re-queued tasks only): encoding/json is fast enough.

@@ -40,6 +40,7 @@ func TestAppendJSONMatchesMarshal(t *testing.T) {
 			Submitted: time.Unix(rapid.Int64Range(0, 4e9).Draw(t, "sub"), rapid.Int64Range(0, 1e9-1).Draw(t, "subns")).
 				In(time.FixedZone("x", rapid.IntRange(-12, 12).Draw(t, "zone")*3600)),
 			Scheduled: optTime(t, "sched"), Started: optTime(t, "start"), Finished: optTime(t, "fin"),
+			Trace: rapid.SampledFrom([]string{"", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}).Draw(t, "trace"),
 		}
 		if rapid.Bool().Draw(t, "exit") {
 			c := rapid.IntRange(-255, 255).Draw(t, "code")

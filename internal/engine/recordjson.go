@@ -64,6 +64,8 @@ func decodeTask(key string, b []byte) (*TaskRecord, error) {
 			rec.Finished, err = readTimePtr(r)
 		case "attempts":
 			rec.Attempts, err = readAttempts(r)
+		case "trace":
+			rec.Trace, err = r.ReadString()
 		default:
 			err = fmt.Errorf("unknown member %q", k)
 		}

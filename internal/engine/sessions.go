@@ -206,7 +206,7 @@ func active(r *TaskRecord) bool {
 func assignmentOf(r *TaskRecord) agentapi.Assignment {
 	return agentapi.Assignment{Task: r.Spec.ID, Attempt: r.Attempt, Node: r.Node, State: r.State,
 		Command: r.Spec.Command, Env: r.Spec.Env, Devices: r.Devices,
-		Timeout: r.Spec.Timeout, Duration: r.Spec.Duration}
+		Timeout: r.Spec.Timeout, Duration: r.Spec.Duration, Traceparent: r.Trace}
 }
 
 // track updates the assignment index and the agents' feeds for published

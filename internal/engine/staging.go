@@ -196,7 +196,8 @@ func sameCause(a, b *string) bool { return a == b || a != nil && b != nil && *a 
 // stage writes v into r (not yet published), stamps the times of a state
 // change and stages r.
 func (e *Engine) stage(r *TaskRecord, v taskView, id string, now time.Time) {
-	prev, s := r.State, v.s
+	prev, prevReason, s := r.State, r.Reason, v.s
+	var ended *Attempt
 	if s.Attempt != r.Attempt && r.Node != "" {
 		// The placed attempt ended and the task goes on (re-queued or
 		// placed again): keep it in the history.
@@ -205,6 +206,7 @@ func (e *Engine) stage(r *TaskRecord, v taskView, id string, now time.Time) {
 			reason = *v.cause
 		}
 		r.endAttempt(now, reason)
+		ended = &r.Attempts[len(r.Attempts)-1]
 	}
 	r.State, r.Node, r.Devices, r.Chosen, r.Attempt, r.Reason = v.state, s.Node, s.Devices, s.Chosen, s.Attempt, v.reason
 	r.Failures, r.Cause = s.Failures, v.cause
@@ -221,6 +223,9 @@ func (e *Engine) stage(r *TaskRecord, v taskView, id string, now time.Time) {
 		r.Finished = timePtr(now)
 	case s.State == core.Pending:
 		r.Scheduled, r.Started = nil, nil
+	}
+	if e.tracing.on() {
+		e.tracing.staged(r, prev, prevReason, ended, now)
 	}
 	e.staged.tasks[id] = r
 }

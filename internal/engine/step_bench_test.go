@@ -6,6 +6,10 @@ import (
 	"sync/atomic"
 	"testing"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/resource"
@@ -29,10 +33,30 @@ func (nullStore) Close() error                                                  
 
 // BenchmarkSubmitStep submits one lease per call from parallel callers, on
 // a store that commits nothing: each task is staged, placed, encoded,
-// published and answered by the loop's group commit.
+// published and answered by the loop's group commit. With tracing off
+// (no tracer, the default), with a tracer that samples nothing, and with
+// one that samples every submission (its spans dropped by the exporter):
+// a traced task's submission, placement and commit spans.
 func BenchmarkSubmitStep(b *testing.B) {
+	for _, c := range []struct {
+		name    string
+		sampler sdktrace.Sampler // nil: no tracer
+	}{{"tracing=off", nil}, {"tracing=unsampled", sdktrace.NeverSample()}, {"tracing=sampled", sdktrace.AlwaysSample()}} {
+		b.Run(c.name, func(b *testing.B) {
+			var tracer trace.Tracer
+			if c.sampler != nil {
+				tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(c.sampler), sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+				defer tp.Shutdown(context.Background())
+				tracer = tp.Tracer("bench")
+			}
+			benchSubmitStep(b, tracer)
+		})
+	}
+}
+
+func benchSubmitStep(b *testing.B, tracer trace.Tracer) {
 	st := nullStore{commits: new(atomic.Int64)}
-	e, err := New(Config{Core: core.DefaultConfig()}, st)
+	e, err := New(Config{Core: core.DefaultConfig(), Tracer: tracer}, st)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -7,6 +7,9 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/errs"
@@ -25,11 +28,14 @@ type submitCmd struct {
 	prepErr []error  // per task: validation error from prepareFor
 	ids     []string // per task: its id (result)
 	errs    []error  // per task: its error (result)
+	trace   string   // the sampled traceparent of the submission ("": none)
 }
 
 func (c *submitCmd) run(e *Engine, now time.Time) {
 	c.ids = make([]string, len(c.tasks))
 	c.errs = make([]error, len(c.tasks))
+	e.submitTrace = c.trace
+	defer func() { e.submitTrace = "" }()
 	for i := range c.tasks {
 		if c.errs[i] = c.prepErr[i]; c.errs[i] == nil {
 			c.ids[i], c.errs[i] = e.submit(c.tenant, &c.tasks[i], c.specs[i], now, "")
@@ -43,7 +49,12 @@ func (e *Engine) Submit(ctx context.Context, tenant string, tasks []api.Task) ([
 	if err := e.roomForWork(); err != nil {
 		return nil, nil, err
 	}
-	cmd := &submitCmd{tenant: tenant, tasks: tasks,
+	if e.tracing.on() {
+		var span trace.Span
+		ctx, span = e.tracing.tr.Start(ctx, "hetsched.submit", trace.WithAttributes(attribute.Int("hetsched.tasks", len(tasks))))
+		defer span.End()
+	}
+	cmd := &submitCmd{tenant: tenant, tasks: tasks, trace: sampledTraceparent(ctx),
 		specs: make([][]byte, len(tasks)), prepErr: make([]error, len(tasks))}
 	// Validation and encoding run here, in the caller's goroutine, so that
 	// concurrent submitters do them in parallel and the loop does not.
@@ -111,7 +122,7 @@ func (e *Engine) submit(tenant string, spec *api.Task, specJSON []byte, now time
 		return "", err
 	}
 	e.seq++
-	r := &TaskRecord{Spec: *spec, Tenant: tenant, Seq: e.seq, Chosen: -1, Submitted: now, spec: specJSON}
+	r := &TaskRecord{Spec: *spec, Tenant: tenant, Seq: e.seq, Chosen: -1, Submitted: now, spec: specJSON, Trace: e.submitTrace}
 	e.stageState(r, spec.ID, now)
 	return spec.ID, nil
 }

@@ -67,7 +67,7 @@ func (s *Server) agentRegister(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	s.log.Info("agent registered", "agent", reg.Agent, "nodes", len(reg.Nodes), "generation", reply.Generation)
+	s.log.InfoContext(r.Context(), "agent registered", "agent", reg.Agent, "nodes", len(reg.Nodes), "generation", reply.Generation)
 	writeJSON(w, http.StatusOK, reply)
 }
 
@@ -199,6 +199,6 @@ func (s *Server) releaseNode(w http.ResponseWriter, r *http.Request) {
 	if holder != "" {
 		from = "agent " + holder
 	}
-	s.log.Warn("node released", "node", name, "from", from)
+	s.log.WarnContext(r.Context(), "node released", "node", name, "from", from)
 	writeJSON(w, http.StatusOK, map[string]string{"name": name, "released": from})
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 	"sigs.k8s.io/yaml"
 
 	"github.com/hetsched/hetsched/internal/api"
@@ -27,6 +28,7 @@ import (
 	"github.com/hetsched/hetsched/internal/metrics"
 	"github.com/hetsched/hetsched/internal/resource"
 	"github.com/hetsched/hetsched/internal/store"
+	"github.com/hetsched/hetsched/internal/telemetry"
 )
 
 // Options are the `hetsched server` flags.
@@ -128,6 +130,9 @@ type Options struct {
 	ElectionTTL               time.Duration
 	EtcdPrefix                string
 	Logger                    *slog.Logger
+	// Tracing, when enabled, traces requests and the tasks submitted in
+	// sampled ones (telemetry.Setup); nil: off.
+	Tracing *telemetry.Tracing
 	// Ready, when set, receives the bound address once serving.
 	Ready func(addr string)
 }
@@ -384,7 +389,11 @@ func schedulerConfig(opt Options) (core.Config, error) {
 // startEngine rebuilds the engine from st and puts the --nodes and
 // --queues files' objects.
 func (p *prepared) startEngine(ctx context.Context, st store.Store) (*engine.Engine, error) {
-	eng, err := engine.New(engine.Config{Core: p.cfg, Logger: p.lg, Metrics: p.m,
+	var tracer trace.Tracer
+	if t := p.opt.Tracing; t != nil && t.Enabled {
+		tracer = t.Tracer("engine")
+	}
+	eng, err := engine.New(engine.Config{Core: p.cfg, Logger: p.lg, Metrics: p.m, Tracer: tracer,
 		HeartbeatInterval: p.opt.HeartbeatInterval, MissedHeartbeats: p.opt.MissedHeartbeats,
 		DefaultLease: defaultLeaseOf(p.opt.DefaultLease), RetainFinished: retainOf(p.opt.RetainFinished),
 		RetainFinishedMax: p.opt.RetainFinishedMax}, st)
@@ -419,6 +428,7 @@ func (p *prepared) startEngine(ctx context.Context, st store.Store) (*engine.Eng
 func (p *prepared) newHandler(eng *engine.Engine, addr string) *Server {
 	opt := p.opt
 	handler := New(eng, p.cfg.Policy, p.lg, p.reg, p.m, p.auth)
+	handler.SetTracing(opt.Tracing)
 	handler.browser = newBrowserGuard(p.auth == nil, addr, p.origins)
 	handler.streams = newStreamSlots(limitOf(opt.MaxEventStreams, DefaultMaxEventStreams), limitOf(opt.MaxEventStreamsPerTenant, DefaultMaxEventStreamsPerTenant), p.m)
 	if opt.EventWriteTimeout > 0 {

@@ -38,6 +38,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hetsched/hetsched/internal/api"
@@ -71,6 +73,8 @@ type Server struct {
 	// servers lists the control plane's servers (ha.go); nil: this one,
 	// on the embedded store.
 	servers func(context.Context) (api.ServerList, error)
+	// tracing makes request spans (tracing.go).
+	tracing httpTracing
 }
 
 // Close ends long-lived streams (events) so that a graceful shutdown does
@@ -173,6 +177,11 @@ func (s *Server) table() []route {
 // waiting HTTP/2 streams that is 4 GiB (TestWaitingStackShrinks).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sw := &statusWriter{ResponseWriter: w, code: http.StatusOK, start: time.Now()}
+	if s.tracing.tr != nil {
+		var span trace.Span
+		r, span = s.tracing.start(r)
+		defer func() { s.tracing.end(span, r, sw.code) }()
+	}
 	if s.browser.cors(sw, r) {
 		return // a preflight of an allowed origin, answered
 	}
@@ -199,7 +208,7 @@ func (s *Server) serve(sw *statusWriter, r *http.Request) {
 // answered (not left waiting in sw.waiting), records its duration.
 func (s *Server) finish(sw *statusWriter, r *http.Request) {
 	if p := recover(); p != nil {
-		s.log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", p)
+		s.log.ErrorContext(r.Context(), "handler panic", "method", r.Method, "path", r.URL.Path, "panic", p)
 		writeError(sw, errs.New(errs.Internal, "", "internal error"))
 		if sw.waiting != nil {
 			sw.waiting.leave()

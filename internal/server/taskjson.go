@@ -80,6 +80,10 @@ func appendTaskView(b []byte, r *engine.TaskRecord) ([]byte, error) {
 		b = append(b, `,"attempts":`...)
 		b = append(b, h...)
 	}
+	if r.Trace != "" {
+		b = append(b, `,"trace":`...)
+		b = api.AppendJSONString(b, r.Trace)
+	}
 	return append(b, '}'), nil
 }
 

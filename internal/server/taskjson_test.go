@@ -28,7 +28,8 @@ func TestAppendTaskViewMatchesEncodingJSON(t *testing.T) {
 			State: "succeeded", Node: "gpu-a", Devices: []api.DeviceRef{{Type: "nvidia.com/gpu", ID: "0", Model: "L4"}},
 			Chosen: 0, Attempt: 2, ExitCode: &code, Reason: "done <ok> \x01", Submitted: now, Scheduled: &now, Started: &later, Finished: &later,
 			Attempts: []engine.Attempt{{Attempt: 0, Node: "gpu-b", Devices: []api.DeviceRef{{Type: "nvidia.com/gpu", ID: "1", Share: 500}},
-				Scheduled: &now, Started: &now, Finished: later, ExitCode: &code, Reason: "node gpu-b is gone <&>"}, {Attempt: 1, Finished: later}}},
+				Scheduled: &now, Started: &now, Finished: later, ExitCode: &code, Reason: "node gpu-b is gone <&>"}, {Attempt: 1, Finished: later}},
+			Trace: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
 	}
 	for _, r := range recs {
 		want, err := json.Marshal(view(r))

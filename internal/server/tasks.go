@@ -32,12 +32,14 @@ type taskView struct {
 	// Attempts are the earlier attempts, oldest first (the fields above
 	// are the current one's).
 	Attempts []engine.Attempt `json:"attempts,omitempty"`
+	// Trace is the traceparent a traced task's life continues.
+	Trace string `json:"trace,omitempty"`
 }
 
 func view(r *engine.TaskRecord) taskView {
 	return taskView{Task: r.Spec, State: r.State, Node: r.Node, Devices: r.Devices, Chosen: r.Chosen,
 		Attempt: r.Attempt, ExitCode: r.ExitCode, Reason: r.Reason, Submitted: r.Submitted,
-		Scheduled: r.Scheduled, Started: r.Started, Finished: r.Finished, Attempts: r.Attempts}
+		Scheduled: r.Scheduled, Started: r.Started, Finished: r.Finished, Attempts: r.Attempts, Trace: r.Trace}
 }
 
 // submitTasks decodes the body and submits; it returns the durable ids

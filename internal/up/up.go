@@ -26,6 +26,7 @@ import (
 	"github.com/hetsched/hetsched/internal/cli"
 	"github.com/hetsched/hetsched/internal/demo"
 	"github.com/hetsched/hetsched/internal/server"
+	"github.com/hetsched/hetsched/internal/telemetry"
 )
 
 // Options are the `hetsched up` flags.
@@ -44,6 +45,9 @@ type Options struct {
 	Shim    []string
 	ShimEnv []string
 	Logger  *slog.Logger
+	// Tracing traces the server's requests and tasks (server.Options'
+	// Tracing); nil: off.
+	Tracing *telemetry.Tracing
 	// Ready, when set, is called with the API URL once every agent has
 	// registered.
 	Ready func(url string)
@@ -118,7 +122,7 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	go func() {
 		srvErr <- server.Run(sctx, io.Discard, server.Options{
 			Listen: opt.Listen, DataDir: filepath.Join(opt.DataDir, "store"), Policy: opt.Policy,
-			QueuesFile: opt.Queues, Logger: lg, Ready: func(a string) { addr <- a },
+			QueuesFile: opt.Queues, Logger: lg, Tracing: opt.Tracing, Ready: func(a string) { addr <- a },
 		})
 	}()
 	var url string
