@@ -46,6 +46,7 @@ import (
 	"github.com/hetsched/hetsched/internal/engine"
 	"github.com/hetsched/hetsched/internal/errs"
 	"github.com/hetsched/hetsched/internal/metrics"
+	"github.com/hetsched/hetsched/internal/ui"
 )
 
 // Server serves the API.
@@ -97,6 +98,10 @@ func New(eng *engine.Engine, policy string, log *slog.Logger, reg *prometheus.Re
 			IdleConnTimeout:       time.Minute,
 		}}}
 	s.routes()
+	// The web UI's static page, script and style: no data, no token
+	// (the page asks for one and sends it with its API calls).
+	s.mux.Handle("GET /ui/", ui.Handler("/ui/"))
+	s.mux.HandleFunc("GET /ui", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ui/", http.StatusMovedPermanently) })
 	if reg != nil {
 		// With tokens, only admins and metrics tokens read the metrics:
 		// they name every queue and count its work. --metrics-listen

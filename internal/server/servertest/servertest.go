@@ -18,6 +18,12 @@ import (
 // base URL; the server stops when the test ends.
 func Start(t testing.TB, nodesYAML string) string {
 	t.Helper()
+	return StartWith(t, nodesYAML, nil)
+}
+
+// StartWith is Start with set changing the options first (tokens, say).
+func StartWith(t testing.TB, nodesYAML string, set func(*server.Options)) string {
+	t.Helper()
 	dir := t.TempDir()
 	nodes := filepath.Join(dir, "nodes.yaml")
 	if err := os.WriteFile(nodes, []byte(nodesYAML), 0o600); err != nil {
@@ -26,10 +32,12 @@ func Start(t testing.TB, nodesYAML string) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() {
-		done <- server.Run(ctx, io.Discard, server.Options{Listen: "127.0.0.1:0", DataDir: filepath.Join(dir, "data"), NodesFile: nodes,
-			Logger: slog.New(slog.DiscardHandler), Ready: func(a string) { ready <- a }})
-	}()
+	opt := server.Options{Listen: "127.0.0.1:0", DataDir: filepath.Join(dir, "data"), NodesFile: nodes,
+		Logger: slog.New(slog.DiscardHandler), Ready: func(a string) { ready <- a }}
+	if set != nil {
+		set(&opt)
+	}
+	go func() { done <- server.Run(ctx, io.Discard, opt) }()
 	select {
 	case a := <-ready:
 		t.Cleanup(func() { cancel(); <-done })

@@ -1,0 +1,71 @@
+// Package ui is the web UI the server serves at /ui: static pages whose
+// script reads the same HTTP API as the CLI, with the same tokens.
+//
+// Glossary:
+//   - Asset: a file of the UI (index.html, app.js, app.css), embedded in
+//     the binary: nothing is built or fetched at build, test or run time.
+//   - View: one page of the UI, chosen by the URL's fragment
+//     (#/overview, #/tasks, #/task/ID); every number on it comes from the
+//     API and live updates come from GET /api/v1/events.
+//   - Token: the bearer token a user enters once; the page keeps it in
+//     the tab's sessionStorage and sends it in the Authorization header
+//     (never a cookie, so no other page can make the browser use it).
+package ui
+
+import (
+	"embed"
+	"io/fs"
+	"net/http"
+	"path"
+	"strings"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// Handler serves the UI's assets under prefix ("/ui/"): the page and its
+// script and style, with a Content-Security-Policy that allows only the
+// page's own script, style and API (no inline script, no framing).
+func Handler(prefix string) http.Handler {
+	files, err := fs.Sub(assets, "assets")
+	if err != nil {
+		panic(err) // the embedded tree is fixed at build time
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name := strings.TrimPrefix(r.URL.Path, prefix)
+		if name == "" || name == "index.html" {
+			name = "index.html"
+		}
+		if path.Clean(name) != name || strings.Contains(name, "/") {
+			http.NotFound(w, r)
+			return
+		}
+		b, err := fs.ReadFile(files, name)
+		if err != nil {
+			http.NotFound(w, r)
+			return
+		}
+		h := w.Header()
+		h.Set("Content-Type", contentType(name))
+		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cache-Control", "no-cache")
+		if r.Method == http.MethodHead {
+			return
+		}
+		_, _ = w.Write(b)
+	})
+}
+
+func contentType(name string) string {
+	switch path.Ext(name) {
+	case ".html":
+		return "text/html; charset=utf-8"
+	case ".js":
+		return "text/javascript; charset=utf-8"
+	case ".css":
+		return "text/css; charset=utf-8"
+	}
+	return "application/octet-stream"
+}
