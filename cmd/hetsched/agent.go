@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 func newAgent() *cobra.Command {
 	var (
 		server, token, name, devices, workDir, logsListen, logsURL string
+		metricsAddr                                                string
 		fakeFleet                                                  int
 		grace, fakeDuration                                        time.Duration
 		verbose                                                    bool
@@ -37,6 +39,15 @@ server, heartbeats every 2s and runs the tasks the server assigns to it.
 With an https:// --server, --ca names the CA to trust and --cert/--key an
 agent certificate (hetsched certs agent --nodes NODE) to authenticate with
 instead of a token: the server lets it serve only the nodes it names.
+
+It serves Prometheus metrics (hetsched_agent_*: running tasks, task start
+latency, kills by reason, exits by result, device health, utilization and
+memory, heartbeat failures, connection state; hetsched_build_info, Go and
+process metrics) at GET /metrics on --metrics-listen, loopback by default;
+--metrics-listen off (or "") serves none. When the default address is taken
+(another agent on this machine) the agent runs without metrics and logs
+why; an explicit --metrics-listen it cannot listen on is an error.
+
 With --fake-fleet N it instead registers N simulated nodes whose tasks
 "run" for their duration (for scale tests).`,
 		Args: cobra.NoArgs,
@@ -91,7 +102,8 @@ With --fake-fleet N it instead registers N simulated nodes whose tasks
 				lg.Info("discovered device", "type", d.Type, "id", d.ID, "model", d.Model, "memory", int64(d.Memory), "simulated", d.Simulated, "topology", d.Topology)
 			}
 			a, err := agent.New(agent.Options{Server: server, Token: token, TLS: tc, Node: node, Monitors: monitors,
-				WorkDir: workDir, LogsListen: logsListen, LogsURL: logsURL, Grace: grace, Logger: lg})
+				WorkDir: workDir, LogsListen: logsListen, LogsURL: logsURL, Grace: grace, Logger: lg,
+				MetricsAddr: metricsListen(metricsAddr), MetricsBestEffort: !cmd.Flags().Changed("metrics-listen")})
 			if err != nil {
 				return err
 			}
@@ -108,11 +120,26 @@ With --fake-fleet N it instead registers N simulated nodes whose tasks
 	f.StringVar(&workDir, "work-dir", "", "directory for task work dirs, logs and results; keep it across restarts (default ~/.hetsched/agent/NAME)")
 	f.StringVar(&logsListen, "logs-listen", "127.0.0.1:0", "address serving task logs to the server")
 	f.StringVar(&logsURL, "logs-url", "", "URL the server uses to reach --logs-listen (default http://<logs-listen>)")
+	f.StringVar(&metricsAddr, "metrics-listen", defaultAgentMetricsAddr, `address serving GET /metrics (Prometheus); "off" or "" serves none; keep it on loopback or a private network`)
 	f.DurationVar(&grace, "grace", 10*time.Second, "SIGTERM to SIGKILL grace when a task is killed")
 	f.IntVar(&fakeFleet, "fake-fleet", 0, "simulate this many nodes instead of running tasks")
 	f.DurationVar(&fakeDuration, "fake-duration", time.Second, "with --fake-fleet: how long a task without a duration runs")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level with --fake-fleet")
 	return cmd
+}
+
+// defaultAgentMetricsAddr is the agent's default --metrics-listen: loopback
+// (the metrics name devices and the binary's version), next to the
+// server's 7070 and the kube scheduler's 7075.
+const defaultAgentMetricsAddr = "127.0.0.1:7076"
+
+// metricsListen is --metrics-listen as agent.Options.MetricsAddr: "off"
+// serves none.
+func metricsListen(flag string) string {
+	if strings.EqualFold(strings.TrimSpace(flag), "off") {
+		return ""
+	}
+	return strings.TrimSpace(flag)
 }
 
 // newAgentShim is the hidden per-task supervisor the agent starts.

@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/hetsched/hetsched/internal/agent/discover"
 	"github.com/hetsched/hetsched/internal/agent/executor"
 	"github.com/hetsched/hetsched/internal/agentapi"
@@ -41,6 +43,13 @@ type Options struct {
 	// 127.0.0.1:0); LogsURL overrides the advertised address.
 	LogsListen string
 	LogsURL    string
+	// MetricsAddr is where GET /metrics is served (Prometheus text, the
+	// agent's own registry); "" serves none. A listen failure stops Run
+	// unless MetricsBestEffort, where it is logged and Run goes on
+	// without metrics (the CLI's default address, taken by another agent
+	// on the same machine).
+	MetricsAddr       string
+	MetricsBestEffort bool
 	// Grace is the SIGTERM→SIGKILL grace of a killed task (default 10s).
 	Grace time.Duration
 	// Shim and ShimEnv start the executor's shim (default: this binary's
@@ -67,6 +76,9 @@ type Agent struct {
 	cluster string
 	host    hostUsage
 	sess    *session
+	m       *agentMetrics
+	// metricsAddr is the address /metrics is served on ("" when none).
+	metricsAddr atomic.Pointer[string]
 
 	mu sync.Mutex
 	// fenced marks attempts killed by fencing (reported lost).
@@ -112,6 +124,7 @@ func New(opt Options) (*Agent, error) {
 		fenced: map[key]bool{}, health: map[string]discover.DeviceSample{}}
 	a.sess = &session{name: opt.Node.Name, c: c, r: a, rep: newReporter(), log: lg}
 	a.fenceFile = filepath.Join(opt.WorkDir, "fence")
+	a.m = newAgentMetrics(a)
 	a.sess.onAck = func(sent time.Time, deadline time.Duration) {
 		if err := executor.WriteFence(a.fenceFile, sent.Add(deadline)); err != nil {
 			lg.Error("cannot write the fence file: tasks may be killed early", "err", err)
@@ -167,6 +180,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		go func() { defer wg.Done(); a.collect(ctx, x) }()
 		return nil
 	}
+	if stop, err := a.listenMetrics(); err != nil {
+		return err
+	} else if stop != nil {
+		defer stop()
+	}
 	ln, err := net.Listen("tcp", a.opt.LogsListen)
 	if err != nil {
 		return fmt.Errorf("logs-listen: %w", err)
@@ -193,6 +211,42 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	return runErr
 }
+
+// listenMetrics serves /metrics on MetricsAddr, if set; stop (nil when
+// nothing is served) shuts it down.
+func (a *Agent) listenMetrics() (stop func(), err error) {
+	if a.opt.MetricsAddr == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", a.opt.MetricsAddr)
+	if err != nil {
+		if a.opt.MetricsBestEffort {
+			a.log.Warn("cannot serve /metrics; running without metrics", "addr", a.opt.MetricsAddr, "err", err)
+			return nil, nil
+		}
+		return nil, fmt.Errorf("metrics-listen: %w", err)
+	}
+	addr := ln.Addr().String()
+	a.metricsAddr.Store(&addr)
+	a.log.Info("serving metrics", "url", "http://"+addr+"/metrics")
+	stopServer := serveMetrics(ln, a.m.reg, a.log)
+	return func() {
+		stopServer()
+		a.metricsAddr.Store(nil)
+	}, nil
+}
+
+// MetricsListenAddr is the address /metrics is served on while Run runs
+// ("" when it serves none).
+func (a *Agent) MetricsListenAddr() string {
+	if p := a.metricsAddr.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// Gatherer is the agent's metrics registry (what /metrics serves).
+func (a *Agent) Gatherer() prometheus.Gatherer { return a.m.reg }
 
 // stoppedReason marks tasks killed because their agent stopped; their
 // results are reported lost, so the server runs them again.
@@ -266,6 +320,7 @@ func (a *Agent) collect(ctx context.Context, x *executor.Executor) {
 			default:
 				up.State = agentapi.StatusFailed
 			}
+			a.m.ended(r, fenced)
 			a.log.Info("task ended", "task", r.Task, "attempt", r.Attempt, "state", up.State, "exit", r.ExitCode, "reason", r.Reason)
 			a.sess.rep.add(up, func() {
 				if err := x.Ack(r.Task, r.Attempt); err != nil {
@@ -313,6 +368,7 @@ func (a *Agent) beats() []agentapi.Beat {
 }
 
 func (a *Agent) sync(snapshot []agentapi.Assignment) {
+	received := time.Now()
 	want := make(map[string]int, len(snapshot))
 	for _, as := range snapshot {
 		want[as.Task] = as.Attempt
@@ -321,21 +377,30 @@ func (a *Agent) sync(snapshot []agentapi.Assignment) {
 	for _, s := range x.Running() {
 		if at, ok := want[s.Task]; !ok || at != s.Attempt {
 			a.log.Warn("killing a task this node is no longer assigned", "task", s.Task, "attempt", s.Attempt)
-			x.KillAttempt(s.Task, s.Attempt, "not assigned to node "+a.opt.Node.Name+" any more")
+			x.KillAttempt(s.Task, s.Attempt, unassignedPrefix+a.opt.Node.Name+" any more")
 		}
 	}
 	for i := range snapshot {
-		a.assign(snapshot[i])
+		a.start(snapshot[i], received)
 	}
 }
 
-func (a *Agent) assign(as agentapi.Assignment) {
+func (a *Agent) assign(as agentapi.Assignment) { a.start(as, time.Now()) }
+
+// start starts an assignment received at received, unless it runs or ran
+// already.
+func (a *Agent) start(as agentapi.Assignment, received time.Time) {
 	spec := executor.Spec{Task: as.Task, Attempt: as.Attempt, Command: as.Command,
 		Env: taskEnv(&as, &a.opt.Node), Timeout: time.Duration(as.Timeout), Grace: a.opt.Grace, FenceFile: a.fenceFile}
 	for k, v := range as.Env {
 		spec.Env[k] = v
 	}
-	if err := a.x.Load().Start(spec); err != nil {
+	launched, err := a.x.Load().Launch(spec)
+	if launched {
+		a.m.start.Observe(time.Since(received).Seconds())
+	}
+	if err != nil {
+		a.m.exits.WithLabelValues(exitFailed).Inc()
 		a.log.Error("cannot start task", "task", as.Task, "err", err)
 		a.sess.rep.add(agentapi.StatusUpdate{Task: as.Task, Attempt: as.Attempt, State: agentapi.StatusFailed, ExitCode: 127, Reason: "the agent could not start it: " + err.Error()}, nil)
 		return

@@ -50,19 +50,35 @@ func startAgent(t *testing.T, base, name, devicesFile string) *Agent {
 // dir while t.TempDir's cleanup removes it.
 func startAgentIn(t *testing.T, base, name, devicesFile, workDir string) (a *Agent, stop func()) {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
+	return startAgentWith(t, declaredOptions(t, base, name, devicesFile, workDir))
+}
+
+// declaredOptions are startAgentIn's options: a node with 8 CPUs, 8 GiB
+// and the devices of devicesFile, which also monitors them.
+func declaredOptions(t *testing.T, base, name, devicesFile, workDir string) Options {
+	t.Helper()
 	src := discover.Declared{Path: devicesFile}
 	devs, _, err := src.Devices()
 	if err != nil {
 		t.Fatal(err)
 	}
 	node := api.Node{Name: name, Capacity: resource.List{resource.CPU: 8000, resource.Memory: 8 << 30}, Devices: devs}
-	a, err = New(Options{Server: base, Node: node, Monitors: []discover.Monitor{src}, WorkDir: workDir,
-		Grace: 500 * time.Millisecond, KillOnExit: true, Shim: []string{exe}, ShimEnv: []string{shimEnv + "=1", "GORACE=atexit_sleep_ms=0"},
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	return Options{Server: base, Node: node, Monitors: []discover.Monitor{src}, WorkDir: workDir}
+}
+
+// startAgentWith runs an in-process agent with opt (its shim this test
+// binary, a 500ms grace, KillOnExit, a test logger) until the test ends
+// or stop; it returns once the agent registered.
+func startAgentWith(t *testing.T, opt Options) (a *Agent, stop func()) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opt.Grace, opt.KillOnExit = 500*time.Millisecond, true
+	opt.Shim, opt.ShimEnv = []string{exe}, []string{shimEnv + "=1", "GORACE=atexit_sleep_ms=0"}
+	opt.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	a, err = New(opt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +88,7 @@ func startAgentIn(t *testing.T, base, name, devicesFile, workDir string) (a *Age
 	var once sync.Once
 	stop = func() { once.Do(func() { cancel(); <-done }) }
 	t.Cleanup(stop)
-	waitFor(t, 20*time.Second, func() bool { return a.Connected() > 0 }, "agent "+name+" registered")
+	waitFor(t, 20*time.Second, func() bool { return a.Connected() > 0 }, "agent "+opt.Node.Name+" registered")
 	return a, stop
 }
 

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -80,13 +81,18 @@ func (c *cluster) startServer() {
 	c.server, c.url = s, s.URL
 }
 
-func (c *cluster) startAgent(name string) {
+// startAgent starts an agent process; extra flags follow the others (by
+// default it serves no metrics: --metrics-listen off).
+func (c *cluster) startAgent(name string, extra ...string) {
 	c.t.Helper()
 	if c.work[name] == "" {
 		c.work[name] = c.t.TempDir()
 	}
-	a, err := childproc.Start(c.bin, time.Minute, "agent", "--server", "http://"+c.listen, "--name", name,
-		"--devices", devicesFile(c.t, twoGPUs), "--work-dir", c.work[name], "--grace", "500ms")
+	if len(extra) == 0 {
+		extra = []string{"--metrics-listen", "off"}
+	}
+	a, err := childproc.Start(c.bin, time.Minute, append([]string{"agent", "--server", "http://" + c.listen, "--name", name,
+		"--devices", devicesFile(c.t, twoGPUs), "--work-dir", c.work[name], "--grace", "500ms"}, extra...)...)
 	if err != nil {
 		c.t.Fatal(err)
 	}
@@ -353,5 +359,43 @@ func TestAgentRestartAdoptsRunningTasks(t *testing.T) {
 	}
 	if _, out := get(t, c.url+"/api/v1/tasks/steady/logs"); out == nil {
 		t.Fatal("no logs after the restart")
+	}
+}
+
+// TestAgentProcessServesMetrics: `hetsched agent --metrics-listen` serves
+// the agent's metrics there; an explicit address it cannot listen on
+// stops it with an error naming the flag.
+func TestAgentProcessServesMetrics(t *testing.T) {
+	c := newCluster(t)
+	c.startAgent("m1", "--metrics-listen", "127.0.0.1:0")
+	served := regexp.MustCompile(`msg="serving metrics".* url=http://(\S+)/metrics`)
+	var addr string
+	waitFor(t, 30*time.Second, func() bool {
+		m := served.FindStringSubmatch(c.agents["m1"].Stderr())
+		if m != nil {
+			addr = m[1]
+		}
+		return m != nil
+	}, "the agent's \"serving metrics\" log line")
+	var text string
+	waitFor(t, 30*time.Second, func() bool {
+		text = scrape(t, addr)
+		v, _ := sample(text, "hetsched_agent_connected")
+		return v == 1
+	}, "hetsched_agent_connected 1")
+	wantSamples(t, text, map[string]float64{
+		`hetsched_agent_device_healthy{device="0",model="L4",type="nvidia.com/gpu"}`: 1,
+		`hetsched_agent_device_healthy{device="1",model="L4",type="nvidia.com/gpu"}`: 1,
+		"hetsched_agent_running_tasks": 0,
+	})
+	if !strings.Contains(text, "\nhetsched_build_info{") {
+		t.Error("the scrape lacks hetsched_build_info")
+	}
+
+	c.startAgent("m2", "--metrics-listen", addr) // taken by m1
+	a := c.agents["m2"]
+	delete(c.agents, "m2")
+	if err := a.Wait(); err == nil || !strings.Contains(a.Stderr(), "metrics-listen") {
+		t.Errorf("an agent on a taken --metrics-listen: %v, stderr %s", err, a.Stderr())
 	}
 }

@@ -45,6 +45,11 @@ type session struct {
 	fenced   atomic.Bool
 	// connected counts successful registrations (tests wait on it).
 	connected atomic.Int64
+	// up is true from a registration until its assignment stream ends.
+	up atomic.Bool
+	// beatFailures counts heartbeats that failed (no answer, or an error
+	// answer) while the session was up.
+	beatFailures atomic.Int64
 	// onAck, when set, is told the send time of each request the server
 	// acknowledged as a sign of life (registration, heartbeat) and the
 	// server's notready deadline.
@@ -120,6 +125,7 @@ func (s *session) run(ctx context.Context) {
 		}
 		s.deadline.Store(int64(time.Duration(max(reply.MissedHeartbeats, 1)) * interval))
 		s.acked(sent)
+		s.up.Store(true) // before connected: a test that saw connected sees up
 		s.connected.Add(1)
 		s.log.Info("registered", "agent", s.name, "generation", reply.Generation, "heartbeat", interval)
 		sctx, stop := context.WithCancel(ctx)
@@ -128,6 +134,7 @@ func (s *session) run(ctx context.Context) {
 		err = s.c.stream(sctx, s.name, reply.Generation, 3*10*time.Second, s.handle)
 		stop()
 		<-hb
+		s.up.Store(false)
 		if ctx.Err() != nil {
 			return
 		}
@@ -171,6 +178,9 @@ func (s *session) heartbeats(ctx context.Context, stop context.CancelFunc, inter
 		hctx, cancel := context.WithTimeout(ctx, max(budget, interval))
 		err := s.c.heartbeat(hctx, s.name, s.r.beats())
 		cancel()
+		if err != nil && ctx.Err() == nil {
+			s.beatFailures.Add(1)
+		}
 		switch {
 		case err == nil:
 			s.acked(sent)

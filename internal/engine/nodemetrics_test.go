@@ -169,18 +169,19 @@ func BenchmarkNodeCollector(b *testing.B) {
 	}
 }
 
-func benchNodeCollector(b *testing.B, size int) {
-	ctx := context.Background()
+// benchFleet is an engine on a store on disk holding size nodes of eight
+// H100s (80 GiB each); it closes when b ends.
+func benchFleet(b *testing.B, size int) *Engine {
 	st, err := store.OpenDisk(b.TempDir(), store.DiskOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer st.Close()
+	b.Cleanup(func() { st.Close() })
 	e, err := New(Config{Core: core.DefaultConfig()}, st)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer e.Close()
+	b.Cleanup(e.Close)
 	nodes := make([]api.Node, size)
 	for i := range nodes {
 		n := api.Node{Name: "n" + strconv.Itoa(i), Capacity: resource.List{resource.CPU: 64000, resource.Memory: 512 << 30}}
@@ -189,9 +190,15 @@ func benchNodeCollector(b *testing.B, size int) {
 		}
 		nodes[i] = n
 	}
-	if _, err := e.UpsertNodes(ctx, nodes); err != nil {
+	if _, err := e.UpsertNodes(context.Background(), nodes); err != nil {
 		b.Fatal(err)
 	}
+	return e
+}
+
+func benchNodeCollector(b *testing.B, size int) {
+	ctx := context.Background()
+	e := benchFleet(b, size)
 	b.Run("loop", func(b *testing.B) { // the loop's part: the walk
 		for b.Loop() {
 			if err := e.do(ctx, &nodeSnapshotCmd{limit: size}); err != nil {
@@ -224,28 +231,8 @@ func gatherNodes(b *testing.B, e *Engine, size int) {
 // held by a running task, with 20 classes blocked, by budget.
 func BenchmarkEstimateCollector(b *testing.B) {
 	ctx := context.Background()
-	st, err := store.OpenDisk(b.TempDir(), store.DiskOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer st.Close()
-	e, err := New(Config{Core: core.DefaultConfig()}, st)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer e.Close()
 	const size = 1000
-	nodes := make([]api.Node, size)
-	for i := range nodes {
-		n := api.Node{Name: "n" + strconv.Itoa(i), Capacity: resource.List{resource.CPU: 64000, resource.Memory: 512 << 30}}
-		for d := 0; d < 8; d++ {
-			n.Devices = append(n.Devices, api.Device{Type: "nvidia.com/gpu", ID: strconv.Itoa(d), Model: "H100"})
-		}
-		nodes[i] = n
-	}
-	if _, err := e.UpsertNodes(ctx, nodes); err != nil {
-		b.Fatal(err)
-	}
+	e := benchFleet(b, size)
 	var tasks []api.Task
 	for i := 0; i < size*8; i++ {
 		tasks = append(tasks, api.Task{ID: "r" + strconv.Itoa(i), Priority: prio(1), Duration: api.Duration(time.Duration(i+1) * time.Second),

@@ -230,22 +230,29 @@ func (x *Executor) dir(task string, attempt int) string {
 // Errors: an invalid spec (bad task id, empty command), directories that
 // cannot be made, a shim that cannot start; after an error the attempt has
 // no directory, so Start may be retried.
-func (x *Executor) Start(spec Spec) (err error) {
+func (x *Executor) Start(spec Spec) error {
+	_, err := x.Launch(spec)
+	return err
+}
+
+// Launch is Start that also says whether it started the attempt's shim
+// (false: the attempt already had a task dir, or an error).
+func (x *Executor) Launch(spec Spec) (launched bool, err error) {
 	if err := spec.validate(); err != nil {
-		return err
+		return false, err
 	}
 	x.mu.Lock()
 	closed := x.closed
 	x.mu.Unlock()
 	if closed {
-		return ErrClosed
+		return false, ErrClosed
 	}
 	dir := x.dir(spec.Task, spec.Attempt)
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return nil
+			return false, nil
 		}
-		return fmt.Errorf("executor: %w", err)
+		return false, fmt.Errorf("executor: %w", err)
 	}
 	defer func() {
 		if err != nil {
@@ -254,25 +261,25 @@ func (x *Executor) Start(spec Spec) (err error) {
 		}
 	}()
 	if err := syncDir(x.tasks); err != nil {
-		return err
+		return false, err
 	}
 	b, err := json.Marshal(spec)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if err := writeFileAtomic(dir, specFile, b); err != nil {
-		return err
+		return false, err
 	}
 	for _, name := range []string{stdoutLog, stderrLog, outputLog} {
 		f, err := os.OpenFile(filepath.Join(dir, name), os.O_WRONLY|os.O_CREATE, 0o644)
 		if err != nil {
-			return err
+			return false, err
 		}
 		_ = f.Close()
 	}
 	out, err := os.OpenFile(filepath.Join(dir, shimLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer func() { _ = out.Close() }()
 	args := append(append([]string(nil), x.shim[1:]...), dir)
@@ -283,7 +290,7 @@ func (x *Executor) Start(spec Spec) (err error) {
 	cmd.Stderr = out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // the shim setsids too; this closes the gap
 	if err := cmd.Start(); err != nil {
-		return err
+		return false, err
 	}
 	a := &attempt{spec: spec, dir: dir, shim: procID{Pid: cmd.Process.Pid}, launched: time.Now()}
 	// Unreaped, so /proc has it even if it exited already.
@@ -296,7 +303,7 @@ func (x *Executor) Start(spec Spec) (err error) {
 	x.mu.Unlock()
 	x.poke() // its SIGCHLD may have come before it was in live
 	x.log.Info("task started", "task", spec.Task, "attempt", spec.Attempt, "shimPid", a.shim.Pid)
-	return nil
+	return true, nil
 }
 
 // Kill stops the task's running attempts (any attempt) with reason; see

@@ -619,17 +619,20 @@ func TestStartValidatesAndIsIdempotent(t *testing.T) {
 	ok := sh("job-1.a:b_c", "echo once")
 	ok.Attempt = 2
 	ok.Task = strings.Repeat("a", 240) + ok.Task
-	if err := x.Start(ok); err != nil {
-		t.Fatal(err)
+	if launched, err := x.Launch(ok); err != nil || !launched {
+		t.Fatalf("first Launch: %v, %v; want launched", launched, err)
 	}
-	if err := x.Start(ok); err != nil {
-		t.Fatal(err)
+	if launched, err := x.Launch(ok); err != nil || launched {
+		t.Fatalf("second Launch: %v, %v; want a no-op", launched, err)
 	}
 	r := waitResult(t, x, ok.Task)
 	if r.Attempt != 2 || r.ExitCode != 0 {
 		t.Errorf("result %+v", r)
 	}
-	if err := x.Start(ok); err != nil { // finished: still a no-op
+	if launched, err := x.Launch(ok); err != nil || launched { // finished: still a no-op
+		t.Fatalf("Launch of a finished attempt: %v, %v; want a no-op", launched, err)
+	}
+	if err := x.Start(ok); err != nil {
 		t.Fatal(err)
 	}
 	if err := x.Start(sh("marker", "true")); err != nil {
