@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"github.com/hetsched/hetsched/internal/agent/discover"
 	"github.com/hetsched/hetsched/internal/agent/executor"
 	"github.com/hetsched/hetsched/internal/demo"
+	"github.com/hetsched/hetsched/internal/telemetry"
 )
 
 func newAgent() *cobra.Command {
@@ -26,6 +26,7 @@ func newAgent() *cobra.Command {
 		fakeFleet                                                  int
 		grace, fakeDuration                                        time.Duration
 		verbose                                                    bool
+		logs                                                       logFlags
 		tlsf                                                       tlsFlags
 	)
 	cmd := &cobra.Command{
@@ -54,11 +55,14 @@ With --fake-fleet N it instead registers N simulated nodes whose tasks
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			level := slog.LevelInfo
-			if !verbose && fakeFleet > 0 {
-				level = slog.LevelWarn
+			level := logs.level
+			if !verbose && fakeFleet > 0 && !cmd.Flags().Changed("log-level") {
+				level = "warn"
 			}
-			lg := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level}))
+			lg, err := telemetry.NewLogger(cmd.ErrOrStderr(), logs.format, level)
+			if err != nil {
+				return err
+			}
 			if token == "" {
 				token = os.Getenv("HETSCHED_TOKEN")
 			}
@@ -125,6 +129,7 @@ With --fake-fleet N it instead registers N simulated nodes whose tasks
 	f.IntVar(&fakeFleet, "fake-fleet", 0, "simulate this many nodes instead of running tasks")
 	f.DurationVar(&fakeDuration, "fake-duration", time.Second, "with --fake-fleet: how long a task without a duration runs")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level with --fake-fleet")
+	logs.flags(cmd)
 	return cmd
 }
 

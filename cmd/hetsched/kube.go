@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -13,12 +12,14 @@ import (
 
 	"github.com/hetsched/hetsched/internal/kube"
 	"github.com/hetsched/hetsched/internal/server"
+	"github.com/hetsched/hetsched/internal/telemetry"
 )
 
 func newKube() *cobra.Command {
 	var opt kube.Options
 	var queues, cpuProfile string
 	var gcPercent int
+	var logs logFlags
 	cmd := &cobra.Command{
 		Use:   "kube",
 		Short: "Schedule a Kubernetes cluster's pods (schedulerName: hetsched) with hetsched's engine",
@@ -38,7 +39,11 @@ FailedScheduling events with the reason, and evictions for preemption.`,
 				}
 				opt.Queues = qs
 			}
-			opt.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			lg, err := telemetry.NewLogger(cmd.ErrOrStderr(), logs.format, logs.level)
+			if err != nil {
+				return err
+			}
+			opt.Logger = lg
 			opt.Ready = func(addr string) {
 				fmt.Fprintf(cmd.OutOrStdout(), "hetsched kube: metrics and health on http://%s\n", addr)
 			}
@@ -61,6 +66,7 @@ FailedScheduling events with the reason, and evictions for preemption.`,
 			return kube.Run(ctx, cmd.OutOrStdout(), opt)
 		},
 	}
+	logs.flags(cmd)
 	f := cmd.Flags()
 	f.StringVar(&opt.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else the in-cluster configuration, else ~/.kube/config)")
 	f.Float32Var(&opt.QPS, "kube-api-qps", 500, "requests/s to the API server (client-go's token bucket; kube-scheduler's default is 50)")
