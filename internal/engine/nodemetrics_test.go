@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -79,6 +80,16 @@ hetsched_node_series_capped 0
 		"hetsched_node_cpu_utilization_ratio", "hetsched_node_device_utilization_ratio", "hetsched_node_device_memory_used_bytes", "hetsched_node_series_capped"}
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
 		t.Error(err)
+	}
+
+	// The cluster summary's devices by type and model say the same.
+	sum, err := e.Summarize(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	util := 0.375 // the mean of 0.75 and 0
+	if want := []DeviceSummary{{Type: "nvidia.com/gpu", Model: "L4", Devices: 2, Unhealthy: 1, Allocated: 0.5, Reported: 2, Utilization: &util}}; !cmp.Equal(sum.Devices, want) {
+		t.Errorf("summary devices: %s", cmp.Diff(want, sum.Devices))
 	}
 
 	// Past the limit: only the flag.

@@ -200,12 +200,32 @@ type Summary struct {
 	Resources map[string]ResourceSummary `json:"resources"`
 	Pending   map[string]int             `json:"pending"`
 	Tasks     int                        `json:"tasks"`
+	// Devices are the devices by type and model, sorted by both.
+	Devices []DeviceSummary `json:"devices"`
+}
+
+// DeviceSummary is one device type and model across the fleet. Devices
+// counts them all; Unhealthy those marked so; Allocated is in devices (a
+// shared device counts its allocated share); Utilization is the mean of
+// the agents' latest samples of its devices (Reported of them), absent
+// when none reported.
+type DeviceSummary struct {
+	Type        string   `json:"type"`
+	Model       string   `json:"model"`
+	Devices     int      `json:"devices"`
+	Unhealthy   int      `json:"unhealthy"`
+	Allocated   float64  `json:"allocated"`
+	Reported    int      `json:"reported"`
+	Utilization *float64 `json:"utilization,omitempty"`
 }
 
 func (e *Engine) summarize() *Summary {
 	s := &Summary{Policy: e.cfg.Core.Policy, Nodes: map[string]int{}, Resources: map[string]ResourceSummary{}, Pending: map[string]int{}}
 	dims := e.c.Dims()
 	var capSum, allocSum [resource.MaxDims]int64
+	type typeModel struct{ typ, model string }
+	devs := map[typeModel]*DeviceSummary{}
+	utilSum := map[typeModel]float64{}
 	for _, n := range e.c.Nodes() {
 		c, a := n.Capacity(), n.Allocated()
 		for i := 0; i < dims.Len(); i++ {
@@ -213,7 +233,37 @@ func (e *Engine) summarize() *Summary {
 			allocSum[i] += a[i]
 		}
 		s.Nodes[n.State()]++
+		u, heard := e.sessions.usage[n.Name()] // the loop writes usage: it reads it without the lock
+		for _, d := range n.Devices() {
+			k := typeModel{d.Type, d.Model}
+			ds := devs[k]
+			if ds == nil {
+				ds = &DeviceSummary{Type: d.Type, Model: d.Model}
+				devs[k] = ds
+			}
+			ds.Devices++
+			if !d.Healthy {
+				ds.Unhealthy++
+			}
+			ds.Allocated += float64(d.Used) / 1000
+			if b, ok := u.Devices[d.ID]; heard && ok {
+				ds.Reported++
+				utilSum[k] += b.Utilization
+			}
+		}
 	}
+	s.Devices = make([]DeviceSummary, 0, len(devs))
+	for k, ds := range devs {
+		if ds.Reported > 0 {
+			u := utilSum[k] / float64(ds.Reported)
+			ds.Utilization = &u
+		}
+		s.Devices = append(s.Devices, *ds)
+	}
+	sort.Slice(s.Devices, func(i, j int) bool {
+		a, b := s.Devices[i], s.Devices[j]
+		return a.Type < b.Type || a.Type == b.Type && a.Model < b.Model
+	})
 	for i := 0; i < dims.Len(); i++ {
 		r := ResourceSummary{Capacity: capSum[i], Allocated: allocSum[i]}
 		if r.Capacity > 0 {

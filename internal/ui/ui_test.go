@@ -111,6 +111,11 @@ func TestUIInChromium(t *testing.T) {
 	var cluster struct {
 		Tasks     int
 		Resources map[string]struct{ Capacity, Allocated int64 }
+		Devices   []struct {
+			Type, Model string
+			Devices     int
+			Allocated   float64
+		}
 	}
 	call(t, "GET", base+"/api/v1/cluster", adminTok, "", &cluster)
 
@@ -162,7 +167,12 @@ func TestUIInChromium(t *testing.T) {
 	tasksHeld := text("#cluster-tasks")
 	gpuCap := text(`tr[data-resource="nvidia.com/gpu"] td[data-field="capacity"]`)
 	gpuAlloc := text(`tr[data-resource="nvidia.com/gpu"] td[data-field="allocated"]`)
+	l4Devices := text(`tr[data-device="nvidia.com/gpu/L4"] td[data-field="devices"]`)
+	l4Alloc := text(`tr[data-device="nvidia.com/gpu/L4"] td[data-field="allocated"]`)
 	shot("overview")
+	if len(cluster.Devices) != 1 || l4Devices != fmt.Sprint(cluster.Devices[0].Devices) || l4Alloc != fmt.Sprint(cluster.Devices[0].Allocated) {
+		t.Errorf("overview: L4s %s allocated of %s; the API says %+v", l4Alloc, l4Devices, cluster.Devices)
+	}
 	if tasksHeld != fmt.Sprint(cluster.Tasks) {
 		t.Errorf("overview: %s tasks, the API says %d", tasksHeld, cluster.Tasks)
 	}

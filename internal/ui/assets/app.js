@@ -103,6 +103,13 @@ async function overview() {
       el("td", { class: "num", "data-field": "allocated" }, fmtResource(name, r.allocated)),
       el("td", {}, bar(r.utilization), " ", el("span", { "data-field": "utilization" }, pct(r.utilization))));
   });
+  const devRows = (c.devices || []).map(d => el("tr", { "data-device": d.type + "/" + d.model },
+    el("td", {}, d.type), el("td", {}, d.model || "-"),
+    el("td", { class: "num", "data-field": "devices" }, d.devices),
+    el("td", { class: "num", "data-field": "allocated" }, +d.allocated.toFixed(3)),
+    el("td", {}, bar(d.devices ? d.allocated / d.devices : 0)),
+    el("td", { class: "num", "data-field": "unhealthy" }, d.unhealthy),
+    el("td", { "data-field": "utilization" }, d.utilization === undefined ? "not reported" : pct(d.utilization) + " (" + d.reported + " reporting)")));
   const states = Object.keys(c.nodes || {}).sort();
   return [
     el("section", { class: "card" }, el("h2", {}, "Cluster"),
@@ -113,6 +120,9 @@ async function overview() {
           states.map(s => el("span", { "data-state": s }, s + " " + c.nodes[s] + "  "))))),
     el("section", { class: "card" }, el("h2", {}, "Capacity and allocation"),
       table(["resource", { label: "capacity", num: true }, { label: "allocated", num: true }, "utilization"], resRows, { id: "resources" })),
+    el("section", { class: "card" }, el("h2", {}, "Devices by type and model"),
+      devRows.length ? table(["type", "model", { label: "devices", num: true }, { label: "allocated", num: true }, "", { label: "unhealthy", num: true }, "utilization"], devRows, { id: "devices" })
+        : el("p", { class: "muted" }, "No devices.")),
     el("section", { class: "card" }, el("h2", {}, "Pending by tier"),
       table(TIERS.map(t => ({ label: t, num: true })),
         [el("tr", {}, TIERS.map(t => el("td", { class: "num", "data-tier": t }, (c.pending || {})[t] || 0)))], { id: "pending" })),
