@@ -99,6 +99,9 @@ func TestUIInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := servertest.StartWith(t, nodesYAML, func(o *server.Options) { o.TokensFile = tokens })
+	if code := call(t, "PUT", base+"/api/v1/queues/team-a", adminTok, `{"name":"team-a","guaranteed":{"nvidia.com/gpu":1},"max":{"nvidia.com/gpu":2}}`, nil); code != 200 {
+		t.Fatalf("queue team-a: %d", code)
+	}
 	for _, s := range []struct{ tok, body string }{
 		{aTok, `{"id":"a1","priority":1,"resources":{"cpu":"1","nvidia.com/gpu":2}}`},
 		{aTok, `{"id":"a-waits","priority":1,"resources":{"cpu":"1","nvidia.com/gpu":2}}`},
@@ -202,8 +205,25 @@ func TestUIInChromium(t *testing.T) {
 	}
 	do("see a live update", chromedp.WaitVisible(chromedp.CSS(`tr[data-id="a-live"]`)))
 
+	// Team a's queue: its usage against guarantee and max, as the API.
+	do("open the queues", chromedp.Navigate(base+"/ui/#/queues"), chromedp.WaitVisible(chromedp.CSS(`tr[data-queue="team-a"]`)))
+	used := text(`tr[data-queue="team-a"] div[data-resource="nvidia.com/gpu"] span[data-field="usage"]`)
+	borrowed := text(`tr[data-queue="team-a"] div[data-resource="nvidia.com/gpu"] span[data-field="borrowed"]`)
+	shot("queues")
+	var qs struct {
+		Queues []struct {
+			Name  string
+			Usage map[string]string
+		}
+	}
+	call(t, "GET", base+"/api/v1/queues", aTok, "", &qs)
+	if len(qs.Queues) != 1 || qs.Queues[0].Name != "team-a" || used != qs.Queues[0].Usage["nvidia.com/gpu"] || used != "2" || borrowed != " borrowing 1" {
+		t.Errorf("queues page: team-a uses %q GPUs (%q); the API says %+v", used, borrowed, qs.Queues)
+	}
+
 	// The waiting task's page: its state and queue position, as the API.
-	do("open a waiting task", chromedp.Click(chromedp.CSS(`a[href="#/task/a-waits"]`)), chromedp.WaitVisible(chromedp.CSS(`#task[data-id="a-waits"]`)))
+	do("open a waiting task", chromedp.Navigate(base+"/ui/#/tasks"), chromedp.WaitVisible(chromedp.CSS(`a[href="#/task/a-waits"]`)),
+		chromedp.Click(chromedp.CSS(`a[href="#/task/a-waits"]`)), chromedp.WaitVisible(chromedp.CSS(`#task[data-id="a-waits"]`)))
 	state, position := text(`dd[data-field="state"]`), text(`dd[data-field="position"]`)
 	shot("task")
 	var apiTask struct {

@@ -129,6 +129,60 @@ async function overview() {
   ];
 }
 
+// parseQty reads a quantity as the API writes it ("2", "1.5", "500m",
+// "64Gi") in base units (cores, devices, bytes).
+function parseQty(s) {
+  const m = /^([0-9]+(?:\.[0-9]+)?)(m|Ki|Mi|Gi|Ti|Pi|Ei)?$/.exec(String(s || "0"));
+  if (!m) return NaN;
+  const mult = { m: 1e-3, Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, Pi: 2 ** 50, Ei: 2 ** 60 };
+  return parseFloat(m[1]) * (m[2] ? mult[m[2]] : 1);
+}
+
+// queues: the tree, each queue's usage against its guarantee and max per
+// resource (usage above the guarantee is borrowed), its fair share, and
+// its waiting tasks by reason.
+async function queues() {
+  const body = await api("/api/v1/queues");
+  const qs = body.queues || [];
+  const byName = new Map(qs.map(q => [q.name, q]));
+  const depth = q => { let d = 0; for (let p = q.parent; p && byName.has(p) && d < 32; p = byName.get(p).parent) d++; return d; };
+  const order = [];
+  const visit = (parent, d) => {
+    for (const q of qs.filter(x => (x.parent || "") === parent).sort((a, b) => a.name.localeCompare(b.name))) {
+      if (order.length > qs.length) return; // a cycle cannot come from the API; stay bounded anyway
+      order.push(q);
+      visit(q.name, d + 1);
+    }
+  };
+  visit("", 0);
+  for (const q of qs) if (!order.includes(q)) order.push(q); // parents outside this tenant's view
+  const rows = order.map(q => {
+    const names = [...new Set([...Object.keys(q.usage || {}), ...Object.keys(q.guaranteed || {}), ...Object.keys(q.max || {})])].sort();
+    const res = names.map(r => {
+      const used = parseQty((q.usage || {})[r]), guar = parseQty((q.guaranteed || {})[r]);
+      const max = q.max && q.max[r] !== undefined ? parseQty(q.max[r]) : Infinity;
+      const borrowed = guar >= 0 && used > guar ? used - guar : 0;
+      const scale = isFinite(max) ? max : Math.max(used, guar, 1);
+      return el("div", { "data-resource": r }, el("span", { class: "muted" }, r + ": "),
+        el("span", { "data-field": "usage" }, (q.usage || {})[r] || "0"), " / ",
+        el("span", { "data-field": "guaranteed" }, (q.guaranteed || {})[r] || "0"), " guaranteed",
+        isFinite(max) ? [" / ", el("span", { "data-field": "max" }, q.max[r]), " max"] : null, " ",
+        bar(scale ? used / scale : 0),
+        borrowed > 0 ? el("span", { class: "muted", "data-field": "borrowed" }, " borrowing " + +borrowed.toFixed(3)) : null,
+        (q.fairShare || {})[r] !== undefined ? el("span", { class: "muted" }, " fair share " + q.fairShare[r]) : null);
+    });
+    const pending = Object.entries(q.pending || {}).filter(([, n]) => n > 0).map(([k, n]) => k + " " + n).join(", ");
+    return el("tr", { "data-queue": q.name },
+      el("td", {}, "\u2003".repeat(depth(q)) + q.name),
+      el("td", { class: "num" }, q.weight || 1),
+      el("td", {}, res.length ? res : "-"),
+      el("td", { "data-field": "pending" }, pending || "-"));
+  });
+  return [el("section", { class: "card" }, el("h2", {}, "Queues"),
+    rows.length ? table(["queue", { label: "weight", num: true }, "used / guaranteed / max", "waiting"], rows, { id: "queues" })
+      : el("p", { class: "muted" }, "No queues: every task runs in the root's share."))];
+}
+
 async function tasks(params) {
   const q = new URLSearchParams();
   for (const k of ["state", "queue", "node", "job", "cursor"]) if (params.get(k)) q.set(k, params.get(k));
@@ -198,6 +252,7 @@ async function route() {
   let view;
   if (path === "/overview" || path === "/") view = () => overview();
   else if (path === "/tasks") view = () => tasks(params);
+  else if (path === "/queues") view = () => queues();
   else if (path.startsWith("/task/")) view = () => task(decodeURIComponent(path.slice(6)));
   else view = async () => [el("p", { class: "error" }, "No page " + path)];
   try {
