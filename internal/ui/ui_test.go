@@ -221,6 +221,18 @@ func TestUIInChromium(t *testing.T) {
 		t.Errorf("queues page: team-a uses %q GPUs (%q); the API says %+v", used, borrowed, qs.Queues)
 	}
 
+	// The nodes page: the GPU node's allocation and a heatmap cell per GPU.
+	do("open the nodes", chromedp.Navigate(base+"/ui/#/nodes"), chromedp.WaitVisible(chromedp.CSS(`tr[data-node="gpu-a"]`)))
+	nodeGPUs := text(`tr[data-node="gpu-a"] div[data-resource="nvidia.com/gpu"] span[data-field="allocated"]`)
+	cells, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('tr[data-node="gpu-a"] .cell').length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	shot("nodes")
+	if nodeGPUs != "2" || cells != 2 {
+		t.Errorf("nodes page: gpu-a has %q GPUs allocated and %d cells; want 2 and 2", nodeGPUs, cells)
+	}
+
 	// The waiting task's page: its state and queue position, as the API.
 	do("open a waiting task", chromedp.Navigate(base+"/ui/#/tasks"), chromedp.WaitVisible(chromedp.CSS(`a[href="#/task/a-waits"]`)),
 		chromedp.Click(chromedp.CSS(`a[href="#/task/a-waits"]`)), chromedp.WaitVisible(chromedp.CSS(`#task[data-id="a-waits"]`)))

@@ -183,6 +183,38 @@ async function queues() {
       : el("p", { class: "muted" }, "No queues: every task runs in the root's share."))];
 }
 
+// nodes: every node with its state, its allocation per resource, and a
+// heatmap cell per device (red: unhealthy; shaded by the agent's latest
+// utilization sample; grey: none reported).
+async function nodes() {
+  const body = await api("/api/v1/nodes");
+  const rows = (body.nodes || []).map(n => {
+    const cap = n.capacity || {}, alloc = n.allocated || {};
+    const types = [...new Set((n.devices || []).map(d => d.type))].sort();
+    const resCell = ["cpu", "memory", ...types].filter(r => cap[r] !== undefined || alloc[r] !== undefined || types.includes(r)).map(r => {
+      const c = r === "cpu" || r === "memory" ? parseQty(cap[r]) : (n.devices || []).filter(d => d.type === r).length;
+      const a = (alloc[r] || 0) / (r === "memory" ? 1 : 1000);
+      return el("div", { "data-resource": r }, el("span", { class: "muted" }, r + ": "),
+        el("span", { "data-field": "allocated" }, r === "memory" ? fmtBytes(a) : +a.toFixed(3)), " / ",
+        el("span", { "data-field": "capacity" }, r === "memory" ? fmtBytes(c) : c));
+    });
+    const util = (n.usage && n.usage.devices) || {};
+    const cells = (n.devices || []).map(d => {
+      const u = util[d.id] ? util[d.id].utilization : undefined;
+      const cell = el("span", { class: "cell" + (d.unhealthy ? " unhealthy" : u === undefined ? " unknown" : ""),
+        "data-device": d.type + "/" + d.id, title: d.type + " " + d.id + " " + (d.model || "") + (d.unhealthy ? " unhealthy" : u === undefined ? "" : " " + pct(u)) });
+      if (!d.unhealthy && u !== undefined) cell.style.opacity = String(0.25 + 0.75 * u); // CSSOM, allowed by the policy
+      return cell;
+    });
+    return el("tr", { "data-node": n.name },
+      el("td", {}, n.name), el("td", { "data-field": "state" }, n.state || "ready"), el("td", {}, n.agent || "static"),
+      el("td", {}, resCell), el("td", { class: "num" }, n.tasks || 0), el("td", { class: "heat" }, cells));
+  });
+  return [el("section", { class: "card" }, el("h2", {}, "Nodes"),
+    rows.length ? table(["node", "state", "agent", "allocated / capacity", { label: "tasks", num: true }, "devices"], rows, { id: "nodes" })
+      : el("p", { class: "muted" }, "No nodes."))];
+}
+
 async function tasks(params) {
   const q = new URLSearchParams();
   for (const k of ["state", "queue", "node", "job", "cursor"]) if (params.get(k)) q.set(k, params.get(k));
@@ -253,6 +285,7 @@ async function route() {
   if (path === "/overview" || path === "/") view = () => overview();
   else if (path === "/tasks") view = () => tasks(params);
   else if (path === "/queues") view = () => queues();
+  else if (path === "/nodes") view = () => nodes();
   else if (path.startsWith("/task/")) view = () => task(decodeURIComponent(path.slice(6)));
   else view = async () => [el("p", { class: "error" }, "No page " + path)];
   try {
