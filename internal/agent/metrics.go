@@ -92,7 +92,7 @@ func newAgentMetrics(a *Agent) *agentMetrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		buildInfo(metrics.ReadBuild()),
+		metrics.BuildInfo(metrics.ReadBuild()),
 		m.start, m.kills, m.exits,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "hetsched_agent_running_tasks",
@@ -119,21 +119,6 @@ func newAgentMetrics(a *Agent) *agentMetrics {
 		deviceCollector{a},
 	)
 	return m
-}
-
-// buildInfo is hetsched_build_info, as the server exports it: 1, labelled
-// with the binary's version, commit (-dirty: uncommitted changes) and Go
-// version.
-func buildInfo(b metrics.Build) prometheus.Collector {
-	commit := b.Commit
-	if commit != "" && b.Dirty {
-		commit += "-dirty"
-	}
-	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name:        "hetsched_build_info",
-		Help:        "Always 1; its labels are the binary's module version, VCS commit (-dirty: uncommitted changes) and Go version.",
-		ConstLabels: prometheus.Labels{"version": b.Version, "commit": commit, "goversion": b.GoVersion},
-	}, func() float64 { return 1 })
 }
 
 // ended counts an attempt's result: a kill by its reason, else an exit.

@@ -187,7 +187,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		Help: "Times this server became the leader or stopped being it.",
 	})
 	reg.MustRegister(m.Leader, m.LeaderChanges)
-	reg.MustRegister(buildInfo(ReadBuild()))
+	reg.MustRegister(BuildInfo(ReadBuild()))
 	return m
 }
 
@@ -230,9 +230,9 @@ func ReadBuild() Build {
 	return b
 }
 
-// buildInfo is hetsched_build_info: 1, labelled with b (a commit of a
-// dirty tree ends in "-dirty").
-func buildInfo(b Build) prometheus.Collector {
+// BuildInfo is hetsched_build_info: 1, labelled with b (a commit of a
+// dirty tree ends in "-dirty"). The server and the agent export it.
+func BuildInfo(b Build) prometheus.Collector {
 	commit := b.Commit
 	if commit != "" && b.Dirty {
 		commit += "-dirty"
