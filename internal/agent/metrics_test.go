@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,12 +16,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	"go.uber.org/goleak"
 
 	"github.com/hetsched/hetsched/internal/agent/discover"
 	"github.com/hetsched/hetsched/internal/agent/executor"
 	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/metrics/metricstest"
 	"github.com/hetsched/hetsched/internal/server/servertest"
 )
 
@@ -55,33 +54,6 @@ func wantSamples(t *testing.T, text string, want map[string]float64) {
 		if v, ok := sample(text, series); !ok || v != w {
 			t.Errorf("%s = %v (present %v), want %v", series, v, ok, w)
 		}
-	}
-}
-
-// lintScrape runs promlint on a scrape, and promtool check metrics when
-// it is installed (it must be under CI=true).
-func lintScrape(t *testing.T, text string) {
-	t.Helper()
-	problems, err := promlint.New(strings.NewReader(text)).Lint()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range problems {
-		if strings.HasPrefix(p.Metric, "hetsched_") {
-			t.Errorf("lint: %s: %s", p.Metric, p.Text)
-		}
-	}
-	promtool, err := exec.LookPath("promtool")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("promtool is missing under CI=true: apt-get install -y prometheus")
-		}
-		t.Skip("promtool not installed (apt-get install -y prometheus); the in-process lint above passed")
-	}
-	cmd := exec.Command(promtool, "check", "metrics")
-	cmd.Stdin = strings.NewReader(text)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Errorf("promtool check metrics: %v\n%s", err, out)
 	}
 }
 
@@ -186,7 +158,7 @@ func TestAgentMetricsTasks(t *testing.T) {
 	if v, _ := sample(text, "hetsched_agent_running_tasks"); v > 1 {
 		t.Errorf("running_tasks %v after the kills, want at most 1", v)
 	}
-	lintScrape(t, text)
+	metricstest.Lint(t, text)
 }
 
 // cancelTask cancels a task through the API.
@@ -248,7 +220,7 @@ func TestAgentMetricsDevices(t *testing.T) {
 	if n := strings.Count(text, "\nhetsched_agent_device_healthy{"); n != 4 {
 		t.Errorf("%d device_healthy series, want one per device (4)", n)
 	}
-	lintScrape(t, text)
+	metricstest.Lint(t, text)
 }
 
 // TestAgentMetricsEndpoint: only GET /metrics is served (404 for other
