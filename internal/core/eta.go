@@ -30,9 +30,9 @@ type QueueInfo struct {
 	// the running tasks on the nodes it may use end when expected (their
 	// declared or learned runtimes) and nothing more important takes the
 	// capacity first; zero when there is no estimate (a fleet or queue
-	// past the walks' bounds, a task that waits for a gang, a queue's
-	// max or its dependencies rather than capacity, or capacity that no
-	// running task's end frees).
+	// past the walks' bounds, or capacity that no running task's end
+	// frees). It counts capacity only: a task its queue's max holds back
+	// may start later than this.
 	EstimatedStart time.Time `json:"estimatedStart,omitzero"`
 }
 
@@ -54,14 +54,10 @@ func (c *Core) QueueInfo(id string) (QueueInfo, bool) {
 	for l := 0; l < int(t.level); l++ {
 		info.Ahead += c.tiers[l].count
 	}
-	if t.reason == "" || t.cq.blocked || t.cq.lastReason != "" {
-		// Waiting for its turn or for capacity (not for its queue's max).
-		// Its class's tasks in the bands served before its own go first.
-		need := info.Position + sameClassAhead(t)
-		budget := maxETATasks
-		if ns, ok := c.estimateStart(t, need, &budget, nil); ok {
-			info.EstimatedStart = time.Unix(0, ns)
-		}
+	// Its class's tasks in the bands served before its own go first.
+	budget := maxETATasks
+	if ns, ok := c.estimateStart(t, info.Position+sameClassAhead(t), &budget, nil); ok {
+		info.EstimatedStart = time.Unix(0, ns)
 	}
 	return info, true
 }
