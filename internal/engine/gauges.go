@@ -199,10 +199,7 @@ func (w *waitCounts) add(r *TaskRecord, delta int) {
 	if r == nil || (r.State != "pending" && r.State != "blocked") {
 		return
 	}
-	q := r.Spec.Queue
-	if q == "" {
-		q = "default"
-	}
+	q := queueName(r)
 	k := queueTier{q, r.Spec.PriorityOrDefault()}
 	if w.byTier[k] += delta; w.byTier[k] == 0 {
 		delete(w.byTier, k)

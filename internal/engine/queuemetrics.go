@@ -67,10 +67,7 @@ func (c *queueEstimatesCmd) run(e *Engine, now time.Time) {
 		if r == nil {
 			continue
 		}
-		q := r.Spec.Queue
-		if q == "" {
-			q = "default"
-		}
+		q := queueName(r)
 		wait := max(h.Start.Sub(now), 0)
 		if w, ok := c.out[q]; !ok || wait < w {
 			c.out[q] = wait

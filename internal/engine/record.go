@@ -216,3 +216,12 @@ func (r *TaskRecord) saved() core.Saved {
 }
 
 func timePtr(t time.Time) *time.Time { return &t }
+
+// queueName is the queue a record's task waits in ("default" when its
+// spec names none), as metrics and traces label it.
+func queueName(r *TaskRecord) string {
+	if r.Spec.Queue == "" {
+		return "default"
+	}
+	return r.Spec.Queue
+}

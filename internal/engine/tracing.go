@@ -181,12 +181,6 @@ func exitText(exit *int) string {
 	return strconv.Itoa(*exit)
 }
 
-func queueName(r *TaskRecord) string {
-	if r.Spec.Queue == "" {
-		return "default"
-	}
-	return r.Spec.Queue
-}
 
 // sampledTraceparent is the traceparent of ctx's span when it is sampled
 // ("" otherwise: an unsampled task is not traced).
