@@ -181,7 +181,6 @@ func exitText(exit *int) string {
 	return strconv.Itoa(*exit)
 }
 
-
 // sampledTraceparent is the traceparent of ctx's span when it is sampled
 // ("" otherwise: an unsampled task is not traced).
 func sampledTraceparent(ctx context.Context) string {
