@@ -126,7 +126,7 @@ func New(opt Options) (*Agent, error) {
 	a.fenceFile = filepath.Join(opt.WorkDir, "fence")
 	a.m = newAgentMetrics(a)
 	a.sess.onAck = func(sent time.Time, deadline time.Duration) {
-		if err := executor.WriteFence(a.fenceFile, sent.Add(deadline)); err != nil {
+		if err := executor.WriteFence(a.fenceFile, executor.FenceDeadline(sent, deadline)); err != nil {
 			lg.Error("cannot write the fence file: tasks may be killed early", "err", err)
 		}
 	}

@@ -835,3 +835,19 @@ func TestRelativeDirRuns(t *testing.T) {
 		t.Fatalf("stdout %q", s)
 	}
 }
+
+// TestFenceDeadlineComesFirst: a fence falls FenceMargin before the
+// server's re-queue deadline, more than a shim's poll, and never before
+// the heartbeat was sent.
+func TestFenceDeadlineComesFirst(t *testing.T) {
+	sent := time.Unix(1000, 0)
+	for _, d := range []time.Duration{6 * time.Second, 3 * time.Second, 400 * time.Millisecond, 0} {
+		f := FenceDeadline(sent, d)
+		if f.After(sent.Add(d-fencePoll)) && d >= 2*FenceMargin || f.Before(sent) {
+			t.Errorf("deadline %v: fence %v after the heartbeat, want at least a poll (%v) before the deadline and not before the heartbeat", d, f.Sub(sent), fencePoll)
+		}
+	}
+	if got := FenceDeadline(sent, 3*time.Second); got != sent.Add(3*time.Second-FenceMargin) {
+		t.Errorf("fence %v after the heartbeat, want %v", got.Sub(sent), 3*time.Second-FenceMargin)
+	}
+}

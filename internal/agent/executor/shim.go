@@ -501,6 +501,25 @@ func fenceExpired(path string, now time.Time) (string, bool) {
 	return "", false
 }
 
+// FenceMargin is how much earlier than the server's re-queue deadline a
+// fence falls (FenceDeadline): a shim notices the fence up to fencePoll
+// late, and its SIGKILL must land before a re-queued attempt can start
+// elsewhere, which may be at once after the server's deadline.
+const FenceMargin = 3 * fencePoll
+
+// FenceDeadline is the fence for a heartbeat sent at sent that the server
+// acknowledged with its re-queue deadline: FenceMargin before sent +
+// deadline (half the deadline when that is shorter than the margin), so
+// that the node's tasks are dead before the server re-queues them (it
+// counts from when it received the heartbeat, not before sent).
+func FenceDeadline(sent time.Time, deadline time.Duration) time.Time {
+	margin := FenceMargin
+	if deadline < 2*margin {
+		margin = deadline / 2
+	}
+	return sent.Add(deadline - margin)
+}
+
 // WriteFence records deadline in a fence file (atomically): every shim
 // whose spec names the file kills its task once the deadline passes. An
 // agent moves the deadline forward after each heartbeat the server
