@@ -326,6 +326,9 @@ type NodeView struct {
 	// millicores, memory in bytes, devices in milli-devices).
 	Allocated map[string]int64 `json:"allocated"`
 	Tasks     int              `json:"tasks"`
+	// DeviceAllocated is each allocated device's share in milli-devices
+	// (1000: whole), keyed "type/id"; devices nobody holds are absent.
+	DeviceAllocated map[string]int32 `json:"deviceAllocated,omitempty"`
 	// Agent serves the node; empty for a node of the static inventory.
 	Agent string              `json:"agent,omitempty"`
 	Usage *agentapi.NodeUsage `json:"usage,omitempty"`
@@ -350,64 +353,170 @@ func (v *NodeView) Label(k string) (string, bool) {
 	return l, ok
 }
 
-// nodeViews runs on the loop.
-func (e *Engine) nodeViews() []NodeView {
+// nodeView is node name's view; the caller holds e.mu for reading and
+// runs on the loop (usage is written by the loop only).
+func (e *Engine) nodeView(name string, spec *api.Node, dims *resource.Dims) NodeView {
+	v := NodeView{Node: *spec, Allocated: map[string]int64{}, Agent: e.owner[name]}
+	v.State = stateOf(spec)
+	if n, ok := e.c.Node(name); ok {
+		a := n.Allocated()
+		for i := 0; i < dims.Len(); i++ {
+			if a[i] != 0 {
+				v.Allocated[string(dims.Name(i))] = a[i]
+			}
+		}
+		v.Tasks = n.TaskCount()
+		for _, d := range n.Devices() {
+			if d.Used != 0 {
+				if v.DeviceAllocated == nil {
+					v.DeviceAllocated = map[string]int32{}
+				}
+				v.DeviceAllocated[d.Type+"/"+d.ID] = d.Used
+			}
+		}
+		n.EachLabel(func(k, l string) {
+			if own, ok := spec.Labels[k]; !ok || own != l {
+				if v.DerivedLabels == nil {
+					v.DerivedLabels = map[string]string{}
+				}
+				v.DerivedLabels[k] = l
+			}
+		})
+	}
+	if u, ok := e.sessions.usage[name]; ok {
+		v.Usage = &u
+		v.Utilization = utilizationOf(spec, &u)
+	}
+	for _, d := range spec.Devices {
+		v.Simulated = v.Simulated || d.Simulated
+	}
+	return v
+}
+
+// stateOf is a node spec's state, ready when unset.
+func stateOf(n *api.Node) string {
+	if n.State == "" {
+		return api.NodeReady
+	}
+	return n.State
+}
+
+// NodeQuery selects a page of nodes in name order (NodePage).
+type NodeQuery struct {
+	// After is the name the page starts after ("" from the first).
+	After string
+	// Limit bounds the page; 0 is no bound.
+	Limit int
+	// State keeps nodes in that state (ready, notready, cordoned,
+	// draining); "" keeps all.
+	State string
+	// Match, when set, keeps the views it returns true for (a label
+	// selector). It runs on the loop: it must be quick and pure.
+	Match func(*NodeView) bool
+}
+
+// NodePage is a page of nodes in name order: those after q.After that q
+// keeps, at most q.Limit; next is the name to continue after ("" at the
+// end); total counts every node q keeps, on every page. Without Match
+// only the page's views are built.
+func (e *Engine) NodePage(ctx context.Context, q NodeQuery) (page []NodeView, next string, total int, err error) {
+	cmd := &nodePageCmd{q: q}
+	if err := e.do(ctx, cmd); err != nil {
+		return nil, "", 0, err
+	}
+	return cmd.out, cmd.next, cmd.total, nil
+}
+
+// nodePageCmd computes a node page on the loop.
+type nodePageCmd struct {
+	answer
+	q     NodeQuery
+	out   []NodeView
+	next  string
+	total int
+}
+
+func (c *nodePageCmd) run(e *Engine, _ time.Time) { c.out, c.next, c.total = e.nodePage(c.q) }
+
+// nodePage runs on the loop.
+func (e *Engine) nodePage(q NodeQuery) (out []NodeView, next string, total int) {
 	dims := e.c.Dims()
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	out := make([]NodeView, 0, len(e.nodes))
+	names := make([]string, 0, len(e.nodes))
 	for name, spec := range e.nodes {
-		v := NodeView{Node: *spec, Allocated: map[string]int64{}, Agent: e.owner[name]}
-		if v.State == "" {
-			v.State = api.NodeReady
+		if q.State == "" || stateOf(spec) == q.State {
+			names = append(names, name)
 		}
-		if n, ok := e.c.Node(name); ok {
-			a := n.Allocated()
-			for i := 0; i < dims.Len(); i++ {
-				if a[i] != 0 {
-					v.Allocated[string(dims.Name(i))] = a[i]
-				}
-			}
-			v.Tasks = n.TaskCount()
-			n.EachLabel(func(k, l string) {
-				if own, ok := spec.Labels[k]; !ok || own != l {
-					if v.DerivedLabels == nil {
-						v.DerivedLabels = map[string]string{}
-					}
-					v.DerivedLabels[k] = l
-				}
-			})
-		}
-		if u, ok := e.sessions.usage[name]; ok { // the loop writes usage: it reads it without the lock
-			v.Usage = &u
-			v.Utilization = utilizationOf(spec, &u)
-		}
-		for _, d := range spec.Devices {
-			v.Simulated = v.Simulated || d.Simulated
-		}
-		out = append(out, v)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	sort.Strings(names)
+	if q.Match == nil {
+		from := sort.SearchStrings(names, q.After)
+		if from < len(names) && names[from] == q.After && q.After != "" {
+			from++
+		}
+		to := len(names)
+		if q.Limit > 0 && from+q.Limit < to {
+			to = from + q.Limit
+			next = names[to-1]
+		}
+		out = make([]NodeView, 0, max(to-from, 0))
+		for _, name := range names[from:to] {
+			out = append(out, e.nodeView(name, e.nodes[name], dims))
+		}
+		return out, next, len(names)
+	}
+	for _, name := range names {
+		v := e.nodeView(name, e.nodes[name], dims)
+		if !q.Match(&v) {
+			continue
+		}
+		total++
+		switch {
+		case q.After != "" && name <= q.After:
+		case q.Limit > 0 && len(out) == q.Limit:
+			if next == "" {
+				next = out[len(out)-1].Name
+			}
+		default:
+			out = append(out, v)
+		}
+	}
+	return out, next, total
 }
 
 // NodeViews returns every node with its allocation and usage, computed by
-// the loop.
+// the loop, in name order.
 func (e *Engine) NodeViews(ctx context.Context) ([]NodeView, error) {
-	cmd := &nodeViewsCmd{}
+	page, _, _, err := e.NodePage(ctx, NodeQuery{})
+	return page, err
+}
+
+// NodeViewOf returns node name's view; false when there is none.
+func (e *Engine) NodeViewOf(ctx context.Context, name string) (NodeView, bool, error) {
+	cmd := &nodeViewCmd{name: name}
 	if err := e.do(ctx, cmd); err != nil {
-		return nil, err
+		return NodeView{}, false, err
 	}
-	return cmd.out, nil
+	return cmd.out, cmd.ok, nil
 }
 
-// nodeViewsCmd computes the node views on the loop.
-type nodeViewsCmd struct {
+// nodeViewCmd computes one node's view on the loop.
+type nodeViewCmd struct {
 	answer
-	out []NodeView
+	name string
+	out  NodeView
+	ok   bool
 }
 
-func (c *nodeViewsCmd) run(e *Engine, _ time.Time) { c.out = e.nodeViews() }
+func (c *nodeViewCmd) run(e *Engine, _ time.Time) {
+	dims := e.c.Dims()
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	if spec, ok := e.nodes[c.name]; ok {
+		c.out, c.ok = e.nodeView(c.name, spec, dims), true
+	}
+}
 
 // utilizationOf summarizes a heartbeat per resource (NodeView.Utilization).
 func utilizationOf(n *api.Node, u *agentapi.NodeUsage) map[string]float64 {

@@ -8,45 +8,62 @@ import (
 	"github.com/hetsched/hetsched/internal/errs"
 )
 
-// listNodes is GET /api/v1/nodes?selector=: every node, or those whose
-// labels (their own and the derived ones) match the selector.
+// listNodes is GET /api/v1/nodes?selector=&state=&limit=&cursor=: the
+// nodes in name order whose labels (their own and the derived ones) match
+// the selector and whose state is state. Without limit every such node
+// comes at once; with it a page, and "cursor" continues after it while
+// there are more. "total" counts every node that matches, on all pages.
 func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
-	sel, err := selectorOf(r.URL.Query())
+	q := r.URL.Query()
+	sel, err := selectorOf(q)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	nodes, err := s.eng.NodeViews(r.Context())
-	if err != nil {
-		writeError(w, err)
+	query := engine.NodeQuery{State: q.Get("state"), After: q.Get("cursor")}
+	switch query.State {
+	case "", api.NodeReady, api.NodeNotReady, api.NodeCordoned, api.NodeDraining:
+	default:
+		writeError(w, errs.Invalid("state", "must be ready, notready, cordoned or draining, got %q", errs.Clip(query.State)))
 		return
+	}
+	if len(query.After) > 253 {
+		writeError(w, errs.Invalid("cursor", "not a cursor from a previous page (a node name, at most 253 bytes)"))
+		return
+	}
+	if q.Get("limit") != "" {
+		if query.Limit, err = pageLimit(q); err != nil {
+			writeError(w, err)
+			return
+		}
 	}
 	if !sel.Empty() {
-		kept := nodes[:0]
-		for _, n := range nodes {
-			if sel.Matches(n.Label) {
-				kept = append(kept, n)
-			}
-		}
-		nodes = kept
+		query.Match = func(v *engine.NodeView) bool { return sel.Matches(v.Label) }
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"nodes": nodes})
+	nodes, next, total, err := s.eng.NodePage(r.Context(), query)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	body := map[string]any{"nodes": nodes, "total": total}
+	if next != "" {
+		body["cursor"] = next
+	}
+	writeJSON(w, http.StatusOK, body)
 }
 
 func (s *Server) getNode(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	nodes, err := s.eng.NodeViews(r.Context())
+	v, ok, err := s.eng.NodeViewOf(r.Context(), name)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	for i := range nodes {
-		if nodes[i].Name == name {
-			writeJSON(w, http.StatusOK, nodes[i])
-			return
-		}
+	if !ok {
+		writeError(w, errs.New(errs.NotFound, "name", "no node %q", errs.Clip(name)))
+		return
 	}
-	writeError(w, errs.New(errs.NotFound, "name", "no node %q", name))
+	writeJSON(w, http.StatusOK, v)
 }
 
 func (s *Server) nodeState(state string) http.HandlerFunc {
@@ -125,14 +142,9 @@ func (s *Server) putNode(w http.ResponseWriter, r *http.Request) {
 
 // nodeView is the node's view (nil when there is no such node).
 func (s *Server) nodeView(r *http.Request, name string) (*engine.NodeView, error) {
-	nodes, err := s.eng.NodeViews(r.Context())
-	if err != nil {
+	v, ok, err := s.eng.NodeViewOf(r.Context(), name)
+	if err != nil || !ok {
 		return nil, err
 	}
-	for i := range nodes {
-		if nodes[i].Name == name {
-			return &nodes[i], nil
-		}
-	}
-	return nil, nil
+	return &v, nil
 }

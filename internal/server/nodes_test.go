@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/hetsched/hetsched/internal/errs"
 )
 
@@ -133,4 +134,71 @@ func TestPutNodeAdminOnly(t *testing.T) {
 func cpuOf(m map[string]any) string {
 	c, _ := m["capacity"].(map[string]any)
 	return fmt.Sprint(c["cpu"])
+}
+
+// TestListNodesPages: GET /api/v1/nodes?limit= pages the nodes in name
+// order with a cursor, total counts every match on all pages, state= and
+// selector= filter before paging, and a bad limit or state is a 400 that
+// names the field. Without limit every node comes at once.
+func TestListNodesPages(t *testing.T) {
+	s := start(t, t.TempDir())
+	defer s.stop(t)
+	api := s.base + "/api/v1"
+	for i := range 5 {
+		body := fmt.Sprintf(`{"labels":{"rack":"r%d"},"capacity":{"cpu":"4","memory":"8Gi"}}`, i%2)
+		if code, m := call(t, "PUT", fmt.Sprintf("%s/nodes/n%d", api, i), body); code != 201 {
+			t.Fatalf("put n%d: %d %v", i, code, m)
+		}
+	}
+	if code, m := call(t, "POST", api+"/nodes/n3/cordon", ""); code != 200 {
+		t.Fatalf("cordon: %d %v", code, m)
+	}
+	// walk follows the cursor from the first page to the last.
+	walk := func(q string) (names []string, totals []float64) {
+		t.Helper()
+		cursor := ""
+		for range 10 {
+			code, m := call(t, "GET", api+"/nodes?"+q+"&cursor="+cursor, "")
+			if code != 200 {
+				t.Fatalf("GET /nodes?%s&cursor=%s: %d %v", q, cursor, code, m)
+			}
+			names = append(names, ids(t, m, "nodes")...)
+			totals = append(totals, m["total"].(float64))
+			next, _ := m["cursor"].(string)
+			if next == "" {
+				return names, totals
+			}
+			cursor = next
+		}
+		t.Fatalf("GET /nodes?%s: more than 10 pages", q)
+		return nil, nil
+	}
+	for q, want := range map[string][]string{
+		"limit=2":                        {"cpu-a", "gpu-a", "n0", "n1", "n2", "n3", "n4"},
+		"limit=3&state=ready":            {"cpu-a", "gpu-a", "n0", "n1", "n2", "n4"},
+		"limit=1&state=cordoned":         {"n3"},
+		"limit=2&selector=rack%3Dr1":     {"n1", "n3"},
+		"limit=10000&selector=rack%3Dr0": {"n0", "n2", "n4"},
+		"state=draining":                 nil,
+	} {
+		names, totals := walk(q)
+		if !cmp.Equal(names, want) {
+			t.Errorf("GET /nodes?%s walked %v, want %v", q, names, want)
+		}
+		for _, n := range totals {
+			if int(n) != len(want) {
+				t.Errorf("GET /nodes?%s: total %v, want %d on every page", q, n, len(want))
+			}
+		}
+	}
+	if code, m := call(t, "GET", api+"/nodes", ""); code != 200 || len(ids(t, m, "nodes")) != 7 || m["cursor"] != nil {
+		t.Errorf("GET /nodes without limit: %d %v", code, m)
+	}
+	for q, field := range map[string]string{"limit=0": "limit", "limit=x": "limit", "state=gone": "state"} {
+		code, m := call(t, "GET", api+"/nodes?"+q, "")
+		e, _ := m["error"].(map[string]any)
+		if code != 400 || e["field"] != field {
+			t.Errorf("GET /nodes?%s: %d %v, want 400 naming %s", q, code, m, field)
+		}
+	}
 }

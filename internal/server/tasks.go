@@ -177,11 +177,8 @@ func selectorOf(q url.Values) (api.Selector, error) {
 
 // pageOf reads a listing's limit (1..10000, default 100) and cursor.
 func pageOf(q url.Values) (limit, cursor int, err error) {
-	limit = 100
-	if v := q.Get("limit"); v != "" {
-		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > 10000 {
-			return 0, 0, errs.Invalid("limit", "must be 1..10000, got %q", v)
-		}
+	if limit, err = pageLimit(q); err != nil {
+		return 0, 0, err
 	}
 	if v := q.Get("cursor"); v != "" {
 		if cursor, err = strconv.Atoi(v); err != nil || cursor < 0 {
@@ -189,6 +186,19 @@ func pageOf(q url.Values) (limit, cursor int, err error) {
 		}
 	}
 	return limit, cursor, nil
+}
+
+// pageLimit reads ?limit= (1..10000, default 100).
+func pageLimit(q url.Values) (int, error) {
+	v := q.Get("limit")
+	if v == "" {
+		return 100, nil
+	}
+	limit, err := strconv.Atoi(v)
+	if err != nil || limit < 1 || limit > 10000 {
+		return 0, errs.Invalid("limit", "must be 1..10000, got %q", errs.Clip(v))
+	}
+	return limit, nil
 }
 
 // owned returns the task named in the path if the caller may see it; a
