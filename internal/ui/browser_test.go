@@ -63,13 +63,13 @@ func startAgent(t *testing.T, base, name string, devices []api.Device) {
 // browser is a headless Chromium tab for one test, with helpers that fail
 // the test with what the page shows.
 type browser struct {
-	t     *testing.T
+	t     testing.TB
 	ctx   context.Context
 	root  context.Context // the tab without the test's timeout (for diagnostics)
 	shots string
 }
 
-func newBrowser(t *testing.T, timeout time.Duration) *browser {
+func newBrowser(t testing.TB, timeout time.Duration) *browser {
 	t.Helper()
 	bin := chromium(t)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.WindowSize(1280, 900))

@@ -1,6 +1,7 @@
 package ui_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -152,4 +153,22 @@ func TestUIJobsLogsNodesAndFocus(t *testing.T) {
 		t.Errorf("n1's page does not list talk")
 	}
 	b.shot("node")
+}
+
+// TestUIFreesItsStreamWhenPutAway: a page left for another (kept in the
+// back-forward cache, as about:blank leaves it) closes its live stream. Chromium holds 6
+// connections per server over HTTP/1.1, so streams left open by 8 pages
+// would stall the next page's API calls until they time out.
+func TestUIFreesItsStreamWhenPutAway(t *testing.T) {
+	base := servertest.Start(t, nodesYAML)
+	b := newBrowser(t, 60*time.Second)
+	for i := range 8 {
+		b.do(fmt.Sprintf("open the UI, time %d", i+1), chromedp.Navigate(base+"/ui/#/overview"), chromedp.WaitVisible(chromedp.CSS("#live.on")))
+		b.do("leave it", chromedp.Navigate("about:blank"))
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second) // the stall, when streams stay open, lasts about a minute
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/ui/#/tasks"), chromedp.WaitVisible(chromedp.CSS("#tasks")), chromedp.WaitVisible(chromedp.CSS("#live.on"))); err != nil {
+		b.fail("the ninth page's API calls", err)
+	}
 }

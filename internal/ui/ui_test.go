@@ -34,7 +34,7 @@ const nodesYAML = `nodes:
 `
 
 // chromium finds Debian's chromium, or skips (fails under CI=true).
-func chromium(t *testing.T) string {
+func chromium(t testing.TB) string {
 	t.Helper()
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
 		if p, err := exec.LookPath(name); err == nil {
@@ -75,7 +75,7 @@ func call(t *testing.T, method, url, tok, body string, out any) int {
 
 // screenshotDir is where the pages' screenshots go for a person to look
 // at ($HETSCHED_UI_SCREENSHOTS, else a directory under the system's temp).
-func screenshotDir(t *testing.T) string {
+func screenshotDir(t testing.TB) string {
 	dir := os.Getenv("HETSCHED_UI_SCREENSHOTS")
 	if dir == "" {
 		dir = filepath.Join(os.TempDir(), "hetsched-ui-screenshots")
@@ -172,7 +172,11 @@ func TestUIInChromium(t *testing.T) {
 	gpuAlloc := text(`tr[data-resource="nvidia.com/gpu"] td[data-field="allocated"]`)
 	l4Devices := text(`tr[data-device="nvidia.com/gpu/L4"] td[data-field="devices"]`)
 	l4Alloc := text(`tr[data-device="nvidia.com/gpu/L4"] td[data-field="allocated"]`)
+	heatCells := text("#heatmap-summary")
 	shot("overview")
+	if !strings.HasPrefix(heatCells, "2 devices on 1 node: 0 unhealthy") {
+		t.Errorf("overview heatmap: %q, want 2 devices on 1 node", heatCells)
+	}
 	if len(cluster.Devices) != 1 || l4Devices != fmt.Sprint(cluster.Devices[0].Devices) || l4Alloc != fmt.Sprint(cluster.Devices[0].Allocated) {
 		t.Errorf("overview: L4s %s allocated of %s; the API says %+v", l4Alloc, l4Devices, cluster.Devices)
 	}

@@ -133,6 +133,8 @@ function parseQty(s) {
   return parseFloat(m[1]) * (m[2] ? mult[m[2]] : 1);
 }
 
+function plural(n, word) { return n + " " + word + (n === 1 ? "" : "s"); }
+
 function pct(f) { return (100 * f).toFixed(1) + "%"; }
 
 function bar(f) {
@@ -181,6 +183,7 @@ async function route(live) {
     renderedHash = hash;
     main.dataset.rendered = String(seq);
     renderCost = performance.now() - started;
+    main.dataset.renderedAt = String(Math.round(performance.now())); // ms since the page's navigation began
     startEvents();
   } catch (err) {
     if (seq !== renderSeq) return;
@@ -252,7 +255,7 @@ function askToken(message) {
 // that took 300 ms to render waits 3 s), so a busy fleet's event rate
 // cannot keep the browser or the server busy.
 function startEvents() {
-  if (events) return;
+  if (events || document.hidden) return;
   events = new AbortController();
   const signal = events.signal;
   const live = document.getElementById("live");
@@ -305,5 +308,14 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   signout.hidden = !token();
   window.addEventListener("hashchange", () => route());
+  // A browser holds 6 connections per server over HTTP/1.1, and each tab's
+  // live stream is one: a page put away (a tab in the background, a page
+  // left for the back-forward cache) closes its stream and reopens it,
+  // re-rendering, when it shows again.
+  window.addEventListener("pagehide", () => stopEvents());
+  window.addEventListener("pageshow", ev => { if (ev.persisted) route(true); });
+  document.addEventListener("visibilitychange", () => {
+    if (document.hidden) stopEvents(); else route(true);
+  });
   route();
 });

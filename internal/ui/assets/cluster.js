@@ -72,7 +72,10 @@ async function heatmap() {
   }
   const card = el("section", { class: "card" }, el("h2", {}, "Device heatmap"));
   if (!cells.length) return fill(card, {}, [el("p", { class: "muted" }, "No devices.")]);
-  const C = 8, G = 1, NODE_GAP = 4, width = 1120; // cell, gap, gap between nodes, canvas width in CSS px
+  // Cells as big as fit about 640 px of height, 6 to 18 px; a gap of 1
+  // between cells and 4 between nodes; the canvas 1120 px wide.
+  const width = 1120, G = 1, NODE_GAP = 4;
+  const C = Math.max(6, Math.min(18, Math.floor(Math.sqrt(width * 640 / cells.length)) - G));
   let x = 0, y = 0;
   for (const c of cells) {
     if (c.first && x > 0) x += NODE_GAP;
@@ -105,7 +108,7 @@ async function heatmap() {
   canvas.addEventListener("click", ev => { const c = at(ev); if (c) location.hash = "#/node/" + encodeURIComponent(c.node); });
   const left = total > nodes.length && cursor ? ` Showing the first ${nodes.length} nodes with devices; the list has ${total}.` : "";
   return fill(card, {}, [
-    el("p", { id: "heatmap-summary" }, `${cells.length} devices on ${nodes.length} nodes: ${unhealthy} unhealthy, ${reporting} reporting utilization.` + left),
+    el("p", { id: "heatmap-summary" }, `${plural(cells.length, "device")} on ${plural(nodes.length, "node")}: ${unhealthy} unhealthy, ${reporting} reporting utilization.` + left),
     el("div", { class: "legend" }, legend("#15803d", "utilized"), legend("#dcfce7", "idle"), legend("#cbd5e1", "not reported"), legend("#b91c1c", "unhealthy"), legend("#0f172a", "allocated (base)")),
     canvas, tip]);
 }
@@ -188,7 +191,7 @@ VIEWS.nodes = async (_, params) => {
     selectField("state", NODE_STATES, params.get("state"), "any state"),
     el("input", { name: "selector", placeholder: "label selector, e.g. rack=r1", value: params.get("selector") || "", size: 32 })]);
   return [el("section", { class: "card" }, el("h2", {}, "Nodes"), form,
-    el("p", { class: "muted", id: "nodes-total" }, `${page.total} nodes match; ${rows.length} on this page.`),
+    el("p", { class: "muted", id: "nodes-total" }, `${plural(page.total, "node")} ${page.total === 1 ? "matches" : "match"}; ${rows.length} on this page.`),
     rows.length ? table(["node", "state", "agent", "allocated / capacity", { label: "tasks", num: true }, "devices"], rows, { id: "nodes" })
       : el("p", { class: "muted" }, "No nodes."),
     pager("nodes", params, page.cursor))];
