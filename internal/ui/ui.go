@@ -1,12 +1,19 @@
 // Package ui is the web UI the server serves at /ui: static pages whose
-// script reads the same HTTP API as the CLI, with the same tokens.
+// scripts read the same HTTP API as the CLI, with the same tokens
+// (docs/ui.md).
 //
 // Glossary:
-//   - Asset: a file of the UI (index.html, app.js, app.css), embedded in
-//     the binary: nothing is built or fetched at build, test or run time.
-//   - View: one page of the UI, chosen by the URL's fragment
-//     (#/overview, #/tasks, #/task/ID); every number on it comes from the
-//     API and live updates come from GET /api/v1/events.
+//   - Asset: a file of the UI (index.html, app.js, cluster.js, work.js,
+//     app.css), embedded in the binary: nothing is built or fetched at
+//     build, test or run time.
+//   - View: one page of the UI, chosen by the URL's fragment (#/overview,
+//     #/queues, #/jobs, #/job/ID, #/tasks, #/task/ID, #/nodes,
+//     #/node/NAME); every number on it comes from the API.
+//   - Live stream: GET /api/v1/events read by the page; an event renders
+//     the view again, throttled by what the last render cost. A page put
+//     away closes its stream (a browser holds 6 connections per server).
+//   - Kept element: a part of a view marked data-keep (a filter form, a
+//     followed log) that a live render leaves in place, with the focus.
 //   - Token: the bearer token a user enters once; the page keeps it in
 //     the tab's sessionStorage and sends it in the Authorization header
 //     (never a cookie, so no other page can make the browser use it).

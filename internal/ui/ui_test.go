@@ -111,6 +111,14 @@ func TestUIInChromium(t *testing.T) {
 			t.Fatalf("submit %s: %d", s.body, code)
 		}
 	}
+	for _, j := range []struct{ tok, body string }{
+		{aTok, `{"id":"aj","tasks":[{"id":"x","resources":{"cpu":"1"},"lease":"1h"}]}`},
+		{bTok, `{"id":"bj","tasks":[{"id":"y","resources":{"cpu":"1"},"lease":"1h"}]}`},
+	} {
+		if code := call(t, "POST", base+"/api/v1/jobs", j.tok, j.body, nil); code >= 300 {
+			t.Fatalf("submit job %s: %d", j.body, code)
+		}
+	}
 	var cluster struct {
 		Tasks     int
 		Resources map[string]struct{ Capacity, Allocated int64 }
@@ -199,8 +207,8 @@ func TestUIInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	shot("tasks")
-	if strings.Join(ids, ",") != "a-waits,a1" {
-		t.Errorf("team a sees tasks %v, want a1 and a-waits only", ids)
+	if strings.Join(ids, ",") != "a-waits,a1,aj.x" {
+		t.Errorf("team a sees tasks %v, want a1, a-waits and aj.x only", ids)
 	}
 
 	// A task submitted now appears without a reload.
@@ -249,6 +257,19 @@ func TestUIInChromium(t *testing.T) {
 	call(t, "GET", base+"/api/v1/tasks/a-waits", aTok, "", &apiTask)
 	if state != apiTask.State || !strings.HasPrefix(position, fmt.Sprint(apiTask.Queueing.Position)+" among its class") {
 		t.Errorf("task page: state %q, position %q; the API says %s, position %d", state, position, apiTask.State, apiTask.Queueing.Position)
+	}
+	// Team a's jobs: its own, not team b's; team b's job is not found.
+	do("list team a's jobs", chromedp.Navigate(base+"/ui/#/jobs"), chromedp.WaitVisible(chromedp.CSS(`tr[data-job="aj"]`)))
+	jobs, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#jobs tbody tr")].map(r => r.dataset.job)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(jobs, ",") != "aj" {
+		t.Errorf("team a sees jobs %v, want aj only", jobs)
+	}
+	do("open another tenant's job", chromedp.Navigate(base+"/ui/#/job/bj"), chromedp.WaitVisible(chromedp.CSS("#error")))
+	if errText := text("#error"); !strings.Contains(errText, "no job") {
+		t.Errorf("team a opening team b's job: %q", errText)
 	}
 	// Team b's task is not found by team a's page.
 	do("open another tenant's task", chromedp.Navigate(base+"/ui/#/task/b1"), chromedp.WaitVisible(chromedp.CSS("#error")))
