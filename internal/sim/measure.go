@@ -44,6 +44,19 @@ func (r *run) finish() {
 		if j.placed < 0 && j.submitted {
 			r.res.Unplaced++
 		}
+		if j.submitted {
+			r.res.TierJobs[j.prio]++
+			if j.done < 0 {
+				r.res.Unfinished++
+			}
+		}
+	}
+	r.res.Protocol, r.res.Durations = "replay", "learned"
+	if r.cfg.FGD {
+		r.res.Protocol = "fgd"
+	}
+	if r.cfg.KnownDurations {
+		r.res.Durations = "known"
 	}
 	if endT == 0 {
 		endT = r.now
@@ -72,7 +85,7 @@ func (r *run) finish() {
 		ds := r.delays[l]
 		r.res.QueueDelay[l] = stats(ds)
 		r.res.SLO[l] = 1
-		if len(ds) > 0 {
+		if n := r.res.TierJobs[l]; n > 0 {
 			ok := 0
 			tgt := targets[l].Target.Seconds()
 			for _, d := range ds {
@@ -80,7 +93,7 @@ func (r *run) finish() {
 					ok++
 				}
 			}
-			r.res.SLO[l] = float64(ok) / float64(len(ds))
+			r.res.SLO[l] = float64(ok) / float64(n)
 		}
 	}
 	r.res.Utilization = map[string]float64{}

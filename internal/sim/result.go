@@ -55,12 +55,23 @@ type Result struct {
 	GPUs int `json:"gpus"`
 	TPUs int `json:"tpus"`
 
+	// Protocol is replay or fgd (Config.FGD); Durations is known when the
+	// core was told every job's run time (Config.KnownDurations), else
+	// learned.
+	Protocol  string `json:"protocol,omitempty"`
+	Durations string `json:"durations,omitempty"`
+
 	Jobs      int `json:"jobs"`
 	Placed    int `json:"placed"`
 	Completed int `json:"completed"`
 	// Unplaced jobs never started (no departures, or no node could ever
 	// hold them).
 	Unplaced int `json:"unplaced"`
+	// Unfinished jobs were submitted and did not complete (waiting,
+	// running, or never ending by design); JCT leaves them out.
+	Unfinished int `json:"unfinished"`
+	// TierJobs is the number of jobs submitted per priority tier.
+	TierJobs [4]int `json:"tierJobs"`
 
 	// Makespan is from the first arrival to the last completion (s).
 	Makespan float64 `json:"makespan"`
@@ -68,8 +79,9 @@ type Result struct {
 	JCT Stats `json:"jct"`
 	// QueueDelay is placement minus arrival (s), by priority tier.
 	QueueDelay [4]Stats `json:"queueDelay"`
-	// SLO is the fraction of each tier's placed jobs placed within the
-	// tier's delay target (1/1/5/20 ms); NaN-free: 1 when the tier had none.
+	// SLO is the fraction of each tier's submitted jobs placed within the
+	// tier's delay target (1/1/5/20 ms): a job never placed misses it.
+	// NaN-free: 1 when the tier had no job (TierJobs says so).
 	SLO [4]float64 `json:"slo"`
 	// Utilization is the time-averaged allocated fraction per resource
 	// type, from the first arrival to the makespan's end.

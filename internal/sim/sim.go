@@ -53,6 +53,10 @@ type Config struct {
 	// per job class), as Gavel's profiled throughputs are known to its
 	// policies; otherwise run times are learned from finished jobs.
 	Profile bool
+	// KnownDurations tells the core each job's true run time
+	// (api.Task.Duration = trace.Job.Duration), as SRTF papers assume;
+	// otherwise policies learn run times from finished jobs.
+	KnownDurations bool
 	// Progress, when set, is called now and then with the jobs submitted
 	// so far and the total.
 	Progress func(done, total int)
@@ -304,6 +308,9 @@ func (r *run) setup() error {
 				t.spec.Resources[trace.GPU] = maxGPUs
 			}
 			t.spec.ID = t.id
+			if r.cfg.KnownDurations && tj.Duration > 0 {
+				t.spec.Duration = api.Duration(tj.Duration)
+			}
 			prio := j.prio
 			t.spec.Priority = &prio
 			if _, dup := r.byID[t.id]; dup {

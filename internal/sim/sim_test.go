@@ -224,3 +224,63 @@ func TestSeries(t *testing.T) {
 		t.Errorf("peak %v, last %+v, makespan %v", peak, last, r.Makespan)
 	}
 }
+
+// TestUnplacedJobsCount: a job no node can ever hold misses its tier's
+// SLO (attainment is over every submitted job), is counted unfinished
+// and left out of JCT; the tier's job count says so.
+func TestUnplacedJobsCount(t *testing.T) {
+	jobs := []trace.Job{gpuJob(0, 0, 10*time.Second, 1), gpuJob(1, time.Second, 10*time.Second, 4)}
+	for i := range jobs {
+		jobs[i].Task.Priority = ptrInt(0)
+	}
+	r, err := Run(Config{Policy: "least-allocated",
+		Cluster:  trace.Cluster{Name: "c", Nodes: []api.Node{gpuNode("a", "A100", 2)}},
+		Workload: trace.Workload{Name: "w", Jobs: jobs}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.TierJobs != [4]int{2, 0, 0, 0} || r.Unplaced != 1 || r.Unfinished != 1 || r.Completed != 1 || r.JCT.N != 1 {
+		t.Fatalf("counts: tiers %v unplaced %d unfinished %d completed %d JCT n %d", r.TierJobs, r.Unplaced, r.Unfinished, r.Completed, r.JCT.N)
+	}
+	if !near(r.SLO[0], 0.5) || r.SLO[1] != 1 {
+		t.Errorf("SLO %v, want 0.5 for urgent (one of two placed in time) and 1 for an empty tier", r.SLO)
+	}
+	if r.Protocol != "replay" || r.Durations != "learned" {
+		t.Errorf("protocol %q, durations %q", r.Protocol, r.Durations)
+	}
+}
+
+// TestKnownDurations: with the true run times told, sjf runs the short
+// job that arrived second before the long one that arrived first, both
+// waiting for the only GPU; learning them, it cannot tell them apart and
+// keeps arrival order.
+func TestKnownDurations(t *testing.T) {
+	jobs := []trace.Job{
+		gpuJob(0, 0, 100*time.Second, 1),            // holds the GPU
+		gpuJob(1, time.Second, 1000*time.Second, 1), // long, first in line
+		gpuJob(2, 2*time.Second, 10*time.Second, 1), // short, second
+	}
+	jct := map[bool]float64{}
+	for _, known := range []bool{false, true} {
+		r, err := Run(Config{Policy: "sjf", KnownDurations: known,
+			Cluster:  trace.Cluster{Name: "c", Nodes: []api.Node{gpuNode("a", "A100", 1)}},
+			Workload: trace.Workload{Name: "w", Jobs: jobs}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Completed != 3 {
+			t.Fatalf("known=%v: %d completed", known, r.Completed)
+		}
+		if want := map[bool]string{false: "learned", true: "known"}[known]; r.Durations != want {
+			t.Errorf("durations %q, want %q", r.Durations, want)
+		}
+		jct[known] = r.JCT.Mean
+	}
+	// Short first: JCTs 100, 108, 1108 (mean 438.7); long first: 100,
+	// 1099, 1108 (mean 769).
+	if !(jct[true] < 500 && jct[false] > 700) {
+		t.Errorf("mean JCT known %v, learned %v: want the short job first only when durations are known", jct[true], jct[false])
+	}
+}
+
+func ptrInt(v int) *int { return &v }

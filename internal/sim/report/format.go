@@ -267,16 +267,25 @@ func columns(ss []Summary) []column {
 	util := func(res string) func(Summary) Measure {
 		return func(s Summary) Measure { return s.Utilization[res] }
 	}
-	add("GPU UTIL", gUtil, "GPU (time average)", +1, util(resGPU), pc)
-	add("GPU UTIL ARRIVALS", gUtil, "GPU (time average over the arrivals)", +1, func(s Summary) Measure { return s.GPUUtilArrivals }, pc)
-	add("TPU UTIL", gUtil, "TPU (time average)", +1, util(resTPU), pc)
-	add("CPU UTIL", gUtil, "CPU (time average)", +1, util(resCPU), pc)
+	// Under the FGD protocol nothing departs and arrivals are 1 ms apart:
+	// time averages and makespans mean nothing there.
+	timed := !allFGD(ss)
+	if timed {
+		add("GPU UTIL", gUtil, "GPU (time average)", +1, util(resGPU), pc)
+		add("GPU UTIL ARRIVALS", gUtil, "GPU (time average over the arrivals)", +1, func(s Summary) Measure { return s.GPUUtilArrivals }, pc)
+		add("TPU UTIL", gUtil, "TPU (time average)", +1, util(resTPU), pc)
+		add("CPU UTIL", gUtil, "CPU (time average)", +1, util(resCPU), pc)
+	}
 	add("GPU ALLOC", gUtil, "GPU allocation ratio", +1, func(s Summary) Measure { return s.GPUAlloc }, pc)
 	add("FRAG", gUtil, "GPU fragmentation ratio", -1, func(s Summary) Measure { return s.FragRatio }, pc)
 	add("JCT MEAN", gJCT, "JCT mean", -1, func(s Summary) Measure { return s.JCTMean }, dc)
 	add("JCT P50", gJCT, "JCT p50", -1, func(s Summary) Measure { return s.JCTP50 }, dc)
 	add("JCT P99", gJCT, "JCT p99", -1, func(s Summary) Measure { return s.JCTP99 }, dc)
-	add("MAKESPAN", gJCT, "makespan", -1, func(s Summary) Measure { return s.Makespan }, dc)
+	if timed {
+		add("UNFINISHED", gJCT, "jobs that did not finish (left out of JCT)", -1, func(s Summary) Measure { return s.Unfinished },
+			func(_ Summary, m Measure) cell { return intCell(m) })
+		add("MAKESPAN", gJCT, "makespan", -1, func(s Summary) Measure { return s.Makespan }, dc)
+	}
 	tiers := tiersWithJobs(ss)
 	for _, t := range tiers {
 		cols = append(cols, column{head: "DELAY P99 " + strings.ToUpper(tierName(t)), group: gDelay, label: tierName(t), better: -1,
@@ -295,12 +304,22 @@ func columns(ss []Summary) []column {
 	return cols
 }
 
-// tiersWithJobs returns the priority tiers in which any run placed jobs.
+// allFGD is whether every summary is of FGD runs.
+func allFGD(ss []Summary) bool {
+	for _, s := range ss {
+		if s.Protocol != "fgd" {
+			return false
+		}
+	}
+	return len(ss) > 0
+}
+
+// tiersWithJobs returns the priority tiers in which any run had jobs.
 func tiersWithJobs(ss []Summary) []int {
 	var ts []int
 	for t := range 4 {
 		for _, s := range ss {
-			if s.QueueDelayP99[t].N > 0 {
+			if s.TierJobs[t].Mean > 0 || s.QueueDelayP99[t].N > 0 {
 				ts = append(ts, t)
 				break
 			}

@@ -6,6 +6,7 @@
 package report
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"sort"
@@ -42,6 +43,14 @@ type Summary struct {
 	Placed    Measure `json:"placed"`
 	Completed Measure `json:"completed"`
 	Unplaced  Measure `json:"unplaced"`
+	// Unfinished jobs were submitted and did not complete: JCT leaves
+	// them out.
+	Unfinished Measure `json:"unfinished"`
+	// Protocol is fgd when every run followed the FGD protocol (no
+	// departures: time-based measures mean nothing), else replay;
+	// Durations is known, learned, or mixed over the runs.
+	Protocol  string `json:"protocol"`
+	Durations string `json:"durations"`
 
 	// Utilization is the time-averaged allocated fraction per resource
 	// type, over the runs that report the type.
@@ -57,8 +66,9 @@ type Summary struct {
 	JCTP99   Measure `json:"jctP99"`
 	Makespan Measure `json:"makespan"`
 
-	// TierJobs is the number of placed jobs per priority tier;
-	// QueueDelayP99 (s) and SLO are over the runs with jobs in the tier.
+	// TierJobs is the number of submitted jobs per priority tier; SLO is
+	// over the runs with jobs in the tier (a job never placed misses it),
+	// QueueDelayP99 (s) over the runs with placed jobs in the tier.
 	TierJobs      [4]Measure `json:"tierJobs"`
 	QueueDelayP99 [4]Measure `json:"queueDelayP99"`
 	SLO           [4]Measure `json:"slo"`
@@ -140,7 +150,7 @@ func Aggregate(rs []sim.Result) []Summary {
 
 func summarize(policy string, runs []*sim.Result) Summary {
 	s := Summary{Policy: policy, Runs: len(runs), Utilization: map[string]Measure{}}
-	var jobs, placed, completed, unplaced, gpuAlloc, frag, jm, j50, j99, mk, fair, eps, gua acc
+	var jobs, placed, completed, unplaced, unfinished, gpuAlloc, frag, jm, j50, j99, mk, fair, eps, gua acc
 	var tierJobs, qd, slo [4]acc
 	util := map[string]*acc{}
 	for _, r := range runs {
@@ -151,6 +161,9 @@ func summarize(policy string, runs []*sim.Result) Summary {
 		placed.add(float64(r.Placed))
 		completed.add(float64(r.Completed))
 		unplaced.add(float64(r.Unplaced))
+		unfinished.add(float64(r.Unfinished))
+		s.Protocol = mergeLabel(s.Protocol, orDefault(r.Protocol, "replay"), "replay")
+		s.Durations = mergeLabel(s.Durations, orDefault(r.Durations, "learned"), "mixed")
 		for k, v := range r.Utilization {
 			if util[k] == nil {
 				util[k] = &acc{}
@@ -168,10 +181,18 @@ func summarize(policy string, runs []*sim.Result) Summary {
 			j99.add(r.JCT.P99)
 		}
 		mk.add(r.Makespan)
+		submitted := r.TierJobs
+		if submitted == [4]int{} { // a result written before TierJobs: its placed jobs
+			for t := range 4 {
+				submitted[t] = r.QueueDelay[t].N
+			}
+		}
 		for t := range 4 {
-			tierJobs[t].add(float64(r.QueueDelay[t].N))
+			tierJobs[t].add(float64(submitted[t]))
 			if r.QueueDelay[t].N > 0 {
 				qd[t].add(r.QueueDelay[t].P99)
+			}
+			if submitted[t] > 0 {
 				slo[t].add(r.SLO[t])
 			}
 		}
@@ -183,6 +204,7 @@ func summarize(policy string, runs []*sim.Result) Summary {
 	}
 	slices.Sort(s.Seeds)
 	s.Jobs, s.Placed, s.Completed, s.Unplaced = jobs.measure(), placed.measure(), completed.measure(), unplaced.measure()
+	s.Unfinished = unfinished.measure()
 	for k, a := range util {
 		s.Utilization[k] = a.measure()
 	}
@@ -194,4 +216,40 @@ func summarize(policy string, runs []*sim.Result) Summary {
 	}
 	s.Fairness, s.EventsPerSec = fair.measure(), eps.measure()
 	return s
+}
+
+// mergeLabel folds one run's label into the summary's: the first run's,
+// kept while the runs agree, else mixed.
+func mergeLabel(have, next, mixed string) string {
+	if have == "" || have == next {
+		return next
+	}
+	return mixed
+}
+
+func orDefault(v, d string) string {
+	if v == "" {
+		return d
+	}
+	return v
+}
+
+// Warnings are what a reader of rs must know before trusting its means:
+// runs whose JCT leaves out jobs that never finished, and runs that
+// placed under nine in ten of their jobs. One line per policy.
+func Warnings(rs []sim.Result) []string {
+	var out []string
+	for _, s := range Aggregate(rs) {
+		if s.Protocol == "fgd" || s.Jobs.Mean == 0 {
+			continue // nothing departs under fgd: unfinished is the protocol
+		}
+		if s.Unfinished.Mean > 0 {
+			out = append(out, fmt.Sprintf("%s: %.0f of %.0f jobs (mean over %d runs) did not finish: JCT is over the %.0f that did, and the unfinished are left out",
+				s.Policy, s.Unfinished.Mean, s.Jobs.Mean, s.Runs, s.Jobs.Mean-s.Unfinished.Mean))
+		}
+		if s.Placed.Mean < 0.9*s.Jobs.Mean {
+			out = append(out, fmt.Sprintf("%s: only %.0f of %.0f jobs were ever placed (%.0f%%)", s.Policy, s.Placed.Mean, s.Jobs.Mean, 100*s.Placed.Mean/s.Jobs.Mean))
+		}
+	}
+	return out
 }

@@ -475,3 +475,61 @@ func TestRender(t *testing.T) {
 		}
 	}
 }
+
+// TestTableUnderFGD: runs of the FGD protocol (nothing departs, arrivals
+// 1 ms apart) show no time averages nor makespan; allocation stays.
+func TestTableUnderFGD(t *testing.T) {
+	rs := fgdRuns()
+	for i := range rs {
+		rs[i].Protocol = "fgd"
+	}
+	var b bytes.Buffer
+	if err := Table(&b, rs); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, col := range []string{"GPU UTIL", "CPU UTIL", "MAKESPAN", "UNFINISHED"} {
+		if strings.Contains(out, col) {
+			t.Errorf("an fgd table shows %s:\n%s", col, out)
+		}
+	}
+	for _, col := range []string{"GPU ALLOC", "FRAG", "SLO MEDIUM"} {
+		if !strings.Contains(out, col) {
+			t.Errorf("an fgd table lacks %s:\n%s", col, out)
+		}
+	}
+	if w := Warnings(rs); len(w) != 0 {
+		t.Errorf("fgd runs warned: %v", w)
+	}
+}
+
+// TestWarnings: a replay whose jobs did not all finish or were mostly
+// never placed says so, per policy; the table shows the unfinished and a
+// tier whose jobs were never placed (its SLO 0, not hidden).
+func TestWarnings(t *testing.T) {
+	rs := []sim.Result{
+		{Policy: "fifo", Seed: 1, Protocol: "replay", Jobs: 992, Placed: 134, Completed: 100, Unplaced: 858, Unfinished: 892,
+			TierJobs: [4]int{0, 0, 992, 0}, SLO: [4]float64{1, 1, 0.05, 1}, JCT: sim.Stats{N: 100, Mean: 60},
+			QueueDelay: [4]sim.Stats{2: {N: 134, P99: 30}}},
+		{Policy: "ok", Seed: 1, Protocol: "replay", Jobs: 10, Placed: 10, Completed: 10, TierJobs: [4]int{10}, SLO: [4]float64{0, 1, 1, 1},
+			JCT: sim.Stats{N: 10, Mean: 5}},
+	}
+	w := Warnings(rs)
+	want := []string{
+		"fifo: 892 of 992 jobs (mean over 1 runs) did not finish: JCT is over the 100 that did, and the unfinished are left out",
+		"fifo: only 134 of 992 jobs were ever placed (14%)",
+	}
+	if d := cmp.Diff(want, w); d != "" {
+		t.Errorf("warnings (-want +got):\n%s", d)
+	}
+	var b bytes.Buffer
+	if err := Table(&b, rs); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, col := range []string{"UNFINISHED", "SLO URGENT", "SLO MEDIUM"} {
+		if !strings.Contains(out, col) {
+			t.Errorf("table lacks %s:\n%s", col, out)
+		}
+	}
+}
