@@ -51,15 +51,7 @@ func LoadWorkloadWith(spec string, o WorkloadOptions) (Workload, error) {
 		}
 		return LoadWorkload(spec, o.TracesDir, o.Cluster)
 	}
-	w, err := loadWorkloadFile(path, o)
-	if err != nil {
-		return Workload{}, fmt.Errorf("workload %q: %w", truncate(spec), err)
-	}
-	if len(w.Jobs) == 0 {
-		return Workload{}, fmt.Errorf("workload %q: no jobs", truncate(spec))
-	}
-	w.Name = spec
-	return w, nil
+	return namedWorkload(spec)(loadWorkloadFile(path, o))
 }
 
 func loadWorkloadFile(path string, o WorkloadOptions) (Workload, error) {

@@ -206,15 +206,22 @@ var traceName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$`)
 // pinned jobs ask for models that exist. The workload is named spec. A
 // workload without jobs is an error; errors name the spec and the reason.
 func LoadWorkload(spec, tracesDir string, cluster Cluster) (Workload, error) {
-	w, err := loadWorkload(spec, tracesDir, cluster)
-	if err != nil {
-		return Workload{}, fmt.Errorf("workload %q: %w", truncate(spec), err)
+	return namedWorkload(spec)(loadWorkload(spec, tracesDir, cluster))
+}
+
+// namedWorkload returns a function that names a loaded workload spec, or
+// says which spec failed or held no jobs.
+func namedWorkload(spec string) func(Workload, error) (Workload, error) {
+	return func(w Workload, err error) (Workload, error) {
+		if err != nil {
+			return Workload{}, fmt.Errorf("workload %q: %w", truncate(spec), err)
+		}
+		if len(w.Jobs) == 0 {
+			return Workload{}, fmt.Errorf("workload %q: no jobs", truncate(spec))
+		}
+		w.Name = spec
+		return w, nil
 	}
-	if len(w.Jobs) == 0 {
-		return Workload{}, fmt.Errorf("workload %q: no jobs", truncate(spec))
-	}
-	w.Name = spec
-	return w, nil
 }
 
 func loadWorkload(spec, dir string, cluster Cluster) (Workload, error) {
