@@ -25,7 +25,8 @@ type simFlags struct {
 	seeds, sample, maxVisit, parallel                          int
 	seedBase                                                   int64
 	stopAt, arrivalScale                                       float64
-	progress, noObserve, known, profile                        bool
+	progress, noObserve, known, profile, resume                bool
+	restartCost                                                time.Duration
 }
 
 // validate checks the flags; errors name the flag and the reason.
@@ -51,6 +52,10 @@ func (f *simFlags) validate() error {
 		return fmt.Errorf("--sample-size: must be 0 (the policy's own) or more, got %d", f.sample)
 	case f.maxVisit < 0:
 		return fmt.Errorf("--max-visit: must be 0 (the core's default) or more, got %d", f.maxVisit)
+	case f.restartCost < 0 || f.restartCost > 24*time.Hour:
+		return fmt.Errorf("--restart-cost: must be 0..24h, got %v", f.restartCost)
+	case f.restartCost > 0 && !f.resume:
+		return fmt.Errorf("--restart-cost: applies with --resume (a job restarted in full pays its whole run again)")
 	case f.parallel < 0:
 		return fmt.Errorf("--parallel: must be 0 (one per CPU) or more, got %d", f.parallel)
 	}
@@ -144,6 +149,8 @@ times. Traces are read from --traces (default ../shared/traces).`,
 	f.Float64Var(&fl.arrivalScale, "arrival-scale", 1, "multiply arrival times (0.5: arrivals twice as dense)")
 	f.BoolVar(&fl.known, "known-workload", false, "declare the workload's request mix to the core up front (fgd's typical pods, as the FGD reference knows its pod list)")
 	f.BoolVar(&fl.profile, "profile", false, "declare each job class's run time per device model up front (Gavel's profiled throughputs)")
+	f.BoolVar(&fl.resume, "resume", false, "a preempted job resumes from its checkpoint (runs only the work left) instead of again in full")
+	f.DurationVar(&fl.restartCost, "restart-cost", 0, "with --resume: each resumed attempt's checkpoint save and restore time")
 	f.BoolVar(&fl.noObserve, "no-observe", false, "do not feed nodes' allocated fractions back as utilization")
 	f.BoolVar(&fl.progress, "progress", true, "a progress bar on standard error for long runs")
 	f.StringVarP(&fl.output, "output", "o", "table", "table or json")
@@ -191,7 +198,7 @@ func runSim(cmd *cobra.Command, fl *simFlags) error {
 				cfg := sim.Config{Policy: k.policy, Seed: k.seed, Cluster: cluster, Workload: work,
 					FGD: fl.protocol == "fgd", StopAt: fl.stopAt, SampleSize: fl.sample, MaxVisit: fl.maxVisit,
 					ArrivalScale: fl.arrivalScale, NoObserve: fl.noObserve, KnownWorkload: fl.known, Profile: fl.profile,
-					KnownDurations: fl.durations == "known", Progress: bar.track(i)}
+					KnownDurations: fl.durations == "known", Resume: fl.resume, RestartCost: fl.restartCost, Progress: bar.track(i)}
 				results[i], errs[i] = sim.Run(cfg)
 			}
 		}()

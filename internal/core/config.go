@@ -55,6 +55,14 @@ type Config struct {
 	// PreemptRetry is how often blocked urgent and high tasks try preemption
 	// again without a capacity change (victims may have become eligible).
 	PreemptRetry time.Duration
+	// TimeShareRound is how often, under a time-sharing policy (srtf),
+	// blocked tasks try again to take a running task's place: the
+	// round of the time-sharing.
+	TimeShareRound time.Duration
+	// TimeShareMinRun protects, under a time-sharing policy, a task that
+	// started less than this ago from being swapped out, so that tasks do
+	// not thrash.
+	TimeShareMinRun time.Duration
 	// PreemptMaxVisit bounds the nodes examined for one preemption;
 	// PreemptCandidates stops the walk once this many nodes offer a plan
 	// (as kube-scheduler's minCandidateNodesAbsolute), the best of them
@@ -103,6 +111,8 @@ func DefaultConfig() Config {
 		PreemptMaxVisit:   2048,
 		PreemptCandidates: 100,
 		PreemptRetry:      time.Second,
+		TimeShareRound:    time.Minute,
+		TimeShareMinRun:   time.Minute,
 		DefaultDuration:   time.Hour,
 		LoadTarget:        0.8,
 
@@ -145,6 +155,12 @@ func (c *Config) Validate() error {
 	}
 	if c.PreemptRetry <= 0 {
 		return errs.Invalid("preemptRetry", "must be positive")
+	}
+	if c.TimeShareRound <= 0 {
+		return errs.Invalid("timeShareRound", "must be positive")
+	}
+	if c.TimeShareMinRun < 0 {
+		return errs.Invalid("timeShareMinRun", "must not be negative")
 	}
 	if c.PreemptMaxVisit < 1 {
 		return errs.Invalid("preemptMaxVisit", "must be positive")

@@ -48,10 +48,15 @@ type Core struct {
 	// and high) or reclaim, retried at highRetryAt.
 	blockedHigh []blockRef
 	highRetryAt int64
-	retryAt     int64 // a deferred search resumes at this time (when retrySet)
-	retrySet    bool
-	rr          int // round-robin cursor over index.order
-	callPlaced  int // placements made by the current input
+	// blockedShare lists the blocked queues whose head may swap out a
+	// running task under a time-sharing policy, retried at shareRetryAt
+	// (every TimeShareRound).
+	blockedShare []blockRef
+	shareRetryAt int64
+	retryAt      int64 // a deferred search resumes at this time (when retrySet)
+	retrySet     bool
+	rr           int // round-robin cursor over index.order
+	callPlaced   int // placements made by the current input
 
 	// jobs (jobs.go)
 	jobs     map[string]*job
@@ -185,13 +190,24 @@ func (c *Core) Tick(now time.Time) {
 	if len(c.blockedHigh) > 0 && c.now >= c.highRetryAt {
 		refs := c.blockedHigh
 		c.blockedHigh = nil
-		for _, r := range refs {
-			if r.q.blocked && r.q.gen == r.gen {
-				c.unblock(r.q)
-			}
-		}
+		c.unblockRefs(refs)
+	}
+	if len(c.blockedShare) > 0 && c.now >= c.shareRetryAt {
+		refs := c.blockedShare
+		c.blockedShare = nil
+		c.unblockRefs(refs)
 	}
 	c.schedule()
+}
+
+// unblockRefs reactivates the class queues refs name that are still
+// blocked since they were listed.
+func (c *Core) unblockRefs(refs []blockRef) {
+	for _, r := range refs {
+		if r.q.blocked && r.q.gen == r.gen {
+			c.unblock(r.q)
+		}
+	}
 }
 
 // NextWakeup returns when the core next needs a Tick (a timer, a batch
@@ -221,6 +237,9 @@ func (c *Core) NextWakeup() (time.Time, bool) {
 	}
 	if len(c.blockedHigh) > 0 {
 		consider(c.highRetryAt)
+	}
+	if len(c.blockedShare) > 0 {
+		consider(c.shareRetryAt)
 	}
 	if c.retrySet {
 		consider(c.retryAt)

@@ -98,6 +98,15 @@ type QueueSortPlugin interface {
 	SortKey(cs *CycleState, t *Task) int64
 }
 
+// TimeSharePlugin ranks tasks for time-sharing (srtf): a pending task may
+// swap out a running preemptible task of its tier or a less important one
+// whose rank is larger, once that task has run TimeShareMinRun. Ranks
+// may change with time (attained service): Rank is read at each try.
+type TimeSharePlugin interface {
+	Plugin
+	Rank(t *Task) int64
+}
+
 // CandidateOrder is how a policy walks a group's buckets.
 type CandidateOrder uint8
 
@@ -128,6 +137,7 @@ type Policy struct {
 	Scores    []WeightedScore
 	Reserve   []ReservePlugin
 	QueueSort QueueSortPlugin // nil: submission order
+	TimeShare TimeSharePlugin // nil: a placed task keeps its place
 	Picker    SharePicker
 	// SampleSize overrides Config.SampleSize when > 0.
 	SampleSize int

@@ -119,6 +119,23 @@ func (p *ExpectedCompletion) Score(_ *CycleState, t *Task, o *Option, n *Node) (
 	return s, nil
 }
 
+// ShortestRemaining is srtf's order and time-share rank: the expected
+// remaining time, the task's expected runtime less the service it
+// attained (every earlier attempt's run, and the current one's so far).
+// A task that attained its estimate ranks 0, first.
+type ShortestRemaining struct{ c *Core }
+
+// Name implements Plugin.
+func (*ShortestRemaining) Name() string { return "ShortestRemaining" }
+
+// SortKey implements QueueSortPlugin.
+func (p *ShortestRemaining) SortKey(_ *CycleState, t *Task) int64 { return p.Rank(t) }
+
+// Rank implements TimeSharePlugin.
+func (p *ShortestRemaining) Rank(t *Task) int64 {
+	return max(0, p.c.expectedRuntime(t)-p.c.attained(t))
+}
+
 // ShortestFirst orders pending tasks by expected runtime.
 type ShortestFirst struct{ c *Core }
 

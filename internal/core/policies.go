@@ -33,6 +33,8 @@ var (
 	_ SharePicker     = RandomShare{}
 	_ SharePicker     = (*Fragmentation)(nil)
 	_ QueueSortPlugin = (*ShortestFirst)(nil)
+	_ QueueSortPlugin = (*ShortestRemaining)(nil)
+	_ TimeSharePlugin = (*ShortestRemaining)(nil)
 )
 
 // policyDef is one entry of the policy table: the policy's name and
@@ -69,6 +71,12 @@ var policyTable = []policyDef{
 		return &Policy{Order: LeastAllocatedFirst, Static: staticFilters(c), Picker: BestFitShare{},
 			QueueSort: &ShortestFirst{c: c},
 			Scores:    []WeightedScore{{LeastAllocated{}, 1}, {AcceleratorGuard{}, 1}}}
+	}},
+	{"srtf", "preemptive shortest remaining time first: a task swaps out a running one with more expected time left, in rounds", func(c *Core) *Policy {
+		sr := &ShortestRemaining{c: c}
+		return &Policy{Order: LeastAllocatedFirst, Static: staticFilters(c), Picker: BestFitShare{},
+			QueueSort: sr, TimeShare: sr,
+			Scores: []WeightedScore{{LeastAllocated{}, 1}, {AcceleratorGuard{}, 1}}}
 	}},
 	{"load-predict", "forecast node load (Holt) and pack towards a target without overshoot", func(c *Core) *Policy {
 		lt := &LoadTarget{c: c}

@@ -37,9 +37,10 @@ type PreemptReason string
 
 // Preemption reasons (the metrics' label values).
 const (
-	PreemptPriority PreemptReason = "priority" // for a more important task
-	PreemptReclaim  PreemptReason = "reclaim"  // for a queue under its guarantee
-	PreemptGang     PreemptReason = "gang"     // with a member of its gang
+	PreemptPriority PreemptReason = "priority"  // for a more important task
+	PreemptReclaim  PreemptReason = "reclaim"   // for a queue under its guarantee
+	PreemptGang     PreemptReason = "gang"      // with a member of its gang
+	PreemptShare    PreemptReason = "timeshare" // swapped out for a task of a better rank
 )
 
 type preemptPlan struct {
@@ -99,13 +100,14 @@ func startOf(t *Task) int64 { return t.started }
 
 // preemptMode is what a preemption attempt may do.
 type preemptMode struct {
-	priority bool // evict lower-priority tasks
-	reclaim  bool // evict borrowers of other queues
+	priority  bool // evict lower-priority tasks
+	reclaim   bool // evict borrowers of other queues
+	timeshare bool // swap out worse-ranked tasks of its tier or below
 }
 
 // preemptModeOf says what t may evict with option o.
 func (c *Core) preemptModeOf(t *Task, o *Option) preemptMode {
-	return preemptMode{priority: t.prio <= 1, reclaim: c.mayReclaim(t, o)}
+	return preemptMode{priority: t.prio <= 1, reclaim: c.mayReclaim(t, o), timeshare: c.policy.TimeShare != nil}
 }
 
 // mayReclaim reports whether t's queue (the nearest ancestor with a
@@ -132,7 +134,7 @@ func (c *Core) mayReclaim(t *Task, o *Option) bool {
 // mayPreempt reports whether t may evict anything: it is urgent or high,
 // or some option may reclaim.
 func (c *Core) mayPreempt(t *Task) bool {
-	if t.prio <= 1 {
+	if t.prio <= 1 || c.policy.TimeShare != nil {
 		return true
 	}
 	for oi := range t.cls.opts {
@@ -194,7 +196,7 @@ func (c *Core) preemptOption(w *preemptWalk, o *Option) bool {
 		return true // evicting others' work cannot lift its queue's max
 	}
 	m := c.preemptModeOf(t, o)
-	if !m.priority && !m.reclaim {
+	if !m.priority && !m.reclaim && !m.timeshare {
 		return true
 	}
 	c.refreshGroups(t, o)
@@ -258,8 +260,11 @@ func (c *Core) preemptOn(w *preemptWalk, o *Option, m preemptMode, n *Node) {
 func (c *Core) evict(v, t *Task, n *Node) {
 	why := "preempted by " + t.id
 	reason := PreemptReclaim
-	if t.prio <= 1 && v.prio > t.prio {
+	switch {
+	case t.prio <= 1 && v.prio > t.prio:
 		reason = PreemptPriority
+	case c.policy.TimeShare != nil && c.shareVictim(t, v):
+		reason = PreemptShare
 	}
 	g := v.gang
 	if g == nil || g.placed <= 1 {
@@ -293,8 +298,11 @@ func (c *Core) evict(v, t *Task, n *Node) {
 // left (a bound: the victims' own checks decide).
 func (c *Core) potentialFits(t *Task, o *Option, n *Node, m preemptMode) bool {
 	from := int(t.prio) + 1
-	if m.reclaim {
+	switch {
+	case m.reclaim:
 		from = 0
+	case m.timeshare:
+		from = int(t.prio)
 	}
 	nd := c.dims.Len()
 	for i := 0; i < nd; i++ {
@@ -346,6 +354,32 @@ func (c *Core) priorityVictim(t, v *Task) bool {
 	if inGang(v) {
 		for _, m := range v.gang.members {
 			if (m.state == Scheduled || m.state == Running) && m.prio <= t.prio {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// shareVictim reports whether t may swap v out under the time-sharing
+// policy: v, and every other placed member of its gang (evicted with it),
+// is of t's tier or below, ranks worse than t, and has run
+// TimeShareMinRun.
+func (c *Core) shareVictim(t, v *Task) bool {
+	ts := c.policy.TimeShare
+	if ts == nil {
+		return false
+	}
+	rank := ts.Rank(t)
+	ok := func(m *Task) bool {
+		return m.prio >= t.prio && ts.Rank(m) > rank && c.now-startOf(m) >= int64(c.cfg.TimeShareMinRun)
+	}
+	if !ok(v) {
+		return false
+	}
+	if inGang(v) {
+		for _, m := range v.gang.members {
+			if (m.state == Scheduled || m.state == Running) && !ok(m) {
 				return false
 			}
 		}
@@ -458,7 +492,7 @@ func (c *Core) keepsGuarantees(cp checkpoint, t *Task, o *Option, xs, ghosts, ta
 func (c *Core) victimsOn(sc *searchCtx, t *Task, o *Option, n *Node, m preemptMode) ([]*Task, bool) {
 	cands := sc.victims[:0]
 	for _, v := range n.tasks {
-		if c.evictable(v) && (m.priority && v.prio > t.prio || m.reclaim) && !(inGang(v) && c.gangProtected(v)) {
+		if c.evictable(v) && (m.priority && v.prio > t.prio || m.reclaim || m.timeshare && v.prio >= t.prio) && !(inGang(v) && c.gangProtected(v)) {
 			cands = append(cands, v)
 		}
 	}
@@ -479,7 +513,7 @@ func (c *Core) victimsOn(sc *searchCtx, t *Task, o *Option, n *Node, m preemptMo
 	}
 	ghosts := sc.ghosts[:0]
 	for _, v := range cands {
-		if !(m.priority && c.priorityVictim(t, v) || m.reclaim && c.reclaimVictim(t, o, v)) {
+		if !(m.priority && c.priorityVictim(t, v) || m.reclaim && c.reclaimVictim(t, o, v) || m.timeshare && c.shareVictim(t, v)) {
 			continue
 		}
 		xs := evictedWith(sc, v, taken, ghosts)

@@ -328,7 +328,13 @@ func (k *checker) checkOutput(out *Output) error {
 		if !ok1 || !ok2 {
 			return fmt.Errorf("preemption names unknown tasks: %+v", pr)
 		}
-		if v.Priority() <= by.Priority() || by.Priority() > api.PriorityHigh {
+		if pr.Reason == PreemptShare {
+			// Time-sharing swaps out a task of the same tier or a less
+			// important one, never a more important one.
+			if c.policy.TimeShare == nil || v.Priority() < by.Priority() {
+				return fmt.Errorf("time-share preemption of %s (priority %d) by %s (priority %d) under %s", pr.Victim, v.Priority(), pr.By, by.Priority(), c.policy.Name)
+			}
+		} else if v.Priority() <= by.Priority() || by.Priority() > api.PriorityHigh {
 			return fmt.Errorf("preemption of %s (priority %d) by %s (priority %d)", pr.Victim, v.Priority(), pr.By, by.Priority())
 		}
 		if !k.r.specs[pr.Victim].IsPreemptible() {

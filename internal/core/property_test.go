@@ -451,6 +451,7 @@ func TestPropertyNoStrandedTasksRoundRobin(t *testing.T) {
 func noRetryConfig(cfg Config) Config {
 	cfg.Tiers[2].AgingAfter, cfg.Tiers[3].AgingAfter = 0, 0
 	cfg.PreemptRetry = 1000 * time.Hour
+	cfg.TimeShareRound = 1000 * time.Hour
 	cfg.MaxVisit = max(cfg.MaxVisit, 64)
 	return cfg
 }

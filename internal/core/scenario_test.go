@@ -204,6 +204,12 @@ func (h *harness) init(t *testing.T, td *datadriven.TestData) string {
 	if v, ok := arg(td, "bypass"); ok {
 		cfg.AgedBypass, _ = strconv.Atoi(v)
 	}
+	if v, ok := arg(td, "share-round"); ok {
+		cfg.TimeShareRound = mustDur(t, v)
+	}
+	if v, ok := arg(td, "share-min-run"); ok {
+		cfg.TimeShareMinRun = mustDur(t, v)
+	}
 	if v, ok := arg(td, "min-runtime"); ok {
 		cfg.PreemptMinRuntime = mustDur(t, v)
 	}

@@ -56,6 +56,12 @@ func (c *Core) pushLevel(t *Task) {
 	wasEmpty := q.size() == 0
 	q.push(t)
 	if q.blocked {
+		if c.policy.TimeShare != nil && q.head() == t && q.size() > 1 {
+			// Time-sharing: a new head ranks better than the one whose
+			// failure blocked the queue, and may swap out what that
+			// one could not. It tries now.
+			c.unblock(q)
+		}
 		return
 	}
 	bs := &c.bands[q.band]
@@ -302,11 +308,19 @@ func (c *Core) block(q *classQueue, t *Task) {
 		}
 	}
 	c.blockedAll = appendRef(c.blockedAll, ref)
-	if c.mayPreempt(t) {
+	switch {
+	case t.prio <= 1 || c.policy.TimeShare == nil && c.mayPreempt(t):
 		if len(c.blockedHigh) == 0 {
 			c.highRetryAt = c.now + int64(c.cfg.PreemptRetry)
 		}
 		c.blockedHigh = appendRef(c.blockedHigh, ref)
+	case c.mayPreempt(t):
+		// Time-sharing: the next round tries again (running tasks'
+		// ranks and protections change with time).
+		if len(c.blockedShare) == 0 {
+			c.shareRetryAt = c.now + int64(c.cfg.TimeShareRound)
+		}
+		c.blockedShare = appendRef(c.blockedShare, ref)
 	}
 	c.out.Unfit = append(c.out.Unfit, UnfitAttempt{Task: t.id, Priority: int(t.prio), Wait: durationOf(c.now - attemptStart(t))})
 	reason := c.explain(t)

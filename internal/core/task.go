@@ -37,6 +37,7 @@ type Task struct {
 	chosen    int8
 	devs      []devShare
 	started   int64 // placement time, then the executor's start time
+	served    int64 // ns placed or running in ended attempts (attained service)
 	attempt   int32
 	unmet     int32
 	dependent []*Task
@@ -191,6 +192,7 @@ func (c *Core) requeue(t *Task, to State, reason string) {
 		return
 	}
 	from := t.state
+	t.served += max(0, c.now-t.started)
 	c.release(t, true)
 	c.timers.cancel(t)
 	t.attempt++
@@ -205,3 +207,12 @@ func (c *Core) requeue(t *Task, to State, reason string) {
 func durString(ns int64) string { return time.Duration(ns).String() }
 
 func durationOf(ns int64) time.Duration { return time.Duration(ns) }
+
+// attained is the service t has had: its ended attempts' time placed or
+// running, and the current attempt's so far.
+func (c *Core) attained(t *Task) int64 {
+	if t.state == Scheduled || t.state == Running {
+		return t.served + max(0, c.now-t.started)
+	}
+	return t.served
+}

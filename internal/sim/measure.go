@@ -44,6 +44,10 @@ func (r *run) finish() {
 		if j.placed < 0 && j.submitted {
 			r.res.Unplaced++
 		}
+		if n := jobPreemptions(j); n > 0 {
+			r.res.PreemptedJobs++
+			r.res.MaxPreemptions = max(r.res.MaxPreemptions, n)
+		}
 		if j.submitted {
 			r.res.TierJobs[j.prio]++
 			if j.done < 0 {
@@ -180,4 +184,14 @@ func downsample(ss []Sample, n int) []Sample {
 		}
 	}
 	return out
+}
+
+// jobPreemptions is how often j was evicted: its most evicted task's
+// count (a gang is evicted whole).
+func jobPreemptions(j *job) int {
+	n := 0
+	for _, t := range j.tasks {
+		n = max(n, t.preemptions)
+	}
+	return n
 }

@@ -70,6 +70,11 @@ type Result struct {
 	// Unfinished jobs were submitted and did not complete (waiting,
 	// running, or never ending by design); JCT leaves them out.
 	Unfinished int `json:"unfinished"`
+	// Preemptions counts evictions (a gang's members each); PreemptedJobs
+	// the jobs evicted at least once, MaxPreemptions the most any job was.
+	Preemptions    int `json:"preemptions"`
+	PreemptedJobs  int `json:"preemptedJobs"`
+	MaxPreemptions int `json:"maxPreemptions"`
 	// TierJobs is the number of jobs submitted per priority tier.
 	TierJobs [4]int `json:"tierJobs"`
 

@@ -53,6 +53,13 @@ type Config struct {
 	// per job class), as Gavel's profiled throughputs are known to its
 	// policies; otherwise run times are learned from finished jobs.
 	Profile bool
+	// Resume makes a preempted job resume from its checkpoint: its next
+	// attempt runs only the work left (progress is kept as a fraction,
+	// so it carries across device models), after RestartCost (the
+	// checkpoint's save and restore). Without it a preempted job runs
+	// again in full.
+	Resume      bool
+	RestartCost time.Duration
 	// KnownDurations tells the core each job's true run time
 	// (api.Task.Duration = trace.Job.Duration), as SRTF papers assume;
 	// otherwise policies learn run times from finished jobs.
@@ -89,6 +96,12 @@ type task struct {
 	vec  resource.Vector
 	node string
 	on   bool // placed now
+	// progress is the share of its work done (Config.Resume), from the
+	// attempts that ended; the current attempt began its work at workAt
+	// (after its restart cost) and runs dur for the whole work.
+	progress    float64
+	workAt, dur int64
+	preemptions int
 }
 
 type completion struct {
@@ -539,17 +552,57 @@ func (r *run) recordAllocAt() {
 	}
 }
 
-// apply takes the core's output: placements start jobs (their completion
-// scheduled from the run time on the chosen device model), preemptions and
-// re-queues stop them.
+// apply takes the core's output: preemptions and re-queues stop jobs,
+// then placements start them (their completion scheduled from the run
+// time on the chosen device model). One output may evict a task and place
+// it again (or place and evict it): the stops go first, and of a task's
+// placements only the last counts, if the core still has it placed.
 func (r *run) apply() bool {
 	out := r.c.TakeOutput()
 	changed := len(out.Placements) > 0 || len(out.Transitions) > 0
 	dims := r.c.Dims()
-	for _, p := range out.Placements {
+	for _, tr := range out.Transitions {
+		tk := r.byID[tr.Task]
+		if tk == nil || !tk.on {
+			continue
+		}
+		if (tr.From == core.Scheduled || tr.From == core.Running) && tr.To != core.Succeeded {
+			// Evicted or stopped: it holds nothing now; its completion
+			// is void. A re-placement runs it again in full, or with
+			// Resume the work left.
+			if tr.To == core.Preempted {
+				tk.preemptions++
+				r.res.Preemptions++
+				if r.cfg.Resume && tk.dur > 0 && r.now > tk.workAt {
+					tk.progress = min(0.999999, tk.progress+float64(r.now-tk.workAt)/float64(tk.dur))
+				}
+			}
+			r.release(tk)
+			tk.gen++
+		}
+	}
+	var last map[string]int
+	if len(out.Transitions) > 0 {
+		last = make(map[string]int, len(out.Placements))
+		for i, p := range out.Placements {
+			last[p.Task] = i
+		}
+	}
+	for i, p := range out.Placements {
 		tk := r.byID[p.Task]
 		if tk == nil {
 			continue
+		}
+		if last != nil {
+			if last[p.Task] != i {
+				continue
+			}
+			if ct, ok := r.c.Task(p.Task); !ok || (ct.State() != core.Scheduled && ct.State() != core.Running) {
+				continue
+			}
+		}
+		if tk.on { // cannot happen: its stop went first
+			r.release(tk)
 		}
 		j := tk.j
 		req := tk.spec.Resources
@@ -584,19 +637,13 @@ func (r *run) apply() bool {
 			}
 		}
 		if dur > 0 {
-			heap.Push(&r.done, completion{at: r.now + int64(dur), t: tk, gen: tk.gen})
-		}
-	}
-	for _, tr := range out.Transitions {
-		tk := r.byID[tr.Task]
-		if tk == nil || !tk.on {
-			continue
-		}
-		if (tr.From == core.Scheduled || tr.From == core.Running) && tr.To != core.Succeeded {
-			// Evicted or stopped: it holds nothing now; its completion
-			// is void (a re-placement runs it again in full).
-			r.release(tk)
-			tk.gen++
+			tk.dur, tk.workAt = int64(dur), r.now
+			left := int64(dur)
+			if r.cfg.Resume && tk.preemptions > 0 {
+				tk.workAt += int64(r.cfg.RestartCost)
+				left = int64(float64(dur) * (1 - tk.progress))
+			}
+			heap.Push(&r.done, completion{at: tk.workAt + left, t: tk, gen: tk.gen})
 		}
 	}
 	return changed

@@ -284,3 +284,31 @@ func TestKnownDurations(t *testing.T) {
 }
 
 func ptrInt(v int) *int { return &v }
+
+// TestSRTFResumesFromCheckpoint: under srtf with known durations a short
+// job swaps out a long one that ran past the minimum run time; with
+// Resume the long job's next attempt runs only the work left, after the
+// restart cost; without it, all of it again.
+func TestSRTFResumesFromCheckpoint(t *testing.T) {
+	jobs := []trace.Job{gpuJob(0, 0, 100*time.Second, 1), gpuJob(1, 70*time.Second, 10*time.Second, 1)}
+	end := map[bool]float64{}
+	for _, resume := range []bool{false, true} {
+		r, err := Run(Config{Policy: "srtf", KnownDurations: true, Resume: resume, RestartCost: 5 * time.Second,
+			Cluster:  trace.Cluster{Name: "c", Nodes: []api.Node{gpuNode("a", "A100", 1)}},
+			Workload: trace.Workload{Name: "w", Jobs: jobs}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Completed != 2 || r.Preemptions != 1 || r.PreemptedJobs != 1 || r.MaxPreemptions != 1 {
+			t.Fatalf("resume=%v: completed %d, preemptions %d (%d jobs, max %d)", resume, r.Completed, r.Preemptions, r.PreemptedJobs, r.MaxPreemptions)
+		}
+		end[resume] = r.Makespan
+	}
+	// Long: 0–70 s, swapped out; short 70–80 s; long again from 80 s:
+	// with Resume 5 s of restart and the 30 s left (ends at 115 s),
+	// without it 100 s (ends at 180 s). The medium tier's batch window
+	// adds milliseconds.
+	if math.Abs(end[true]-115) > 0.1 || math.Abs(end[false]-180) > 0.1 {
+		t.Errorf("makespan with resume %v, without %v; want 115 and 180", end[true], end[false])
+	}
+}

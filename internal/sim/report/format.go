@@ -295,6 +295,10 @@ func columns(ss []Summary) []column {
 		cols = append(cols, column{head: "SLO " + strings.ToUpper(tierName(t)), group: gSLO, label: tierName(t), better: +1,
 			get: func(s Summary) cell { return pctCell(s.SLO[t]) }})
 	}
+	ic := func(_ Summary, m Measure) cell { return intCell(m) }
+	add("PREEMPTED JOBS", gOther, "jobs evicted at least once", 0, func(s Summary) Measure { return s.PreemptedJobs }, ic)
+	add("PREEMPTIONS", gOther, "evictions", 0, func(s Summary) Measure { return s.Preemptions }, ic)
+	add("MAX/JOB", gOther, "the most evictions of one job", 0, func(s Summary) Measure { return s.MaxPreemptions }, ic)
 	if multiQueue(ss) {
 		cols = append(cols, column{head: "FAIRNESS", group: gOther, label: "Jain's fairness over queues", better: +1,
 			get: func(s Summary) cell { return ratioCell(s.Fairness) }})

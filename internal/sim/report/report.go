@@ -46,6 +46,11 @@ type Summary struct {
 	// Unfinished jobs were submitted and did not complete: JCT leaves
 	// them out.
 	Unfinished Measure `json:"unfinished"`
+	// Preemptions are evictions per run; PreemptedJobs the jobs evicted
+	// at least once; MaxPreemptions the most one job was.
+	Preemptions    Measure `json:"preemptions"`
+	PreemptedJobs  Measure `json:"preemptedJobs"`
+	MaxPreemptions Measure `json:"maxPreemptions"`
 	// Protocol is fgd when every run followed the FGD protocol (no
 	// departures: time-based measures mean nothing), else replay;
 	// Durations is known, learned, or mixed over the runs.
@@ -150,6 +155,7 @@ func Aggregate(rs []sim.Result) []Summary {
 
 func summarize(policy string, runs []*sim.Result) Summary {
 	s := Summary{Policy: policy, Runs: len(runs), Utilization: map[string]Measure{}}
+	var preemptions, preemptedJobs, maxPreemptions acc
 	var jobs, placed, completed, unplaced, unfinished, gpuAlloc, frag, jm, j50, j99, mk, fair, eps, gua acc
 	var tierJobs, qd, slo [4]acc
 	util := map[string]*acc{}
@@ -162,6 +168,9 @@ func summarize(policy string, runs []*sim.Result) Summary {
 		completed.add(float64(r.Completed))
 		unplaced.add(float64(r.Unplaced))
 		unfinished.add(float64(r.Unfinished))
+		preemptions.add(float64(r.Preemptions))
+		preemptedJobs.add(float64(r.PreemptedJobs))
+		maxPreemptions.add(float64(r.MaxPreemptions))
 		s.Protocol = mergeLabel(s.Protocol, orDefault(r.Protocol, "replay"), "replay")
 		s.Durations = mergeLabel(s.Durations, orDefault(r.Durations, "learned"), "mixed")
 		for k, v := range r.Utilization {
@@ -205,6 +214,7 @@ func summarize(policy string, runs []*sim.Result) Summary {
 	slices.Sort(s.Seeds)
 	s.Jobs, s.Placed, s.Completed, s.Unplaced = jobs.measure(), placed.measure(), completed.measure(), unplaced.measure()
 	s.Unfinished = unfinished.measure()
+	s.Preemptions, s.PreemptedJobs, s.MaxPreemptions = preemptions.measure(), preemptedJobs.measure(), maxPreemptions.measure()
 	for k, a := range util {
 		s.Utilization[k] = a.measure()
 	}
