@@ -59,7 +59,7 @@ var AttemptResults = []string{"scheduled", "unschedulable"}
 
 // PreemptReasons are the label values of hetsched_preemptions_total, each
 // exported from the start (at 0).
-var PreemptReasons = []string{"priority", "reclaim", "gang"}
+var PreemptReasons = []string{"priority", "reclaim", "gang", "timeshare"}
 
 // New creates the collectors and registers them on reg.
 func New(reg prometheus.Registerer) *Metrics {
