@@ -24,6 +24,9 @@ type Saved struct {
 	// Failures how many of its retries it used.
 	Job      string
 	Failures int
+	// Served is the service the task attained in its ended attempts
+	// (time placed or running), which time-sharing policies rank by.
+	Served time.Duration
 	// AnyDevices places a task whose devices are not known (work adopted
 	// from elsewhere) on free devices of Node, picked as a placement
 	// would pick them; Devices is then ignored. Not part of what a
@@ -60,6 +63,7 @@ func (c *Core) Restore(now time.Time, spec *api.Task, s Saved) error {
 	}
 	t.attempt = int32(s.Attempt)
 	t.failures = int32(s.Failures)
+	t.served = max(0, int64(s.Served))
 	defer func() {
 		g := t.gang
 		switch {

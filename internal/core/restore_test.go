@@ -201,3 +201,24 @@ func TestReplaceTakesTheRoomItFrees(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestRestoreKeepsAttainedService: the service a task attained before a
+// restart counts after it, so srtf ranks a restored task by what it has
+// left, not by its whole estimate.
+func TestRestoreKeepsAttainedService(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Policy = "srtf"
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1000, 0)
+	spec := api.Task{ID: "resumed", Resources: resource.List{resource.CPU: 1000}, Duration: api.Duration(10 * time.Minute)}
+	if err := c.Restore(now, &spec, Saved{State: Pending, Attempt: 2, Served: 8 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	task, _ := c.Task("resumed")
+	if got := c.policy.TimeShare.Rank(task); got != int64(2*time.Minute) {
+		t.Errorf("restored rank %v, want 2m left of 10m after 8m served", time.Duration(got))
+	}
+}

@@ -90,6 +90,23 @@ func (r *TaskRecord) endAttempt(now time.Time, reason string) {
 	r.ExitCode = nil
 }
 
+// served is the service r attained in its ended attempts (time running,
+// or placed when it never started), as far as its history says: the last
+// MaxAttempts attempts.
+func (r *TaskRecord) served() time.Duration {
+	var d time.Duration
+	for _, a := range r.Attempts {
+		from := a.Started // as the core counts: from the start, else the placement
+		if from == nil {
+			from = a.Scheduled
+		}
+		if from != nil && a.Finished.After(*from) {
+			d += a.Finished.Sub(*from)
+		}
+	}
+	return d
+}
+
 // NodeRecord is a node as the store keeps it.
 type NodeRecord struct {
 	Spec api.Node `json:"spec"`
@@ -212,6 +229,7 @@ func (r *TaskRecord) saved() core.Saved {
 	} else if r.Scheduled != nil {
 		s.Started = *r.Scheduled
 	}
+	s.Served = r.served()
 	return s
 }
 

@@ -134,3 +134,18 @@ func TestEndAttemptKeepsTheLastAttempts(t *testing.T) {
 		t.Fatalf("history: %d attempts, first %d, last %d", len(r.Attempts), r.Attempts[0].Attempt, r.Attempts[len(r.Attempts)-1].Attempt)
 	}
 }
+
+// TestSavedServedFromTheAttempts: a record's ended attempts give the core
+// the service the task attained (from each start, else its placement, to
+// its end), so time-sharing ranks survive a restart.
+func TestSavedServedFromTheAttempts(t *testing.T) {
+	at := func(s int) *time.Time { v := time.Unix(int64(s), 0); return &v }
+	r := TaskRecord{State: "pending", Attempts: []Attempt{
+		{Attempt: 0, Scheduled: at(0), Started: at(10), Finished: *at(70)},     // ran 60 s
+		{Attempt: 1, Scheduled: at(100), Finished: *at(130)},                   // placed 30 s, never started
+		{Attempt: 2, Scheduled: at(200), Started: at(190), Finished: *at(180)}, // a clock step back: nothing
+	}}
+	if got := r.saved().Served; got != 90*time.Second {
+		t.Errorf("served %v, want 1m30s", got)
+	}
+}
