@@ -26,7 +26,8 @@ type simFlags struct {
 	seedBase                                                   int64
 	stopAt, arrivalScale                                       float64
 	progress, noObserve, known, profile, resume                bool
-	restartCost                                                time.Duration
+	restartCost, shareRound, shareMinRun                       time.Duration
+	lasThresholds                                              []time.Duration
 }
 
 // validate checks the flags; errors name the flag and the reason.
@@ -56,8 +57,22 @@ func (f *simFlags) validate() error {
 		return fmt.Errorf("--restart-cost: must be 0..24h, got %v", f.restartCost)
 	case f.restartCost > 0 && !f.resume:
 		return fmt.Errorf("--restart-cost: applies with --resume (a job restarted in full pays its whole run again)")
+	case f.shareRound < 0 || f.shareMinRun < 0:
+		return fmt.Errorf("--share-round and --share-min-run: must not be negative")
+	case f.lasThresholds != nil && lasInvalid(f.lasThresholds) != nil:
+		return fmt.Errorf("--las-thresholds: %v", lasInvalid(f.lasThresholds))
 	case f.parallel < 0:
 		return fmt.Errorf("--parallel: must be 0 (one per CPU) or more, got %d", f.parallel)
+	}
+	return nil
+}
+
+// lasInvalid is why the core refuses ths as its las thresholds, or nil.
+func lasInvalid(ths []time.Duration) error {
+	cfg := core.DefaultConfig()
+	cfg.LASThresholds = ths
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("want 1 to 8 positive ascending durations, got %v", ths)
 	}
 	return nil
 }
@@ -151,6 +166,9 @@ times. Traces are read from --traces (default ../shared/traces).`,
 	f.BoolVar(&fl.profile, "profile", false, "declare each job class's run time per device model up front (Gavel's profiled throughputs)")
 	f.BoolVar(&fl.resume, "resume", false, "a preempted job resumes from its checkpoint (runs only the work left) instead of again in full")
 	f.DurationVar(&fl.restartCost, "restart-cost", 0, "with --resume: each resumed attempt's checkpoint save and restore time")
+	f.DurationVar(&fl.shareRound, "share-round", 0, "srtf, las: how often blocked tasks try to swap a running one out (0: the core's 1m)")
+	f.DurationVar(&fl.shareMinRun, "share-min-run", 0, "srtf, las: the least a task runs before it may be swapped out (0: the core's 1m)")
+	f.DurationSliceVar(&fl.lasThresholds, "las-thresholds", nil, "las: the device-service thresholds between its queues, ascending (default 1h)")
 	f.BoolVar(&fl.noObserve, "no-observe", false, "do not feed nodes' allocated fractions back as utilization")
 	f.BoolVar(&fl.progress, "progress", true, "a progress bar on standard error for long runs")
 	f.StringVarP(&fl.output, "output", "o", "table", "table or json")
@@ -198,7 +216,8 @@ func runSim(cmd *cobra.Command, fl *simFlags) error {
 				cfg := sim.Config{Policy: k.policy, Seed: k.seed, Cluster: cluster, Workload: work,
 					FGD: fl.protocol == "fgd", StopAt: fl.stopAt, SampleSize: fl.sample, MaxVisit: fl.maxVisit,
 					ArrivalScale: fl.arrivalScale, NoObserve: fl.noObserve, KnownWorkload: fl.known, Profile: fl.profile,
-					KnownDurations: fl.durations == "known", Resume: fl.resume, RestartCost: fl.restartCost, Progress: bar.track(i)}
+					KnownDurations: fl.durations == "known", Resume: fl.resume, RestartCost: fl.restartCost,
+					ShareRound: fl.shareRound, ShareMinRun: fl.shareMinRun, LASThresholds: fl.lasThresholds, Progress: bar.track(i)}
 				results[i], errs[i] = sim.Run(cfg)
 			}
 		}()

@@ -71,6 +71,9 @@ func TestSimCommand(t *testing.T) {
 		{[]string{"--throughputs", "x.csv"}, "--throughputs: applies to file:PATH"},
 		{[]string{"--columns", "submit=a"}, "--columns: duration: required"},
 		{[]string{"--sample-size", "-1"}, "--sample-size"},
+		{[]string{"--las-thresholds", "2h,1h"}, "--las-thresholds: want 1 to 8 positive ascending"},
+		{[]string{"--restart-cost", "30s"}, "--restart-cost: applies with --resume"},
+		{[]string{"--share-round", "-1s"}, "--share-round"},
 	} {
 		c := newSim()
 		c.SetOut(&bytes.Buffer{})

@@ -63,6 +63,11 @@ type Config struct {
 	// started less than this ago from being swapped out, so that tasks do
 	// not thrash.
 	TimeShareMinRun time.Duration
+	// LASThresholds split las's queues by the device-service a task
+	// attained (devices held × time; a task without devices counts as
+	// one): queue 0 below the first threshold, queue 1 below the second,
+	// and so on; ascending, 1 to 8 of them.
+	LASThresholds []time.Duration
 	// PreemptMaxVisit bounds the nodes examined for one preemption;
 	// PreemptCandidates stops the walk once this many nodes offer a plan
 	// (as kube-scheduler's minCandidateNodesAbsolute), the best of them
@@ -113,6 +118,7 @@ func DefaultConfig() Config {
 		PreemptRetry:      time.Second,
 		TimeShareRound:    time.Minute,
 		TimeShareMinRun:   time.Minute,
+		LASThresholds:     []time.Duration{time.Hour},
 		DefaultDuration:   time.Hour,
 		LoadTarget:        0.8,
 
@@ -161,6 +167,14 @@ func (c *Config) Validate() error {
 	}
 	if c.TimeShareMinRun < 0 {
 		return errs.Invalid("timeShareMinRun", "must not be negative")
+	}
+	if len(c.LASThresholds) < 1 || len(c.LASThresholds) > 8 {
+		return errs.Invalid("lasThresholds", "want 1 to 8 thresholds, got %d", len(c.LASThresholds))
+	}
+	for i, th := range c.LASThresholds {
+		if th <= 0 || i > 0 && th <= c.LASThresholds[i-1] {
+			return errs.Invalid("lasThresholds", "must be positive and ascending, got %v", c.LASThresholds)
+		}
 	}
 	if c.PreemptMaxVisit < 1 {
 		return errs.Invalid("preemptMaxVisit", "must be positive")

@@ -136,6 +136,39 @@ func (p *ShortestRemaining) Rank(t *Task) int64 {
 	return max(0, p.c.expectedRuntime(t)-p.c.attained(t))
 }
 
+// LeastAttained is las's order and time-share rank (Tiresias' discretized
+// two-dimensional least-attained-service): the queue of the
+// device-service the task attained (devices held × time, a task without
+// devices counting as one device) by Config.LASThresholds. Queues are
+// served lowest first, FIFO within one, and a task of a lower queue swaps
+// out one of a higher queue. It needs no run time estimate.
+type LeastAttained struct{ c *Core }
+
+// Name implements Plugin.
+func (*LeastAttained) Name() string { return "LeastAttained" }
+
+// SortKey implements QueueSortPlugin.
+func (p *LeastAttained) SortKey(_ *CycleState, t *Task) int64 { return p.Rank(t) }
+
+// Rank implements TimeSharePlugin.
+func (p *LeastAttained) Rank(t *Task) int64 {
+	o := &t.cls.opts[0]
+	if t.state == Scheduled || t.state == Running {
+		o = &t.cls.opts[optIndex(t.chosen)]
+	}
+	var milli int64
+	for _, d := range o.devs {
+		milli += d.milli
+	}
+	service := p.c.attained(t) / 1000 * max(1000, milli)
+	for i, th := range p.c.cfg.LASThresholds {
+		if service < int64(th) {
+			return int64(i)
+		}
+	}
+	return int64(len(p.c.cfg.LASThresholds))
+}
+
 // ShortestFirst orders pending tasks by expected runtime.
 type ShortestFirst struct{ c *Core }
 

@@ -35,6 +35,8 @@ var (
 	_ QueueSortPlugin = (*ShortestFirst)(nil)
 	_ QueueSortPlugin = (*ShortestRemaining)(nil)
 	_ TimeSharePlugin = (*ShortestRemaining)(nil)
+	_ QueueSortPlugin = (*LeastAttained)(nil)
+	_ TimeSharePlugin = (*LeastAttained)(nil)
 )
 
 // policyDef is one entry of the policy table: the policy's name and
@@ -76,6 +78,12 @@ var policyTable = []policyDef{
 		sr := &ShortestRemaining{c: c}
 		return &Policy{Order: LeastAllocatedFirst, Static: staticFilters(c), Picker: BestFitShare{},
 			QueueSort: sr, TimeShare: sr,
+			Scores: []WeightedScore{{LeastAllocated{}, 1}, {AcceleratorGuard{}, 1}}}
+	}},
+	{"las", "2D least attained service (Tiresias): queues by device-time attained, FIFO within, lower queues swap out higher ones; no run times needed", func(c *Core) *Policy {
+		la := &LeastAttained{c: c}
+		return &Policy{Order: LeastAllocatedFirst, Static: staticFilters(c), Picker: BestFitShare{},
+			QueueSort: la, TimeShare: la,
 			Scores: []WeightedScore{{LeastAllocated{}, 1}, {AcceleratorGuard{}, 1}}}
 	}},
 	{"load-predict", "forecast node load (Holt) and pack towards a target without overshoot", func(c *Core) *Policy {

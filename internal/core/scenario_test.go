@@ -207,6 +207,12 @@ func (h *harness) init(t *testing.T, td *datadriven.TestData) string {
 	if v, ok := arg(td, "share-round"); ok {
 		cfg.TimeShareRound = mustDur(t, v)
 	}
+	if v, ok := arg(td, "las"); ok {
+		cfg.LASThresholds = nil
+		for _, x := range strings.Split(v, ",") {
+			cfg.LASThresholds = append(cfg.LASThresholds, mustDur(t, x))
+		}
+	}
 	if v, ok := arg(td, "share-min-run"); ok {
 		cfg.TimeShareMinRun = mustDur(t, v)
 	}

@@ -60,6 +60,11 @@ type Config struct {
 	// again in full.
 	Resume      bool
 	RestartCost time.Duration
+	// ShareRound, ShareMinRun and LASThresholds override the core's
+	// TimeShareRound, TimeShareMinRun and LASThresholds (zero or nil: the
+	// core's defaults).
+	ShareRound, ShareMinRun time.Duration
+	LASThresholds           []time.Duration
 	// KnownDurations tells the core each job's true run time
 	// (api.Task.Duration = trace.Job.Duration), as SRTF papers assume;
 	// otherwise policies learn run times from finished jobs.
@@ -194,6 +199,15 @@ func Run(cfg Config) (Result, error) {
 	}
 	if cfg.MaxVisit > 0 {
 		ccfg.MaxVisit = cfg.MaxVisit
+	}
+	if cfg.ShareRound > 0 {
+		ccfg.TimeShareRound = cfg.ShareRound
+	}
+	if cfg.ShareMinRun > 0 {
+		ccfg.TimeShareMinRun = cfg.ShareMinRun
+	}
+	if cfg.LASThresholds != nil {
+		ccfg.LASThresholds = cfg.LASThresholds
 	}
 	if ccfg.MaxVisit < ccfg.SampleSize {
 		ccfg.MaxVisit = ccfg.SampleSize
