@@ -53,28 +53,25 @@ func (f *simFlags) validate() error {
 		return fmt.Errorf("--sample-size: must be 0 (the policy's own) or more, got %d", f.sample)
 	case f.maxVisit < 0:
 		return fmt.Errorf("--max-visit: must be 0 (the core's default) or more, got %d", f.maxVisit)
+	case f.lasThresholds != nil && !lasValid(f.lasThresholds):
+		return fmt.Errorf("--las-thresholds: want 1 to 8 positive ascending durations, got %v", f.lasThresholds)
 	case f.restartCost < 0 || f.restartCost > 24*time.Hour:
 		return fmt.Errorf("--restart-cost: must be 0..24h, got %v", f.restartCost)
 	case f.restartCost > 0 && !f.resume:
 		return fmt.Errorf("--restart-cost: applies with --resume (a job restarted in full pays its whole run again)")
 	case f.shareRound < 0 || f.shareMinRun < 0:
 		return fmt.Errorf("--share-round and --share-min-run: must not be negative")
-	case f.lasThresholds != nil && lasInvalid(f.lasThresholds) != nil:
-		return fmt.Errorf("--las-thresholds: %v", lasInvalid(f.lasThresholds))
 	case f.parallel < 0:
 		return fmt.Errorf("--parallel: must be 0 (one per CPU) or more, got %d", f.parallel)
 	}
 	return nil
 }
 
-// lasInvalid is why the core refuses ths as its las thresholds, or nil.
-func lasInvalid(ths []time.Duration) error {
+// lasValid reports whether the core takes ths as its las thresholds.
+func lasValid(ths []time.Duration) bool {
 	cfg := core.DefaultConfig()
 	cfg.LASThresholds = ths
-	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("want 1 to 8 positive ascending durations, got %v", ths)
-	}
-	return nil
+	return cfg.Validate() == nil
 }
 
 // policyList reads --policy: each name must be a policy.

@@ -615,9 +615,6 @@ func (r *run) apply() bool {
 				continue
 			}
 		}
-		if tk.on { // cannot happen: its stop went first
-			r.release(tk)
-		}
 		j := tk.j
 		req := tk.spec.Resources
 		if p.Chosen >= 0 && p.Chosen < len(tk.spec.Alternatives) {
