@@ -22,6 +22,7 @@ import (
 func newAgent() *cobra.Command {
 	var (
 		server, token, name, devices, workDir, logsListen, logsURL string
+		checkpointRoot                                             string
 		metricsAddr                                                string
 		fakeFleet                                                  int
 		grace, fakeDuration                                        time.Duration
@@ -106,7 +107,7 @@ With --fake-fleet N it instead registers N simulated nodes whose tasks
 				lg.Info("discovered device", "type", d.Type, "id", d.ID, "model", d.Model, "memory", int64(d.Memory), "simulated", d.Simulated, "topology", d.Topology)
 			}
 			a, err := agent.New(agent.Options{Server: server, Token: token, TLS: tc, Node: node, Monitors: monitors,
-				WorkDir: workDir, LogsListen: logsListen, LogsURL: logsURL, Grace: grace, Logger: lg,
+				WorkDir: workDir, LogsListen: logsListen, LogsURL: logsURL, Grace: grace, CheckpointRoot: checkpointRoot, Logger: lg,
 				MetricsAddr: metricsListen(metricsAddr), MetricsBestEffort: !cmd.Flags().Changed("metrics-listen")})
 			if err != nil {
 				return err
@@ -125,7 +126,8 @@ With --fake-fleet N it instead registers N simulated nodes whose tasks
 	f.StringVar(&logsListen, "logs-listen", "127.0.0.1:0", "address serving task logs to the server")
 	f.StringVar(&logsURL, "logs-url", "", "URL the server uses to reach --logs-listen (default http://<logs-listen>)")
 	f.StringVar(&metricsAddr, "metrics-listen", defaultAgentMetricsAddr, `address serving GET /metrics (Prometheus); "off" or "" serves none; keep it on loopback or a private network`)
-	f.DurationVar(&grace, "grace", 10*time.Second, "SIGTERM to SIGKILL grace when a task is killed")
+	f.DurationVar(&grace, "grace", 10*time.Second, "SIGTERM to SIGKILL grace when a task is killed (and of a checkpointed task that names none)")
+	f.StringVar(&checkpointRoot, "checkpoint-root", "", "absolute path of a filesystem every node mounts at the same path, where tasks' checkpoint.dir live (under their tenant); default: WORK-DIR/checkpoints, on this node only")
 	f.IntVar(&fakeFleet, "fake-fleet", 0, "simulate this many nodes instead of running tasks")
 	f.DurationVar(&fakeDuration, "fake-duration", time.Second, "with --fake-fleet: how long a task without a duration runs")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log at info level with --fake-fleet")

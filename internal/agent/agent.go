@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,8 +51,14 @@ type Options struct {
 	// on the same machine).
 	MetricsAddr       string
 	MetricsBestEffort bool
-	// Grace is the SIGTERM→SIGKILL grace of a killed task (default 10s).
+	// Grace is the SIGTERM→SIGKILL grace of a killed task (default 10s),
+	// and of a checkpointed task that names none.
 	Grace time.Duration
+	// CheckpointRoot is where tasks' checkpoint directories live
+	// (checkpoint.dir, under the tenant's name): a filesystem every node
+	// mounts at the same path, so that a checkpoint follows its task
+	// between nodes. Empty: WorkDir/checkpoints, on this node only.
+	CheckpointRoot string
 	// Shim and ShimEnv start the executor's shim (default: this binary's
 	// agent-shim subcommand).
 	Shim    []string
@@ -83,7 +90,12 @@ type Agent struct {
 	mu sync.Mutex
 	// fenced marks attempts killed by fencing (reported lost).
 	fenced map[key]bool
-	health map[string]discover.DeviceSample // latest monitor samples
+	// stopping are the attempts this agent stopped, until their results;
+	// waiting, the assignments held back until those free their devices
+	// (checkpoint.go).
+	stopping map[key]stopping
+	waiting  map[key]waitingStart
+	health   map[string]discover.DeviceSample // latest monitor samples
 	// fenceFile holds the deadline past which every task's shim kills it
 	// (the server's notready deadline from the last acknowledged
 	// heartbeat): tasks stop even if this agent is dead.
@@ -106,6 +118,9 @@ func New(opt Options) (*Agent, error) {
 	if opt.WorkDir == "" {
 		return nil, errors.New("work-dir: required")
 	}
+	if opt.CheckpointRoot != "" && !filepath.IsAbs(opt.CheckpointRoot) {
+		return nil, fmt.Errorf("checkpoint-root: must be an absolute path (the same on every node), got %q", opt.CheckpointRoot)
+	}
 	if opt.Grace <= 0 {
 		opt.Grace = 10 * time.Second
 	}
@@ -121,7 +136,8 @@ func New(opt Options) (*Agent, error) {
 	}
 	lg := opt.Logger.With("node", opt.Node.Name)
 	a := &Agent{opt: opt, log: lg, host: hostUsage{root: os.DirFS(opt.HostRoot)},
-		fenced: map[key]bool{}, health: map[string]discover.DeviceSample{}}
+		fenced: map[key]bool{}, health: map[string]discover.DeviceSample{},
+		stopping: map[key]stopping{}, waiting: map[key]waitingStart{}}
 	a.sess = &session{name: opt.Node.Name, c: c, r: a, rep: newReporter(), log: lg}
 	a.fenceFile = filepath.Join(opt.WorkDir, "fence")
 	a.m = newAgentMetrics(a)
@@ -261,15 +277,20 @@ const killAllWait = 15 * time.Second
 // written their results and exited (x.Quiet), so that nothing writes in
 // the work dir once Run returns; it gives up after the grace and
 // killAllWait.
+//
+// They run again elsewhere, so checkpointed tasks get their checkpoint
+// signal and grace.
 func (a *Agent) killAll(x *executor.Executor) {
 	running := x.Running()
+	grace := a.opt.Grace
 	for _, s := range running {
-		x.Kill(s.Task, stoppedReason)
+		x.Checkpoint(s.Task, stoppedReason)
+		grace = max(grace, s.CheckpointGrace)
 	}
-	deadline := time.Now().Add(a.opt.Grace + killAllWait)
+	deadline := time.Now().Add(grace + killAllWait)
 	for !x.Quiet() {
 		if time.Now().After(deadline) {
-			a.log.Error("tasks still stopping after the grace; returning without them", "running", len(x.Running()), "waited", a.opt.Grace+killAllWait)
+			a.log.Error("tasks still stopping after the grace; returning without them", "running", len(x.Running()), "waited", grace+killAllWait)
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -306,7 +327,8 @@ func (a *Agent) collect(ctx context.Context, x *executor.Executor) {
 			fenced := a.fenced[k]
 			delete(a.fenced, k)
 			a.mu.Unlock()
-			up := agentapi.StatusUpdate{Task: r.Task, Attempt: r.Attempt, ExitCode: r.ExitCode, Reason: r.Reason}
+			a.stopped(k)
+			up := agentapi.StatusUpdate{Task: r.Task, Attempt: r.Attempt, ExitCode: r.ExitCode, Reason: r.Reason, Stop: stopReport(r.Stop)}
 			switch {
 			case fenced, r.ExitCode == -1, r.Killed && strings.Contains(r.Reason, stoppedReason),
 				r.Killed && strings.HasPrefix(r.Reason, executor.FencedPrefix):
@@ -377,9 +399,16 @@ func (a *Agent) sync(snapshot []agentapi.Assignment) {
 	for _, s := range x.Running() {
 		if at, ok := want[s.Task]; !ok || at != s.Attempt {
 			a.log.Warn("killing a task this node is no longer assigned", "task", s.Task, "attempt", s.Attempt)
-			x.KillAttempt(s.Task, s.Attempt, unassignedPrefix+a.opt.Node.Name+" any more")
+			a.stop(x, s, unassignedPrefix+a.opt.Node.Name+" any more")
 		}
 	}
+	a.mu.Lock()
+	for k := range a.waiting {
+		if at, ok := want[k.task]; !ok || at != k.attempt {
+			delete(a.waiting, k)
+		}
+	}
+	a.mu.Unlock()
 	for i := range snapshot {
 		a.start(snapshot[i], received)
 	}
@@ -388,14 +417,41 @@ func (a *Agent) sync(snapshot []agentapi.Assignment) {
 func (a *Agent) assign(as agentapi.Assignment) { a.start(as, time.Now()) }
 
 // start starts an assignment received at received, unless it runs or ran
-// already.
+// already, or holds it back while an attempt being stopped holds one of
+// its devices (checkpoint.go).
 func (a *Agent) start(as agentapi.Assignment, received time.Time) {
-	spec := executor.Spec{Task: as.Task, Attempt: as.Attempt, Command: as.Command,
-		Env: taskEnv(&as, &a.opt.Node), Timeout: time.Duration(as.Timeout), Grace: a.opt.Grace, FenceFile: a.fenceFile}
-	for k, v := range as.Env {
-		spec.Env[k] = v
+	x := a.x.Load()
+	k := key{as.Task, as.Attempt}
+	running := x.Running()
+	if slices.ContainsFunc(running, func(s executor.Spec) bool { return key{s.Task, s.Attempt} == k }) {
+		a.launch(x, as, received) // runs already: only its report
+		return
 	}
-	launched, err := a.x.Load().Launch(spec)
+	now := time.Now()
+	a.mu.Lock()
+	held, bound := a.heldBack(&as, running, now)
+	if held {
+		if _, ok := a.waiting[k]; !ok {
+			a.waiting[k] = waitingStart{as: as, received: received, until: now.Add(bound)}
+			time.AfterFunc(bound, a.startWaiting)
+		}
+	}
+	a.mu.Unlock()
+	if held {
+		a.log.Info("waiting for a stopping task to free the devices", "task", as.Task, "attempt", as.Attempt, "atMost", bound)
+		return
+	}
+	a.launch(x, as, received)
+}
+
+// launch starts an assignment's attempt unless it runs or ran already,
+// and reports it running.
+func (a *Agent) launch(x *executor.Executor, as agentapi.Assignment, received time.Time) {
+	spec, err := a.specOf(x, &as)
+	launched := false
+	if err == nil {
+		launched, err = x.Launch(spec)
+	}
 	if launched {
 		a.m.start.Observe(time.Since(received).Seconds())
 	}
@@ -412,7 +468,17 @@ func (a *Agent) start(as agentapi.Assignment, received time.Time) {
 
 func (a *Agent) revoke(task string, attempt int, reason string) {
 	a.log.Info("stopping task", "task", task, "attempt", attempt, "reason", reason)
-	a.x.Load().KillAttempt(task, attempt, reason)
+	a.unwait(task, attempt)
+	x := a.x.Load()
+	for _, s := range x.Running() {
+		if s.Task == task && s.Attempt == attempt {
+			a.stop(x, s, reason)
+			return
+		}
+	}
+	// Not seen running yet (or over): the kill file stops a shim that is
+	// still starting.
+	x.KillAttempt(task, attempt, reason)
 }
 
 // fence marks the running attempts lost. The shims kill them themselves,

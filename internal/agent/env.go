@@ -21,7 +21,11 @@ const (
 //     for a share below a whole device, in milli-devices, written as the
 //     CLI's tables write it), comma-separated;
 //   - HETSCHED_WORK_DIR (set by the executor): the attempt's own work
-//     directory, also its working directory;
+//     directory, also its working directory; for a task with a
+//     checkpoint, the one its attempts on this node share;
+//   - HETSCHED_RESTART_COUNT (specOf): the task's earlier attempts that
+//     started; HETSCHED_CHECKPOINT_DIR, for a checkpoint with a dir (see
+//     checkpoint.go);
 //   - CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES: the assigned NVIDIA
 //     GPUs (a MIG instance by its UUID, a GPU by its index); on a node with
 //     GPUs a task given none gets "" and "void" so it cannot use any;

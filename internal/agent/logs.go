@@ -27,7 +27,7 @@ func logHandler(exec func() *executor.Executor, token string) http.Handler {
 			return
 		}
 		q := r.URL.Query()
-		attempt := 0
+		attempt := -1 // the latest
 		if v := q.Get("attempt"); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 0 {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -61,7 +62,11 @@ type agentMetrics struct {
 	start prometheus.Histogram
 	kills *prometheus.CounterVec // reason
 	exits *prometheus.CounterVec // result
+	stops *prometheus.HistogramVec
 }
+
+// stopBuckets span 10 ms to an hour (the longest checkpoint grace).
+var stopBuckets = []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600}
 
 // startBuckets span 1 ms to 60 s.
 var startBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}
@@ -83,6 +88,16 @@ func newAgentMetrics(a *Agent) *agentMetrics {
 			Help: "Task attempts that ended without being killed, by result: succeeded (exit 0), failed (another exit code, or it could not start), lost (its supervisor died without a result).",
 		}, []string{"result"}),
 	}
+	m.stops = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "hetsched_agent_task_stop_duration_seconds",
+		Help:    "Time a stopped attempt's command took to exit after its signal (the time lost to a stop), by kind (checkpoint: stopped to resume later, with the task's checkpoint signal; kill: a cancel or a timeout) and forced (true: the grace ran out and it was SIGKILLed).",
+		Buckets: stopBuckets,
+	}, []string{"kind", "forced"})
+	for _, kind := range []string{"checkpoint", "kill"} {
+		for _, forced := range []string{"false", "true"} {
+			m.stops.WithLabelValues(kind, forced)
+		}
+	}
 	for _, r := range killReasons {
 		m.kills.WithLabelValues(r)
 	}
@@ -93,7 +108,7 @@ func newAgentMetrics(a *Agent) *agentMetrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		metrics.BuildInfo(metrics.ReadBuild()),
-		m.start, m.kills, m.exits,
+		m.start, m.kills, m.exits, m.stops,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "hetsched_agent_running_tasks",
 			Help: "Task attempts running on this node (started or adopted, no result yet).",
@@ -123,6 +138,13 @@ func newAgentMetrics(a *Agent) *agentMetrics {
 
 // ended counts an attempt's result: a kill by its reason, else an exit.
 func (m *agentMetrics) ended(r executor.Result, fenced bool) {
+	if st := r.Stop; st != nil && !fenced {
+		kind := "kill"
+		if st.Checkpoint {
+			kind = "checkpoint"
+		}
+		m.stops.WithLabelValues(kind, strconv.FormatBool(st.Forced)).Observe(st.Took().Seconds())
+	}
 	switch {
 	case r.TimedOut:
 		m.kills.WithLabelValues(killTimeout).Inc()

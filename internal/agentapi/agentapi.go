@@ -83,6 +83,13 @@ type Assignment struct {
 	// Traceparent is the W3C trace context the task's command continues
 	// (its TRACEPARENT): its placement's span; empty when not traced.
 	Traceparent string `json:"traceparent,omitempty"`
+	// Checkpoint is the task's (api.Checkpoint) with Dir inside the
+	// tenant's part of the agents' checkpoint root ("<tenant>/<dir>");
+	// nil: the task declared none.
+	Checkpoint *api.Checkpoint `json:"checkpoint,omitempty"`
+	// Restarts counts the task's earlier attempts that started and were
+	// stopped or failed (its HETSCHED_RESTART_COUNT).
+	Restarts int `json:"restarts,omitempty"`
 }
 
 // AgentMessage is one message of an assignment stream.
@@ -179,6 +186,19 @@ type StatusUpdate struct {
 	State    string `json:"state"`
 	ExitCode int    `json:"exitCode"`
 	Reason   string `json:"reason,omitempty"`
+	// Stop, for an attempt the agent stopped (a kill or a timeout), says
+	// how the command took it.
+	Stop *StopReport `json:"stop,omitempty"`
+}
+
+// StopReport is how a stopped attempt's command took the stop: the
+// signal sent, the seconds it took to exit, whether the grace ran out
+// (SIGKILL), and whether it was a checkpoint (a stop to resume later).
+type StopReport struct {
+	Signal     string  `json:"signal"`
+	Seconds    float64 `json:"seconds"`
+	Forced     bool    `json:"forced,omitempty"`
+	Checkpoint bool    `json:"checkpoint,omitempty"`
 }
 
 // StatusResult says what became of one StatusUpdate: applied, or stale

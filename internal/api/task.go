@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -70,6 +72,83 @@ type Task struct {
 	Shards   int               `json:"shards,omitempty"`
 	Inputs   []Input           `json:"inputs,omitempty"`
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// Checkpoint says how the task saves its progress when it is stopped
+	// to run again later (preempted, drained, its agent stopped): the
+	// signal its command gets, how long it may take to exit, and the
+	// directory its progress lives in across attempts.
+	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+}
+
+// Checkpoint is how a task is stopped to resume later (API.md
+// "checkpoint").
+//   - Signal is sent to the command's process group instead of SIGTERM
+//     when the task is stopped to run again (not when it is cancelled or
+//     times out, which get SIGTERM); one of CheckpointSignals.
+//   - Grace is how long the command may take to exit after it; then it is
+//     SIGKILLed. 0: the agent's --grace.
+//   - Dir, when set, is a relative path naming the task's checkpoint
+//     directory under the agents' --checkpoint-root (a filesystem every
+//     node mounts at the same path, so it follows the task between
+//     nodes), inside the task's tenant's part of it; the command finds it
+//     in HETSCHED_CHECKPOINT_DIR. Without it, the task's attempts on one
+//     node share one work directory.
+type Checkpoint struct {
+	Signal string   `json:"signal,omitempty"`
+	Grace  Duration `json:"grace,omitempty"`
+	Dir    string   `json:"dir,omitempty"`
+}
+
+// CheckpointSignals are the signals a checkpoint may name.
+var CheckpointSignals = []string{"SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2"}
+
+// MaxCheckpointGrace bounds Checkpoint.Grace.
+const MaxCheckpointGrace = Duration(time.Hour)
+
+// maxCheckpointDir bounds Checkpoint.Dir's length.
+const maxCheckpointDir = 512
+
+// SignalOrDefault is the checkpoint's signal, SIGTERM when it names none.
+func (c *Checkpoint) SignalOrDefault() string {
+	if c.Signal == "" {
+		return "SIGTERM"
+	}
+	return c.Signal
+}
+
+func (c *Checkpoint) validate() error {
+	if c.Signal != "" && !slices.Contains(CheckpointSignals, c.Signal) {
+		return errs.Invalid("checkpoint.signal", "must be one of %s, got %q", strings.Join(CheckpointSignals, ", "), truncate(c.Signal))
+	}
+	if c.Grace < 0 || c.Grace > MaxCheckpointGrace {
+		return errs.Invalid("checkpoint.grace", "must be between 0 (the agent's grace) and %s, got %s", MaxCheckpointGrace.D(), c.Grace.D())
+	}
+	return ValidateCheckpointDir("checkpoint.dir", c.Dir)
+}
+
+// ValidateCheckpointDir checks a checkpoint directory: empty, or a clean
+// relative path of segments made of letters, digits, '-', '_', '.' and ':'
+// (none "." or ".."), at most 512 bytes.
+func ValidateCheckpointDir(field, dir string) error {
+	if dir == "" {
+		return nil
+	}
+	if len(dir) > maxCheckpointDir {
+		return errs.Invalid(field, "longer than %d bytes", maxCheckpointDir)
+	}
+	if strings.HasPrefix(dir, "/") {
+		return errs.Invalid(field, "must be relative to the agents' --checkpoint-root, got an absolute path")
+	}
+	for _, seg := range strings.Split(dir, "/") {
+		if seg == "" || seg == "." || seg == ".." {
+			return errs.Invalid(field, "must be a clean relative path (no empty, \".\" or \"..\" segments), got %q", truncate(dir))
+		}
+		for _, c := range []byte(seg) {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':') {
+				return errs.Invalid(field, "may hold only letters, digits, '-', '_', '.', ':' and '/', got %q", truncate(dir))
+			}
+		}
+	}
+	return nil
 }
 
 // Locality names where a task's data is: node names, or node labels that
@@ -435,6 +514,14 @@ func (t *Task) Validate() error {
 			return errs.Invalid(f, "duplicate dependency %q", d)
 		}
 		seen[d] = true
+	}
+	if t.Checkpoint != nil {
+		if len(t.Command) == 0 {
+			return errs.Invalid("checkpoint", "only a task with a command can be checkpointed")
+		}
+		if err := t.Checkpoint.validate(); err != nil {
+			return err
+		}
 	}
 	if len(t.Metadata) > MaxMetadata {
 		return errs.Invalid("metadata", "at most %d entries", MaxMetadata)

@@ -160,6 +160,21 @@ func TestTaskValidate(t *testing.T) {
 		{"metadata empty key", func(t *Task) { t.Metadata = map[string]string{"": "v"} }, "metadata"},
 		{"metadata key too long", func(t *Task) { t.Metadata = map[string]string{strings.Repeat("k", 254): "v"} }, "metadata"},
 		{"metadata value too long", func(t *Task) { t.Metadata = map[string]string{"k": strings.Repeat("v", 64<<10+1)} }, "metadata.k"},
+		{"checkpoint", func(t *Task) {
+			t.Checkpoint = &Checkpoint{Signal: "SIGUSR1", Grace: Duration(2 * time.Minute), Dir: "runs/r-1.v2"}
+		}, ""},
+		{"checkpoint defaults", func(t *Task) { t.Checkpoint = &Checkpoint{} }, ""},
+		{"checkpoint without command", func(t *Task) { t.Command = nil; t.Timeout = 0; t.Checkpoint = &Checkpoint{} }, "checkpoint"},
+		{"checkpoint SIGKILL", func(t *Task) { t.Checkpoint = &Checkpoint{Signal: "SIGKILL"} }, "checkpoint.signal"},
+		{"checkpoint lowercase signal", func(t *Task) { t.Checkpoint = &Checkpoint{Signal: "usr1"} }, "checkpoint.signal"},
+		{"checkpoint negative grace", func(t *Task) { t.Checkpoint = &Checkpoint{Grace: -1} }, "checkpoint.grace"},
+		{"checkpoint grace too long", func(t *Task) { t.Checkpoint = &Checkpoint{Grace: MaxCheckpointGrace + 1} }, "checkpoint.grace"},
+		{"checkpoint absolute dir", func(t *Task) { t.Checkpoint = &Checkpoint{Dir: "/etc"} }, "checkpoint.dir"},
+		{"checkpoint dir escapes", func(t *Task) { t.Checkpoint = &Checkpoint{Dir: "a/../../b"} }, "checkpoint.dir"},
+		{"checkpoint dir empty segment", func(t *Task) { t.Checkpoint = &Checkpoint{Dir: "a//b"} }, "checkpoint.dir"},
+		{"checkpoint dir trailing slash", func(t *Task) { t.Checkpoint = &Checkpoint{Dir: "a/"} }, "checkpoint.dir"},
+		{"checkpoint dir space", func(t *Task) { t.Checkpoint = &Checkpoint{Dir: "my run"} }, "checkpoint.dir"},
+		{"checkpoint dir too long", func(t *Task) { t.Checkpoint = &Checkpoint{Dir: strings.Repeat("a", 513)} }, "checkpoint.dir"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			task := fullTask()

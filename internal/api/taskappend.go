@@ -117,6 +117,16 @@ func (t *Task) appendFast(b []byte) ([]byte, bool) {
 		b = strconv.AppendInt(b, int64(t.Shards), 10)
 	}
 	strMap("metadata", t.Metadata)
+	if c := t.Checkpoint; c != nil {
+		key("checkpoint")
+		b = append(b, '{')
+		first = true // the members of the nested object
+		str("signal", c.Signal)
+		dur("grace", c.Grace)
+		str("dir", c.Dir)
+		b = append(b, '}')
+		first = false
+	}
 	return append(b, '}'), ok
 }
 

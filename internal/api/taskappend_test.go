@@ -119,6 +119,10 @@ func genTask() *rapid.Generator[Task] {
 			task.Requeue = &v
 		}
 		task.Resources = res("res")
+		if rapid.IntRange(0, 4).Draw(rt, "checkpoint") == 0 {
+			task.Checkpoint = &Checkpoint{Signal: rapid.SampledFrom([]string{"", "SIGUSR1", "SIGKILL"}).Draw(rt, "ck-sig"),
+				Grace: dur("ck-grace"), Dir: rapid.SampledFrom([]string{"", "run/1", "../x", "a b"}).Draw(rt, "ck-dir")}
+		}
 		if rapid.IntRange(0, 4).Draw(rt, "affinity") == 0 {
 			task.NodeAffinity = []string{rapid.SampledFrom([]string{"zone in (a,b)", "gpu.memory>40960,!spot", "a=b"}).Draw(rt, "term")}
 		}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/hetsched/hetsched/internal/errs"
@@ -75,7 +76,7 @@ func DecodeTask(r *jsonread.Reader) (Task, error) {
 var taskFields = func() map[string]uint32 {
 	names := []string{"id", "name", "queue", "priority", "resources", "alternatives", "nodeSelector", "nodeAffinity",
 		"tolerations", "command", "env", "duration", "timeout", "queueTimeout", "lease", "depends",
-		"preemptible", "metadata", "requeue", "locality", "localityWait", "shards", "inputs", "deviceClasses"}
+		"preemptible", "metadata", "requeue", "locality", "localityWait", "shards", "inputs", "deviceClasses", "checkpoint"}
 	m := make(map[string]uint32, len(names))
 	for i, n := range names {
 		m[n] = 1 << i
@@ -143,8 +144,55 @@ func readTaskField(r *jsonread.Reader, t *Task, k string) error {
 		}
 	case "inputs":
 		t.Inputs, err = readInputs(r, k)
+	case "checkpoint":
+		t.Checkpoint, err = readCheckpoint(r, k)
 	}
 	return err
+}
+
+// checkpointFields are the members of a checkpoint object.
+var checkpointFields = []string{"signal", "grace", "dir"}
+
+// readCheckpoint reads {"signal": ..., "grace": ..., "dir": ...}.
+func readCheckpoint(r *jsonread.Reader, field string) (*Checkpoint, error) {
+	if null(r) {
+		return nil, nil
+	}
+	if r.Peek() != jsonread.Object {
+		return nil, wrongType(r, field, "an object")
+	}
+	obj, err := r.ReadObject()
+	if err != nil {
+		return nil, syntax(field, err)
+	}
+	c := &Checkpoint{}
+	var seen [3]bool
+	for obj.Next() {
+		k := obj.Key()
+		n := slices.Index(checkpointFields, k)
+		if n < 0 {
+			return nil, UnknownField(field+"."+truncate(k), k, checkpointFields)
+		}
+		if seen[n] {
+			return nil, errs.Invalid(field+"."+k, "given twice")
+		}
+		seen[n] = true
+		switch n {
+		case 0:
+			c.Signal, err = readString(r, field+".signal")
+		case 1:
+			c.Grace, err = readDuration(r, field+".grace")
+		case 2:
+			c.Dir, err = readString(r, field+".dir")
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if err := obj.Err(); err != nil {
+		return nil, syntax(field, err)
+	}
+	return c, nil
 }
 
 // syntax wraps a reader error as an invalid argument on field.

@@ -54,6 +54,10 @@ var taskSeeds = []string{
 	`{"resources":{"cpu":1e3}}`, `{"priority":1.0}`, `{"priority":1e0}`, `{"resources":{"cpu":"-1"}}`,
 	`{"Id":"x"}`, `{"id":"a","id":"b"}`, "{\"name\":\"\xff\"}", `{"name":"\ud800"}`, `null`, `{}`, `{"a":}`,
 	`{"tolerations":[]}`, `{"env":{}}`, `{"alternatives":[]}`, `{"resources":{}}`, `{"speed":1}`,
+	`{"command":["x"],"checkpoint":{"signal":"SIGUSR1","grace":"2m","dir":"r/1"}}`, `{"command":["x"],"checkpoint":{"grace":90}}`,
+	`{"command":["x"],"checkpoint":{"signal":"SIGSTOP"}}`, `{"command":["x"],"checkpoint":{"dir":"../x"}}`, `{"checkpoint":{}}`,
+	`{"command":["x"],"checkpoint":{"signal":1}}`, `{"command":["x"],"checkpoint":{"dri":"x"}}`, `{"command":["x"],"checkpoint":null}`,
+	`{"command":["x"],"checkpoint":[]}`,
 }
 
 // TestReadTaskMatchesEncodingJSON checks the seeds against the reference.
@@ -108,7 +112,7 @@ func stricterOnPurpose(b []byte, err error) bool {
 		}
 		for _, k := range []string{"id", "name", "queue", "priority", "resources", "alternatives", "nodeSelector",
 			"tolerations", "command", "env", "duration", "timeout", "queueTimeout", "lease", "depends",
-			"preemptible", "metadata", "speed", "requeue", "locality", "localityWait", "shards", "inputs", "nodes", "labels"} {
+			"preemptible", "metadata", "speed", "requeue", "locality", "localityWait", "shards", "inputs", "nodes", "labels", "checkpoint", "signal", "grace", "dir"} {
 			if strings.EqualFold(f, k) && f != k {
 				return true
 			}

@@ -118,6 +118,30 @@ type attempt struct {
 	Finished  *time.Time  `json:"finished"`
 	ExitCode  *int        `json:"exitCode"`
 	Reason    string      `json:"reason"`
+	State     string      `json:"state"`
+	Stop      *struct {
+		Signal  string  `json:"signal"`
+		Seconds float64 `json:"seconds"`
+		Forced  bool    `json:"forced"`
+	} `json:"stop"`
+}
+
+// reason is the attempt's reason with how its command took the stop.
+func (a *attempt) reason() string {
+	r := dash(a.Reason)
+	if st := a.Stop; st != nil {
+		how := fmt.Sprintf("exited %s after %s", secondsText(st.Seconds), st.Signal)
+		if st.Forced {
+			how = fmt.Sprintf("SIGKILLed %s after %s", secondsText(st.Seconds), st.Signal)
+		}
+		r += " (" + how + ")"
+	}
+	return r
+}
+
+// secondsText writes seconds as a rounded duration.
+func secondsText(s float64) string {
+	return (time.Duration(s * float64(time.Second))).Round(time.Millisecond).String()
 }
 
 // taskPage is the task view as describe reads it.
@@ -142,6 +166,17 @@ type taskPage struct {
 	ExitCode     *int              `json:"exitCode"`
 	Attempts     []attempt         `json:"attempts"`
 	Queueing     *queueing         `json:"queueing"`
+	Checkpoint   *struct {
+		Signal string `json:"signal"`
+		Grace  string `json:"grace"`
+		Dir    string `json:"dir"`
+	} `json:"checkpoint"`
+	Restarts   int `json:"restarts"`
+	Preemption *struct {
+		Count          int     `json:"count"`
+		StopSeconds    float64 `json:"stopSeconds"`
+		RestartSeconds float64 `json:"restartSeconds"`
+	} `json:"preemption"`
 }
 
 // queueing is where a pending task stands (its view's "queueing").
@@ -266,6 +301,26 @@ func describeRun(p *page, t *taskPage) {
 	if t.Preemptible != nil {
 		p.field("Preemptible", strconv.FormatBool(*t.Preemptible))
 	}
+	if c := t.Checkpoint; c != nil {
+		sig, grace := c.Signal, c.Grace
+		if sig == "" {
+			sig = "SIGTERM"
+		}
+		if grace == "" {
+			grace = "the agent's"
+		}
+		text := sig + ", grace " + grace
+		if c.Dir != "" {
+			text += ", dir " + c.Dir
+		}
+		p.field("Checkpoint", text)
+	}
+	if t.Restarts > 0 {
+		p.field("Restarts", strconv.Itoa(t.Restarts))
+	}
+	if pc := t.Preemption; pc != nil {
+		p.field("Preemption", fmt.Sprintf("%d times: %s stopping, %s to run again", pc.Count, secondsText(pc.StopSeconds), secondsText(pc.RestartSeconds)))
+	}
 }
 
 // ago is t's age with "ago", or "-".
@@ -289,7 +344,11 @@ func (t *taskPage) attemptRows(now time.Time) [][]string {
 	var rows [][]string
 	for _, a := range t.Attempts {
 		devs := task{Devices: a.Devices}.devices()
-		rows = append(rows, []string{strconv.Itoa(a.Attempt), dash(a.Node), dash(devs), ago(a.Started, now), ago(a.Finished, now), exitCode(a.ExitCode), dash(a.Reason)})
+		n := strconv.Itoa(a.Attempt)
+		if a.State != "" {
+			n += " (" + a.State + ")"
+		}
+		rows = append(rows, []string{n, dash(a.Node), dash(devs), ago(a.Started, now), ago(a.Finished, now), exitCode(a.ExitCode), a.reason()})
 	}
 	if t.Scheduled != nil || t.Node != "" {
 		reason := t.State

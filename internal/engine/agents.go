@@ -249,6 +249,14 @@ func (e *Engine) AgentStatus(ctx context.Context, agent string, ups []agentapi.S
 		if u.Task == "" {
 			return nil, errs.Invalid("updates["+itoa(i)+"].task", "required")
 		}
+		if st := u.Stop; st != nil {
+			if len(st.Signal) > 16 || api.ValidateText("signal", st.Signal) != nil {
+				return nil, errs.Invalid("updates["+itoa(i)+"].stop.signal", "must be a signal name of at most 16 bytes")
+			}
+			if !(st.Seconds >= 0 && st.Seconds <= maxStopSeconds) {
+				return nil, errs.Invalid("updates["+itoa(i)+"].stop.seconds", "must be between 0 and %d, got %v", maxStopSeconds, st.Seconds)
+			}
+		}
 	}
 	if !e.sessions.known(agent) {
 		// Not "stale": a restarted server has not seen the agent register
@@ -340,6 +348,10 @@ func (e *Engine) agentStatus(agent string, ups []agentapi.StatusUpdate, now time
 	return out
 }
 
+// maxStopSeconds bounds a reported stop's duration (a day: far past the
+// longest checkpoint grace).
+const maxStopSeconds = 86400
+
 // endedAttemptStatus records the outcome an agent reports of a task's
 // earlier attempt (one that ended while its command still ran: node lost,
 // drained, preempted) in the attempt's history entry, if that entry has
@@ -364,6 +376,16 @@ func (e *Engine) endedAttemptStatus(agent string, r *TaskRecord, u agentapi.Stat
 		cp := *r
 		cp.Attempts = slices.Clone(r.Attempts)
 		cp.Attempts[i].ExitCode = &code
+		if st := u.Stop; st != nil {
+			stop := *st
+			cp.Attempts[i].Stop = &stop
+			if a.State == AttemptPreempted && cp.Preemption != nil {
+				p := *cp.Preemption
+				p.StopSeconds += stop.Seconds
+				cp.Preemption = &p
+				e.gauges.preemptionStop(stop)
+			}
+		}
 		e.staged.tasks[u.Task] = &cp
 		return true
 	}

@@ -1,11 +1,13 @@
 package engine
 
 import (
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/hetsched/hetsched/internal/agentapi"
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/metrics"
@@ -32,6 +34,24 @@ type attempt struct {
 	tier   uint8
 	placed bool
 	wait   time.Duration
+}
+
+// preemptionStop observes how long a preempted attempt's command took to
+// exit after its stop signal.
+func (g *gauges) preemptionStop(st agentapi.StopReport) {
+	if g.m == nil {
+		return
+	}
+	g.m.PreemptionStop.WithLabelValues(strconv.FormatBool(st.Forced)).Observe(st.Seconds)
+}
+
+// preemptionRestart observes the time from an eviction to the evicted
+// task's next attempt running.
+func (g *gauges) preemptionRestart(d time.Duration) {
+	if g.m == nil {
+		return
+	}
+	g.m.PreemptionRestart.Observe(d.Seconds())
 }
 
 // count updates the decision counters.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hetsched/hetsched/internal/agentapi"
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/core"
 )
@@ -47,6 +48,12 @@ type TaskRecord struct {
 	// drained, retried after a failure), oldest first, at most
 	// MaxAttempts; the fields above are the current attempt's.
 	Attempts []Attempt `json:"attempts,omitempty"`
+	// Restarts counts the task's earlier attempts that started (stopped,
+	// lost or failed and retried), all of them: its HETSCHED_RESTART_COUNT.
+	Restarts int `json:"restarts,omitempty"`
+	// Preemption is what preemption cost the task; nil until it is first
+	// preempted.
+	Preemption *PreemptionCost `json:"preemption,omitempty"`
 	// Trace is the W3C traceparent its life continues (tracing.go): its
 	// sampled submission's, then its latest placement's. Empty: not
 	// traced.
@@ -57,6 +64,23 @@ type TaskRecord struct {
 	// so copies of a record share it.
 	spec []byte
 }
+
+// PreemptionCost is what preemption cost a task: how many times it was
+// preempted, the seconds its commands took to exit after their stop
+// signals (saving a checkpoint, as their agents measured), and the
+// seconds from each eviction to its next attempt running.
+type PreemptionCost struct {
+	Count          int     `json:"count"`
+	StopSeconds    float64 `json:"stopSeconds"`
+	RestartSeconds float64 `json:"restartSeconds"`
+}
+
+// Attempt states: how an earlier attempt ended.
+const (
+	AttemptPreempted = "preempted" // evicted for another task ("preempted by …")
+	AttemptFailed    = "failed"    // ended with an exit code, and the task was retried
+	AttemptRequeued  = "requeued"  // stopped or lost otherwise (node lost, drained, a device fault)
+)
 
 // Attempt is an earlier attempt of a task: where it ran and how it
 // ended. Its logs stay with the agent of Node, under its number.
@@ -69,6 +93,13 @@ type Attempt struct {
 	Finished  time.Time       `json:"finished"`
 	ExitCode  *int            `json:"exitCode,omitempty"`
 	Reason    string          `json:"reason,omitempty"`
+	// State is how it ended: AttemptPreempted, AttemptFailed or
+	// AttemptRequeued.
+	State string `json:"state,omitempty"`
+	// Stop is how its command took the stop signal, as its agent reported
+	// it after the attempt ended (nil until then, or when it was not
+	// stopped).
+	Stop *agentapi.StopReport `json:"stop,omitempty"`
 }
 
 // MaxAttempts bounds the earlier attempts a record keeps (the oldest go
@@ -80,7 +111,22 @@ const MaxAttempts = 10
 // never appended in place: copies of a record share its array.
 func (r *TaskRecord) endAttempt(now time.Time, reason string) {
 	a := Attempt{Attempt: r.Attempt, Node: r.Node, Devices: r.Devices, Scheduled: r.Scheduled, Started: r.Started,
-		Finished: now, ExitCode: r.ExitCode, Reason: reason}
+		Finished: now, ExitCode: r.ExitCode, Reason: reason, State: AttemptRequeued}
+	switch {
+	case r.ExitCode != nil:
+		a.State = AttemptFailed
+	case strings.HasPrefix(reason, preemptedBy):
+		a.State = AttemptPreempted
+		p := PreemptionCost{Count: 1}
+		if r.Preemption != nil {
+			p = *r.Preemption
+			p.Count++
+		}
+		r.Preemption = &p
+	}
+	if r.Started != nil {
+		r.Restarts++
+	}
 	keep := r.Attempts
 	if len(keep) >= MaxAttempts {
 		keep = keep[len(keep)-MaxAttempts+1:]
@@ -186,6 +232,18 @@ func (r *TaskRecord) appendJSON(b []byte) ([]byte, error) {
 	if r.Trace != "" {
 		b = append(b, `,"trace":`...)
 		b = api.AppendJSONString(b, r.Trace)
+	}
+	if r.Restarts != 0 {
+		b = append(b, `,"restarts":`...)
+		b = strconv.AppendInt(b, int64(r.Restarts), 10)
+	}
+	if r.Preemption != nil {
+		p, err := json.Marshal(r.Preemption)
+		if err != nil {
+			return b, err
+		}
+		b = append(b, `,"preemption":`...)
+		b = append(b, p...)
 	}
 	if len(r.Attempts) > 0 {
 		// Rare (re-queued tasks only): encoding/json is fast enough.

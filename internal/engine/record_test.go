@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"pgregory.net/rapid"
 
+	"github.com/hetsched/hetsched/internal/agentapi"
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/resource"
 )
@@ -60,10 +61,20 @@ func TestAppendJSONMatchesMarshal(t *testing.T) {
 				c := rapid.IntRange(-255, 255).Draw(t, "acode")
 				a.ExitCode = &c
 			}
+			a.State = rapid.SampledFrom([]string{"", AttemptPreempted, AttemptFailed}).Draw(t, "astate")
+			if rapid.Bool().Draw(t, "astop") {
+				a.Stop = &agentapi.StopReport{Signal: "SIGUSR1", Seconds: rapid.Float64Range(0, 3600).Draw(t, "asecs"),
+					Forced: rapid.Bool().Draw(t, "aforced"), Checkpoint: rapid.Bool().Draw(t, "ackpt")}
+			}
 			if rapid.Bool().Draw(t, "adev") {
 				a.Devices = []api.DeviceRef{{Type: "google.com/tpu", ID: text.Draw(t, "adevid"), Model: "v5e", Share: 1000}}
 			}
 			r.Attempts = append(r.Attempts, a)
+		}
+		r.Restarts = rapid.IntRange(0, 3).Draw(t, "restarts")
+		if rapid.Bool().Draw(t, "preempted") {
+			r.Preemption = &PreemptionCost{Count: rapid.IntRange(1, 9).Draw(t, "pcount"),
+				StopSeconds: rapid.Float64Range(0, 1e4).Draw(t, "pstop"), RestartSeconds: rapid.Float64Range(0, 1e4).Draw(t, "prestart")}
 		}
 		got, err := r.appendJSON(nil)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hetsched/hetsched/internal/agentapi"
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/jsonread"
 )
@@ -66,6 +67,10 @@ func decodeTask(key string, b []byte) (*TaskRecord, error) {
 			rec.Attempts, err = readAttempts(r)
 		case "trace":
 			rec.Trace, err = r.ReadString()
+		case "restarts":
+			rec.Restarts, err = readInt(r)
+		case "preemption":
+			rec.Preemption, err = readPreemption(r)
 		default:
 			err = fmt.Errorf("unknown member %q", k)
 		}
@@ -207,6 +212,10 @@ func readAttempt(r *jsonread.Reader) (Attempt, error) {
 			}
 		case "reason":
 			a.Reason, err = r.ReadString()
+		case "state":
+			a.State, err = r.ReadString()
+		case "stop":
+			a.Stop, err = readStop(r)
 		default:
 			err = fmt.Errorf("unknown attempt member %q", k)
 		}
@@ -215,6 +224,64 @@ func readAttempt(r *jsonread.Reader) (Attempt, error) {
 		}
 	}
 	return a, obj.Err()
+}
+
+func readFloat(r *jsonread.Reader) (float64, error) {
+	s, err := r.ReadNumber()
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseFloat(s, 64)
+}
+
+func readPreemption(r *jsonread.Reader) (*PreemptionCost, error) {
+	obj, err := r.ReadObject()
+	if err != nil {
+		return nil, err
+	}
+	var p PreemptionCost
+	for obj.Next() {
+		switch k := obj.Key(); k {
+		case "count":
+			p.Count, err = readInt(r)
+		case "stopSeconds":
+			p.StopSeconds, err = readFloat(r)
+		case "restartSeconds":
+			p.RestartSeconds, err = readFloat(r)
+		default:
+			err = fmt.Errorf("unknown preemption member %q", k)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return &p, obj.Err()
+}
+
+func readStop(r *jsonread.Reader) (*agentapi.StopReport, error) {
+	obj, err := r.ReadObject()
+	if err != nil {
+		return nil, err
+	}
+	var s agentapi.StopReport
+	for obj.Next() {
+		switch k := obj.Key(); k {
+		case "signal":
+			s.Signal, err = r.ReadString()
+		case "seconds":
+			s.Seconds, err = readFloat(r)
+		case "forced":
+			s.Forced, err = r.ReadBool()
+		case "checkpoint":
+			s.Checkpoint, err = r.ReadBool()
+		default:
+			err = fmt.Errorf("unknown stop member %q", k)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return &s, obj.Err()
 }
 
 // DecodeTaskRecord reads a task record as the store keeps it (a

@@ -204,9 +204,23 @@ func active(r *TaskRecord) bool {
 }
 
 func assignmentOf(r *TaskRecord) agentapi.Assignment {
-	return agentapi.Assignment{Task: r.Spec.ID, Attempt: r.Attempt, Node: r.Node, State: r.State,
+	a := agentapi.Assignment{Task: r.Spec.ID, Attempt: r.Attempt, Node: r.Node, State: r.State,
 		Command: r.Spec.Command, Env: r.Spec.Env, Devices: r.Devices,
-		Timeout: r.Spec.Timeout, Duration: r.Spec.Duration, Traceparent: r.Trace}
+		Timeout: r.Spec.Timeout, Duration: r.Spec.Duration, Traceparent: r.Trace, Restarts: r.Restarts}
+	if c := r.Spec.Checkpoint; c != nil {
+		ck := *c
+		if ck.Dir != "" {
+			// Inside the tenant's part of the checkpoint root: a tenant
+			// names only its own checkpoints.
+			tenant := r.Tenant
+			if tenant == "" {
+				tenant = DefaultTenant
+			}
+			ck.Dir = tenant + "/" + ck.Dir
+		}
+		a.Checkpoint = &ck
+	}
+	return a
 }
 
 // track updates the assignment index and the agents' feeds for published

@@ -191,6 +191,29 @@ func (v taskView) sameButReason(r *TaskRecord) bool {
 	return v.same(r)
 }
 
+// restartedAfterPreemption adds, when r's attempt that started last
+// before this one was preempted, the time from that eviction to now (its
+// successor running) to r's preemption cost.
+func (e *Engine) restartedAfterPreemption(r *TaskRecord, now time.Time) {
+	if r.Preemption == nil {
+		return
+	}
+	for i := len(r.Attempts) - 1; i >= 0; i-- {
+		a := &r.Attempts[i]
+		if a.Started == nil {
+			continue // placed, never started: look further back
+		}
+		if a.State == AttemptPreempted && now.After(a.Finished) {
+			d := now.Sub(a.Finished)
+			p := *r.Preemption
+			p.RestartSeconds += d.Seconds()
+			r.Preemption = &p
+			e.gauges.preemptionRestart(d)
+		}
+		return
+	}
+}
+
 func sameCause(a, b *string) bool { return a == b || a != nil && b != nil && *a == *b }
 
 // stage writes v into r (not yet published), stamps the times of a state
@@ -219,6 +242,7 @@ func (e *Engine) stage(r *TaskRecord, v taskView, id string, now time.Time) {
 		if r.Scheduled == nil { // placed and started within one step
 			r.Scheduled = r.Started
 		}
+		e.restartedAfterPreemption(r, now)
 	case s.State.Terminal() && prev != v.state:
 		r.Finished = timePtr(now)
 	case s.State == core.Pending:

@@ -48,7 +48,15 @@ type Metrics struct {
 	// High availability (issue 18).
 	Leader        prometheus.Gauge
 	LeaderChanges prometheus.Counter
+	// The cost of preemption (issue 21): a preempted command's time from
+	// its stop signal to its exit (forced), and an evicted task's time
+	// from the eviction to its next attempt running.
+	PreemptionStop    *prometheus.HistogramVec
+	PreemptionRestart prometheus.Histogram
 }
+
+// preemptionBuckets span 10 ms to four hours.
+var preemptionBuckets = []float64{.01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600}
 
 // RefusedReasons are the label values of hetsched_refused_total.
 var RefusedReasons = []string{"event_streams", "connections_per_ip", "insufficient_storage", "body_timeout"}
@@ -187,6 +195,19 @@ func New(reg prometheus.Registerer) *Metrics {
 		Help: "Times this server became the leader or stopped being it.",
 	})
 	reg.MustRegister(m.Leader, m.LeaderChanges)
+	m.PreemptionStop = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "hetsched_preemption_stop_seconds",
+		Help:    "Time a preempted attempt's command took to exit after its stop signal (its checkpoint signal, when it declares one), as its agent measured it, by forced (true: its grace ran out and it was SIGKILLed).",
+		Buckets: preemptionBuckets,
+	}, []string{"forced"})
+	m.PreemptionStop.WithLabelValues("false")
+	m.PreemptionStop.WithLabelValues("true")
+	m.PreemptionRestart = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "hetsched_preemption_restart_seconds",
+		Help:    "Time from a task's eviction by preemption to its next attempt running (waiting to be placed again and started).",
+		Buckets: preemptionBuckets,
+	})
+	reg.MustRegister(m.PreemptionStop, m.PreemptionRestart)
 	reg.MustRegister(BuildInfo(ReadBuild()))
 	return m
 }

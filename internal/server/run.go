@@ -57,6 +57,11 @@ type Options struct {
 	// PreemptMinRuntime protects a task from preemption and reclaim until
 	// it has run this long (core.Config.PreemptMinRuntime; default 0).
 	PreemptMinRuntime time.Duration
+	// ShareRound, ShareMinRun and LASThresholds tune the time-sharing
+	// policies (srtf, las): core.Config.TimeShareRound, TimeShareMinRun
+	// and LASThresholds; zero or nil: the defaults (1m, 1m, [1h]).
+	ShareRound, ShareMinRun time.Duration
+	LASThresholds           []time.Duration
 	// NoAging turns aging off: waiting tasks keep their tier for ever, so
 	// placements follow tier order strictly and low work may starve
 	// (core.TierConfig.AgingAfter 0 for every tier).
@@ -378,6 +383,21 @@ func schedulerConfig(opt Options) (core.Config, error) {
 		return cfg, errs.Invalid("preempt-min-runtime", "must not be negative, got %s", opt.PreemptMinRuntime)
 	}
 	cfg.PreemptMinRuntime = opt.PreemptMinRuntime
+	switch {
+	case opt.ShareRound < 0:
+		return cfg, errs.Invalid("share-round", "must not be negative, got %s", opt.ShareRound)
+	case opt.ShareMinRun < 0:
+		return cfg, errs.Invalid("share-min-run", "must not be negative, got %s", opt.ShareMinRun)
+	}
+	if opt.ShareRound > 0 {
+		cfg.TimeShareRound = opt.ShareRound
+	}
+	if opt.ShareMinRun > 0 {
+		cfg.TimeShareMinRun = opt.ShareMinRun
+	}
+	if opt.LASThresholds != nil {
+		cfg.LASThresholds = opt.LASThresholds
+	}
 	if opt.NoAging {
 		for i := range cfg.Tiers {
 			cfg.Tiers[i].AgingAfter = 0

@@ -80,6 +80,18 @@ func appendTaskView(b []byte, r *engine.TaskRecord) ([]byte, error) {
 		b = append(b, `,"attempts":`...)
 		b = append(b, h...)
 	}
+	if r.Restarts != 0 {
+		b = append(b, `,"restarts":`...)
+		b = strconv.AppendInt(b, int64(r.Restarts), 10)
+	}
+	if r.Preemption != nil {
+		p, err := json.Marshal(r.Preemption)
+		if err != nil {
+			return b[:start], err
+		}
+		b = append(b, `,"preemption":`...)
+		b = append(b, p...)
+	}
 	if r.Trace != "" {
 		b = append(b, `,"trace":`...)
 		b = api.AppendJSONString(b, r.Trace)

@@ -32,6 +32,10 @@ type taskView struct {
 	// Attempts are the earlier attempts, oldest first (the fields above
 	// are the current one's).
 	Attempts []engine.Attempt `json:"attempts,omitempty"`
+	// Restarts counts the earlier attempts that started (the command's
+	// HETSCHED_RESTART_COUNT); Preemption is what preemption cost it.
+	Restarts   int                    `json:"restarts,omitempty"`
+	Preemption *engine.PreemptionCost `json:"preemption,omitempty"`
 	// Trace is the traceparent a traced task's life continues.
 	Trace string `json:"trace,omitempty"`
 }
@@ -39,7 +43,7 @@ type taskView struct {
 func view(r *engine.TaskRecord) taskView {
 	return taskView{Task: r.Spec, State: r.State, Node: r.Node, Devices: r.Devices, Chosen: r.Chosen,
 		Attempt: r.Attempt, ExitCode: r.ExitCode, Reason: r.Reason, Submitted: r.Submitted,
-		Scheduled: r.Scheduled, Started: r.Started, Finished: r.Finished, Attempts: r.Attempts, Trace: r.Trace}
+		Scheduled: r.Scheduled, Started: r.Started, Finished: r.Finished, Attempts: r.Attempts, Restarts: r.Restarts, Preemption: r.Preemption, Trace: r.Trace}
 }
 
 // submitTasks decodes the body and submits; it returns the durable ids

@@ -354,6 +354,20 @@ func signalName(s syscall.Signal) string {
 	return "signal " + strconv.Itoa(int(s))
 }
 
+// stopSignals are the signals a stop may use (a checkpoint's), by name.
+var stopSignals = map[string]syscall.Signal{"SIGTERM": syscall.SIGTERM, "SIGINT": syscall.SIGINT,
+	"SIGHUP": syscall.SIGHUP, "SIGQUIT": syscall.SIGQUIT, "SIGUSR1": syscall.SIGUSR1, "SIGUSR2": syscall.SIGUSR2}
+
+// signalNamed is the stop signal called name.
+func signalNamed(name string) (syscall.Signal, bool) {
+	s, ok := stopSignals[name]
+	return s, ok
+}
+
+// checkpointMark is the kill file's second line when the attempt is
+// stopped to resume later (Executor.Checkpoint).
+const checkpointMark = "checkpoint"
+
 // modTime is the modification time of path, or the zero time.
 func modTime(path string) time.Time {
 	fi, err := os.Stat(path)

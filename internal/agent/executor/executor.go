@@ -66,6 +66,18 @@ type Spec struct {
 	// FenceFile, when set, names a file holding a deadline (see
 	// WriteFence); the shim SIGKILLs the task's group once it passes.
 	FenceFile string `json:"fenceFile,omitempty"`
+	// CheckpointSignal and CheckpointGrace replace SIGTERM and Grace when
+	// the attempt is stopped to resume later (Executor.Checkpoint); empty
+	// and 0: SIGTERM and Grace.
+	CheckpointSignal string        `json:"checkpointSignal,omitempty"`
+	CheckpointGrace  time.Duration `json:"checkpointGrace,omitempty"`
+	// WorkDir, when set, is the command's working directory (an absolute
+	// path the shim creates if missing) instead of the attempt's own
+	// work/: the directory the attempts of a checkpointed task share.
+	WorkDir string `json:"workDir,omitempty"`
+	// Devices are the devices the attempt holds (type:id), so that an
+	// agent can tell which attempts a new one must wait for.
+	Devices []string `json:"devices,omitempty"`
 }
 
 // Result is how an attempt ended; it is also the format of result.json.
@@ -81,7 +93,25 @@ type Result struct {
 	// that never ran; the spec's write time for a lost attempt).
 	Started  time.Time `json:"started"`
 	Finished time.Time `json:"finished"`
+	// Stop, for a command the shim stopped (a kill or a timeout), says
+	// how: the signal, when it was sent, when the command's leader exited
+	// and whether the grace ran out (SIGKILL).
+	Stop *Stop `json:"stop,omitempty"`
 }
+
+// Stop is how the shim stopped a command.
+type Stop struct {
+	Signal string    `json:"signal"`
+	Sent   time.Time `json:"sent"`
+	Exited time.Time `json:"exited"`
+	Forced bool      `json:"forced"` // the grace passed: SIGKILL
+	// Checkpoint: the attempt was stopped to resume later, with the
+	// spec's checkpoint signal and grace.
+	Checkpoint bool `json:"checkpoint,omitempty"`
+}
+
+// Took is how long the command took to exit after the signal.
+func (s *Stop) Took() time.Duration { return max(s.Exited.Sub(s.Sent), 0) }
 
 // LostReason is the Reason of an attempt whose shim died without a result.
 const LostReason = "lost: the shim died without a result"
@@ -215,10 +245,24 @@ func (s Spec) validate() error {
 	if len(s.Command) == 0 || s.Command[0] == "" {
 		return fmt.Errorf("executor: task %s: empty command", s.Task)
 	}
-	if s.Timeout < 0 || s.Grace < 0 {
+	if s.Timeout < 0 || s.Grace < 0 || s.CheckpointGrace < 0 {
 		return fmt.Errorf("executor: task %s: negative timeout or grace", s.Task)
 	}
+	if s.CheckpointSignal != "" {
+		if _, ok := signalNamed(s.CheckpointSignal); !ok {
+			return fmt.Errorf("executor: task %s: unknown checkpoint signal %q", s.Task, s.CheckpointSignal)
+		}
+	}
+	if s.WorkDir != "" && !filepath.IsAbs(s.WorkDir) {
+		return fmt.Errorf("executor: task %s: the work directory %q is not absolute", s.Task, s.WorkDir)
+	}
 	return nil
+}
+
+// SharedWorkDir is the work directory the attempts of task on this
+// executor share (Spec.WorkDir): Options.Dir/work/<task>.
+func (x *Executor) SharedWorkDir(task string) string {
+	return filepath.Join(filepath.Dir(x.tasks), "work", task)
 }
 
 func (x *Executor) dir(task string, attempt int) string {
@@ -308,7 +352,17 @@ func (x *Executor) Launch(spec Spec) (launched bool, err error) {
 
 // Kill stops the task's running attempts (any attempt) with reason; see
 // KillAttempt.
-func (x *Executor) Kill(task, reason string) { x.kill(task, -1, reason) }
+func (x *Executor) Kill(task, reason string) { x.kill(task, -1, reason, false) }
+
+// Checkpoint stops the task's running attempts (any attempt) to resume
+// later: as Kill, but with the spec's CheckpointSignal and
+// CheckpointGrace, and the Result's Stop says Checkpoint.
+func (x *Executor) Checkpoint(task, reason string) { x.kill(task, -1, reason, true) }
+
+// CheckpointAttempt is Checkpoint for one attempt.
+func (x *Executor) CheckpointAttempt(task string, attempt int, reason string) {
+	x.kill(task, attempt, reason, true)
+}
 
 // KillAttempt stops one attempt of a task with reason: it writes the kill
 // file, then SIGTERMs the shim, which stops the group with the spec's
@@ -316,7 +370,7 @@ func (x *Executor) Kill(task, reason string) { x.kill(task, -1, reason) }
 // reads the kill file before it starts the command. Unknown or finished
 // attempt: no-op.
 func (x *Executor) KillAttempt(task string, attempt int, reason string) {
-	x.kill(task, attempt, reason)
+	x.kill(task, attempt, reason, false)
 }
 
 // KillNow stops every running attempt at once: it writes each one's kill
@@ -350,13 +404,20 @@ func (x *Executor) KillNow(reason string) int {
 			n++
 			log.Info("SIGKILL sent to the command's group, without grace")
 		default:
-			x.kill(a.spec.Task, a.spec.Attempt, reason)
+			x.kill(a.spec.Task, a.spec.Attempt, reason, false)
 		}
 	}
 	return n
 }
 
-func (x *Executor) kill(task string, which int, reason string) {
+// kill writes the kill file (the reason; a second line "checkpoint" for
+// a stop to resume later) and SIGTERMs the shims of task's attempt which
+// (any, when negative).
+func (x *Executor) kill(task string, which int, reason string, checkpoint bool) {
+	body := reason + "\n"
+	if checkpoint {
+		body += checkpointMark + "\n"
+	}
 	x.mu.Lock()
 	var targets []*attempt
 	for k, a := range x.live {
@@ -367,7 +428,7 @@ func (x *Executor) kill(task string, which int, reason string) {
 	x.mu.Unlock()
 	for _, a := range targets {
 		log := x.log.With("task", a.spec.Task, "attempt", a.spec.Attempt, "reason", reason)
-		if err := writeFileAtomic(a.dir, killFile, []byte(reason+"\n")); err != nil {
+		if err := writeFileAtomic(a.dir, killFile, []byte(body)); err != nil {
 			log.Error("cannot write the kill file; killing anyway", "err", err)
 		}
 		p, err := readProcID(filepath.Join(a.dir, pidFile))

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -511,7 +512,7 @@ func TestOpenLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	rc, err := x.OpenLog(ctx, "chatty", 0, "", true)
+	rc, err := x.OpenLog(ctx, "chatty", -1, "", true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -522,7 +523,7 @@ func TestOpenLog(t *testing.T) {
 	}
 	waitResult(t, x, "chatty")
 
-	rc, err = x.OpenLog(ctx, "chatty", 0, "stderr", false)
+	rc, err = x.OpenLog(ctx, "chatty", -1, "stderr", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -531,14 +532,20 @@ func TestOpenLog(t *testing.T) {
 	}
 	_ = rc.Close()
 
-	// The latest attempt is read unless one is named (> 0).
+	// The latest attempt is read unless one is named (attempt 0 too,
+	// which once read the latest).
 	s := sh("chatty", "echo second")
 	s.Attempt = 2
 	if err := x.Start(s); err != nil {
 		t.Fatal(err)
 	}
 	waitResult(t, x, "chatty")
-	for attempt, want := range map[int]string{1: "line1\n", 2: "second\n", 0: "second\n"} {
+	zeroth := sh("chatty", "echo zeroth")
+	if err := x.Start(zeroth); err != nil {
+		t.Fatal(err)
+	}
+	waitResult(t, x, "chatty")
+	for attempt, want := range map[int]string{1: "line1\n", 2: "second\n", -1: "second\n", 0: "zeroth\n"} {
 		rc, err := x.OpenLog(ctx, "chatty", attempt, "stdout", true)
 		if err != nil {
 			t.Fatal(err)
@@ -550,13 +557,13 @@ func TestOpenLog(t *testing.T) {
 		}
 	}
 
-	if _, err := x.OpenLog(ctx, "nobody", 0, "", false); !errors.Is(err, ErrNoLog) {
+	if _, err := x.OpenLog(ctx, "nobody", -1, "", false); !errors.Is(err, ErrNoLog) {
 		t.Errorf("unknown task: %v", err)
 	}
 	if _, err := x.OpenLog(ctx, "chatty", 7, "", false); !errors.Is(err, ErrNoLog) {
 		t.Errorf("unknown attempt: %v", err)
 	}
-	if _, err := x.OpenLog(ctx, "chatty", 0, "stdin", false); err == nil {
+	if _, err := x.OpenLog(ctx, "chatty", -1, "stdin", false); err == nil {
 		t.Error("unknown stream accepted")
 	}
 
@@ -566,7 +573,7 @@ func TestOpenLog(t *testing.T) {
 	}
 	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 	defer cancel()
-	rc, err = x.OpenLog(short, "quiet", 0, "", true)
+	rc, err = x.OpenLog(short, "quiet", -1, "", true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -849,5 +856,92 @@ func TestFenceDeadlineComesFirst(t *testing.T) {
 	}
 	if got := FenceDeadline(sent, 3*time.Second); got != sent.Add(3*time.Second-FenceMargin) {
 		t.Errorf("fence %v after the heartbeat, want %v", got.Sub(sent), 3*time.Second-FenceMargin)
+	}
+}
+
+// TestCheckpointStopsWithTheTasksSignalInASharedWorkDir: a checkpoint stop
+// sends the spec's signal (the command saves its progress and exits in
+// the grace) and the next attempt works in the same directory; a plain
+// kill of the same spec still sends SIGTERM; a command that ignores the
+// signal is SIGKILLed when the checkpoint grace passes, and the stop says
+// so.
+func TestCheckpointStopsWithTheTasksSignalInASharedWorkDir(t *testing.T) {
+	dir := t.TempDir()
+	x := newExec(t, dir)
+	work := filepath.Join(t.TempDir(), "shared")
+	script := `n=$(cat progress 2>/dev/null || echo 0); echo "attempt $HETSCHED_ATTEMPT_TEST from $n in $PWD"
+trap 'echo $n > progress; echo saved $n; exit 0' USR1
+trap 'echo got TERM; exit 3' TERM
+s=$n; while :; do n=$((n+1)); [ $n -eq $((s+1)) ] && echo stepped; sleep 0.02; done`
+	spec := func(attempt int) Spec {
+		s := sh("ckpt", script)
+		s.Attempt = attempt
+		s.Env = map[string]string{"HETSCHED_ATTEMPT_TEST": strconv.Itoa(attempt)}
+		s.CheckpointSignal, s.CheckpointGrace, s.Grace, s.WorkDir = "SIGUSR1", 20*time.Second, 20*time.Second, work
+		s.Devices = []string{"nvidia.com/gpu:0"}
+		return s
+	}
+	started := func(attempt int) {
+		waitFor(t, "attempt "+strconv.Itoa(attempt)+" to start", func() bool {
+			b, _ := os.ReadFile(filepath.Join(taskDir(dir, "ckpt", attempt), stdoutLog))
+			return strings.Contains(string(b), "in "+work) && strings.Contains(string(b), "stepped")
+		})
+	}
+	if err := x.Start(spec(0)); err != nil {
+		t.Fatal(err)
+	}
+	started(0)
+	if run := x.Running(); len(run) != 1 || !slices.Equal(run[0].Devices, []string{"nvidia.com/gpu:0"}) {
+		t.Errorf("Running = %+v, want the attempt with its devices", run)
+	}
+	x.CheckpointAttempt("ckpt", 0, "preempted by t2")
+	r := waitResult(t, x, "ckpt")
+	if !r.Killed || r.ExitCode != 0 || r.Stop == nil || r.Stop.Signal != "SIGUSR1" || !r.Stop.Checkpoint || r.Stop.Forced ||
+		r.Stop.Exited.Before(r.Stop.Sent) || r.Stop.Took() > 15*time.Second {
+		t.Fatalf("the checkpoint stop: %+v stop %+v", r, r.Stop)
+	}
+	saved := strings.TrimSpace(readFile(t, filepath.Join(work, "progress")))
+	if n, err := strconv.Atoi(saved); err != nil || n <= 0 {
+		t.Fatalf("progress after the checkpoint = %q, want a positive count", saved)
+	}
+
+	if err := x.Start(spec(1)); err != nil {
+		t.Fatal(err)
+	}
+	started(1)
+	if out := readFile(t, filepath.Join(taskDir(dir, "ckpt", 1), stdoutLog)); !strings.Contains(out, "attempt 1 from "+saved+" in ") {
+		t.Errorf("attempt 1 did not resume from %s: %q", saved, out)
+	}
+	x.KillAttempt("ckpt", 1, "cancelled by request") // not a checkpoint: SIGTERM
+	r = waitResult(t, x, "ckpt")
+	if r.ExitCode != 3 || r.Stop == nil || r.Stop.Signal != "SIGTERM" || r.Stop.Checkpoint {
+		t.Errorf("a cancel of a checkpointed task: %+v stop %+v, want SIGTERM (exit 3)", r, r.Stop)
+	}
+
+	stubborn := sh("stubborn", "trap '' USR1; echo up; while :; do sleep 0.05; done")
+	stubborn.CheckpointSignal, stubborn.CheckpointGrace, stubborn.Grace = "SIGUSR1", 300*time.Millisecond, time.Minute
+	if err := x.Start(stubborn); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "stubborn to start", func() bool {
+		return strings.Contains(readFile(t, filepath.Join(taskDir(dir, "stubborn", 0), stdoutLog)), "up")
+	})
+	x.Checkpoint("stubborn", "preempted by t3")
+	r = waitResult(t, x, "stubborn")
+	if r.Signal != "SIGKILL" || r.Stop == nil || !r.Stop.Forced || r.Stop.Took() < 300*time.Millisecond || r.Stop.Took() > 30*time.Second {
+		t.Errorf("a command ignoring its checkpoint signal: %+v stop %+v, want SIGKILL after 300ms", r, r.Stop)
+	}
+}
+
+func TestSpecValidatesTheCheckpoint(t *testing.T) {
+	x := newExec(t, t.TempDir())
+	for _, s := range []Spec{
+		{Task: "a", Command: []string{"true"}, CheckpointSignal: "SIGKILL"},
+		{Task: "a", Command: []string{"true"}, CheckpointGrace: -1},
+		{Task: "a", Command: []string{"true"}, WorkDir: "relative/dir"},
+	} {
+		if err := x.Start(s); err == nil {
+			t.Errorf("Start(%+v) = nil, want an error", s)
+		}
 	}
 }

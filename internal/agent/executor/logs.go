@@ -17,7 +17,7 @@ import (
 const followPoll = 50 * time.Millisecond
 
 // OpenLog opens a task's log: stream "stdout", "stderr" or "" for the
-// combined output.log, of its latest attempt (or of attempt if > 0). With
+// combined output.log, of its latest attempt when attempt is negative, else of attempt. With
 // follow, the reader blocks at EOF waiting for more data until the attempt
 // has a result.json and all data is read (then io.EOF), or ctx ends (then
 // ctx's error); without follow it reads what is there now. ErrNoLog when
@@ -39,7 +39,7 @@ func (x *Executor) OpenLog(ctx context.Context, task string, attempt int, stream
 	if !validTaskID(task) {
 		return nil, fmt.Errorf("%w: invalid task id %q", ErrNoLog, task)
 	}
-	if attempt <= 0 {
+	if attempt < 0 {
 		n, ok, err := x.latestAttempt(task)
 		if err != nil {
 			return nil, err

@@ -51,7 +51,11 @@ const prSetChildSubreaper = 36
 //     order the shim reads them, to output.log.
 //   - Timeout and SIGTERM (the agent's Kill, reason in DIR/kill) stop the
 //     group: SIGTERM, then SIGKILL once the grace passed unless the whole
-//     group is gone before.
+//     group is gone before. A checkpoint stop (the kill file's second
+//     line) sends the spec's CheckpointSignal and waits CheckpointGrace
+//     instead. The result's Stop says how it went.
+//   - Spec.WorkDir, when set, replaces DIR/work (the directory the
+//     attempts of a checkpointed task share).
 //   - Whenever the leader exits, including normally, the members left in
 //     its group are SIGKILLed, so no orphan keeps devices busy; processes
 //     that left the group (setsid, setpgid) are not tracked.
@@ -118,14 +122,39 @@ type shim struct {
 
 // killReason is the agent's reason in the kill file, or "killed".
 func (s *shim) killReason() (string, bool) {
+	r, _, ok := s.killOrder()
+	return r, ok
+}
+
+// killOrder reads the kill file: the reason (its first line, "killed"
+// when empty) and whether the stop is a checkpoint (its second line).
+func (s *shim) killOrder() (reason string, checkpoint, ok bool) {
 	b, err := os.ReadFile(filepath.Join(s.dir, killFile))
 	if err != nil {
-		return "killed", false
+		return "killed", false, false
 	}
-	if r := strings.TrimSpace(string(b)); r != "" {
-		return r, true
+	first, rest, _ := strings.Cut(string(b), "\n")
+	checkpoint = strings.TrimSpace(rest) == checkpointMark
+	if r := strings.TrimSpace(first); r != "" {
+		return r, checkpoint, true
 	}
-	return "killed", true
+	return "killed", checkpoint, true
+}
+
+// stopHow is the signal and grace of a stop: the spec's checkpoint ones
+// for a checkpoint (when it names them), else SIGTERM and the grace.
+func stopHow(spec Spec, checkpoint bool, grace time.Duration) (syscall.Signal, time.Duration) {
+	sig := syscall.SIGTERM
+	if !checkpoint {
+		return sig, grace
+	}
+	if s, ok := signalNamed(spec.CheckpointSignal); ok {
+		sig = s
+	}
+	if spec.CheckpointGrace > 0 {
+		grace = spec.CheckpointGrace
+	}
+	return sig, grace
 }
 
 // cannotStart is the result of a command that never ran.
@@ -149,6 +178,9 @@ func (s *shim) run() Result {
 			Killed: true, Reason: reason + " (before the command started)", Started: started}
 	}
 	work := filepath.Join(s.dir, workDir)
+	if spec.WorkDir != "" {
+		work = spec.WorkDir
+	}
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return cannotStart(spec, started, "cannot create the work directory: %v", err)
 	}
@@ -240,13 +272,16 @@ wait:
 			r.TimedOut = true
 			r.Reason = "timed out after " + spec.Timeout.String()
 			s.log.Info("timed out; stopping the group", "pgid", pgid, "grace", grace)
-			ws = s.stopGroup(pgid, grace, leader)
+			ws, r.Stop = s.stopGroup(pgid, syscall.SIGTERM, grace, leader)
 			break wait
 		case <-s.stop:
 			r.Killed = true
-			r.Reason, _ = s.killReason()
-			s.log.Info("killed; stopping the group", "pgid", pgid, "grace", grace, "reason", r.Reason)
-			ws = s.stopGroup(pgid, grace, leader)
+			var checkpoint bool
+			r.Reason, checkpoint, _ = s.killOrder()
+			sig, g := stopHow(spec, checkpoint, grace)
+			s.log.Info("killed; stopping the group", "pgid", pgid, "signal", signalName(sig), "grace", g, "reason", r.Reason, "checkpoint", checkpoint)
+			ws, r.Stop = s.stopGroup(pgid, sig, g, leader)
+			r.Stop.Checkpoint = checkpoint
 			break wait
 		case now := <-fence:
 			why, expired := fenceExpired(spec.FenceFile, now)
@@ -256,7 +291,7 @@ wait:
 			r.Killed = true
 			r.Reason = why
 			s.log.Warn("fenced: the agent's lease expired; SIGKILL to the group", "pgid", pgid, "reason", why)
-			ws = s.stopGroup(pgid, 0, leader)
+			ws, _ = s.stopGroup(pgid, syscall.SIGKILL, 0, leader)
 			break wait
 		}
 	}
@@ -296,10 +331,12 @@ wait:
 	return r
 }
 
-// stopGroup sends SIGTERM to the group, and SIGKILL when grace passed with
-// any of it left. It returns the leader's wait status.
-func (s *shim) stopGroup(pgid int, grace time.Duration, leader <-chan syscall.WaitStatus) syscall.WaitStatus {
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+// stopGroup sends sig to the group, and SIGKILL when grace passed with
+// any of it left. It returns the leader's wait status and how the stop
+// went (the leader's exit time, whether SIGKILL was needed).
+func (s *shim) stopGroup(pgid int, sig syscall.Signal, grace time.Duration, leader <-chan syscall.WaitStatus) (syscall.WaitStatus, *Stop) {
+	st := &Stop{Signal: signalName(sig), Sent: time.Now()}
+	_ = syscall.Kill(-pgid, sig)
 	deadline := time.NewTimer(grace)
 	defer deadline.Stop()
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -310,21 +347,24 @@ func (s *shim) stopGroup(pgid int, grace time.Duration, leader <-chan syscall.Wa
 		select {
 		case ws = <-leader:
 			exited = true
+			st.Exited = time.Now()
 			if groupGone(pgid) {
-				return ws
+				return ws, st
 			}
 		case <-tick.C:
 			if exited && groupGone(pgid) {
-				return ws
+				return ws, st
 			}
 		case <-s.stop: // already stopping
 		case <-deadline.C:
 			s.log.Info("grace passed; SIGKILL to the group", "pgid", pgid)
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			st.Forced = sig != syscall.SIGKILL
 			if !exited {
 				ws = <-leader
+				st.Exited = time.Now()
 			}
-			return ws
+			return ws, st
 		}
 	}
 }
