@@ -126,7 +126,7 @@ func TestEarlierAttempts(t *testing.T) {
 	}
 	out, err := run(t, "describe", "task", "again", "--server", base)
 	for _, w := range []string{
-		`(?m)^Attempts:\n  ATTEMPT +NODE +DEVICES +STARTED +FINISHED +EXIT +REASON\n  0 +` + regexp.QuoteMeta(first) + ` .*\n  1 \(current\) +` + regexp.QuoteMeta(second) + ` .* running$`,
+		`(?m)^Attempts:\n  ATTEMPT +NODE +DEVICES +STARTED +FINISHED +EXIT +REASON\n  0 \(requeued\) +` + regexp.QuoteMeta(first) + ` .*\n  1 \(current\) +` + regexp.QuoteMeta(second) + ` .* running$`,
 		`(?m)^  \d+s +attempt 0: scheduled on ` + regexp.QuoteMeta(first) + `\b`,
 		`(?m)^  \d+s +attempt 0: ended`,
 		`(?m)^  \d+s +attempt 1: scheduled on ` + regexp.QuoteMeta(second) + `\b`,

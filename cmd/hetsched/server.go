@@ -15,6 +15,7 @@ import (
 func newServer() *cobra.Command {
 	var opt server.Options
 	var logs logFlags
+	var lasPromote int
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the control plane: the HTTP API on the scheduling core with an embedded store",
@@ -27,6 +28,7 @@ func newServer() *cobra.Command {
 				return err
 			}
 			opt.Logger = lg
+			opt.LASPromote = &lasPromote
 			tr, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "hetsched-server"})
 			if err != nil {
 				return err
@@ -52,6 +54,9 @@ func newServer() *cobra.Command {
 	cmd.Flags().DurationVar(&opt.ShareRound, "share-round", 0, "time-sharing policies (srtf, las): how often a task that may swap out a running one tries again (0: 1m)")
 	cmd.Flags().DurationVar(&opt.ShareMinRun, "share-min-run", 0, "time-sharing policies: a task runs at least this long before a better-ranked one swaps it out (0: 1m)")
 	cmd.Flags().DurationSliceVar(&opt.LASThresholds, "las-thresholds", nil, "las: the device-service thresholds (GPUs x time) between its queues, ascending (default 1h)")
+	cmd.Flags().DurationVar(&opt.GavelRound, "gavel-round", 0, "gavel-rounds: the round length (0: 6m)")
+	cmd.Flags().StringVar(&opt.GavelObjective, "gavel-objective", "", "gavel-rounds: fairness (the default: heterogeneity-aware max-min fairness), throughput or agnostic")
+	cmd.Flags().IntVar(&lasPromote, "las-promote", core.DefaultConfig().LASPromote, "las: promote a task that waited this many times its last run back to the first queue (Tiresias' STARVELIMIT); 0: never")
 	cmd.Flags().BoolVar(&opt.NoAging, "no-aging", false, "never raise waiting tasks: strict tier order, and low work may starve")
 	cmd.Flags().DurationVar(&opt.PreemptMinRuntime, "preempt-min-runtime", 0, "a task runs at least this long before preemption or reclaim may evict it")
 	cmd.Flags().Float64Var(&opt.TenantRate, "tenant-rate", 0, "API requests/s per tenant (token bucket) unless its tokens set a rate; 0: unlimited")

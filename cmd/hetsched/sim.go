@@ -22,11 +22,12 @@ import (
 type simFlags struct {
 	cluster, workload, policies, out, traces, protocol, output string
 	format, throughputs, columns, durations                    string
-	seeds, sample, maxVisit, parallel                          int
+	seeds, sample, maxVisit, parallel, lasPromote              int
 	seedBase                                                   int64
 	stopAt, arrivalScale                                       float64
 	progress, noObserve, known, profile, resume                bool
-	restartCost, shareRound, shareMinRun                       time.Duration
+	restartCost, shareRound, shareMinRun, gavelRound           time.Duration
+	gavelObjective                                             string
 	lasThresholds                                              []time.Duration
 }
 
@@ -55,6 +56,12 @@ func (f *simFlags) validate() error {
 		return fmt.Errorf("--max-visit: must be 0 (the core's default) or more, got %d", f.maxVisit)
 	case f.lasThresholds != nil && !lasValid(f.lasThresholds):
 		return fmt.Errorf("--las-thresholds: want 1 to 8 positive ascending durations, got %v", f.lasThresholds)
+	case f.gavelRound < 0 || f.gavelRound > 24*time.Hour:
+		return fmt.Errorf("--gavel-round: must be 0 (the default, 6m) to 24h, got %v", f.gavelRound)
+	case f.gavelObjective != "fairness" && f.gavelObjective != "throughput" && f.gavelObjective != "agnostic":
+		return fmt.Errorf("--gavel-objective: must be fairness, throughput or agnostic, got %q", f.gavelObjective)
+	case f.lasPromote < 0 || f.lasPromote > 1000:
+		return fmt.Errorf("--las-promote: must be 0 (never) to 1000, got %d", f.lasPromote)
 	case f.restartCost < 0 || f.restartCost > 24*time.Hour:
 		return fmt.Errorf("--restart-cost: must be 0..24h, got %v", f.restartCost)
 	case f.restartCost > 0 && !f.resume:
@@ -166,6 +173,9 @@ times. Traces are read from --traces (default ../shared/traces).`,
 	f.DurationVar(&fl.shareRound, "share-round", 0, "srtf, las: how often blocked tasks try to swap a running one out (0: the core's 1m)")
 	f.DurationVar(&fl.shareMinRun, "share-min-run", 0, "srtf, las: the least a task runs before it may be swapped out (0: the core's 1m)")
 	f.DurationSliceVar(&fl.lasThresholds, "las-thresholds", nil, "las: the device-service thresholds between its queues, ascending (default 1h)")
+	f.DurationVar(&fl.gavelRound, "gavel-round", 0, "gavel-rounds: the round length (0: 6m)")
+	f.StringVar(&fl.gavelObjective, "gavel-objective", "fairness", "gavel-rounds: fairness (heterogeneity-aware max-min fairness), throughput (total normalised throughput) or agnostic (max-min fairness taking every GPU model as equally fast: Gavel's baseline)")
+	f.IntVar(&fl.lasPromote, "las-promote", core.DefaultConfig().LASPromote, "las: promote a job that waited this many times its last run back to the first queue (Tiresias' STARVELIMIT); 0: never")
 	f.BoolVar(&fl.noObserve, "no-observe", false, "do not feed nodes' allocated fractions back as utilization")
 	f.BoolVar(&fl.progress, "progress", true, "a progress bar on standard error for long runs")
 	f.StringVarP(&fl.output, "output", "o", "table", "table or json")
@@ -214,7 +224,7 @@ func runSim(cmd *cobra.Command, fl *simFlags) error {
 					FGD: fl.protocol == "fgd", StopAt: fl.stopAt, SampleSize: fl.sample, MaxVisit: fl.maxVisit,
 					ArrivalScale: fl.arrivalScale, NoObserve: fl.noObserve, KnownWorkload: fl.known, Profile: fl.profile,
 					KnownDurations: fl.durations == "known", Resume: fl.resume, RestartCost: fl.restartCost,
-					ShareRound: fl.shareRound, ShareMinRun: fl.shareMinRun, LASThresholds: fl.lasThresholds, Progress: bar.track(i)}
+					ShareRound: fl.shareRound, ShareMinRun: fl.shareMinRun, LASThresholds: fl.lasThresholds, LASPromote: fl.lasPromote, GavelRound: fl.gavelRound, GavelObjective: fl.gavelObjective, Progress: bar.track(i)}
 				results[i], errs[i] = sim.Run(cfg)
 			}
 		}()

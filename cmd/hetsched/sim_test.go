@@ -72,6 +72,9 @@ func TestSimCommand(t *testing.T) {
 		{[]string{"--columns", "submit=a"}, "--columns: duration: required"},
 		{[]string{"--sample-size", "-1"}, "--sample-size"},
 		{[]string{"--las-thresholds", "2h,1h"}, "--las-thresholds: want 1 to 8 positive ascending"},
+		{[]string{"--las-promote", "-1"}, "--las-promote: must be 0 (never) to 1000"},
+		{[]string{"--gavel-round", "-1m"}, "--gavel-round: must be 0"},
+		{[]string{"--gavel-objective", "speed"}, "--gavel-objective: must be fairness, throughput or agnostic"},
 		{[]string{"--restart-cost", "30s"}, "--restart-cost: applies with --resume"},
 		{[]string{"--share-round", "-1s"}, "--share-round"},
 	} {

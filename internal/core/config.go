@@ -68,6 +68,18 @@ type Config struct {
 	// one): queue 0 below the first threshold, queue 1 below the second,
 	// and so on; ascending, 1 to 8 of them.
 	LASThresholds []time.Duration
+	// LASPromote is las's starvation knob (Tiresias' STARVELIMIT): a
+	// pending task that ran before and has waited LASPromote times its
+	// last run since it went back to pending is promoted to queue 0, its
+	// attained service counted from there. 0: never.
+	LASPromote int
+	// GavelRound is gavel-rounds' round length (gavel.go); GavelObjective
+	// its allocation's objective: "fairness" (heterogeneity-aware max-min
+	// fairness, the default), "throughput" (the total normalised
+	// throughput), or "agnostic" (max-min fairness that takes every model
+	// for equally fast: Gavel's heterogeneity-agnostic baseline).
+	GavelRound     time.Duration
+	GavelObjective string
 	// PreemptMaxVisit bounds the nodes examined for one preemption;
 	// PreemptCandidates stops the walk once this many nodes offer a plan
 	// (as kube-scheduler's minCandidateNodesAbsolute), the best of them
@@ -119,6 +131,8 @@ func DefaultConfig() Config {
 		TimeShareRound:    time.Minute,
 		TimeShareMinRun:   time.Minute,
 		LASThresholds:     []time.Duration{time.Hour},
+		GavelRound:        6 * time.Minute,
+		GavelObjective:    "fairness",
 		DefaultDuration:   time.Hour,
 		LoadTarget:        0.8,
 
@@ -175,6 +189,15 @@ func (c *Config) Validate() error {
 		if th <= 0 || i > 0 && th <= c.LASThresholds[i-1] {
 			return errs.Invalid("lasThresholds", "must be positive and ascending, got %v", c.LASThresholds)
 		}
+	}
+	if c.GavelRound <= 0 {
+		return errs.Invalid("gavelRound", "must be positive")
+	}
+	if c.GavelObjective != "fairness" && c.GavelObjective != "throughput" && c.GavelObjective != "agnostic" {
+		return errs.Invalid("gavelObjective", "must be fairness, throughput or agnostic, got %q", c.GavelObjective)
+	}
+	if c.LASPromote < 0 || c.LASPromote > 1000 {
+		return errs.Invalid("lasPromote", "must be 0 (never) to 1000, got %d", c.LASPromote)
 	}
 	if c.PreemptMaxVisit < 1 {
 		return errs.Invalid("preemptMaxVisit", "must be positive")

@@ -53,10 +53,18 @@ type Core struct {
 	// (every TimeShareRound).
 	blockedShare []blockRef
 	shareRetryAt int64
-	retryAt      int64 // a deferred search resumes at this time (when retrySet)
-	retrySet     bool
-	rr           int // round-robin cursor over index.order
-	callPlaced   int // placements made by the current input
+	// promotions are las's starvation deadlines (promote.go).
+	promotions promoteHeap
+	// gavel-rounds (gavel.go): the next round's time, and whether a round
+	// is placing now (its gate opens).
+	nextRound int64
+	inRound   bool
+	// placedN counts the tasks placed on nodes.
+	placedN    int
+	retryAt    int64 // a deferred search resumes at this time (when retrySet)
+	retrySet   bool
+	rr         int // round-robin cursor over index.order
+	callPlaced int // placements made by the current input
 
 	// jobs (jobs.go)
 	jobs     map[string]*job
@@ -79,7 +87,9 @@ type Core struct {
 // Stats are running counters of the core's work.
 type Stats struct {
 	Submitted, Placed, Preempted, Expired, Finished uint64
-	Attempts, Blocks, Deferrals, Aged               uint64
+	// Promoted counts las's starvation promotions (promote.go).
+	Promoted                          uint64
+	Attempts, Blocks, Deferrals, Aged uint64
 }
 
 // New returns a core with no nodes and no tasks.
@@ -178,6 +188,7 @@ func (c *Core) advance(now time.Time) {
 func (c *Core) Tick(now time.Time) {
 	c.advance(now)
 	c.fireTimers()
+	c.firePromotions()
 	c.fireLocality()
 	c.gangTimeouts()
 	// Due batches go before aging, so that a task is raised only when its
@@ -197,7 +208,24 @@ func (c *Core) Tick(now time.Time) {
 		c.blockedShare = nil
 		c.unblockRefs(refs)
 	}
+	if r := c.policy.Rounds; r != nil && c.now >= c.nextRound && c.roundsDue() {
+		r.round()
+		c.nextRound = c.now + int64(c.cfg.GavelRound)
+	}
 	c.schedule()
+}
+
+// roundsDue reports whether a round has work: tasks wait or run.
+func (c *Core) roundsDue() bool {
+	if c.placedN > 0 {
+		return true
+	}
+	for i := range c.tiers {
+		if c.tiers[i].count > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // unblockRefs reactivates the class queues refs name that are still
@@ -249,6 +277,12 @@ func (c *Core) NextWakeup() (time.Time, bool) {
 	}
 	if d, has := c.locHeap.next(); has {
 		consider(d)
+	}
+	if len(c.promotions) > 0 {
+		consider(c.promotions[0].at)
+	}
+	if c.policy.Rounds != nil && c.roundsDue() {
+		consider(max(c.nextRound, c.now))
 	}
 	if !ok {
 		return time.Time{}, false

@@ -101,6 +101,9 @@ func (c *Core) tryPlace(sc *searchCtx, t *Task) outcome {
 	if t.leaf != nil && c.overQueueMax(t) {
 		return unfit // node-independent: no walk can find a fit
 	}
+	if r := c.policy.Rounds; r != nil && !c.inRound && r.manages(t) {
+		return unfit // placed in rounds only (gavel.go)
+	}
 	if len(t.cls.identity) > 0 {
 		return c.identityPlace(sc, t)
 	}
@@ -476,6 +479,7 @@ func (c *Core) allocate(t *Task, n *Node, o *Option, devs []devShare) {
 	t.chosen = int8(o.Index)
 	t.npos = int32(len(n.tasks))
 	n.tasks = append(n.tasks, t)
+	c.placedN++
 	if n.group != nil {
 		n.group.rebucket(n)
 	}
@@ -506,6 +510,7 @@ func (c *Core) release(t *Task, wake bool) {
 	t.node = nil
 	t.npos = -1
 	t.devs = t.devs[:0]
+	c.placedN--
 	if n.group != nil {
 		n.group.rebucket(n)
 		if wake {

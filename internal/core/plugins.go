@@ -138,7 +138,10 @@ type Policy struct {
 	Reserve   []ReservePlugin
 	QueueSort QueueSortPlugin // nil: submission order
 	TimeShare TimeSharePlugin // nil: a placed task keeps its place
-	Picker    SharePicker
+	// Rounds, when set, places work only in rounds (gavel-rounds): its
+	// gate is one of Filters.
+	Rounds *GavelRounds
+	Picker SharePicker
 	// SampleSize overrides Config.SampleSize when > 0.
 	SampleSize int
 	// FullWalk makes every search look at every node of every compatible

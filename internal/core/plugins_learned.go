@@ -141,7 +141,9 @@ func (p *ShortestRemaining) Rank(t *Task) int64 {
 // device-service the task attained (devices held × time, a task without
 // devices counting as one device) by Config.LASThresholds. Queues are
 // served lowest first, FIFO within one, and a task of a lower queue swaps
-// out one of a higher queue. It needs no run time estimate.
+// out one of a higher queue. A task starved for Config.LASPromote times
+// its last run is promoted to queue 0 (promote.go). It needs no run time
+// estimate.
 type LeastAttained struct{ c *Core }
 
 // Name implements Plugin.
@@ -160,7 +162,7 @@ func (p *LeastAttained) Rank(t *Task) int64 {
 	for _, d := range o.devs {
 		milli += d.milli
 	}
-	service := p.c.attained(t) / 1000 * max(1000, milli)
+	service := (p.c.attained(t) - t.lasBase) / 1000 * max(1000, milli)
 	for i, th := range p.c.cfg.LASThresholds {
 		if service < int64(th) {
 			return int64(i)

@@ -86,6 +86,12 @@ var policyTable = []policyDef{
 			QueueSort: la, TimeShare: la,
 			Scores: []WeightedScore{{LeastAllocated{}, 1}, {AcceleratorGuard{}, 1}}}
 	}},
+	{"gavel-rounds", "heterogeneity-aware rounds (Gavel): every round, shares of each GPU model by throughput under max-min fairness; tasks move between models and time-share", func(c *Core) *Policy {
+		g := &GavelRounds{c: c}
+		return &Policy{Order: LeastAllocatedFirst, Static: staticFilters(c), Picker: BestFitShare{},
+			Filters: []FilterPlugin{g}, Rounds: g,
+			Scores: []WeightedScore{{LeastAllocated{}, 1}, {AcceleratorGuard{}, 1}}}
+	}},
 	{"load-predict", "forecast node load (Holt) and pack towards a target without overshoot", func(c *Core) *Policy {
 		lt := &LoadTarget{c: c}
 		return &Policy{Order: MostAllocatedFirst, Static: staticFilters(c), Picker: BestFitShare{}, SampleSize: 8,

@@ -323,6 +323,22 @@ func (k *checker) checkOutput(out *Output) error {
 		}
 	}
 	for _, pr := range out.Preemptions {
+		if pr.By == "" {
+			// A gavel round swapped it out: no preemptor; never urgent or
+			// high work, never a non-preemptible task.
+			v, ok := c.Task(pr.Victim)
+			switch {
+			case !ok:
+				return fmt.Errorf("preemption names unknown tasks: %+v", pr)
+			case c.policy.Rounds == nil || pr.Reason != PreemptShare:
+				return fmt.Errorf("preemption of %s by no task under %s (reason %s)", pr.Victim, c.policy.Name, pr.Reason)
+			case v.Priority() <= api.PriorityHigh || !k.r.specs[pr.Victim].IsPreemptible():
+				return fmt.Errorf("a round swapped out %s (priority %d, preemptible %v)", pr.Victim, v.Priority(), k.r.specs[pr.Victim].IsPreemptible())
+			case R[pr.Victim] == 0:
+				return fmt.Errorf("preemption of %s without its transition", pr.Victim)
+			}
+			continue
+		}
 		v, ok1 := c.Task(pr.Victim)
 		by, ok2 := c.Task(pr.By)
 		if !ok1 || !ok2 {

@@ -274,6 +274,10 @@ func drawOps(t *rapid.T, w *opWeights, max int) []op {
 func drawConfig(t *rapid.T) Config {
 	cfg := DefaultConfig()
 	cfg.Policy = rapid.SampledFrom(Policies()).Draw(t, "policy")
+	// gavel-rounds places in rounds: short ones, so that a settled core
+	// has had one (the settling follows wakeups within 100ms).
+	cfg.GavelRound = time.Duration(rapid.IntRange(1, 50).Draw(t, "gavelRound")) * time.Millisecond
+	cfg.LASPromote = rapid.IntRange(0, 3).Draw(t, "lasPromote")
 	if rapid.IntRange(0, 3).Draw(t, "tweak") == 3 {
 		cfg.MaxPlacementsPerCall = rapid.IntRange(1, 4).Draw(t, "maxPlacements")
 		cfg.SampleSize = rapid.IntRange(1, 3).Draw(t, "sample")

@@ -64,6 +64,7 @@ func (c *Core) Restore(now time.Time, spec *api.Task, s Saved) error {
 	t.attempt = int32(s.Attempt)
 	t.failures = int32(s.Failures)
 	t.served = max(0, int64(s.Served))
+	t.lastRun = t.served // its last run is not on record: at most all of it
 	defer func() {
 		g := t.gang
 		switch {

@@ -148,6 +148,12 @@ func (h *harness) run(t *testing.T, td *datadriven.TestData) string {
 		err = h.c.RemoveNode(h.now, node)
 	case "observe":
 		err = h.observe(td)
+	case "profile":
+		// profile class=C model=M runtime=D: a declared run time.
+		class, _ := arg(td, "class")
+		model, _ := arg(td, "model")
+		rt, _ := arg(td, "runtime")
+		err = h.c.ObserveRuntime(h.now, class, model, mustDur(t, rt))
 	case "show":
 		return h.show(td)
 	case "nodes":
@@ -212,6 +218,15 @@ func (h *harness) init(t *testing.T, td *datadriven.TestData) string {
 		for _, x := range strings.Split(v, ",") {
 			cfg.LASThresholds = append(cfg.LASThresholds, mustDur(t, x))
 		}
+	}
+	if v, ok := arg(td, "gavel-round"); ok {
+		cfg.GavelRound = mustDur(t, v)
+	}
+	if v, ok := arg(td, "gavel-objective"); ok {
+		cfg.GavelObjective = v
+	}
+	if v, ok := arg(td, "las-promote"); ok {
+		cfg.LASPromote, _ = strconv.Atoi(v)
 	}
 	if v, ok := arg(td, "share-min-run"); ok {
 		cfg.TimeShareMinRun = mustDur(t, v)
@@ -519,7 +534,11 @@ func formatOutput(o Output) string {
 		fmt.Fprintf(&b, " level=%d waited=%s\n", p.Level, p.Delay)
 	}
 	for _, p := range o.Preemptions {
-		fmt.Fprintf(&b, "preempt %s on %s for %s (%s)\n", p.Victim, p.Node, p.By, p.Reason)
+		if p.By == "" {
+			fmt.Fprintf(&b, "preempt %s on %s for the round (%s)\n", p.Victim, p.Node, p.Reason)
+		} else {
+			fmt.Fprintf(&b, "preempt %s on %s for %s (%s)\n", p.Victim, p.Node, p.By, p.Reason)
+		}
 	}
 	for _, tr := range o.Transitions {
 		fmt.Fprintf(&b, "%s: %s -> %s", tr.Task, tr.From, tr.To)

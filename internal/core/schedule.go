@@ -39,6 +39,7 @@ func (c *Core) enqueue(t *Task) {
 	if t.queueTTL > 0 {
 		c.timers.set(t, timerQueue, c.now+t.queueTTL)
 	}
+	c.schedulePromotion(t)
 	if t.locCls != nil {
 		c.enterLocality(t)
 	}

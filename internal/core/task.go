@@ -38,6 +38,8 @@ type Task struct {
 	devs      []devShare
 	started   int64 // placement time, then the executor's start time
 	served    int64 // ns placed or running in ended attempts (attained service)
+	lastRun   int64 // ns the last ended attempt was placed or running
+	lasBase   int64 // served when las last promoted it (promote.go)
 	attempt   int32
 	unmet     int32
 	dependent []*Task
@@ -192,7 +194,8 @@ func (c *Core) requeue(t *Task, to State, reason string) {
 		return
 	}
 	from := t.state
-	t.served += max(0, c.now-t.started)
+	t.lastRun = max(0, c.now-t.started)
+	t.served += t.lastRun
 	c.release(t, true)
 	c.timers.cancel(t)
 	t.attempt++

@@ -80,7 +80,8 @@ type Placement struct {
 	Level       int // effective level when placed (after aging)
 }
 
-// Preemption evicts Victim from Node to make room for By.
+// Preemption evicts Victim from Node to make room for By (empty when a
+// gavel round swapped it out: gavel.go).
 type Preemption struct {
 	Victim string
 	By     string

@@ -115,7 +115,7 @@ func (r *TaskRecord) endAttempt(now time.Time, reason string) {
 	switch {
 	case r.ExitCode != nil:
 		a.State = AttemptFailed
-	case strings.HasPrefix(reason, preemptedBy):
+	case strings.HasPrefix(reason, preemptedBy), strings.HasPrefix(reason, core.SwappedOutPrefix):
 		a.State = AttemptPreempted
 		p := PreemptionCost{Count: 1}
 		if r.Preemption != nil {

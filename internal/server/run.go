@@ -62,6 +62,13 @@ type Options struct {
 	// and LASThresholds; zero or nil: the defaults (1m, 1m, [1h]).
 	ShareRound, ShareMinRun time.Duration
 	LASThresholds           []time.Duration
+	// LASPromote is las's starvation knob (core.Config.LASPromote); nil:
+	// the default.
+	LASPromote *int
+	// GavelRound and GavelObjective tune gavel-rounds (zero, "": the
+	// defaults, 6m and fairness).
+	GavelRound     time.Duration
+	GavelObjective string
 	// NoAging turns aging off: waiting tasks keep their tier for ever, so
 	// placements follow tier order strictly and low work may starve
 	// (core.TierConfig.AgingAfter 0 for every tier).
@@ -397,6 +404,18 @@ func schedulerConfig(opt Options) (core.Config, error) {
 	}
 	if opt.LASThresholds != nil {
 		cfg.LASThresholds = opt.LASThresholds
+	}
+	if opt.LASPromote != nil {
+		cfg.LASPromote = *opt.LASPromote
+	}
+	if opt.GavelRound < 0 {
+		return cfg, errs.Invalid("gavel-round", "must not be negative, got %s", opt.GavelRound)
+	}
+	if opt.GavelRound > 0 {
+		cfg.GavelRound = opt.GavelRound
+	}
+	if opt.GavelObjective != "" {
+		cfg.GavelObjective = opt.GavelObjective
 	}
 	if opt.NoAging {
 		for i := range cfg.Tiers {

@@ -65,6 +65,12 @@ type Config struct {
 	// core's defaults).
 	ShareRound, ShareMinRun time.Duration
 	LASThresholds           []time.Duration
+	// LASPromote is the core's LASPromote (0: never).
+	LASPromote int
+	// GavelRound and GavelObjective override the core's (zero or "": its
+	// defaults).
+	GavelRound     time.Duration
+	GavelObjective string
 	// KnownDurations tells the core each job's true run time
 	// (api.Task.Duration = trace.Job.Duration), as SRTF papers assume;
 	// otherwise policies learn run times from finished jobs.
@@ -208,6 +214,13 @@ func Run(cfg Config) (Result, error) {
 	}
 	if cfg.LASThresholds != nil {
 		ccfg.LASThresholds = cfg.LASThresholds
+	}
+	ccfg.LASPromote = cfg.LASPromote
+	if cfg.GavelRound > 0 {
+		ccfg.GavelRound = cfg.GavelRound
+	}
+	if cfg.GavelObjective != "" {
+		ccfg.GavelObjective = cfg.GavelObjective
 	}
 	if ccfg.MaxVisit < ccfg.SampleSize {
 		ccfg.MaxVisit = ccfg.SampleSize

@@ -1,0 +1,514 @@
+package core
+
+import (
+	"slices"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/resource"
+)
+
+// gavel-rounds: heterogeneity-aware rounds (Gavel, OSDI'20).
+//
+// Every Config.GavelRound (6 minutes by default) the round:
+//
+//  1. takes the device tasks that run or wait (gang members and tasks in
+//     a retry backoff aside; at most gavelMaxJobs, running first, then in
+//     queue order), the GPU models of the schedulable nodes and their
+//     device counts;
+//  2. computes each task's share of each model X[j][m] from its expected
+//     throughput there (1 / its expected run time on the model: declared
+//     profiles, core.ObserveRuntime, or learned from finished attempts),
+//     normalised by what an even mix of the fleet would give it, by a
+//     linear program: Gavel's heterogeneity-aware max-min fairness
+//     (maximise the smallest normalised throughput, then a little of the
+//     total), or with Config.GavelObjective "throughput" the total
+//     normalised throughput (Gavel's max-sum-throughput, for short JCTs),
+//     or "agnostic" max-min fairness with every model taken as equally
+//     fast (Gavel's heterogeneity-agnostic baseline, LAS);
+//  3. ranks each (task, model) by X[j][m] over the share of its time on
+//     the model so far (Gavel's round-based mechanism), the pairs with no
+//     share after, fastest first, so that no device idles while a task
+//     could use it;
+//  4. assigns models greedily by that rank within each model's devices,
+//     urgent and high work first (and never swapped out);
+//  5. swaps out running tasks assigned no model or another model than the
+//     one they run on ("swapped out by the gavel round"; they resume from
+//     their checkpoint), then places the assigned waiting tasks on nodes
+//     of their model.
+//
+// Between rounds no device task is placed (the plugin's Filter): work
+// waits for the next round, as in Gavel; urgent and high tasks wait too.
+// Tasks without devices in their own request, tasks with alternatives
+// and gang members are placed as by any policy. The round is the
+// core's own work on time passed in (Tick), so the server and the
+// simulator run it alike; its cost is one walk over the nodes and the
+// active tasks and one linear program per round, never per placement.
+
+// SwappedOutPrefix starts the reason of a task a round swapped out (it
+// has no preemptor to name).
+const SwappedOutPrefix = "swapped out by "
+
+// gavelMaxJobs bounds the tasks one round's program considers.
+const gavelMaxJobs = 256
+
+// gavelMaxModels bounds the device models a round tells apart.
+const gavelMaxModels = 16
+
+// gavelJob is what the rounds remember of a task: when they first saw it
+// and how long it ran on each model since.
+type gavelJob struct {
+	seen int64
+	recv map[string]int64
+}
+
+// GavelRounds is gavel-rounds' round plugin and gate.
+type GavelRounds struct {
+	c    *Core
+	jobs map[*Task]*gavelJob
+	last int64 // the previous round's time (0: none yet)
+	// dims are the resource dims with device objects (the last round's).
+	dims [resource.MaxDims]bool
+}
+
+// Name implements Plugin.
+func (*GavelRounds) Name() string { return "GavelRounds" }
+
+// manages reports whether the rounds place t: no gang member, no
+// alternatives (the rounds choose among device models, not options), and
+// its own
+// request asks for devices of a kind the last round saw as device
+// objects on some node (GPUs; not a countable resource without device
+// ids). Others are placed as by any policy.
+func (g *GavelRounds) manages(t *Task) bool {
+	if t.gang != nil || len(t.cls.opts) != 1 {
+		return false // gangs and tasks with alternatives: placed as usual
+	}
+	devs := t.cls.opts[0].devs
+	for _, d := range devs {
+		if !g.dims[d.dim] || d.dim != devs[0].dim {
+			return false // one kind of device, with device objects
+		}
+	}
+	return len(devs) > 0
+}
+
+// Filter implements FilterPlugin: outside a round, no task the rounds
+// manage fits.
+func (g *GavelRounds) Filter(_ *CycleState, t *Task, _ *Option, _ *Node) *Status {
+	if g.c.inRound || !g.manages(t) {
+		return nil
+	}
+	return NewUnschedulable("waits for the next gavel round (every " + g.c.cfg.GavelRound.String() + ")")
+}
+
+// gavelModel is one device model of the fleet in a round.
+type gavelModel struct {
+	name  string
+	dim   int
+	total int64   // devices, whole
+	free  int64   // devices left to assign this round
+	nodes []*Node // schedulable nodes with devices of the model
+}
+
+// gavelCand is one task of a round.
+type gavelCand struct {
+	t       *Task
+	o       *Option
+	scale   int64     // devices it holds or asks for
+	rate    []float64 // normalised throughput per model (0: cannot use it)
+	x       []float64 // its share of each model
+	model   int       // the model it runs on (-1: waiting)
+	assign  int       // the model the round gives it (-1: none)
+	pinned  bool      // running and not preemptible: keeps its place
+	arrived int64
+}
+
+// round runs one round at c.now.
+func (g *GavelRounds) round() {
+	c := g.c
+	models, byName := g.models()
+	cands := g.candidates(models, byName)
+	g.account(cands, models)
+	if len(cands) > 0 && len(models) > 0 {
+		g.allocate(cands, models)
+		choices := g.assign(cands, models)
+		g.execute(cands, models, choices)
+	}
+	g.last = c.now
+}
+
+// models lists the device models of the schedulable nodes.
+func (g *GavelRounds) models() ([]*gavelModel, map[string]int) {
+	var models []*gavelModel
+	byName := map[string]int{}
+	g.dims = [resource.MaxDims]bool{}
+	for _, n := range g.c.idx.order {
+		if n.state != api.NodeReady || n.group == nil {
+			continue
+		}
+		for i := range n.devices {
+			d := &n.devices[i]
+			if !d.Healthy {
+				continue
+			}
+			k := d.Model
+			mi, ok := byName[k]
+			if !ok {
+				if len(models) == gavelMaxModels {
+					continue
+				}
+				mi = len(models)
+				byName[k] = mi
+				models = append(models, &gavelModel{name: k, dim: d.dim})
+			}
+			g.dims[d.dim] = true
+			m := models[mi]
+			m.total++
+			if len(m.nodes) == 0 || m.nodes[len(m.nodes)-1] != n {
+				m.nodes = append(m.nodes, n)
+			}
+		}
+	}
+	return models, byName
+}
+
+// candidates collects the round's tasks: running device tasks, then
+// waiting ones in queue order, at most gavelMaxJobs.
+func (g *GavelRounds) candidates(models []*gavelModel, byName map[string]int) []*gavelCand {
+	c := g.c
+	var out []*gavelCand
+	add := func(t *Task, model int) {
+		if !g.manages(t) {
+			return
+		}
+		o := &t.cls.opts[0]
+		if t.node != nil {
+			o = &t.cls.opts[optIndex(t.chosen)]
+		}
+		if len(o.devs) == 0 {
+			return
+		}
+		var milli int64
+		for _, d := range o.devs {
+			milli += d.milli
+		}
+		k := &gavelCand{t: t, o: o, scale: max(1, (milli+999)/1000), model: model, assign: -1,
+			pinned: model >= 0 && (!t.preemptible || t.prio <= api.PriorityHigh)}
+		if model < 0 && t.node != nil {
+			k.pinned = true // runs on a model the round does not know
+		}
+		k.rate, k.x = make([]float64, len(models)), make([]float64, len(models))
+		c.refreshGroups(t, o)
+		var even, sum float64
+		for mi, m := range models {
+			if !g.usable(o, m) {
+				continue
+			}
+			if rt := c.expectedOnModel(t, o, m.name); rt > 0 {
+				k.rate[mi] = 1 / rt
+				if c.cfg.GavelObjective == "agnostic" {
+					k.rate[mi] = 1 // every model as fast as any
+				}
+				even += k.rate[mi] * float64(m.total)
+			}
+			sum += float64(m.total)
+		}
+		if even <= 0 {
+			if model >= 0 || t.node != nil {
+				k.pinned = true
+				out = append(out, k)
+			}
+			return
+		}
+		even /= sum
+		for mi := range k.rate {
+			k.rate[mi] /= even
+		}
+		out = append(out, k)
+	}
+	for _, n := range c.idx.order {
+		for _, t := range n.tasks {
+			if t.state != Scheduled && t.state != Running {
+				continue
+			}
+			model := -1
+			if len(t.devs) > 0 {
+				if mi, ok := byName[n.devices[t.devs[0].dev].Model]; ok {
+					model = mi
+				}
+			}
+			add(t, model)
+		}
+	}
+	for l := range c.tiers {
+		for li := range c.tiers[l].aging {
+			for t := c.tiers[l].aging[li].head; t != nil && len(out) < gavelMaxJobs; t = t.lnext {
+				if t.state == Pending && !t.backoff && !t.gready && t.cq != nil {
+					add(t, -1)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// usable reports whether o may run on some node of model m (its static
+// filters pass that node's group).
+func (g *GavelRounds) usable(o *Option, m *gavelModel) bool {
+	for _, d := range o.devs {
+		if d.dim != m.dim {
+			return false
+		}
+	}
+	for _, n := range m.nodes {
+		if n.group != nil && n.group.id < len(o.groupSet) && o.groupSet[n.group.id] {
+			return true
+		}
+	}
+	return false
+}
+
+// account adds the time since the last round to what each running task
+// received on its model, and forgets the tasks that left.
+func (g *GavelRounds) account(cands []*gavelCand, models []*gavelModel) {
+	c := g.c
+	jobs := make(map[*Task]*gavelJob, len(cands))
+	for _, k := range cands {
+		j := g.jobs[k.t]
+		if j == nil {
+			j = &gavelJob{seen: c.now, recv: map[string]int64{}}
+		}
+		if k.model >= 0 && g.last > 0 {
+			j.recv[models[k.model].name] += c.now - max(g.last, k.t.started)
+		}
+		k.arrived = j.seen
+		jobs[k.t] = j
+	}
+	g.jobs = jobs
+}
+
+// allocate computes each candidate's share of each model (the linear
+// program of the package comment); pinned tasks hold their devices.
+func (g *GavelRounds) allocate(cands []*gavelCand, models []*gavelModel) {
+	capLeft := make([]float64, len(models))
+	for mi, m := range models {
+		capLeft[mi] = float64(m.total)
+	}
+	var free []*gavelCand
+	for _, k := range cands {
+		if k.pinned {
+			if k.model >= 0 {
+				capLeft[k.model] -= float64(k.scale)
+			}
+			continue
+		}
+		free = append(free, k)
+	}
+	if len(free) == 0 {
+		return
+	}
+	// Variables: x[k][m] for the usable pairs, then t (max-min only).
+	type pair struct{ k, m int }
+	var pairs []pair
+	for ki, k := range free {
+		for mi := range models {
+			if k.rate[mi] > 0 {
+				pairs = append(pairs, pair{ki, mi})
+			}
+		}
+	}
+	fair := g.c.cfg.GavelObjective != "throughput"
+	nv := len(pairs)
+	if fair {
+		nv++
+	}
+	p := &lpProblem{c: make([]float64, nv)}
+	eps := 3 / float64(len(free))
+	for v, pr := range pairs {
+		if fair {
+			p.c[v] = eps * free[pr.k].rate[pr.m]
+		} else {
+			p.c[v] = free[pr.k].rate[pr.m]
+		}
+	}
+	if fair {
+		p.c[nv-1] = 1
+	}
+	// Each task's shares add to at most 1.
+	byTask := make([][]int, len(free))
+	for v, pr := range pairs {
+		byTask[pr.k] = append(byTask[pr.k], v)
+	}
+	for ki := range free {
+		r := make([]float64, nv)
+		for _, v := range byTask[ki] {
+			r[v] = 1
+		}
+		p.a, p.b = append(p.a, r), append(p.b, 1)
+	}
+	// Each model's devices.
+	for mi := range models {
+		r := make([]float64, nv)
+		for v, pr := range pairs {
+			if pr.m == mi {
+				r[v] = float64(free[pr.k].scale)
+			}
+		}
+		p.a, p.b = append(p.a, r), append(p.b, max(capLeft[mi], 0))
+	}
+	// Max-min: t ≤ each task's normalised throughput.
+	if fair {
+		for ki := range free {
+			r := make([]float64, nv)
+			r[nv-1] = 1
+			for _, v := range byTask[ki] {
+				r[v] = -free[ki].rate[pairs[v].m]
+			}
+			p.a, p.b = append(p.a, r), append(p.b, 0)
+		}
+	}
+	x, _ := solveLP(p, 20*(len(p.b)+nv))
+	for v, pr := range pairs {
+		free[pr.k].x[pr.m] = x[v]
+	}
+}
+
+// assign gives models to the candidates by Gavel's priorities.
+func (g *GavelRounds) assign(cands []*gavelCand, models []*gavelModel) []gavelChoice {
+	c := g.c
+	for _, m := range models {
+		m.free = m.total
+	}
+	var choices []gavelChoice
+	for _, k := range cands {
+		if k.pinned {
+			if k.model >= 0 {
+				k.assign = k.model
+				models[k.model].free -= k.scale
+			}
+			continue
+		}
+		j := g.jobs[k.t]
+		active := float64(max(c.now-k.arrived, int64(time.Second)))
+		for mi := range models {
+			if k.rate[mi] <= 0 {
+				continue
+			}
+			pr := 0.0
+			if k.x[mi] > 1e-6 {
+				pr = k.x[mi] / max(float64(j.recv[models[mi].name])/active, 1e-6)
+			}
+			choices = append(choices, gavelChoice{k, mi, pr})
+		}
+	}
+	slices.SortStableFunc(choices, func(a, b gavelChoice) int {
+		switch {
+		case a.k.t.prio != b.k.t.prio:
+			return int(a.k.t.prio) - int(b.k.t.prio) // tiers first
+		case a.priority != b.priority:
+			if a.priority > b.priority {
+				return -1
+			}
+			return 1
+		case a.k.rate[a.m] != b.k.rate[b.m]:
+			if a.k.rate[a.m] > b.k.rate[b.m] {
+				return -1
+			}
+			return 1
+		case a.k.model != b.k.model:
+			// Keep what runs where it runs, all else equal.
+			if a.k.model == a.m {
+				return -1
+			}
+			if b.k.model == b.m {
+				return 1
+			}
+		}
+		if a.k.t.seq < b.k.t.seq {
+			return -1
+		}
+		return 1
+	})
+	for _, ch := range choices {
+		k, m := ch.k, models[ch.m]
+		if k.assign >= 0 || m.free < k.scale {
+			continue
+		}
+		k.assign = ch.m
+		m.free -= k.scale
+	}
+	return choices
+}
+
+// gavelChoice is one (task, model) pair of a round with its priority.
+type gavelChoice struct {
+	k        *gavelCand
+	m        int
+	priority float64
+}
+
+// execute swaps out what the round moves and places what it assigned;
+// then, so that no device idles while a task could use it (a model-level
+// assignment the nodes could not honour, a task that fits nowhere), it
+// offers what is left to the waiting tasks in the order of choices.
+func (g *GavelRounds) execute(cands []*gavelCand, models []*gavelModel, choices []gavelChoice) {
+	c := g.c
+	for _, k := range cands {
+		if k.pinned || k.model < 0 || k.assign == k.model {
+			continue
+		}
+		why := SwappedOutPrefix + "the gavel round: no share of the devices this round"
+		if k.assign >= 0 {
+			why = SwappedOutPrefix + "the gavel round: moved to " + models[k.assign].name
+		}
+		n := k.t.node
+		c.stats.Preempted++
+		c.out.Preemptions = append(c.out.Preemptions, Preemption{Victim: k.t.id, Node: n.name, Reason: PreemptShare})
+		c.requeue(k.t, Preempted, why)
+	}
+	c.inRound = true
+	defer func() { c.inRound = false }()
+	for _, k := range cands {
+		if k.assign >= 0 && k.model < 0 {
+			g.place(k, models[k.assign])
+		}
+	}
+	for _, ch := range choices {
+		g.place(ch.k, models[ch.m]) // the swapped out too: better run than idle
+	}
+}
+
+// place places waiting candidate k on the first node of model m that
+// takes it; it reports whether it did.
+func (g *GavelRounds) place(k *gavelCand, m *gavelModel) bool {
+	c, t := g.c, k.t
+	if t.state != Pending || t.cq == nil {
+		return false
+	}
+	sc := c.beginSearch(true, nil)
+	for _, n := range m.nodes {
+		if n.group == nil || n.group.id >= len(k.o.groupSet) || !k.o.groupSet[n.group.id] {
+			continue // its static filters (selectors, taints) refuse the node
+		}
+		if c.checkNode(sc, t, k.o, n) == nil {
+			c.commit(t, k.o, n, sc.cs.picked)
+			return true
+		}
+	}
+	return false
+}
+
+// expectedOnModel is expectedOn for a device model rather than a node.
+func (c *Core) expectedOnModel(t *Task, o *Option, model string) float64 {
+	if t.rt != nil {
+		if e, ok := t.rt.byModel[model]; ok && e.n > 0 {
+			return e.v
+		}
+	}
+	f := 1.0
+	if e, ok := c.modelSpeed[model]; ok && e.n > 0 {
+		f = e.v
+	}
+	return float64(c.expectedRuntime(t)) / (o.Speed * f)
+}
