@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -27,7 +28,7 @@ type simFlags struct {
 	stopAt, arrivalScale                                       float64
 	progress, noObserve, known, profile, resume                bool
 	restartCost, shareRound, shareMinRun, gavelRound           time.Duration
-	gavelObjective                                             string
+	gavelObjective, cpuProfile                                 string
 	lasThresholds                                              []time.Duration
 }
 
@@ -176,6 +177,7 @@ times. Traces are read from --traces (default ../shared/traces).`,
 	f.DurationVar(&fl.gavelRound, "gavel-round", 0, "gavel-rounds: the round length (0: 6m)")
 	f.StringVar(&fl.gavelObjective, "gavel-objective", "fairness", "gavel-rounds: fairness (heterogeneity-aware max-min fairness), throughput (total normalised throughput) or agnostic (max-min fairness taking every GPU model as equally fast: Gavel's baseline)")
 	f.IntVar(&fl.lasPromote, "las-promote", core.DefaultConfig().LASPromote, "las: promote a job that waited this many times its last run back to the first queue (Tiresias' STARVELIMIT); 0: never")
+	f.StringVar(&fl.cpuProfile, "cpu-profile", "", "write a Go CPU profile of the run to this file (go tool pprof reads it)")
 	f.BoolVar(&fl.noObserve, "no-observe", false, "do not feed nodes' allocated fractions back as utilization")
 	f.BoolVar(&fl.progress, "progress", true, "a progress bar on standard error for long runs")
 	f.StringVarP(&fl.output, "output", "o", "table", "table or json")
@@ -194,6 +196,17 @@ func runSim(cmd *cobra.Command, fl *simFlags) error {
 	cluster, work, err := fl.load()
 	if err != nil {
 		return err
+	}
+	if fl.cpuProfile != "" {
+		pf, err := os.Create(fl.cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpu-profile: %w", err)
+		}
+		defer func() { _ = pf.Close() }()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return fmt.Errorf("--cpu-profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	type runKey struct {
 		policy string

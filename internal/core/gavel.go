@@ -498,17 +498,3 @@ func (g *GavelRounds) place(k *gavelCand, m *gavelModel) bool {
 	}
 	return false
 }
-
-// expectedOnModel is expectedOn for a device model rather than a node.
-func (c *Core) expectedOnModel(t *Task, o *Option, model string) float64 {
-	if t.rt != nil {
-		if e, ok := t.rt.byModel[model]; ok && e.n > 0 {
-			return e.v
-		}
-	}
-	f := 1.0
-	if e, ok := c.modelSpeed[model]; ok && e.n > 0 {
-		f = e.v
-	}
-	return float64(c.expectedRuntime(t)) / (o.Speed * f)
-}

@@ -94,7 +94,13 @@ func modelOf(o *Option, n *Node) string {
 
 // expectedOn returns the expected runtime (ns) of t using option o on n.
 func (c *Core) expectedOn(t *Task, o *Option, n *Node) float64 {
-	model := modelOf(o, n)
+	return c.expectedOnModel(t, o, modelOf(o, n))
+}
+
+// expectedOnModel returns the expected runtime (ns) of t using option o
+// on a device model: its class's measured run time there, else its
+// expected runtime over the model's learned speed.
+func (c *Core) expectedOnModel(t *Task, o *Option, model string) float64 {
 	if t.rt != nil {
 		if e, ok := t.rt.byModel[model]; ok && e.n > 0 {
 			return e.v

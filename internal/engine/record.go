@@ -233,6 +233,25 @@ func (r *TaskRecord) appendJSON(b []byte) ([]byte, error) {
 		b = append(b, `,"trace":`...)
 		b = api.AppendJSONString(b, r.Trace)
 	}
+	if b, err = r.AppendRestartsJSON(b); err != nil {
+		return b, err
+	}
+	if len(r.Attempts) > 0 {
+		// Rare (re-queued tasks only): encoding/json is fast enough.
+		h, err := json.Marshal(r.Attempts)
+		if err != nil {
+			return b, err
+		}
+		b = append(b, `,"attempts":`...)
+		b = append(b, h...)
+	}
+	return append(b, '}'), nil
+}
+
+// AppendRestartsJSON appends the record's "restarts" and "preemption"
+// members (each when set), as json.Marshal writes them, with a leading
+// comma each.
+func (r *TaskRecord) AppendRestartsJSON(b []byte) ([]byte, error) {
 	if r.Restarts != 0 {
 		b = append(b, `,"restarts":`...)
 		b = strconv.AppendInt(b, int64(r.Restarts), 10)
@@ -245,16 +264,7 @@ func (r *TaskRecord) appendJSON(b []byte) ([]byte, error) {
 		b = append(b, `,"preemption":`...)
 		b = append(b, p...)
 	}
-	if len(r.Attempts) > 0 {
-		// Rare (re-queued tasks only): encoding/json is fast enough.
-		h, err := json.Marshal(r.Attempts)
-		if err != nil {
-			return b, err
-		}
-		b = append(b, `,"attempts":`...)
-		b = append(b, h...)
-	}
-	return append(b, '}'), nil
+	return b, nil
 }
 
 // appendTime writes key and t as encoding/json does (RFC 3339, nanoseconds).

@@ -80,17 +80,8 @@ func appendTaskView(b []byte, r *engine.TaskRecord) ([]byte, error) {
 		b = append(b, `,"attempts":`...)
 		b = append(b, h...)
 	}
-	if r.Restarts != 0 {
-		b = append(b, `,"restarts":`...)
-		b = strconv.AppendInt(b, int64(r.Restarts), 10)
-	}
-	if r.Preemption != nil {
-		p, err := json.Marshal(r.Preemption)
-		if err != nil {
-			return b[:start], err
-		}
-		b = append(b, `,"preemption":`...)
-		b = append(b, p...)
+	if b, err = r.AppendRestartsJSON(b); err != nil {
+		return b[:start], err
 	}
 	if r.Trace != "" {
 		b = append(b, `,"trace":`...)
