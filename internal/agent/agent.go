@@ -95,6 +95,8 @@ type Agent struct {
 	// (checkpoint.go).
 	stopping map[key]stopping
 	waiting  map[key]waitingStart
+	// done is set when Run returns: held-back starts are dropped.
+	done atomic.Bool
 	health   map[string]discover.DeviceSample // latest monitor samples
 	// fenceFile holds the deadline past which every task's shim kills it
 	// (the server's notready deadline from the last acknowledged
@@ -220,6 +222,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		_ = srv.Shutdown(sctx)
 	}()
 	a.sess.run(ctx)
+	a.done.Store(true)
 	cancel()
 	wg.Wait()
 	if x := a.x.Load(); x != nil && a.opt.KillOnExit {

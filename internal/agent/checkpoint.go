@@ -204,7 +204,7 @@ func (a *Agent) stopped(k key) {
 // waited their bound out.
 func (a *Agent) startWaiting() {
 	x := a.x.Load()
-	if x == nil {
+	if x == nil || a.done.Load() {
 		return
 	}
 	running := x.Running()

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hetsched/hetsched/internal/agent/executor"
+	"github.com/hetsched/hetsched/internal/agentapi"
+	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/server"
 	"github.com/hetsched/hetsched/internal/server/servertest"
 )
@@ -173,5 +176,43 @@ func TestCheckpointedTaskSurvivesTwoPreemptions(t *testing.T) {
 		if got, ok := sample(string(m), series); !ok || got < least {
 			t.Errorf("%s = %v (found %v), want at least %v", series, got, ok, least)
 		}
+	}
+}
+
+// TestHeldBack: an attempt waits for a stopping attempt on any of its
+// devices, and for a running attempt of another task holding one of them
+// whole (its revoke is on the way); shares of a device coexist; the wait
+// is bounded by the holder's grace.
+func TestHeldBack(t *testing.T) {
+	now := time.Now()
+	a := &Agent{opt: Options{Grace: 10 * time.Second}, stopping: map[key]stopping{}}
+	gpu := func(id string, share int32) api.DeviceRef {
+		return api.DeviceRef{Type: "nvidia.com/gpu", ID: id, Share: share}
+	}
+	as := &agentapi.Assignment{Task: "new", Attempt: 0, Devices: []api.DeviceRef{gpu("0", 1000)}}
+	running := []executor.Spec{{Task: "old", Attempt: 3, Devices: []string{"nvidia.com/gpu:0"}, CheckpointGrace: time.Minute}}
+	if held, bound := a.heldBack(as, running, now); !held || bound != time.Minute+killAllWait {
+		t.Errorf("a running holder of the whole GPU: held %v for %v, want true for the holder's grace + %v", held, bound, killAllWait)
+	}
+	if held, _ := a.heldBack(as, running[:0], now); held {
+		t.Error("held back with no holder")
+	}
+	half := &agentapi.Assignment{Task: "new", Devices: []api.DeviceRef{gpu("0", 500)}}
+	shared := []executor.Spec{{Task: "old", Devices: []string{"nvidia.com/gpu:0@500m"}}}
+	if held, _ := a.heldBack(half, shared, now); held {
+		t.Error("a half GPU waits for another half of the same GPU")
+	}
+	if held, _ := a.heldBack(as, shared, now); !held {
+		t.Error("the whole GPU does not wait for a half of it held")
+	}
+	a.stopping[key{"old", 3}] = stopping{devices: []string{"nvidia.com/gpu:0@500m"}, until: now.Add(5 * time.Second)}
+	if held, bound := a.heldBack(half, nil, now); !held || bound != 5*time.Second {
+		t.Errorf("a stopping holder of a share: held %v for %v, want true for 5s", held, bound)
+	}
+	if held, _ := a.heldBack(half, nil, now.Add(6*time.Second)); held {
+		t.Error("held back past the stopping attempt's bound")
+	}
+	if held, _ := a.heldBack(&agentapi.Assignment{Task: "cpu"}, running, now); held {
+		t.Error("a task without devices held back")
 	}
 }

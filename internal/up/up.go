@@ -112,6 +112,10 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 		return fmt.Errorf("data-dir: %w", err)
 	}
 	shimEnv := append(slices.Clip(opt.ShimEnv), SharedDirEnv+"="+shared)
+	checkpoints, err := filepath.Abs(filepath.Join(shared, "checkpoints"))
+	if err != nil {
+		return fmt.Errorf("data-dir: %w", err)
+	}
 	// The server stops after the agents (stop below), not with ctx: while
 	// they stop, it still answers (which tasks they wait for, their
 	// reports).
@@ -145,7 +149,10 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 		}
 		a, err := agent.New(agent.Options{Server: url, Node: n, Monitors: mons,
 			WorkDir: filepath.Join(opt.DataDir, "agents", n.Name), Grace: opt.Grace,
-			Shim: opt.Shim, ShimEnv: shimEnv, KillOnExit: true, Logger: lg})
+			// One machine: every node's checkpoints in one place, so that a
+			// checkpointed task resumes on whichever node it lands.
+			CheckpointRoot: checkpoints,
+			Shim:           opt.Shim, ShimEnv: shimEnv, KillOnExit: true, Logger: lg})
 		if err != nil {
 			stopServer()
 			<-srvErr
