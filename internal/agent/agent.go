@@ -96,8 +96,8 @@ type Agent struct {
 	stopping map[key]stopping
 	waiting  map[key]waitingStart
 	// done is set when Run returns: held-back starts are dropped.
-	done atomic.Bool
-	health   map[string]discover.DeviceSample // latest monitor samples
+	done   atomic.Bool
+	health map[string]discover.DeviceSample // latest monitor samples
 	// fenceFile holds the deadline past which every task's shim kills it
 	// (the server's notready deadline from the last acknowledged
 	// heartbeat): tasks stop even if this agent is dead.
