@@ -370,7 +370,13 @@ func (c *Core) shareVictim(t, v *Task) bool {
 	if ts == nil {
 		return false
 	}
-	rank := ts.Rank(t)
+	return c.shareVictimOf(ts.Rank(t), t, v)
+}
+
+// shareVictimOf is shareVictim with t's rank given (a walk over many
+// candidates ranks t once).
+func (c *Core) shareVictimOf(rank int64, t, v *Task) bool {
+	ts := c.policy.TimeShare
 	ok := func(m *Task) bool {
 		return m.prio >= t.prio && ts.Rank(m) > rank && c.now-startOf(m) >= int64(c.cfg.TimeShareMinRun)
 	}
@@ -491,8 +497,19 @@ func (c *Core) keepsGuarantees(cp checkpoint, t *Task, o *Option, xs, ghosts, ta
 // a checkpoint that is rolled back before returning.
 func (c *Core) victimsOn(sc *searchCtx, t *Task, o *Option, n *Node, m preemptMode) ([]*Task, bool) {
 	cands := sc.victims[:0]
+	var rank int64
+	shareOnly := m.timeshare && !m.priority && !m.reclaim
+	if m.timeshare {
+		rank = c.policy.TimeShare.Rank(t)
+	}
 	for _, v := range n.tasks {
-		if c.evictable(v) && (m.priority && v.prio > t.prio || m.reclaim || m.timeshare && v.prio >= t.prio) && !(inGang(v) && c.gangProtected(v)) {
+		if !c.evictable(v) || !(m.priority && v.prio > t.prio || m.reclaim || m.timeshare && v.prio >= t.prio) {
+			continue
+		}
+		if shareOnly && !c.shareVictimOf(rank, t, v) {
+			continue // the only reason it could go does not hold: no what-if
+		}
+		if !(inGang(v) && c.gangProtected(v)) {
 			cands = append(cands, v)
 		}
 	}
@@ -513,7 +530,7 @@ func (c *Core) victimsOn(sc *searchCtx, t *Task, o *Option, n *Node, m preemptMo
 	}
 	ghosts := sc.ghosts[:0]
 	for _, v := range cands {
-		if !(m.priority && c.priorityVictim(t, v) || m.reclaim && c.reclaimVictim(t, o, v) || m.timeshare && c.shareVictim(t, v)) {
+		if !(m.priority && c.priorityVictim(t, v) || m.reclaim && c.reclaimVictim(t, o, v) || m.timeshare && c.shareVictimOf(rank, t, v)) {
 			continue
 		}
 		xs := evictedWith(sc, v, taken, ghosts)
