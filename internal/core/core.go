@@ -60,7 +60,10 @@ type Core struct {
 	nextRound int64
 	inRound   bool
 	// placedN counts the tasks placed on nodes.
-	placedN    int
+	placedN int
+	// deviceDims are the resource dims some node has (or had) device
+	// objects of, with ids: GPUs, TPUs; not a countable license.
+	deviceDims [resource.MaxDims]bool
 	retryAt    int64 // a deferred search resumes at this time (when retrySet)
 	retrySet   bool
 	rr         int // round-robin cursor over index.order

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/hetsched/hetsched/internal/api"
-	"github.com/hetsched/hetsched/internal/resource"
 )
 
 // gavel-rounds: heterogeneity-aware rounds (Gavel, OSDI'20).
@@ -67,8 +66,6 @@ type GavelRounds struct {
 	c    *Core
 	jobs map[*Task]*gavelJob
 	last int64 // the previous round's time (0: none yet)
-	// dims are the resource dims with device objects (the last round's).
-	dims [resource.MaxDims]bool
 }
 
 // Name implements Plugin.
@@ -86,7 +83,7 @@ func (g *GavelRounds) manages(t *Task) bool {
 	}
 	devs := t.cls.opts[0].devs
 	for _, d := range devs {
-		if !g.dims[d.dim] || d.dim != devs[0].dim {
+		if !g.c.deviceDims[d.dim] || d.dim != devs[0].dim {
 			return false // one kind of device, with device objects
 		}
 	}
@@ -142,7 +139,6 @@ func (g *GavelRounds) round() {
 func (g *GavelRounds) models() ([]*gavelModel, map[string]int) {
 	var models []*gavelModel
 	byName := map[string]int{}
-	g.dims = [resource.MaxDims]bool{}
 	for _, n := range g.c.idx.order {
 		if n.state != api.NodeReady || n.group == nil {
 			continue
@@ -162,7 +158,6 @@ func (g *GavelRounds) models() ([]*gavelModel, map[string]int) {
 				byName[k] = mi
 				models = append(models, &gavelModel{name: k, dim: d.dim})
 			}
-			g.dims[d.dim] = true
 			m := models[mi]
 			m.total++
 			if len(m.nodes) == 0 || m.nodes[len(m.nodes)-1] != n {

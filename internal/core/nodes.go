@@ -26,6 +26,9 @@ func (c *Core) UpsertNode(now time.Time, spec *api.Node) error {
 	if c.dims.Len() != nd {
 		c.resolveClasses()
 	}
+	for i := range n.devices {
+		c.deviceDims[n.devices[i].dim] = true
+	}
 	ver := c.idx.version
 	old := c.idx.nodes[spec.Name]
 	if old == nil {
