@@ -18,7 +18,7 @@ import (
 	"github.com/hetsched/hetsched/internal/server/servertest"
 )
 
-// trainScript counts to 40 steps of 100ms from its checkpoint. On
+// trainScript counts to 80 steps of 100ms from its checkpoint. On
 // SIGUSR1 it takes 500ms to save the step it reached (a checkpoint
 // write), says so, and exits 0; a later attempt resumes from it.
 const trainScript = `ck="$HETSCHED_CHECKPOINT_DIR/step"
@@ -26,7 +26,7 @@ n=$(cat "$ck" 2>/dev/null || echo 0)
 echo "attempt=$HETSCHED_ATTEMPT restarts=$HETSCHED_RESTART_COUNT from=$n wd=$PWD"
 trap 'sleep 0.5; echo $n > "$ck.tmp" && mv "$ck.tmp" "$ck"; echo "saved=$n"; exit 0' USR1
 s=$n
-while [ $n -lt 40 ]; do
+while [ $n -lt 80 ]; do
   n=$((n+1))
   [ $n -eq $((s+1)) ] && echo stepped
   sleep 0.1
@@ -76,7 +76,7 @@ func checkpointTask(t *testing.T, base, id string) checkpointView {
 // step, records the attempt as preempted with how long the stop took,
 // and holds the preemptor back until the GPU is free; the next attempt
 // gets HETSCHED_RESTART_COUNT, the same work directory and the
-// checkpoint directory, resumes from the saved step and finishes at 40.
+// checkpoint directory, resumes from the saved step and finishes at 80.
 // The task's preemption cost and the metrics count both stops.
 func TestCheckpointedTaskSurvivesTwoPreemptions(t *testing.T) {
 	base := servertest.StartWith(t, "nodes: []\n", func(o *server.Options) {
@@ -149,8 +149,8 @@ func TestCheckpointedTaskSurvivesTwoPreemptions(t *testing.T) {
 		}
 		wd = m[4]
 		if at == 2 {
-			if !strings.Contains(out, "finished=40") {
-				t.Fatalf("the last attempt did not finish at step 40:\n%s", out)
+			if !strings.Contains(out, "finished=80") {
+				t.Fatalf("the last attempt did not finish at step 80:\n%s", out)
 			}
 			break
 		}
