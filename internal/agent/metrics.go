@@ -176,8 +176,8 @@ func killReasonOf(reason string, fenced bool) string {
 	// when a task has no reason.
 	case strings.HasPrefix(reason, "ran past its timeout"):
 		return killTimeout
-	case strings.HasPrefix(reason, "preempted by "):
-		return killPreempted
+	case strings.HasPrefix(reason, "preempted by "), strings.HasPrefix(reason, "swapped out by "):
+		return killPreempted // "swapped out by the gavel round: …" too
 	case strings.HasPrefix(reason, "cancelled"), strings.HasSuffix(reason, " cancelled"):
 		return killCancelled
 	default:

@@ -335,6 +335,7 @@ func TestKillReasons(t *testing.T) {
 		{r: executor.Result{Killed: true, Reason: "job j1 cancelled (before the command started)"}, kill: killCancelled},
 		{r: executor.Result{Killed: true, Reason: "job j1 cancelled"}, kill: killCancelled},
 		{r: executor.Result{Killed: true, Reason: "preempted by t9"}, kill: killPreempted},
+		{r: executor.Result{Killed: true, Reason: "swapped out by the gavel round: moved to K80"}, kill: killPreempted},
 		{r: executor.Result{Killed: true, Reason: "ran past its timeout 300ms"}, kill: killTimeout},
 		{r: executor.Result{Killed: true, Reason: "node n1 draining"}, kill: killRevoked},
 		{r: executor.Result{Killed: true, Reason: unassignedPrefix + "n1 any more"}, kill: killUnassigned},

@@ -44,6 +44,10 @@ import (
 // simulator run it alike; its cost is one walk over the nodes and the
 // active tasks and one linear program per round, never per placement.
 
+// GavelWaitReason is what a task that waits for gavel-rounds' next round
+// is told.
+const GavelWaitReason = "waits for the next gavel round"
+
 // SwappedOutPrefix starts the reason of a task a round swapped out (it
 // has no preemptor to name).
 const SwappedOutPrefix = "swapped out by "
@@ -96,7 +100,7 @@ func (g *GavelRounds) Filter(_ *CycleState, t *Task, _ *Option, _ *Node) *Status
 	if g.c.inRound || !g.manages(t) {
 		return nil
 	}
-	return NewUnschedulable("waits for the next gavel round (every " + g.c.cfg.GavelRound.String() + ")")
+	return NewUnschedulable(GavelWaitReason + " (every " + g.c.cfg.GavelRound.String() + ")")
 }
 
 // gavelModel is one device model of the fleet in a round.

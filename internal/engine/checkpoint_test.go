@@ -56,3 +56,18 @@ func TestEndAttemptStates(t *testing.T) {
 		t.Errorf("restarts %d, preemption %+v (first published %+v): want 3 restarts, 2 preemptions, the first copy left at 1", r.Restarts, r.Preemption, published)
 	}
 }
+
+// TestWaitCategoryOfRounds: a task swapped out by a round waits as a
+// preempted one; one waiting for the next round is being scheduled.
+func TestWaitCategoryOfRounds(t *testing.T) {
+	for reason, want := range map[string]string{
+		"swapped out by the gavel round: moved to K80": WaitPreempted,
+		"preempted by t9": WaitPreempted,
+		"0/2 nodes fit: 1 insufficient nvidia.com/gpu, 1 waits for the next gavel round (every 6m0s)": WaitScheduling,
+		"0/2 nodes fit: 2 insufficient nvidia.com/gpu":                                                WaitResources,
+	} {
+		if got := WaitCategory(reason); got != want {
+			t.Errorf("WaitCategory(%q) = %s, want %s", reason, got, want)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/resource"
 )
 
@@ -43,10 +44,12 @@ func WaitCategory(reason string) string {
 		return WaitQueueMax
 	case strings.Contains(reason, "gang"):
 		return WaitGang
+	case strings.Contains(reason, core.GavelWaitReason):
+		return WaitScheduling // placed at the next round, if it fits then
 	case strings.Contains(reason, "nodes fit") || strings.Contains(reason, "insufficient") ||
 		strings.Contains(reason, "too small") || strings.Contains(reason, "no node"):
 		return WaitResources
-	case strings.HasPrefix(reason, "preempted by "):
+	case strings.HasPrefix(reason, "preempted by "), strings.HasPrefix(reason, core.SwappedOutPrefix):
 		return WaitPreempted
 	case reason == "":
 		return WaitScheduling
