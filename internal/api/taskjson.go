@@ -150,20 +150,30 @@ func readTaskField(r *jsonread.Reader, t *Task, k string) error {
 	return err
 }
 
+// openObject starts reading the object member field: nil and no error
+// for a null (absent), an error naming want for another type.
+func openObject(r *jsonread.Reader, field, want string) (*jsonread.ObjectIter, error) {
+	if null(r) {
+		return nil, nil
+	}
+	if r.Peek() != jsonread.Object {
+		return nil, wrongType(r, field, want)
+	}
+	obj, err := r.ReadObject()
+	if err != nil {
+		return nil, syntax(field, err)
+	}
+	return obj, nil
+}
+
 // checkpointFields are the members of a checkpoint object.
 var checkpointFields = []string{"signal", "grace", "dir"}
 
 // readCheckpoint reads {"signal": ..., "grace": ..., "dir": ...}.
 func readCheckpoint(r *jsonread.Reader, field string) (*Checkpoint, error) {
-	if null(r) {
-		return nil, nil
-	}
-	if r.Peek() != jsonread.Object {
-		return nil, wrongType(r, field, "an object")
-	}
-	obj, err := r.ReadObject()
-	if err != nil {
-		return nil, syntax(field, err)
+	obj, err := openObject(r, field, "an object")
+	if obj == nil {
+		return nil, err
 	}
 	c := &Checkpoint{}
 	var seen [3]bool
@@ -318,15 +328,9 @@ func readStrings(r *jsonread.Reader, field string) ([]string, error) {
 
 // readStringMap reads an object of strings; a null value is "".
 func readStringMap(r *jsonread.Reader, field string) (map[string]string, error) {
-	if null(r) {
-		return nil, nil
-	}
-	if r.Peek() != jsonread.Object {
-		return nil, wrongType(r, field, "an object of strings")
-	}
-	obj, err := r.ReadObject()
-	if err != nil {
-		return nil, syntax(field, err)
+	obj, err := openObject(r, field, "an object of strings")
+	if obj == nil {
+		return nil, err
 	}
 	out := map[string]string{}
 	for obj.Next() {
@@ -488,15 +492,9 @@ func readFloat(r *jsonread.Reader, field string) (float64, error) {
 
 // readLocality reads {"nodes": [...], "labels": {...}}.
 func readLocality(r *jsonread.Reader, field string) (*Locality, error) {
-	if null(r) {
-		return nil, nil
-	}
-	if r.Peek() != jsonread.Object {
-		return nil, wrongType(r, field, "an object")
-	}
-	obj, err := r.ReadObject()
-	if err != nil {
-		return nil, syntax(field, err)
+	obj, err := openObject(r, field, "an object")
+	if obj == nil {
+		return nil, err
 	}
 	l := &Locality{}
 	var seen [2]bool

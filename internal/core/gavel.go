@@ -415,14 +415,12 @@ func (g *GavelRounds) assign(cands []*gavelCand, models []*gavelModel) []gavelCh
 				return -1
 			}
 			return 1
-		case a.k.model != b.k.model:
+		case (a.k.model == a.m) != (b.k.model == b.m):
 			// Keep what runs where it runs, all else equal.
 			if a.k.model == a.m {
 				return -1
 			}
-			if b.k.model == b.m {
-				return 1
-			}
+			return 1
 		}
 		if a.k.t.seq < b.k.t.seq {
 			return -1
