@@ -76,6 +76,10 @@ type Core struct {
 	// last TakeOutput, which reports each member (gangReport).
 	gangTold []*gang
 	capSeq   uint64 // bumps when capacity may have appeared (wake)
+	// tryGang's scratch: the ready members it tries, and a class's search
+	// state saved around each member's try (reused).
+	gangReady []*Task
+	gangSaved searchState
 	// locality (locality.go)
 	locHeap locHeap
 	// tenant queues (queues.go)

@@ -87,6 +87,7 @@ func (g *group) insert(n *Node) {
 	g.indexed++
 	g.ix.total.Add(&n.capacity)
 	g.ix.totalChanged = true
+	g.ix.countFree(n, g.ix.nd)
 	if b > g.max {
 		g.max = b
 	}
@@ -109,6 +110,7 @@ func (g *group) remove(n *Node) {
 	g.indexed--
 	g.ix.total.Sub(&n.capacity)
 	g.ix.totalChanged = true
+	g.ix.uncountFree(n)
 	if b == g.max {
 		for g.max >= 0 && len(g.buckets[g.max]) == 0 {
 			g.max--
@@ -146,6 +148,30 @@ type index struct {
 	// totalChanged is set when it changes.
 	total        resource.Vector
 	totalChanged bool
+	// free is the free capacity of the schedulable nodes, each node's
+	// counted none negative (a bound on what any set of placements can
+	// take: placeGangs skips a gang it cannot hold). Every change of a
+	// node's allocation (rawAdd) or of its being indexed keeps it.
+	free resource.Vector
+	// nd is how many resource dims the nodes' capacities may use (the
+	// dims table's length when the last node was attached).
+	nd int
+}
+
+// countFree brings n's share of x.free up to date in the dims below nd
+// (the others have not changed since it was last counted).
+func (x *index) countFree(n *Node, nd int) {
+	for i := 0; i < nd; i++ {
+		f := max(0, n.capacity[i]-n.alloc[i])
+		x.free[i] += f - n.counted[i]
+		n.counted[i] = f
+	}
+}
+
+// uncountFree takes n's share out of x.free.
+func (x *index) uncountFree(n *Node) {
+	x.free.Sub(&n.counted)
+	n.counted = resource.Vector{}
 }
 
 func newIndex(identityLabels []string) *index {
@@ -160,6 +186,7 @@ func newIndex(identityLabels []string) *index {
 // attach puts n into its group (creating the group when new) and into the
 // group's buckets when schedulable.
 func (x *index) attach(n *Node, dims *resource.Dims) {
+	x.nd = max(x.nd, dims.Len())
 	for k, v := range n.labels {
 		if x.identity[k] {
 			m := x.byIdentity[k]

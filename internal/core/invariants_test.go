@@ -432,7 +432,7 @@ func checkGangs(c *Core, inWait map[*gang]int) error {
 // checkQueueInvariants: every queue's usage (leaves and root included) is
 // the sum of the requests of the placed tasks below it; every share and
 // guarantee flag follows its usage; the cluster total is the capacity of the
-// schedulable nodes.
+// schedulable nodes, and the cluster free their free capacity.
 func checkQueueInvariants(c *Core) error {
 	all := allQueueNodes(c)
 	want := map[*queueNode]*resource.Vector{}
@@ -461,14 +461,20 @@ func checkQueueInvariants(c *Core) error {
 			return fmt.Errorf("queue %s (leaf %v): usage %s, placed tasks hold %s", q.name, q.leaf, c.dims.Format(&q.used), c.dims.Format(want[q]))
 		}
 	}
-	var total resource.Vector
+	var total, free resource.Vector
 	for _, n := range c.idx.order {
 		if n.bucket >= 0 {
 			total.Add(&n.capacity)
+			for i := range n.capacity {
+				free[i] += max(0, n.capacity[i]-n.alloc[i])
+			}
 		}
 	}
 	if total != c.idx.total {
 		return fmt.Errorf("cluster total %s, schedulable nodes hold %s", c.dims.Format(&c.idx.total), c.dims.Format(&total))
+	}
+	if free != c.idx.free {
+		return fmt.Errorf("cluster free %s, schedulable nodes have %s free", c.dims.Format(&c.idx.free), c.dims.Format(&free))
 	}
 	if !c.sharesDirty && !c.idx.totalChanged {
 		for _, q := range all {

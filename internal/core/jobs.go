@@ -1,8 +1,10 @@
 package core
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -95,6 +97,14 @@ type gang struct {
 	// lastFit of lastOf pending members could be placed together,
 	// lastNeed were needed (lastOf 0: none).
 	lastFit, lastOf, lastNeed int
+	// tryReason is the verdict string made for tryFit, tryOf, tryNeed (a
+	// gang retried with the same outcome reuses it).
+	tryReason              string
+	tryFit, tryOf, tryNeed int
+	// least is, per resource, the least any option of any ready member
+	// asked at the last failed try (gangMayFit's bound, valid while the
+	// ready list is the one tried: while reason is tryReason).
+	least resource.Vector
 }
 
 // maxGangTries bounds the gangs tried per schedule call;
@@ -356,6 +366,14 @@ func (c *Core) placeGangs() {
 		if g.placed+g.done+len(g.ready) < g.min || (!g.dirty && g.tried == c.capSeq) {
 			continue
 		}
+		if g.reason != "" && g.reason == g.tryReason && !c.gangMayFit(g) {
+			// Its last try failed, and not even the whole cluster's free
+			// capacity holds the members it needs now: no try (it keeps
+			// that try's verdict) until capacity changes again.
+			g.dirty = false
+			g.tried = c.capSeq
+			continue
+		}
 		if tries >= maxGangTries || c.callPlaced >= c.cfg.MaxPlacementsPerCall {
 			c.retrySoon()
 			continue
@@ -367,6 +385,77 @@ func (c *Core) placeGangs() {
 		c.gangWait[i] = nil
 	}
 	c.gangWait = keep
+}
+
+// gangMayFit reports whether the schedulable nodes could hold the members
+// g still needs to start (as many as it lacks of MinMember): their free
+// capacity all together, each member asking at least the least any ready
+// member's options ask of each resource, and the nodes with room for one
+// member (gangSlots). A bound: false means no try could start it.
+// It reads g.least: call it only while the ready list is the one its
+// last failed try had.
+func (c *Core) gangMayFit(g *gang) bool {
+	k := int64(g.min - g.placed - g.done)
+	if k <= 0 || len(g.ready) == 0 {
+		return true
+	}
+	nd := c.dims.Len()
+	for d := 0; d < nd; d++ {
+		if l := g.least[d]; l > 0 && k*l > c.idx.free[d] {
+			return false
+		}
+	}
+	return c.gangSlots(g) >= int(k)
+}
+
+// gangSlots bounds how many of g's ready members the schedulable nodes
+// could hold now, when they are all of one class: over the class's
+// options and their groups, each node with free primary resource enough
+// for one member (its bucket, index.go) holds at most the group's largest
+// capacity over the member's request. Members of several classes, an
+// option that asks none of its group's primary resource, or groups that
+// changed since the last search give no bound (math.MaxInt).
+func (c *Core) gangSlots(g *gang) int {
+	cls := g.ready[0].cls
+	for _, t := range g.ready[1:] {
+		if t.cls != cls {
+			return math.MaxInt
+		}
+	}
+	slots := 0
+	for oi := range cls.opts {
+		o := &cls.opts[oi]
+		if !o.groupsOK || o.groupsVer != c.idx.version {
+			return math.MaxInt
+		}
+		for _, grp := range o.groups {
+			r := o.req[grp.primary]
+			if r <= 0 {
+				return math.MaxInt
+			}
+			per := int(max(1, grp.maxCap[grp.primary]/r))
+			for b := grp.needBucket(r); b <= grp.max; b++ {
+				slots += len(grp.buckets[b]) * per
+			}
+		}
+	}
+	return slots
+}
+
+// leastAsked sets g.least from its ready members.
+func (c *Core) leastAsked(g *gang) {
+	nd := c.dims.Len()
+	for d := 0; d < nd; d++ {
+		least := int64(-1)
+		for _, t := range g.ready {
+			for oi := range t.cls.opts {
+				if r := t.cls.opts[oi].req[d]; least < 0 || r < least {
+					least = r
+				}
+			}
+		}
+		g.least[d] = max(0, least)
+	}
 }
 
 // retrySoon asks for a Tick after the retry interval.
@@ -422,8 +511,13 @@ func (c *Core) tryGang(g *gang) {
 	if g.tried != c.capSeq {
 		g.deferred = 0
 	}
-	ready := append([]*Task(nil), g.ready...)
-	sort.Slice(ready, func(i, j int) bool { return ready[i].seq < ready[j].seq })
+	// A copy: placing a member takes it out of g.ready. The scratch list
+	// is the core's (tries do not nest).
+	ready := append(c.gangReady[:0], g.ready...)
+	if !slices.IsSortedFunc(ready, bySeq) {
+		slices.SortFunc(ready, bySeq)
+	}
+	defer func() { clear(ready); c.gangReady = ready[:0] }()
 	keys := g.topology
 	if keys == nil {
 		keys = defaultGangTopology
@@ -444,9 +538,9 @@ func (c *Core) tryGang(g *gang) {
 	newly := 0
 	deferredTry := false
 	for _, t := range ready {
-		saved := saveSearch(t.cls)
+		c.gangSaved.save(t.cls)
 		res := c.tryPlace(sc, t)
-		saved.restore(t.cls)
+		c.gangSaved.restore(t.cls)
 		switch res {
 		case placed:
 			newly++
@@ -484,8 +578,16 @@ func (c *Core) tryGang(g *gang) {
 		c.retrySoon()
 	}
 	g.lastFit, g.lastOf, g.lastNeed = newly, len(ready), g.min-g.placed-g.done
-	g.reason = fmt.Sprintf("gang of job %s: %d of %d pending members fit together now, %d needed to start", g.job.id, g.lastFit, g.lastOf, g.lastNeed)
+	c.leastAsked(g)
+	if g.tryReason == "" || g.tryFit != g.lastFit || g.tryOf != g.lastOf || g.tryNeed != g.lastNeed {
+		g.tryFit, g.tryOf, g.tryNeed = g.lastFit, g.lastOf, g.lastNeed
+		g.tryReason = fmt.Sprintf("gang of job %s: %d of %d pending members fit together now, %d needed to start", g.job.id, g.lastFit, g.lastOf, g.lastNeed)
+	}
+	g.reason = g.tryReason
 }
+
+// bySeq orders tasks by submission.
+func bySeq(a, b *Task) int { return cmp.Compare(a.seq, b.seq) }
 
 var defaultGangTopology = []string{"nvlink", "ici", "rack"}
 
@@ -622,21 +724,24 @@ func (c *Core) gangPending(p *[4]int) {
 // Failures returns how many times a task failed and was retried.
 func (t *Task) Failures() int { return int(t.failures) }
 
-// searchState is a class's search state, saved around a gang try.
+// searchState is a class's search state, saved around a gang member's
+// try (its buffers are reused from one save to the next).
 type searchState struct {
 	rr    bool
 	scans [][]scanState
 }
 
-func saveSearch(cls *class) searchState {
-	s := searchState{rr: cls.rrExhaustive, scans: make([][]scanState, len(cls.opts))}
-	for i := range cls.opts {
-		s.scans[i] = append([]scanState(nil), cls.opts[i].scans...)
+func (s *searchState) save(cls *class) {
+	s.rr = cls.rrExhaustive
+	for len(s.scans) < len(cls.opts) {
+		s.scans = append(s.scans, nil)
 	}
-	return s
+	for i := range cls.opts {
+		s.scans[i] = append(s.scans[i][:0], cls.opts[i].scans...)
+	}
 }
 
-func (s searchState) restore(cls *class) {
+func (s *searchState) restore(cls *class) {
 	cls.rrExhaustive = s.rr
 	for i := range cls.opts {
 		cls.opts[i].scans = append(cls.opts[i].scans[:0], s.scans[i]...)

@@ -736,3 +736,54 @@ func TestGangTriesBeyondMaxAreResumed(t *testing.T) {
 		t.Fatalf("%s is %s (%q) with its node empty; NextWakeup set: %v", last, s, h.task(last).reason, wake)
 	}
 }
+
+// TestGangNotTriedWhileNoNodesHoldIt: a gang whose last try failed is not
+// tried again while the cluster could not hold the members it needs (by
+// the free capacity of all nodes, or by the nodes with room for one
+// member), however often capacity changes, and starts as soon as it can.
+func TestGangNotTriedWhileNoNodesHoldIt(t *testing.T) {
+	h := newJH(t, DefaultConfig())
+	for i := 0; i < 4; i++ {
+		spec := &api.Node{Name: fmt.Sprintf("n%d", i), Capacity: resource.List{resource.CPU: 64000, resource.Memory: 64 << 30}}
+		for d := 0; d < 8; d++ {
+			spec.Devices = append(spec.Devices, api.Device{Type: "nvidia.com/gpu", ID: fmt.Sprint(d), Model: "A"})
+		}
+		h.ok("node", h.c.UpsertNode(h.now, spec))
+	}
+	gpus := func(id string, prio int, n int64) *api.Task {
+		return &api.Task{ID: id, Priority: prioP(prio), Resources: resource.List{resource.CPU: 1000, "nvidia.com/gpu": n * 1000}}
+	}
+	// n0 full, n1 and n2 half full, n3 empty: 16 GPUs free, one node
+	// with room for an 8-GPU member.
+	h.submit("", gpus("full", 0, 8))
+	h.submit("", gpus("half1", 0, 4))
+	h.submit("", gpus("half2", 0, 4))
+	h.job(JobSpec{ID: "g", Gang: &GangSpec{Members: []string{"g.0", "g.1"}, MinMember: 2}})
+	h.submit("g", gpus("g.0", 1, 8))
+	h.submit("g", gpus("g.1", 1, 8))
+	h.want("g.0", Pending)
+	verdict := h.task("g.0").Reason()
+	if !strings.Contains(verdict, "1 of 2 pending members fit together now") {
+		t.Fatalf("g.0's verdict: %q", verdict)
+	}
+	// Capacity changes again and again (a 1-GPU task comes and goes):
+	// the gang is not tried, and keeps its verdict. With the task, 15
+	// GPUs are free in all; without it 16, but only one node has room
+	// for a member.
+	before := h.c.Stats().Attempts
+	for i := 0; i < 5; i++ {
+		id := fmt.Sprintf("small%d", i)
+		h.submit("", gpus(id, 0, 1))
+		h.want(id, Scheduled)
+		h.finish(id, 0)
+	}
+	if got := h.c.Stats().Attempts - before; got != 5 {
+		t.Fatalf("%d attempts while 5 small tasks came and went: the gang was tried", got)
+	}
+	if r := h.task("g.1").Reason(); r != verdict {
+		t.Fatalf("g.1's reason %q, want the last try's %q", r, verdict)
+	}
+	h.finish("half1", 0) // n1: 8 free, n2: 4 free, n3: 8 free
+	h.want("g.0", Scheduled)
+	h.want("g.1", Scheduled)
+}

@@ -213,9 +213,10 @@ func (c *Core) whatIfSet(i int, evicted bool) {
 // and in its queues' usage.
 func applyWhatIf(v *Task, n *Node, o *Option, sign int64) {
 	rawAdd(n, v, o, v.devs, sign)
+	req := o.req[:o.reqLen]
 	for q := v.leaf; q != nil; q = q.parent {
-		for i := range o.req {
-			q.used[i] += sign * o.req[i]
+		for i, r := range req {
+			q.used[i] += sign * r
 		}
 	}
 }
@@ -311,6 +312,7 @@ func (g *group) moveBack(n *Node, b, pos int32, max int) {
 	n.bucket, n.pos = b, pos
 	g.indexed++
 	g.ix.total.Add(&n.capacity)
+	g.ix.countFree(n, g.ix.nd)
 	g.max = max
 	g.ix.totalChanged = ch
 }

@@ -56,6 +56,9 @@ type Node struct {
 	byDim    [resource.MaxDims][]int32 // device indexes per resource dim
 	// allocByPrio is the allocation of preemptible tasks per native priority.
 	allocByPrio [4]resource.Vector
+	// counted is what index.free counts of this node while it is indexed:
+	// its free capacity per resource, none negative.
+	counted resource.Vector
 }
 
 // Name returns the node's name.

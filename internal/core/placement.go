@@ -454,17 +454,21 @@ func attemptStart(t *Task) int64 {
 // rawAdd adds (sign 1) or removes (sign -1) t's allocation on n without
 // touching n's task list or its bucket: the what-if step of preemption.
 func rawAdd(n *Node, t *Task, o *Option, devs []devShare, sign int64) {
-	for i := range o.req {
-		n.alloc[i] += sign * o.req[i]
+	req := o.req[:o.reqLen] // the dims past reqLen are zero
+	for i, r := range req {
+		n.alloc[i] += sign * r
 	}
 	if t.preemptible {
 		v := &n.allocByPrio[t.prio]
-		for i := range o.req {
-			v[i] += sign * o.req[i]
+		for i, r := range req {
+			v[i] += sign * r
 		}
 	}
 	for _, s := range devs {
 		n.devices[s.dev].Used += int32(sign) * s.milli
+	}
+	if n.bucket >= 0 && n.group != nil {
+		n.group.ix.countFree(n, o.reqLen)
 	}
 }
 

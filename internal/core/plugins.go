@@ -107,6 +107,14 @@ type TimeSharePlugin interface {
 	Rank(t *Task) int64
 }
 
+// RankCeiling is implemented by a TimeSharePlugin whose ranks are bounded
+// (las: its last queue): a pending task of rank MaxRank can swap out
+// nothing, since no task ranks worse, so it does not walk the nodes for
+// victims, and is retried when capacity or its own rank changes.
+type RankCeiling interface {
+	MaxRank() int64
+}
+
 // CandidateOrder is how a policy walks a group's buckets.
 type CandidateOrder uint8
 

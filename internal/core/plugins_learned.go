@@ -171,6 +171,9 @@ func (p *LeastAttained) Rank(t *Task) int64 {
 	return int64(len(p.c.cfg.LASThresholds))
 }
 
+// MaxRank implements RankCeiling: the last queue.
+func (p *LeastAttained) MaxRank() int64 { return int64(len(p.c.cfg.LASThresholds)) }
+
 // ShortestFirst orders pending tasks by expected runtime.
 type ShortestFirst struct{ c *Core }
 

@@ -107,7 +107,20 @@ type preemptMode struct {
 
 // preemptModeOf says what t may evict with option o.
 func (c *Core) preemptModeOf(t *Task, o *Option) preemptMode {
-	return preemptMode{priority: t.prio <= 1, reclaim: c.mayReclaim(t, o), timeshare: c.policy.TimeShare != nil}
+	return preemptMode{priority: t.prio <= 1, reclaim: c.mayReclaim(t, o), timeshare: c.mayShare(t)}
+}
+
+// mayShare reports whether pending t may swap out running tasks under the
+// time-sharing policy: there is one, and t's rank is not its ceiling.
+func (c *Core) mayShare(t *Task) bool {
+	ts := c.policy.TimeShare
+	if ts == nil {
+		return false
+	}
+	if rc, ok := ts.(RankCeiling); ok && ts.Rank(t) >= rc.MaxRank() {
+		return false
+	}
+	return true
 }
 
 // mayReclaim reports whether t's queue (the nearest ancestor with a
@@ -132,9 +145,9 @@ func (c *Core) mayReclaim(t *Task, o *Option) bool {
 }
 
 // mayPreempt reports whether t may evict anything: it is urgent or high,
-// or some option may reclaim.
+// may swap out under time-sharing, or some option may reclaim.
 func (c *Core) mayPreempt(t *Task) bool {
-	if t.prio <= 1 || c.policy.TimeShare != nil {
+	if t.prio <= 1 || c.mayShare(t) {
 		return true
 	}
 	for oi := range t.cls.opts {
@@ -561,9 +574,12 @@ func (c *Core) victimsOn(sc *searchCtx, t *Task, o *Option, n *Node, m preemptMo
 		return nil, false
 	}
 	// Reprieve: give each victim back, the most important first, unless
-	// t no longer fits without it.
-	victims := sc.kept[:0]
-	for i := len(taken) - 1; i >= 0; i-- {
+	// t no longer fits without it. The last taken is kept without a
+	// check: without it, the state is the one checked just before it was
+	// taken (or, for the first, the state t fits nowhere in: tryPreempt
+	// runs after an unfit search), where t did not fit.
+	victims := append(sc.kept[:0], taken[len(taken)-1])
+	for i := len(taken) - 2; i >= 0; i-- {
 		c.whatIfSet(sc.takenAt[i], false)
 		if c.checkNode(sc, t, o, n) != nil {
 			c.whatIfSet(sc.takenAt[i], true)
