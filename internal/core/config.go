@@ -71,7 +71,8 @@ type Config struct {
 	// LASPromote is las's starvation knob (Tiresias' STARVELIMIT): a
 	// pending task that ran before and has waited LASPromote times its
 	// last run since it went back to pending is promoted to queue 0, its
-	// attained service counted from there. 0: never.
+	// attained service counted from there. 0: never; 2 by default (the
+	// best mean JCT on Philly, docs/evaluation.md §5).
 	LASPromote int
 	// GavelRound is gavel-rounds' round length (gavel.go); GavelObjective
 	// its allocation's objective: "fairness" (heterogeneity-aware max-min
@@ -131,6 +132,7 @@ func DefaultConfig() Config {
 		TimeShareRound:    time.Minute,
 		TimeShareMinRun:   time.Minute,
 		LASThresholds:     []time.Duration{time.Hour},
+		LASPromote:        2,
 		GavelRound:        6 * time.Minute,
 		GavelObjective:    "fairness",
 		DefaultDuration:   time.Hour,

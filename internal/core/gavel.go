@@ -1,8 +1,8 @@
 package core
 
 import (
+	"cmp"
 	"slices"
-	"time"
 
 	"github.com/hetsched/hetsched/internal/api"
 )
@@ -25,11 +25,17 @@ import (
 //     normalised throughput (Gavel's max-sum-throughput, for short JCTs),
 //     or "agnostic" max-min fairness with every model taken as equally
 //     fast (Gavel's heterogeneity-agnostic baseline, LAS);
-//  3. ranks each (task, model) by X[j][m] over the share of its time on
-//     the model so far (Gavel's round-based mechanism), the pairs with no
-//     share after, fastest first, so that no device idles while a task
-//     could use it;
-//  4. assigns models greedily by that rank within each model's devices,
+//  3. ranks each (task, model) by X[j][m] over the share of the model's
+//     time the task received since the allocation last changed (Gavel's
+//     round-based mechanism: the counts restart, each task and model
+//     seeded with half a round, whenever the set of tasks changes; a task
+//     seen since starts from the seed too), the pairs with no share
+//     after, so that no device idles while a task could use it;
+//  4. assigns models greedily, model by model (as Gavel lists each
+//     worker type's entries in turn: the fastest model first, by the
+//     candidates' summed normalised throughput; the agnostic baseline,
+//     which takes all models for equally fast, rotates the order each
+//     round, where Gavel shuffles it), within each model by that rank,
 //     urgent and high work first (and never swapped out);
 //  5. swaps out running tasks assigned no model or another model than the
 //     one they run on ("swapped out by the gavel round"; they resume from
@@ -58,10 +64,10 @@ const gavelMaxJobs = 256
 // gavelMaxModels bounds the device models a round tells apart.
 const gavelMaxModels = 16
 
-// gavelJob is what the rounds remember of a task: when they first saw it
-// and how long it ran on each model since.
+// gavelJob is what the rounds remember of a task: how long it ran on
+// each model since the allocation last changed (seeded with half a
+// round per model).
 type gavelJob struct {
-	seen int64
 	recv map[string]int64
 }
 
@@ -70,6 +76,11 @@ type GavelRounds struct {
 	c    *Core
 	jobs map[*Task]*gavelJob
 	last int64 // the previous round's time (0: none yet)
+	// worker is, per model, the time the tasks received on it since the
+	// allocation last changed (the seeds of the tasks there then
+	// included); rounds counts the rounds run (the agnostic order).
+	worker map[string]int64
+	rounds int
 }
 
 // Name implements Plugin.
@@ -114,15 +125,14 @@ type gavelModel struct {
 
 // gavelCand is one task of a round.
 type gavelCand struct {
-	t       *Task
-	o       *Option
-	scale   int64     // devices it holds or asks for
-	rate    []float64 // normalised throughput per model (0: cannot use it)
-	x       []float64 // its share of each model
-	model   int       // the model it runs on (-1: waiting)
-	assign  int       // the model the round gives it (-1: none)
-	pinned  bool      // running and not preemptible: keeps its place
-	arrived int64
+	t      *Task
+	o      *Option
+	scale  int64     // devices it holds or asks for
+	rate   []float64 // normalised throughput per model (0: cannot use it)
+	x      []float64 // its share of each model
+	model  int       // the model it runs on (-1: waiting)
+	assign int       // the model the round gives it (-1: none)
+	pinned bool      // running and not preemptible: keeps its place
 }
 
 // round runs one round at c.now.
@@ -269,22 +279,48 @@ func (g *GavelRounds) usable(o *Option, m *gavelModel) bool {
 }
 
 // account adds the time since the last round to what each running task
-// received on its model, and forgets the tasks that left.
+// received on its model, and forgets the tasks that left. When the set of
+// tasks changed (the allocation changes with it), every count restarts
+// from the seed, half a round per task and model, as Gavel's
+// _reset_time_run_so_far does; a task new since the last restart starts
+// from the seed without adding it to the models' totals.
 func (g *GavelRounds) account(cands []*gavelCand, models []*gavelModel) {
 	c := g.c
+	half := int64(c.cfg.GavelRound) / 2
+	if g.worker == nil {
+		g.worker = map[string]int64{}
+	}
 	jobs := make(map[*Task]*gavelJob, len(cands))
+	changed := false
 	for _, k := range cands {
 		j := g.jobs[k.t]
 		if j == nil {
-			j = &gavelJob{seen: c.now, recv: map[string]int64{}}
+			changed = true
+			j = &gavelJob{recv: make(map[string]int64, len(models))}
+			for _, m := range models {
+				j.recv[m.name] = half
+			}
 		}
 		if k.model >= 0 && g.last > 0 {
-			j.recv[models[k.model].name] += c.now - max(g.last, k.t.started)
+			d := c.now - max(g.last, k.t.started)
+			j.recv[models[k.model].name] += d
+			g.worker[models[k.model].name] += d
 		}
-		k.arrived = j.seen
 		jobs[k.t] = j
 	}
+	changed = changed || len(jobs) != len(g.jobs)
 	g.jobs = jobs
+	if !changed {
+		return
+	}
+	clear(g.worker)
+	for _, j := range jobs {
+		clear(j.recv)
+		for _, m := range models {
+			j.recv[m.name] = half
+			g.worker[m.name] += half
+		}
+	}
 }
 
 // allocate computes each candidate's share of each model (the linear
@@ -375,7 +411,6 @@ func (g *GavelRounds) allocate(cands []*gavelCand, models []*gavelModel) {
 
 // assign gives models to the candidates by Gavel's priorities.
 func (g *GavelRounds) assign(cands []*gavelCand, models []*gavelModel) []gavelChoice {
-	c := g.c
 	for _, m := range models {
 		m.free = m.total
 	}
@@ -389,22 +424,30 @@ func (g *GavelRounds) assign(cands []*gavelCand, models []*gavelModel) []gavelCh
 			continue
 		}
 		j := g.jobs[k.t]
-		active := float64(max(c.now-k.arrived, int64(time.Second)))
-		for mi := range models {
+		for mi, m := range models {
 			if k.rate[mi] <= 0 {
 				continue
 			}
 			pr := 0.0
 			if k.x[mi] > 1e-6 {
-				pr = k.x[mi] / max(float64(j.recv[models[mi].name])/active, 1e-6)
+				// The share it should have over the share of the model's
+				// time it had (Gavel's 1e9 where it had none).
+				if f, w := float64(j.recv[m.name]), float64(g.worker[m.name]); f > 0 && w > 0 {
+					pr = k.x[mi] / (f / w)
+				} else {
+					pr = k.x[mi] * 1e9
+				}
 			}
 			choices = append(choices, gavelChoice{k, mi, pr})
 		}
 	}
+	rank := g.modelOrder(cands, models)
 	slices.SortStableFunc(choices, func(a, b gavelChoice) int {
 		switch {
 		case a.k.t.prio != b.k.t.prio:
 			return int(a.k.t.prio) - int(b.k.t.prio) // tiers first
+		case rank[a.m] != rank[b.m]:
+			return rank[a.m] - rank[b.m] // model by model
 		case a.priority != b.priority:
 			if a.priority > b.priority {
 				return -1
@@ -436,6 +479,36 @@ func (g *GavelRounds) assign(cands []*gavelCand, models []*gavelModel) []gavelCh
 		m.free -= k.scale
 	}
 	return choices
+}
+
+// modelOrder ranks the models for assign: the fastest first, by the
+// candidates' summed normalised throughput on each (ties: the model seen
+// first); the agnostic baseline takes every model for equally fast and
+// rotates the order each round instead (Gavel shuffles it).
+func (g *GavelRounds) modelOrder(cands []*gavelCand, models []*gavelModel) []int {
+	order := make([]int, len(models))
+	for i := range order {
+		order[i] = i
+	}
+	if g.c.cfg.GavelObjective == "agnostic" {
+		g.rounds++
+		for i := range order {
+			order[i] = (i + g.rounds) % len(models)
+		}
+	} else {
+		speed := make([]float64, len(models))
+		for _, k := range cands {
+			for mi := range models {
+				speed[mi] += k.rate[mi]
+			}
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(speed[b], speed[a]) })
+	}
+	rank := make([]int, len(models))
+	for r, mi := range order {
+		rank[mi] = r
+	}
+	return rank
 }
 
 // gavelChoice is one (task, model) pair of a round with its priority.
