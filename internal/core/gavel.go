@@ -78,7 +78,7 @@ type GavelRounds struct {
 	last int64 // the previous round's time (0: none yet)
 	// worker is, per model, the time the tasks received on it since the
 	// allocation last changed (the seeds of the tasks there then
-	// included); rounds counts the rounds run (the agnostic order).
+	// included); rounds counts the agnostic baseline's rounds (its order).
 	worker map[string]int64
 	rounds int
 }

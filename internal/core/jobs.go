@@ -367,9 +367,9 @@ func (c *Core) placeGangs() {
 			continue
 		}
 		if g.reason != "" && g.reason == g.tryReason && !c.gangMayFit(g) {
-			// Its last try failed, and not even the whole cluster's free
-			// capacity holds the members it needs now: no try (it keeps
-			// that try's verdict) until capacity changes again.
+			// Its last try failed, and the schedulable nodes could not
+			// hold the members it needs now (gangMayFit): no try (it
+			// keeps that try's verdict) until capacity changes again.
 			g.dirty = false
 			g.tried = c.capSeq
 			continue
