@@ -163,7 +163,8 @@ func TestExampleManifestsApply(t *testing.T) {
 
 // The manifests in deploy/kubernetes apply to a real API server with RBAC
 // (strict field validation), their ConfigMap is a valid queue tree, and
-// the ServiceAccount they bind may do a scheduler's job and nothing more.
+// the ServiceAccount they bind may do a scheduler's job and nothing more;
+// its metrics port needs a token RBAC lets read /metrics.
 func TestManifestsApplyAndGrantLeastPrivilege(t *testing.T) {
 	c := kubetest.Start(t, kubetest.Options{RBAC: true})
 	objs := applyDir(t, c, "../../deploy/kubernetes", func(string) bool { return false })
@@ -316,4 +317,7 @@ func TestManifestsApplyAndGrantLeastPrivilege(t *testing.T) {
 			t.Errorf("the ServiceAccount could %s (err %v)", what, err)
 		}
 	}
+
+	// Its metrics port serves only the users RBAC lets read /metrics.
+	checkReviewedMetrics(t, ctx, c, admin)
 }

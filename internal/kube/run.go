@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +27,7 @@ import (
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/engine"
+	"github.com/hetsched/hetsched/internal/errs"
 	"github.com/hetsched/hetsched/internal/metrics"
 )
 
@@ -46,6 +48,14 @@ type Options struct {
 	BindWorkers int
 	// Listen serves /metrics and /healthz ("": off).
 	Listen string
+	// MetricsAuth says who may read /metrics (metricsauth.go): "auto"
+	// (the default: "kubernetes" unless Listen is a loopback address),
+	// "kubernetes" (a bearer token the API server authenticates and
+	// authorizes for GET on the path; the port then speaks TLS) or "none".
+	// TLSCert and TLSKey are the port's certificate with "kubernetes"
+	// ("": one made in memory).
+	MetricsAuth     string
+	TLSCert, TLSKey string
 	// WatchOnly runs only the informers, and with BindFloor binds the
 	// pods of SchedulerName to the nodes in turn (WatchOnly): the
 	// benchmark's floor of a scheduler's CPU.
@@ -121,6 +131,13 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	if err := ccfg.Validate(); err != nil {
 		return err
 	}
+	authMode, err := metricsAuthMode(opt.MetricsAuth, opt.Listen)
+	if err != nil {
+		return err
+	}
+	if authMode != MetricsAuthKubernetes && (opt.TLSCert != "" || opt.TLSKey != "") {
+		return errs.Invalid("tls-cert", "serves the metrics port with --metrics-auth kubernetes only (it is %s for --listen %s)", authMode, opt.Listen)
+	}
 	rc, err := RESTConfig(opt.Kubeconfig, opt.QPS, opt.Burst)
 	if err != nil {
 		return err
@@ -147,7 +164,14 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := metrics.New(reg)
 	if opt.Listen != "" {
-		stop, err := serveMetrics(opt.Listen, reg, opt.Ready)
+		ma := metricsAccess{}
+		if authMode == MetricsAuthKubernetes {
+			if ma.tls, err = metricsTLS(opt.TLSCert, opt.TLSKey); err != nil {
+				return err
+			}
+			ma.reviewer = newMetricsReviewer(cs)
+		}
+		stop, err := serveMetrics(opt.Listen, reg, ma, opt.Ready)
 		if err != nil {
 			return err
 		}
@@ -300,14 +324,29 @@ func elect(ctx context.Context, lg *slog.Logger, cs kubernetes.Interface, opt Op
 	return ErrLostLeadership
 }
 
-// serveMetrics serves /metrics and /healthz on addr.
-func serveMetrics(addr string, reg *prometheus.Registry, ready func(string)) (func(), error) {
+// metricsAccess is who may read the metrics port: anyone (the zero
+// value), or a reviewed bearer token over TLS.
+type metricsAccess struct {
+	reviewer *metricsReviewer
+	tls      *tls.Config
+}
+
+// serveMetrics serves /metrics (through ma's reviewer, when set) and
+// /healthz (to anyone) on addr.
+func serveMetrics(addr string, reg *prometheus.Registry, ma metricsAccess, ready func(string)) (func(), error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
+	if ma.tls != nil {
+		l = tls.NewListener(l, ma.tls)
+	}
+	var h http.Handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	if ma.reviewer != nil {
+		h = ma.reviewer.wrap(h)
+	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", h)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second}
 	go srv.Serve(l)
