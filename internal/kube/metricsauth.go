@@ -39,6 +39,7 @@ import (
 
 	"github.com/hetsched/hetsched/internal/certs"
 	"github.com/hetsched/hetsched/internal/errs"
+	"github.com/hetsched/hetsched/internal/netaddr"
 )
 
 // Metrics authentication modes (Options.MetricsAuth).
@@ -64,7 +65,7 @@ const (
 func metricsAuthMode(mode, listen string) (string, error) {
 	switch mode {
 	case "", MetricsAuthAuto:
-		if loopback(listen) {
+		if netaddr.Loopback(listen) {
 			return MetricsAuthNone, nil
 		}
 		return MetricsAuthKubernetes, nil
@@ -72,20 +73,6 @@ func metricsAuthMode(mode, listen string) (string, error) {
 		return mode, nil
 	}
 	return "", errs.Invalid("metrics-auth", "must be auto, kubernetes or none, got %q", mode)
-}
-
-// loopback reports whether addr's host is a loopback address or
-// localhost (an empty host listens on every interface).
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // metricsTLS is the TLS of an authenticated metrics port: the given

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hetsched/hetsched/internal/errs"
+	"github.com/hetsched/hetsched/internal/netaddr"
 )
 
 // PprofHandler serves net/http/pprof's profiles under /debug/pprof/. It is
@@ -38,7 +39,7 @@ const (
 // ends. It turns on mutex and block profiling. It returns the bound
 // address.
 func servePprof(ctx context.Context, addr string) (net.Addr, error) {
-	if !isLoopback(addr) {
+	if !netaddr.Loopback(addr) {
 		return nil, errs.Invalid("pprof", "the profiling listener is served on loopback only; got %q", addr)
 	}
 	a, err := serveSide(ctx, "pprof", addr, PprofHandler())

@@ -26,6 +26,7 @@ import (
 	"github.com/hetsched/hetsched/internal/engine"
 	"github.com/hetsched/hetsched/internal/errs"
 	"github.com/hetsched/hetsched/internal/metrics"
+	"github.com/hetsched/hetsched/internal/netaddr"
 	"github.com/hetsched/hetsched/internal/resource"
 	"github.com/hetsched/hetsched/internal/store"
 	"github.com/hetsched/hetsched/internal/telemetry"
@@ -211,19 +212,6 @@ func LoadQueuesFile(path string) ([]api.Queue, error) {
 	return f.Queues, nil
 }
 
-// isLoopback reports whether addr's host is a loopback address.
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
 // Run serves until ctx ends, then shuts down cleanly. With --store etcd
 // (or --ha) it is one member of a replicated control plane (ha.go);
 // otherwise it owns an embedded Pebble store in DataDir.
@@ -304,7 +292,7 @@ func prepare(opt Options) (*prepared, error) {
 	if p.lg == nil {
 		p.lg = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
-	if opt.PprofListen != "" && !isLoopback(opt.PprofListen) {
+	if opt.PprofListen != "" && !netaddr.Loopback(opt.PprofListen) {
 		return nil, errs.Invalid("pprof", "the profiling listener is served on loopback only; got %q", opt.PprofListen)
 	}
 	if err := opt.checkReplication(); err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hetsched/hetsched/internal/certs"
 	"github.com/hetsched/hetsched/internal/errs"
+	"github.com/hetsched/hetsched/internal/netaddr"
 )
 
 // How the server may be reached (DESIGN.md "Security model"):
@@ -31,7 +32,7 @@ func checkTransport(opt Options) (warn string, err error) {
 	case opt.InsecurePlaintext && opt.TLSCert != "":
 		return "", errs.Invalid("insecure-plaintext", "contradicts --tls-cert: the server serves TLS")
 	}
-	if isLoopback(opt.Listen) {
+	if netaddr.Loopback(opt.Listen) {
 		return "", nil
 	}
 	if opt.TokensFile == "" && opt.ClientCA == "" {
