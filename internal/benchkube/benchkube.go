@@ -64,6 +64,10 @@ const (
 	// Restart measures a new hetsched kube's rebuild from a cluster whose
 	// Pods pods are already bound (by the bare binder).
 	Restart = "hetsched-restart"
+	// Takeover measures a standby's takeover: two hetsched kube replicas
+	// with leader election over Pods bound pods; the leader is killed
+	// (SIGKILL) and the standby leads, holds every pod and binds a new one.
+	Takeover = "hetsched-takeover"
 )
 
 // Options configure the benchmark.
@@ -83,7 +87,10 @@ type Options struct {
 	Fresh bool
 	// HetschedArgs are more flags for `hetsched kube`.
 	HetschedArgs []string
-	Log          io.Writer
+	// LeaseDuration is the takeover run's --lease-duration (0: hetsched
+	// kube's default, 15 s).
+	LeaseDuration time.Duration
+	Log           io.Writer
 }
 
 // Result is one run's figures.
@@ -107,6 +114,11 @@ type Result struct {
 	// (FirstBindSeconds).
 	AdoptSeconds     float64 `json:"adopt_s,omitempty"`
 	FirstBindSeconds float64 `json:"first_bind_s,omitempty"`
+	// For Takeover: from the leader's kill until the standby reported
+	// leading (LeadSeconds), until its engine held every bound pod
+	// (AdoptSeconds), and until a pod created at the kill was bound
+	// (FirstBindSeconds).
+	LeadSeconds float64 `json:"lead_s,omitempty"`
 }
 
 // Run starts a control plane, the fleet, and each run in order.
@@ -126,13 +138,13 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 	for _, r := range o.Runs {
 		base, extra := splitRun(r)
 		switch base {
-		case Hetsched, KubeScheduler, KubeSchedulerDef, Bare, WatchFloor, BindFloor, Restart:
+		case Hetsched, KubeScheduler, KubeSchedulerDef, Bare, WatchFloor, BindFloor, Restart, Takeover:
 		case Baseline:
 			if o.BaselineBin == "" {
 				return nil, fmt.Errorf("runs: %s needs the baseline's binary (--baseline-bin)", r)
 			}
 		default:
-			return nil, fmt.Errorf("runs: want bare, watch-floor, hetsched, hetsched-baseline, kube-scheduler, kube-scheduler-default, bind-floor or hetsched-restart, got %q", r)
+			return nil, fmt.Errorf("runs: want bare, watch-floor, hetsched, hetsched-baseline, kube-scheduler, kube-scheduler-default, bind-floor, hetsched-restart or hetsched-takeover, got %q", r)
 		}
 		if len(extra) > 0 && base != Hetsched {
 			return nil, fmt.Errorf("runs: %q: only hetsched takes flags of its own (hetsched:--flag=v+--other=w)", r)
@@ -167,8 +179,11 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 			n = o.DefaultPods
 		}
 		run := p.d.run
-		if r == Restart {
+		switch r {
+		case Restart:
 			run = p.d.restart
+		case Takeover:
+			run = p.d.takeover
 		}
 		base, _ := splitRun(r)
 		res, err := run(ctx, p.c, o, r, fmt.Sprintf("run%d-%s", i, base), n, logf)
@@ -177,9 +192,14 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 			return out, fmt.Errorf("%s: %w", r, err)
 		}
 		out = append(out, res)
-		if r == Restart {
+		switch r {
+		case Restart:
 			logf("%s: %d bound pods held %.2fs after the start, a new pod bound %.2fs after it, CPU %.1fs",
 				r, res.Bound, res.AdoptSeconds, res.FirstBindSeconds, res.CPUSeconds)
+			continue
+		case Takeover:
+			logf("%s: after the leader's kill, the standby led at %.2fs, held %d bound pods at %.2fs, bound a new pod at %.2fs",
+				r, res.LeadSeconds, res.Bound, res.AdoptSeconds, res.FirstBindSeconds)
 			continue
 		}
 		logf("%s: %d pods bound in %.2fs: %.0f pods/s, p50 %.3fs p99 %.3fs, CPU %.1fs (%.2f ms/pod)",
@@ -444,12 +464,11 @@ profiles:
 	return res, err
 }
 
-// restart binds n pods with the bare binder, then starts `hetsched kube`
-// and measures how long its engine takes to hold them all (its
-// hetsched_tasks gauge, updated each second) and to bind a new pod.
-func (d *driver) restart(ctx context.Context, c *kubetest.Cluster, o Options, _, ns string, n int, logf func(string, ...any)) (*Result, error) {
+// bindBare creates namespace ns and n pods in it, bound by the bare
+// binder: other schedulers' pods to hetsched.
+func (d *driver) bindBare(ctx context.Context, o Options, ns string, n int) error {
 	if _, err := d.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		return nil, err
+		return err
 	}
 	b := newBareBinder(d.cs, ns, n, o.Nodes)
 	d.bare.Store(b)
@@ -464,7 +483,14 @@ func (d *driver) restart(ctx context.Context, c *kubetest.Cluster, o Options, _,
 	}
 	stopBare()
 	d.bare.Store(nil)
-	if err != nil {
+	return err
+}
+
+// restart binds n pods with the bare binder, then starts `hetsched kube`
+// and measures how long its engine takes to hold them all (its
+// hetsched_tasks gauge, updated each second) and to bind a new pod.
+func (d *driver) restart(ctx context.Context, c *kubetest.Cluster, o Options, _, ns string, n int, logf func(string, ...any)) (*Result, error) {
+	if err := d.bindBare(ctx, o, ns, n); err != nil {
 		return nil, err
 	}
 	ports, err := childproc.FreePorts(1)
@@ -489,22 +515,114 @@ func (d *driver) restart(ctx context.Context, c *kubetest.Cluster, o Options, _,
 		return res, err
 	}
 	res.AdoptSeconds = time.Since(t0).Seconds()
-	probe := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns},
-		Spec: corev1.PodSpec{SchedulerName: name, Containers: []corev1.Container{{Name: "c", Image: "busybox",
-			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: k8sresource.MustParse("100m")}}}}},
-	}
-	if _, err = d.cs.CoreV1().Pods(ns).Create(ctx, probe, metav1.CreateOptions{}); err == nil {
-		err = kubetest.WaitFor(ctx, time.Minute, func() (bool, string, error) {
-			return d.countBound([]string{ns + "/probe"}) == 1, "not bound", nil
-		})
-	}
+	err = d.probe(ctx, ns, name)
 	res.FirstBindSeconds = time.Since(t0).Seconds()
 	res.Bound, res.Seconds = n, res.AdoptSeconds
 	res.PodsPerSec = float64(n) / res.AdoptSeconds
 	res.CPUSeconds = procCPU(proc)
 	res.CPUPerPod = res.CPUSeconds * 1000 / float64(n)
 	return res, err
+}
+
+// probe creates a small pod for scheduler name and waits (a minute at
+// most) for its Binding.
+func (d *driver) probe(ctx context.Context, ns, name string) error {
+	probe := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns},
+		Spec: corev1.PodSpec{SchedulerName: name, Containers: []corev1.Container{{Name: "c", Image: "busybox",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: k8sresource.MustParse("100m")}}}}},
+	}
+	if _, err := d.cs.CoreV1().Pods(ns).Create(ctx, probe, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	return kubetest.WaitFor(ctx, time.Minute, func() (bool, string, error) {
+		return d.countBound([]string{ns + "/probe"}) == 1, "not bound", nil
+	})
+}
+
+// takeover binds n pods with the bare binder, starts two `hetsched kube`
+// replicas sharing a Lease in ns, waits for one to lead and hold the pods,
+// kills it (SIGKILL) and measures how long the other takes to report
+// leading (hetsched_leader), to hold every pod (hetsched_tasks; both
+// gauges polled every 50 ms, the task gauge updated each second) and to
+// bind a pod created at the kill.
+func (d *driver) takeover(ctx context.Context, c *kubetest.Cluster, o Options, _, ns string, n int, logf func(string, ...any)) (*Result, error) {
+	if err := d.bindBare(ctx, o, ns, n); err != nil {
+		return nil, err
+	}
+	ports, err := childproc.FreePorts(2)
+	if err != nil {
+		return nil, err
+	}
+	name := "bench-takeover"
+	var addrs [2]string
+	var procs [2]*exec.Cmd
+	for i := range procs {
+		addrs[i] = "127.0.0.1:" + strconv.Itoa(ports[i])
+		args := append(hetschedArgs(c, o, name, addrs[i]), "--leader-elect=true", "--lease-namespace", ns, "--identity", "r"+strconv.Itoa(i))
+		if o.LeaseDuration > 0 {
+			args = append(args, "--lease-duration", o.LeaseDuration.String())
+		}
+		if procs[i], err = startProc(ctx, c, logf, o.Bin, args...); err != nil {
+			return nil, err
+		}
+		defer func() { procs[i].Process.Signal(syscall.SIGTERM); procs[i].Wait() }()
+		if i == 0 {
+			// The first leads before the second starts.
+			if err := waitGauge(ctx, addrs[0], "hetsched_tasks", float64(n)); err != nil {
+				return nil, fmt.Errorf("the first replica never held the %d pods: %w", n, err)
+			}
+		}
+	}
+	// The standby serves its metrics (hetsched_leader 0) before the kill.
+	if err := waitGauge(ctx, addrs[1], "hetsched_leader", 0); err != nil {
+		return nil, err
+	}
+	hc := &http.Client{Timeout: 2 * time.Second}
+	if g := gauge(hc, "http://"+addrs[1]+"/metrics", "hetsched_leader"); g != 0 {
+		return nil, fmt.Errorf("the standby reports hetsched_leader %v before the kill, want 0", g)
+	}
+	t0 := time.Now()
+	procs[0].Process.Kill()
+	res := &Result{Scheduler: Takeover, Pods: n}
+	bound := make(chan error, 1)
+	go func() { bound <- d.probe(ctx, ns, name); close(bound) }()
+	if err := waitGauge(ctx, addrs[1], "hetsched_leader", 1); err != nil {
+		return res, err
+	}
+	res.LeadSeconds = time.Since(t0).Seconds()
+	if err := waitGauge(ctx, addrs[1], "hetsched_tasks", float64(n)); err != nil {
+		return res, err
+	}
+	res.AdoptSeconds = time.Since(t0).Seconds()
+	if err := <-bound; err != nil {
+		return res, err
+	}
+	res.FirstBindSeconds = time.Since(t0).Seconds()
+	res.Bound, res.Seconds = n, res.FirstBindSeconds
+	res.CPUSeconds = procCPU(procs[1])
+	return res, nil
+}
+
+// waitGauge polls the metrics at addr every 50 ms (for ten minutes at
+// most) until the gauge name is at least want.
+func waitGauge(ctx context.Context, addr, name string, want float64) error {
+	hc := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		g := gauge(hc, "http://"+addr+"/metrics", name)
+		if g >= want {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s at %s is %v after ten minutes, want %v", name, addr, g, want)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // gauge reads one unlabelled metric from a Prometheus text page (-1 when
@@ -695,15 +813,19 @@ func (b *bareBinder) run(ctx context.Context, workers int) { b.Run(ctx, b.queue,
 func Table(w io.Writer, rs []*Result) {
 	fmt.Fprintf(w, "%-24s %7s %9s %9s %8s %8s %8s %10s %9s\n", "scheduler", "pods", "seconds", "pods/s", "p50 s", "p99 s", "CPU s", "CPU ms/pod", "peak MiB")
 	for _, r := range rs {
-		if r.Scheduler == Restart {
+		if r.Scheduler == Restart || r.Scheduler == Takeover {
 			continue
 		}
 		fmt.Fprintf(w, "%-24s %7d %9.2f %9.0f %8.3f %8.3f %8.1f %10.3f %9.0f\n", r.Scheduler, r.Bound, r.Seconds, r.PodsPerSec, r.P50, r.P99, r.CPUSeconds, r.CPUPerPod, r.PeakRSSMiB)
 	}
 	for _, r := range rs {
-		if r.Scheduler == Restart {
+		switch r.Scheduler {
+		case Restart:
 			fmt.Fprintf(w, "%s: %d bound pods held by a new hetsched kube %.2f s after its start (its gauge is updated each second), a new pod bound %.2f s after it; CPU %.1f s\n",
 				r.Scheduler, r.Bound, r.AdoptSeconds, r.FirstBindSeconds, r.CPUSeconds)
+		case Takeover:
+			fmt.Fprintf(w, "%s: after the leader's SIGKILL, the standby led at %.2f s, held the %d bound pods at %.2f s (its gauge is updated each second), bound a pod created at the kill at %.2f s\n",
+				r.Scheduler, r.LeadSeconds, r.Bound, r.AdoptSeconds, r.FirstBindSeconds)
 		}
 	}
 }

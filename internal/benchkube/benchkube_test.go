@@ -25,8 +25,8 @@ func TestSmallBenchRunsEveryScheduler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := Options{Bin: bin, Nodes: 20, GPUsPerNode: 8, Pods: 200, DefaultPods: 40, QPS: 2000, Burst: 4000,
-		Runs: []string{Bare, WatchFloor, BindFloor, Hetsched, KubeScheduler, KubeSchedulerDef, Restart}}
+	o := Options{Bin: bin, Nodes: 20, GPUsPerNode: 8, Pods: 200, DefaultPods: 40, QPS: 2000, Burst: 4000, LeaseDuration: 2 * time.Second,
+		Runs: []string{Bare, WatchFloor, BindFloor, Hetsched, KubeScheduler, KubeSchedulerDef, Restart, Takeover}}
 	if _, err := Run(context.Background(), Options{Nodes: 1, GPUsPerNode: 1, Pods: 10}); err == nil || !strings.Contains(err.Error(), "more than") {
 		t.Errorf("a fleet too small: %v", err)
 	}
@@ -44,6 +44,12 @@ func TestSmallBenchRunsEveryScheduler(t *testing.T) {
 		if r.Scheduler == KubeSchedulerDef {
 			want = o.DefaultPods
 		}
+		if r.Scheduler == Takeover {
+			if r.Bound != want || r.LeadSeconds <= 0 || r.AdoptSeconds < r.LeadSeconds || r.FirstBindSeconds < r.LeadSeconds || r.CPUSeconds <= 0 {
+				t.Errorf("takeover: %+v", r)
+			}
+			continue
+		}
 		if r.Bound != want || r.PodsPerSec <= 0 || r.Scheduler != Restart && r.P50 <= 0 {
 			t.Errorf("%s: %+v", r.Scheduler, r)
 		}
@@ -59,7 +65,7 @@ func TestSmallBenchRunsEveryScheduler(t *testing.T) {
 	}
 	var b strings.Builder
 	Table(&b, rs)
-	if !strings.Contains(b.String(), "kube-scheduler-default") || !strings.Contains(b.String(), "held by a new hetsched kube") {
+	if !strings.Contains(b.String(), "kube-scheduler-default") || !strings.Contains(b.String(), "held by a new hetsched kube") || !strings.Contains(b.String(), "after the leader's SIGKILL") {
 		t.Errorf("table:\n%s", b.String())
 	}
 }
