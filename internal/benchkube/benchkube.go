@@ -585,8 +585,12 @@ func (d *driver) takeover(ctx context.Context, c *kubetest.Cluster, o Options, _
 	t0 := time.Now()
 	procs[0].Process.Kill()
 	res := &Result{Scheduler: Takeover, Pods: n}
-	bound := make(chan error, 1)
-	go func() { bound <- d.probe(ctx, ns, name); close(bound) }()
+	type bind struct {
+		at  time.Duration
+		err error
+	}
+	bound := make(chan bind, 1)
+	go func() { err := d.probe(ctx, ns, name); bound <- bind{time.Since(t0), err} }()
 	if err := waitGauge(ctx, addrs[1], "hetsched_leader", 1); err != nil {
 		return res, err
 	}
@@ -595,10 +599,11 @@ func (d *driver) takeover(ctx context.Context, c *kubetest.Cluster, o Options, _
 		return res, err
 	}
 	res.AdoptSeconds = time.Since(t0).Seconds()
-	if err := <-bound; err != nil {
-		return res, err
+	b := <-bound
+	if b.err != nil {
+		return res, b.err
 	}
-	res.FirstBindSeconds = time.Since(t0).Seconds()
+	res.FirstBindSeconds = b.at.Seconds()
 	res.Bound, res.Seconds = n, res.FirstBindSeconds
 	res.CPUSeconds = procCPU(procs[1])
 	return res, nil
