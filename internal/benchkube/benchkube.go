@@ -609,25 +609,14 @@ func (d *driver) takeover(ctx context.Context, c *kubetest.Cluster, o Options, _
 	return res, nil
 }
 
-// waitGauge polls the metrics at addr every 50 ms (for ten minutes at
-// most) until the gauge name is at least want.
+// waitGauge polls the metrics at addr (kubetest.WaitFor: every 50 ms,
+// ten minutes at most) until the gauge name is at least want.
 func waitGauge(ctx context.Context, addr, name string, want float64) error {
 	hc := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(10 * time.Minute)
-	for {
+	return kubetest.WaitFor(ctx, 10*time.Minute, func() (bool, string, error) {
 		g := gauge(hc, "http://"+addr+"/metrics", name)
-		if g >= want {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s at %s is %v after ten minutes, want %v", name, addr, g, want)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+		return g >= want, fmt.Sprintf("%s at %s is %v, want %v", name, addr, g, want), nil
+	})
 }
 
 // gauge reads one unlabelled metric from a Prometheus text page (-1 when
