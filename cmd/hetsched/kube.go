@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"syscall"
@@ -18,7 +19,7 @@ import (
 func newKube() *cobra.Command {
 	var opt kube.Options
 	var queues, cpuProfile string
-	var gcPercent int
+	var gcPercent, maxProcs int
 	var logs logFlags
 	cmd := &cobra.Command{
 		Use:   "kube",
@@ -49,6 +50,12 @@ FailedScheduling events with the reason, and evictions for preemption.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
+			if maxProcs < 0 {
+				return fmt.Errorf("--gomaxprocs: %d: want 0 (Go's default) or more", maxProcs)
+			}
+			if maxProcs > 0 {
+				runtime.GOMAXPROCS(maxProcs)
+			}
 			if gcPercent != 0 {
 				debug.SetGCPercent(gcPercent)
 			}
@@ -89,6 +96,7 @@ FailedScheduling events with the reason, and evictions for preemption.`,
 	f.DurationVar(&opt.RenewDeadline, "renew-deadline", 0, "how long the leader tries to renew before it gives up leading")
 	f.DurationVar(&opt.RetryPeriod, "retry-period", 0, "how often replicas try to take or renew the lease")
 	f.IntVar(&gcPercent, "gc-percent", 0, "the Go collector's GOGC for this process (0: $GOGC, else Go's 100); BENCHMARKS.md has an A/B of 100 and 400")
+	f.IntVar(&maxProcs, "gomaxprocs", 0, "the Go scheduler's GOMAXPROCS for this process (0: $GOMAXPROCS, else Go's default, the CPUs it may use)")
 	f.BoolVar(&opt.WatchOnly, "watch-only", false, "run only the informers and schedule nothing (hetsched bench kube's floor of a scheduler's CPU)")
 	f.BoolVar(&opt.BindFloor, "bind-floor", false, "with --watch-only, bind the pods of --scheduler-name to the nodes in turn, deciding nothing")
 	f.StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile (go tool pprof) of the whole run to this file, written when it stops")

@@ -146,8 +146,8 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 		default:
 			return nil, fmt.Errorf("runs: want bare, watch-floor, hetsched, hetsched-baseline, kube-scheduler, kube-scheduler-default, bind-floor, hetsched-restart or hetsched-takeover, got %q", r)
 		}
-		if len(extra) > 0 && base != Hetsched {
-			return nil, fmt.Errorf("runs: %q: only hetsched takes flags of its own (hetsched:--flag=v+--other=w)", r)
+		if len(extra) > 0 && base != Hetsched && base != BindFloor {
+			return nil, fmt.Errorf("runs: %q: only hetsched and bind-floor take flags of their own (hetsched:--flag=v+--other=w)", r)
 		}
 	}
 	tools := kubetest.ToolsDir()
@@ -362,7 +362,7 @@ func (d *driver) run(ctx context.Context, c *kubetest.Cluster, o Options, sched,
 	case Baseline:
 		proc, err = startProc(ctx, c, logf, o.BaselineBin, hetschedArgs(c, o, name, "")...)
 	case BindFloor:
-		proc, err = startProc(ctx, c, logf, o.Bin, append(hetschedArgs(c, o, name, ""), "--watch-only", "--bind-floor")...)
+		proc, err = startProc(ctx, c, logf, o.Bin, append(hetschedArgs(c, o, name, ""), append([]string{"--watch-only", "--bind-floor"}, extra...)...)...)
 	case KubeScheduler, KubeSchedulerDef:
 		qps, burst := o.QPS, o.Burst
 		if sched == KubeSchedulerDef {
@@ -416,7 +416,14 @@ profiles:
 				<-done
 			}
 		}()
-		time.Sleep(3 * time.Second) // its informers sync before the pods come: not part of the measure
+		// Its informers' lists are done before the pods come: not part of
+		// the measure.
+		waited, quiet := waitQuiet(ctx, proc, time.Now, time.Sleep)
+		if !quiet {
+			logf("%s: its CPU did not go quiet in %v; measuring anyway", label, waited.Round(time.Millisecond))
+		} else {
+			logf("%s: quiet after %v", label, waited.Round(time.Millisecond))
+		}
 	}
 	cpu0 := procCPU(proc)
 	t0 := time.Now()
@@ -770,6 +777,48 @@ func hetschedArgs(c *kubetest.Cluster, o Options, name, listen string) []string 
 		"--kube-api-qps", strconv.FormatFloat(float64(o.QPS), 'f', -1, 32), "--kube-api-burst", strconv.Itoa(o.Burst),
 		"--leader-elect=false", "--listen", listen}
 	return append(args, o.HetschedArgs...)
+}
+
+// Quiet is when a started scheduler counts as ready for the pods: over
+// its last QuietWindow it used less than QuietCPU of a core (its lists
+// of the nodes and pods decoded, its caches synced), polled each
+// QuietPoll, given up after QuietMax.
+const (
+	QuietWindow = time.Second
+	QuietCPU    = 0.05
+	QuietPoll   = 250 * time.Millisecond
+	QuietMax    = time.Minute
+)
+
+// waitQuiet waits until proc's CPU has gone quiet (see QuietWindow) and
+// says how long that took, or, after QuietMax or when ctx ends, how long
+// it waited and false. A fixed pause would measure a scheduler still
+// listing on a slow machine (kube-scheduler's informers sync more
+// slowly) and charge it for its start.
+func waitQuiet(ctx context.Context, proc *exec.Cmd, now func() time.Time, sleep func(time.Duration)) (time.Duration, bool) {
+	return quietAfter(ctx, func() float64 { return procCPU(proc) }, now, sleep)
+}
+
+func quietAfter(ctx context.Context, cpu func() float64, now func() time.Time, sleep func(time.Duration)) (time.Duration, bool) {
+	t0 := now()
+	type sample struct {
+		at  time.Time
+		cpu float64
+	}
+	var seen []sample
+	for ctx.Err() == nil && now().Sub(t0) < QuietMax {
+		s := sample{now(), cpu()}
+		seen = append(seen, s)
+		// The oldest sample at least a window back: the CPU since then.
+		for len(seen) > 1 && s.at.Sub(seen[1].at) >= QuietWindow {
+			seen = seen[1:]
+		}
+		if span := s.at.Sub(seen[0].at); span >= QuietWindow && (s.cpu-seen[0].cpu)/span.Seconds() < QuietCPU {
+			return s.at.Sub(t0), true
+		}
+		sleep(QuietPoll)
+	}
+	return now().Sub(t0), false
 }
 
 // procCPU is the process's user+system CPU seconds so far (0 without a

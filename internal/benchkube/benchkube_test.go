@@ -87,6 +87,31 @@ func TestRunNamesWithFlags(t *testing.T) {
 	if _, err := Run(context.Background(), Options{Nodes: 10, GPUsPerNode: 8, Pods: 10, Runs: []string{"kube-scheduler:--v=4"}}); err == nil || !strings.Contains(err.Error(), "only hetsched") {
 		t.Errorf("flags for kube-scheduler: %v", err)
 	}
+	// The floor takes flags too (a profile of it, beside hetsched's).
+	t.Setenv("HETSCHED_K8S_TOOLS", t.TempDir())
+	if _, err := Run(context.Background(), Options{Nodes: 10, GPUsPerNode: 8, Pods: 10, Runs: []string{"bind-floor:--cpu-profile=/dev/null"}}); err == nil || strings.Contains(err.Error(), "flags") {
+		t.Errorf("flags for bind-floor: %v, want only the missing tools", err)
+	}
+}
+
+// A scheduler counts as ready once its CPU has gone quiet for a window:
+// busy while it lists, it is waited on; one that never goes quiet is
+// given up on after QuietMax.
+func TestQuietAfterWaitsOutTheLists(t *testing.T) {
+	var clock time.Duration
+	now := func() time.Time { return time.Unix(0, 0).Add(clock) }
+	sleep := func(d time.Duration) { clock += d }
+	busyFor := 3 * time.Second
+	cpu := func() float64 { return min(clock, busyFor).Seconds() * 0.9 } // 0.9 of a core, then nothing
+	waited, quiet := quietAfter(context.Background(), cpu, now, sleep)
+	if !quiet || waited < busyFor+QuietWindow || waited > busyFor+QuietWindow+2*QuietPoll {
+		t.Errorf("busy for %v: quiet %v after %v, want quiet a window later", busyFor, quiet, waited)
+	}
+	clock = 0
+	always := func() float64 { return clock.Seconds() * 0.2 }
+	if waited, quiet := quietAfter(context.Background(), always, now, sleep); quiet || waited < QuietMax {
+		t.Errorf("never quiet: quiet %v after %v, want given up after %v", quiet, waited, QuietMax)
+	}
 }
 
 // With Fresh every run gets a control plane of its own, and each still
