@@ -418,12 +418,8 @@ profiles:
 		}()
 		// Its informers' lists are done before the pods come: not part of
 		// the measure.
-		waited, quiet := waitQuiet(ctx, proc, time.Now, time.Sleep)
-		if !quiet {
-			logf("%s: its CPU did not go quiet in %v; measuring anyway", label, waited.Round(time.Millisecond))
-		} else {
-			logf("%s: quiet after %v", label, waited.Round(time.Millisecond))
-		}
+		waited, quiet := quietAfter(ctx, func() float64 { return procCPU(proc) }, time.Now, time.Sleep)
+		logf("%s: quiet %v after %v (measured either way)", label, quiet, waited.Round(time.Millisecond))
 	}
 	cpu0 := procCPU(proc)
 	t0 := time.Now()
@@ -790,15 +786,11 @@ const (
 	QuietMax    = time.Minute
 )
 
-// waitQuiet waits until proc's CPU has gone quiet (see QuietWindow) and
-// says how long that took, or, after QuietMax or when ctx ends, how long
-// it waited and false. A fixed pause would measure a scheduler still
-// listing on a slow machine (kube-scheduler's informers sync more
-// slowly) and charge it for its start.
-func waitQuiet(ctx context.Context, proc *exec.Cmd, now func() time.Time, sleep func(time.Duration)) (time.Duration, bool) {
-	return quietAfter(ctx, func() float64 { return procCPU(proc) }, now, sleep)
-}
-
+// quietAfter waits until the CPU seconds cpu reports have gone quiet
+// (see QuietWindow) and says how long that took, or, after QuietMax or
+// when ctx ends, how long it waited and false. A fixed pause would
+// measure a scheduler still listing on a slow machine and charge it for
+// its start.
 func quietAfter(ctx context.Context, cpu func() float64, now func() time.Time, sleep func(time.Duration)) (time.Duration, bool) {
 	t0 := now()
 	type sample struct {
