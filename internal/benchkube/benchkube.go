@@ -136,6 +136,19 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 		return nil, fmt.Errorf("%d pods ask for %d GPUs, more than %d nodes of %d hold: every run would leave pods waiting", most, gpuPods, o.Nodes, o.GPUsPerNode)
 	}
 	for _, r := range o.Runs {
+		if parts := strings.Split(r, Together); len(parts) > 1 {
+			for _, part := range parts {
+				switch base, _ := splitRun(part); base {
+				case Hetsched, Baseline, BindFloor, KubeScheduler, KubeSchedulerDef:
+				default:
+					return nil, fmt.Errorf("runs: %q: only scheduler processes run together (hetsched, hetsched-baseline, bind-floor, kube-scheduler, kube-scheduler-default), not %q", r, part)
+				}
+			}
+			if strings.Contains(r, Baseline) && o.BaselineBin == "" {
+				return nil, fmt.Errorf("runs: %s needs the baseline's binary (--baseline-bin)", r)
+			}
+			continue
+		}
 		base, extra := splitRun(r)
 		switch base {
 		case Hetsched, KubeScheduler, KubeSchedulerDef, Bare, WatchFloor, BindFloor, Restart, Takeover:
@@ -177,6 +190,19 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 		n := o.Pods
 		if r == KubeSchedulerDef {
 			n = o.DefaultPods
+		}
+		if strings.Contains(r, Together) {
+			res, err := p.d.together(ctx, p.c, o, r, fmt.Sprintf("run%d-together", i), n, logf)
+			out = append(out, res...)
+			if err != nil {
+				failed = true
+				return out, fmt.Errorf("%s: %w", r, err)
+			}
+			for _, x := range res {
+				logf("%s: %d pods bound in %.2fs: %.0f pods/s, p50 %.3fs p99 %.3fs, CPU %.1fs (%.2f ms/pod)",
+					x.Scheduler, x.Bound, x.Seconds, x.PodsPerSec, x.P50, x.P99, x.CPUSeconds, x.CPUPerPod)
+			}
+			continue
 		}
 		run := p.d.run
 		switch r {
@@ -352,37 +378,13 @@ func (d *driver) run(ctx context.Context, c *kubetest.Cluster, o Options, sched,
 		return nil, err
 	}
 	label := sched
-	sched, extra := splitRun(sched)
+	sched, _ = splitRun(sched)
 	name := "bench-" + strings.ReplaceAll(sched, "-", "") + "-" + strings.TrimPrefix(ns, "run")
 	var proc *exec.Cmd
 	var err error
 	switch sched {
-	case Hetsched:
-		proc, err = startProc(ctx, c, logf, o.Bin, append(hetschedArgs(c, o, name, ""), extra...)...)
-	case Baseline:
-		proc, err = startProc(ctx, c, logf, o.BaselineBin, hetschedArgs(c, o, name, "")...)
-	case BindFloor:
-		proc, err = startProc(ctx, c, logf, o.Bin, append(hetschedArgs(c, o, name, ""), append([]string{"--watch-only", "--bind-floor"}, extra...)...)...)
-	case KubeScheduler, KubeSchedulerDef:
-		qps, burst := o.QPS, o.Burst
-		if sched == KubeSchedulerDef {
-			qps, burst = 50, 100
-		}
-		cfg := filepath.Join(c.Dir, name+".yaml")
-		if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-clientConnection:
-  kubeconfig: %s
-  qps: %g
-  burst: %d
-leaderElection:
-  leaderElect: false
-profiles:
-- schedulerName: %s
-`, c.Kubeconfig, qps, burst, name)), 0o600); err != nil {
-			return nil, err
-		}
-		proc, err = startProc(ctx, c, logf, filepath.Join(kubetest.ToolsDir(), "kube-scheduler"), "--config", cfg, "--secure-port", "0", "-v", "0")
+	case Hetsched, Baseline, BindFloor, KubeScheduler, KubeSchedulerDef:
+		proc, err = startScheduler(ctx, c, o, label, name, logf)
 	case Bare, WatchFloor:
 		if sched == WatchFloor {
 			args := append(hetschedArgs(c, o, name, ""), "--watch-only")
@@ -403,19 +405,7 @@ profiles:
 		return nil, err
 	}
 	if proc != nil {
-		defer func() {
-			// SIGTERM first: a scheduler that stops by itself flushes what
-			// it writes (logs, profiles).
-			proc.Process.Signal(syscall.SIGTERM)
-			done := make(chan struct{})
-			go func() { proc.Wait(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(10 * time.Second):
-				proc.Process.Kill()
-				<-done
-			}
-		}()
+		defer stopProc(proc)
 		// Its informers' lists are done before the pods come: not part of
 		// the measure.
 		waited, quiet := quietAfter(ctx, func() float64 { return procCPU(proc) }, time.Now, time.Sleep)
@@ -423,7 +413,7 @@ profiles:
 	}
 	cpu0 := procCPU(proc)
 	t0 := time.Now()
-	keys, err := d.createPods(ctx, ns, name, n)
+	keys, err := d.createPods(ctx, ns, func(int) string { return name }, n)
 	if err != nil {
 		return nil, err
 	}
@@ -443,28 +433,7 @@ profiles:
 	if err != nil {
 		return res, err
 	}
-	// Remove the run's pods so the next run finds the same empty fleet.
-	zero := int64(0)
-	// Deleting 10,000 pods at once may outlast the API server's request
-	// timeout (a stream error): tried again, up to three times.
-	for attempt := 1; ; attempt++ {
-		err := d.cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
-		if err == nil {
-			break
-		}
-		if attempt == 3 || ctx.Err() != nil {
-			return res, err
-		}
-		logf("deleting the run's pods: %v; trying again", err)
-	}
-	err = kubetest.WaitFor(ctx, 5*time.Minute, func() (bool, string, error) {
-		l, err := d.cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1})
-		if err != nil {
-			return false, "", err
-		}
-		return len(l.Items) == 0, "pods left", nil
-	})
-	return res, err
+	return res, d.removePods(ctx, ns, logf)
 }
 
 // bindBare creates namespace ns and n pods in it, bound by the bare
@@ -477,7 +446,7 @@ func (d *driver) bindBare(ctx context.Context, o Options, ns string, n int) erro
 	d.bare.Store(b)
 	bctx, stopBare := context.WithCancel(ctx)
 	go b.run(bctx, 256)
-	keys, err := d.createPods(ctx, ns, "bench-bare", n)
+	keys, err := d.createPods(ctx, ns, func(int) string { return "bench-bare" }, n)
 	if err == nil {
 		err = kubetest.WaitFor(ctx, 15*time.Minute, func() (bool, string, error) {
 			got := d.countBound(keys)
@@ -646,8 +615,8 @@ func gauge(hc *http.Client, url, name string) float64 {
 }
 
 // createPods creates n pods at once (64 clients), every other one asking
-// for a GPU.
-func (d *driver) createPods(ctx context.Context, ns, sched string, n int) ([]string, error) {
+// for a GPU, pod i for the scheduler named schedOf(i).
+func (d *driver) createPods(ctx context.Context, ns string, schedOf func(i int) string, n int) ([]string, error) {
 	keys := make([]string, n)
 	err := each(64, n, func(i int) error {
 		req := corev1.ResourceList{corev1.ResourceCPU: k8sresource.MustParse("500m"), corev1.ResourceMemory: k8sresource.MustParse("1Gi")}
@@ -656,7 +625,7 @@ func (d *driver) createPods(ctx context.Context, ns, sched string, n int) ([]str
 			req["nvidia.com/gpu"] = k8sresource.MustParse("1")
 			lim["nvidia.com/gpu"] = k8sresource.MustParse("1")
 		}
-		name := fmt.Sprintf("p-%06d", i)
+		name, sched := fmt.Sprintf("p-%06d", i), schedOf(i)
 		p := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 			Spec: corev1.PodSpec{SchedulerName: sched, Containers: []corev1.Container{{Name: "c", Image: "busybox",

@@ -26,7 +26,9 @@ func TestSmallBenchRunsEveryScheduler(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := Options{Bin: bin, Nodes: 20, GPUsPerNode: 8, Pods: 200, DefaultPods: 40, QPS: 2000, Burst: 4000, LeaseDuration: 2 * time.Second,
-		Runs: []string{Bare, WatchFloor, BindFloor, Hetsched, KubeScheduler, KubeSchedulerDef, Restart, Takeover}}
+		// Restart's and Takeover's pods stay bound: they come last.
+		Runs: []string{Bare, WatchFloor, BindFloor, Hetsched, KubeScheduler, KubeSchedulerDef,
+			Hetsched + ":--stock-watch" + Together + BindFloor, Restart, Takeover}}
 	if _, err := Run(context.Background(), Options{Nodes: 1, GPUsPerNode: 1, Pods: 10}); err == nil || !strings.Contains(err.Error(), "more than") {
 		t.Errorf("a fleet too small: %v", err)
 	}
@@ -36,13 +38,18 @@ func TestSmallBenchRunsEveryScheduler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rs) != len(o.Runs) {
+	if len(rs) != len(o.Runs)+1 { // one run is two schedulers'
 		t.Fatalf("%d results for %d runs", len(rs), len(o.Runs))
 	}
+	together := 0
 	for _, r := range rs {
 		want := o.Pods
 		if r.Scheduler == KubeSchedulerDef {
 			want = o.DefaultPods
+		}
+		if strings.HasSuffix(r.Scheduler, " (together)") {
+			want = o.Pods / 2 // every other pod
+			together++
 		}
 		if r.Scheduler == Takeover {
 			if r.Bound != want || r.LeadSeconds <= 0 || r.AdoptSeconds < r.LeadSeconds || r.FirstBindSeconds < r.LeadSeconds || r.CPUSeconds <= 0 {
@@ -62,6 +69,9 @@ func TestSmallBenchRunsEveryScheduler(t *testing.T) {
 		if r.Scheduler == Restart && r.AdoptSeconds <= 0 {
 			t.Errorf("restart: adopted after %v s, first bind after %v s", r.AdoptSeconds, r.FirstBindSeconds)
 		}
+	}
+	if together != 2 {
+		t.Errorf("%d results of the run together, want 2", together)
 	}
 	var b strings.Builder
 	Table(&b, rs)
@@ -86,6 +96,11 @@ func TestRunNamesWithFlags(t *testing.T) {
 	}
 	if _, err := Run(context.Background(), Options{Nodes: 10, GPUsPerNode: 8, Pods: 10, Runs: []string{"kube-scheduler:--v=4"}}); err == nil || !strings.Contains(err.Error(), "only hetsched") {
 		t.Errorf("flags for kube-scheduler: %v", err)
+	}
+	// Only scheduler processes run together (the bare binder is the
+	// driver's own).
+	if _, err := Run(context.Background(), Options{Nodes: 10, GPUsPerNode: 8, Pods: 10, Runs: []string{Bare + Together + Hetsched}}); err == nil || !strings.Contains(err.Error(), "run together") {
+		t.Errorf("the bare binder together with hetsched: %v", err)
 	}
 	// The floor takes flags too (a profile of it, beside hetsched's).
 	t.Setenv("HETSCHED_K8S_TOOLS", t.TempDir())
