@@ -99,7 +99,6 @@ FailedScheduling events with the reason, and evictions for preemption.`,
 	f.IntVar(&maxProcs, "gomaxprocs", 0, "the Go scheduler's GOMAXPROCS for this process (0: $GOMAXPROCS, else Go's default, the CPUs it may use)")
 	f.BoolVar(&opt.WatchOnly, "watch-only", false, "run only the informers and schedule nothing (hetsched bench kube's floor of a scheduler's CPU)")
 	f.BoolVar(&opt.BindFloor, "bind-floor", false, "with --watch-only, bind the pods of --scheduler-name to the nodes in turn, deciding nothing")
-	f.BoolVar(&opt.StockWatch, "stock-watch", false, "list and watch Pods and Nodes with client-go's own decoding (as --watch-only does) instead of skipping their managedFields in the protobuf bytes: an A/B switch")
 	f.StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile (go tool pprof) of the whole run to this file, written when it stops")
 	return cmd
 }

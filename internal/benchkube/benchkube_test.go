@@ -28,7 +28,7 @@ func TestSmallBenchRunsEveryScheduler(t *testing.T) {
 	o := Options{Bin: bin, Nodes: 20, GPUsPerNode: 8, Pods: 200, DefaultPods: 40, QPS: 2000, Burst: 4000, LeaseDuration: 2 * time.Second,
 		// Restart's and Takeover's pods stay bound: they come last.
 		Runs: []string{Bare, WatchFloor, BindFloor, Hetsched, KubeScheduler, KubeSchedulerDef,
-			Hetsched + ":--stock-watch" + Together + BindFloor, Restart, Takeover}}
+			Hetsched + Together + BindFloor, Restart, Takeover}}
 	if _, err := Run(context.Background(), Options{Nodes: 1, GPUsPerNode: 1, Pods: 10}); err == nil || !strings.Contains(err.Error(), "more than") {
 		t.Errorf("a fleet too small: %v", err)
 	}

@@ -31,12 +31,8 @@
 //	eviction    the end of a running pod's task decided by the engine
 //	            (preemption), carried out through the Eviction API so that
 //	            PodDisruptionBudgets hold
-//	lean watch  Pods and Nodes listed and watched through a client of
-//	            their own whose decoder leaves managedFields (and a Node's
-//	            images) out of the protobuf bytes, as the informers'
-//	            transform would drop them after decoding (Config.Watch)
 //
 // Files: scheduler.go (Config, Scheduler, Run), nodes.go and pods.go
 // (translation), dirty.go (changed keys), reconcile.go (cluster → engine),
-// decisions.go (engine → cluster), leanwire.go (the lean watch).
+// decisions.go (engine → cluster).
 package kube

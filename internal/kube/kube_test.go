@@ -129,8 +129,7 @@ func (e *env) startWith(tune func(*kube.Config)) *running {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	// Pods and Nodes through the lean watch, as `hetsched kube` runs by default.
-	cfg := kube.Config{Client: cs, Watch: e.c.RESTConfig(1000, 2000), Dynamic: e.dyn, Engine: eng, SchedulerName: e.sched, Logger: lg}
+	cfg := kube.Config{Client: cs, Dynamic: e.dyn, Engine: eng, SchedulerName: e.sched, Logger: lg}
 	if tune != nil {
 		tune(&cfg)
 	}

@@ -222,7 +222,7 @@ func TestManifestsApplyAndGrantLeastPrivilege(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s, err := kube.New(kube.Config{Client: cs, Watch: sa, Engine: eng, Logger: lg})
+	s, err := kube.New(kube.Config{Client: cs, Engine: eng, Logger: lg})
 	if err != nil {
 		t.Fatal(err)
 	}

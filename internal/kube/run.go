@@ -60,10 +60,6 @@ type Options struct {
 	// pods of SchedulerName to the nodes in turn (WatchOnly): the
 	// benchmark's floor of a scheduler's CPU.
 	WatchOnly, BindFloor bool
-	// StockWatch lists and watches Pods and Nodes with client-go's own
-	// decoding, as the floor does, instead of the lean watch (leanwire.go):
-	// an A/B switch for the benchmark.
-	StockWatch bool
 	// LeaderElect runs active/standby through a coordination.k8s.io Lease
 	// LeaseNamespace/LeaseName held by Identity (default: host name and
 	// pid).
@@ -181,15 +177,11 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 		}
 		defer stop()
 	}
-	cl := clients{cs: cs, dyn: dyn}
-	if !opt.StockWatch {
-		cl.watch = rc
-	}
 	lead := func(ctx context.Context) error {
 		m.Leader.Set(1)
 		m.LeaderChanges.Inc()
 		defer func() { m.Leader.Set(0); m.LeaderChanges.Inc() }()
-		return schedule(ctx, lg, cl, ccfg, m, reg, tiers, opt)
+		return schedule(ctx, lg, cs, dyn, ccfg, m, reg, tiers, opt)
 	}
 	if !opt.LeaderElect {
 		return lead(ctx)
@@ -201,12 +193,12 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 // Scheduler that asks for a rebuild (ErrRebuild: a Queue deleted, the
 // ResourceSchedule's policy) is followed by a new engine and Scheduler,
 // rebuilt from the cluster.
-func schedule(ctx context.Context, lg *slog.Logger, cl clients, ccfg core.Config, m *metrics.Metrics, reg prometheus.Registerer, tiers PriorityTiers, opt Options) error {
+func schedule(ctx context.Context, lg *slog.Logger, cs kubernetes.Interface, dyn dynamic.Interface, ccfg core.Config, m *metrics.Metrics, reg prometheus.Registerer, tiers PriorityTiers, opt Options) error {
 	base := ccfg.Policy
 	pause := time.Second
 	for {
 		c := ccfg
-		if p := SchedulePolicy(ctx, cl.dyn); p != "" {
+		if p := SchedulePolicy(ctx, dyn); p != "" {
 			c.Policy = p
 			if err := c.Validate(); err != nil {
 				lg.Warn("the ResourceSchedule's policy is refused; keeping the default", "policy", p, "err", err)
@@ -214,7 +206,7 @@ func schedule(ctx context.Context, lg *slog.Logger, cl clients, ccfg core.Config
 			}
 		}
 		began := time.Now()
-		err := scheduleOnce(ctx, lg, cl, c, base, m, reg, tiers, opt)
+		err := scheduleOnce(ctx, lg, cs, dyn, c, base, m, reg, tiers, opt)
 		if !errors.Is(err, ErrRebuild) || ctx.Err() != nil {
 			return err
 		}
@@ -232,17 +224,8 @@ func schedule(ctx context.Context, lg *slog.Logger, cl clients, ccfg core.Config
 	}
 }
 
-// clients are a Scheduler's: the clientset, the dynamic client (custom
-// resources), and the configuration of the lean watch of Pods and Nodes
-// (Config.Watch; nil: through the clientset).
-type clients struct {
-	cs    kubernetes.Interface
-	dyn   dynamic.Interface
-	watch *rest.Config
-}
-
 // scheduleOnce runs one engine and its Scheduler.
-func scheduleOnce(ctx context.Context, lg *slog.Logger, cl clients, ccfg core.Config, base string, m *metrics.Metrics, reg prometheus.Registerer, tiers PriorityTiers, opt Options) error {
+func scheduleOnce(ctx context.Context, lg *slog.Logger, cs kubernetes.Interface, dyn dynamic.Interface, ccfg core.Config, base string, m *metrics.Metrics, reg prometheus.Registerer, tiers PriorityTiers, opt Options) error {
 	st, err := OpenMemStore(lg)
 	if err != nil {
 		return err
@@ -268,7 +251,7 @@ func scheduleOnce(ctx context.Context, lg *slog.Logger, cl clients, ccfg core.Co
 		}
 		pending = next
 	}
-	s, err := New(Config{Client: cl.cs, Dynamic: cl.dyn, Watch: cl.watch, Engine: eng, SchedulerName: opt.SchedulerName, Tiers: &tiers,
+	s, err := New(Config{Client: cs, Dynamic: dyn, Engine: eng, SchedulerName: opt.SchedulerName, Tiers: &tiers,
 		DeviceResources: opt.DeviceResources, BindWorkers: opt.BindWorkers, Logger: lg, Registerer: reg,
 		Policy: ccfg.Policy, BasePolicy: base})
 	if err != nil {

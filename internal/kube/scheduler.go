@@ -21,7 +21,6 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	schedlisters "k8s.io/client-go/listers/scheduling/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 
@@ -64,11 +63,6 @@ type Config struct {
 	Policy, BasePolicy string
 	// Registerer, when set, gets the front end's metrics (metrics.go).
 	Registerer prometheus.Registerer
-	// Watch, when set, is the API server configuration (protobuf) Pods
-	// and Nodes are listed and watched with, through a client of their
-	// own that leaves what the informers drop out before decoding (the
-	// lean watch, leanwire.go); nil: through Client.
-	Watch *rest.Config
 }
 
 // Scheduler is the Kubernetes front end: it mirrors Nodes and Pods into
@@ -250,19 +244,6 @@ func New(cfg Config) (*Scheduler, error) {
 		draInUse: map[draDevice]claimUse{}, draAllocs: map[string][]draDevice{}, draPods: map[types.UID]*podState{},
 	}
 	s.factory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithTransform(stripManagedFields))
-	if cfg.Watch != nil {
-		rc, err := leanClient(cfg.Watch)
-		if err != nil {
-			return nil, err
-		}
-		// Registered before the listers ask the factory for them.
-		s.factory.InformerFor(&corev1.Pod{}, func(cs kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-			return leanInformer(rc, cs, "pods", &corev1.Pod{}, &corev1.PodList{}, resync)
-		})
-		s.factory.InformerFor(&corev1.Node{}, func(cs kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-			return leanInformer(rc, cs, "nodes", &corev1.Node{}, &corev1.NodeList{}, resync)
-		})
-	}
 	s.podLst = s.factory.Core().V1().Pods().Lister()
 	s.nodeLst = s.factory.Core().V1().Nodes().Lister()
 	s.classLst = s.factory.Scheduling().V1().PriorityClasses().Lister()

@@ -15,9 +15,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// WatchOnly runs client-go's stock informers for what a Scheduler
-// watches on every cluster (Nodes, Pods, PriorityClasses, with the
-// Scheduler's transform; not its lean watch, leanwire.go) and decides
+// WatchOnly runs the informers a Scheduler runs on every cluster (Nodes,
+// Pods, PriorityClasses, with the same transform and client) and decides
 // nothing, until ctx ends. With bindFor set it also binds the pods of
 // that schedulerName, as they come, to the nodes in turn (128 at a time,
 // as a Scheduler's bind workers): what any client-go scheduler pays to
