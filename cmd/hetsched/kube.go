@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/signal"
@@ -8,17 +9,19 @@ import (
 	"runtime/debug"
 	"runtime/pprof"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/hetsched/hetsched/internal/kube"
+	"github.com/hetsched/hetsched/internal/procs"
 	"github.com/hetsched/hetsched/internal/server"
 	"github.com/hetsched/hetsched/internal/telemetry"
 )
 
 func newKube() *cobra.Command {
 	var opt kube.Options
-	var queues, cpuProfile string
+	var queues, cpuProfile, allocProfile string
 	var gcPercent, maxProcs int
 	var logs logFlags
 	cmd := &cobra.Command{
@@ -50,11 +53,16 @@ FailedScheduling events with the reason, and evictions for preemption.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			if maxProcs < 0 {
-				return fmt.Errorf("--gomaxprocs: %d: want 0 (Go's default) or more", maxProcs)
-			}
-			if maxProcs > 0 {
+			switch {
+			case maxProcs < 0:
+				return fmt.Errorf("--gomaxprocs: %d: want 0 (adaptive) or more", maxProcs)
+			case maxProcs > 0:
 				runtime.GOMAXPROCS(maxProcs)
+			case os.Getenv("GOMAXPROCS") != "":
+				// The environment's, as Go set it.
+			default:
+				stopGovernor := governProcs(ctx)
+				defer stopGovernor()
 			}
 			if gcPercent != 0 {
 				debug.SetGCPercent(gcPercent)
@@ -69,6 +77,20 @@ FailedScheduling events with the reason, and evictions for preemption.`,
 					return err
 				}
 				defer pprof.StopCPUProfile()
+			}
+			if allocProfile != "" {
+				f, err := os.Create(allocProfile)
+				if err != nil {
+					return err
+				}
+				defer func() {
+					// What was allocated over the whole run, sampled (Go's
+					// MemProfileRate).
+					if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+						fmt.Fprintln(cmd.ErrOrStderr(), "hetsched kube: --alloc-profile:", err)
+					}
+					f.Close()
+				}()
 			}
 			return kube.Run(ctx, cmd.OutOrStdout(), opt)
 		},
@@ -96,9 +118,27 @@ FailedScheduling events with the reason, and evictions for preemption.`,
 	f.DurationVar(&opt.RenewDeadline, "renew-deadline", 0, "how long the leader tries to renew before it gives up leading")
 	f.DurationVar(&opt.RetryPeriod, "retry-period", 0, "how often replicas try to take or renew the lease")
 	f.IntVar(&gcPercent, "gc-percent", 0, "the Go collector's GOGC for this process (0: $GOGC, else Go's 100); BENCHMARKS.md has an A/B of 100 and 400")
-	f.IntVar(&maxProcs, "gomaxprocs", 0, "the Go scheduler's GOMAXPROCS for this process (0: $GOMAXPROCS, else Go's default, the CPUs it may use)")
+	f.IntVar(&maxProcs, "gomaxprocs", 0, "the Go scheduler's GOMAXPROCS for this process (0: $GOMAXPROCS when set, else adaptive: one while the load fits in one core, more as soon as it does not, up to Go's default, the CPUs it may use)")
 	f.BoolVar(&opt.WatchOnly, "watch-only", false, "run only the informers and schedule nothing (hetsched bench kube's floor of a scheduler's CPU)")
 	f.BoolVar(&opt.BindFloor, "bind-floor", false, "with --watch-only, bind the pods of --scheduler-name to the nodes in turn, deciding nothing")
 	f.StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile (go tool pprof) of the whole run to this file, written when it stops")
+	f.StringVar(&allocProfile, "alloc-profile", "", "write an allocation profile (go tool pprof -sample_index=alloc_space) of the whole run to this file, written when it stops")
 	return cmd
+}
+
+// governProcs runs a procs.Governor over this process until ctx ends or
+// the returned stop is called (it returns once the Governor stopped):
+// GOMAXPROCS from one up to Go's default as the load needs. Where the
+// system does not report the process's CPU, GOMAXPROCS stays Go's.
+func governProcs(ctx context.Context) (stop func()) {
+	if _, ok := procs.ProcessCPU(); !ok {
+		return func() {}
+	}
+	g := &procs.Governor{Ceiling: runtime.GOMAXPROCS(0), Set: func(n int) { runtime.GOMAXPROCS(n) },
+		CPU: func() time.Duration { cpu, _ := procs.ProcessCPU(); return cpu }}
+	ctx, cancel := context.WithCancel(ctx)
+	t := time.NewTicker(procs.DefaultInterval)
+	done := make(chan struct{})
+	go func() { defer close(done); g.Run(ctx, t.C) }()
+	return func() { cancel(); <-done; t.Stop() }
 }

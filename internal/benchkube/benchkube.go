@@ -138,10 +138,14 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 	for _, r := range o.Runs {
 		if parts := strings.Split(r, Together); len(parts) > 1 {
 			for _, part := range parts {
-				switch base, _ := splitRun(part); base {
+				base, extra := splitRun(part)
+				switch base {
 				case Hetsched, Baseline, BindFloor, KubeScheduler, KubeSchedulerDef:
 				default:
 					return nil, fmt.Errorf("runs: %q: only scheduler processes run together (hetsched, hetsched-baseline, bind-floor, kube-scheduler, kube-scheduler-default), not %q", r, part)
+				}
+				if err := checkExtra(part, base, extra); err != nil {
+					return nil, err
 				}
 			}
 			if strings.Contains(r, Baseline) && o.BaselineBin == "" {
@@ -159,8 +163,8 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 		default:
 			return nil, fmt.Errorf("runs: want bare, watch-floor, hetsched, hetsched-baseline, kube-scheduler, kube-scheduler-default, bind-floor, hetsched-restart or hetsched-takeover, got %q", r)
 		}
-		if len(extra) > 0 && base != Hetsched && base != BindFloor {
-			return nil, fmt.Errorf("runs: %q: only hetsched and bind-floor take flags of their own (hetsched:--flag=v+--other=w)", r)
+		if err := checkExtra(r, base, extra); err != nil {
+			return nil, err
 		}
 	}
 	tools := kubetest.ToolsDir()
@@ -719,12 +723,20 @@ func (d *driver) result(sched string, keys []string, cpu float64) *Result {
 // startProc starts a scheduler process with its output in the cluster's
 // directory.
 func startProc(ctx context.Context, c *kubetest.Cluster, logf func(string, ...any), bin string, args ...string) (*exec.Cmd, error) {
+	return startProcEnv(ctx, c, logf, nil, bin, args...)
+}
+
+// startProcEnv is startProc with env added to this process's environment.
+func startProcEnv(ctx context.Context, c *kubetest.Cluster, logf func(string, ...any), env []string, bin string, args ...string) (*exec.Cmd, error) {
 	f, err := os.Create(filepath.Join(c.Dir, filepath.Base(bin)+"-"+strconv.FormatInt(time.Now().UnixNano(), 36)+".log"))
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	err = cmd.Start()
 	f.Close() // the child has its own descriptor
 	if err != nil {
@@ -836,6 +848,37 @@ func Table(w io.Writer, rs []*Result) {
 
 // splitRun reads a run's name: "hetsched:--flag=v+--other=w" is the
 // hetsched run with two more flags of its own (A/B runs in one bench).
+// runEnv are the items of a run's extras that set the Go runtime's
+// environment of its process (GOMAXPROCS=1, GOGC=400) rather than flags:
+// the only extras kube-scheduler takes.
+var runEnv = []string{"GOMAXPROCS=", "GOGC="}
+
+// splitEnv parts a run's extras into environment settings and flags.
+func splitEnv(extra []string) (env, flags []string) {
+	for _, x := range extra {
+		if slices.ContainsFunc(runEnv, func(p string) bool { return strings.HasPrefix(x, p) }) {
+			env = append(env, x)
+		} else {
+			flags = append(flags, x)
+		}
+	}
+	return env, flags
+}
+
+// checkExtra refuses extras a run's scheduler does not take: flags go to
+// hetsched and bind-floor only; GOMAXPROCS= and GOGC= to those and
+// kube-scheduler.
+func checkExtra(r, base string, extra []string) error {
+	env, flags := splitEnv(extra)
+	switch {
+	case len(flags) > 0 && base != Hetsched && base != BindFloor:
+		return fmt.Errorf("runs: %q: only hetsched and bind-floor take flags of their own (hetsched:--flag=v+--other=w; kube-scheduler:GOMAXPROCS=1 sets its environment)", r)
+	case len(env) > 0 && base != Hetsched && base != BindFloor && base != KubeScheduler && base != KubeSchedulerDef:
+		return fmt.Errorf("runs: %q: only scheduler processes take GOMAXPROCS= or GOGC=", r)
+	}
+	return nil
+}
+
 func splitRun(r string) (string, []string) {
 	base, rest, ok := strings.Cut(r, ":")
 	if !ok || rest == "" {

@@ -102,10 +102,22 @@ func TestRunNamesWithFlags(t *testing.T) {
 	if _, err := Run(context.Background(), Options{Nodes: 10, GPUsPerNode: 8, Pods: 10, Runs: []string{Bare + Together + Hetsched}}); err == nil || !strings.Contains(err.Error(), "run together") {
 		t.Errorf("the bare binder together with hetsched: %v", err)
 	}
-	// The floor takes flags too (a profile of it, beside hetsched's).
+	if _, err := Run(context.Background(), Options{Nodes: 10, GPUsPerNode: 8, Pods: 10, Runs: []string{"bare:GOGC=400"}}); err == nil || !strings.Contains(err.Error(), "only scheduler processes") {
+		t.Errorf("the Go environment of the bare binder: %v", err)
+	}
+	if env, flags := splitEnv([]string{"GOMAXPROCS=1", "--gc-percent=100", "GOGC=400"}); !slices.Equal(env, []string{"GOMAXPROCS=1", "GOGC=400"}) || !slices.Equal(flags, []string{"--gc-percent=100"}) {
+		t.Errorf("splitEnv: %q %q", env, flags)
+	}
+	// The floor takes flags too (a profile of it, beside hetsched's), and
+	// kube-scheduler its Go environment (together with hetsched too).
 	t.Setenv("HETSCHED_K8S_TOOLS", t.TempDir())
-	if _, err := Run(context.Background(), Options{Nodes: 10, GPUsPerNode: 8, Pods: 10, Runs: []string{"bind-floor:--cpu-profile=/dev/null"}}); err == nil || strings.Contains(err.Error(), "flags") {
-		t.Errorf("flags for bind-floor: %v, want only the missing tools", err)
+	for _, runs := range [][]string{{"bind-floor:--cpu-profile=/dev/null"}, {"kube-scheduler:GOMAXPROCS=1"}, {"kube-scheduler:GOMAXPROCS=1" + Together + "hetsched:GOGC=200"}} {
+		if _, err := Run(context.Background(), Options{Nodes: 10, GPUsPerNode: 8, Pods: 10, Runs: runs}); err == nil || !strings.Contains(err.Error(), "bench kube needs") {
+			t.Errorf("%q: %v, want only the missing tools", runs, err)
+		}
+	}
+	if _, err := Run(context.Background(), Options{Nodes: 10, GPUsPerNode: 8, Pods: 10, Runs: []string{"kube-scheduler:--v=4" + Together + "hetsched"}}); err == nil || !strings.Contains(err.Error(), "only hetsched") {
+		t.Errorf("flags for kube-scheduler, together: %v", err)
 	}
 }
 

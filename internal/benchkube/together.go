@@ -91,13 +91,14 @@ func (d *driver) together(ctx context.Context, c *kubetest.Cluster, o Options, s
 // name and flags) placing the pods of schedulerName name.
 func startScheduler(ctx context.Context, c *kubetest.Cluster, o Options, label, name string, logf func(string, ...any)) (*exec.Cmd, error) {
 	sched, extra := splitRun(label)
+	env, flags := splitEnv(extra)
 	switch sched {
 	case Hetsched:
-		return startProc(ctx, c, logf, o.Bin, append(hetschedArgs(c, o, name, ""), extra...)...)
+		return startProcEnv(ctx, c, logf, env, o.Bin, append(hetschedArgs(c, o, name, ""), flags...)...)
 	case Baseline:
 		return startProc(ctx, c, logf, o.BaselineBin, hetschedArgs(c, o, name, "")...)
 	case BindFloor:
-		return startProc(ctx, c, logf, o.Bin, append(hetschedArgs(c, o, name, ""), append([]string{"--watch-only", "--bind-floor"}, extra...)...)...)
+		return startProcEnv(ctx, c, logf, env, o.Bin, append(hetschedArgs(c, o, name, ""), append([]string{"--watch-only", "--bind-floor"}, flags...)...)...)
 	case KubeScheduler, KubeSchedulerDef:
 		qps, burst := o.QPS, o.Burst
 		if sched == KubeSchedulerDef {
@@ -117,7 +118,7 @@ profiles:
 `, c.Kubeconfig, qps, burst, name)), 0o600); err != nil {
 			return nil, err
 		}
-		return startProc(ctx, c, logf, filepath.Join(kubetest.ToolsDir(), "kube-scheduler"), "--config", cfg, "--secure-port", "0", "-v", "0")
+		return startProcEnv(ctx, c, logf, env, filepath.Join(kubetest.ToolsDir(), "kube-scheduler"), "--config", cfg, "--secure-port", "0", "-v", "0")
 	}
 	return nil, fmt.Errorf("%q is not a scheduler process (hetsched, hetsched-baseline, bind-floor, kube-scheduler, kube-scheduler-default)", label)
 }
