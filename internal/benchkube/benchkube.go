@@ -13,6 +13,8 @@
 //	           server's cost of a Binding
 //	CPU        user+system seconds of the scheduler's process during the run
 //	           (from /proc; the bare binder runs in the driver: none)
+//	together   a run of two scheduler processes at once ("A&B",
+//	           together.go), half the pods each: an A/B under one load
 package benchkube
 
 import (
