@@ -9,6 +9,9 @@
 // less CPU per pod than Go's default of two at the same load (BENCHMARKS.md,
 // `bench kube` runs together). The Governor runs on one P while the load
 // fits in it, and adds Ps as soon as it does not, up to Go's default.
+// The ceiling is read once, at the start: once GOMAXPROCS has been set,
+// Go no longer follows a change of the container's CPU limit, and
+// neither does the Governor.
 //
 // Glossary:
 //
