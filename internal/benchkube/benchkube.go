@@ -31,7 +31,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -141,17 +140,15 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 		if parts := strings.Split(r, Together); len(parts) > 1 {
 			for _, part := range parts {
 				base, extra := splitRun(part)
-				switch base {
-				case Hetsched, Baseline, BindFloor, KubeScheduler, KubeSchedulerDef:
-				default:
+				if !isProcess(base) {
 					return nil, fmt.Errorf("runs: %q: only scheduler processes run together (hetsched, hetsched-baseline, bind-floor, kube-scheduler, kube-scheduler-default), not %q", r, part)
+				}
+				if base == Baseline && o.BaselineBin == "" {
+					return nil, fmt.Errorf("runs: %s needs the baseline's binary (--baseline-bin)", r)
 				}
 				if err := checkExtra(part, base, extra); err != nil {
 					return nil, err
 				}
-			}
-			if strings.Contains(r, Baseline) && o.BaselineBin == "" {
-				return nil, fmt.Errorf("runs: %s needs the baseline's binary (--baseline-bin)", r)
 			}
 			continue
 		}
@@ -205,8 +202,7 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 				return out, fmt.Errorf("%s: %w", r, err)
 			}
 			for _, x := range res {
-				logf("%s: %d pods bound in %.2fs: %.0f pods/s, p50 %.3fs p99 %.3fs, CPU %.1fs (%.2f ms/pod)",
-					x.Scheduler, x.Bound, x.Seconds, x.PodsPerSec, x.P50, x.P99, x.CPUSeconds, x.CPUPerPod)
+				logBound(logf, x)
 			}
 			continue
 		}
@@ -234,10 +230,15 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 				r, res.LeadSeconds, res.Bound, res.AdoptSeconds, res.FirstBindSeconds)
 			continue
 		}
-		logf("%s: %d pods bound in %.2fs: %.0f pods/s, p50 %.3fs p99 %.3fs, CPU %.1fs (%.2f ms/pod)",
-			r, res.Bound, res.Seconds, res.PodsPerSec, res.P50, res.P99, res.CPUSeconds, res.CPUPerPod)
+		logBound(logf, res)
 	}
 	return out, nil
+}
+
+// logBound logs a run's figures.
+func logBound(logf func(string, ...any), r *Result) {
+	logf("%s: %d pods bound in %.2fs: %.0f pods/s, p50 %.3fs p99 %.3fs, CPU %.1fs (%.2f ms/pod)",
+		r.Scheduler, r.Bound, r.Seconds, r.PodsPerSec, r.P50, r.P99, r.CPUSeconds, r.CPUPerPod)
 }
 
 // plane is a running control plane with its fleet and the driver's watch.
@@ -388,10 +389,10 @@ func (d *driver) run(ctx context.Context, c *kubetest.Cluster, o Options, sched,
 	name := "bench-" + strings.ReplaceAll(sched, "-", "") + "-" + strings.TrimPrefix(ns, "run")
 	var proc *exec.Cmd
 	var err error
-	switch sched {
-	case Hetsched, Baseline, BindFloor, KubeScheduler, KubeSchedulerDef:
+	switch {
+	case isProcess(sched):
 		proc, err = startScheduler(ctx, c, o, label, name, logf)
-	case Bare, WatchFloor:
+	case sched == Bare || sched == WatchFloor:
 		if sched == WatchFloor {
 			args := append(hetschedArgs(c, o, name, ""), "--watch-only")
 			if proc, err = startProc(ctx, c, logf, o.Bin, args...); err != nil {
@@ -482,7 +483,7 @@ func (d *driver) restart(ctx context.Context, c *kubetest.Cluster, o Options, _,
 	if err != nil {
 		return nil, err
 	}
-	defer func() { proc.Process.Signal(syscall.SIGTERM); proc.Wait() }()
+	defer stopProc(proc)
 	res := &Result{Scheduler: Restart, Pods: n}
 	hc := &http.Client{Timeout: 2 * time.Second}
 	err = kubetest.WaitFor(ctx, 10*time.Minute, func() (bool, string, error) {
@@ -544,7 +545,7 @@ func (d *driver) takeover(ctx context.Context, c *kubetest.Cluster, o Options, _
 		if procs[i], err = startProc(ctx, c, logf, o.Bin, args...); err != nil {
 			return nil, err
 		}
-		defer func() { procs[i].Process.Signal(syscall.SIGTERM); procs[i].Wait() }()
+		defer stopProc(procs[i])
 		if i == 0 {
 			// The first leads before the second starts.
 			if err := waitGauge(ctx, addrs[0], "hetsched_tasks", float64(n)); err != nil {
@@ -848,8 +849,6 @@ func Table(w io.Writer, rs []*Result) {
 	}
 }
 
-// splitRun reads a run's name: "hetsched:--flag=v+--other=w" is the
-// hetsched run with two more flags of its own (A/B runs in one bench).
 // runEnv are the items of a run's extras that set the Go runtime's
 // environment of its process (GOMAXPROCS=1, GOGC=400) rather than flags:
 // the only extras kube-scheduler takes.
@@ -875,12 +874,14 @@ func checkExtra(r, base string, extra []string) error {
 	switch {
 	case len(flags) > 0 && base != Hetsched && base != BindFloor:
 		return fmt.Errorf("runs: %q: only hetsched and bind-floor take flags of their own (hetsched:--flag=v+--other=w; kube-scheduler:GOMAXPROCS=1 sets its environment)", r)
-	case len(env) > 0 && base != Hetsched && base != BindFloor && base != KubeScheduler && base != KubeSchedulerDef:
+	case len(env) > 0 && (!isProcess(base) || base == Baseline):
 		return fmt.Errorf("runs: %q: only scheduler processes take GOMAXPROCS= or GOGC=", r)
 	}
 	return nil
 }
 
+// splitRun reads a run's name: "hetsched:--flag=v+--other=w" is the
+// hetsched run with two more flags of its own (A/B runs in one bench).
 func splitRun(r string) (string, []string) {
 	base, rest, ok := strings.Cut(r, ":")
 	if !ok || rest == "" {

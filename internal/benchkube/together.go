@@ -87,6 +87,16 @@ func (d *driver) together(ctx context.Context, c *kubetest.Cluster, o Options, s
 	return out, d.removePods(ctx, ns, logf)
 }
 
+// isProcess reports whether a run's scheduler is a process of its own
+// (startScheduler starts it).
+func isProcess(base string) bool {
+	switch base {
+	case Hetsched, Baseline, BindFloor, KubeScheduler, KubeSchedulerDef:
+		return true
+	}
+	return false
+}
+
 // startScheduler starts the process of a run's scheduler (label: its
 // name and flags) placing the pods of schedulerName name.
 func startScheduler(ctx context.Context, c *kubetest.Cluster, o Options, label, name string, logf func(string, ...any)) (*exec.Cmd, error) {

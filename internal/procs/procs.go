@@ -5,7 +5,7 @@
 // (a futex call, then a spin in the scheduler's findRunnable) that finds
 // little and sleeps again. `hetsched kube` is such a process: it follows
 // an API server's watch streams and Bindings, mostly well under a core,
-// in many short wake-ups. On the 2-vCPU development VM one P cost 10-14 %
+// in many short wake-ups. On the 2-vCPU development VM one P cost 12-14 %
 // less CPU per pod than Go's default of two at the same load (BENCHMARKS.md,
 // `bench kube` runs together). The Governor runs on one P while the load
 // fits in it, and adds Ps as soon as it does not, up to Go's default.
@@ -57,7 +57,7 @@ const (
 	DefaultInterval = time.Second
 )
 
-// Start sets one P (or the ceiling, when it is 1) and returns it.
+// Start fills in the default thresholds, sets one P and returns it.
 func (g *Governor) Start() int {
 	if g.Up == 0 {
 		g.Up = DefaultUp
