@@ -21,13 +21,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -91,7 +89,10 @@ type Options struct {
 	// LeaseDuration is the takeover run's --lease-duration (0: hetsched
 	// kube's default, 15 s).
 	LeaseDuration time.Duration
-	Log           io.Writer
+	// IdleWindow is how long a quiet scheduler's CPU is measured before
+	// the pods (Result.IdleCores; 0: DefaultIdleWindow).
+	IdleWindow time.Duration
+	Log        io.Writer
 }
 
 // Result is one run's figures.
@@ -105,6 +106,11 @@ type Result struct {
 	P99        float64 `json:"p99_s"`
 	CPUSeconds float64 `json:"cpu_s"`
 	CPUPerPod  float64 `json:"cpu_ms_per_pod"`
+	// IdleCores is the scheduler process's CPU, in cores, over the
+	// Options.IdleWindow between its going quiet and the first pod: what it
+	// spends on a fleet with nothing to schedule (heartbeats' node
+	// updates, its timers), part of CPUSeconds for as long as a run lasts.
+	IdleCores float64 `json:"idle_cores"`
 	// PeakRSSMiB is the scheduler process's peak resident memory (VmHWM)
 	// at the end of its run.
 	PeakRSSMiB float64 `json:"peak_rss_mib,omitempty"`
@@ -411,12 +417,14 @@ func (d *driver) run(ctx context.Context, c *kubetest.Cluster, o Options, sched,
 	if err != nil {
 		return nil, err
 	}
+	idle := 0.0
 	if proc != nil {
 		defer stopProc(proc)
 		// Its informers' lists are done before the pods come: not part of
 		// the measure.
 		waited, quiet := quietAfter(ctx, func() float64 { return procCPU(proc) }, time.Now, time.Sleep)
-		logf("%s: quiet %v after %v (measured either way)", label, quiet, waited.Round(time.Millisecond))
+		idle = idleCores(ctx, o.IdleWindow, func() float64 { return procCPU(proc) })
+		logf("%s: quiet %v after %v (measured either way), then %.1f millicores idle", label, quiet, waited.Round(time.Millisecond), idle*1000)
 	}
 	cpu0 := procCPU(proc)
 	t0 := time.Now()
@@ -431,6 +439,7 @@ func (d *driver) run(ctx context.Context, c *kubetest.Cluster, o Options, sched,
 	})
 	cpu := procCPU(proc) - cpu0
 	res := d.result(label, keys, cpu)
+	res.IdleCores = idle
 	if proc != nil && proc.Process != nil {
 		if m, err := childproc.ReadMemory(proc.Process.Pid); err == nil {
 			res.PeakRSSMiB = float64(m.Peak) / (1 << 20)
@@ -463,162 +472,6 @@ func (d *driver) bindBare(ctx context.Context, o Options, ns string, n int) erro
 	stopBare()
 	d.bare.Store(nil)
 	return err
-}
-
-// restart binds n pods with the bare binder, then starts `hetsched kube`
-// and measures how long its engine takes to hold them all (its
-// hetsched_tasks gauge, updated each second) and to bind a new pod.
-func (d *driver) restart(ctx context.Context, c *kubetest.Cluster, o Options, _, ns string, n int, logf func(string, ...any)) (*Result, error) {
-	if err := d.bindBare(ctx, o, ns, n); err != nil {
-		return nil, err
-	}
-	ports, err := childproc.FreePorts(1)
-	if err != nil {
-		return nil, err
-	}
-	addr := "127.0.0.1:" + strconv.Itoa(ports[0])
-	name := "bench-restart"
-	t0 := time.Now()
-	proc, err := startProc(ctx, c, logf, o.Bin, hetschedArgs(c, o, name, addr)...)
-	if err != nil {
-		return nil, err
-	}
-	defer stopProc(proc)
-	res := &Result{Scheduler: Restart, Pods: n}
-	hc := &http.Client{Timeout: 2 * time.Second}
-	err = kubetest.WaitFor(ctx, 10*time.Minute, func() (bool, string, error) {
-		held := gauge(hc, "http://"+addr+"/metrics", "hetsched_tasks")
-		return held >= float64(n), fmt.Sprintf("%v of %d held", held, n), nil
-	})
-	if err != nil {
-		return res, err
-	}
-	res.AdoptSeconds = time.Since(t0).Seconds()
-	err = d.probe(ctx, ns, name)
-	res.FirstBindSeconds = time.Since(t0).Seconds()
-	res.Bound, res.Seconds = n, res.AdoptSeconds
-	res.PodsPerSec = float64(n) / res.AdoptSeconds
-	res.CPUSeconds = procCPU(proc)
-	res.CPUPerPod = res.CPUSeconds * 1000 / float64(n)
-	return res, err
-}
-
-// probe creates a small pod for scheduler name and waits (a minute at
-// most) for its Binding.
-func (d *driver) probe(ctx context.Context, ns, name string) error {
-	probe := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: ns},
-		Spec: corev1.PodSpec{SchedulerName: name, Containers: []corev1.Container{{Name: "c", Image: "busybox",
-			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: k8sresource.MustParse("100m")}}}}},
-	}
-	if _, err := d.cs.CoreV1().Pods(ns).Create(ctx, probe, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	return kubetest.WaitFor(ctx, time.Minute, func() (bool, string, error) {
-		return d.countBound([]string{ns + "/probe"}) == 1, "not bound", nil
-	})
-}
-
-// takeover binds n pods with the bare binder, starts two `hetsched kube`
-// replicas sharing a Lease in ns, waits for one to lead and hold the pods,
-// kills it (SIGKILL) and measures how long the other takes to report
-// leading (hetsched_leader), to hold every pod (hetsched_tasks; both
-// gauges polled every 50 ms, the task gauge updated each second) and to
-// bind a pod created at the kill.
-func (d *driver) takeover(ctx context.Context, c *kubetest.Cluster, o Options, _, ns string, n int, logf func(string, ...any)) (*Result, error) {
-	if err := d.bindBare(ctx, o, ns, n); err != nil {
-		return nil, err
-	}
-	ports, err := childproc.FreePorts(2)
-	if err != nil {
-		return nil, err
-	}
-	name := "bench-takeover"
-	var addrs [2]string
-	var procs [2]*exec.Cmd
-	for i := range procs {
-		addrs[i] = "127.0.0.1:" + strconv.Itoa(ports[i])
-		args := append(hetschedArgs(c, o, name, addrs[i]), "--leader-elect=true", "--lease-namespace", ns, "--identity", "r"+strconv.Itoa(i))
-		if o.LeaseDuration > 0 {
-			args = append(args, "--lease-duration", o.LeaseDuration.String())
-		}
-		if procs[i], err = startProc(ctx, c, logf, o.Bin, args...); err != nil {
-			return nil, err
-		}
-		defer stopProc(procs[i])
-		if i == 0 {
-			// The first leads before the second starts.
-			if err := waitGauge(ctx, addrs[0], "hetsched_tasks", float64(n)); err != nil {
-				return nil, fmt.Errorf("the first replica never held the %d pods: %w", n, err)
-			}
-		}
-	}
-	// The standby serves its metrics (hetsched_leader 0) before the kill.
-	if err := waitGauge(ctx, addrs[1], "hetsched_leader", 0); err != nil {
-		return nil, err
-	}
-	hc := &http.Client{Timeout: 2 * time.Second}
-	if g := gauge(hc, "http://"+addrs[1]+"/metrics", "hetsched_leader"); g != 0 {
-		return nil, fmt.Errorf("the standby reports hetsched_leader %v before the kill, want 0", g)
-	}
-	t0 := time.Now()
-	procs[0].Process.Kill()
-	res := &Result{Scheduler: Takeover, Pods: n}
-	type bind struct {
-		at  time.Duration
-		err error
-	}
-	bound := make(chan bind, 1)
-	go func() { err := d.probe(ctx, ns, name); bound <- bind{time.Since(t0), err} }()
-	if err := waitGauge(ctx, addrs[1], "hetsched_leader", 1); err != nil {
-		return res, err
-	}
-	res.LeadSeconds = time.Since(t0).Seconds()
-	if err := waitGauge(ctx, addrs[1], "hetsched_tasks", float64(n)); err != nil {
-		return res, err
-	}
-	res.AdoptSeconds = time.Since(t0).Seconds()
-	b := <-bound
-	if b.err != nil {
-		return res, b.err
-	}
-	res.FirstBindSeconds = b.at.Seconds()
-	res.Bound, res.Seconds = n, res.FirstBindSeconds
-	res.CPUSeconds = procCPU(procs[1])
-	return res, nil
-}
-
-// waitGauge polls the metrics at addr (kubetest.WaitFor: every 50 ms,
-// ten minutes at most) until the gauge name is at least want.
-func waitGauge(ctx context.Context, addr, name string, want float64) error {
-	hc := &http.Client{Timeout: 2 * time.Second}
-	return kubetest.WaitFor(ctx, 10*time.Minute, func() (bool, string, error) {
-		g := gauge(hc, "http://"+addr+"/metrics", name)
-		return g >= want, fmt.Sprintf("%s at %s is %v, want %v", name, addr, g, want), nil
-	})
-}
-
-// gauge reads one unlabelled metric from a Prometheus text page (-1 when
-// it cannot).
-func gauge(hc *http.Client, url, name string) float64 {
-	resp, err := hc.Get(url)
-	if err != nil {
-		return -1
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
-	if err != nil {
-		return -1
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err == nil {
-				return f
-			}
-		}
-	}
-	return -1
 }
 
 // createPods creates n pods at once (64 clients), every other one asking
@@ -723,93 +576,6 @@ func (d *driver) result(sched string, keys []string, cpu float64) *Result {
 	return r
 }
 
-// startProc starts a scheduler process with its output in the cluster's
-// directory.
-func startProc(ctx context.Context, c *kubetest.Cluster, logf func(string, ...any), bin string, args ...string) (*exec.Cmd, error) {
-	return startProcEnv(ctx, c, logf, nil, bin, args...)
-}
-
-// startProcEnv is startProc with env added to this process's environment.
-func startProcEnv(ctx context.Context, c *kubetest.Cluster, logf func(string, ...any), env []string, bin string, args ...string) (*exec.Cmd, error) {
-	f, err := os.Create(filepath.Join(c.Dir, filepath.Base(bin)+"-"+strconv.FormatInt(time.Now().UnixNano(), 36)+".log"))
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Stdout, cmd.Stderr = f, f
-	if len(env) > 0 {
-		cmd.Env = append(os.Environ(), env...)
-	}
-	err = cmd.Start()
-	f.Close() // the child has its own descriptor
-	if err != nil {
-		return nil, err
-	}
-	logf("started %s (log %s)", filepath.Base(bin), f.Name())
-	return cmd, nil
-}
-
-// hetschedArgs are `hetsched kube`'s arguments in a run: the cluster,
-// the scheduler name, the client limits, no leader election, metrics on
-// listen ("": none), then Options.HetschedArgs.
-func hetschedArgs(c *kubetest.Cluster, o Options, name, listen string) []string {
-	args := []string{"kube", "--kubeconfig", c.Kubeconfig, "--scheduler-name", name,
-		"--kube-api-qps", strconv.FormatFloat(float64(o.QPS), 'f', -1, 32), "--kube-api-burst", strconv.Itoa(o.Burst),
-		"--leader-elect=false", "--listen", listen}
-	return append(args, o.HetschedArgs...)
-}
-
-// Quiet is when a started scheduler counts as ready for the pods: over
-// its last QuietWindow it used less than QuietCPU of a core (its lists
-// of the nodes and pods decoded, its caches synced), polled each
-// QuietPoll, given up after QuietMax.
-const (
-	QuietWindow = time.Second
-	QuietCPU    = 0.05
-	QuietPoll   = 250 * time.Millisecond
-	QuietMax    = time.Minute
-)
-
-// quietAfter waits until the CPU seconds cpu reports have gone quiet
-// (see QuietWindow) and says how long that took, or, after QuietMax or
-// when ctx ends, how long it waited and false. A fixed pause would
-// measure a scheduler still listing on a slow machine and charge it for
-// its start.
-func quietAfter(ctx context.Context, cpu func() float64, now func() time.Time, sleep func(time.Duration)) (time.Duration, bool) {
-	t0 := now()
-	type sample struct {
-		at  time.Time
-		cpu float64
-	}
-	var seen []sample
-	for ctx.Err() == nil && now().Sub(t0) < QuietMax {
-		s := sample{now(), cpu()}
-		seen = append(seen, s)
-		// The oldest sample at least a window back: the CPU since then.
-		for len(seen) > 1 && s.at.Sub(seen[1].at) >= QuietWindow {
-			seen = seen[1:]
-		}
-		if span := s.at.Sub(seen[0].at); span >= QuietWindow && (s.cpu-seen[0].cpu)/span.Seconds() < QuietCPU {
-			return s.at.Sub(t0), true
-		}
-		sleep(QuietPoll)
-	}
-	return now().Sub(t0), false
-}
-
-// procCPU is the process's user+system CPU seconds so far (0 without a
-// process, or when /proc cannot say).
-func procCPU(cmd *exec.Cmd) float64 {
-	if cmd == nil || cmd.Process == nil {
-		return 0
-	}
-	d, err := childproc.ReadCPU(cmd.Process.Pid)
-	if err != nil {
-		return 0
-	}
-	return d.Seconds()
-}
-
 // bareBinder binds the pods of its namespace to the nodes in turn, as the
 // driver's watch sees them (kube.TurnBinder: no decision).
 type bareBinder struct {
@@ -830,12 +596,12 @@ func (b *bareBinder) run(ctx context.Context, workers int) { b.Run(ctx, b.queue,
 
 // Table writes results side by side with ratios to the first run.
 func Table(w io.Writer, rs []*Result) {
-	fmt.Fprintf(w, "%-24s %7s %9s %9s %8s %8s %8s %10s %9s\n", "scheduler", "pods", "seconds", "pods/s", "p50 s", "p99 s", "CPU s", "CPU ms/pod", "peak MiB")
+	fmt.Fprintf(w, "%-24s %7s %9s %9s %8s %8s %8s %10s %9s %9s\n", "scheduler", "pods", "seconds", "pods/s", "p50 s", "p99 s", "CPU s", "CPU ms/pod", "idle mcpu", "peak MiB")
 	for _, r := range rs {
 		if r.Scheduler == Restart || r.Scheduler == Takeover {
 			continue
 		}
-		fmt.Fprintf(w, "%-24s %7d %9.2f %9.0f %8.3f %8.3f %8.1f %10.3f %9.0f\n", r.Scheduler, r.Bound, r.Seconds, r.PodsPerSec, r.P50, r.P99, r.CPUSeconds, r.CPUPerPod, r.PeakRSSMiB)
+		fmt.Fprintf(w, "%-24s %7d %9.2f %9.0f %8.3f %8.3f %8.1f %10.3f %9.1f %9.0f\n", r.Scheduler, r.Bound, r.Seconds, r.PodsPerSec, r.P50, r.P99, r.CPUSeconds, r.CPUPerPod, r.IdleCores*1000, r.PeakRSSMiB)
 	}
 	for _, r := range rs {
 		switch r.Scheduler {
@@ -847,45 +613,4 @@ func Table(w io.Writer, rs []*Result) {
 				r.Scheduler, r.LeadSeconds, r.Bound, r.AdoptSeconds, r.FirstBindSeconds)
 		}
 	}
-}
-
-// runEnv are the items of a run's extras that set the Go runtime's
-// environment of its process (GOMAXPROCS=1, GOGC=400) rather than flags:
-// the only extras kube-scheduler takes.
-var runEnv = []string{"GOMAXPROCS=", "GOGC="}
-
-// splitEnv parts a run's extras into environment settings and flags.
-func splitEnv(extra []string) (env, flags []string) {
-	for _, x := range extra {
-		if slices.ContainsFunc(runEnv, func(p string) bool { return strings.HasPrefix(x, p) }) {
-			env = append(env, x)
-		} else {
-			flags = append(flags, x)
-		}
-	}
-	return env, flags
-}
-
-// checkExtra refuses extras a run's scheduler does not take: flags go to
-// hetsched and bind-floor only; GOMAXPROCS= and GOGC= to those and
-// kube-scheduler.
-func checkExtra(r, base string, extra []string) error {
-	env, flags := splitEnv(extra)
-	switch {
-	case len(flags) > 0 && base != Hetsched && base != BindFloor:
-		return fmt.Errorf("runs: %q: only hetsched and bind-floor take flags of their own (hetsched:--flag=v+--other=w; kube-scheduler:GOMAXPROCS=1 sets its environment)", r)
-	case len(env) > 0 && (!isProcess(base) || base == Baseline):
-		return fmt.Errorf("runs: %q: only scheduler processes take GOMAXPROCS= or GOGC=", r)
-	}
-	return nil
-}
-
-// splitRun reads a run's name: "hetsched:--flag=v+--other=w" is the
-// hetsched run with two more flags of its own (A/B runs in one bench).
-func splitRun(r string) (string, []string) {
-	base, rest, ok := strings.Cut(r, ":")
-	if !ok || rest == "" {
-		return base, nil
-	}
-	return base, strings.Split(rest, "+")
 }

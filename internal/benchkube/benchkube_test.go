@@ -25,7 +25,7 @@ func TestSmallBenchRunsEveryScheduler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o := Options{Bin: bin, Nodes: 20, GPUsPerNode: 8, Pods: 200, DefaultPods: 40, QPS: 2000, Burst: 4000, LeaseDuration: 2 * time.Second,
+	o := Options{Bin: bin, Nodes: 20, GPUsPerNode: 8, Pods: 200, DefaultPods: 40, QPS: 2000, Burst: 4000, LeaseDuration: 2 * time.Second, IdleWindow: 300 * time.Millisecond,
 		// Restart's and Takeover's pods stay bound: they come last.
 		Runs: []string{Bare, WatchFloor, BindFloor, Hetsched, KubeScheduler, KubeSchedulerDef,
 			Hetsched + Together + BindFloor, Restart, Takeover}}
@@ -62,6 +62,9 @@ func TestSmallBenchRunsEveryScheduler(t *testing.T) {
 		}
 		if r.Scheduler != Bare && r.CPUSeconds <= 0 {
 			t.Errorf("%s: no CPU measured", r.Scheduler)
+		}
+		if r.IdleCores < 0 || r.IdleCores > 0.5 {
+			t.Errorf("%s: %.2f cores idle, between going quiet and the pods", r.Scheduler, r.IdleCores)
 		}
 		if r.Scheduler != Bare && r.Scheduler != Restart && r.PeakRSSMiB <= 0 {
 			t.Errorf("%s: no peak memory measured", r.Scheduler)
@@ -150,7 +153,7 @@ func TestFreshRunsEachOnItsOwnPlane(t *testing.T) {
 		t.Fatal(err)
 	}
 	var log strings.Builder
-	o := Options{Bin: bin, Nodes: 10, GPUsPerNode: 8, Pods: 50, QPS: 2000, Burst: 4000, Fresh: true, Runs: []string{Bare, Hetsched}, Log: &log}
+	o := Options{Bin: bin, Nodes: 10, GPUsPerNode: 8, Pods: 50, QPS: 2000, Burst: 4000, Fresh: true, Runs: []string{Bare, Hetsched}, Log: &log, IdleWindow: 300 * time.Millisecond}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	rs, err := Run(ctx, o)
@@ -162,5 +165,8 @@ func TestFreshRunsEachOnItsOwnPlane(t *testing.T) {
 	}
 	if n := strings.Count(log.String(), "starting etcd, kube-apiserver and KWOK"); n != 2 {
 		t.Errorf("%d control planes started for two fresh runs:\n%s", n, log.String())
+	}
+	if !strings.Contains(log.String(), "hetsched: quiet true") || !strings.Contains(log.String(), "millicores idle") {
+		t.Errorf("no quiet scheduler's idle CPU in the log:\n%s", log.String())
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -52,10 +53,16 @@ func (d *driver) together(ctx context.Context, c *kubetest.Cluster, o Options, s
 		procs[i] = p
 	}
 	cpu0 := make([]float64, len(procs))
+	idle := make([]float64, len(procs))
 	for i, p := range procs {
 		waited, quiet := quietAfter(ctx, func() float64 { return procCPU(p) }, time.Now, time.Sleep)
 		logf("%s: quiet %v after %v (measured either way)", labels[i], quiet, waited.Round(time.Millisecond))
 	}
+	var wg sync.WaitGroup
+	for i, p := range procs {
+		wg.Go(func() { idle[i] = idleCores(ctx, o.IdleWindow, func() float64 { return procCPU(p) }) })
+	}
+	wg.Wait()
 	for i, p := range procs {
 		cpu0[i] = procCPU(p)
 	}
@@ -77,6 +84,7 @@ func (d *driver) together(ctx context.Context, c *kubetest.Cluster, o Options, s
 			}
 		}
 		out[i] = d.result(labels[i]+" (together)", own, procCPU(p)-cpu0[i])
+		out[i].IdleCores = idle[i]
 		if m, err := childproc.ReadMemory(p.Process.Pid); err == nil {
 			out[i].PeakRSSMiB = float64(m.Peak) / (1 << 20)
 		}
