@@ -382,16 +382,23 @@ func (s *Scheduler) evictionDone(node string) {
 	s.evictChange = make(chan struct{})
 }
 
-// bind posts the pod's Binding, with its devices in the annotation;
-// transient failures are tried again, up to 5 times.
+// bind posts the pod's Binding, with its devices in the annotation
+// (through bindPoster when the client is client-go's, else client-go's
+// Bind); transient failures are tried again, up to 5 times.
 func (s *Scheduler) bind(ctx context.Context, req bindRequest) error {
 	ns, name, _ := cache.SplitMetaNamespaceKey(req.key)
-	b := &corev1.Binding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: req.uid},
-		Target:     corev1.ObjectReference{Kind: "Node", Name: req.node},
-	}
+	var ann map[string]string
 	if len(req.devices) > 0 {
-		b.Annotations = map[string]string{AnnotationDevices: formatDevices(req.devices)}
+		ann = map[string]string{AnnotationDevices: formatDevices(req.devices)}
+	}
+	if s.poster != nil {
+		return s.retry(ctx, func(ctx context.Context) error {
+			return s.poster.bind(ctx, ns, name, req.uid, req.node, ann)
+		})
+	}
+	b := &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: req.uid, Annotations: ann},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: req.node},
 	}
 	return s.retry(ctx, func(ctx context.Context) error {
 		return s.client.CoreV1().Pods(ns).Bind(ctx, b, metav1.CreateOptions{})

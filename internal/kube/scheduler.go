@@ -73,6 +73,7 @@ type Scheduler struct {
 	log      *slog.Logger
 	eng      *engine.Engine
 	client   kubernetes.Interface
+	poster   *bindPoster // nil: Bindings through client-go (a fake client)
 	nodes    nodeTranslator
 	pods     podTranslator
 	factory  informers.SharedInformerFactory
@@ -243,6 +244,7 @@ func New(cfg Config) (*Scheduler, error) {
 		draWaiting: map[string]map[string]bool{}, draNoDevice: map[string]bool{}, draUnmapped: map[string]bool{},
 		draInUse: map[draDevice]claimUse{}, draAllocs: map[string][]draDevice{}, draPods: map[types.UID]*podState{},
 	}
+	s.poster = newBindPoster(cfg.Client)
 	s.factory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithTransform(stripManagedFields))
 	s.podLst = s.factory.Core().V1().Pods().Lister()
 	s.nodeLst = s.factory.Core().V1().Nodes().Lister()
