@@ -66,10 +66,10 @@ type crds struct {
 func (s *Scheduler) startCRDs(ctx context.Context) error {
 	queueChanged := func(o any) {
 		if k, ok := objectKey(o); ok {
-			s.dirty.add(s.dirty.queues, k)
+			s.dirty.add(&s.dirty.queues, k)
 		}
 	}
-	scheduleChanged := func(any) { s.dirty.add(s.dirty.queues, "") } // "": the ResourceSchedule
+	scheduleChanged := func(any) { s.dirty.add(&s.dirty.queues, "") } // "": the ResourceSchedule
 	ls, err := s.watchCustom(ctx, "Queues and the ResourceSchedule",
 		[]schema.GroupVersionResource{QueueResource, ResourceScheduleResource},
 		[]cache.ResourceEventHandler{

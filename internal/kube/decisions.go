@@ -143,7 +143,7 @@ func (s *Scheduler) decide(ctx context.Context, id string) {
 			if s.draHolders[ref.uid] == id {
 				delete(s.draHolders, ref.uid)
 			}
-			s.dirty.add(s.dirty.claims, ref.key)
+			s.dirty.add(&s.dirty.claims, ref.key)
 		}
 		st.draHeld = nil
 		key, uid := st.key, st.uid
@@ -256,7 +256,7 @@ func (s *Scheduler) bindOne(ctx context.Context, req bindRequest) {
 		for _, c := range plan.claims {
 			if s.draHolders[c.uid] == req.task {
 				delete(s.draHolders, c.uid)
-				s.dirty.add(s.dirty.claims, c.key)
+				s.dirty.add(&s.dirty.claims, c.key)
 			}
 		}
 	}

@@ -32,26 +32,28 @@ func objectKey(o any) (string, bool) {
 
 func (d *dirtySet) addPod(o any) {
 	if k, ok := objectKey(o); ok {
-		d.add(d.pods, k)
+		d.add(&d.pods, k)
 	}
 }
 
 func (d *dirtySet) addNode(o any) {
 	if n, ok := o.(*corev1.Node); ok {
-		d.add(d.nodes, n.Name)
+		d.add(&d.nodes, n.Name)
 		return
 	}
 	if k, ok := objectKey(o); ok {
-		d.add(d.nodes, k)
+		d.add(&d.nodes, k)
 	}
 }
 
 // addPodKey marks a pod by its namespace/name.
-func (d *dirtySet) addPodKey(k string) { d.add(d.pods, k) }
+func (d *dirtySet) addPodKey(k string) { d.add(&d.pods, k) }
 
-func (d *dirtySet) add(m map[string]struct{}, k string) {
+// add marks k in *m (one of d's maps, read under the lock: take may
+// replace it).
+func (d *dirtySet) add(m *map[string]struct{}, k string) {
 	d.mu.Lock()
-	m[k] = struct{}{}
+	(*m)[k] = struct{}{}
 	d.mu.Unlock()
 	select {
 	case d.notify <- struct{}{}:
@@ -63,22 +65,29 @@ func (d *dirtySet) add(m map[string]struct{}, k string) {
 func (d *dirtySet) take() (pods, nodes, queues, claims []string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return drainKeys(d.pods), drainKeys(d.nodes), drainKeys(d.queues), drainKeys(d.claims)
+	return drainKeys(&d.pods), drainKeys(&d.nodes), drainKeys(&d.queues), drainKeys(&d.claims)
 }
 
-// drainKeys returns m's keys and empties it.
-func drainKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
+// drainKeys returns *m's keys and empties it. A map that held many keys
+// is replaced rather than cleared: clearing costs its capacity, not its
+// length, and a map that once held a burst of keys would cost that on
+// every take after it.
+func drainKeys[V any](m *map[string]V) []string {
+	out := make([]string, 0, len(*m))
+	for k := range *m {
 		out = append(out, k)
 	}
-	clear(m)
+	if len(*m) > 64 {
+		*m = map[string]V{}
+	} else {
+		clear(*m)
+	}
 	return out
 }
 
 func (d *dirtySet) addClaim(o any) {
 	if k, ok := objectKey(o); ok {
-		d.add(d.claims, k)
+		d.add(&d.claims, k)
 	}
 }
 
@@ -86,5 +95,5 @@ func (d *dirtySet) addClaim(o any) {
 func (d *dirtySet) takeClaims() []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return drainKeys(d.claims)
+	return drainKeys(&d.claims)
 }

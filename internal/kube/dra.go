@@ -527,7 +527,7 @@ func (s *Scheduler) startDRA(ctx context.Context) error {
 			}
 			return
 		}
-		s.dirty.add(s.dirty.nodes, *sl.Spec.NodeName)
+		s.dirty.add(&s.dirty.nodes, *sl.Spec.NodeName)
 	}
 	if _, err := sliceInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: sliceNode, UpdateFunc: func(_, o any) { sliceNode(o) }, DeleteFunc: sliceNode,
@@ -556,7 +556,7 @@ func (s *Scheduler) startDRA(ctx context.Context) error {
 // wakeDRAWaiting looks again at the pods waiting for devices to match.
 func (s *Scheduler) wakeDRAWaiting() {
 	s.mu.Lock()
-	keys := drainKeys(s.draNoDevice)
+	keys := drainKeys(&s.draNoDevice)
 	s.mu.Unlock()
 	for _, k := range keys {
 		s.dirty.addPodKey(k)

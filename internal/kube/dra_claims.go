@@ -746,7 +746,7 @@ func (s *Scheduler) retryUnmapped() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for k := range s.draUnmapped {
-		s.dirty.add(s.dirty.claims, k)
+		s.dirty.add(&s.dirty.claims, k)
 	}
 }
 

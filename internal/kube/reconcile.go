@@ -63,7 +63,7 @@ func (s *Scheduler) retryNodesLater(ctx context.Context, nodes []string) {
 		case <-time.After(time.Second):
 		}
 		for _, n := range nodes {
-			s.dirty.add(s.dirty.nodes, n)
+			s.dirty.add(&s.dirty.nodes, n)
 		}
 	}()
 }
@@ -445,14 +445,14 @@ func (s *Scheduler) podTask(pod *corev1.Pod, id string) (api.Task, *draPlan, str
 func (s *Scheduler) draRecheck() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := drainKeys(s.draNoDevice)
+	out := drainKeys(&s.draNoDevice)
 	for _, st := range s.draPods {
 		if st.task != "" && st.binding == "" && !st.bound {
 			out = append(out, st.key)
 		}
 	}
 	for k := range s.draUnmapped {
-		s.dirty.add(s.dirty.claims, k)
+		s.dirty.add(&s.dirty.claims, k)
 	}
 	return out
 }
