@@ -31,8 +31,14 @@
 //	eviction    the end of a running pod's task decided by the engine
 //	            (preemption), carried out through the Eviction API so that
 //	            PodDisruptionBudgets hold
+//	lean watch  the Pod informer's own REST client, whose protobuf
+//	            decoders read watch events in place and leave managedFields
+//	            undecoded (leanwatch.go)
+//	poster      the Bindings posted without client-go's request builder,
+//	            over the clientset's HTTP client (bindpost.go)
 //
 // Files: scheduler.go (Config, Scheduler, Run), nodes.go and pods.go
 // (translation), dirty.go (changed keys), reconcile.go (cluster → engine),
-// decisions.go (engine → cluster).
+// decisions.go (engine → cluster), bindpost.go and leanwatch.go (the
+// cheaper paths of a pod's Binding and watch events).
 package kube

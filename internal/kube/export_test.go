@@ -3,12 +3,25 @@ package kube
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 )
 
 // BindDirect posts a Binding as a Scheduler does (bindPoster), for the
 // tests against the API server.
 func BindDirect(ctx context.Context, cs kubernetes.Interface, ns, name string, uid types.UID, node string, annotations map[string]string) error {
 	return newBindPoster(cs).bind(ctx, ns, name, uid, node, annotations)
+}
+
+// LeanPodInformer is the Scheduler's lean Pod informer (leanwatch.go)
+// over cfg, for the tests against the API server.
+func LeanPodInformer(cfg *rest.Config, cs kubernetes.Interface) (cache.SharedIndexInformer, error) {
+	rc, err := leanClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return leanInformer(rc, cs, "pods", &corev1.Pod{}, &corev1.PodList{}, 0), nil
 }

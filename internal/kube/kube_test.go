@@ -129,7 +129,8 @@ func (e *env) startWith(tune func(*kube.Config)) *running {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	cfg := kube.Config{Client: cs, Dynamic: e.dyn, Engine: eng, SchedulerName: e.sched, Logger: lg}
+	// The lean watch, as hetsched kube runs it.
+	cfg := kube.Config{Client: cs, Dynamic: e.dyn, Watch: e.c.RESTConfig(1000, 2000), Engine: eng, SchedulerName: e.sched, Logger: lg}
 	if tune != nil {
 		tune(&cfg)
 	}

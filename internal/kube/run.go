@@ -181,7 +181,7 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 		m.Leader.Set(1)
 		m.LeaderChanges.Inc()
 		defer func() { m.Leader.Set(0); m.LeaderChanges.Inc() }()
-		return schedule(ctx, lg, cs, dyn, ccfg, m, reg, tiers, opt)
+		return schedule(ctx, lg, cs, dyn, rc, ccfg, m, reg, tiers, opt)
 	}
 	if !opt.LeaderElect {
 		return lead(ctx)
@@ -193,7 +193,7 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 // Scheduler that asks for a rebuild (ErrRebuild: a Queue deleted, the
 // ResourceSchedule's policy) is followed by a new engine and Scheduler,
 // rebuilt from the cluster.
-func schedule(ctx context.Context, lg *slog.Logger, cs kubernetes.Interface, dyn dynamic.Interface, ccfg core.Config, m *metrics.Metrics, reg prometheus.Registerer, tiers PriorityTiers, opt Options) error {
+func schedule(ctx context.Context, lg *slog.Logger, cs kubernetes.Interface, dyn dynamic.Interface, watch *rest.Config, ccfg core.Config, m *metrics.Metrics, reg prometheus.Registerer, tiers PriorityTiers, opt Options) error {
 	base := ccfg.Policy
 	pause := time.Second
 	for {
@@ -206,7 +206,7 @@ func schedule(ctx context.Context, lg *slog.Logger, cs kubernetes.Interface, dyn
 			}
 		}
 		began := time.Now()
-		err := scheduleOnce(ctx, lg, cs, dyn, c, base, m, reg, tiers, opt)
+		err := scheduleOnce(ctx, lg, cs, dyn, watch, c, base, m, reg, tiers, opt)
 		if !errors.Is(err, ErrRebuild) || ctx.Err() != nil {
 			return err
 		}
@@ -225,7 +225,7 @@ func schedule(ctx context.Context, lg *slog.Logger, cs kubernetes.Interface, dyn
 }
 
 // scheduleOnce runs one engine and its Scheduler.
-func scheduleOnce(ctx context.Context, lg *slog.Logger, cs kubernetes.Interface, dyn dynamic.Interface, ccfg core.Config, base string, m *metrics.Metrics, reg prometheus.Registerer, tiers PriorityTiers, opt Options) error {
+func scheduleOnce(ctx context.Context, lg *slog.Logger, cs kubernetes.Interface, dyn dynamic.Interface, watch *rest.Config, ccfg core.Config, base string, m *metrics.Metrics, reg prometheus.Registerer, tiers PriorityTiers, opt Options) error {
 	st, err := OpenMemStore(lg)
 	if err != nil {
 		return err
@@ -251,7 +251,7 @@ func scheduleOnce(ctx context.Context, lg *slog.Logger, cs kubernetes.Interface,
 		}
 		pending = next
 	}
-	s, err := New(Config{Client: cs, Dynamic: dyn, Engine: eng, SchedulerName: opt.SchedulerName, Tiers: &tiers,
+	s, err := New(Config{Client: cs, Dynamic: dyn, Watch: watch, Engine: eng, SchedulerName: opt.SchedulerName, Tiers: &tiers,
 		DeviceResources: opt.DeviceResources, BindWorkers: opt.BindWorkers, Logger: lg, Registerer: reg,
 		Policy: ccfg.Policy, BasePolicy: base})
 	if err != nil {

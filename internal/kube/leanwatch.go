@@ -1,0 +1,313 @@
+package kube
+
+import (
+	"bytes"
+	"context"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+)
+
+// The lean watch: the Scheduler's Pod informer lists and watches through
+// a REST client of its own whose protobuf decoding copies less than
+// client-go's. A watch event's bytes are copied twice before client-go
+// decodes the pod in them (into the WatchEvent's RawExtension, then into
+// the runtime.Unknown envelope), and every pod's managedFields (often
+// half its bytes) are decoded only for the informer's transform to drop
+// them. The lean decoders read the event and the envelope in place
+// (leanEventDecoder, leanObjectDecoder) and decode a Pod's fields straight
+// from the frame, managedFields left out (decodeLeanPod); anything else
+// (lists, other kinds, bytes they cannot read) goes through client-go's
+// decoders unchanged. The decoded pod owns its memory (the generated
+// Unmarshal copies every string and byte field), so the frame buffer the
+// stream reuses holds nothing it keeps.
+//
+// What it saves is garbage: about a third of what a front end allocates
+// per pod, whose collection is a fifth of its CPU (BENCHMARKS.md, kube
+// "the lean watch, zero-copy").
+
+// leanCodecs are client-go's codecs with the lean decoders on protobuf.
+type leanCodecs struct{ runtime.NegotiatedSerializer }
+
+func (c leanCodecs) SupportedMediaTypes() []runtime.SerializerInfo {
+	infos := c.NegotiatedSerializer.SupportedMediaTypes()
+	out := make([]runtime.SerializerInfo, len(infos))
+	for i, info := range infos {
+		if info.MediaType == runtime.ContentTypeProtobuf && info.Serializer != nil && info.StreamSerializer != nil {
+			info.Serializer = leanObjectDecoder{info.Serializer}
+			ss := *info.StreamSerializer
+			ss.Serializer = leanEventDecoder{ss.Serializer}
+			info.StreamSerializer = &ss
+		}
+		out[i] = info
+	}
+	return out
+}
+
+// leanEventDecoder reads a watch stream's frame (a metav1.WatchEvent) in
+// place: the event's object bytes are the frame's, valid until the
+// stream reads its next frame, by when client-go has decoded them
+// (rest/watch.Decoder decodes the object right after the event).
+type leanEventDecoder struct{ runtime.Serializer }
+
+func (d leanEventDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	ev, ok := into.(*metav1.WatchEvent)
+	if !ok {
+		return d.Serializer.Decode(data, defaults, into)
+	}
+	typ, raw, ok := readWatchEvent(data)
+	if !ok {
+		return d.Serializer.Decode(data, defaults, into)
+	}
+	*ev = metav1.WatchEvent{Type: typ, Object: runtime.RawExtension{Raw: raw}}
+	return ev, nil, nil
+}
+
+// readWatchEvent reads a WatchEvent's type (field 1) and its object's
+// raw bytes (field 2, a RawExtension whose field 1 is the bytes), in
+// place. ok is false for anything else.
+func readWatchEvent(b []byte) (typ string, raw []byte, ok bool) {
+	var sawObject bool
+	for len(b) > 0 {
+		num, wt, n := protowire.ConsumeTag(b)
+		if n < 0 || wt != protowire.BytesType {
+			return "", nil, false
+		}
+		v, m := protowire.ConsumeBytes(b[n:])
+		if m < 0 {
+			return "", nil, false
+		}
+		b = b[n+m:]
+		switch num {
+		case 1:
+			typ = string(v)
+		case 2:
+			r, ok := onlyField(v, 1)
+			if !ok {
+				return "", nil, false
+			}
+			raw, sawObject = r, true
+		default:
+			return "", nil, false
+		}
+	}
+	return typ, raw, sawObject && typ != ""
+}
+
+// onlyField returns the bytes of message b's field num, when that is the
+// one field b has (once, or not at all: empty).
+func onlyField(b []byte, num protowire.Number) ([]byte, bool) {
+	var out []byte
+	seen := false
+	for len(b) > 0 {
+		got, wt, n := protowire.ConsumeTag(b)
+		if n < 0 || got != num || wt != protowire.BytesType || seen {
+			return nil, false
+		}
+		v, m := protowire.ConsumeBytes(b[n:])
+		if m < 0 {
+			return nil, false
+		}
+		out, seen, b = v, true, b[n+m:]
+	}
+	return out, true
+}
+
+// leanObjectDecoder decodes a protobuf Pod with decodeLeanPod, reading
+// its envelope in place; everything else goes to client-go's decoder.
+type leanObjectDecoder struct{ runtime.Serializer }
+
+var podKind = corev1.SchemeGroupVersion.WithKind("Pod")
+
+func (d leanObjectDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	p, isPod := into.(*corev1.Pod)
+	if into != nil && !isPod {
+		return d.Serializer.Decode(data, defaults, into)
+	}
+	apiVersion, kind, raw, ok := readEnvelope(data)
+	if !ok || kind != "Pod" || apiVersion != "v1" {
+		return d.Serializer.Decode(data, defaults, into)
+	}
+	out := p
+	if out == nil {
+		out = &corev1.Pod{}
+	} else {
+		*out = corev1.Pod{}
+	}
+	if !decodeLeanPod(out, raw) {
+		return d.Serializer.Decode(data, defaults, into)
+	}
+	out.APIVersion, out.Kind = apiVersion, kind
+	gvk := podKind
+	return out, &gvk, nil
+}
+
+// readEnvelope reads a Kubernetes protobuf body (the magic, then a
+// runtime.Unknown) in place: its type and raw object. ok is false for a
+// body it cannot read, or one with a content encoding.
+func readEnvelope(data []byte) (apiVersion, kind string, raw []byte, ok bool) {
+	if !bytes.HasPrefix(data, protobufMagic) {
+		return "", "", nil, false
+	}
+	b := data[len(protobufMagic):]
+	for len(b) > 0 {
+		num, wt, n := protowire.ConsumeTag(b)
+		if n < 0 || wt != protowire.BytesType {
+			return "", "", nil, false
+		}
+		v, m := protowire.ConsumeBytes(b[n:])
+		if m < 0 {
+			return "", "", nil, false
+		}
+		b = b[n+m:]
+		switch num {
+		case 1: // typeMeta: apiVersion (1), kind (2)
+			for len(v) > 0 {
+				tn, twt, k := protowire.ConsumeTag(v)
+				if k < 0 || twt != protowire.BytesType {
+					return "", "", nil, false
+				}
+				s, l := protowire.ConsumeBytes(v[k:])
+				if l < 0 {
+					return "", "", nil, false
+				}
+				v = v[k+l:]
+				switch tn {
+				case 1:
+					apiVersion = string(s)
+				case 2:
+					kind = string(s)
+				}
+			}
+		case 2:
+			raw = v
+		case 3, 4: // contentEncoding, contentType
+			if num == 3 && len(v) > 0 {
+				return "", "", nil, false
+			}
+		default:
+			return "", "", nil, false
+		}
+	}
+	return apiVersion, kind, raw, true
+}
+
+// metaManagedFields is ObjectMeta's field number of managedFields.
+const metaManagedFields = 17
+
+// decodeLeanPod decodes a Pod's protobuf bytes into p (zero) as its
+// generated Unmarshal does, but for the metadata's managedFields, which
+// it skips. False when b is not a Pod it can read (p is then garbage).
+func decodeLeanPod(p *corev1.Pod, b []byte) bool {
+	for len(b) > 0 {
+		num, wt, n := protowire.ConsumeTag(b)
+		if n < 0 || wt != protowire.BytesType {
+			return false
+		}
+		v, m := protowire.ConsumeBytes(b[n:])
+		if m < 0 {
+			return false
+		}
+		b = b[n+m:]
+		var err error
+		switch num {
+		case 1:
+			err = decodeMetaWithout(&p.ObjectMeta, v, metaManagedFields)
+		case 2:
+			err = p.Spec.Unmarshal(v)
+		case 3:
+			err = p.Status.Unmarshal(v)
+		default:
+			return false
+		}
+		if err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// decodeMetaWithout decodes ObjectMeta bytes b into meta, field skip left
+// out: the runs of other fields are decoded in turn (a generated
+// Unmarshal merges into what meta holds, as one call over all of b
+// would), with no copy of b.
+func decodeMetaWithout(meta *metav1.ObjectMeta, b []byte, skip protowire.Number) error {
+	start := 0
+	at := 0
+	for at < len(b) {
+		num, _, n := protowire.ConsumeField(b[at:])
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		if num == skip {
+			if at > start {
+				if err := meta.Unmarshal(b[start:at]); err != nil {
+					return err
+				}
+			}
+			start = at + n
+		}
+		at += n
+	}
+	if at > start {
+		return meta.Unmarshal(b[start:at])
+	}
+	return nil
+}
+
+// leanClient is a REST client for the core group that decodes through
+// leanCodecs.
+func leanClient(cfg *rest.Config) (rest.Interface, error) {
+	c := rest.CopyConfig(cfg)
+	c.GroupVersion = &corev1.SchemeGroupVersion
+	c.APIPath = "/api"
+	c.ContentType = runtime.ContentTypeProtobuf
+	c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	c.NegotiatedSerializer = leanCodecs{scheme.Codecs.WithoutConversion()}
+	if c.UserAgent == "" {
+		c.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	return rest.RESTClientFor(c)
+}
+
+// leanInformer lists and watches resource ("pods") of every namespace
+// through rc, as client-go's informer for obj does through the clientset
+// (cs says whether watch-list streams are supported).
+func leanInformer(rc rest.Interface, cs kubernetes.Interface, resource string, obj, list runtime.Object, resync time.Duration) cache.SharedIndexInformer {
+	timeout := func(opts metav1.ListOptions) time.Duration {
+		if opts.TimeoutSeconds != nil {
+			return time.Duration(*opts.TimeoutSeconds) * time.Second
+		}
+		return 0
+	}
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			out := list.DeepCopyObject()
+			err := rc.Get().Resource(resource).VersionedParams(&opts, scheme.ParameterCodec).Timeout(timeout(opts)).Do(ctx).Into(out)
+			return out, err
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.Watch = true
+			return rc.Get().Resource(resource).VersionedParams(&opts, scheme.ParameterCodec).Timeout(timeout(opts)).Watch(ctx)
+		},
+	}
+	lw.ListFunc = func(opts metav1.ListOptions) (runtime.Object, error) {
+		return lw.ListWithContextFunc(context.Background(), opts)
+	}
+	lw.WatchFunc = func(opts metav1.ListOptions) (watch.Interface, error) {
+		return lw.WatchFuncWithContext(context.Background(), opts)
+	}
+	// The factory's own informers index by namespace.
+	indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
+	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, cs), obj,
+		cache.SharedIndexInformerOptions{ResyncPeriod: resync, Indexers: indexers})
+}

@@ -1,0 +1,57 @@
+package kube_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	k8sresource "k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/hetsched/hetsched/internal/kube"
+)
+
+// TestLeanWatchAgainstTheAPIServer: the lean Pod informer (no transform)
+// holds what the API server returns of a pod listed before it started and
+// of one created and then changed while it watched, managedFields left
+// out and every other field as sent.
+func TestLeanWatchAgainstTheAPIServer(t *testing.T) {
+	e := newEnv(t)
+	e.node("lean", nil, nil)
+	listed := e.create(e.podSpec("listed", map[string]string{"cpu": "1"}))
+	pods, err := kube.LeanPodInformer(e.c.RESTConfig(100, 200), e.cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	go pods.RunWithContext(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), pods.HasSynced) {
+		t.Fatal("the lean informer did not sync")
+	}
+	watched := e.create(e.podSpec("watched", map[string]string{"cpu": "1"}))
+	watched.Labels = map[string]string{"changed": "yes"}
+	watched, err = e.cs.CoreV1().Pods(e.ns).Update(e.ctx, watched, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameQuantity := cmp.Comparer(func(a, b k8sresource.Quantity) bool { return a.Cmp(b) == 0 })
+	for _, want := range []*corev1.Pod{listed, watched} {
+		if len(want.ManagedFields) == 0 {
+			t.Fatalf("the API server sent %s without managedFields: nothing to leave out", want.Name)
+		}
+		var got *corev1.Pod
+		e.wait("the lean informer holds "+want.Name+" at "+want.ResourceVersion, func() (bool, string) {
+			o, ok, _ := pods.GetStore().GetByKey(e.ns + "/" + want.Name)
+			got, _ = o.(*corev1.Pod)
+			return ok && got.ResourceVersion == want.ResourceVersion, "not yet"
+		})
+		w := want.DeepCopy()
+		w.ManagedFields = nil
+		if d := cmp.Diff(w, got, sameQuantity); d != "" {
+			t.Fatalf("%s: (-API server +lean informer):\n%s", want.Name, d)
+		}
+	}
+}
