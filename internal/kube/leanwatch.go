@@ -300,12 +300,6 @@ func leanInformer(rc rest.Interface, cs kubernetes.Interface, resource string, o
 			return rc.Get().Resource(resource).VersionedParams(&opts, scheme.ParameterCodec).Timeout(timeout(opts)).Watch(ctx)
 		},
 	}
-	lw.ListFunc = func(opts metav1.ListOptions) (runtime.Object, error) {
-		return lw.ListWithContextFunc(context.Background(), opts)
-	}
-	lw.WatchFunc = func(opts metav1.ListOptions) (watch.Interface, error) {
-		return lw.WatchFuncWithContext(context.Background(), opts)
-	}
 	// The factory's own informers index by namespace.
 	indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
 	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, cs), obj,

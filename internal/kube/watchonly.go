@@ -16,13 +16,15 @@ import (
 )
 
 // WatchOnly runs the informers a Scheduler runs on every cluster (Nodes,
-// Pods, PriorityClasses, with the same transform and client) and decides
-// nothing, until ctx ends. With bindFor set it also binds the pods of
+// Pods, PriorityClasses, with the same transform) through client-go's own
+// decoding, and decides nothing, until ctx ends. With bindFor set it also binds the pods of
 // that schedulerName, as they come, to the nodes in turn (128 at a time,
 // as a Scheduler's bind workers): what any client-go scheduler pays to
 // see the cluster and carry out decisions, without making any.
-// `hetsched bench kube` measures its CPU as a scheduler's floor
-// (`hetsched kube --watch-only --bind-floor`).
+// `hetsched bench kube` measures its CPU as a client-go scheduler's floor
+// (`hetsched kube --watch-only --bind-floor`). A Scheduler's own pod watch
+// and Bindings take cheaper paths (leanwatch.go, bindpost.go): it may
+// cost less than this floor.
 func WatchOnly(ctx context.Context, cs kubernetes.Interface, bindFor string, timeout time.Duration) error {
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(stripManagedFields))
 	var events atomic.Int64 // the handlers do as little as a handler can
