@@ -56,7 +56,7 @@ func (e *Engine) Adopt(ctx context.Context, tenant string, work []Adoption) ([]e
 			cmd.errs[i] = errs.Invalid("node", "an adopted task needs the node it runs on")
 			continue
 		}
-		cmd.specs[i], cmd.errs[i] = prepareFor(tenant, &work[i].Task)
+		cmd.specs[i], cmd.errs[i] = e.prepareFor(tenant, &work[i].Task)
 	}
 	if err := e.do(ctx, cmd); err != nil {
 		return nil, err

@@ -106,6 +106,44 @@ func TestSubmitIsDurableAndSurvivesRestart(t *testing.T) {
 	}
 }
 
+// TestStartedManyInOneCommand: tasks reported started together each get
+// their own answer (a task started earlier in the same batch is not
+// scheduled any more), and what started is durable.
+func TestStartedManyInOneCommand(t *testing.T) {
+	dir := t.TempDir()
+	e, st := open(t, dir)
+	ctx := context.Background()
+	if err := e.UpsertNode(ctx, gpuNode("g1")); err != nil {
+		t.Fatal(err)
+	}
+	tasks := []api.Task{{ID: "x", Priority: prio(1), Resources: resource.List{resource.CPU: 1000}}, {ID: "y", Priority: prio(1), Resources: resource.List{resource.CPU: 1000}}}
+	if _, errsOut, err := e.Submit(ctx, "", tasks); err != nil || errsOut[0] != nil || errsOut[1] != nil {
+		t.Fatalf("submit: %v %v", err, errsOut)
+	}
+	for _, id := range []string{"x", "y"} {
+		if _, err := e.WaitPlaced(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := e.StartedMany(ctx, []string{"x", "y", "nope", "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 4 || got[0] != nil || got[1] != nil || errs.CodeOf(got[2]) != errs.NotFound || errs.CodeOf(got[3]) != errs.Conflict {
+		t.Fatalf("answers %v, want nil, nil, not found, conflict", got)
+	}
+	e.Close()
+	st.Close()
+	e, st = open(t, dir)
+	defer st.Close()
+	defer e.Close()
+	for _, id := range []string{"x", "y"} {
+		if r, ok := e.Task(id); !ok || r.State != "running" || r.Started == nil {
+			t.Errorf("%s after restart: %+v", id, r)
+		}
+	}
+}
+
 func TestIdempotentSubmit(t *testing.T) {
 	e, st := open(t, t.TempDir())
 	defer st.Close()

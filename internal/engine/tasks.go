@@ -24,7 +24,7 @@ type submitCmd struct {
 	answer
 	tenant  string
 	tasks   []api.Task
-	specs   [][]byte // per task: encoded spec from prepareFor
+	specs   [][]byte // per task: encoded spec from prepareFor (nil when volatile)
 	prepErr []error  // per task: validation error from prepareFor
 	ids     []string // per task: its id (result)
 	errs    []error  // per task: its error (result)
@@ -38,7 +38,7 @@ func (c *submitCmd) run(e *Engine, now time.Time) {
 	defer func() { e.submitTrace = "" }()
 	for i := range c.tasks {
 		if c.errs[i] = c.prepErr[i]; c.errs[i] == nil {
-			c.ids[i], c.errs[i] = e.submit(c.tenant, &c.tasks[i], c.specs[i], now, "")
+			c.ids[i], c.errs[i] = e.submit(c.tenant, &c.tasks[i], c.specs[i], true, now, "")
 		}
 	}
 }
@@ -60,7 +60,7 @@ func (e *Engine) Submit(ctx context.Context, tenant string, tasks []api.Task) ([
 	// concurrent submitters do them in parallel and the loop does not.
 	for i := range tasks {
 		e.defaultLease(&tasks[i])
-		cmd.specs[i], cmd.prepErr[i] = prepareFor(tenant, &tasks[i])
+		cmd.specs[i], cmd.prepErr[i] = e.prepareFor(tenant, &tasks[i])
 	}
 	if err := e.do(ctx, cmd); err != nil {
 		return nil, nil, err
@@ -69,17 +69,17 @@ func (e *Engine) Submit(ctx context.Context, tenant string, tasks []api.Task) ([
 }
 
 // submit admits one task: a new id, or the same spec again (idempotent),
-// or a conflict. specJSON is the spec's encoding from prepare, or nil to
-// validate and encode here.
-func (e *Engine) submit(tenant string, spec *api.Task, specJSON []byte, now time.Time, job string) (string, error) {
+// or a conflict. prepared says spec went through prepare (validated, and
+// specJSON is its encoding); else it is validated and encoded here.
+func (e *Engine) submit(tenant string, spec *api.Task, specJSON []byte, prepared bool, now time.Time, job string) (string, error) {
 	if spec.Queue == "" && tenant != "" && tenant != DefaultTenant && e.queueView()[tenant] != nil {
 		// A tenant's task that names no queue goes to the tenant's own.
 		spec.Queue = tenant
-		specJSON = nil
+		specJSON, prepared = nil, false
 	}
-	if specJSON == nil {
+	if !prepared {
 		var err error
-		if specJSON, err = prepare(spec); err != nil {
+		if specJSON, err = e.prepare(spec); err != nil {
 			return "", err
 		}
 	}
@@ -137,27 +137,36 @@ func (e *Engine) defaultLease(t *api.Task) {
 }
 
 // prepareFor validates a spec, qualifies its ids for tenant (tenancy.go)
-// and returns its JSON encoding for the store.
-func prepareFor(tenant string, spec *api.Task) ([]byte, error) {
+// and returns its JSON encoding for the store (encodeSpec).
+func (e *Engine) prepareFor(tenant string, spec *api.Task) ([]byte, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
 	if err := qualifyTask(tenant, spec); err != nil {
 		return nil, err
 	}
-	return encodeSpec(spec)
+	return e.encodeSpec(spec)
 }
 
 // prepare validates a spec (its ids already qualified) and returns its
-// JSON encoding for the store.
-func prepare(spec *api.Task) ([]byte, error) {
+// JSON encoding for the store (encodeSpec).
+func (e *Engine) prepare(spec *api.Task) ([]byte, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	return encodeSpec(spec)
+	return e.encodeSpec(spec)
 }
 
-func encodeSpec(spec *api.Task) ([]byte, error) {
+// encodeSpec is a spec's JSON encoding for the store's task record, or
+// nil where the store keeps nothing (volatile): no record is written
+// there, and the record encodes its spec itself if it ever is
+// (TaskRecord.appendJSON). For the Kubernetes front end that is one JSON
+// encoding less per pod: 3.6 % of a --cpu-profile of `bench kube`'s
+// window (0.08 of 2.20 s).
+func (e *Engine) encodeSpec(spec *api.Task) ([]byte, error) {
+	if e.volatile {
+		return nil, nil
+	}
 	b, err := spec.AppendJSON(nil)
 	if err != nil {
 		return nil, errs.Invalid("", "encoding the task: %v", err)
@@ -180,21 +189,42 @@ func (e *Engine) Cancel(ctx context.Context, id string) error {
 	return e.do(ctx, &cancelCmd{id: id})
 }
 
-// startedCmd records that a task's executor started it.
+// startedCmd records that tasks' executors started them.
 type startedCmd struct {
 	answer
-	id string
+	ids  []string
+	errs []error // per id (result)
 }
 
 func (c *startedCmd) run(e *Engine, now time.Time) {
-	// The core reports the transition; the step's stageOutput refreshes
-	// the record.
-	c.err = e.c.TaskStarted(now, c.id)
+	// The core reports the transitions; the step's stageOutput refreshes
+	// the records.
+	c.errs = make([]error, len(c.ids))
+	for i, id := range c.ids {
+		c.errs[i] = e.c.TaskStarted(now, id)
+	}
 }
 
 // Started records that a task's executor started it.
 func (e *Engine) Started(ctx context.Context, id string) error {
-	return e.do(ctx, &startedCmd{id: id})
+	errs, err := e.StartedMany(ctx, []string{id})
+	if err != nil {
+		return err
+	}
+	return errs[0]
+}
+
+// StartedMany records that tasks' executors started them, in one step:
+// each id gets its error (nil: durable), or the call its own. A front
+// end that starts many tasks a second (the Kubernetes one: a bound pod is
+// a started task) sends them together, as one command, rather than one
+// engine step each.
+func (e *Engine) StartedMany(ctx context.Context, ids []string) ([]error, error) {
+	cmd := &startedCmd{ids: ids}
+	if err := e.do(ctx, cmd); err != nil {
+		return nil, err
+	}
+	return cmd.errs, nil
 }
 
 // finishedCmd records how a task ended.

@@ -2,6 +2,8 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/hetsched/hetsched/internal/api"
@@ -32,6 +34,18 @@ func TestEngineOnAStoreThatKeepsNothing(t *testing.T) {
 	rec, ok := e.Task("t1")
 	if !ok || rec.State != "scheduled" || rec.Node != "g1" || len(rec.Devices) != 1 {
 		t.Fatalf("t1: %+v", rec)
+	}
+	// No spec encoding is made for the store; the record's view still
+	// has the spec, and specs are still validated.
+	if rec.spec != nil {
+		t.Errorf("t1's record carries an encoded spec no store keeps: %s", rec.spec)
+	}
+	view, err := json.Marshal(rec)
+	if err != nil || !strings.Contains(string(view), `"spec":{"id":"t1"`) || !strings.Contains(string(view), `"priority":1`) {
+		t.Errorf("t1's view %s (%v) lacks its spec", view, err)
+	}
+	if _, errs, err := e.Submit(ctx, "", []api.Task{{ID: "bad", Priority: prio(9)}}); err != nil || errs[0] == nil {
+		t.Errorf("a task of priority 9 was admitted: %v %v", err, errs)
 	}
 	evs, _, err := e.Events(ctx, since, 100)
 	if err != nil || len(evs) == 0 || evs[len(evs)-1].ID != "t1" {

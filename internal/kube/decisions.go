@@ -287,9 +287,7 @@ func (s *Scheduler) bindOne(ctx context.Context, req bindRequest) {
 			g.started = true
 		}
 		s.mu.Unlock()
-		if err := s.eng.Started(ctx, req.task); err != nil && ctx.Err() == nil {
-			s.log.Debug("marking a bound pod's task started", "task", req.task, "err", err)
-		}
+		s.starts.add(req.task)
 		return
 	case ctx.Err() != nil:
 		s.mu.Unlock()
@@ -309,6 +307,25 @@ func (s *Scheduler) bindOne(ctx context.Context, req bindRequest) {
 		why = "binding to node " + req.node + " failed: " + err.Error()
 	}
 	s.unplace(ctx, st, req, why)
+}
+
+// reportStarted tells the engine that bound pods' tasks started (one
+// command for the batch, startBatch).
+func (s *Scheduler) reportStarted(ctx context.Context, ids []string) {
+	errs, err := s.eng.StartedMany(ctx, ids)
+	if ctx.Err() != nil {
+		return
+	}
+	if err != nil {
+		s.log.Debug("marking bound pods' tasks started", "tasks", len(ids), "err", err)
+		return
+	}
+	for i, err := range errs {
+		if err != nil {
+			// Ended meanwhile (preempted, say): nothing to start.
+			s.log.Debug("marking a bound pod's task started", "task", ids[i], "err", err)
+		}
+	}
 }
 
 // unplace gives up a placement that was not bound: the task is cancelled

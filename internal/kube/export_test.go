@@ -16,12 +16,20 @@ func BindDirect(ctx context.Context, cs kubernetes.Interface, ns, name string, u
 	return newBindPoster(cs).bind(ctx, ns, name, uid, node, annotations)
 }
 
-// LeanPodInformer is the Scheduler's lean Pod informer (leanwatch.go)
+// LeanPodInformer is the Scheduler's lean Pod informer (leanwatch.go, its
+// transform trimming listed pods as the watched ones are decoded)
 // over cfg, for the tests against the API server.
 func LeanPodInformer(cfg *rest.Config, cs kubernetes.Interface) (cache.SharedIndexInformer, error) {
 	rc, err := leanClient(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return leanInformer(rc, cs, "pods", &corev1.Pod{}, &corev1.PodList{}, 0), nil
+	inf := leanInformer(rc, cs, "pods", &corev1.Pod{}, &corev1.PodList{}, 0)
+	if err := inf.SetTransform(trimCached); err != nil { // as the Scheduler's factory sets it
+		return nil, err
+	}
+	return inf, nil
 }
+
+// LeanPod trims p to the lean pod (leanpod.go).
+func LeanPod(p *corev1.Pod) { leanPod(p) }

@@ -205,8 +205,10 @@ func readEnvelope(data []byte) (apiVersion, kind string, raw []byte, ok bool) {
 const metaManagedFields = 17
 
 // decodeLeanPod decodes a Pod's protobuf bytes into p (zero) as its
-// generated Unmarshal does, but for the metadata's managedFields, which
-// it skips. False when b is not a Pod it can read (p is then garbage).
+// generated Unmarshal does, but only the lean pod's fields (leanpod.go):
+// the metadata's managedFields and what the Scheduler never reads of the
+// spec and status are skipped. False when b is not a Pod it can read (p
+// is then garbage).
 func decodeLeanPod(p *corev1.Pod, b []byte) bool {
 	for len(b) > 0 {
 		num, v, rest, ok := nextBytesField(b)
@@ -219,9 +221,9 @@ func decodeLeanPod(p *corev1.Pod, b []byte) bool {
 		case 1:
 			err = decodeMetaWithout(&p.ObjectMeta, v, metaManagedFields)
 		case 2:
-			err = p.Spec.Unmarshal(v)
+			err = decodeLeanSpec(&p.Spec, v)
 		case 3:
-			err = p.Status.Unmarshal(v)
+			err = decodeLeanStatus(&p.Status, v)
 		default:
 			return false
 		}

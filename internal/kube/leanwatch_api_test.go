@@ -49,7 +49,7 @@ func TestLeanWatchAgainstTheAPIServer(t *testing.T) {
 			return ok && got.ResourceVersion == want.ResourceVersion, "not yet"
 		})
 		w := want.DeepCopy()
-		w.ManagedFields = nil
+		kube.LeanPod(w)
 		if d := cmp.Diff(w, got, sameQuantity); d != "" {
 			t.Fatalf("%s: (-API server +lean informer):\n%s", want.Name, d)
 		}

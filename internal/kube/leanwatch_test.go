@@ -68,9 +68,9 @@ func encodeStock(t testing.TB, obj runtime.Object) []byte {
 	return buf.Bytes()
 }
 
-// withoutManaged is what client-go decodes data to, managedFields
-// dropped (what the informers' transform keeps of it).
-func withoutManaged(t testing.TB, data []byte) (*corev1.Pod, error) {
+// trimmedStock is what client-go decodes data to, trimmed to the lean
+// pod (what the informers' transform keeps of it).
+func trimmedStock(t testing.TB, data []byte) (*corev1.Pod, error) {
 	t.Helper()
 	obj, _, err := stockProtobuf().Decode(data, nil, nil)
 	if err != nil {
@@ -80,16 +80,17 @@ func withoutManaged(t testing.TB, data []byte) (*corev1.Pod, error) {
 	if !ok {
 		t.Fatalf("client-go decoded a %T", obj)
 	}
-	p.ManagedFields = nil
+	leanPod(p)
 	return p, nil
 }
 
-// TestLeanPodIsClientGosWithoutManagedFields: a Pod decoded by the lean
-// decoder is the one client-go decodes, managedFields left out, whether
-// it makes the object or decodes into one.
-func TestLeanPodIsClientGosWithoutManagedFields(t *testing.T) {
+// TestLeanPodIsClientGosTrimmed: a Pod decoded by the lean decoder is the
+// one client-go decodes, trimmed to the lean pod (managedFields and what
+// the Scheduler never reads left out), whether it makes the object or
+// decodes into one.
+func TestLeanPodIsClientGosTrimmed(t *testing.T) {
 	data := encodeStock(t, richPod())
-	want, err := withoutManaged(t, data)
+	want, err := trimmedStock(t, data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,14 +183,14 @@ func TestLeanEventIsReadInPlace(t *testing.T) {
 }
 
 // FuzzLeanDecoders: no bytes make the lean decoders panic, and a pod both
-// they and client-go decode is the same pod (managedFields aside).
+// they and client-go decode is the same lean pod.
 func FuzzLeanDecoders(f *testing.F) {
 	f.Add(encodeStock(f, richPod()))
 	f.Add(append(append([]byte{}, protobufMagic...), 0x0a, 0x06, 0x0a, 0x02, 'v', '1', 0x12, 0x00))
 	f.Add([]byte{0x0a, 0x05, 'A', 'D', 'D', 'E', 'D', 0x12, 0x02, 0x0a, 0x00})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		got, _, err := leanObjectDecoder{stockProtobuf()}.Decode(data, nil, nil)
-		if want, werr := withoutManaged(t, data); werr == nil && err == nil {
+		if want, werr := trimmedStock(t, data); werr == nil && err == nil {
 			if diff := cmp.Diff(want, got, sameQuantity); diff != "" {
 				t.Fatalf("(-client-go +lean):\n%s", diff)
 			}

@@ -182,7 +182,7 @@ func (s *Scheduler) planPod(key string, b *podBatch) {
 		return
 	}
 	switch {
-	case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
+	case podEnded(pod):
 		if st != nil {
 			s.endPod(st, b, true, exitCode(pod))
 		}
@@ -517,6 +517,9 @@ func adoptedDevices(pod *corev1.Pod, scheduler string) []api.DeviceRef {
 // apply carries out a batch: ends first (they free capacity), then
 // adoptions, then new work.
 func (s *Scheduler) apply(ctx context.Context, b *podBatch) {
+	if len(b.end) > 0 {
+		s.starts.flush(ctx) // a bound pod's task starts before it ends
+	}
 	parallel(64, len(b.end), func(i int) {
 		e := b.end[i]
 		var err error

@@ -109,6 +109,7 @@ type Scheduler struct {
 	factories []dynamicinformer.DynamicSharedInformerFactory
 	dirty     dirtySet // pods and nodes to reconcile (its own lock)
 	binds     chan bindRequest
+	starts    *startBatch // bound pods' tasks to report started
 
 	mu    sync.Mutex // guards the fields below
 	byUID map[types.UID]*podState
@@ -251,7 +252,8 @@ func New(cfg Config) (*Scheduler, error) {
 		draInUse: map[draDevice]claimUse{}, draAllocs: map[string][]draDevice{}, draPods: map[types.UID]*podState{},
 	}
 	s.poster = newBindPoster(cfg.Client)
-	s.factory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithTransform(stripManagedFields))
+	s.starts = newStartBatch(s.reportStarted)
+	s.factory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithTransform(trimCached))
 	if cfg.Watch != nil {
 		rc, err := leanClient(cfg.Watch)
 		if err != nil {
@@ -332,7 +334,8 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	// first reconcile.
 	since := s.eng.LatestEvent()
 	var err error
-	wg.Add(3 + s.cfg.BindWorkers)
+	wg.Add(4 + s.cfg.BindWorkers)
+	go func() { defer wg.Done(); s.starts.run(ctx) }()
 	go func() { defer wg.Done(); s.reconcileLoop(ctx) }()
 	go func() { defer wg.Done(); s.statusLoop(ctx) }()
 	go func() { defer wg.Done(); s.decisionLoop(ctx, since) }()
@@ -361,15 +364,27 @@ func (s *Scheduler) classPriority(name string) (int32, bool) {
 	return pc.Value, true
 }
 
-// stripManagedFields drops what the Scheduler never reads from cached
-// objects (managed fields are often half an object's size).
+// trimCached drops what the Scheduler never reads from cached objects:
+// a pod keeps only the lean pod's fields (leanpod.go), a node loses its
+// managed fields and images.
+func trimCached(o any) (any, error) {
+	if p, ok := o.(*corev1.Pod); ok {
+		leanPod(p)
+		return p, nil
+	}
+	return stripManagedFields(o)
+}
+
+// stripManagedFields drops managed fields (often half an object's size)
+// from cached pods and nodes, and nodes' images (often the biggest part
+// of a Node): client-go's usual transform, the floor's (WatchOnly).
 func stripManagedFields(o any) (any, error) {
 	if p, ok := o.(*corev1.Pod); ok {
 		p.ManagedFields = nil
 	}
 	if n, ok := o.(*corev1.Node); ok {
 		n.ManagedFields = nil
-		n.Status.Images = nil // often the biggest part of a Node
+		n.Status.Images = nil
 	}
 	return o, nil
 }
@@ -377,14 +392,21 @@ func stripManagedFields(o any) (any, error) {
 // podChangeMatters reports whether a pod's update may change what the
 // Scheduler does with it. Most updates of a running pod are its kubelet's
 // status (conditions, container states, addresses): they are not looked
-// at. What is: the node, the phase, deletion, labels and annotations, the
-// spec's generation (resizes, new tolerations), the scheduling gates and
-// the DRA claims' statuses.
+// at. A pod that stays bound to one node matters again only when it ends
+// (planPod keeps what it counted for a bound pod until then, and its
+// deletion is the informer's delete): its kubelet's first update (phase
+// Pending to Running) is not looked at either. For other pods what is:
+// the node, the phase, deletion, labels and annotations, the spec's
+// generation (resizes, new tolerations), the scheduling gates and the DRA
+// claims' statuses.
 func podChangeMatters(oldObj, newObj any) bool {
 	o, ok1 := oldObj.(*corev1.Pod)
 	n, ok2 := newObj.(*corev1.Pod)
 	if !ok1 || !ok2 {
 		return true
+	}
+	if o.UID == n.UID && o.Spec.NodeName != "" && o.Spec.NodeName == n.Spec.NodeName {
+		return podEnded(n) && !podEnded(o)
 	}
 	return o.UID != n.UID || o.Spec.NodeName != n.Spec.NodeName || o.Status.Phase != n.Status.Phase ||
 		(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) || o.Generation != n.Generation ||
@@ -393,4 +415,9 @@ func podChangeMatters(oldObj, newObj any) bool {
 		!reflect.DeepEqual(o.Status.ResourceClaimStatuses, n.Status.ResourceClaimStatuses) ||
 		!reflect.DeepEqual(o.Spec.Tolerations, n.Spec.Tolerations) ||
 		!reflect.DeepEqual(o.Spec.Containers, n.Spec.Containers)
+}
+
+// podEnded reports whether the pod's phase is a final one.
+func podEnded(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 }

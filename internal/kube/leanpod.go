@@ -1,0 +1,176 @@
+package kube
+
+import (
+	"google.golang.org/protobuf/encoding/protowire"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// The lean pod: the Scheduler's pod cache keeps of a pod what it reads,
+// and nothing else. Of the spec: the containers' and init containers'
+// names, resources and restart policies (what kube-scheduler's request
+// arithmetic reads), the pod's resources and overhead, node selector,
+// affinity, tolerations, node name, scheduler name, priority, priority
+// class and preemption policy, scheduling gates and resource claims. Of
+// the status: the phase, the containers' names and states (a failed pod's
+// exit code) and the resource claims' statuses. The metadata is whole
+// but for its managedFields. The rest (images, commands, environments,
+// volumes, probes, conditions, addresses) is never looked at; leaving
+// it out makes a cached pod smaller and decoding it cheaper.
+//
+// Two paths make lean pods and must agree: decodeLeanPod decodes only
+// the kept fields from a watch event's bytes (the leanPod*Fields sets,
+// by protobuf field number), and leanPod trims a decoded pod (a listed
+// one, or one client-go decoded) to the same fields (the informer's
+// transform). TestLeanPodPathsAgree holds them to it.
+
+// fieldSet is a set of protobuf field numbers below 64.
+type fieldSet uint64
+
+func fields(nums ...protowire.Number) fieldSet {
+	var s fieldSet
+	for _, n := range nums {
+		s |= 1 << n
+	}
+	return s
+}
+
+func (s fieldSet) has(n protowire.Number) bool { return n < 64 && s&(1<<n) != 0 }
+
+// The fields kept, by their numbers in k8s.io/api/core/v1's
+// generated.proto.
+var (
+	// PodSpec: containers 2, nodeSelector 7, nodeName 10, affinity 18,
+	// schedulerName 19, initContainers 20, tolerations 22,
+	// priorityClassName 24, priority 25, preemptionPolicy 31, overhead
+	// 32, schedulingGates 38, resourceClaims 39, resources 40.
+	leanPodSpecFields = fields(2, 7, 10, 18, 19, 20, 22, 24, 25, 31, 32, 38, 39, 40)
+	// Container: name 1, resources 8, restartPolicy 24.
+	leanContainerFields = fields(1, 8, 24)
+	// PodStatus: phase 1, containerStatuses 8, resourceClaimStatuses 15.
+	leanPodStatusFields = fields(1, 8, 15)
+	// ContainerStatus: name 1, state 2.
+	leanContainerStatusFields = fields(1, 2)
+)
+
+const (
+	podSpecContainers        = 2
+	podSpecInitContainers    = 20
+	podStatusContainerStatus = 8
+)
+
+// leanPod trims p, in place, to the lean pod's fields.
+func leanPod(p *corev1.Pod) {
+	p.ManagedFields = nil
+	s := &p.Spec
+	*s = corev1.PodSpec{
+		Containers: leanContainers(s.Containers), NodeSelector: s.NodeSelector, NodeName: s.NodeName,
+		Affinity: s.Affinity, SchedulerName: s.SchedulerName, InitContainers: leanContainers(s.InitContainers),
+		Tolerations: s.Tolerations, PriorityClassName: s.PriorityClassName, Priority: s.Priority,
+		PreemptionPolicy: s.PreemptionPolicy, Overhead: s.Overhead, SchedulingGates: s.SchedulingGates,
+		ResourceClaims: s.ResourceClaims, Resources: s.Resources,
+	}
+	st := &p.Status
+	for i, c := range st.ContainerStatuses {
+		st.ContainerStatuses[i] = corev1.ContainerStatus{Name: c.Name, State: c.State}
+	}
+	*st = corev1.PodStatus{Phase: st.Phase, ContainerStatuses: st.ContainerStatuses, ResourceClaimStatuses: st.ResourceClaimStatuses}
+}
+
+func leanContainers(cs []corev1.Container) []corev1.Container {
+	for i, c := range cs {
+		cs[i] = corev1.Container{Name: c.Name, Resources: c.Resources, RestartPolicy: c.RestartPolicy}
+	}
+	return cs
+}
+
+// decodeLeanSpec decodes PodSpec bytes b into s (zero), only the lean
+// pod's fields.
+func decodeLeanSpec(s *corev1.PodSpec, b []byte) error {
+	return decodeKeeping(s, b, leanPodSpecFields, func(num protowire.Number, v []byte) (bool, error) {
+		var to *[]corev1.Container
+		switch num {
+		case podSpecContainers:
+			to = &s.Containers
+		case podSpecInitContainers:
+			to = &s.InitContainers
+		default:
+			return false, nil
+		}
+		var c corev1.Container
+		if err := decodeKeeping(&c, v, leanContainerFields, nil); err != nil {
+			return true, err
+		}
+		*to = append(*to, c)
+		return true, nil
+	})
+}
+
+// decodeLeanStatus decodes PodStatus bytes b into s (zero), only the
+// lean pod's fields.
+func decodeLeanStatus(s *corev1.PodStatus, b []byte) error {
+	return decodeKeeping(s, b, leanPodStatusFields, func(num protowire.Number, v []byte) (bool, error) {
+		if num != podStatusContainerStatus {
+			return false, nil
+		}
+		var c corev1.ContainerStatus
+		if err := decodeKeeping(&c, v, leanContainerStatusFields, nil); err != nil {
+			return true, err
+		}
+		s.ContainerStatuses = append(s.ContainerStatuses, c)
+		return true, nil
+	})
+}
+
+// unmarshaler is a generated message: its Unmarshal merges the fields of
+// its bytes into what it holds.
+type unmarshaler interface{ Unmarshal([]byte) error }
+
+// decodeKeeping decodes message bytes b into m, the fields keep has
+// and no others: each run of kept fields goes to m's generated Unmarshal
+// in turn (it merges, as one call over all of b would), with no copy of
+// b. A kept field that own takes (own returns true) is decoded by own
+// instead; own may be nil.
+func decodeKeeping(m unmarshaler, b []byte, keep fieldSet, own func(num protowire.Number, v []byte) (bool, error)) error {
+	start, at := 0, 0
+	flush := func() error {
+		if at > start {
+			return m.Unmarshal(b[start:at])
+		}
+		return nil
+	}
+	for at < len(b) {
+		num, typ, n := protowire.ConsumeTag(b[at:])
+		if n < 0 {
+			return protowire.ParseError(n)
+		}
+		vn := protowire.ConsumeFieldValue(num, typ, b[at+n:])
+		if vn < 0 {
+			return protowire.ParseError(vn)
+		}
+		size := n + vn
+		if keep.has(num) && own != nil && typ == protowire.BytesType {
+			v, _ := protowire.ConsumeBytes(b[at+n:])
+			if err := flush(); err != nil {
+				return err
+			}
+			took, err := own(num, v)
+			if err != nil {
+				return err
+			}
+			if took {
+				at += size
+				start = at
+				continue
+			}
+			start = at // not its: decoded in the next run
+		}
+		if !keep.has(num) {
+			if err := flush(); err != nil {
+				return err
+			}
+			start = at + size
+		}
+		at += size
+	}
+	return flush()
+}
