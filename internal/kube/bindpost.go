@@ -31,6 +31,14 @@ import (
 // way about 5 KB, and side by side hetsched kube spent 7–10 % less CPU
 // per pod (BENCHMARKS.md, runs U–Y, X).
 //
+// It posts to each pod's binding subresource, not to the namespace's
+// bindings resource (POST .../namespaces/NS/bindings), though one path
+// for every pod would spare HTTP/2's header table an entry per pod (2–3 %
+// less CPU per pod side by side, BENCHMARKS.md, runs AA): that resource
+// drops the Binding's uid, the precondition that a pod deleted and made
+// again under its name is not bound where the old one was placed
+// (TestBindDirectAgainstTheAPIServer fails on it).
+//
 // Failures come back as client-go's do (apierrors' StatusError from the
 // API server's Status; IsConflict, IsNotFound, IsTooManyRequests hold).
 type bindPoster struct {
