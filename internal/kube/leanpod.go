@@ -1,6 +1,8 @@
 package kube
 
 import (
+	"fmt"
+
 	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -15,7 +17,9 @@ import (
 // exit code) and the resource claims' statuses. The metadata is whole
 // but for its managedFields. The rest (images, commands, environments,
 // volumes, probes, conditions, addresses) is never looked at; leaving
-// it out makes a cached pod smaller and decoding it cheaper.
+// it out makes a cached pod smaller and decoding it cheaper (a bench
+// run allocated 394 MB instead of 449, 312 once containers were decoded
+// in place: BENCHMARKS.md, runs AC).
 //
 // Two paths make lean pods and must agree: decodeLeanPod decodes only
 // the kept fields from a watch event's bytes (the leanPod*Fields sets,
@@ -36,9 +40,11 @@ func fields(nums ...protowire.Number) fieldSet {
 
 func (s fieldSet) has(n protowire.Number) bool { return n < 64 && s&(1<<n) != 0 }
 
-// The fields kept, by their numbers in k8s.io/api/core/v1's
-// generated.proto.
+// The fields kept, by their numbers in k8s.io/api/core/v1's (and
+// apimachinery's meta/v1) generated.proto.
 var (
+	// ObjectMeta: all but managedFields (its fields are numbered 1–17).
+	leanMetaFields = ^fields(metaManagedFields)
 	// PodSpec: containers 2, nodeSelector 7, nodeName 10, affinity 18,
 	// schedulerName 19, initContainers 20, tolerations 22,
 	// priorityClassName 24, priority 25, preemptionPolicy 31, overhead
@@ -84,35 +90,28 @@ func leanContainers(cs []corev1.Container) []corev1.Container {
 }
 
 // decodeLeanSpec decodes PodSpec bytes b into s (zero), only the lean
-// pod's fields.
+// pod's fields; containers and init containers are trimmed as they are
+// decoded.
 func decodeLeanSpec(s *corev1.PodSpec, b []byte) error {
-	return decodeKeeping(s, b, leanPodSpecFields, func(num protowire.Number, v []byte) (bool, error) {
-		var to *[]corev1.Container
-		switch num {
-		case podSpecContainers:
-			to = &s.Containers
-		case podSpecInitContainers:
+	return decodeKeeping(s, b, leanPodSpecFields, fields(podSpecContainers, podSpecInitContainers), func(num protowire.Number, v []byte) error {
+		to := &s.Containers
+		if num == podSpecInitContainers {
 			to = &s.InitContainers
-		default:
-			return false, nil
 		}
 		// Decoded in place: a Container is big, and one decoded aside
 		// then copied was 8 % of what a bench run allocated (BENCHMARKS.md,
 		// runs AC).
 		*to = append(*to, corev1.Container{})
-		return true, decodeKeeping(&(*to)[len(*to)-1], v, leanContainerFields, nil)
+		return decodeKeeping(&(*to)[len(*to)-1], v, leanContainerFields, 0, nil)
 	})
 }
 
 // decodeLeanStatus decodes PodStatus bytes b into s (zero), only the
-// lean pod's fields.
+// lean pod's fields; container statuses are trimmed as they are decoded.
 func decodeLeanStatus(s *corev1.PodStatus, b []byte) error {
-	return decodeKeeping(s, b, leanPodStatusFields, func(num protowire.Number, v []byte) (bool, error) {
-		if num != podStatusContainerStatus {
-			return false, nil
-		}
+	return decodeKeeping(s, b, leanPodStatusFields, fields(podStatusContainerStatus), func(_ protowire.Number, v []byte) error {
 		s.ContainerStatuses = append(s.ContainerStatuses, corev1.ContainerStatus{})
-		return true, decodeKeeping(&s.ContainerStatuses[len(s.ContainerStatuses)-1], v, leanContainerStatusFields, nil)
+		return decodeKeeping(&s.ContainerStatuses[len(s.ContainerStatuses)-1], v, leanContainerStatusFields, 0, nil)
 	})
 }
 
@@ -120,19 +119,14 @@ func decodeLeanStatus(s *corev1.PodStatus, b []byte) error {
 // its bytes into what it holds.
 type unmarshaler interface{ Unmarshal([]byte) error }
 
-// decodeKeeping decodes message bytes b into m, the fields keep has
-// and no others: each run of kept fields goes to m's generated Unmarshal
-// in turn (it merges, as one call over all of b would), with no copy of
-// b. A kept field that own takes (own returns true) is decoded by own
-// instead; own may be nil.
-func decodeKeeping(m unmarshaler, b []byte, keep fieldSet, own func(num protowire.Number, v []byte) (bool, error)) error {
+// decodeKeeping decodes message bytes b into m, the fields keep has and
+// no others: each run of kept fields goes to m's generated Unmarshal in
+// turn (it merges, as one call over all of b would), with no copy of b.
+// The fields own has (length-delimited ones, among keep's) go to
+// decodeOwn instead, one occurrence at a time; own may be empty and
+// decodeOwn nil.
+func decodeKeeping(m unmarshaler, b []byte, keep, own fieldSet, decodeOwn func(num protowire.Number, v []byte) error) error {
 	start, at := 0, 0
-	flush := func() error {
-		if at > start {
-			return m.Unmarshal(b[start:at])
-		}
-		return nil
-	}
 	for at < len(b) {
 		num, typ, n := protowire.ConsumeTag(b[at:])
 		if n < 0 {
@@ -142,30 +136,28 @@ func decodeKeeping(m unmarshaler, b []byte, keep fieldSet, own func(num protowir
 		if vn < 0 {
 			return protowire.ParseError(vn)
 		}
-		size := n + vn
-		if keep.has(num) && own != nil && typ == protowire.BytesType {
-			v, _ := protowire.ConsumeBytes(b[at+n:])
-			if err := flush(); err != nil {
-				return err
+		next := at + n + vn
+		if !keep.has(num) || own.has(num) {
+			if at > start {
+				if err := m.Unmarshal(b[start:at]); err != nil {
+					return err
+				}
 			}
-			took, err := own(num, v)
-			if err != nil {
-				return err
+			if own.has(num) {
+				if typ != protowire.BytesType {
+					return fmt.Errorf("field %d: wire type %d, not length-delimited", num, typ)
+				}
+				v, _ := protowire.ConsumeBytes(b[at+n:])
+				if err := decodeOwn(num, v); err != nil {
+					return err
+				}
 			}
-			if took {
-				at += size
-				start = at
-				continue
-			}
-			start = at // not its: decoded in the next run
+			start = next
 		}
-		if !keep.has(num) {
-			if err := flush(); err != nil {
-				return err
-			}
-			start = at + size
-		}
-		at += size
+		at = next
 	}
-	return flush()
+	if at > start {
+		return m.Unmarshal(b[start:at])
+	}
+	return nil
 }

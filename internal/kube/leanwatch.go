@@ -219,7 +219,7 @@ func decodeLeanPod(p *corev1.Pod, b []byte) bool {
 		var err error
 		switch num {
 		case 1:
-			err = decodeMetaWithout(&p.ObjectMeta, v, metaManagedFields)
+			err = decodeKeeping(&p.ObjectMeta, v, leanMetaFields, 0, nil)
 		case 2:
 			err = decodeLeanSpec(&p.Spec, v)
 		case 3:
@@ -232,34 +232,6 @@ func decodeLeanPod(p *corev1.Pod, b []byte) bool {
 		}
 	}
 	return true
-}
-
-// decodeMetaWithout decodes ObjectMeta bytes b into meta, field skip left
-// out: the runs of other fields are decoded in turn (a generated
-// Unmarshal merges into what meta holds, as one call over all of b
-// would), with no copy of b.
-func decodeMetaWithout(meta *metav1.ObjectMeta, b []byte, skip protowire.Number) error {
-	start := 0
-	at := 0
-	for at < len(b) {
-		num, _, n := protowire.ConsumeField(b[at:])
-		if n < 0 {
-			return protowire.ParseError(n)
-		}
-		if num == skip {
-			if at > start {
-				if err := meta.Unmarshal(b[start:at]); err != nil {
-					return err
-				}
-			}
-			start = at + n
-		}
-		at += n
-	}
-	if at > start {
-		return meta.Unmarshal(b[start:at])
-	}
-	return nil
 }
 
 // leanClient is a REST client for the core group that decodes through

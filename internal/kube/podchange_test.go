@@ -16,6 +16,7 @@ func TestPodChangeMatters(t *testing.T) {
 			Status:     corev1.PodStatus{Phase: phase},
 		}
 	}
+	with := func(p *corev1.Pod, change func(*corev1.Pod)) *corev1.Pod { change(p); return p }
 	now := metav1.Now()
 	cases := []struct {
 		name     string
@@ -24,41 +25,19 @@ func TestPodChangeMatters(t *testing.T) {
 	}{
 		{"bound", base("", corev1.PodPending), base("n1", corev1.PodPending), true},
 		{"waiting pod's phase", base("", corev1.PodPending), base("", corev1.PodFailed), true},
-		{"waiting pod's status only", base("", corev1.PodPending), func() *corev1.Pod {
-			p := base("", corev1.PodPending)
+		{"waiting pod's status only", base("", corev1.PodPending), with(base("", corev1.PodPending), func(p *corev1.Pod) {
 			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse}}
-			return p
-		}(), false},
-		{"waiting pod's labels", base("", corev1.PodPending), func() *corev1.Pod {
-			p := base("", corev1.PodPending)
-			p.Labels = map[string]string{"a": "2"}
-			return p
-		}(), true},
-		{"waiting pod deleted", base("", corev1.PodPending), func() *corev1.Pod {
-			p := base("", corev1.PodPending)
-			p.DeletionTimestamp = &now
-			return p
-		}(), true},
+		}), false},
+		{"waiting pod's labels", base("", corev1.PodPending), with(base("", corev1.PodPending), func(p *corev1.Pod) { p.Labels = map[string]string{"a": "2"} }), true},
+		{"waiting pod deleted", base("", corev1.PodPending), with(base("", corev1.PodPending), func(p *corev1.Pod) { p.DeletionTimestamp = &now }), true},
 		{"bound pod starts running", base("n1", corev1.PodPending), base("n1", corev1.PodRunning), false},
-		{"bound pod's labels", base("n1", corev1.PodRunning), func() *corev1.Pod {
-			p := base("n1", corev1.PodRunning)
-			p.Labels = map[string]string{"a": "2"}
-			return p
-		}(), false},
-		{"bound pod deleted (the delete event ends it)", base("n1", corev1.PodRunning), func() *corev1.Pod {
-			p := base("n1", corev1.PodRunning)
-			p.DeletionTimestamp = &now
-			return p
-		}(), false},
+		{"bound pod's labels", base("n1", corev1.PodRunning), with(base("n1", corev1.PodRunning), func(p *corev1.Pod) { p.Labels = map[string]string{"a": "2"} }), false},
+		{"bound pod deleted (the delete event ends it)", base("n1", corev1.PodRunning), with(base("n1", corev1.PodRunning), func(p *corev1.Pod) { p.DeletionTimestamp = &now }), false},
 		{"bound pod succeeds", base("n1", corev1.PodRunning), base("n1", corev1.PodSucceeded), true},
 		{"bound pod fails", base("n1", corev1.PodPending), base("n1", corev1.PodFailed), true},
 		{"ended pod's later status", base("n1", corev1.PodFailed), base("n1", corev1.PodFailed), false},
 		{"moved to another node", base("n1", corev1.PodRunning), base("n2", corev1.PodRunning), true},
-		{"replaced by a pod of the same name", base("n1", corev1.PodRunning), func() *corev1.Pod {
-			p := base("n1", corev1.PodRunning)
-			p.UID = "u2"
-			return p
-		}(), true},
+		{"replaced by a pod of the same name", base("n1", corev1.PodRunning), with(base("n1", corev1.PodRunning), func(p *corev1.Pod) { p.UID = "u2" }), true},
 	}
 	for _, c := range cases {
 		if got := podChangeMatters(c.old, c.new); got != c.want {

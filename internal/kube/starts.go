@@ -61,20 +61,16 @@ func (b *startBatch) flush(ctx context.Context) {
 // run reports queued tasks, each batch startWindow after its first task
 // came, until ctx ends.
 func (b *startBatch) run(ctx context.Context) {
-	t := time.NewTimer(time.Hour)
-	t.Stop()
-	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-b.wake:
 		}
-		t.Reset(startWindow)
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-time.After(startWindow):
 		}
 		b.flush(ctx)
 	}
