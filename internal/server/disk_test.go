@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,19 +28,24 @@ func TestDiskReserveRefusesNewWork(t *testing.T) {
 		t.Fatalf("submit with room: %d %v", code, m)
 	}
 	filler := testdisk.Fill(t, mnt, 32<<20)
+	// The disk watcher notices the filler on its own tick: wait for the
+	// first refusal, and read its status and Retry-After from that one
+	// response (two requests could straddle the flip).
 	var code int
-	var m map[string]any
-	var retry string
+	var errName, retry string
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		_, _, hdr := send(t, "POST", api+"/tasks", "", map[string]string{"Content-Type": "application/json"}, `{"resources":{"cpu":"1"}}`)
-		code, m = call(t, "POST", api+"/tasks", `{"id":"below","resources":{"cpu":"1"}}`)
+		var hdr http.Header
+		code, errName, hdr = send(t, "POST", api+"/tasks", "", map[string]string{"Content-Type": "application/json"}, `{"id":"below","resources":{"cpu":"1"}}`)
 		retry = hdr.Get("Retry-After")
 		if code == 507 || time.Now().After(deadline) {
 			break
 		}
 	}
-	if code != 507 || errCode(m) != "insufficient_storage" || retry == "" || !strings.Contains(errMsg(m), "reserve") {
-		t.Fatalf("submit below the reserve: %d %v (Retry-After %q)", code, m, retry)
+	if code != 507 || errName != "insufficient_storage" || retry == "" {
+		t.Fatalf("submit below the reserve: %d %q (Retry-After %q)", code, errName, retry)
+	}
+	if code, m := call(t, "POST", api+"/tasks", `{"id":"below","resources":{"cpu":"1"}}`); code != 507 || !strings.Contains(errMsg(m), "reserve") {
+		t.Fatalf("submit below the reserve, again: %d %v", code, m)
 	}
 	for _, c := range []struct{ method, path, body string }{
 		{"POST", "/api/v1/jobs", `{"tasks":[{"id":"a","resources":{"cpu":"1"}}]}`},
@@ -76,6 +82,7 @@ func TestDiskReserveRefusesNewWork(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
+	var m map[string]any
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		if code, m = call(t, "POST", api+"/tasks", `{"id":"after","resources":{"cpu":"1"}}`); code == 201 || time.Now().After(deadline) {
 			break
