@@ -23,6 +23,7 @@ func newKube() *cobra.Command {
 	var opt kube.Options
 	var queues, cpuProfile, allocProfile string
 	var gcPercent, maxProcs int
+	var cpuProfileWindow bool
 	var logs logFlags
 	cmd := &cobra.Command{
 		Use:   "kube",
@@ -67,7 +68,17 @@ FailedScheduling events with the reason, and evictions for preemption.`,
 			if gcPercent != 0 {
 				debug.SetGCPercent(gcPercent)
 			}
-			if cpuProfile != "" {
+			switch {
+			case cpuProfileWindow && cpuProfile == "":
+				return fmt.Errorf("--cpu-profile-window: needs --cpu-profile, the file to write")
+			case cpuProfileWindow:
+				stopProfile := windowedCPUProfile(ctx, cpuProfile, cmd.ErrOrStderr(), nil)
+				defer func() {
+					if err := stopProfile(); err != nil {
+						fmt.Fprintln(cmd.ErrOrStderr(), "hetsched kube:", err)
+					}
+				}()
+			case cpuProfile != "":
 				f, err := os.Create(cpuProfile)
 				if err != nil {
 					return err
@@ -122,6 +133,7 @@ FailedScheduling events with the reason, and evictions for preemption.`,
 	f.BoolVar(&opt.WatchOnly, "watch-only", false, "run only the informers and schedule nothing (hetsched bench kube's floor of a scheduler's CPU)")
 	f.BoolVar(&opt.BindFloor, "bind-floor", false, "with --watch-only, bind the pods of --scheduler-name to the nodes in turn, deciding nothing")
 	f.StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile (go tool pprof) of the whole run to this file, written when it stops")
+	f.BoolVar(&cpuProfileWindow, "cpu-profile-window", false, "with --cpu-profile, profile only from a SIGUSR1 to the next SIGUSR2 (hetsched bench kube sends them around its measured window: pods created to all bound)")
 	f.StringVar(&allocProfile, "alloc-profile", "", "write an allocation profile (go tool pprof -sample_index=alloc_space) of the whole run to this file, written when it stops")
 	return cmd
 }

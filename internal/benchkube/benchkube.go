@@ -114,6 +114,11 @@ type Result struct {
 	// PeakRSSMiB is the scheduler process's peak resident memory (VmHWM)
 	// at the end of its run.
 	PeakRSSMiB float64 `json:"peak_rss_mib,omitempty"`
+	// ReadsPerPod and WritesPerPod are the scheduler process's read and
+	// write system calls over the run (childproc.ReadSyscalls: the API
+	// server's connection is most of them) per pod bound.
+	ReadsPerPod  float64 `json:"reads_per_pod,omitempty"`
+	WritesPerPod float64 `json:"writes_per_pod,omitempty"`
 	// CreateSeconds is how long creating the pods took.
 	CreateSeconds float64 `json:"create_s"`
 	// For Restart: from the process's start until its engine held every
@@ -426,7 +431,8 @@ func (d *driver) run(ctx context.Context, c *kubetest.Cluster, o Options, sched,
 		idle = idleCores(ctx, o.IdleWindow, func() float64 { return procCPU(proc) })
 		logf("%s: quiet %v after %v (measured either way), then %.1f millicores idle", label, quiet, waited.Round(time.Millisecond), idle*1000)
 	}
-	cpu0 := procCPU(proc)
+	markWindow(label, proc, true)
+	cpu0, calls0 := procCPU(proc), procSyscalls(proc)
 	t0 := time.Now()
 	keys, err := d.createPods(ctx, ns, func(int) string { return name }, n)
 	if err != nil {
@@ -437,8 +443,10 @@ func (d *driver) run(ctx context.Context, c *kubetest.Cluster, o Options, sched,
 		b := d.countBound(keys)
 		return b == n, fmt.Sprintf("%d of %d bound", b, n), nil
 	})
-	cpu := procCPU(proc) - cpu0
+	cpu, calls := procCPU(proc)-cpu0, procSyscalls(proc)
+	markWindow(label, proc, false)
 	res := d.result(label, keys, cpu)
+	res.perPodSyscalls(calls0, calls)
 	res.IdleCores = idle
 	if proc != nil && proc.Process != nil {
 		if m, err := childproc.ReadMemory(proc.Process.Pid); err == nil {
@@ -576,6 +584,16 @@ func (d *driver) result(sched string, keys []string, cpu float64) *Result {
 	return r
 }
 
+// perPodSyscalls sets the system calls per pod bound from the counts at
+// the run's start and end (nothing where they are unknown).
+func (r *Result) perPodSyscalls(start, end childproc.Syscalls) {
+	if r.Bound == 0 || end.Reads == 0 && end.Writes == 0 {
+		return
+	}
+	r.ReadsPerPod = float64(end.Reads-start.Reads) / float64(r.Bound)
+	r.WritesPerPod = float64(end.Writes-start.Writes) / float64(r.Bound)
+}
+
 // bareBinder binds the pods of its namespace to the nodes in turn, as the
 // driver's watch sees them (kube.TurnBinder: no decision).
 type bareBinder struct {
@@ -596,12 +614,12 @@ func (b *bareBinder) run(ctx context.Context, workers int) { b.Run(ctx, b.queue,
 
 // Table writes results side by side with ratios to the first run.
 func Table(w io.Writer, rs []*Result) {
-	fmt.Fprintf(w, "%-24s %7s %9s %9s %8s %8s %8s %10s %9s %9s\n", "scheduler", "pods", "seconds", "pods/s", "p50 s", "p99 s", "CPU s", "CPU ms/pod", "idle mcpu", "peak MiB")
+	fmt.Fprintf(w, "%-24s %7s %9s %9s %8s %8s %8s %10s %9s %9s %9s\n", "scheduler", "pods", "seconds", "pods/s", "p50 s", "p99 s", "CPU s", "CPU ms/pod", "idle mcpu", "peak MiB", "rd/wr/pod")
 	for _, r := range rs {
 		if r.Scheduler == Restart || r.Scheduler == Takeover {
 			continue
 		}
-		fmt.Fprintf(w, "%-24s %7d %9.2f %9.0f %8.3f %8.3f %8.1f %10.3f %9.1f %9.0f\n", r.Scheduler, r.Bound, r.Seconds, r.PodsPerSec, r.P50, r.P99, r.CPUSeconds, r.CPUPerPod, r.IdleCores*1000, r.PeakRSSMiB)
+		fmt.Fprintf(w, "%-24s %7d %9.2f %9.0f %8.3f %8.3f %8.1f %10.3f %9.1f %9.0f %4.1f/%4.1f\n", r.Scheduler, r.Bound, r.Seconds, r.PodsPerSec, r.P50, r.P99, r.CPUSeconds, r.CPUPerPod, r.IdleCores*1000, r.PeakRSSMiB, r.ReadsPerPod, r.WritesPerPod)
 	}
 	for _, r := range rs {
 		switch r.Scheduler {

@@ -1,6 +1,7 @@
 package benchkube
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -25,9 +26,10 @@ func TestSmallBenchRunsEveryScheduler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	prof := filepath.Join(t.TempDir(), "window.prof") // hetsched's, over its measured window
 	o := Options{Bin: bin, Nodes: 20, GPUsPerNode: 8, Pods: 200, DefaultPods: 40, QPS: 2000, Burst: 4000, LeaseDuration: 2 * time.Second, IdleWindow: 300 * time.Millisecond,
 		// Restart's and Takeover's pods stay bound: they come last.
-		Runs: []string{Bare, WatchFloor, BindFloor, Hetsched, KubeScheduler, KubeSchedulerDef,
+		Runs: []string{Bare, WatchFloor, BindFloor, Hetsched + ":--cpu-profile=" + prof + "+" + profileWindowFlag, KubeScheduler, KubeSchedulerDef,
 			Hetsched + Together + BindFloor, Restart, Takeover}}
 	if _, err := Run(context.Background(), Options{Nodes: 1, GPUsPerNode: 1, Pods: 10}); err == nil || !strings.Contains(err.Error(), "more than") {
 		t.Errorf("a fleet too small: %v", err)
@@ -69,12 +71,18 @@ func TestSmallBenchRunsEveryScheduler(t *testing.T) {
 		if r.Scheduler != Bare && r.Scheduler != Restart && r.PeakRSSMiB <= 0 {
 			t.Errorf("%s: no peak memory measured", r.Scheduler)
 		}
+		if r.Scheduler != Bare && r.Scheduler != Restart && r.Scheduler != Takeover && (r.ReadsPerPod <= 0 || r.WritesPerPod <= 0) {
+			t.Errorf("%s: system calls per pod not measured: %.1f reads, %.1f writes", r.Scheduler, r.ReadsPerPod, r.WritesPerPod)
+		}
 		if r.Scheduler == Restart && r.AdoptSeconds <= 0 {
 			t.Errorf("restart: adopted after %v s, first bind after %v s", r.AdoptSeconds, r.FirstBindSeconds)
 		}
 	}
 	if together != 2 {
 		t.Errorf("%d results of the run together, want 2", together)
+	}
+	if b, err := os.ReadFile(prof); err != nil || !bytes.HasPrefix(b, []byte{0x1f, 0x8b}) {
+		t.Errorf("the windowed profile: %d bytes, %v; want a gzipped profile", len(b), err)
 	}
 	var b strings.Builder
 	Table(&b, rs)

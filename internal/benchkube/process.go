@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/hetsched/hetsched/internal/childproc"
@@ -123,6 +124,19 @@ func procCPU(cmd *exec.Cmd) float64 {
 	return d.Seconds()
 }
 
+// procSyscalls is the process's read and write system calls so far (zero
+// without a process, or when /proc cannot say).
+func procSyscalls(cmd *exec.Cmd) childproc.Syscalls {
+	if cmd == nil || cmd.Process == nil {
+		return childproc.Syscalls{}
+	}
+	n, err := childproc.ReadSyscalls(cmd.Process.Pid)
+	if err != nil {
+		return childproc.Syscalls{}
+	}
+	return n
+}
+
 // runEnv are the items of a run's extras that set the Go runtime's
 // environment of its process (GOMAXPROCS=1, GOGC=400, GOMEMLIMIT=1GiB,
 // GODEBUG=gctrace=1 into its log) rather than flags: the only extras
@@ -163,4 +177,28 @@ func splitRun(r string) (string, []string) {
 		return base, nil
 	}
 	return base, strings.Split(rest, "+")
+}
+
+// profileWindowFlag is the hetsched kube flag with which its --cpu-profile
+// covers only the measured window, opened by SIGUSR1 and closed by
+// SIGUSR2: markWindow sends them to a run started with it.
+const profileWindowFlag = "--cpu-profile-window"
+
+// markWindow opens (open) or closes the CPU profile window of a run's
+// process when the run's flags ask for one; it sends nothing otherwise,
+// since the signals would end a process that does not catch them.
+func markWindow(label string, proc *exec.Cmd, open bool) {
+	_, extra := splitRun(label)
+	_, flags := splitEnv(extra)
+	asked := slices.ContainsFunc(flags, func(f string) bool {
+		return f == profileWindowFlag || f == profileWindowFlag+"=true"
+	})
+	if !asked || proc == nil || proc.Process == nil {
+		return
+	}
+	s := syscall.SIGUSR2
+	if open {
+		s = syscall.SIGUSR1
+	}
+	_ = proc.Process.Signal(s)
 }

@@ -63,8 +63,10 @@ func (d *driver) together(ctx context.Context, c *kubetest.Cluster, o Options, s
 		wg.Go(func() { idle[i] = idleCores(ctx, o.IdleWindow, func() float64 { return procCPU(p) }) })
 	}
 	wg.Wait()
+	calls0 := make([]childproc.Syscalls, len(procs))
 	for i, p := range procs {
-		cpu0[i] = procCPU(p)
+		markWindow(labels[i], p, true)
+		cpu0[i], calls0[i] = procCPU(p), procSyscalls(p)
 	}
 	of := func(i int) int { return i / 2 % len(names) }
 	keys, err := d.createPods(ctx, ns, func(i int) string { return names[of(i)] }, n)
@@ -84,6 +86,8 @@ func (d *driver) together(ctx context.Context, c *kubetest.Cluster, o Options, s
 			}
 		}
 		out[i] = d.result(labels[i]+" (together)", own, procCPU(p)-cpu0[i])
+		out[i].perPodSyscalls(calls0[i], procSyscalls(p))
+		markWindow(labels[i], p, false)
 		out[i].IdleCores = idle[i]
 		if m, err := childproc.ReadMemory(p.Process.Pid); err == nil {
 			out[i].PeakRSSMiB = float64(m.Peak) / (1 << 20)

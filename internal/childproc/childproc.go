@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -197,16 +198,47 @@ func ReadCPU(pid int) (time.Duration, error) {
 // so far (write_bytes of /proc/PID/io: what reached the block layer, WAL
 // and compactions included).
 func ReadWriteBytes(pid int) (int64, error) {
+	io, err := readIO(pid, "write_bytes")
+	return io[0], err
+}
+
+// Syscalls counts a process's read and write system calls so far (syscr
+// and syscw of /proc/PID/io: reads and writes of every kind, sockets
+// included).
+type Syscalls struct {
+	Reads  int64 `json:"reads"`
+	Writes int64 `json:"writes"`
+}
+
+// ReadSyscalls reads pid's Syscalls from /proc.
+func ReadSyscalls(pid int) (Syscalls, error) {
+	io, err := readIO(pid, "syscr", "syscw")
+	return Syscalls{Reads: io[0], Writes: io[1]}, err
+}
+
+// readIO returns the named counters of /proc/PID/io, in order.
+func readIO(pid int, names ...string) ([]int64, error) {
+	out := make([]int64, len(names))
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/io")
 	if err != nil {
-		return 0, fmt.Errorf("reading process I/O (Linux /proc needed): %w", err)
+		return out, fmt.Errorf("reading process I/O (Linux /proc needed): %w", err)
 	}
+	found := 0
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "write_bytes:"); ok {
-			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		k, v, ok := strings.Cut(line, ":")
+		if i := slices.Index(names, k); ok && i >= 0 {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return out, fmt.Errorf("/proc/%d/io: %s: %w", pid, k, err)
+			}
+			out[i] = n
+			found++
 		}
 	}
-	return 0, fmt.Errorf("no write_bytes in /proc/%d/io", pid)
+	if found < len(names) {
+		return out, fmt.Errorf("/proc/%d/io lacks one of %v", pid, names)
+	}
+	return out, nil
 }
 
 // FreePorts returns n distinct loopback ports free now: each is listened

@@ -83,3 +83,35 @@ func TestReadWriteBytesOfSelf(t *testing.T) {
 		t.Fatalf("write_bytes moved by %d after writing and syncing 1 MiB", after-before)
 	}
 }
+
+// TestReadSyscallsOfSelf: writing to a pipe n times moves this process's
+// write count by at least n, and reading it back its read count.
+func TestReadSyscallsOfSelf(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	before, err := ReadSyscalls(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 50
+	buf := make([]byte, 1)
+	for range n {
+		if _, err := w.Write(buf); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Read(buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, err := ReadSyscalls(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Writes-before.Writes < n || after.Reads-before.Reads < n {
+		t.Fatalf("after %d writes and reads: %+v moved to %+v", n, before, after)
+	}
+}
