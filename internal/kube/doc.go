@@ -36,9 +36,11 @@
 //	            undecoded (leanwatch.go)
 //	poster      the Bindings posted without client-go's request builder,
 //	            over the clientset's HTTP client (bindpost.go)
+//	coalescing  the API server connection's writes gathered into one
+//	conn        system call while one is in the kernel (coalesce.go)
 //
 // Files: scheduler.go (Config, Scheduler, Run), nodes.go and pods.go
 // (translation), dirty.go (changed keys), reconcile.go (cluster → engine),
-// decisions.go (engine → cluster), bindpost.go and leanwatch.go (the
-// cheaper paths of a pod's Binding and watch events).
+// decisions.go (engine → cluster), bindpost.go, leanwatch.go and
+// coalesce.go (the cheaper paths of a pod's Binding and watch events).
 package kube

@@ -20,7 +20,7 @@ func BindDirect(ctx context.Context, cs kubernetes.Interface, ns, name string, u
 // transform trimming listed pods as the watched ones are decoded)
 // over cfg, for the tests against the API server.
 func LeanPodInformer(cfg *rest.Config, cs kubernetes.Interface) (cache.SharedIndexInformer, error) {
-	rc, err := leanClient(cfg)
+	rc, err := leanClient(cfg, cs)
 	if err != nil {
 		return nil, err
 	}

@@ -235,8 +235,9 @@ func decodeLeanPod(p *corev1.Pod, b []byte) bool {
 }
 
 // leanClient is a REST client for the core group that decodes through
-// leanCodecs.
-func leanClient(cfg *rest.Config) (rest.Interface, error) {
+// leanCodecs, over cs's HTTP client (its connection) where cs is a
+// clientset of client-go's REST clients.
+func leanClient(cfg *rest.Config, cs kubernetes.Interface) (rest.Interface, error) {
 	c := rest.CopyConfig(cfg)
 	c.GroupVersion = &corev1.SchemeGroupVersion
 	c.APIPath = "/api"
@@ -245,6 +246,9 @@ func leanClient(cfg *rest.Config) (rest.Interface, error) {
 	c.NegotiatedSerializer = leanCodecs{scheme.Codecs.WithoutConversion()}
 	if c.UserAgent == "" {
 		c.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	if rc, ok := cs.CoreV1().RESTClient().(*rest.RESTClient); ok && rc != nil && rc.Client != nil {
+		return rest.RESTClientForConfigAndClient(c, rc.Client)
 	}
 	return rest.RESTClientFor(c)
 }

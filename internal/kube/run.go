@@ -107,6 +107,10 @@ func RESTConfig(kubeconfig string, qps float32, burst int) (*rest.Config, error)
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	cfg.UserAgent = "hetsched-kube"
+	if cfg.Dial == nil {
+		// client-go's own dialer, the writes gathered (coalesce.go).
+		cfg.Dial = coalescingDial(&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second})
+	}
 	return cfg, nil
 }
 
@@ -142,14 +146,21 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	if err != nil {
 		return err
 	}
-	cs, err := kubernetes.NewForConfig(rc)
+	// One HTTP client for every API client (its transport, its
+	// connection): with a Dial of its own, client-go would not share a
+	// transport between configurations.
+	hc, err := rest.HTTPClientFor(rc)
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfigAndClient(rc, hc)
 	if err != nil {
 		return err
 	}
 	// Custom resources have no protobuf encoding.
 	jc := rest.CopyConfig(rc)
 	jc.ContentType, jc.AcceptContentTypes = "", ""
-	dyn, err := dynamic.NewForConfig(jc)
+	dyn, err := dynamic.NewForConfigAndClient(jc, hc)
 	if err != nil {
 		return err
 	}

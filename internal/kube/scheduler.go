@@ -255,7 +255,7 @@ func New(cfg Config) (*Scheduler, error) {
 	s.starts = newStartBatch(s.reportStarted)
 	s.factory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithTransform(trimCached))
 	if cfg.Watch != nil {
-		rc, err := leanClient(cfg.Watch)
+		rc, err := leanClient(cfg.Watch, cfg.Client)
 		if err != nil {
 			return nil, err
 		}
