@@ -71,7 +71,7 @@ func (h *heldConn) recorded() (n int, all []byte) {
 // While one system call is in the kernel, later writes wait together and
 // go out in one, in order; Close writes what is pending first.
 func TestCoalescingConnGathersWritesWhileOneIsOut(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // the package's shared cluster runs beside
 	h := newHeldConn(true)
 	c := newCoalescingConn(h)
 	mustWrite(t, c, "first ")
@@ -95,7 +95,7 @@ func TestCoalescingConnGathersWritesWhileOneIsOut(t *testing.T) {
 
 // A failed system call fails the writes after it, and Close says so.
 func TestCoalescingConnFailureSticks(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // the package's shared cluster runs beside
 	h := newHeldConn(false)
 	boom := errors.New("connection reset")
 	h.fail = boom
@@ -123,7 +123,7 @@ func TestCoalescingConnFailureSticks(t *testing.T) {
 
 // Past maxPending, a Write waits until the flusher took the pending bytes.
 func TestCoalescingConnBoundsWhatWaits(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // the package's shared cluster runs beside
 	h := newHeldConn(true)
 	c := newCoalescingConn(h)
 	c.maxPending = 8
@@ -157,7 +157,7 @@ func TestCoalescingConnBoundsWhatWaits(t *testing.T) {
 // Over a real socket, with many writers at once, every byte arrives, each
 // Write's bytes together and each writer's in its order.
 func TestCoalescingConnKeepsOrderOverTCP(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // the package's shared cluster runs beside
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +232,7 @@ func mustWrite(t *testing.T, c net.Conn, s string) {
 // The configuration hetsched kube's clients are made from dials
 // connections whose writes are gathered.
 func TestRESTConfigGathersWrites(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // the package's shared cluster runs beside
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
