@@ -61,8 +61,8 @@ const maxStatusBytes = 64 << 10
 // is not a clientset of client-go's REST clients (a fake, say): then
 // Bindings go through client-go.
 func newBindPoster(cs kubernetes.Interface) *bindPoster {
-	rc, ok := cs.CoreV1().RESTClient().(*rest.RESTClient)
-	if !ok || rc == nil || rc.Client == nil {
+	rc := coreRESTClient(cs)
+	if rc == nil {
 		return nil
 	}
 	base := rc.Get().URL() // the client's base and versioned path, nothing else
@@ -72,6 +72,16 @@ func newBindPoster(cs kubernetes.Interface) *bindPoster {
 	p := &bindPoster{hc: rc.Client, base: *base, limiter: rc.GetRateLimiter()}
 	p.base.RawQuery = ""
 	return p
+}
+
+// coreRESTClient is cs's core REST client when it is one of client-go's,
+// with an HTTP client (nil otherwise: a fake clientset, say).
+func coreRESTClient(cs kubernetes.Interface) *rest.RESTClient {
+	rc, ok := cs.CoreV1().RESTClient().(*rest.RESTClient)
+	if !ok || rc == nil || rc.Client == nil {
+		return nil
+	}
+	return rc
 }
 
 // bind posts pod ns/name's (of uid) Binding to node, with annotations

@@ -158,11 +158,7 @@ func TestCoalescingConnBoundsWhatWaits(t *testing.T) {
 // Write's bytes together and each writer's in its order.
 func TestCoalescingConnKeepsOrderOverTCP(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // the package's shared cluster runs beside
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln := listenLoopback(t)
 	got := make(chan []byte, 1)
 	go func() {
 		s, err := ln.Accept()
@@ -222,6 +218,17 @@ func TestCoalescingConnKeepsOrderOverTCP(t *testing.T) {
 	}
 }
 
+// listenLoopback listens on a free loopback port until the test ends.
+func listenLoopback(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return ln
+}
+
 func mustWrite(t *testing.T, c net.Conn, s string) {
 	t.Helper()
 	if n, err := c.Write([]byte(s)); err != nil || n != len(s) {
@@ -233,11 +240,7 @@ func mustWrite(t *testing.T, c net.Conn, s string) {
 // connections whose writes are gathered.
 func TestRESTConfigGathersWrites(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // the package's shared cluster runs beside
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
+	ln := listenLoopback(t)
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(kc, []byte(`apiVersion: v1
 kind: Config

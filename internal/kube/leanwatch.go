@@ -247,7 +247,7 @@ func leanClient(cfg *rest.Config, cs kubernetes.Interface) (rest.Interface, erro
 	if c.UserAgent == "" {
 		c.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
-	if rc, ok := cs.CoreV1().RESTClient().(*rest.RESTClient); ok && rc != nil && rc.Client != nil {
+	if rc := coreRESTClient(cs); rc != nil {
 		return rest.RESTClientForConfigAndClient(c, rc.Client)
 	}
 	return rest.RESTClientFor(c)
