@@ -218,6 +218,78 @@ func TestCoalescingConnKeepsOrderOverTCP(t *testing.T) {
 	}
 }
 
+// countingConn counts its Reads.
+type countingConn struct {
+	net.Conn
+	mu    sync.Mutex
+	reads int
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	c.mu.Lock()
+	c.reads++
+	c.mu.Unlock()
+	return c.Conn.Read(p)
+}
+
+// What waits in the socket is taken in one read of the connection, however
+// small the reads above it; what came before the peer closed is read
+// before the end.
+func TestCoalescingConnReadsWhatWaitsAtOnce(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // the package's shared cluster runs beside
+	ln := listenLoopback(t)
+	const records, size = 20, 100
+	sent := make(chan error, 1)
+	go func() {
+		s, err := ln.Accept()
+		if err != nil {
+			sent <- err
+			return
+		}
+		_, err = s.Write(bytes.Repeat([]byte("0123456789"), records*size/10))
+		sent <- err
+		s.Close()
+	}()
+	raw, err := net.DialTimeout("tcp", ln.Addr().String(), 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counted := &countingConn{Conn: raw}
+	c := newCoalescingConn(counted)
+	defer c.Close()
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	// The peer's bytes and its FIN are in this socket once a read sees
+	// them: wait for the first byte through the buffer, then count.
+	var got []byte
+	p := make([]byte, size/4)
+	for {
+		n, err := c.Read(p)
+		got = append(got, p[:n]...)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) > records*size {
+			t.Fatalf("read %d bytes, more than the %d sent", len(got), records*size)
+		}
+	}
+	if want := bytes.Repeat([]byte("0123456789"), records*size/10); !bytes.Equal(got, want) {
+		t.Fatalf("read %d bytes, not the %d sent in order", len(got), len(want))
+	}
+	counted.mu.Lock()
+	reads := counted.reads
+	counted.mu.Unlock()
+	// Read by the quarter record, 80 reads above; below, the bytes as the
+	// socket had them (loopback may split a write in two) and the end.
+	if reads > 4 {
+		t.Errorf("%d reads of the connection for %d small reads above it; want the socket's bytes taken at once", reads, records*4)
+	}
+}
+
 // listenLoopback listens on a free loopback port until the test ends.
 func listenLoopback(t *testing.T) net.Listener {
 	t.Helper()
