@@ -116,6 +116,7 @@ FailedScheduling events with the reason, and evictions for preemption.`,
 	f.StringSliceVar(&opt.DeviceResources, "device-resources", kube.DefaultDeviceResources, "extended resources whose units are devices (a placement names which); others are pooled counts")
 	f.StringVar(&opt.Policy, "policy", "", "scheduling policy (see hetsched policies; default the server's)")
 	f.StringVar(&queues, "queues", "", "queue tree (YAML or JSON, API.md format): pods name theirs with the label hetsched.io/queue")
+	f.BoolVar(&opt.ClientH2, "client-h2", false, "send the Bindings through client-go's HTTP/2 transport, not a connection of their own")
 	f.IntVar(&opt.BindWorkers, "bind-workers", 128, "Bindings in flight at once (each waits on the API server; see BENCHMARKS.md)")
 	f.StringVar(&opt.Listen, "listen", "127.0.0.1:7075", "serve /metrics and /healthz here (empty: off)")
 	f.StringVar(&opt.MetricsAuth, "metrics-auth", kube.MetricsAuthAuto, "who may read /metrics: kubernetes (a bearer token the API server authenticates and authorizes for GET /metrics, over TLS), none, or auto (kubernetes unless --listen is a loopback address)")

@@ -446,7 +446,7 @@ func (s *Scheduler) retry(ctx context.Context, call func(context.Context) error)
 
 // transient reports whether an API error may go away by itself.
 func transient(err error) bool {
-	return apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
+	return errors.Is(err, errH2Lost) || errors.Is(err, errH2Unsent) || apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
 		apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) || errors.Is(err, context.DeadlineExceeded) ||
 		strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "connection reset")
 }

@@ -37,10 +37,15 @@
 //	poster      the Bindings posted without client-go's request builder,
 //	            over the clientset's HTTP client (bindpost.go)
 //	coalescing  the API server connection's writes gathered into one
-//	conn        system call while one is in the kernel (coalesce.go)
+//	conn        system call while one is in the kernel, its reads taking
+//	            what the socket holds at once (coalesce.go)
+//	binder      the poster's HTTP/2 connection of its own: each Binding's
+//	            frames written by its bind worker, the answers read by one
+//	            goroutine (h2bind.go); where the configuration asks for
+//	            what only client-go's transport does, the poster sends
 //
 // Files: scheduler.go (Config, Scheduler, Run), nodes.go and pods.go
 // (translation), dirty.go (changed keys), reconcile.go (cluster → engine),
-// decisions.go (engine → cluster), bindpost.go, leanwatch.go and
-// coalesce.go (the cheaper paths of a pod's Binding and watch events).
+// decisions.go (engine → cluster), bindpost.go, h2bind.go, leanwatch.go
+// and coalesce.go (the cheaper paths of a pod's Binding and watch events).
 package kube

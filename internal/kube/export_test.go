@@ -2,6 +2,8 @@ package kube
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -14,6 +16,26 @@ import (
 // tests against the API server.
 func BindDirect(ctx context.Context, cs kubernetes.Interface, ns, name string, uid types.UID, node string, annotations map[string]string) error {
 	return newBindPoster(cs).bind(ctx, ns, name, uid, node, annotations)
+}
+
+// BindDirectH2 posts a Binding as a Scheduler run by hetsched kube does:
+// the poster's h2Binder over cfg, its own HTTP/2 connection. It fails
+// when cfg is one the binder is not used for.
+func BindDirectH2(ctx context.Context, cfg *rest.Config, cs kubernetes.Interface, ns, name string, uid types.UID, node string, annotations map[string]string) error {
+	p := newBindPoster(cs)
+	p.h2 = newH2Binder(cfg, p.base)
+	if p.h2 == nil {
+		return errors.New("no h2 binder for this configuration")
+	}
+	defer p.h2.close()
+	err := p.bind(ctx, ns, name, uid, node, annotations)
+	p.h2.mu.Lock()
+	dialed := p.h2.conn != nil
+	p.h2.mu.Unlock()
+	if !dialed || p.h2off.Load() {
+		return fmt.Errorf("the binding did not go over the h2 binder (%v)", err)
+	}
+	return err
 }
 
 // LeanPodInformer is the Scheduler's lean Pod informer (leanwatch.go, its

@@ -129,8 +129,10 @@ func (e *env) startWith(tune func(*kube.Config)) *running {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	// The lean watch, as hetsched kube runs it.
-	cfg := kube.Config{Client: cs, Dynamic: e.dyn, Watch: e.c.RESTConfig(1000, 2000), Engine: eng, SchedulerName: e.sched, Logger: lg}
+	// The lean watch and the Bindings' own connection, as hetsched kube
+	// runs them.
+	cfg := kube.Config{Client: cs, Dynamic: e.dyn, Watch: e.c.RESTConfig(1000, 2000), BindConn: e.c.RESTConfig(1000, 2000),
+		Engine: eng, SchedulerName: e.sched, Logger: lg}
 	if tune != nil {
 		tune(&cfg)
 	}

@@ -46,6 +46,9 @@ type Options struct {
 	// Queues is the hetsched queue tree.
 	Queues      []api.Queue
 	BindWorkers int
+	// ClientH2 sends the Bindings through client-go's HTTP/2 transport
+	// instead of a connection of their own (h2bind.go).
+	ClientH2 bool
 	// Listen serves /metrics and /healthz ("": off).
 	Listen string
 	// MetricsAuth says who may read /metrics (metricsauth.go): "auto"
@@ -262,7 +265,11 @@ func scheduleOnce(ctx context.Context, lg *slog.Logger, cs kubernetes.Interface,
 		}
 		pending = next
 	}
-	s, err := New(Config{Client: cs, Dynamic: dyn, Watch: watch, Engine: eng, SchedulerName: opt.SchedulerName, Tiers: &tiers,
+	bindConn := watch
+	if opt.ClientH2 {
+		bindConn = nil
+	}
+	s, err := New(Config{Client: cs, Dynamic: dyn, Watch: watch, BindConn: bindConn, Engine: eng, SchedulerName: opt.SchedulerName, Tiers: &tiers,
 		DeviceResources: opt.DeviceResources, BindWorkers: opt.BindWorkers, Logger: lg, Registerer: reg,
 		Policy: ccfg.Policy, BasePolicy: base})
 	if err != nil {

@@ -69,6 +69,11 @@ type Config struct {
 	// with less copying (the lean watch, leanwatch.go); nil: through
 	// Client, as any client-go informer.
 	Watch *rest.Config
+	// BindConn, when set, is the API server configuration Bindings are
+	// posted with over an HTTP/2 connection of their own (h2bind.go),
+	// where it asks for nothing only client-go's transport does; nil:
+	// through Client's transport.
+	BindConn *rest.Config
 }
 
 // Scheduler is the Kubernetes front end: it mirrors Nodes and Pods into
@@ -334,6 +339,13 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	// first reconcile.
 	since := s.eng.LatestEvent()
 	var err error
+	if s.poster != nil && s.cfg.BindConn != nil {
+		if b := newH2Binder(s.cfg.BindConn, s.poster.base); b != nil {
+			s.poster.h2 = b
+			s.log.Info("bindings over a connection of their own", "server", b.authority)
+			defer func() { b.close(); s.poster.h2 = nil }() // after the workers
+		}
+	}
 	wg.Add(4 + s.cfg.BindWorkers)
 	go func() { defer wg.Done(); s.starts.run(ctx) }()
 	go func() { defer wg.Done(); s.reconcileLoop(ctx) }()
