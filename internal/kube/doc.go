@@ -46,6 +46,6 @@
 //
 // Files: scheduler.go (Config, Scheduler, Run), nodes.go and pods.go
 // (translation), dirty.go (changed keys), reconcile.go (cluster → engine),
-// decisions.go (engine → cluster), bindpost.go, h2bind.go, leanwatch.go
+// decisions.go (engine → cluster), bindpost.go, h2bind.go and h2read.go, leanwatch.go
 // and coalesce.go (the cheaper paths of a pod's Binding and watch events).
 package kube
