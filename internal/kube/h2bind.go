@@ -78,6 +78,8 @@ type h2Binder struct {
 	// stallAfter and pingWait decide that a connection is dead
 	// (h2StallAfter, h2PingWait; shorter in tests).
 	stallAfter, pingWait time.Duration
+	// observe, when set, counts a connection's events (h2ConnEvents).
+	observe func(event string)
 
 	mu      sync.Mutex
 	conn    *h2Conn
@@ -115,6 +117,15 @@ const (
 	// h2MaxStreamID: past it, a connection takes no new stream.
 	h2MaxStreamID = 1<<31 - 1
 )
+
+// h2ConnEvents are what observe is told of a connection.
+var h2ConnEvents = []string{"dialed", "dial_failed", "goaway", "stalled", "lost"}
+
+func (b *h2Binder) event(e string) {
+	if b.observe != nil {
+		b.observe(e)
+	}
+}
 
 // h2Credentials is the Authorization header a config's credentials make.
 type h2Credentials struct {
@@ -255,6 +266,11 @@ func (b *h2Binder) connection(ctx context.Context) (*h2Conn, error) {
 		b.dialing = ch
 		b.mu.Unlock()
 		c, err := b.dialConn(ctx)
+		if err != nil {
+			b.event("dial_failed")
+		} else {
+			b.event("dialed")
+		}
 		b.mu.Lock()
 		b.dialing = nil
 		close(ch)
@@ -555,7 +571,11 @@ func (c *h2Conn) cancel(st *h2Stream) {
 		c.write(func() error { return c.fr.WritePing(false, [8]byte{'h', 'e', 't', 's', 'c', 'h', 'e', 'd'}) })
 		wait := c.b.pingWait
 		time.AfterFunc(wait, func() {
-			if c.lastRead.Load() < sent {
+			c.mu.Lock()
+			open := c.err == nil
+			c.mu.Unlock()
+			if c.lastRead.Load() < sent && open {
+				c.b.event("stalled")
 				c.close(fmt.Errorf("%w: no answer to a ping in %v", errH2Lost, wait))
 			}
 			c.mu.Lock()

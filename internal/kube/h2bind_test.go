@@ -46,6 +46,24 @@ func h2TestConfig(srv *httptest.Server, addr string) *rest.Config {
 	return &rest.Config{Host: "https://" + addr, BearerToken: "tok", TLSClientConfig: rest.TLSClientConfig{CAData: ca}}
 }
 
+// h2Events records a binder's connection events.
+type h2Events struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (e *h2Events) observe(ev string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.got = append(e.got, ev)
+}
+
+func (e *h2Events) String() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return strings.Join(e.got, " ")
+}
+
 // h2TestPoster is a bindPoster whose Bindings go over an h2Binder for cfg.
 func h2TestPoster(t *testing.T, cfg *rest.Config) *bindPoster {
 	t.Helper()
@@ -266,11 +284,16 @@ func TestH2BinderSendsAgainAfterGoAway(t *testing.T) {
 		}
 	})
 	p := h2TestPoster(t, cfg)
+	var events h2Events
+	p.h2.observe = events.observe
 	if err := p.bind(t.Context(), "ns", "p", "uid", "n1", nil); err != nil {
 		t.Fatal(err)
 	}
 	if c := f.conns.Load(); c != 2 {
 		t.Errorf("%d connections, want 2 (the second after the GOAWAY)", c)
+	}
+	if got := events.String(); got != "dialed goaway dialed" {
+		t.Errorf("connection events %q, want dialed goaway dialed", got)
 	}
 }
 
@@ -327,6 +350,8 @@ func TestH2BinderDropsAStalledConnection(t *testing.T) {
 	})
 	p := h2TestPoster(t, cfg)
 	p.h2.stallAfter, p.h2.pingWait = time.Nanosecond, 50*time.Millisecond
+	var events h2Events
+	p.h2.observe = events.observe
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	err := p.bind(ctx, "ns", "p", "uid", "n1", nil)
 	cancel()
@@ -351,6 +376,9 @@ func TestH2BinderDropsAStalledConnection(t *testing.T) {
 	defer mu.Unlock()
 	if want := []string{"headers", "reset CANCEL", "ping"}; fmt.Sprint(seen) != fmt.Sprint(want) || f.conns.Load() != 2 {
 		t.Errorf("the stalled connection saw %q over %d connections, want %q over 2", seen, f.conns.Load(), want)
+	}
+	if got := events.String(); got != "dialed stalled dialed" {
+		t.Errorf("connection events %q, want dialed stalled dialed", got)
 	}
 }
 

@@ -50,6 +50,12 @@ func (c *h2Conn) readLoop() {
 			continue
 		}
 		if err != nil {
+			c.mu.Lock()
+			unexpected := c.err == nil // not closed by the binder
+			c.mu.Unlock()
+			if unexpected {
+				c.b.event("lost")
+			}
 			c.close(fmt.Errorf("%w: %v", errH2Lost, err))
 			return
 		}
@@ -118,6 +124,7 @@ func (c *h2Conn) handle(f http2.Frame) error {
 			c.write(func() error { return c.fr.WritePing(true, data) })
 		}
 	case *http2.GoAwayFrame:
+		c.b.event("goaway")
 		c.goingAway(f.LastStreamID)
 	case *http2.WindowUpdateFrame:
 		if f.StreamID == 0 {

@@ -12,6 +12,7 @@ type kubeMetrics struct {
 	bindings  *prometheus.CounterVec // by result
 	evictions *prometheus.CounterVec // by result
 	bindTime  prometheus.Histogram
+	bindConns *prometheus.CounterVec // the binder's connections, by event
 }
 
 func newKubeMetrics(reg prometheus.Registerer) *kubeMetrics {
@@ -29,6 +30,13 @@ func newKubeMetrics(reg prometheus.Registerer) *kubeMetrics {
 			Help:    "Time a pod's Binding took, retries included.",
 			Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10},
 		}),
+		bindConns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hetsched_kube_bind_connections_total",
+			Help: "Events of the Bindings' own HTTP/2 connections (h2bind.go): dialed, dial_failed, goaway (the server sent one), stalled (closed after an unanswered ping), lost (failed or closed by the server).",
+		}, []string{"event"}),
+	}
+	for _, r := range h2ConnEvents {
+		m.bindConns.WithLabelValues(r)
 	}
 	for _, r := range []string{"bound", "gone", "conflict", "failed"} {
 		m.bindings.WithLabelValues(r)
@@ -42,6 +50,7 @@ func newKubeMetrics(reg prometheus.Registerer) *kubeMetrics {
 		m.bindings = register(reg, m.bindings)
 		m.evictions = register(reg, m.evictions)
 		m.bindTime = register(reg, m.bindTime)
+		m.bindConns = register(reg, m.bindConns)
 	}
 	return m
 }

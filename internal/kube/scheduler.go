@@ -341,6 +341,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	var err error
 	if s.poster != nil && s.cfg.BindConn != nil {
 		if b := newH2Binder(s.cfg.BindConn, s.poster.base); b != nil {
+			b.observe = func(e string) { s.m.bindConns.WithLabelValues(e).Inc() }
 			s.poster.h2 = b
 			s.log.Info("bindings over a connection of their own", "server", b.authority)
 			defer func() { b.close(); s.poster.h2 = nil }() // after the workers
