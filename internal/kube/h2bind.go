@@ -186,7 +186,9 @@ func newH2Binder(cfg *rest.Config, base url.URL) *h2Binder {
 	} else {
 		tc = tc.Clone()
 	}
-	tc.NextProtos = []string{http2.NextProtoTLS}
+	// http/1.1 offered too: a server without h2 then says so by choosing
+	// it (errH2NoH2), where one offered h2 alone may refuse the handshake.
+	tc.NextProtos = []string{http2.NextProtoTLS, "http/1.1"}
 	host, port, err := net.SplitHostPort(base.Host)
 	if err != nil {
 		host, port = base.Host, "443"

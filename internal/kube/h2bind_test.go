@@ -449,3 +449,38 @@ func TestH2CredentialsRereadTheTokenFile(t *testing.T) {
 		t.Errorf("the file gone: %q, want the last token", got)
 	}
 }
+
+// A server that does not offer h2 gets the Binding through the poster's
+// own HTTP client, and the binder is not tried again.
+func TestH2BinderFallsBackWithoutH2(t *testing.T) {
+	checkLeaksAtCleanup(t)
+	var protos []string
+	var mu sync.Mutex
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		protos = append(protos, r.Proto)
+		mu.Unlock()
+		io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusCreated)
+	}))
+	srv.StartTLS() // HTTP/1.1 only
+	defer srv.Close()
+	cfg := h2TestConfig(srv, srv.Listener.Addr().String())
+	p := h2TestPoster(t, cfg)
+	hc := srv.Client()
+	defer hc.CloseIdleConnections()
+	p.hc = hc
+	for i := range 2 {
+		if err := p.bind(t.Context(), "ns", fmt.Sprintf("p-%d", i), "uid", "n1", nil); err != nil {
+			t.Fatalf("binding %d: %v", i, err)
+		}
+	}
+	if !p.h2off.Load() {
+		t.Error("the binder is still on after the server offered no h2")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(protos) != "[HTTP/1.1 HTTP/1.1]" {
+		t.Errorf("the server saw %v, want two HTTP/1.1 Bindings", protos)
+	}
+}
