@@ -190,7 +190,9 @@ type fakeH2 struct {
 	mu      sync.Mutex
 	open    []net.Conn
 	onFrame func(conn int, f http2.Frame, w *fakeH2Writer)
-	wg      sync.WaitGroup
+	// settings are every connection's first SETTINGS.
+	settings []http2.Setting
+	wg       sync.WaitGroup
 }
 
 // fakeH2Writer writes a fake connection's frames.
@@ -207,7 +209,7 @@ func (w *fakeH2Writer) answer(id uint32, status int) error {
 	return w.fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: w.hbuf.Bytes(), EndHeaders: true, EndStream: true})
 }
 
-func newFakeH2(t *testing.T, onFrame func(conn int, f http2.Frame, w *fakeH2Writer)) (*fakeH2, *rest.Config) {
+func newFakeH2(t *testing.T, onFrame func(conn int, f http2.Frame, w *fakeH2Writer), settings ...http2.Setting) (*fakeH2, *rest.Config) {
 	t.Helper()
 	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
 	srv.StartTLS() // for its certificate
@@ -218,7 +220,10 @@ func newFakeH2(t *testing.T, onFrame func(conn int, f http2.Frame, w *fakeH2Writ
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeH2{ln: ln, onFrame: onFrame}
+	if len(settings) == 0 {
+		settings = []http2.Setting{{ID: http2.SettingMaxConcurrentStreams, Val: 100}}
+	}
+	f := &fakeH2{ln: ln, onFrame: onFrame, settings: settings}
 	cfg.Host = "https://" + ln.Addr().String()
 	f.wg.Go(func() {
 		for {
@@ -254,7 +259,7 @@ func (f *fakeH2) serve(n int, c net.Conn) {
 	w := &fakeH2Writer{fr: http2.NewFramer(c, c)}
 	w.enc = hpack.NewEncoder(&w.hbuf)
 	w.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	if w.fr.WriteSettings(http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: 100}) != nil {
+	if w.fr.WriteSettings(f.settings...) != nil {
 		return
 	}
 	for {
@@ -379,6 +384,31 @@ func TestH2BinderDropsAStalledConnection(t *testing.T) {
 	}
 	if got := events.String(); got != "dialed stalled dialed" {
 		t.Errorf("connection events %q, want dialed stalled dialed", got)
+	}
+}
+
+// SETTINGS whose values HTTP/2 forbids (a frame size under 16 KiB) end
+// the connection: the Binding fails with the protocol error, and no
+// stream was opened under them.
+func TestH2BinderRefusesInvalidSettings(t *testing.T) {
+	checkLeaksAtCleanup(t)
+	var streams atomic.Int32
+	_, cfg := newFakeH2(t, func(_ int, fr http2.Frame, w *fakeH2Writer) {
+		if h, ok := fr.(*http2.MetaHeadersFrame); ok {
+			streams.Add(1)
+			w.answer(h.StreamID, http.StatusCreated)
+		}
+	}, http2.Setting{ID: http2.SettingMaxFrameSize, Val: 1})
+	p := h2TestPoster(t, cfg)
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	_, _, err := p.h2.bind(ctx, "ns", "p", []byte("body"))
+	var ce http2.ConnectionError
+	if !errors.As(err, &ce) || http2.ErrCode(ce) != http2.ErrCodeProtocol {
+		t.Errorf("a server's frame size of 1: %v, want a protocol error", err)
+	}
+	if n := streams.Load(); n != 0 {
+		t.Errorf("%d streams opened under invalid settings", n)
 	}
 }
 

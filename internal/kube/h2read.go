@@ -91,9 +91,7 @@ func (c *h2Conn) handle(f http2.Frame) error {
 			c.finish(f.StreamID, nil)
 		}
 	case *http2.DataFrame:
-		if err := c.received(int64(f.Length)); err != nil {
-			return err
-		}
+		c.received(int64(f.Length))
 		st := c.stream(f.StreamID)
 		if st == nil {
 			return nil
@@ -140,18 +138,17 @@ func (c *h2Conn) handle(f http2.Frame) error {
 
 // received counts n bytes of DATA against the connection's receive
 // window and tops it up when half of it is used.
-func (c *h2Conn) received(n int64) error {
+func (c *h2Conn) received(n int64) {
 	c.mu.Lock()
 	c.recvUnacked += n
 	top := c.recvUnacked
 	if top < h2ConnWindow/2 {
 		c.mu.Unlock()
-		return nil
+		return
 	}
 	c.recvUnacked = 0
 	c.mu.Unlock()
 	c.write(func() error { return c.fr.WriteWindowUpdate(0, uint32(top)) })
-	return nil
 }
 
 // settings applies the server's SETTINGS and acknowledges them.
@@ -159,6 +156,11 @@ func (c *h2Conn) settings(f *http2.SettingsFrame) error {
 	var tableSize *uint32
 	c.mu.Lock()
 	err := f.ForeachSetting(func(s http2.Setting) error {
+		// The framer checks a SETTINGS frame's shape, not its values (a
+		// frame size under 16 KiB, a window over 2^31-1).
+		if err := s.Valid(); err != nil {
+			return err
+		}
 		switch s.ID {
 		case http2.SettingMaxConcurrentStreams:
 			c.maxStreams = int(min(s.Val, 1<<20))
@@ -200,12 +202,12 @@ func (c *h2Conn) goingAway(last uint32) {
 		}
 	}
 	c.cond.Broadcast()
-	drained := len(c.streams) == len(unsent)
+	idle := len(c.streams) == 0 // else the last stream's finish closes it
 	c.mu.Unlock()
 	for _, id := range unsent {
 		c.finish(id, errH2Unsent)
 	}
-	if drained {
+	if idle {
 		c.close(errH2Unsent)
 	}
 }
