@@ -61,6 +61,7 @@ var (
 const (
 	podSpecContainers        = 2
 	podSpecInitContainers    = 20
+	podSpecTolerations       = 22
 	podStatusContainerStatus = 8
 )
 
@@ -91,9 +92,14 @@ func leanContainers(cs []corev1.Container) []corev1.Container {
 
 // decodeLeanSpec decodes PodSpec bytes b into s (zero), only the lean
 // pod's fields; containers and init containers are trimmed as they are
-// decoded.
-func decodeLeanSpec(s *corev1.PodSpec, b []byte) error {
-	return decodeKeeping(s, b, leanPodSpecFields, fields(podSpecContainers, podSpecInitContainers), func(num protowire.Number, v []byte) error {
+// decoded, and containers and tolerations already decoded for another
+// pod come from parts (nil: none do).
+func decodeLeanSpec(s *corev1.PodSpec, b []byte, parts *decodedParts) error {
+	return decodeKeeping(s, b, leanPodSpecFields, fields(podSpecContainers, podSpecInitContainers, podSpecTolerations), func(num protowire.Number, v []byte) error {
+		if num == podSpecTolerations {
+			s.Tolerations = append(s.Tolerations, corev1.Toleration{})
+			return parts.toleration(&s.Tolerations[len(s.Tolerations)-1], v)
+		}
 		to := &s.Containers
 		if num == podSpecInitContainers {
 			to = &s.InitContainers
@@ -102,7 +108,7 @@ func decodeLeanSpec(s *corev1.PodSpec, b []byte) error {
 		// then copied was 8 % of what a bench run allocated (BENCHMARKS.md,
 		// runs AC).
 		*to = append(*to, corev1.Container{})
-		return decodeKeeping(&(*to)[len(*to)-1], v, leanContainerFields, 0, nil)
+		return parts.container(&(*to)[len(*to)-1], v)
 	})
 }
 

@@ -24,6 +24,7 @@ func TestLeanPodPathsAgree(t *testing.T) {
 			*tm = metav1.Unix(c.Int63n(1<<32), 0)
 		},
 	)
+	parts := &decodedParts{} // shared by all: a second decoding finds its parts
 	for i := range 200 {
 		var p corev1.Pod
 		f.Fill(&p)
@@ -35,9 +36,15 @@ func TestLeanPodPathsAgree(t *testing.T) {
 		if err != nil {
 			t.Fatalf("pod %d: marshal: %v", i, err)
 		}
-		var lean corev1.Pod
-		if !decodeLeanPod(&lean, raw) {
+		var lean, again, cached corev1.Pod
+		if !decodeLeanPod(&lean, raw, nil) || !decodeLeanPod(&again, raw, parts) || !decodeLeanPod(&cached, raw, parts) {
 			t.Fatalf("pod %d: decodeLeanPod refused a pod's bytes", i)
+		}
+		if d := cmp.Diff(lean, again); d != "" {
+			t.Fatalf("pod %d: decoded with parts (+) differs from decoded alone (-):\n%s", i, d)
+		}
+		if d := cmp.Diff(lean, cached); d != "" {
+			t.Fatalf("pod %d: decoded from held parts (+) differs from decoded alone (-):\n%s", i, d)
 		}
 		var whole corev1.Pod
 		if err := whole.Unmarshal(raw); err != nil {
@@ -77,7 +84,7 @@ func TestLeanPodLeavesOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got corev1.Pod
-	if !decodeLeanPod(&got, raw) {
+	if !decodeLeanPod(&got, raw, nil) {
 		t.Fatal("refused")
 	}
 	want := corev1.Pod{

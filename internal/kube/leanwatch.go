@@ -37,15 +37,19 @@ import (
 // same build, it spent 4–5 % less CPU per pod (BENCHMARKS.md, runs U–Y:
 // X and the allocations).
 
-// leanCodecs are client-go's codecs with the lean decoders on protobuf.
-type leanCodecs struct{ runtime.NegotiatedSerializer }
+// leanCodecs are client-go's codecs with the lean decoders on protobuf;
+// their pods share the decoded parts in parts.
+type leanCodecs struct {
+	runtime.NegotiatedSerializer
+	parts *decodedParts
+}
 
 func (c leanCodecs) SupportedMediaTypes() []runtime.SerializerInfo {
 	infos := c.NegotiatedSerializer.SupportedMediaTypes()
 	out := make([]runtime.SerializerInfo, len(infos))
 	for i, info := range infos {
 		if info.MediaType == runtime.ContentTypeProtobuf && info.Serializer != nil && info.StreamSerializer != nil {
-			info.Serializer = leanObjectDecoder{info.Serializer}
+			info.Serializer = leanObjectDecoder{info.Serializer, c.parts}
 			ss := *info.StreamSerializer
 			ss.Serializer = leanEventDecoder{ss.Serializer}
 			info.StreamSerializer = &ss
@@ -131,8 +135,12 @@ func onlyField(b []byte, num protowire.Number) ([]byte, bool) {
 }
 
 // leanObjectDecoder decodes a protobuf Pod with decodeLeanPod, reading
-// its envelope in place; everything else goes to client-go's decoder.
-type leanObjectDecoder struct{ runtime.Serializer }
+// its envelope in place, its containers and tolerations through parts
+// (nil: each decoded); everything else goes to client-go's decoder.
+type leanObjectDecoder struct {
+	runtime.Serializer
+	parts *decodedParts
+}
 
 var podKind = corev1.SchemeGroupVersion.WithKind("Pod")
 
@@ -151,7 +159,7 @@ func (d leanObjectDecoder) Decode(data []byte, defaults *schema.GroupVersionKind
 	} else {
 		*out = corev1.Pod{}
 	}
-	if !decodeLeanPod(out, raw) {
+	if !decodeLeanPod(out, raw, d.parts) {
 		return d.Serializer.Decode(data, defaults, into)
 	}
 	out.APIVersion, out.Kind = apiVersion, kind
@@ -209,7 +217,7 @@ const metaManagedFields = 17
 // the metadata's managedFields and what the Scheduler never reads of the
 // spec and status are skipped. False when b is not a Pod it can read (p
 // is then garbage).
-func decodeLeanPod(p *corev1.Pod, b []byte) bool {
+func decodeLeanPod(p *corev1.Pod, b []byte, parts *decodedParts) bool {
 	for len(b) > 0 {
 		num, v, rest, ok := nextBytesField(b)
 		if !ok {
@@ -221,7 +229,7 @@ func decodeLeanPod(p *corev1.Pod, b []byte) bool {
 		case 1:
 			err = decodeKeeping(&p.ObjectMeta, v, leanMetaFields, 0, nil)
 		case 2:
-			err = decodeLeanSpec(&p.Spec, v)
+			err = decodeLeanSpec(&p.Spec, v, parts)
 		case 3:
 			err = decodeLeanStatus(&p.Status, v)
 		default:
@@ -243,7 +251,7 @@ func leanClient(cfg *rest.Config, cs kubernetes.Interface) (rest.Interface, erro
 	c.APIPath = "/api"
 	c.ContentType = runtime.ContentTypeProtobuf
 	c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	c.NegotiatedSerializer = leanCodecs{scheme.Codecs.WithoutConversion()}
+	c.NegotiatedSerializer = leanCodecs{scheme.Codecs.WithoutConversion(), &decodedParts{}}
 	if c.UserAgent == "" {
 		c.UserAgent = rest.DefaultKubernetesUserAgent()
 	}

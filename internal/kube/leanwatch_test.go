@@ -94,7 +94,7 @@ func TestLeanPodIsClientGosTrimmed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := leanObjectDecoder{stockProtobuf()}
+	d := leanObjectDecoder{stockProtobuf(), &decodedParts{}}
 	got, gvk, err := d.Decode(data, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -188,8 +188,9 @@ func FuzzLeanDecoders(f *testing.F) {
 	f.Add(encodeStock(f, richPod()))
 	f.Add(append(append([]byte{}, protobufMagic...), 0x0a, 0x06, 0x0a, 0x02, 'v', '1', 0x12, 0x00))
 	f.Add([]byte{0x0a, 0x05, 'A', 'D', 'D', 'E', 'D', 0x12, 0x02, 0x0a, 0x00})
+	parts := &decodedParts{} // across inputs, as across a watch's events
 	f.Fuzz(func(t *testing.T, data []byte) {
-		got, _, err := leanObjectDecoder{stockProtobuf()}.Decode(data, nil, nil)
+		got, _, err := leanObjectDecoder{stockProtobuf(), parts}.Decode(data, nil, nil)
 		if want, werr := trimmedStock(t, data); werr == nil && err == nil {
 			if diff := cmp.Diff(want, got, sameQuantity); diff != "" {
 				t.Fatalf("(-client-go +lean):\n%s", diff)

@@ -1,0 +1,88 @@
+package kube
+
+import (
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestLeanPodsOfOneTemplateShareParts: two pods whose containers and
+// tolerations are the same bytes get one decoded copy of what those
+// point to; a pod whose container differs gets its own.
+func TestLeanPodsOfOneTemplateShareParts(t *testing.T) {
+	pod := func(name, cpu string) []byte {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"},
+			Spec: corev1.PodSpec{
+				Containers:  []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: rl("cpu", cpu)}}},
+				Tolerations: []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists, TolerationSeconds: ptr(int64(300))}},
+			},
+		}
+		raw, err := p.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	parts := &decodedParts{}
+	var a, b, c corev1.Pod
+	if !decodeLeanPod(&a, pod("a", "1"), parts) || !decodeLeanPod(&b, pod("b", "1"), parts) || !decodeLeanPod(&c, pod("c", "2"), parts) {
+		t.Fatal("refused")
+	}
+	same := func(x, y corev1.Pod) bool {
+		return reflect.ValueOf(x.Spec.Containers[0].Resources.Requests).UnsafePointer() == reflect.ValueOf(y.Spec.Containers[0].Resources.Requests).UnsafePointer()
+	}
+	if !same(a, b) || a.Spec.Tolerations[0].TolerationSeconds != b.Spec.Tolerations[0].TolerationSeconds {
+		t.Error("pods of one template decoded their containers or tolerations twice")
+	}
+	if same(a, c) {
+		t.Error("a pod with another container got the first pod's")
+	}
+	if a.Name != "a" || b.Name != "b" || c.Spec.Containers[0].Resources.Requests.Cpu().String() != "2" {
+		t.Errorf("pods decoded wrong: %q %q %v", a.Name, b.Name, c.Spec.Containers[0].Resources.Requests)
+	}
+	if got := parts.containers.len(); got != 2 {
+		t.Errorf("%d containers held, want 2", got)
+	}
+}
+
+// TestPartCacheIsBounded: however many distinct parts pass, what is held
+// stays within two generations, a part used again survives the drop of
+// its generation, and an oversized part is never held.
+func TestPartCacheIsBounded(t *testing.T) {
+	var c partCache[int]
+	key := func(i int) []byte { return []byte(strconv.Itoa(i) + strings.Repeat("x", 1000)) }
+	hot := key(-1)
+	c.put(hot, -1)
+	for i := range 20000 { // about 5 generations' worth
+		c.put(key(i), i)
+		if _, ok := c.get(hot); !ok {
+			t.Fatalf("after %d parts, the part used at every step was dropped", i)
+		}
+	}
+	held := 0
+	for k := range c.cur {
+		held += len(k)
+	}
+	for k := range c.old {
+		held += len(k)
+	}
+	if held > 2*partGenerationBytes {
+		t.Errorf("%d bytes of keys held, want at most %d", held, 2*partGenerationBytes)
+	}
+	if v, ok := c.get(key(19999)); !ok || v != 19999 {
+		t.Errorf("the newest part: %d %v", v, ok)
+	}
+	if _, ok := c.get(key(0)); ok {
+		t.Error("the oldest part is still held after its generations were dropped")
+	}
+	big := make([]byte, maxPartBytes+1)
+	c.put(big, 1)
+	if _, ok := c.get(big); ok {
+		t.Error("a part over maxPartBytes was held")
+	}
+}
