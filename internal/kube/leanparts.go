@@ -9,13 +9,13 @@ import (
 // Decoded parts: pods made from one template (a Deployment's, a Job's, a
 // bench's) carry the same containers and tolerations, byte for byte, in
 // every pod and in every version of a pod (a binding, a status update
-// leave them as they were). The lean decoder decodes each distinct
-// container's and toleration's bytes once and gives every pod that
-// carries them the same decoded value: the Container and Toleration
-// structs are copied, what they point to (the resources' maps, a
-// toleration's seconds) is shared. Informer objects are read-only, so
-// sharing what they point to is safe as long as nothing writes to a
-// cached pod, which nothing in this package does.
+// leave them as they were). The lean decoder decodes each distinct list
+// of containers (of init containers, of tolerations) once and gives
+// every pod that carries the same bytes the same slice: its elements and
+// what they point to (the resources' maps, a toleration's seconds) are
+// shared. Informer objects are read-only, so this is safe as long as
+// nothing writes to a cached pod, which nothing in this package does; an
+// append to a shared slice copies it (its capacity is its length).
 //
 // The cache is bounded by the bytes of its keys: two generations of at
 // most partGenerationBytes each; a part found in the older one moves to
@@ -77,43 +77,47 @@ func (c *partCache[T]) len() int {
 	return len(c.cur) + len(c.old)
 }
 
-// decodedParts are the lean decoder's caches; a nil *decodedParts decodes
-// every part.
+// decodedParts are the lean decoder's caches, keyed by a run of a
+// repeated field's elements (decodeKeeping); a nil *decodedParts decodes
+// every run.
 type decodedParts struct {
-	containers  partCache[corev1.Container]
-	tolerations partCache[corev1.Toleration]
+	containers  partCache[[]corev1.Container]
+	tolerations partCache[[]corev1.Toleration]
 }
 
-// container decodes a lean Container from b into c (zero).
-func (d *decodedParts) container(c *corev1.Container, b []byte) error {
+// containerList decodes run, n Container messages, as lean containers.
+// The slice may be shared with other pods: its capacity is its length.
+func (d *decodedParts) containerList(run []byte, n int) ([]corev1.Container, error) {
 	if d != nil {
-		if v, ok := d.containers.get(b); ok {
-			*c = v
-			return nil
+		if v, ok := d.containers.get(run); ok {
+			return v, nil
 		}
 	}
-	if err := decodeKeeping(c, b, leanContainerFields, 0, nil); err != nil {
-		return err
+	out := make([]corev1.Container, 0, n)
+	err := eachBytesField(run, func(v []byte) error {
+		out = append(out, corev1.Container{})
+		return decodeKeeping(&out[len(out)-1], v, leanContainerFields, 0, nil)
+	})
+	if err == nil && d != nil {
+		d.containers.put(run, out)
 	}
-	if d != nil {
-		d.containers.put(b, *c)
-	}
-	return nil
+	return out, err
 }
 
-// toleration decodes a Toleration from b into t (zero).
-func (d *decodedParts) toleration(t *corev1.Toleration, b []byte) error {
+// tolerationList decodes run, n Toleration messages; as containerList.
+func (d *decodedParts) tolerationList(run []byte, n int) ([]corev1.Toleration, error) {
 	if d != nil {
-		if v, ok := d.tolerations.get(b); ok {
-			*t = v
-			return nil
+		if v, ok := d.tolerations.get(run); ok {
+			return v, nil
 		}
 	}
-	if err := t.Unmarshal(b); err != nil {
-		return err
+	out := make([]corev1.Toleration, 0, n)
+	err := eachBytesField(run, func(v []byte) error {
+		out = append(out, corev1.Toleration{})
+		return out[len(out)-1].Unmarshal(v)
+	})
+	if err == nil && d != nil {
+		d.tolerations.put(run, out)
 	}
-	if d != nil {
-		d.tolerations.put(b, *t)
-	}
-	return nil
+	return out, err
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -38,6 +40,9 @@ func TestLeanPodsOfOneTemplateShareParts(t *testing.T) {
 	}
 	if !same(a, b) || a.Spec.Tolerations[0].TolerationSeconds != b.Spec.Tolerations[0].TolerationSeconds {
 		t.Error("pods of one template decoded their containers or tolerations twice")
+	}
+	if &a.Spec.Containers[0] != &b.Spec.Containers[0] || cap(a.Spec.Containers) != len(a.Spec.Containers) {
+		t.Error("pods of one template do not share one full slice of containers")
 	}
 	if same(a, c) {
 		t.Error("a pod with another container got the first pod's")
@@ -84,5 +89,43 @@ func TestPartCacheIsBounded(t *testing.T) {
 	c.put(big, 1)
 	if _, ok := c.get(big); ok {
 		t.Error("a part over maxPartBytes was held")
+	}
+}
+
+// TestLeanPodSplitRepeatedField: a repeated field's elements apart (valid
+// protobuf, though Marshal never writes it) are all decoded, in order, as
+// the generated Unmarshal does, and the shared slice of the first run is
+// not written by the second.
+func TestLeanPodSplitRepeatedField(t *testing.T) {
+	spec := func(s corev1.PodSpec) []byte {
+		b, err := s.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	first := spec(corev1.PodSpec{Containers: []corev1.Container{{Name: "a"}}, Tolerations: []corev1.Toleration{{Key: "x"}}})
+	between := spec(corev1.PodSpec{NodeName: "n1"})
+	second := spec(corev1.PodSpec{Containers: []corev1.Container{{Name: "b"}}, Tolerations: []corev1.Toleration{{Key: "y"}}})
+	parts := &decodedParts{}
+	var alone corev1.PodSpec
+	if err := decodeLeanSpec(&alone, first, parts); err != nil {
+		t.Fatal(err)
+	}
+	raw := append(append(append([]byte{}, first...), between...), second...)
+	var got, want corev1.PodSpec
+	if err := decodeLeanSpec(&got, raw, parts); err != nil {
+		t.Fatal(err)
+	}
+	if err := want.Unmarshal(raw); err != nil {
+		t.Fatal(err)
+	}
+	p := corev1.Pod{Spec: want}
+	leanPod(&p)
+	if d := cmp.Diff(p.Spec, got); d != "" {
+		t.Errorf("split fields (-Unmarshal +lean):\n%s", d)
+	}
+	if len(alone.Containers) != 1 || alone.Containers[0].Name != "a" || len(alone.Tolerations) != 1 || alone.Tolerations[0].Key != "x" {
+		t.Errorf("the pod decoded first was written by the second: %+v", alone)
 	}
 }

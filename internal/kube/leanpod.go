@@ -1,7 +1,9 @@
 package kube
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
@@ -92,32 +94,34 @@ func leanContainers(cs []corev1.Container) []corev1.Container {
 
 // decodeLeanSpec decodes PodSpec bytes b into s (zero), only the lean
 // pod's fields; containers and init containers are trimmed as they are
-// decoded, and containers and tolerations already decoded for another
-// pod come from parts (nil: none do).
+// decoded. The containers, init containers and tolerations come from
+// parts when another pod had the same bytes (nil parts: never).
 func decodeLeanSpec(s *corev1.PodSpec, b []byte, parts *decodedParts) error {
-	return decodeKeeping(s, b, leanPodSpecFields, fields(podSpecContainers, podSpecInitContainers, podSpecTolerations), func(num protowire.Number, v []byte) error {
+	return decodeKeeping(s, b, leanPodSpecFields, fields(podSpecContainers, podSpecInitContainers, podSpecTolerations), func(num protowire.Number, run []byte, n int) error {
 		if num == podSpecTolerations {
-			s.Tolerations = append(s.Tolerations, corev1.Toleration{})
-			return parts.toleration(&s.Tolerations[len(s.Tolerations)-1], v)
+			tols, err := parts.tolerationList(run, n)
+			s.Tolerations = appendShared(s.Tolerations, tols)
+			return err
 		}
-		to := &s.Containers
+		cs, err := parts.containerList(run, n)
 		if num == podSpecInitContainers {
-			to = &s.InitContainers
+			s.InitContainers = appendShared(s.InitContainers, cs)
+		} else {
+			s.Containers = appendShared(s.Containers, cs)
 		}
-		// Decoded in place: a Container is big, and one decoded aside
-		// then copied was 8 % of what a bench run allocated (BENCHMARKS.md,
-		// runs AC).
-		*to = append(*to, corev1.Container{})
-		return parts.container(&(*to)[len(*to)-1], v)
+		return err
 	})
 }
 
 // decodeLeanStatus decodes PodStatus bytes b into s (zero), only the
 // lean pod's fields; container statuses are trimmed as they are decoded.
 func decodeLeanStatus(s *corev1.PodStatus, b []byte) error {
-	return decodeKeeping(s, b, leanPodStatusFields, fields(podStatusContainerStatus), func(_ protowire.Number, v []byte) error {
-		s.ContainerStatuses = append(s.ContainerStatuses, corev1.ContainerStatus{})
-		return decodeKeeping(&s.ContainerStatuses[len(s.ContainerStatuses)-1], v, leanContainerStatusFields, 0, nil)
+	return decodeKeeping(s, b, leanPodStatusFields, fields(podStatusContainerStatus), func(_ protowire.Number, run []byte, n int) error {
+		s.ContainerStatuses = slices.Grow(s.ContainerStatuses, n)
+		return eachBytesField(run, func(v []byte) error {
+			s.ContainerStatuses = append(s.ContainerStatuses, corev1.ContainerStatus{})
+			return decodeKeeping(&s.ContainerStatuses[len(s.ContainerStatuses)-1], v, leanContainerStatusFields, 0, nil)
+		})
 	})
 }
 
@@ -129,10 +133,22 @@ type unmarshaler interface{ Unmarshal([]byte) error }
 // no others: each run of kept fields goes to m's generated Unmarshal in
 // turn (it merges, as one call over all of b would), with no copy of b.
 // The fields own has (length-delimited ones, among keep's) go to
-// decodeOwn instead, one occurrence at a time; own may be empty and
-// decodeOwn nil.
-func decodeKeeping(m unmarshaler, b []byte, keep, own fieldSet, decodeOwn func(num protowire.Number, v []byte) error) error {
-	start, at := 0, 0
+// decodeOwn instead, a run of one field's consecutive occurrences at a
+// time (its bytes, tags included, and how many there are: a repeated
+// field's elements are one run as the generated Marshal writes them);
+// own may be empty and decodeOwn nil.
+func decodeKeeping(m unmarshaler, b []byte, keep, own fieldSet, decodeOwn func(num protowire.Number, run []byte, n int) error) error {
+	start, at := 0, 0 // start: the first kept byte not yet decoded
+	var runNum protowire.Number
+	runStart, runLen := 0, 0
+	endRun := func(end int) error {
+		if runLen == 0 {
+			return nil
+		}
+		n := runLen
+		runLen = 0
+		return decodeOwn(runNum, b[runStart:end], n)
+	}
 	for at < len(b) {
 		num, typ, n := protowire.ConsumeTag(b[at:])
 		if n < 0 {
@@ -143,6 +159,11 @@ func decodeKeeping(m unmarshaler, b []byte, keep, own fieldSet, decodeOwn func(n
 			return protowire.ParseError(vn)
 		}
 		next := at + n + vn
+		if runLen > 0 && num != runNum {
+			if err := endRun(at); err != nil {
+				return err
+			}
+		}
 		if !keep.has(num) || own.has(num) {
 			if at > start {
 				if err := m.Unmarshal(b[start:at]); err != nil {
@@ -153,17 +174,48 @@ func decodeKeeping(m unmarshaler, b []byte, keep, own fieldSet, decodeOwn func(n
 				if typ != protowire.BytesType {
 					return fmt.Errorf("field %d: wire type %d, not length-delimited", num, typ)
 				}
-				v, _ := protowire.ConsumeBytes(b[at+n:])
-				if err := decodeOwn(num, v); err != nil {
-					return err
+				if runLen == 0 {
+					runNum, runStart = num, at
 				}
+				runLen++
 			}
 			start = next
 		}
 		at = next
 	}
+	if err := endRun(at); err != nil {
+		return err
+	}
 	if at > start {
 		return m.Unmarshal(b[start:at])
 	}
 	return nil
+}
+
+// eachBytesField calls fn with each field's bytes in run, a run of
+// length-delimited fields (decodeKeeping checked them).
+func eachBytesField(run []byte, fn func(v []byte) error) error {
+	for len(run) > 0 {
+		_, v, rest, ok := nextBytesField(run)
+		if !ok {
+			return errTornRun
+		}
+		if err := fn(v); err != nil {
+			return err
+		}
+		run = rest
+	}
+	return nil
+}
+
+var errTornRun = errors.New("a torn field")
+
+// appendShared is to followed by from, where from may be shared: when to
+// is empty it is from itself (whose capacity is its length, so an append
+// to it copies), else a copy.
+func appendShared[T any](to, from []T) []T {
+	if len(to) == 0 {
+		return from
+	}
+	return append(to[:len(to):len(to)], from...)
 }
