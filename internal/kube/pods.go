@@ -190,7 +190,10 @@ func (pt podTranslator) priority(pod *corev1.Pod) (int, error) {
 
 // podNodeSelector is spec.nodeSelector as hetsched's selector.
 func podNodeSelector(pod *corev1.Pod) (map[string]string, error) {
-	sel := map[string]string{}
+	if len(pod.Spec.NodeSelector) == 0 {
+		return nil, nil
+	}
+	sel := make(map[string]string, len(pod.Spec.NodeSelector))
 	for k, v := range pod.Spec.NodeSelector {
 		if err := checkSelector(k, v); err != nil {
 			return nil, fmt.Errorf("nodeSelector: %v", err)

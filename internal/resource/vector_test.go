@@ -3,6 +3,7 @@ package resource
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -579,6 +580,29 @@ func TestVectorNonNegative(t *testing.T) {
 		w[i] = -1
 		if w.NonNegative() {
 			t.Errorf("vector with -1 at %d is NonNegative", i)
+		}
+	}
+}
+
+// TestNameMatchersAreTheRegexps: the written-out checks accept exactly
+// what the regular expressions of Kubernetes' validation accept, on
+// strings drawn from the characters that matter.
+func TestNameMatchersAreTheRegexps(t *testing.T) {
+	dnsSubdomain := regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+	qualified := regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
+	alphabet := []rune("az09AZ-._/é ")
+	rapid.Check(t, func(t *rapid.T) {
+		s := string(rapid.SliceOfN(rapid.SampledFrom(alphabet), 0, 12).Draw(t, "s"))
+		if got, want := isDNSSubdomain(s), dnsSubdomain.MatchString(s); got != want {
+			t.Fatalf("isDNSSubdomain(%q) = %v, the regexp says %v", s, got, want)
+		}
+		if got, want := isQualifiedName(s), qualified.MatchString(s); got != want {
+			t.Fatalf("isQualifiedName(%q) = %v, the regexp says %v", s, got, want)
+		}
+	})
+	for _, s := range []string{"nvidia.com", "a", "a-b.c", "example.com."} {
+		if isDNSSubdomain(s) != dnsSubdomain.MatchString(s) {
+			t.Errorf("isDNSSubdomain(%q) disagrees", s)
 		}
 	}
 }
