@@ -34,6 +34,9 @@
 //	lean watch  the Pod informer's own REST client, whose protobuf
 //	            decoders read watch events in place and leave managedFields
 //	            undecoded (leanwatch.go)
+//	decoded     the lean decoder's lists of containers, init containers
+//	parts       and tolerations, each decoded once per distinct bytes and
+//	            shared by the pods that carry them (leanparts.go)
 //	poster      the Bindings posted without client-go's request builder,
 //	            over the clientset's HTTP client (bindpost.go)
 //	coalescing  the API server connection's writes gathered into one
@@ -46,6 +49,6 @@
 //
 // Files: scheduler.go (Config, Scheduler, Run), nodes.go and pods.go
 // (translation), dirty.go (changed keys), reconcile.go (cluster → engine),
-// decisions.go (engine → cluster), bindpost.go, h2bind.go and h2read.go, leanwatch.go
-// and coalesce.go (the cheaper paths of a pod's Binding and watch events).
+// decisions.go (engine → cluster), bindpost.go, h2bind.go and h2read.go,
+// leanwatch.go, leanpod.go, leanparts.go and coalesce.go (the cheaper paths of a pod's Binding and watch events).
 package kube

@@ -95,6 +95,9 @@ type podTranslator struct {
 	// classPriority looks a PriorityClass's value up, for a pod whose
 	// spec.priority the API server did not fill in.
 	classPriority func(name string) (int32, bool)
+	// memo remembers requests and tolerations of pods of one template
+	// (templatememo.go); nil: each pod's are worked out.
+	memo *templateMemo
 }
 
 // task translates a pod into the task that stands for it. id is the
@@ -106,7 +109,7 @@ type podTranslator struct {
 func (pt podTranslator) task(pod *corev1.Pod, id string) (api.Task, error) {
 	t := podTask(pod, id)
 	t.Requeue = boolPtr(false) // a pod runs once; its controller makes another
-	req, err := podRequest(pod)
+	req, err := pt.memo.request(pod)
 	if err != nil {
 		return api.Task{}, err
 	}
@@ -130,7 +133,7 @@ func (pt podTranslator) task(pod *corev1.Pod, id string) (api.Task, error) {
 	if t.NodeAffinity, err = podNodeAffinity(pod); err != nil {
 		return api.Task{}, err
 	}
-	if t.Tolerations, err = podTolerations(pod.Spec.Tolerations); err != nil {
+	if t.Tolerations, err = pt.memo.podTolerations(pod.Spec.Tolerations); err != nil {
 		return api.Task{}, err
 	}
 	return t, nil

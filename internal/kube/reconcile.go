@@ -483,7 +483,7 @@ func (s *Scheduler) adoptedTask(pod *corev1.Pod, id string) api.Task {
 	if len(pod.Spec.NodeName) <= 63 && api.ValidateLabelValue(pod.Spec.NodeName) == nil {
 		t.NodeSelector = map[string]string{api.NodeNameLabel: pod.Spec.NodeName}
 	}
-	if req, err := podRequest(pod); err == nil {
+	if req, err := s.pods.memo.request(pod); err == nil {
 		t.Resources = req
 	} else {
 		t.Resources = resource.List{PodsResource: 1000}

@@ -272,7 +272,7 @@ func New(cfg Config) (*Scheduler, error) {
 	s.podLst = s.factory.Core().V1().Pods().Lister()
 	s.nodeLst = s.factory.Core().V1().Nodes().Lister()
 	s.classLst = s.factory.Scheduling().V1().PriorityClasses().Lister()
-	s.pods = podTranslator{tiers: *cfg.Tiers, classPriority: s.classPriority}
+	s.pods = podTranslator{tiers: *cfg.Tiers, classPriority: s.classPriority, memo: &templateMemo{}}
 	return s, nil
 }
 
