@@ -263,8 +263,8 @@ func leanClient(cfg *rest.Config, cs kubernetes.Interface) (rest.Interface, erro
 
 // leanInformer lists and watches resource ("pods") of every namespace
 // through rc, as client-go's informer for obj does through the clientset
-// (cs says whether watch-list streams are supported).
-func leanInformer(rc rest.Interface, cs kubernetes.Interface, resource string, obj, list runtime.Object, resync time.Duration) cache.SharedIndexInformer {
+// (cs says whether watch-list streams are supported), with indexers.
+func leanInformer(rc rest.Interface, cs kubernetes.Interface, resource string, obj, list runtime.Object, resync time.Duration, indexers cache.Indexers) cache.SharedIndexInformer {
 	timeout := func(opts metav1.ListOptions) time.Duration {
 		if opts.TimeoutSeconds != nil {
 			return time.Duration(*opts.TimeoutSeconds) * time.Second
@@ -282,8 +282,6 @@ func leanInformer(rc rest.Interface, cs kubernetes.Interface, resource string, o
 			return rc.Get().Resource(resource).VersionedParams(&opts, scheme.ParameterCodec).Timeout(timeout(opts)).Watch(ctx)
 		},
 	}
-	// The factory's own informers index by namespace.
-	indexers := cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}
 	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, cs), obj,
 		cache.SharedIndexInformerOptions{ResyncPeriod: resync, Indexers: indexers})
 }

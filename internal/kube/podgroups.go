@@ -4,10 +4,10 @@ import (
 	"context"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -41,6 +41,26 @@ func servesResource(ctx context.Context, d discovery.DiscoveryInterface, gvr sch
 	return false, nil
 }
 
+// podGroupIndex indexes cached pods by "namespace/podgroup", of the
+// label LabelPodGroup; pods without it are in no index entry. It is the
+// pod informer's only index: the namespace index client-go's informers
+// keep was read only to find a PodGroup's pods, and keeping it up to
+// date was 2 % of hetsched kube's CPU in a bench window (every pod of a
+// namespace in one set).
+const podGroupIndex = "podgroup"
+
+var podIndexers = cache.Indexers{podGroupIndex: func(obj any) ([]string, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	g, ok := p.Labels[LabelPodGroup]
+	if !ok || g == "" {
+		return nil, nil
+	}
+	return []string{p.Namespace + "/" + g}, nil
+}}
+
 // startPodGroups reads PodGroups when the CRD is installed; a change of
 // a PodGroup marks its pods dirty. Without the CRD, pods that name a
 // PodGroup wait with that reason.
@@ -55,12 +75,12 @@ func (s *Scheduler) startPodGroups(ctx context.Context) error {
 		if u == nil {
 			return
 		}
-		pods, err := s.podLst.Pods(u.GetNamespace()).List(labels.SelectorFromSet(labels.Set{LabelPodGroup: u.GetName()}))
+		keys, err := s.podIdx.IndexKeys(podGroupIndex, u.GetNamespace()+"/"+u.GetName())
 		if err != nil {
 			return
 		}
-		for _, p := range pods {
-			s.dirty.addPodKey(p.Namespace + "/" + p.Name)
+		for _, k := range keys {
+			s.dirty.addPodKey(k)
 		}
 	}
 	ls, err := s.watchCustom(ctx, "PodGroups (gangs come from annotations only)", []schema.GroupVersionResource{PodGroupResource},

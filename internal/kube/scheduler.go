@@ -89,6 +89,7 @@ type Scheduler struct {
 	pods     podTranslator
 	factory  informers.SharedInformerFactory
 	podLst   corelisters.PodLister
+	podIdx   cache.Indexer // the pod informer's store, podIndexers among its indexes
 	nodeLst  corelisters.NodeLister
 	classLst schedlisters.PriorityClassLister
 	recorder events.EventRecorder
@@ -266,10 +267,18 @@ func New(cfg Config) (*Scheduler, error) {
 		}
 		// Registered before the listers ask the factory for it.
 		s.factory.InformerFor(&corev1.Pod{}, func(cs kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-			return leanInformer(rc, cs, "pods", &corev1.Pod{}, &corev1.PodList{}, resync)
+			return leanInformer(rc, cs, "pods", &corev1.Pod{}, &corev1.PodList{}, resync, podIndexers)
 		})
 	}
 	s.podLst = s.factory.Core().V1().Pods().Lister()
+	podInf := s.factory.Core().V1().Pods().Informer()
+	if podInf.GetIndexer().GetIndexers()[podGroupIndex] == nil {
+		// client-go's own informer (no lean watch) indexes by namespace only.
+		if err := podInf.AddIndexers(podIndexers); err != nil {
+			return nil, err
+		}
+	}
+	s.podIdx = podInf.GetIndexer()
 	s.nodeLst = s.factory.Core().V1().Nodes().Lister()
 	s.classLst = s.factory.Scheduling().V1().PriorityClasses().Lister()
 	s.pods = podTranslator{tiers: *cfg.Tiers, classPriority: s.classPriority, memo: &templateMemo{}}
