@@ -46,7 +46,7 @@ func LeanPodInformer(cfg *rest.Config, cs kubernetes.Interface) (cache.SharedInd
 	if err != nil {
 		return nil, err
 	}
-	inf := leanInformer(rc, cs, "pods", &corev1.Pod{}, &corev1.PodList{}, 0, podIndexers)
+	inf := leanInformer(rc, cs, "pods", &corev1.Pod{}, &corev1.PodList{}, 0, podIndexers())
 	if err := inf.SetTransform(trimCached); err != nil { // as the Scheduler's factory sets it
 		return nil, err
 	}

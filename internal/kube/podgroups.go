@@ -49,7 +49,11 @@ func servesResource(ctx context.Context, d discovery.DiscoveryInterface, gvr sch
 // namespace in one set).
 const podGroupIndex = "podgroup"
 
-var podIndexers = cache.Indexers{podGroupIndex: func(obj any) ([]string, error) {
+// podIndexers are the pod informer's indexers (a new map each time: an
+// informer's AddIndexers writes into the one it was made with).
+func podIndexers() cache.Indexers { return cache.Indexers{podGroupIndex: podGroupKeys} }
+
+func podGroupKeys(obj any) ([]string, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
 		return nil, nil
@@ -59,7 +63,7 @@ var podIndexers = cache.Indexers{podGroupIndex: func(obj any) ([]string, error) 
 		return nil, nil
 	}
 	return []string{p.Namespace + "/" + g}, nil
-}}
+}
 
 // startPodGroups reads PodGroups when the CRD is installed; a change of
 // a PodGroup marks its pods dirty. Without the CRD, pods that name a

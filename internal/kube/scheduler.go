@@ -267,14 +267,14 @@ func New(cfg Config) (*Scheduler, error) {
 		}
 		// Registered before the listers ask the factory for it.
 		s.factory.InformerFor(&corev1.Pod{}, func(cs kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-			return leanInformer(rc, cs, "pods", &corev1.Pod{}, &corev1.PodList{}, resync, podIndexers)
+			return leanInformer(rc, cs, "pods", &corev1.Pod{}, &corev1.PodList{}, resync, podIndexers())
 		})
 	}
 	s.podLst = s.factory.Core().V1().Pods().Lister()
 	podInf := s.factory.Core().V1().Pods().Informer()
 	if podInf.GetIndexer().GetIndexers()[podGroupIndex] == nil {
 		// client-go's own informer (no lean watch) indexes by namespace only.
-		if err := podInf.AddIndexers(podIndexers); err != nil {
+		if err := podInf.AddIndexers(podIndexers()); err != nil {
 			return nil, err
 		}
 	}
