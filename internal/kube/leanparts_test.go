@@ -129,3 +129,39 @@ func TestLeanPodSplitRepeatedField(t *testing.T) {
 		t.Errorf("the pod decoded first was written by the second: %+v", alone)
 	}
 }
+
+// TestTrimmingSharedPartsWritesNothing: the informer's transform trims
+// watched pods again (trimCached); on a pod whose containers are shared
+// it must not write them while another goroutine reads them (the race
+// detector, which CI runs on this package, sees a write).
+func TestTrimmingSharedPartsWritesNothing(t *testing.T) {
+	p := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: rl("cpu", "1")}}}}}
+	raw, err := p.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := &decodedParts{}
+	var a, b corev1.Pod
+	if !decodeLeanPod(&a, raw, parts) || !decodeLeanPod(&b, raw, parts) {
+		t.Fatal("refused")
+	}
+	done := make(chan string)
+	go func() {
+		var names string
+		for range 1000 {
+			names = b.Spec.Containers[0].Name
+		}
+		done <- names
+	}()
+	for range 1000 {
+		if _, err := trimCached(&a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := <-done; got != "c" {
+		t.Errorf("the other pod's container is %q", got)
+	}
+	if &a.Spec.Containers[0] != &b.Spec.Containers[0] {
+		t.Error("trimming a lean pod replaced its shared containers")
+	}
+}

@@ -3,6 +3,7 @@ package kube
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -85,9 +86,16 @@ func leanPod(p *corev1.Pod) {
 	*st = corev1.PodStatus{Phase: st.Phase, ContainerStatuses: st.ContainerStatuses, ResourceClaimStatuses: st.ResourceClaimStatuses}
 }
 
+// leanContainers trims cs in place; a container already lean is not
+// written: the lean decoder's lists are shared by pods (leanparts.go),
+// and the informer's transform trims watched pods again.
 func leanContainers(cs []corev1.Container) []corev1.Container {
 	for i, c := range cs {
-		cs[i] = corev1.Container{Name: c.Name, Resources: c.Resources, RestartPolicy: c.RestartPolicy}
+		l := corev1.Container{Name: c.Name, Resources: c.Resources, RestartPolicy: c.RestartPolicy}
+		c.Name, c.Resources, c.RestartPolicy = "", corev1.ResourceRequirements{}, nil
+		if !reflect.ValueOf(c).IsZero() {
+			cs[i] = l
+		}
 	}
 	return cs
 }
