@@ -88,36 +88,41 @@ type decodedParts struct {
 // containerList decodes run, n Container messages, as lean containers.
 // The slice may be shared with other pods: its capacity is its length.
 func (d *decodedParts) containerList(run []byte, n int) ([]corev1.Container, error) {
+	var c *partCache[[]corev1.Container]
 	if d != nil {
-		if v, ok := d.containers.get(run); ok {
-			return v, nil
-		}
+		c = &d.containers
 	}
-	out := make([]corev1.Container, 0, n)
-	err := eachBytesField(run, func(v []byte) error {
-		out = append(out, corev1.Container{})
-		return decodeKeeping(&out[len(out)-1], v, leanContainerFields, 0, nil)
+	return decodeList(c, run, n, func(m *corev1.Container, v []byte) error {
+		return decodeKeeping(m, v, leanContainerFields, 0, nil)
 	})
-	if err == nil && d != nil {
-		d.containers.put(run, out)
-	}
-	return out, err
 }
 
 // tolerationList decodes run, n Toleration messages; as containerList.
 func (d *decodedParts) tolerationList(run []byte, n int) ([]corev1.Toleration, error) {
+	var c *partCache[[]corev1.Toleration]
 	if d != nil {
-		if v, ok := d.tolerations.get(run); ok {
+		c = &d.tolerations
+	}
+	return decodeList(c, run, n, (*corev1.Toleration).Unmarshal)
+}
+
+// decodeList is the list run (n messages) decodes to, each message by
+// decode: held in c, or decoded and then held (c nil: decoded, never
+// held).
+func decodeList[T any](c *partCache[[]T], run []byte, n int, decode func(*T, []byte) error) ([]T, error) {
+	if c != nil {
+		if v, ok := c.get(run); ok {
 			return v, nil
 		}
 	}
-	out := make([]corev1.Toleration, 0, n)
+	out := make([]T, 0, n)
 	err := eachBytesField(run, func(v []byte) error {
-		out = append(out, corev1.Toleration{})
-		return out[len(out)-1].Unmarshal(v)
+		var zero T
+		out = append(out, zero)
+		return decode(&out[len(out)-1], v)
 	})
-	if err == nil && d != nil {
-		d.tolerations.put(run, out)
+	if err == nil && c != nil {
+		c.put(run, out)
 	}
 	return out, err
 }

@@ -45,8 +45,8 @@ func servesResource(ctx context.Context, d discovery.DiscoveryInterface, gvr sch
 // label LabelPodGroup; pods without it are in no index entry. It is the
 // pod informer's only index: the namespace index client-go's informers
 // keep was read only to find a PodGroup's pods, and keeping it up to
-// date was 2 % of hetsched kube's CPU in a bench window (every pod of a
-// namespace in one set).
+// date was 2.5 % of hetsched kube's CPU in a bench window (every pod of
+// a namespace in one set; BENCHMARKS.md, runs AF).
 const podGroupIndex = "podgroup"
 
 // podIndexers are the pod informer's indexers (a new map each time: an
