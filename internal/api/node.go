@@ -66,10 +66,12 @@ const (
 	NodeDraining = "draining"
 )
 
-// Limits on a node's lists.
+// Limits on a node's lists: far above what real nodes carry (Node
+// Feature Discovery and GPU feature discovery give 100-300 labels), so
+// that every label and taint of a Kubernetes node is held, yet bounded.
 const (
-	MaxNodeLabels  = 64
-	MaxNodeTaints  = 32
+	MaxNodeLabels  = 4096
+	MaxNodeTaints  = 1024
 	MaxNodeDevices = 256
 )
 
@@ -236,7 +238,9 @@ func (t Taint) String() string {
 }
 
 // Toleration lets a task onto nodes with a matching taint: "key=value"
-// (equal), "key" (any value), optionally ":Effect"; "*" tolerates all.
+// (equal), "key" (any value), "*" (any key), each optionally ":Effect"
+// (then it tolerates taints of that effect only), as Kubernetes'
+// tolerations: "*" is an empty key with operator Exists.
 type Toleration struct {
 	Key, Value, Effect string
 	Exists             bool
@@ -245,9 +249,6 @@ type Toleration struct {
 
 // ParseToleration reads a toleration string.
 func ParseToleration(s string) (Toleration, error) {
-	if s == "*" {
-		return Toleration{All: true}, nil
-	}
 	kv, effect, hasEffect := strings.Cut(s, ":")
 	if hasEffect {
 		switch effect {
@@ -255,6 +256,9 @@ func ParseToleration(s string) (Toleration, error) {
 		default:
 			return Toleration{}, fmt.Errorf("toleration %q: effect must be NoSchedule, PreferNoSchedule or NoExecute", truncate(s))
 		}
+	}
+	if kv == "*" {
+		return Toleration{All: true, Effect: effect}, nil
 	}
 	k, v, hasValue := strings.Cut(kv, "=")
 	if err := ValidateLabelKey(k); err != nil {
@@ -268,13 +272,13 @@ func ParseToleration(s string) (Toleration, error) {
 
 // Tolerates reports whether the toleration matches the taint.
 func (tol Toleration) Tolerates(t Taint) bool {
+	if tol.Effect != "" && tol.Effect != t.Effect {
+		return false
+	}
 	if tol.All {
 		return true
 	}
 	if tol.Key != t.Key {
-		return false
-	}
-	if tol.Effect != "" && tol.Effect != t.Effect {
 		return false
 	}
 	return tol.Exists || tol.Value == t.Value

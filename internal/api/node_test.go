@@ -166,6 +166,8 @@ func TestParseToleration(t *testing.T) {
 		want Toleration
 	}{
 		{"*", Toleration{All: true}},
+		{"*:NoSchedule", Toleration{All: true, Effect: NoSchedule}},
+		{"*:NoExecute", Toleration{All: true, Effect: NoExecute}},
 		{"k=v", Toleration{Key: "k", Value: "v"}},
 		{"k=", Toleration{Key: "k"}},
 		{"k", Toleration{Key: "k", Exists: true}},
@@ -180,7 +182,7 @@ func TestParseToleration(t *testing.T) {
 		}
 	}
 	for _, in := range []string{
-		"", "k:", "k:Bogus", "k=v:", "*:NoSchedule", "**", "bad key", "k=bad value", "=v", "k=v:NoSchedule:x",
+		"", "k:", "k:Bogus", "k=v:", "*:", "*:Bogus", "*=v", "**", "bad key", "k=bad value", "=v", "k=v:NoSchedule:x",
 	} {
 		if got, err := ParseToleration(in); err == nil {
 			t.Errorf("ParseToleration(%q) = %+v, want an error", in, got)
@@ -208,6 +210,11 @@ func TestTolerates(t *testing.T) {
 		{"*", "k=v:NoSchedule", true},
 		{"*", "other:NoExecute", true},
 		{"*", "x=y:PreferNoSchedule", true},
+		{"*:NoSchedule", "k=v:NoSchedule", true},
+		{"*:NoSchedule", "k=v:NoExecute", false},
+		{"*:NoExecute", "k:NoExecute", true},
+		{"*:NoExecute", "k:NoSchedule", false},
+		{"*:PreferNoSchedule", "k:NoSchedule", false},
 		{"j=v", "k=v:NoSchedule", false},
 		{"j", "k=v:NoSchedule", false},
 		{"example.com/k", "k=v:NoSchedule", false},

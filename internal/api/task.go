@@ -225,7 +225,7 @@ const (
 	MaxAlternatives   = 8
 	MaxSelectorLabels = 32
 	MaxAffinityTerms  = 8
-	MaxTolerations    = 32
+	MaxTolerations    = 256
 	MaxCommandArgs    = 4096
 	MaxEnv            = 1024
 	MaxDepends        = MaxShards // a fan-in may wait for every shard of a task

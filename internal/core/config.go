@@ -102,6 +102,13 @@ type Config struct {
 	// index of their values. hetsched.io/node (the node's name) is always
 	// one of them.
 	IdentityLabels []string
+	// KeepOnNoExecute makes a NoExecute taint repel new tasks only: the
+	// tasks already on the node stay. On Kubernetes the taint manager,
+	// not the scheduler, evicts what does not tolerate such a taint
+	// (after the toleration's tolerationSeconds); the front end sets it.
+	// Without it a node upsert whose NoExecute taint a running task does
+	// not tolerate sends that task back to pending.
+	KeepOnNoExecute bool
 	// TaskCapacityHint pre-sizes the task index for this many tasks (0: grow
 	// as needed). Growing a million-entry index costs about a third of the
 	// submission path; a server that knows its scale sets this.

@@ -11,8 +11,8 @@ import (
 // and state (an empty state is ready: a caller re-registering a cordoned
 // node passes its state). Tasks on a replaced node stay where their devices
 // still exist and are healthy, the new capacity holds them, the node is not
-// notready or draining and no NoExecute taint repels them; the rest are
-// re-queued.
+// notready or draining and no NoExecute taint repels them (unless
+// Config.KeepOnNoExecute); the rest are re-queued.
 func (c *Core) UpsertNode(now time.Time, spec *api.Node) error {
 	c.advance(now)
 	if err := spec.Validate(); err != nil {
@@ -100,7 +100,7 @@ func (c *Core) replaceNode(old, n *Node) {
 		c.evictAll(n, "node "+n.name+" "+n.state)
 	}
 	for _, taint := range n.taints {
-		if taint.Effect != api.NoExecute {
+		if taint.Effect != api.NoExecute || c.cfg.KeepOnNoExecute {
 			continue
 		}
 		for _, t := range append([]*Task(nil), n.tasks...) {

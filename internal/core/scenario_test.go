@@ -240,6 +240,9 @@ func (h *harness) init(t *testing.T, td *datadriven.TestData) string {
 	if v, ok := arg(td, "max-visit"); ok {
 		cfg.MaxVisit, _ = strconv.Atoi(v)
 	}
+	if v, ok := arg(td, "keep-noexecute"); ok {
+		cfg.KeepOnNoExecute = v == "true"
+	}
 	h.c, err = New(cfg)
 	h.now = epoch
 	if err != nil {

@@ -19,7 +19,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/engine"
 	"github.com/hetsched/hetsched/internal/kube"
 	"github.com/hetsched/hetsched/internal/kube/kubetest"
@@ -121,7 +120,7 @@ func (e *env) startWith(tune func(*kube.Config)) *running {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	eng, err := engine.New(engine.Config{Core: core.DefaultConfig(), Logger: lg}, st)
+	eng, err := engine.New(engine.Config{Core: kube.CoreConfig(), Logger: lg}, st)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -28,7 +28,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/restmapper"
 
-	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/engine"
 	"github.com/hetsched/hetsched/internal/kube"
 	"github.com/hetsched/hetsched/internal/kube/kubetest"
@@ -212,7 +211,7 @@ func TestManifestsApplyAndGrantLeastPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	eng, err := engine.New(engine.Config{Core: core.DefaultConfig(), Logger: lg}, st)
+	eng, err := engine.New(engine.Config{Core: kube.CoreConfig(), Logger: lg}, st)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,15 +50,19 @@ func newNodeTranslator(deviceResources []string) nodeTranslator {
 }
 
 // node translates n. Its capacity is the Node's allocatable: cpu, memory,
-// ephemeral-storage, pods (as PodsResource) and every extended resource.
-// Device-backed resources become that many devices, ids "0".."N-1", with
-// the model and memory the discovery labels give. Taints keep their
-// effect, except NoExecute, which becomes NoSchedule: evicting running
-// pods for a taint is the taint manager's job in Kubernetes, not the
-// scheduler's. A cordoned (spec.unschedulable) or not Ready node is
-// cordoned: it takes no new pods and its pods stay (the node lifecycle
-// controller decides about them). dropped lists what could not be carried
-// over (a label hetsched cannot hold, say), for the log.
+// ephemeral-storage, hugepages, pods (as PodsResource) and every extended
+// resource. Device-backed resources become that many devices, ids
+// "0".."N-1", with the model and memory the discovery labels give. Every
+// label and taint is kept, each taint with its effect: a NoExecute taint
+// repels pods that do not tolerate that effect, and the engine leaves the
+// pods already there to the taint manager (coreConfig). A cordoned node
+// (spec.unschedulable) gets the node.kubernetes.io/unschedulable:NoSchedule
+// taint, so that a pod tolerating it still lands there, as kube-scheduler's
+// NodeUnschedulable plugin lets it; a node that is not Ready gets the
+// not-ready (Ready False or missing) or unreachable (Unknown) NoSchedule
+// taint that the node lifecycle controller gives it, when it has not yet.
+// dropped lists what could not be carried over (a resource hetsched
+// cannot hold, the hetsched.io/node label), for the log.
 func (nt nodeTranslator) node(n *corev1.Node) (out api.Node, dropped []string) {
 	out = api.Node{Name: n.Name, Capacity: resource.List{}, State: api.NodeReady}
 	for name, q := range n.Status.Allocatable {
@@ -86,47 +90,66 @@ func (nt nodeTranslator) node(n *corev1.Node) (out api.Node, dropped []string) {
 			out.Devices = append(out.Devices, api.Device{Type: string(rn), ID: strconv.FormatInt(i, 10), Model: model, Memory: api.Bytes(mem)})
 		}
 	}
-	for _, t := range n.Spec.Taints {
-		effect := string(t.Effect)
-		if t.Effect == corev1.TaintEffectNoExecute {
-			effect = api.NoSchedule
-		}
+	taints := n.Spec.Taints
+	if n.Spec.Unschedulable {
+		taints = withTaint(taints, corev1.TaintNodeUnschedulable)
+	}
+	switch nodeReady(n) {
+	case corev1.ConditionTrue:
+	case corev1.ConditionUnknown:
+		taints = withTaint(taints, corev1.TaintNodeUnreachable)
+	default:
+		taints = withTaint(taints, corev1.TaintNodeNotReady)
+	}
+	for _, t := range taints {
 		s := t.Key
 		if t.Value != "" {
 			s += "=" + t.Value
 		}
-		s += ":" + effect
-		if _, err := api.ParseTaint(s); err != nil || len(out.Taints) == api.MaxNodeTaints {
+		s += ":" + string(t.Effect)
+		if _, err := api.ParseTaint(s); err != nil {
 			dropped = append(dropped, "taint "+s)
 			continue
 		}
 		out.Taints = append(out.Taints, s)
 	}
-	if n.Spec.Unschedulable || !nodeReady(n) {
-		out.State = api.NodeCordoned
-	}
 	return out, dropped
 }
 
-// nodeReady reports the Node's Ready condition.
-func nodeReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
+// withTaint is taints with key's NoSchedule taint added, unless a taint
+// of that key and effect is there (the node controller's, say).
+func withTaint(taints []corev1.Taint, key string) []corev1.Taint {
+	for _, t := range taints {
+		if t.Key == key && t.Effect == corev1.TaintEffectNoSchedule {
+			return taints
 		}
 	}
-	return false
+	return append(slices.Clip(taints), corev1.Taint{Key: key, Effect: corev1.TaintEffectNoSchedule})
+}
+
+// nodeReady is the status of the Node's Ready condition ("" when it has
+// none).
+func nodeReady(n *corev1.Node) corev1.ConditionStatus {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status
+		}
+	}
+	return ""
 }
 
 // resourceQuantity converts a Kubernetes resource quantity to hetsched's
 // name and canonical units (milli-units, bytes for memory and storage).
 func resourceQuantity(name corev1.ResourceName, q k8sresource.Quantity) (resource.Name, int64, bool) {
 	rn := resource.Name(name)
-	if name == corev1.ResourcePods {
+	switch {
+	case name == corev1.ResourcePods:
 		rn = PodsResource
+	case strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix):
+		rn = resource.HugePagesPrefix + resource.Name(strings.TrimPrefix(string(name), corev1.ResourceHugePagesPrefix))
 	}
 	if resource.ValidateName(string(rn)) != nil {
-		return "", 0, false // hugepages-2Mi and other names hetsched cannot hold
+		return "", 0, false // a name hetsched cannot hold
 	}
 	if rn.Scale() == resource.Units {
 		return rn, q.Value(), true
@@ -156,39 +179,17 @@ func deviceModel(rn resource.Name, labels map[string]string) (string, int64) {
 	return model, mem
 }
 
-// labelPriority orders the labels kept when a node has more than
-// api.MaxNodeLabels: these first, then the rest by key.
-var labelPriority = []string{
-	corev1.LabelHostname, corev1.LabelTopologyZone, corev1.LabelTopologyRegion,
-	corev1.LabelInstanceTypeStable, corev1.LabelArchStable, corev1.LabelOSStable,
-	LabelGPUProduct, LabelGPUMemory, "nvidia.com/gpu.count", LabelAMDGPUProduct,
-	LabelTPUAccelerator, LabelTPUTopology,
-}
-
-// nodeLabels keeps the labels hetsched can hold, at most
-// api.MaxNodeLabels, the well-known ones first.
+// nodeLabels is every label of a node, but hetsched's own node-name
+// label (hetsched.io/node), which hetsched sets to the node's name; the
+// API server has checked the rest's syntax, which is hetsched's.
 func nodeLabels(in map[string]string, dropped []string) (map[string]string, []string) {
-	out := make(map[string]string, min(len(in), api.MaxNodeLabels))
-	add := func(k, v string) {
+	out := make(map[string]string, len(in))
+	for k, v := range in {
 		if k == api.NodeNameLabel || api.ValidateLabelKey(k) != nil || api.ValidateLabelValue(v) != nil {
 			dropped = append(dropped, "label "+k)
-			return
-		}
-		if len(out) == api.MaxNodeLabels {
-			dropped = append(dropped, "label "+k+" (past "+strconv.Itoa(api.MaxNodeLabels)+")")
-			return
+			continue
 		}
 		out[k] = v
-	}
-	for _, k := range labelPriority {
-		if v, ok := in[k]; ok {
-			add(k, v)
-		}
-	}
-	for _, k := range slices.Sorted(maps.Keys(in)) {
-		if _, done := out[k]; !done && !slices.Contains(labelPriority, k) {
-			add(k, in[k])
-		}
 	}
 	return out, dropped
 }

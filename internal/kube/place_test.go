@@ -114,7 +114,7 @@ func TestOtherSchedulersPodsHoldCapacity(t *testing.T) {
 }
 
 // Every node-side rule kube-scheduler applies to fit holds: a cordoned
-// node takes nothing, a taint repels pods without its toleration,
+// node takes only pods tolerating the cordon, a taint repels pods without its toleration,
 // required node affinity (In, NotIn, Gt) picks the node or keeps the pod
 // waiting.
 func TestNodeRules(t *testing.T) {
@@ -177,9 +177,18 @@ func TestNodeRules(t *testing.T) {
 	zb := e.podSpec("zb", map[string]string{"cpu": "1"})
 	zb.Spec.NodeSelector["zone"] = "b"
 	e.create(zb)
-	e.waitReason("zb", "cordoned")
+	e.waitReason("zb", "untolerated taint node.kubernetes.io/unschedulable:NoSchedule")
 	if p := e.get("zb"); p.Spec.NodeName != "" {
 		t.Fatalf("pod bound to cordoned %s", p.Spec.NodeName)
+	}
+	// A pod tolerating the cordon (a DaemonSet's) lands there, as
+	// kube-scheduler's NodeUnschedulable lets it.
+	ds := e.podSpec("ds", map[string]string{"cpu": "1"})
+	ds.Spec.NodeSelector["zone"] = "b"
+	ds.Spec.Tolerations = []corev1.Toleration{{Key: corev1.TaintNodeUnschedulable, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	e.create(ds)
+	if p := e.waitBound("ds"); p.Spec.NodeName != e.prefix+"plain" {
+		t.Errorf("the pod tolerating the cordon is on %s, want %splain", p.Spec.NodeName, e.prefix)
 	}
 	n.Spec.Unschedulable = false
 	if _, err := e.cs.CoreV1().Nodes().Update(e.ctx, n, metav1.UpdateOptions{}); err != nil {

@@ -153,22 +153,24 @@ func podTask(pod *corev1.Pod, id string) api.Task {
 	return t
 }
 
-// podRequest is the pod's request in hetsched's terms.
+// podRequest is the pod's request in hetsched's terms. A resource
+// hetsched cannot hold is an error, and the list still has the rest (a
+// pod another scheduler bound is counted by what can be held).
 func podRequest(pod *corev1.Pod) (resource.List, error) {
 	out := resource.List{PodsResource: 1000}
+	var bad error
 	for name, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}) {
 		rn, v, ok := resourceQuantity(name, q)
-		if !ok {
-			return nil, fmt.Errorf("resources: hetsched cannot hold %q", name)
-		}
-		if v < 0 {
-			return nil, fmt.Errorf("resources.%s: negative request", name)
-		}
-		if v > 0 {
+		switch {
+		case !ok:
+			bad = fmt.Errorf("resources: hetsched cannot hold %q", name)
+		case v < 0:
+			bad = fmt.Errorf("resources.%s: negative request", name)
+		case v > 0:
 			out[rn] = v
 		}
 	}
-	return out, nil
+	return out, bad
 }
 
 // priority is the pod's tier: the annotation, else its priority.
@@ -314,46 +316,33 @@ func nilIfEmpty(m map[string]string) map[string]string {
 }
 
 // podTolerations writes Kubernetes tolerations in hetsched's form: "*"
-// (an empty key with Exists), "key" (Exists), "key=value" (Equal), each
-// with ":Effect" when it names one. A NoExecute toleration also tolerates
-// the NoSchedule taint a NoExecute taint becomes (nodeTranslator.node).
+// (an empty key with Exists), "key" (Exists), "key=value" (Equal, or no
+// operator), each with ":Effect" when it names one, so that it tolerates
+// taints of that effect only, as kube-scheduler's TaintToleration reads
+// it. tolerationSeconds matters only to the taint manager's evictions.
+// Another operator is refused, naming it.
 func podTolerations(tols []corev1.Toleration) ([]string, error) {
 	var out []string
 	for i, tol := range tols {
 		var s string
 		switch {
-		case tol.Key == "" && tol.Operator == corev1.TolerationOpExists:
+		case tol.Operator == corev1.TolerationOpExists && tol.Key == "":
 			s = "*"
 		case tol.Operator == corev1.TolerationOpExists:
 			s = tol.Key
-		default:
+		case tol.Operator == corev1.TolerationOpEqual || tol.Operator == "":
 			s = tol.Key + "=" + tol.Value
-		}
-		effects := []string{""}
-		switch tol.Effect {
-		case corev1.TaintEffectNoExecute:
-			effects = []string{api.NoExecute, api.NoSchedule}
-		case "":
 		default:
-			effects = []string{string(tol.Effect)}
+			return nil, fmt.Errorf("tolerations[%d].operator: %q is not one of Exists, Equal", i, tol.Operator)
 		}
-		if s == "*" {
-			// An empty key with Exists tolerates every taint (of one effect,
-			// when it names one: hetsched's "*" has no effect, so it is a
-			// little wider then).
-			effects = []string{""}
+		if tol.Effect != "" {
+			s += ":" + string(tol.Effect)
 		}
-		for _, e := range effects {
-			w := s
-			if e != "" {
-				w += ":" + e
-			}
-			if _, err := api.ParseToleration(w); err != nil {
-				return nil, fmt.Errorf("tolerations[%d]: %v", i, err)
-			}
-			if !slices.Contains(out, w) {
-				out = append(out, w)
-			}
+		if _, err := api.ParseToleration(s); err != nil {
+			return nil, fmt.Errorf("tolerations[%d]: %v", i, err)
+		}
+		if !slices.Contains(out, s) {
+			out = append(out, s)
 		}
 		if len(out) > api.MaxTolerations {
 			return nil, fmt.Errorf("tolerations: more than %d", api.MaxTolerations)

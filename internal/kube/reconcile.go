@@ -16,7 +16,6 @@ import (
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/engine"
-	"github.com/hetsched/hetsched/internal/resource"
 )
 
 // reconcileLoop brings the engine in line with the informers' view of the
@@ -483,11 +482,9 @@ func (s *Scheduler) adoptedTask(pod *corev1.Pod, id string) api.Task {
 	if len(pod.Spec.NodeName) <= 63 && api.ValidateLabelValue(pod.Spec.NodeName) == nil {
 		t.NodeSelector = map[string]string{api.NodeNameLabel: pod.Spec.NodeName}
 	}
-	if req, err := s.pods.memo.request(pod); err == nil {
-		t.Resources = req
-	} else {
-		t.Resources = resource.List{PodsResource: 1000}
-	}
+	// What hetsched can hold of its request, all of it counted (a
+	// resource it cannot hold no node offers it either).
+	t.Resources, _ = s.pods.memo.request(pod)
 	prio, err := s.pods.priority(pod)
 	if err != nil {
 		prio = api.PriorityMedium

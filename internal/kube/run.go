@@ -117,6 +117,15 @@ func RESTConfig(kubeconfig string, qps float32, burst int) (*rest.Config, error)
 	return cfg, nil
 }
 
+// CoreConfig is the core's configuration under hetsched kube: the
+// defaults, with NoExecute taints' evictions left to Kubernetes' taint
+// manager (core.Config.KeepOnNoExecute), as kube-scheduler leaves them.
+func CoreConfig() core.Config {
+	c := core.DefaultConfig()
+	c.KeepOnNoExecute = true
+	return c
+}
+
 // Run is `hetsched kube`: it serves metrics, takes the leader lease (when
 // asked), and schedules until ctx ends or the lease is lost.
 func Run(ctx context.Context, out io.Writer, opt Options) error {
@@ -131,7 +140,7 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 			return err
 		}
 	}
-	ccfg := core.DefaultConfig()
+	ccfg := CoreConfig()
 	if opt.Policy != "" {
 		ccfg.Policy = opt.Policy
 	}

@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -30,19 +31,21 @@ func TestNodeTranslation(t *testing.T) {
 		Spec: corev1.NodeSpec{Taints: []corev1.Taint{
 			{Key: "dedicated", Value: "train", Effect: corev1.TaintEffectNoSchedule},
 			{Key: "node.kubernetes.io/unreachable", Effect: corev1.TaintEffectNoExecute},
+			{Key: "soft", Effect: corev1.TaintEffectPreferNoSchedule},
 		}},
 		Status: corev1.NodeStatus{
-			Allocatable: rl("cpu", "7500m", "memory", "60Gi", "pods", "110", "nvidia.com/gpu", "2", "example.com/licence", "5", "hugepages-2Mi", "1Gi"),
-			Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+			Allocatable: rl("cpu", "7500m", "memory", "60Gi", "pods", "110", "nvidia.com/gpu", "2", "example.com/licence", "5", "hugepages-2Mi", "1Gi",
+				"attachable-volumes-x", "3"),
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
 		},
 	}
 	got, dropped := newNodeTranslator(DefaultDeviceResources).node(n)
 	want := api.Node{
 		Name:   "gpu-1",
 		Labels: map[string]string{LabelGPUProduct: "H100-80GB", LabelGPUMemory: "81920", "zone": "a"},
-		Taints: []string{"dedicated=train:NoSchedule", "node.kubernetes.io/unreachable:NoSchedule"},
+		Taints: []string{"dedicated=train:NoSchedule", "node.kubernetes.io/unreachable:NoExecute", "soft:PreferNoSchedule"},
 		Capacity: resource.List{"cpu": 7500, "memory": 60 << 30, PodsResource: 110_000,
-			"nvidia.com/gpu": 2000, "example.com/licence": 5000},
+			"nvidia.com/gpu": 2000, "example.com/licence": 5000, "kubernetes.io/hugepages-2Mi": 1 << 30},
 		Devices: []api.Device{
 			{Type: "nvidia.com/gpu", ID: "0", Model: "H100-80GB", Memory: 80 << 30},
 			{Type: "nvidia.com/gpu", ID: "1", Model: "H100-80GB", Memory: 80 << 30},
@@ -55,33 +58,97 @@ func TestNodeTranslation(t *testing.T) {
 	if err := got.Validate(); err != nil {
 		t.Errorf("translated node does not validate: %v", err)
 	}
-	if !strings.Contains(strings.Join(dropped, ";"), "hugepages-2Mi") || !strings.Contains(strings.Join(dropped, ";"), "label hetsched.io/node") {
-		t.Errorf("dropped %v, want hugepages-2Mi and the spoofed hetsched.io/node label", dropped)
+	if d := cmp.Diff([]string{"resource attachable-volumes-x", "label hetsched.io/node"}, dropped); d != "" {
+		t.Errorf("dropped (-want +got):\n%s", d)
 	}
 
-	// Cordoned or not Ready: no new pods.
-	n.Spec.Unschedulable = true
-	if got, _ := newNodeTranslator(nil).node(n); got.State != api.NodeCordoned {
-		t.Errorf("unschedulable node is %s", got.State)
+	// Cordoned or not Ready: NoSchedule taints, which a pod may tolerate
+	// (kube-scheduler's NodeUnschedulable; the node lifecycle
+	// controller's taints), unless the node has them already.
+	n.Spec.Taints = n.Spec.Taints[:1]
+	for _, c := range []struct {
+		unschedulable bool
+		ready         corev1.ConditionStatus
+		want          []string
+	}{
+		{true, corev1.ConditionTrue, []string{"dedicated=train:NoSchedule", "node.kubernetes.io/unschedulable:NoSchedule"}},
+		{false, corev1.ConditionFalse, []string{"dedicated=train:NoSchedule", "node.kubernetes.io/not-ready:NoSchedule"}},
+		{false, corev1.ConditionUnknown, []string{"dedicated=train:NoSchedule", "node.kubernetes.io/unreachable:NoSchedule"}},
+		{true, "", []string{"dedicated=train:NoSchedule", "node.kubernetes.io/unschedulable:NoSchedule", "node.kubernetes.io/not-ready:NoSchedule"}},
+	} {
+		n.Spec.Unschedulable = c.unschedulable
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: c.ready}}
+		if c.ready == "" {
+			n.Status.Conditions = nil
+		}
+		got, _ := newNodeTranslator(nil).node(n)
+		if d := cmp.Diff(c.want, got.Taints); d != "" || got.State != api.NodeReady {
+			t.Errorf("unschedulable %v, Ready %q: state %s, taints (-want +got):\n%s", c.unschedulable, c.ready, got.State, d)
+		}
 	}
-	n.Spec.Unschedulable = false
-	n.Status.Conditions[0].Status = corev1.ConditionUnknown
-	if got, _ := newNodeTranslator(nil).node(n); got.State != api.NodeCordoned {
-		t.Errorf("not Ready node is %s", got.State)
+	// The controller's own taint is not doubled.
+	n.Spec.Unschedulable = true
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	n.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}}
+	if got, _ := newNodeTranslator(nil).node(n); len(got.Taints) != 1 {
+		t.Errorf("taints %v, want the node's one unschedulable taint", got.Taints)
 	}
 }
 
-func TestNodeLabelsKeepTheWellKnownFirst(t *testing.T) {
-	in := map[string]string{corev1.LabelHostname: "n1", LabelGPUProduct: "A10"}
+// TestNodeKeepsEveryLabelAndTaint: a node with Node Feature Discovery's
+// hundreds of labels and many taints is held whole: nothing past a count
+// is dropped.
+func TestNodeKeepsEveryLabelAndTaint(t *testing.T) {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "nfd", Labels: map[string]string{}},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
+	for i := range 300 {
+		n.Labels[fmt.Sprintf("feature.node.kubernetes.io/cpu-cpuid.F%d", i)] = "true"
+	}
 	for i := range 100 {
-		in["aaa.example.com/l"+string(rune('a'+i%26))+strings.Repeat("x", i/26)] = "v"
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: fmt.Sprintf("t%d", i), Effect: corev1.TaintEffectNoSchedule})
 	}
-	got, dropped := nodeLabels(in, nil)
-	if len(got) != api.MaxNodeLabels || got[corev1.LabelHostname] != "n1" || got[LabelGPUProduct] != "A10" {
-		t.Errorf("kept %d labels (hostname %q, product %q), want %d with the well-known ones", len(got), got[corev1.LabelHostname], got[LabelGPUProduct], api.MaxNodeLabels)
+	got, dropped := newNodeTranslator(nil).node(n)
+	if len(got.Labels) != 300 || len(got.Taints) != 100 || len(dropped) != 0 {
+		t.Errorf("kept %d labels and %d taints, dropped %v; want 300, 100 and none", len(got.Labels), len(got.Taints), dropped)
 	}
-	if len(dropped) != len(in)-api.MaxNodeLabels {
-		t.Errorf("dropped %d, want %d", len(dropped), len(in)-api.MaxNodeLabels)
+	if err := got.Validate(); err != nil {
+		t.Errorf("the node does not validate: %v", err)
+	}
+}
+
+// TestTolerationsKeepTheirEffect: each toleration tolerates taints of its
+// own effect only, and an empty key with Exists keeps its effect too, as
+// kube-scheduler's TaintToleration reads them.
+func TestTolerationsKeepTheirEffect(t *testing.T) {
+	got, err := podTolerations([]corev1.Toleration{
+		{Key: "a", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+		{Key: "b", Value: "v", Effect: corev1.TaintEffectNoSchedule},
+		{Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
+		{Key: "c", Operator: corev1.TolerationOpEqual, Value: "w", TolerationSeconds: ptr(int64(30))},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]string{"a:NoExecute", "b=v:NoSchedule", "*:NoSchedule", "c=w"}, got); d != "" {
+		t.Errorf("tolerations (-want +got):\n%s", d)
+	}
+	taint := func(s string) api.Taint { tt, _ := api.ParseTaint(s); return tt }
+	tol := func(s string) api.Toleration { tt, _ := api.ParseToleration(s); return tt }
+	for _, c := range []struct {
+		tol, taint string
+		want       bool
+	}{
+		{"a:NoExecute", "a:NoSchedule", false},
+		{"a:NoExecute", "a:NoExecute", true},
+		{"*:NoSchedule", "x:NoExecute", false},
+		{"*:NoSchedule", "x=y:NoSchedule", true},
+	} {
+		if tol(c.tol).Tolerates(taint(c.taint)) != c.want {
+			t.Errorf("%s tolerates %s: want %v", c.tol, c.taint, c.want)
+		}
+	}
+	if _, err := podTolerations([]corev1.Toleration{{Key: "n", Operator: "Gt", Value: "3"}}); err == nil || !strings.Contains(err.Error(), "tolerations[0].operator") {
+		t.Errorf("a Gt toleration: error %v, want one naming tolerations[0].operator", err)
 	}
 }
 
@@ -143,7 +210,7 @@ func TestPodTranslation(t *testing.T) {
 		Resources:    resource.List{"nvidia.com/gpu": 8000, PodsResource: 1000},
 		NodeSelector: map[string]string{"zone": "a"},
 		NodeAffinity: []string{"nvidia.com/gpu.product in (H100-80GB,A100-80GB)"},
-		Tolerations:  []string{"dedicated=train:NoSchedule", "node.kubernetes.io/unreachable:NoExecute", "node.kubernetes.io/unreachable:NoSchedule"},
+		Tolerations:  []string{"dedicated=train:NoSchedule", "node.kubernetes.io/unreachable:NoExecute"},
 		Metadata:     map[string]string{metaNamespace: "ml", metaPod: "train-0"},
 	}
 	if d := cmp.Diff(want, got); d != "" {
@@ -294,5 +361,31 @@ func TestLeaseTimings(t *testing.T) {
 		if err != nil || [3]time.Duration{ld, rd, rp} != tc.want {
 			t.Errorf("%v: %v %v %v %v, want %v", tc.in, ld, rd, rp, err, tc.want)
 		}
+	}
+}
+
+// TestPodRequestHoldsHugePagesAndCountsWhatItCan: huge pages are a
+// resource like any other (in bytes); a resource hetsched cannot hold is
+// an error, and the list still has the rest, so that a pod another
+// scheduler bound is counted by its cpu and memory.
+func TestPodRequestHoldsHugePagesAndCountsWhatItCan(t *testing.T) {
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{
+		{Name: "a", Resources: corev1.ResourceRequirements{Requests: rl("cpu", "2", "memory", "1Gi", "hugepages-2Mi", "64Mi")}},
+	}}}
+	got, err := podRequest(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := resource.List{"cpu": 2000, "memory": 1 << 30, "kubernetes.io/hugepages-2Mi": 64 << 20, PodsResource: 1000}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("request (-want +got):\n%s", d)
+	}
+	pod.Spec.Containers[0].Resources.Requests["Odd_Name"] = k8sresource.MustParse("1")
+	got, err = podRequest(pod)
+	if err == nil || !strings.Contains(err.Error(), "Odd_Name") {
+		t.Errorf("error %v, want one naming Odd_Name", err)
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("what could be held (-want +got):\n%s", d)
 	}
 }

@@ -81,10 +81,15 @@ func ValidateName(s string) error {
 	return nil
 }
 
-// Scale is the canonical unit of a resource: bytes for memory and storage,
-// milli-units for everything else.
+// HugePagesPrefix starts the names of huge-page resources, one per page
+// size ("kubernetes.io/hugepages-2Mi" stands for Kubernetes'
+// "hugepages-2Mi"): amounts of memory, in bytes.
+const HugePagesPrefix = "kubernetes.io/hugepages-"
+
+// Scale is the canonical unit of a resource: bytes for memory, storage and
+// huge pages, milli-units for everything else.
 func (n Name) Scale() Scale {
-	if n == Memory || n == EphemeralStorage {
+	if n == Memory || n == EphemeralStorage || strings.HasPrefix(string(n), HugePagesPrefix) {
 		return Units
 	}
 	return Milli
