@@ -72,6 +72,19 @@ type Task struct {
 	Shards   int               `json:"shards,omitempty"`
 	Inputs   []Input           `json:"inputs,omitempty"`
 	Metadata map[string]string `json:"metadata,omitempty"`
+	// Placement constraints (constraints.go, API.md "Placement
+	// constraints"); Metadata doubles as the task's labels.
+	HostPorts             []HostPort       `json:"hostPorts,omitempty"`
+	Affinity              []AffinityTerm   `json:"affinity,omitempty"`
+	AntiAffinity          []AffinityTerm   `json:"antiAffinity,omitempty"`
+	Spread                []Spread         `json:"spread,omitempty"`
+	PreferredNodeAffinity []NodePreference `json:"preferredNodeAffinity,omitempty"`
+	// PreemptionPolicy "never": the task waits rather than evict anything.
+	PreemptionPolicy string `json:"preemptionPolicy,omitempty"`
+	// PriorityValue orders tasks of one priority tier for preemption, as
+	// a Kubernetes pod's priority does: a task may evict tasks of a less
+	// important tier, or of its own tier with a smaller value (default 0).
+	PriorityValue int32 `json:"priorityValue,omitempty"`
 	// Checkpoint says how the task saves its progress when it is stopped
 	// to run again later (preempted, drained, its agent stopped): the
 	// signal its command gets, how long it may take to exit, and the
@@ -229,7 +242,7 @@ const (
 	MaxCommandArgs    = 4096
 	MaxEnv            = 1024
 	MaxDepends        = MaxShards // a fan-in may wait for every shard of a task
-	MaxMetadata       = 64
+	MaxMetadata       = 256
 	MaxShards         = 10_000 // tasks one sharded task may become
 	MaxLocalityNodes  = 64
 	MaxDeviceCount    = 1024 // whole devices of one type in one request
@@ -522,6 +535,9 @@ func (t *Task) Validate() error {
 		if err := t.Checkpoint.validate(); err != nil {
 			return err
 		}
+	}
+	if err := t.validateConstraints(); err != nil {
+		return err
 	}
 	if len(t.Metadata) > MaxMetadata {
 		return errs.Invalid("metadata", "at most %d entries", MaxMetadata)

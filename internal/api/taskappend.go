@@ -117,6 +117,32 @@ func (t *Task) appendFast(b []byte) ([]byte, bool) {
 		b = strconv.AppendInt(b, int64(t.Shards), 10)
 	}
 	strMap("metadata", t.Metadata)
+	// The placement constraints, rare and nested, through encoding/json.
+	for _, m := range []struct {
+		name string
+		v    any
+		set  bool
+	}{
+		{"hostPorts", t.HostPorts, len(t.HostPorts) > 0},
+		{"affinity", t.Affinity, len(t.Affinity) > 0},
+		{"antiAffinity", t.AntiAffinity, len(t.AntiAffinity) > 0},
+		{"spread", t.Spread, len(t.Spread) > 0},
+		{"preferredNodeAffinity", t.PreferredNodeAffinity, len(t.PreferredNodeAffinity) > 0},
+	} {
+		if m.set {
+			key(m.name)
+			v, err := json.Marshal(m.v)
+			if err != nil {
+				return b, false
+			}
+			b = append(b, v...)
+		}
+	}
+	str("preemptionPolicy", t.PreemptionPolicy)
+	if t.PriorityValue != 0 {
+		key("priorityValue")
+		b = strconv.AppendInt(b, int64(t.PriorityValue), 10)
+	}
 	if c := t.Checkpoint; c != nil {
 		key("checkpoint")
 		b = append(b, '{')

@@ -129,6 +129,9 @@ func genTask() *rapid.Generator[Task] {
 		if rapid.IntRange(0, 4).Draw(rt, "classes") == 0 {
 			task.DeviceClasses = map[string]string{rapid.SampledFrom([]string{"nvidia.com/gpu", "google.com/tpu"}).Draw(rt, "class-res"): rapid.SampledFrom([]string{"h100", "a.b-c"}).Draw(rt, "class")}
 		}
+		if rapid.IntRange(0, 4).Draw(rt, "constraints") == 0 {
+			genConstraints(rt, &task, s, smap)
+		}
 		if rapid.IntRange(0, 9).Draw(rt, "rare") == 0 {
 			for i := rapid.IntRange(0, 2).Draw(rt, "alts"); i > 0; i-- {
 				a := Alternative{Resources: res("alt-res"), Speed: rapid.SampledFrom([]float64{0, 0.5, 1.5, 3}).Draw(rt, "speed")}
@@ -144,6 +147,36 @@ func genTask() *rapid.Generator[Task] {
 		}
 		return task
 	})
+}
+
+// genConstraints sets the placement constraints of task.
+func genConstraints(rt *rapid.T, task *Task, s func(string) string, smap func(string) map[string]string) {
+	for i := rapid.IntRange(0, 2).Draw(rt, "ports"); i > 0; i-- {
+		task.HostPorts = append(task.HostPorts, HostPort{Port: rapid.Int32Range(-1, 70000).Draw(rt, "port"),
+			Protocol: rapid.SampledFrom([]string{"", "TCP", "UDP", "tcp"}).Draw(rt, "proto"), HostIP: rapid.SampledFrom([]string{"", "10.0.0.1", "x"}).Draw(rt, "ip")})
+	}
+	term := func(label string) AffinityTerm {
+		return AffinityTerm{TaskSelector: TaskSelector{Selector: smap(label + "-sel"), Match: rapid.SampledFrom([]string{"", "app in (a,b)", "!x", "(("}).Draw(rt, label+"-match")},
+			TopologyKey: s(label + "-key"), Required: rapid.Bool().Draw(rt, label+"-req"), Weight: rapid.Int32Range(-1, 101).Draw(rt, label+"-w")}
+	}
+	for i := rapid.IntRange(0, 2).Draw(rt, "aff"); i > 0; i-- {
+		task.Affinity = append(task.Affinity, term("aff"))
+	}
+	for i := rapid.IntRange(0, 2).Draw(rt, "anti"); i > 0; i-- {
+		task.AntiAffinity = append(task.AntiAffinity, term("anti"))
+	}
+	for i := rapid.IntRange(0, 2).Draw(rt, "spread"); i > 0; i-- {
+		task.Spread = append(task.Spread, Spread{TaskSelector: TaskSelector{Selector: smap("sp-sel"), Match: s("sp-match")}, TopologyKey: s("sp-key"),
+			MaxSkew: rapid.Int32Range(0, 3).Draw(rt, "skew"), WhenUnsatisfiable: rapid.SampledFrom([]string{"", "wait", "place", "x"}).Draw(rt, "when"),
+			MinDomains: rapid.Int32Range(-1, 3).Draw(rt, "mind"), NodeAffinityPolicy: rapid.SampledFrom([]string{"", "honor", "ignore", "x"}).Draw(rt, "nap"),
+			NodeTaintsPolicy: rapid.SampledFrom([]string{"", "honor", "ignore"}).Draw(rt, "ntp")})
+	}
+	for i := rapid.IntRange(0, 2).Draw(rt, "prefs"); i > 0; i-- {
+		task.PreferredNodeAffinity = append(task.PreferredNodeAffinity, NodePreference{Weight: rapid.Int32Range(0, 101).Draw(rt, "pw"),
+			Selector: rapid.SampledFrom([]string{"zone=a", "", "gpu>3"}).Draw(rt, "psel")})
+	}
+	task.PreemptionPolicy = rapid.SampledFrom([]string{"", "never", "Never"}).Draw(rt, "pp")
+	task.PriorityValue = rapid.Int32().Draw(rt, "pv")
 }
 
 func BenchmarkTaskJSON(b *testing.B) {

@@ -1,8 +1,12 @@
 package api
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/hetsched/hetsched/internal/errs"
 	"github.com/hetsched/hetsched/internal/jsonread"
@@ -52,7 +56,7 @@ func DecodeTask(r *jsonread.Reader) (Task, error) {
 	if err != nil {
 		return t, syntax("", err)
 	}
-	var seen uint32
+	var seen uint64
 	for obj.Next() {
 		k := obj.Key()
 		bit, ok := taskFields[k]
@@ -73,11 +77,12 @@ func DecodeTask(r *jsonread.Reader) (Task, error) {
 	return t, nil
 }
 
-var taskFields = func() map[string]uint32 {
+var taskFields = func() map[string]uint64 {
 	names := []string{"id", "name", "queue", "priority", "resources", "alternatives", "nodeSelector", "nodeAffinity",
 		"tolerations", "command", "env", "duration", "timeout", "queueTimeout", "lease", "depends",
-		"preemptible", "metadata", "requeue", "locality", "localityWait", "shards", "inputs", "deviceClasses", "checkpoint"}
-	m := make(map[string]uint32, len(names))
+		"preemptible", "metadata", "requeue", "locality", "localityWait", "shards", "inputs", "deviceClasses", "checkpoint",
+		"hostPorts", "affinity", "antiAffinity", "spread", "preferredNodeAffinity", "preemptionPolicy", "priorityValue"}
+	m := make(map[string]uint64, len(names))
 	for i, n := range names {
 		m[n] = 1 << i
 	}
@@ -146,8 +151,53 @@ func readTaskField(r *jsonread.Reader, t *Task, k string) error {
 		t.Inputs, err = readInputs(r, k)
 	case "checkpoint":
 		t.Checkpoint, err = readCheckpoint(r, k)
+	case "hostPorts":
+		err = readStrict(r, k, &t.HostPorts)
+	case "affinity":
+		err = readStrict(r, k, &t.Affinity)
+	case "antiAffinity":
+		err = readStrict(r, k, &t.AntiAffinity)
+	case "spread":
+		err = readStrict(r, k, &t.Spread)
+	case "preferredNodeAffinity":
+		err = readStrict(r, k, &t.PreferredNodeAffinity)
+	case "preemptionPolicy":
+		t.PreemptionPolicy, err = readString(r, k)
+	case "priorityValue":
+		var v *int
+		if v, err = readIntPtr(r, k); v != nil {
+			if int(int32(*v)) != *v {
+				return errs.Invalid(k, "must be a 32-bit integer, got %d", *v)
+			}
+			t.PriorityValue = int32(*v)
+		}
 	}
 	return err
+}
+
+// readStrict decodes the next value into *into with encoding/json,
+// unknown members refused: the placement constraints, rare and nested,
+// are not worth a hand-written reader. An error names field. A member
+// given twice is refused (CheckDuplicates), as everywhere; member names
+// match as encoding/json matches them (in another case too).
+func readStrict[T any](r *jsonread.Reader, field string, into *T) error {
+	raw, err := r.ReadRaw()
+	if err != nil {
+		return syntax(field, err)
+	}
+	if err := CheckDuplicates(raw, into); err != nil {
+		return errs.Prefix(field, err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(into); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) && te.Field != "" {
+			return errs.Invalid(field+"."+te.Field, "must be %s, got %s", te.Type, te.Value)
+		}
+		return errs.Invalid(field, "%s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	return nil
 }
 
 // openObject starts reading the object member field: nil and no error

@@ -68,6 +68,9 @@ type class struct {
 	affinity         []api.Selector
 	affinityText     []string
 	affinityIdentity bool
+	// extra is the rest of the class's identity (extraKey): priority
+	// value, preemption policy and placement constraints.
+	extra string
 	// queues holds the class's pending tasks per level, native and raised
 	// by aging apart ([level][0] native, [level][1] raised): a raised task
 	// that cannot preempt must not hold back natively urgent or high work
@@ -301,17 +304,28 @@ func (c *Core) classFor(spec *api.Task, leaf *queueNode) (*class, error) {
 	}
 	mix(aff)
 	mix(uint64(leaf.order))
+	extra := extraKey(spec)
+	if extra != "" {
+		if err := notYetHonoured(spec); err != nil {
+			return nil, err
+		}
+		mix(strHash(extra))
+	}
 	nopts := 1 + len(spec.Alternatives)
 	for _, cl := range c.classes[h] {
-		if cl.leaf == leaf && cl.matches(spec, vecs[:nopts], unknown[:nopts]) {
+		if cl.leaf == leaf && cl.extra == extra && cl.matches(spec, vecs[:nopts], unknown[:nopts]) {
 			return cl, nil
 		}
 	}
-	cl, err := buildClass(classKey(spec), spec, c.dims, vecs[:nopts], unknown[:nopts])
+	key := classKey(spec)
+	if extra != "" {
+		key += "#" + extra
+	}
+	cl, err := buildClass(key, spec, c.dims, vecs[:nopts], unknown[:nopts])
 	if err != nil {
 		return nil, err
 	}
-	cl.leaf = leaf
+	cl.leaf, cl.extra = leaf, extra
 	for _, s := range cl.selector {
 		if c.idx.identity[s.key] {
 			cl.identity = append(cl.identity, s)

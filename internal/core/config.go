@@ -102,6 +102,12 @@ type Config struct {
 	// index of their values. hetsched.io/node (the node's name) is always
 	// one of them.
 	IdentityLabels []string
+	// PreemptAllTiers lets a task of any priority evict less important
+	// tasks (a lower priority, or a smaller priority value of its own),
+	// as any Kubernetes pod may evict pods of a smaller priority; without
+	// it only urgent and high tasks do. Tiers still set latency targets
+	// and batching either way.
+	PreemptAllTiers bool
 	// KeepOnNoExecute makes a NoExecute taint repel new tasks only: the
 	// tasks already on the node stay. On Kubernetes the taint manager,
 	// not the scheduler, evicts what does not tolerate such a taint

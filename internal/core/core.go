@@ -381,6 +381,7 @@ func (c *Core) admit(spec *api.Task, j *job) (t *Task, deps []*Task, skipReason 
 	t = &Task{
 		id: spec.ID, cls: cls, prio: int8(prio), level: int8(prio),
 		preemptible: spec.IsPreemptible(), noRequeue: !spec.Requeues(), seq: c.seq,
+		noPreempt: spec.PreemptionPolicy == api.PreemptNever, value: spec.PriorityValue,
 		duration: int64(spec.Duration), timeout: int64(spec.Timeout),
 		queueTTL: int64(spec.QueueTimeout), lease: int64(lease),
 		cqpos: -1, tpos: -1, npos: -1, chosen: -1, leaf: cls.leaf,

@@ -1,12 +1,19 @@
 package core
 
-import "slices"
+import (
+	"math"
+	"slices"
+)
 
 // Preemption and reclaim: a task that fits nowhere may evict preemptible
 // tasks that have run at least PreemptMinRuntime.
 //
-//   - Priority: an urgent or high task may evict tasks of lower priority
-//     (a larger number).
+//   - Priority: an urgent or high task (a task of any priority under
+//     Config.PreemptAllTiers) may evict less important tasks:
+//     of a lower priority (a larger number), or of its own with a smaller
+//     priority value (importance), as a Kubernetes pod may evict pods of
+//     a smaller priority. A task whose preemptionPolicy is never evicts
+//     nothing, by any of the three rules.
 //   - Reclaim: a task of any priority whose queue stays within its
 //     guarantee with the task placed (for each guaranteed resource it
 //     asks for) may evict tasks of other queues that are borrowing (their
@@ -47,18 +54,18 @@ type preemptPlan struct {
 	n       *Node
 	o       *Option
 	victims []*Task
-	minPrio int8  // the most important victim's priority (larger is better)
+	top     int64 // the most important victim's importance (smaller is better)
 	cost    int   // victims, a gang counting all its placed members
 	latest  int64 // the latest start among victims (larger is better)
 	hasPlan bool
 }
 
-func (p *preemptPlan) better(minPrio int8, cost int, latest int64) bool {
+func (p *preemptPlan) better(top int64, cost int, latest int64) bool {
 	if !p.hasPlan {
 		return true
 	}
-	if minPrio != p.minPrio {
-		return minPrio > p.minPrio
+	if top != p.top {
+		return top < p.top
 	}
 	if cost != p.cost {
 		return cost < p.cost
@@ -66,13 +73,11 @@ func (p *preemptPlan) better(minPrio int8, cost int, latest int64) bool {
 	return latest > p.latest
 }
 
-func victimStats(vs []*Task) (minPrio int8, cost int, latest int64) {
-	minPrio = 127
+func victimStats(vs []*Task) (top int64, cost int, latest int64) {
+	top = math.MinInt64
 	var gangs []*gang
 	for _, v := range vs {
-		if v.prio < minPrio {
-			minPrio = v.prio
-		}
+		top = max(top, importance(v))
 		if s := startOf(v); s > latest {
 			latest = s
 		}
@@ -95,6 +100,12 @@ func victimStats(vs []*Task) (minPrio int8, cost int, latest int64) {
 // inGang reports whether evicting t evicts other tasks with it.
 func inGang(t *Task) bool { return t.gang != nil && t.gang.placed > 1 }
 
+// importance orders tasks for preemption, larger first: by priority
+// (0 most important), then by priority value.
+func importance(t *Task) int64 {
+	return int64(3-t.prio)<<32 | int64(uint32(t.value)^0x80000000)
+}
+
 // startOf is when t started running, or was placed if not started yet.
 func startOf(t *Task) int64 { return t.started }
 
@@ -107,7 +118,16 @@ type preemptMode struct {
 
 // preemptModeOf says what t may evict with option o.
 func (c *Core) preemptModeOf(t *Task, o *Option) preemptMode {
-	return preemptMode{priority: t.prio <= 1, reclaim: c.mayReclaim(t, o), timeshare: c.mayShare(t)}
+	if t.noPreempt {
+		return preemptMode{}
+	}
+	return preemptMode{priority: c.byPriority(t), reclaim: c.mayReclaim(t, o), timeshare: c.mayShare(t)}
+}
+
+// byPriority reports whether t may evict less important tasks: it is
+// urgent or high, or Config.PreemptAllTiers lets every priority do so.
+func (c *Core) byPriority(t *Task) bool {
+	return !t.noPreempt && (t.prio <= 1 || c.cfg.PreemptAllTiers)
 }
 
 // mayShare reports whether pending t may swap out running tasks under the
@@ -147,7 +167,10 @@ func (c *Core) mayReclaim(t *Task, o *Option) bool {
 // mayPreempt reports whether t may evict anything: it is urgent or high,
 // may swap out under time-sharing, or some option may reclaim.
 func (c *Core) mayPreempt(t *Task) bool {
-	if t.prio <= 1 || c.mayShare(t) {
+	if t.noPreempt {
+		return false
+	}
+	if c.byPriority(t) || c.mayShare(t) {
 		return true
 	}
 	for oi := range t.cls.opts {
@@ -264,7 +287,7 @@ func (c *Core) preemptOn(w *preemptWalk, o *Option, m preemptMode, n *Node) {
 		p.n, p.o, p.hasPlan = n, o, true
 		p.victims = append(w.sc.plan[:0], victims...)
 		w.sc.plan = p.victims
-		p.minPrio, p.cost, p.latest = mp, cost, lt
+		p.top, p.cost, p.latest = mp, cost, lt
 	}
 }
 
@@ -274,7 +297,7 @@ func (c *Core) evict(v, t *Task, n *Node) {
 	why := "preempted by " + t.id
 	reason := PreemptReclaim
 	switch {
-	case t.prio <= 1 && v.prio > t.prio:
+	case c.byPriority(t) && importance(v) < importance(t):
 		reason = PreemptPriority
 	case c.policy.TimeShare != nil && c.shareVictim(t, v):
 		reason = PreemptShare
@@ -314,8 +337,8 @@ func (c *Core) potentialFits(t *Task, o *Option, n *Node, m preemptMode) bool {
 	switch {
 	case m.reclaim:
 		from = 0
-	case m.timeshare:
-		from = int(t.prio)
+	case m.timeshare, m.priority:
+		from = int(t.prio) // of its own priority: a smaller value, a worse rank
 	}
 	nd := c.dims.Len()
 	for i := 0; i < nd; i++ {
@@ -361,12 +384,12 @@ func borrowing(q *queueNode, d int) bool {
 // priorityVictim reports whether t may evict v for priority: v, and every
 // other placed member of its gang (evicted with it), is less important.
 func (c *Core) priorityVictim(t, v *Task) bool {
-	if v.prio <= t.prio || t.prio > 1 {
+	if !c.byPriority(t) || importance(v) >= importance(t) {
 		return false
 	}
 	if inGang(v) {
 		for _, m := range v.gang.members {
-			if (m.state == Scheduled || m.state == Running) && m.prio <= t.prio {
+			if (m.state == Scheduled || m.state == Running) && importance(m) >= importance(t) {
 				return false
 			}
 		}
@@ -516,7 +539,7 @@ func (c *Core) victimsOn(sc *searchCtx, t *Task, o *Option, n *Node, m preemptMo
 		rank = c.policy.TimeShare.Rank(t)
 	}
 	for _, v := range n.tasks {
-		if !c.evictable(v) || !(m.priority && v.prio > t.prio || m.reclaim || m.timeshare && v.prio >= t.prio) {
+		if !c.evictable(v) || !(m.priority && importance(v) < importance(t) || m.reclaim || m.timeshare && v.prio >= t.prio) {
 			continue
 		}
 		if shareOnly && !c.shareVictimOf(rank, t, v) {
@@ -620,12 +643,12 @@ func victimOrder(a, b *Task) int {
 	return 0
 }
 
-// victimBefore orders a node's candidates: least important first, then
-// tasks outside a placed gang (a gang is evicted whole), then the most
-// recently started, then the newest.
+// victimBefore orders a node's candidates: least important first
+// (importance), then tasks outside a placed gang (a gang is evicted
+// whole), then the most recently started, then the newest.
 func victimBefore(a, b *Task) bool {
-	if a.prio != b.prio {
-		return a.prio > b.prio
+	if ia, ib := importance(a), importance(b); ia != ib {
+		return ia < ib
 	}
 	if ga, gb := inGang(a), inGang(b); ga != gb {
 		return gb

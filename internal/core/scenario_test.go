@@ -240,6 +240,9 @@ func (h *harness) init(t *testing.T, td *datadriven.TestData) string {
 	if v, ok := arg(td, "max-visit"); ok {
 		cfg.MaxVisit, _ = strconv.Atoi(v)
 	}
+	if v, ok := arg(td, "preempt-all-tiers"); ok {
+		cfg.PreemptAllTiers = v == "true"
+	}
 	if v, ok := arg(td, "keep-noexecute"); ok {
 		cfg.KeepOnNoExecute = v == "true"
 	}
@@ -512,6 +515,11 @@ func (h *harness) taskFromArgs(t *testing.T, td *datadriven.TestData) api.Task {
 		spec.Metadata = map[string]string{"class": v}
 	}
 	spec.Queue, _ = arg(td, "queue")
+	if v, ok := arg(td, "value"); ok {
+		n, _ := strconv.ParseInt(v, 10, 32)
+		spec.PriorityValue = int32(n)
+	}
+	spec.PreemptionPolicy, _ = arg(td, "preemption")
 	return spec
 }
 

@@ -147,6 +147,7 @@ func (e *Engine) submitJob(tenant string, j *api.Job, now time.Time) (string, er
 			spec.Metadata = m
 		}
 		spec.Metadata[JobMetadataKey] = j.ID
+		spec.Metadata = tenantLabels(tenant, spec.Metadata)
 		if _, err := e.submit(tenant, &spec, nil, false, now, j.ID); err != nil {
 			// Validated above, so this is rare (a core limit): cancel what
 			// was admitted so the job is not half there.

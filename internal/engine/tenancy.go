@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"maps"
 	"strings"
 
 	"github.com/hetsched/hetsched/internal/api"
@@ -47,8 +48,10 @@ func LocalID(tenant, id string) string {
 	return strings.TrimPrefix(id, tenant+TenantSep)
 }
 
-// qualifyTask qualifies a validated spec's id and dependencies for tenant.
+// qualifyTask qualifies a validated spec's id and dependencies for tenant,
+// and labels it with its tenant (tenantLabels).
 func qualifyTask(tenant string, t *api.Task) error {
+	t.Metadata = tenantLabels(tenant, t.Metadata)
 	if !scoped(tenant) {
 		return nil
 	}
@@ -64,6 +67,27 @@ func qualifyTask(tenant string, t *api.Task) error {
 		t.Depends = deps
 	}
 	return nil
+}
+
+// tenantLabels is a task's labels (metadata) with api.MetaTenant set to
+// its tenant, or, for the default tenant, left out, so that placement
+// selectors (affinity, spread) match only a tenant's own tasks: a tenant
+// can neither set another's label nor clear its own. The caller's map is
+// left as it was.
+func tenantLabels(tenant string, md map[string]string) map[string]string {
+	v, has := md[api.MetaTenant]
+	switch {
+	case scoped(tenant) && (!has || v != tenant):
+		out := make(map[string]string, len(md)+1)
+		maps.Copy(out, md)
+		out[api.MetaTenant] = tenant
+		return out
+	case !scoped(tenant) && has:
+		out := maps.Clone(md)
+		delete(out, api.MetaTenant)
+		return out
+	}
+	return md
 }
 
 // mayPutQueue is the rule for a tenant's queue change: only queues below

@@ -410,3 +410,61 @@ func (it *ArrayIter) Next() bool {
 
 // Index is the current element's position.
 func (it *ArrayIter) Index() int { return it.n }
+
+// MaxRawDepth bounds the nesting ReadRaw walks.
+const MaxRawDepth = 32
+
+// ReadRaw consumes the next value, whatever its kind, and returns its
+// bytes (a slice of the input), for a member a caller decodes another
+// way. Nesting deeper than MaxRawDepth is an error.
+func (r *Reader) ReadRaw() ([]byte, error) {
+	r.space()
+	start := r.i
+	if err := r.skip(0); err != nil {
+		return nil, err
+	}
+	return r.b[start:r.i], nil
+}
+
+// skip consumes one value at nesting depth.
+func (r *Reader) skip(depth int) error {
+	if depth > MaxRawDepth {
+		return r.errf("nested deeper than %d", MaxRawDepth)
+	}
+	var err error
+	switch r.Peek() {
+	case String:
+		_, err = r.ReadString()
+	case Number:
+		_, err = r.ReadNumber()
+	case Bool:
+		_, err = r.ReadBool()
+	case Null:
+		err = r.ReadNull()
+	case Object:
+		var it *ObjectIter
+		if it, err = r.ReadObject(); err != nil {
+			return err
+		}
+		for it.Next() {
+			if err := r.skip(depth + 1); err != nil {
+				return err
+			}
+		}
+		err = it.Err()
+	case Array:
+		var it *ArrayIter
+		if it, err = r.ReadArray(); err != nil {
+			return err
+		}
+		for it.Next() {
+			if err := r.skip(depth + 1); err != nil {
+				return err
+			}
+		}
+		err = it.Err()
+	default:
+		err = r.errf("expected a value")
+	}
+	return err
+}

@@ -3,6 +3,7 @@ package jsonread
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -141,4 +142,29 @@ func walkNumbers(r *Reader, object bool) error {
 		return err
 	}
 	return r.Finish()
+}
+
+// TestReadRaw: the bytes of one value of any kind, the reader left after
+// it; too deep a nesting and bad values are errors.
+func TestReadRaw(t *testing.T) {
+	for _, c := range []struct{ in, want, rest string }{
+		{`"a\"b" ,1`, `"a\"b"`, ` ,1`},
+		{` -1.5e3]`, `-1.5e3`, `]`},
+		{`true,`, `true`, `,`},
+		{`null`, `null`, ``},
+		{`{"a":[1,{"b":null}],"c":"}"} x`, `{"a":[1,{"b":null}],"c":"}"}`, ` x`},
+		{`[]`, `[]`, ``},
+	} {
+		r := New([]byte(c.in))
+		got, err := r.ReadRaw()
+		if err != nil || string(got) != c.want || c.in[r.Offset():] != c.rest {
+			t.Errorf("ReadRaw(%q) = %q, %v, rest %q; want %q, rest %q", c.in, got, err, c.in[r.Offset():], c.want, c.rest)
+		}
+	}
+	deep := strings.Repeat("[", MaxRawDepth+2) + strings.Repeat("]", MaxRawDepth+2)
+	for _, in := range []string{deep, `{"a":}`, `[1,]`, `x`, `"open`, ``} {
+		if got, err := New([]byte(in)).ReadRaw(); err == nil {
+			t.Errorf("ReadRaw(%q) = %q, want an error", in, got)
+		}
+	}
 }

@@ -119,6 +119,16 @@ func (pt podTranslator) task(pod *corev1.Pod, id string) (api.Task, error) {
 		return api.Task{}, err
 	}
 	t.Priority = &prio
+	t.PriorityValue = pt.value(pod)
+	if p := pod.Spec.PreemptionPolicy; p != nil {
+		switch *p {
+		case corev1.PreemptNever:
+			t.PreemptionPolicy = api.PreemptNever
+		case corev1.PreemptLowerPriority:
+		default:
+			return api.Task{}, fmt.Errorf("preemptionPolicy: %q is not Never or PreemptLowerPriority", *p)
+		}
+	}
 	if v, ok := pod.Annotations[AnnotationPreemptible]; ok {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -191,6 +201,21 @@ func (pt podTranslator) priority(pod *corev1.Pod) (int, error) {
 		}
 	}
 	return pt.tiers.Tier(0), nil
+}
+
+// value is the pod's priority (spec.priority, else its PriorityClass's,
+// else 0): it orders pods for preemption inside their tier, as
+// kube-scheduler orders them.
+func (pt podTranslator) value(pod *corev1.Pod) int32 {
+	if pod.Spec.Priority != nil {
+		return *pod.Spec.Priority
+	}
+	if pod.Spec.PriorityClassName != "" && pt.classPriority != nil {
+		if v, ok := pt.classPriority(pod.Spec.PriorityClassName); ok {
+			return v
+		}
+	}
+	return 0
 }
 
 // podNodeSelector is spec.nodeSelector as hetsched's selector.

@@ -490,6 +490,7 @@ func (s *Scheduler) adoptedTask(pod *corev1.Pod, id string) api.Task {
 		prio = api.PriorityMedium
 	}
 	t.Priority = &prio
+	t.PriorityValue = s.pods.value(pod)
 	if pod.Spec.SchedulerName != s.cfg.SchedulerName || s.byUID[pod.UID] != nil && s.byUID[pod.UID].keep {
 		t.Preemptible = boolPtr(false)
 		return t

@@ -119,10 +119,13 @@ func RESTConfig(kubeconfig string, qps float32, burst int) (*rest.Config, error)
 
 // CoreConfig is the core's configuration under hetsched kube: the
 // defaults, with NoExecute taints' evictions left to Kubernetes' taint
-// manager (core.Config.KeepOnNoExecute), as kube-scheduler leaves them.
+// manager (core.Config.KeepOnNoExecute), as kube-scheduler leaves them,
+// and every pod allowed to evict pods of a smaller priority, whatever its
+// tier (core.Config.PreemptAllTiers), as kube-scheduler allows it.
 func CoreConfig() core.Config {
 	c := core.DefaultConfig()
 	c.KeepOnNoExecute = true
+	c.PreemptAllTiers = true
 	return c
 }
 

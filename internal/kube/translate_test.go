@@ -185,8 +185,9 @@ func TestPodTranslation(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "train-0", Labels: map[string]string{LabelQueue: "research"},
 			Annotations: map[string]string{AnnotationPreemptible: "false"}},
 		Spec: corev1.PodSpec{
-			Priority:     &prio,
-			NodeSelector: map[string]string{"zone": "a"},
+			Priority:         &prio,
+			PreemptionPolicy: ptr(corev1.PreemptNever),
+			NodeSelector:     map[string]string{"zone": "a"},
 			Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
 				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
 					{Key: LabelGPUProduct, Operator: corev1.NodeSelectorOpIn, Values: []string{"H100-80GB", "A100-80GB"}},
@@ -207,6 +208,7 @@ func TestPodTranslation(t *testing.T) {
 	no := false
 	want := api.Task{
 		ID: "uid-1", Name: "ml/train-0", Queue: "research", Priority: &one, Preemptible: &no, Requeue: &no, Lease: api.NoExpiry,
+		PriorityValue: 2_000_000, PreemptionPolicy: api.PreemptNever,
 		Resources:    resource.List{"nvidia.com/gpu": 8000, PodsResource: 1000},
 		NodeSelector: map[string]string{"zone": "a"},
 		NodeAffinity: []string{"nvidia.com/gpu.product in (H100-80GB,A100-80GB)"},
