@@ -247,3 +247,17 @@ func (s Selector) Keys() []string {
 func (s Selector) MatchesMap(m map[string]string) bool {
 	return s.Matches(func(k string) (string, bool) { v, ok := m[k]; return v, ok })
 }
+
+// Equality returns the first requirement that names the values a
+// matching label must have (k=v, k in (a,b)): the key and its values, for
+// an index of selectors by label. ok is false for a selector without one
+// (only !=, notin, exists, !k, > or <), which matches labels no index by
+// value finds.
+func (s Selector) Equality() (key string, values []string, ok bool) {
+	for _, r := range s.reqs {
+		if r.op == opIn {
+			return r.key, r.values, true
+		}
+	}
+	return "", nil, false
+}

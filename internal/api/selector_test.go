@@ -1,6 +1,7 @@
 package api
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -92,4 +93,25 @@ func FuzzParseSelector(f *testing.F) {
 		}
 		sel.MatchesMap(map[string]string{"a": "b"})
 	})
+}
+
+func TestSelectorEquality(t *testing.T) {
+	for _, c := range []struct {
+		sel, key string
+		values   []string
+	}{
+		{"!x, app in (a,b), tier=web", "app", []string{"a", "b"}},
+		{"tier=web", "tier", []string{"web"}},
+		{"!x, y notin (a), z", "", nil},
+		{"", "", nil},
+	} {
+		s, err := ParseSelector(c.sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, v, ok := s.Equality()
+		if k != c.key || !slices.Equal(v, c.values) || ok != (c.key != "") {
+			t.Errorf("Equality(%q) = %q %v %v, want %q %v", c.sel, k, v, ok, c.key, c.values)
+		}
+	}
 }

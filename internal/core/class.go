@@ -69,8 +69,16 @@ type class struct {
 	affinityText     []string
 	affinityIdentity bool
 	// extra is the rest of the class's identity (extraKey): priority
-	// value, preemption policy and placement constraints.
+	// value, preemption policy, placement constraints and the labels they
+	// read; cons the constraints compiled (nil: none).
 	extra string
+	cons  *classCons
+	// proto is the spec the class was made from, less id and labels
+	// (protoOf), to make the class of other labels; sigEpoch is its scope's
+	// epoch when its signature was written (reclass.go).
+	proto      *api.Task
+	sigEpoch   uint64
+	scopeEpoch *uint64
 	// queues holds the class's pending tasks per level, native and raised
 	// by aging apart ([level][0] native, [level][1] raised): a raised task
 	// that cannot preempt must not hold back natively urgent or high work
@@ -304,11 +312,8 @@ func (c *Core) classFor(spec *api.Task, leaf *queueNode) (*class, error) {
 	}
 	mix(aff)
 	mix(uint64(leaf.order))
-	extra := extraKey(spec)
+	extra := c.cons.extraKey(spec)
 	if extra != "" {
-		if err := notYetHonoured(spec); err != nil {
-			return nil, err
-		}
 		mix(strHash(extra))
 	}
 	nopts := 1 + len(spec.Alternatives)
@@ -326,6 +331,12 @@ func (c *Core) classFor(spec *api.Task, leaf *queueNode) (*class, error) {
 		return nil, err
 	}
 	cl.leaf, cl.extra = leaf, extra
+	if cl.cons, err = c.cons.compile(spec); err != nil {
+		return nil, err
+	}
+	cl.proto = protoOf(spec)
+	cl.scopeEpoch = c.cons.epochOf(spec.Metadata[api.MetaTenant])
+	cl.sigEpoch = *cl.scopeEpoch // after compile: its own keys are in its signature
 	for _, s := range cl.selector {
 		if c.idx.identity[s.key] {
 			cl.identity = append(cl.identity, s)

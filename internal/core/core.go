@@ -37,10 +37,11 @@ type Core struct {
 	modelSpeed map[string]ewma
 	work       workload
 
-	sc         searchCtx     // the search context (placement.go), reused
-	jr         journal       // undo log of the open checkpoints (journal.go)
-	cf         coreFilters   // the dynamic filters every policy runs first (plugins_filter.go)
-	deferred   []*classQueue // dispatch's scratch: the queues it deferred (reused)
+	sc         searchCtx       // the search context (placement.go), reused
+	jr         journal         // undo log of the open checkpoints (journal.go)
+	cf         coreFilters     // the dynamic filters every policy runs first (plugins_filter.go)
+	cons       constraintIndex // the placement constraints' state (constraints.go)
+	deferred   []*classQueue   // dispatch's scratch: the queues it deferred (reused)
 	blockedAll []blockRef
 	pinned     map[pinKey][]blockRef // pinned classes by the identity value they wait on
 	unresolved []*class              // classes requesting resources no node offers yet
@@ -125,6 +126,7 @@ func New(cfg Config) (*Core, error) {
 	}
 	c.policy = newPolicy(c, cfg.Policy)
 	c.cf = newCoreFilters(c, c.policy.Picker)
+	c.cons = newConstraintIndex(c)
 	return c, nil
 }
 
@@ -381,7 +383,7 @@ func (c *Core) admit(spec *api.Task, j *job) (t *Task, deps []*Task, skipReason 
 	t = &Task{
 		id: spec.ID, cls: cls, prio: int8(prio), level: int8(prio),
 		preemptible: spec.IsPreemptible(), noRequeue: !spec.Requeues(), seq: c.seq,
-		noPreempt: spec.PreemptionPolicy == api.PreemptNever, value: spec.PriorityValue,
+		noPreempt: spec.PreemptionPolicy == api.PreemptNever, value: spec.PriorityValue, labels: spec.Metadata,
 		duration: int64(spec.Duration), timeout: int64(spec.Timeout),
 		queueTTL: int64(spec.QueueTimeout), lease: int64(lease),
 		cqpos: -1, tpos: -1, npos: -1, chosen: -1, leaf: cls.leaf,

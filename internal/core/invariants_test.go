@@ -2,6 +2,9 @@ package core
 
 import (
 	"fmt"
+	"maps"
+
+	"github.com/hetsched/hetsched/internal/api"
 
 	"github.com/hetsched/hetsched/internal/resource"
 )
@@ -53,7 +56,65 @@ func checkInvariants(c *Core) error {
 	if err := checkQueueInvariants(c); err != nil {
 		return err
 	}
+	if err := checkConstraints(c); err != nil {
+		return err
+	}
 	return checkJobInvariants(c)
+}
+
+// checkConstraints: every term's counts and owners, and every node's host
+// ports, are what the placed tasks make them, recounted from scratch.
+func checkConstraints(c *Core) error {
+	ci := &c.cons
+	owned := 0
+	for text, tm := range ci.terms {
+		count, byNode, owners := map[string]int32{}, map[*Node]int32{}, map[string]int32{}
+		var total, nOwners int32
+		for _, n := range c.idx.order {
+			for _, t := range n.tasks {
+				if ci.matches(tm, t) {
+					byNode[n]++
+					total++
+					if dom, ok := n.labels[tm.key]; ok {
+						count[dom]++
+					}
+				}
+				if cc := t.cls.cons; cc != nil {
+					for _, ct := range cc.anti {
+						if dom, ok := n.labels[tm.key]; ok && ct.t == tm {
+							owners[dom]++
+							nOwners++
+						}
+					}
+				}
+			}
+		}
+		if !maps.Equal(count, tm.count) || !maps.Equal(byNode, tm.byNode) || total != tm.total {
+			return fmt.Errorf("term %q: counts %v (%d), recounted %v (%d)", text, tm.count, tm.total, count, total)
+		}
+		if !maps.Equal(owners, tm.owners) || nOwners != tm.nOwners {
+			return fmt.Errorf("term %q: owners %v, recounted %v", text, tm.owners, owners)
+		}
+		if nOwners > 0 {
+			owned++
+		}
+	}
+	if owned != ci.owned {
+		return fmt.Errorf("%d terms owned, recounted %d", ci.owned, owned)
+	}
+	for _, n := range c.idx.order {
+		var want []api.HostPort
+		for _, t := range n.tasks {
+			if cc := t.cls.cons; cc != nil {
+				want = append(want, cc.ports...)
+			}
+		}
+		got := ci.ports[n]
+		if len(got) != len(want) {
+			return fmt.Errorf("node %s: host ports %v, recounted %v", n.name, got, want)
+		}
+	}
+	return nil
 }
 
 // checkNodes: every node's allocation, devices, bucket and index entry

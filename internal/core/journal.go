@@ -259,6 +259,7 @@ func (c *Core) recordPlace(t *Task, o *Option, n *Node) {
 // unplace undoes a recorded commit (the reverse of commit's steps).
 func (c *Core) unplace(e *jentry, w *placeWas) {
 	t, n, o := e.t, e.n, e.o
+	c.cons.reserve(t, n, -1)
 	for i := len(c.policy.Reserve) - 1; i >= 0; i-- {
 		c.policy.Reserve[i].Unreserve(&c.cs, t, o, n)
 	}

@@ -77,6 +77,9 @@ func (c *Core) replaceNode(old, n *Node) {
 		}
 	}
 	keep := append([]*Task(nil), old.tasks...)
+	for _, t := range keep {
+		c.cons.reserve(t, old, -1) // counted again on n, whose labels may differ
+	}
 	c.idx.detach(old)
 	n.seq, n.orderPos, n.load = old.seq, old.orderPos, old.load
 	c.idx.order[n.orderPos] = n
@@ -91,6 +94,7 @@ func (c *Core) replaceNode(old, n *Node) {
 		t.node = n
 		t.npos = int32(len(n.tasks))
 		n.tasks = append(n.tasks, t)
+		c.cons.reserve(t, n, 1)
 	}
 	old.tasks = nil
 	c.idx.attach(n, c.dims)

@@ -13,9 +13,12 @@ const (
 	deferred         // the search budget ran out before a fit was found
 )
 
+// candidate is the best node so far: by preference (the placement
+// constraints', ahead of any policy score), then by score.
 type candidate struct {
 	n     *Node
 	o     *Option
+	pref  int64
 	score int64
 }
 
@@ -110,7 +113,7 @@ func (c *Core) tryPlace(sc *searchCtx, t *Task) outcome {
 	if c.policy.Order == Rotate {
 		return c.rotatePlace(sc, t)
 	}
-	best := candidate{score: math.MinInt64}
+	best := candidate{pref: math.MinInt64, score: math.MinInt64}
 	complete := true
 	sample := c.sampleSize()
 	for _, oi := range t.cls.optOrder {
@@ -168,7 +171,7 @@ func termsMatch(terms []selTerm, labels map[string]string, skip map[string]bool)
 // identityPlace places a task that selects nodes by identity label: the
 // candidates come from the index of that label's values, never from a scan.
 func (c *Core) identityPlace(sc *searchCtx, t *Task) outcome {
-	best := candidate{score: math.MinInt64}
+	best := candidate{pref: math.MinInt64, score: math.MinInt64}
 	term := t.cls.identity[0]
 	for _, oi := range t.cls.optOrder {
 		o := &t.cls.opts[oi]
@@ -369,8 +372,12 @@ func (c *Core) consider(sc *searchCtx, t *Task, o *Option, n *Node, best *candid
 	if sc.aff != nil {
 		s += sc.aff.bonus(n)
 	}
-	if s > best.score {
-		best.n, best.o, best.score = n, o, s
+	var pref int64
+	if prefers(t, n) {
+		pref = c.cons.preference(t, n)
+	}
+	if pref > best.pref || pref == best.pref && s > best.score {
+		best.n, best.o, best.pref, best.score = n, o, pref, s
 		sc.best = append(sc.best[:0], sc.cs.picked...)
 	}
 	return true
@@ -397,6 +404,11 @@ func (c *Core) checkNode(sc *searchCtx, t *Task, o *Option, n *Node) *Status {
 		cs.picked = cs.picked[:0] // DeviceFit's answer, without the call
 	} else if st := cf.devs.Filter(cs, t, o, n); st != nil {
 		return st
+	}
+	if t.cls.cons != nil || c.cons.owned > 0 {
+		if st := c.cons.filter(t, n); st != nil {
+			return st
+		}
 	}
 	for _, f := range c.policy.Filters {
 		if st := f.Filter(&sc.cs, t, o, n); !st.IsSuccess() {
@@ -428,6 +440,7 @@ func (c *Core) commit(t *Task, o *Option, n *Node, devs []devShare) {
 	for _, r := range c.policy.Reserve {
 		r.Reserve(&c.cs, t, o, n)
 	}
+	c.cons.reserve(t, n, 1)
 	c.stats.Placed++
 	c.callPlaced++
 	refs := make([]DeviceRef, len(t.devs))
@@ -500,6 +513,7 @@ func (c *Core) release(t *Task, wake bool) {
 	for _, r := range c.policy.Reserve {
 		r.Unreserve(&c.cs, t, o, n)
 	}
+	c.cons.reserve(t, n, -1)
 	rawAdd(n, t, o, t.devs, -1)
 	if t.leaf != nil {
 		c.queueAdd(t, o, -1)

@@ -169,6 +169,7 @@ func (c *Core) restorePlacement(t *Task, s Saved) string {
 	for _, r := range c.policy.Reserve {
 		r.Reserve(&c.cs, t, o, n)
 	}
+	c.cons.reserve(t, n, 1)
 	t.state = s.State
 	t.started = s.Started.UnixNano()
 	if t.started == 0 || t.started > c.now {

@@ -420,6 +420,17 @@ func (h *harness) submit(t *testing.T, td *datadriven.TestData) (answer string, 
 		if j, ok := arg(td, "job"); ok {
 			return "", h.c.SubmitJobTask(h.now, j, &spec)
 		}
+		// id=(a,b,...) submits one task per id, each the input's.
+		for _, id := range args(td, "id") {
+			one := spec
+			one.ID = id
+			if err := h.c.Submit(h.now, &one); err != nil {
+				return "error: " + err.Error(), nil
+			}
+		}
+		if len(args(td, "id")) > 0 {
+			return "", nil
+		}
 		return "", h.c.Submit(h.now, &spec)
 	}
 	ids := args(td, "id")

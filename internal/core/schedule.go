@@ -40,6 +40,9 @@ func (c *Core) enqueue(t *Task) {
 		c.timers.set(t, timerQueue, c.now+t.queueTTL)
 	}
 	c.schedulePromotion(t)
+	if t.cls.stale() {
+		c.cons.refreshClass(t) // its labels part it from its class now
+	}
 	if t.locCls != nil {
 		c.enterLocality(t)
 	}
@@ -107,6 +110,7 @@ func (c *Core) unqueue(t *Task) {
 
 // schedule dispatches every band that is due, in band order (queue.go).
 func (c *Core) schedule() {
+	c.cons.reclassStale()
 	if c.sharesDirty || c.idx.totalChanged {
 		c.idx.totalChanged = false
 		c.refreshAllShares()
@@ -309,6 +313,9 @@ func (c *Core) block(q *classQueue, t *Task) {
 		}
 	}
 	c.blockedAll = appendRef(c.blockedAll, ref)
+	if q.cls.cons != nil {
+		c.cons.blockOn(q.cls.cons, ref)
+	}
 	switch {
 	case t.prio <= 1 || c.policy.TimeShare == nil && c.mayPreempt(t):
 		if len(c.blockedHigh) == 0 {

@@ -12,9 +12,10 @@ type Task struct {
 	raised      int8 // how many times aging raised it
 	state       State
 	preemptible bool
-	noRequeue   bool  // fail instead of re-queueing when evicted
-	noPreempt   bool  // preemptionPolicy never: evicts nothing
-	value       int32 // priority value: orders its priority's tasks (importance)
+	noRequeue   bool              // fail instead of re-queueing when evicted
+	noPreempt   bool              // preemptionPolicy never: evicts nothing
+	value       int32             // priority value: orders its priority's tasks (importance)
+	labels      map[string]string // its metadata: what placement constraints' selectors match
 
 	seq        uint64
 	enqueued   int64
