@@ -335,7 +335,13 @@ func (c *Core) block(q *classQueue, t *Task) {
 	if reason != q.lastReason {
 		// Reported when the reason changes, not at every retry.
 		q.lastReason = reason
-		c.out.Unschedulable = append(c.out.Unschedulable, UnschedulableClass{Sample: t.id, Count: q.size(), Reason: reason})
+		ids := make([]string, 0, q.size())
+		for _, x := range q.tasks {
+			if x != nil {
+				ids = append(ids, x.id)
+			}
+		}
+		c.out.Unschedulable = append(c.out.Unschedulable, UnschedulableClass{Sample: t.id, Count: q.size(), Reason: reason, Tasks: ids})
 	}
 }
 

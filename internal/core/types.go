@@ -105,10 +105,18 @@ type Transition struct {
 // the class were waiting at that level. A gang whose waiting members' one
 // reason changed is reported once per member instead (each its Sample,
 // Count the members waiting), so that every member's reason is re-read.
+//
+// Obligation: Tasks lists every task waiting in the class's queue (Sample
+// among them; nil for a gang member's report, whose Sample is the one);
+// the reason is each one's from now on (Task.Reason), and a driver that
+// keeps its own copies of tasks' states re-reads all of them, so that
+// none is left without its reason (Kubernetes: every waiting pod gets its
+// condition and event, not only the first of its class).
 type UnschedulableClass struct {
 	Sample string
 	Count  int
 	Reason string
+	Tasks  []string
 }
 
 // Output is what the core decided since the last TakeOutput.

@@ -102,9 +102,13 @@ func (e *Engine) stageOutput(now time.Time) {
 		e.refresh(p.Victim, now)
 	}
 	for _, u := range out.Unschedulable {
-		// The class's first task shows why it waits (the others' records
-		// catch up at their next change; GET /queues counts them all).
+		// Every waiting task of the class shows why it waits.
 		e.refresh(u.Sample, now)
+		for _, id := range u.Tasks {
+			if id != u.Sample {
+				e.refresh(id, now)
+			}
+		}
 	}
 }
 

@@ -288,6 +288,7 @@ func (s *Scheduler) bindOne(ctx context.Context, req bindRequest) {
 		}
 		s.mu.Unlock()
 		s.starts.add(req.task)
+		s.reportScheduled(req)
 		return
 	case ctx.Err() != nil:
 		s.mu.Unlock()
@@ -307,6 +308,17 @@ func (s *Scheduler) bindOne(ctx context.Context, req bindRequest) {
 		why = "binding to node " + req.node + " failed: " + err.Error()
 	}
 	s.unplace(ctx, st, req, why)
+}
+
+// reportScheduled records the Scheduled event of a bound pod, as
+// kube-scheduler's binder does.
+func (s *Scheduler) reportScheduled(req bindRequest) {
+	ns, name, _ := cache.SplitMetaNamespaceKey(req.key)
+	pod, err := s.podLst.Pods(ns).Get(name)
+	if err != nil || pod.UID != req.uid {
+		return // gone meanwhile: no pod to tell
+	}
+	s.recorder.Eventf(pod, nil, corev1.EventTypeNormal, "Scheduled", "Binding", "Successfully assigned %s to %s", req.key, req.node)
 }
 
 // reportStarted tells the engine that bound pods' tasks started (one
@@ -350,7 +362,10 @@ func (s *Scheduler) unplace(ctx context.Context, st *podState, req bindRequest, 
 // bindAfterEvictions binds a pod placed on a node that pods still leave,
 // once they left. If a PodDisruptionBudget keeps one of them, keepPod
 // displaces this placement (its task ends) and the pod waits again.
+// Meanwhile the pod says what it waits for, at once (as kube-scheduler
+// reports a preemptor).
 func (s *Scheduler) bindAfterEvictions(ctx context.Context, req bindRequest) {
+	s.reportUnschedulable(ctx, req.key, req.uid, "placed on node "+req.node+", waiting for the pods evicted there to leave")
 	defer func() {
 		s.mu.Lock()
 		if h := s.held[req.node]; h[req.uid].task == req.task {

@@ -2,6 +2,7 @@ package kube_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -57,5 +58,159 @@ func TestPreemptionFollowsPriorityValuesAndPolicy(t *testing.T) {
 	e.waitBound("preemptor")
 	if p := e.get("shy"); p.Spec.NodeName != "" {
 		t.Errorf("shy bound to %s", p.Spec.NodeName)
+	}
+}
+
+// Host ports (kube-scheduler's NodePorts): three pods asking for host port
+// 8080 on two nodes: one per node, the third waits saying why.
+func TestHostPortsAreHeldOncePerNode(t *testing.T) {
+	e := newEnv(t)
+	e.node("a", nil, nil)
+	e.node("b", nil, nil)
+	e.start()
+	for _, n := range []string{"p1", "p2", "p3"} {
+		p := e.podSpec(n, map[string]string{"cpu": "1"})
+		p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 80, HostPort: 8080, Protocol: corev1.ProtocolTCP}}
+		e.create(p)
+	}
+	e.wait("two of three bound", func() (bool, string) {
+		bound := map[string]string{}
+		for _, n := range []string{"p1", "p2", "p3"} {
+			if p := e.get(n); p.Spec.NodeName != "" {
+				if other, dup := bound[p.Spec.NodeName]; dup {
+					t.Fatalf("%s and %s share host port 8080 on %s", other, n, p.Spec.NodeName)
+				}
+				bound[p.Spec.NodeName] = n
+			}
+		}
+		return len(bound) == 2, fmt.Sprint(bound)
+	})
+	for _, n := range []string{"p1", "p2", "p3"} {
+		if p := e.get(n); p.Spec.NodeName == "" {
+			e.waitReason(n, "host port 8080/TCP taken")
+		} else {
+			e.waitEvent(n, "Scheduled", "Successfully assigned "+e.ns+"/"+n+" to "+p.Spec.NodeName)
+		}
+	}
+}
+
+// waitEvent waits for an event of reason on the pod whose note holds note.
+func (e *env) waitEvent(name, reason, note string) {
+	e.t.Helper()
+	e.wait("a "+reason+" event on "+name, func() (bool, string) {
+		evs, err := e.cs.EventsV1().Events(e.ns).List(e.ctx, metav1.ListOptions{FieldSelector: "regarding.name=" + name})
+		if err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, ev := range evs.Items {
+			seen = append(seen, ev.Reason+": "+ev.Note)
+			if ev.Reason == reason && strings.Contains(ev.Note, note) {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(seen)
+	})
+}
+
+// Required anti-affinity by hostname: four replicas on three nodes, one per
+// node, the fourth waits; required affinity to a label no pod has waits.
+func TestPodAntiAffinityAndAffinity(t *testing.T) {
+	e := newEnv(t)
+	for _, n := range []string{"a", "b", "c"} {
+		e.node(n, nil, nil)
+	}
+	e.start()
+	anti := &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, TopologyKey: corev1.LabelHostname}}}}
+	names := []string{"w1", "w2", "w3", "w4"}
+	for _, n := range names {
+		p := e.podSpec(n, map[string]string{"cpu": "1"})
+		p.Labels["app"] = "web"
+		p.Spec.Affinity = anti
+		e.create(p)
+	}
+	var waiting string
+	e.wait("three replicas bound, one per node", func() (bool, string) {
+		bound := map[string]string{}
+		waiting = ""
+		for _, n := range names {
+			p := e.get(n)
+			if p.Spec.NodeName == "" {
+				waiting = n
+				continue
+			}
+			if other, dup := bound[p.Spec.NodeName]; dup {
+				t.Fatalf("%s and %s share node %s against their anti-affinity", other, n, p.Spec.NodeName)
+			}
+			bound[p.Spec.NodeName] = n
+		}
+		return len(bound) == 3, fmt.Sprint(bound)
+	})
+	e.waitReason(waiting, "anti-affinity")
+
+	lonely := e.podSpec("lonely", map[string]string{"cpu": "1"})
+	lonely.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "nobody"}}, TopologyKey: corev1.LabelHostname}}}}
+	e.create(lonely)
+	e.waitReason("lonely", "no affinity with app=nobody")
+	// A pod of that label arrives: the waiting one joins it on its node.
+	friend := e.podSpec("friend", map[string]string{"cpu": "1"})
+	friend.Labels["app"] = "nobody"
+	e.create(friend)
+	at := e.waitBound("friend").Spec.NodeName
+	if got := e.waitBound("lonely").Spec.NodeName; got != at {
+		t.Errorf("lonely on %s, its affinity's pod on %s", got, at)
+	}
+}
+
+// Topology spread (DoNotSchedule, maxSkew 1 over zones): no zone runs more
+// than one pod above another, and a node without the zone label takes
+// none, as kube-scheduler keeps them.
+func TestTopologySpreadKeepsSkew(t *testing.T) {
+	e := newEnv(t)
+	e.node("a1", map[string]string{"cpu": "4"}, map[string]string{"zone": "a"})
+	e.node("a2", map[string]string{"cpu": "4"}, map[string]string{"zone": "a"})
+	e.node("b1", map[string]string{"cpu": "4"}, map[string]string{"zone": "b"})
+	e.node("x", map[string]string{"cpu": "16"}, nil)
+	e.start()
+	var names []string
+	for i := range 11 {
+		n := fmt.Sprintf("s%d", i)
+		names = append(names, n)
+		p := e.podSpec(n, map[string]string{"cpu": "1"})
+		p.Labels["app"] = "spread"
+		p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: "zone",
+			WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "spread"}}}}
+		e.create(p)
+	}
+	// b holds 4: a may hold 5; a tenth would make 6 to 4 (or land on x).
+	var perZone map[string]int
+	e.wait("nine bound", func() (bool, string) {
+		perZone = map[string]int{}
+		bound := 0
+		for _, n := range names {
+			p := e.get(n)
+			switch p.Spec.NodeName {
+			case "":
+			case e.prefix + "x":
+				t.Fatalf("%s bound to x, which has no zone", n)
+			case e.prefix + "b1":
+				perZone["b"]++
+				bound++
+			default:
+				perZone["a"]++
+				bound++
+			}
+		}
+		return bound == 9, fmt.Sprint(perZone)
+	})
+	if d := perZone["a"] - perZone["b"]; d > 1 || d < -1 {
+		t.Errorf("zones %v: skew %d", perZone, d)
+	}
+	for _, n := range names {
+		if p := e.get(n); p.Spec.NodeName == "" {
+			e.waitReason(n, "past maxSkew 1")
+		}
 	}
 }

@@ -12,10 +12,11 @@ import (
 
 // The lean pod: the Scheduler's pod cache keeps of a pod what it reads,
 // and nothing else. Of the spec: the containers' and init containers'
-// names, resources and restart policies (what kube-scheduler's request
-// arithmetic reads), the pod's resources and overhead, node selector,
-// affinity, tolerations, node name, scheduler name, priority, priority
-// class and preemption policy, scheduling gates and resource claims. Of
+// names, resources, restart policies and ports (what kube-scheduler's
+// request arithmetic and NodePorts read), the pod's resources and
+// overhead, node selector, affinity, tolerations, topology spread
+// constraints, node name, scheduler name, priority, priority class and
+// preemption policy, scheduling gates and resource claims. Of
 // the status: the phase, the containers' names and states (a failed pod's
 // exit code) and the resource claims' statuses. The metadata is whole
 // but for its managedFields. The rest (images, commands, environments,
@@ -51,10 +52,11 @@ var (
 	// PodSpec: containers 2, nodeSelector 7, nodeName 10, affinity 18,
 	// schedulerName 19, initContainers 20, tolerations 22,
 	// priorityClassName 24, priority 25, preemptionPolicy 31, overhead
-	// 32, schedulingGates 38, resourceClaims 39, resources 40.
-	leanPodSpecFields = fields(2, 7, 10, 18, 19, 20, 22, 24, 25, 31, 32, 38, 39, 40)
-	// Container: name 1, resources 8, restartPolicy 24.
-	leanContainerFields = fields(1, 8, 24)
+	// 32, topologySpreadConstraints 33, schedulingGates 38,
+	// resourceClaims 39, resources 40.
+	leanPodSpecFields = fields(2, 7, 10, 18, 19, 20, 22, 24, 25, 31, 32, 33, 38, 39, 40)
+	// Container: name 1, ports 6, resources 8, restartPolicy 24.
+	leanContainerFields = fields(1, 6, 8, 24)
 	// PodStatus: phase 1, containerStatuses 8, resourceClaimStatuses 15.
 	leanPodStatusFields = fields(1, 8, 15)
 	// ContainerStatus: name 1, state 2.
@@ -77,7 +79,8 @@ func leanPod(p *corev1.Pod) {
 		Affinity: s.Affinity, SchedulerName: s.SchedulerName, InitContainers: leanContainers(s.InitContainers),
 		Tolerations: s.Tolerations, PriorityClassName: s.PriorityClassName, Priority: s.Priority,
 		PreemptionPolicy: s.PreemptionPolicy, Overhead: s.Overhead, SchedulingGates: s.SchedulingGates,
-		ResourceClaims: s.ResourceClaims, Resources: s.Resources,
+		TopologySpreadConstraints: s.TopologySpreadConstraints,
+		ResourceClaims:            s.ResourceClaims, Resources: s.Resources,
 	}
 	st := &p.Status
 	for i, c := range st.ContainerStatuses {
@@ -91,8 +94,8 @@ func leanPod(p *corev1.Pod) {
 // and the informer's transform trims watched pods again.
 func leanContainers(cs []corev1.Container) []corev1.Container {
 	for i, c := range cs {
-		l := corev1.Container{Name: c.Name, Resources: c.Resources, RestartPolicy: c.RestartPolicy}
-		c.Name, c.Resources, c.RestartPolicy = "", corev1.ResourceRequirements{}, nil
+		l := corev1.Container{Name: c.Name, Ports: c.Ports, Resources: c.Resources, RestartPolicy: c.RestartPolicy}
+		c.Name, c.Ports, c.Resources, c.RestartPolicy = "", nil, corev1.ResourceRequirements{}, nil
 		if !reflect.ValueOf(c).IsZero() {
 			cs[i] = l
 		}

@@ -44,7 +44,12 @@ func richPod() *corev1.Pod {
 			InitContainers: []corev1.Container{{Name: "init", Image: "busybox", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{"cpu": k8sresource.MustParse("250m")}}}},
 			Containers: []corev1.Container{{Name: "c", Image: "trainer", Resources: corev1.ResourceRequirements{
 				Requests: corev1.ResourceList{"cpu": k8sresource.MustParse("4"), "nvidia.com/gpu": k8sresource.MustParse("2")},
-				Limits:   corev1.ResourceList{"nvidia.com/gpu": k8sresource.MustParse("2")}}}},
+				Limits:   corev1.ResourceList{"nvidia.com/gpu": k8sresource.MustParse("2")}},
+				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, HostPort: 80, Protocol: corev1.ProtocolTCP}}}},
+			TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: "zone", WhenUnsatisfiable: corev1.DoNotSchedule,
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "train"}}, MatchLabelKeys: []string{"pod-template-hash"}}},
+			Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{
+				{TopologyKey: "kubernetes.io/hostname", LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "train"}}}}}},
 			Tolerations:    []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
 			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr("claim-1")}},
 		},

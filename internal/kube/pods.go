@@ -98,6 +98,8 @@ type podTranslator struct {
 	// memo remembers requests and tolerations of pods of one template
 	// (templatememo.go); nil: each pod's are worked out.
 	memo *templateMemo
+	// namespaces resolves namespaceSelectors (nil: refused).
+	namespaces namespaceResolver
 }
 
 // task translates a pod into the task that stands for it. id is the
@@ -146,16 +148,26 @@ func (pt podTranslator) task(pod *corev1.Pod, id string) (api.Task, error) {
 	if t.Tolerations, err = pt.memo.podTolerations(pod.Spec.Tolerations); err != nil {
 		return api.Task{}, err
 	}
+	if err := pt.podConstraints(pod, &t); err != nil {
+		return api.Task{}, err
+	}
 	return t, nil
 }
 
 // podTask is what every pod's task has: its id, a lease that never
-// expires (the pod's life is its end), the pod's name and namespace.
+// expires (the pod's life is its end), and as its labels the pod's, its
+// namespace and its name (the placement constraints' selectors match
+// them).
 func podTask(pod *corev1.Pod, id string) api.Task {
+	md := make(map[string]string, len(pod.Labels)+2)
+	for k, v := range pod.Labels {
+		md[k] = v
+	}
+	md[metaNamespace], md[metaPod] = pod.Namespace, pod.Name
 	t := api.Task{
 		ID:       id,
 		Lease:    api.NoExpiry,
-		Metadata: map[string]string{metaNamespace: pod.Namespace, metaPod: pod.Name},
+		Metadata: md,
 	}
 	if len(pod.Namespace)+len(pod.Name)+1 <= 253 {
 		t.Name = pod.Namespace + "/" + pod.Name
@@ -253,23 +265,9 @@ func podNodeAffinity(pod *corev1.Pod) ([]string, error) {
 	var out []string
 	for i, term := range terms {
 		f := fmt.Sprintf("%s[%d]", field, i)
-		var reqs []string
-		for j, e := range term.MatchExpressions {
-			r, err := affinityRequirement(e.Key, e.Operator, e.Values)
-			if err != nil {
-				return nil, fmt.Errorf("%s.matchExpressions[%d]: %v", f, j, err)
-			}
-			reqs = append(reqs, r)
-		}
-		for j, e := range term.MatchFields {
-			if e.Key != "metadata.name" || e.Operator != corev1.NodeSelectorOpIn && e.Operator != corev1.NodeSelectorOpNotIn {
-				return nil, fmt.Errorf("%s.matchFields[%d]: only metadata.name with In or NotIn is a node field, got %s %s", f, j, e.Key, e.Operator)
-			}
-			r, err := affinityRequirement(api.NodeNameLabel, e.Operator, e.Values)
-			if err != nil {
-				return nil, fmt.Errorf("%s.matchFields[%d]: %v", f, j, err)
-			}
-			reqs = append(reqs, r)
+		reqs, err := nodeTermRequirements(f, term)
+		if err != nil {
+			return nil, err
 		}
 		if len(reqs) == 0 {
 			return nil, fmt.Errorf("%s: an empty term matches no node", f)
@@ -281,6 +279,31 @@ func podNodeAffinity(pod *corev1.Pod) ([]string, error) {
 		out = append(out, text)
 	}
 	return out, nil
+}
+
+// nodeTermRequirements are a node selector term's expressions on labels
+// (In, NotIn, Exists, DoesNotExist, Gt, Lt) and on the field metadata.name
+// (In, NotIn, as hetsched's node-name label), in selector syntax.
+func nodeTermRequirements(f string, term corev1.NodeSelectorTerm) ([]string, error) {
+	var reqs []string
+	for j, e := range term.MatchExpressions {
+		r, err := affinityRequirement(e.Key, e.Operator, e.Values)
+		if err != nil {
+			return nil, fmt.Errorf("%s.matchExpressions[%d]: %v", f, j, err)
+		}
+		reqs = append(reqs, r)
+	}
+	for j, e := range term.MatchFields {
+		if e.Key != "metadata.name" || e.Operator != corev1.NodeSelectorOpIn && e.Operator != corev1.NodeSelectorOpNotIn {
+			return nil, fmt.Errorf("%s.matchFields[%d]: only metadata.name with In or NotIn is a node field, got %s %s", f, j, e.Key, e.Operator)
+		}
+		r, err := affinityRequirement(api.NodeNameLabel, e.Operator, e.Values)
+		if err != nil {
+			return nil, fmt.Errorf("%s.matchFields[%d]: %v", f, j, err)
+		}
+		reqs = append(reqs, r)
+	}
+	return reqs, nil
 }
 
 // affinityRequirement writes one expression in selector syntax.

@@ -224,6 +224,10 @@ func (s *Scheduler) planPod(key string, b *podBatch) {
 			}
 			s.untrackTask(st, b, false, 0)
 		}
+		if st.task != "" && st.binding == "" && st.gang == "" && st.nsVersion != 0 && st.nsVersion != s.ns.version.Load() {
+			// Made with a namespaceSelector, and namespaces changed since.
+			s.untrackTask(st, b, false, 0)
+		}
 		if st.task != "" || st.binding != "" || st.gang != "" && s.gangWaiting(st) {
 			return
 		}
@@ -246,6 +250,10 @@ func (s *Scheduler) planWaiting(pod *corev1.Pod, st *podState, b *podBatch) {
 		return
 	}
 	st.invalid = ""
+	st.nsVersion = 0
+	if usesNamespaceSelector(pod) {
+		st.nsVersion = s.ns.version.Load()
+	}
 	if wait != "" {
 		b.gathering = append(b.gathering, gathering{st: st, why: wait})
 		return
@@ -491,6 +499,7 @@ func (s *Scheduler) adoptedTask(pod *corev1.Pod, id string) api.Task {
 	}
 	t.Priority = &prio
 	t.PriorityValue = s.pods.value(pod)
+	adoptedConstraints(s.pods, pod, &t)
 	if pod.Spec.SchedulerName != s.cfg.SchedulerName || s.byUID[pod.UID] != nil && s.byUID[pod.UID].keep {
 		t.Preemptible = boolPtr(false)
 		return t
@@ -500,6 +509,30 @@ func (s *Scheduler) adoptedTask(pod *corev1.Pod, id string) api.Task {
 	}
 	t.Queue = pod.Labels[LabelQueue] // dropped in apply when no such queue exists
 	return t
+}
+
+// adoptedConstraints gives a running pod's task its host ports, labels
+// and (anti-)affinity, which count where it runs: another pod's
+// anti-affinity may keep pods from it, and its own keeps the pods its
+// selector matches off its domain. A pod is always counted: what cannot
+// be translated or held (a namespaceSelector that cannot be resolved,
+// more labels than a task holds) is left out, the rest kept.
+func adoptedConstraints(pt podTranslator, pod *corev1.Pod, t *api.Task) {
+	if err := pt.podConstraints(pod, t); err != nil {
+		t.Affinity, t.AntiAffinity, t.Spread, t.PreferredNodeAffinity = nil, nil, nil, nil
+		t.HostPorts = podHostPorts(pod)
+	}
+	if t.Validate() == nil {
+		return
+	}
+	t.Affinity, t.AntiAffinity, t.Spread, t.PreferredNodeAffinity = nil, nil, nil, nil
+	if t.Validate() == nil {
+		return
+	}
+	t.Metadata = map[string]string{metaNamespace: pod.Namespace, metaPod: pod.Name}
+	if t.Validate() != nil {
+		t.HostPorts = nil
+	}
 }
 
 // adoptedDevices are the devices a running pod holds: what hetsched's

@@ -92,6 +92,7 @@ type Scheduler struct {
 	podIdx   cache.Indexer // the pod informer's store, podIndexers among its indexes
 	nodeLst  corelisters.NodeLister
 	classLst schedlisters.PriorityClassLister
+	ns       *namespaceWatch // namespaceSelectors resolved (namespaces.go)
 	recorder events.EventRecorder
 	bcast    events.EventBroadcaster
 
@@ -198,6 +199,9 @@ type podState struct {
 	// draHeld the claims its task allocated and holds the devices of.
 	dra     *draPlan
 	draHeld []draClaimRef
+	// nsVersion is the namespaces' version its task was made at, when a
+	// namespaceSelector made it (0: none did; namespaces.go).
+	nsVersion uint64
 }
 
 // gangState collects a gang's pods until min of them wait.
@@ -281,7 +285,8 @@ func New(cfg Config) (*Scheduler, error) {
 	s.podIdx = podInf.GetIndexer()
 	s.nodeLst = s.factory.Core().V1().Nodes().Lister()
 	s.classLst = s.factory.Scheduling().V1().PriorityClasses().Lister()
-	s.pods = podTranslator{tiers: *cfg.Tiers, classPriority: s.classPriority, memo: &templateMemo{}}
+	s.ns = newNamespaceWatch(s.factory)
+	s.pods = podTranslator{tiers: *cfg.Tiers, classPriority: s.classPriority, memo: &templateMemo{}, namespaces: s.ns.resolve}
 	return s, nil
 }
 
@@ -314,6 +319,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		UpdateFunc: func(_, o any) { s.dirty.addNode(o) },
 		DeleteFunc: func(o any) { s.dirty.addNode(o) },
 	}); err != nil {
+		return err
+	}
+	if err := s.ns.watch(s.replanNamespaced); err != nil {
 		return err
 	}
 	if err := s.startDRA(ctx); err != nil {

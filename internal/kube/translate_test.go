@@ -213,7 +213,7 @@ func TestPodTranslation(t *testing.T) {
 		NodeSelector: map[string]string{"zone": "a"},
 		NodeAffinity: []string{"nvidia.com/gpu.product in (H100-80GB,A100-80GB)"},
 		Tolerations:  []string{"dedicated=train:NoSchedule", "node.kubernetes.io/unreachable:NoExecute"},
-		Metadata:     map[string]string{metaNamespace: "ml", metaPod: "train-0"},
+		Metadata:     map[string]string{metaNamespace: "ml", metaPod: "train-0", LabelQueue: "research"},
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("task (-want +got):\n%s", d)
