@@ -264,6 +264,20 @@ func (e *env) waitBound(name string) *corev1.Pod {
 	return p
 }
 
+// waitReady waits until the pod is Ready (KWOK's doing, once bound).
+func (e *env) waitReady(name string) {
+	e.t.Helper()
+	e.wait("pod "+name+" Ready", func() (bool, string) {
+		p := e.get(name)
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("phase %s, conditions %v", p.Status.Phase, p.Status.Conditions)
+	})
+}
+
 // waitReason waits for the pod's PodScheduled=False condition to say
 // want, and for a FailedScheduling event from hetsched on it; it returns
 // the event's note. (Events of one pod and reason form a series that

@@ -125,7 +125,13 @@ func TestPreemptionEvictsWithinDisruptionBudgets(t *testing.T) {
 		e.waitBound(n)
 	}
 	// No disruption controller runs here: the budget's status is written
-	// as it would write it (two healthy, one may go).
+	// as it would write it (two healthy, one may go), once it is true. A
+	// pod counts as healthy when Ready (KWOK makes it so a moment after
+	// it is bound); the Eviction API lets an unready or Pending pod go
+	// without using the budget, and then the second eviction is allowed.
+	for _, n := range []string{"low1", "low2"} {
+		e.waitReady(n)
+	}
 	one := intstr.FromInt32(1)
 	pdb, err := e.cs.PolicyV1().PodDisruptionBudgets(e.ns).Create(e.ctx, &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Name: "low", Namespace: e.ns},
