@@ -16,7 +16,8 @@ import (
 // request arithmetic and NodePorts read), the pod's resources and
 // overhead, node selector, affinity, tolerations, topology spread
 // constraints, node name, scheduler name, priority, priority class and
-// preemption policy, scheduling gates and resource claims. Of
+// preemption policy, scheduling gates, resource claims, volumes and
+// scheduling group (the fields it refuses are read too: fields.go). Of
 // the status: the phase, the containers' names and states (a failed pod's
 // exit code) and the resource claims' statuses. The metadata is whole
 // but for its managedFields. The rest (images, commands, environments,
@@ -49,12 +50,12 @@ func (s fieldSet) has(n protowire.Number) bool { return n < 64 && s&(1<<n) != 0 
 var (
 	// ObjectMeta: all but managedFields (its fields are numbered 1–17).
 	leanMetaFields = ^fields(metaManagedFields)
-	// PodSpec: containers 2, nodeSelector 7, nodeName 10, affinity 18,
-	// schedulerName 19, initContainers 20, tolerations 22,
+	// PodSpec: volumes 1, containers 2, nodeSelector 7, nodeName 10,
+	// affinity 18, schedulerName 19, initContainers 20, tolerations 22,
 	// priorityClassName 24, priority 25, preemptionPolicy 31, overhead
 	// 32, topologySpreadConstraints 33, schedulingGates 38,
-	// resourceClaims 39, resources 40.
-	leanPodSpecFields = fields(2, 7, 10, 18, 19, 20, 22, 24, 25, 31, 32, 33, 38, 39, 40)
+	// resourceClaims 39, resources 40, schedulingGroup 43.
+	leanPodSpecFields = fields(1, 2, 7, 10, 18, 19, 20, 22, 24, 25, 31, 32, 33, 38, 39, 40, 43)
 	// Container: name 1, ports 6, resources 8, restartPolicy 24.
 	leanContainerFields = fields(1, 6, 8, 24)
 	// PodStatus: phase 1, containerStatuses 8, resourceClaimStatuses 15.
@@ -79,8 +80,8 @@ func leanPod(p *corev1.Pod) {
 		Affinity: s.Affinity, SchedulerName: s.SchedulerName, InitContainers: leanContainers(s.InitContainers),
 		Tolerations: s.Tolerations, PriorityClassName: s.PriorityClassName, Priority: s.Priority,
 		PreemptionPolicy: s.PreemptionPolicy, Overhead: s.Overhead, SchedulingGates: s.SchedulingGates,
-		TopologySpreadConstraints: s.TopologySpreadConstraints,
-		ResourceClaims:            s.ResourceClaims, Resources: s.Resources,
+		TopologySpreadConstraints: s.TopologySpreadConstraints, Volumes: s.Volumes, SchedulingGroup: s.SchedulingGroup,
+		ResourceClaims: s.ResourceClaims, Resources: s.Resources,
 	}
 	st := &p.Status
 	for i, c := range st.ContainerStatuses {

@@ -72,9 +72,8 @@ func TestLeanPodLeavesOut(t *testing.T) {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "p", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}},
 		Spec: corev1.PodSpec{
-			Volumes:    []corev1.Volume{{Name: "v"}},
 			Containers: []corev1.Container{{Name: "c", Image: "busybox", Env: []corev1.EnvVar{{Name: "A"}}, Resources: corev1.ResourceRequirements{Requests: rl("cpu", "1")}}},
-			Hostname:   "h", NodeName: "n1",
+			Hostname:   "h", NodeName: "n1", DNSPolicy: corev1.DNSClusterFirst,
 		},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1", Conditions: []corev1.PodCondition{{Type: corev1.PodReady}},
 			ContainerStatuses: []corev1.ContainerStatus{{Name: "c", Image: "busybox", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}},

@@ -109,6 +109,9 @@ type podTranslator struct {
 // error names the pod field that hetsched cannot express; the pod then
 // waits with that reason.
 func (pt podTranslator) task(pod *corev1.Pod, id string) (api.Task, error) {
+	if err := refusedFields(pod); err != nil {
+		return api.Task{}, err
+	}
 	t := podTask(pod, id)
 	t.Requeue = boolPtr(false) // a pod runs once; its controller makes another
 	req, err := pt.memo.request(pod)
