@@ -187,6 +187,56 @@ func TestRun(t *testing.T) {
 	}
 }
 
+// TestRunConstraints: run's placement constraint flags: the stored spec
+// has the labels, host ports, affinity, anti-affinity, spread and
+// preemption policy the flags asked for, and a task whose spread reads a
+// key no node has waits, saying so; bad flags are refused.
+func TestRunConstraints(t *testing.T) {
+	base := servertest.Start(t, oneGPUNode)
+	args := []string{"run", "--id", "w1", "--label", "app=web", "--anti-affinity", "hetsched.io/node", "--host-port", "8080",
+		"--host-port", "53/udp", "--spread", "zone:2", "--affinity", "app=web@hetsched.io/node", "--no-preempt", "--wait", "300ms",
+		"--server", base, "--", "./serve"}
+	if out, err := run(t, args...); err == nil {
+		t.Fatalf("w1 placed though no node has the zone its spread reads: %s", out)
+	}
+	resp, err := http.Get(base + "/api/v1/tasks/w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got struct {
+		Metadata         map[string]string `json:"metadata"`
+		HostPorts        []map[string]any  `json:"hostPorts"`
+		AntiAffinity     []map[string]any  `json:"antiAffinity"`
+		Affinity         []map[string]any  `json:"affinity"`
+		Spread           []map[string]any  `json:"spread"`
+		PreemptionPolicy string            `json:"preemptionPolicy"`
+		Reason           string            `json:"reason"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Metadata["app"] != "web" || len(got.HostPorts) != 2 || got.HostPorts[1]["protocol"] != "UDP" ||
+		len(got.AntiAffinity) != 1 || got.AntiAffinity[0]["topologyKey"] != "hetsched.io/node" || got.AntiAffinity[0]["required"] != true ||
+		len(got.Affinity) != 1 || got.Affinity[0]["match"] != "app=web" ||
+		len(got.Spread) != 1 || got.Spread[0]["maxSkew"] != float64(2) || got.PreemptionPolicy != "never" {
+		t.Errorf("stored task: %+v", got)
+	}
+	if !strings.Contains(got.Reason, "node lacks topology key zone") {
+		t.Errorf("reason %q, want the missing zone", got.Reason)
+	}
+	for _, bad := range [][]string{
+		{"run", "--anti-affinity", "zone", "--server", base, "--", "true"},
+		{"run", "--host-port", "http", "--server", base, "--", "true"},
+		{"run", "--label", "nokey", "--server", base, "--", "true"},
+		{"run", "--label", "a=b", "--spread", "zone:x", "--server", base, "--", "true"},
+	} {
+		if _, err := run(t, bad...); err == nil {
+			t.Errorf("%v: no error", bad)
+		}
+	}
+}
+
 // TestGetOutputs: -o name prints kind/NAME per line; -o wide adds
 // columns; the -o help lists every format.
 func TestGetOutputs(t *testing.T) {

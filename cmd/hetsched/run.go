@@ -19,7 +19,8 @@ func newRun() *cobra.Command {
 		Use:   "run [flags] -- CMD ARGS...",
 		Short: "Submit one command task without writing a file (--wait: until it is placed)",
 		Example: `  hetsched run --gpu 1 --model L4 --memory 16Gi --wait 30s -- python3 train.py --epochs 1
-  hetsched run --gpu 0.5 --env MODEL=small -- ./serve`,
+  hetsched run --gpu 0.5 --env MODEL=small -- ./serve
+  hetsched run --label app=web --anti-affinity hetsched.io/node --host-port 8080 -- ./serve`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			before, command := args, []string(nil)
@@ -59,6 +60,12 @@ func newRun() *cobra.Command {
 	fl.StringVar(&spec.Model, "model", "", "device model of --gpu or --tpu (node label <type>.model; A100|H100 for either)")
 	fl.StringArrayVar(&spec.Env, "env", nil, "KEY=VALUE in the command's environment (repeatable)")
 	fl.DurationVar(&spec.Timeout, "timeout", 0, "the task's maximum run time (then it is killed: state timeout)")
+	fl.StringArrayVar(&spec.Labels, "label", nil, "KEY=VALUE: a label of the task (its metadata), for other tasks' affinity and spread (repeatable)")
+	fl.StringArrayVar(&spec.HostPorts, "host-port", nil, "PORT or PORT/UDP: a port of the node the task holds (repeatable)")
+	fl.StringArrayVar(&spec.Affinity, "affinity", nil, "TOPOLOGYKEY (beside the tasks with its labels) or SELECTOR@TOPOLOGYKEY (app=cache@zone): run in a domain where such tasks run (repeatable)")
+	fl.StringArrayVar(&spec.AntiAffinity, "anti-affinity", nil, "TOPOLOGYKEY (hetsched.io/node: one per node) or SELECTOR@TOPOLOGYKEY: stay out of domains where such tasks run (repeatable)")
+	fl.StringArrayVar(&spec.Spread, "spread", nil, "TOPOLOGYKEY[:MAXSKEW]: keep the tasks with its labels even across the key's domains (repeatable)")
+	fl.BoolVar(&spec.NoPreempt, "no-preempt", false, "never evict other tasks for this one (preemptionPolicy never)")
 	wait.add(cmd, "wait up to this long for placement (--wait alone: 2s); not placed in time or failed: exit 1 with the reason")
 	return cmd
 }

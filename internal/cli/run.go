@@ -27,6 +27,14 @@ type RunSpec struct {
 	Env             []string // K=V
 	Timeout         time.Duration
 	Command         []string
+	// Placement constraints (API.md "Placement constraints"): Labels
+	// (K=V, the task's metadata), HostPorts (PORT or PORT/PROTOCOL),
+	// Affinity and AntiAffinity (required: TOPOLOGYKEY for the tasks
+	// carrying this one's labels, or SELECTOR@TOPOLOGYKEY), Spread
+	// (TOPOLOGYKEY or TOPOLOGYKEY:MAXSKEW over the tasks carrying its
+	// labels), NoPreempt (preemptionPolicy never).
+	Labels, HostPorts, Affinity, AntiAffinity, Spread []string
+	NoPreempt                                         bool
 }
 
 // Body is the task's JSON for POST /tasks or /schedule.
@@ -91,7 +99,89 @@ func (r RunSpec) Body() ([]byte, error) {
 	if r.Priority != nil {
 		t["priority"] = *r.Priority
 	}
+	if err := r.constraints(t); err != nil {
+		return nil, err
+	}
 	return json.Marshal(t)
+}
+
+// constraints adds the placement constraints' flags to task t.
+func (r RunSpec) constraints(t map[string]any) error {
+	labels := map[string]string{}
+	for _, kv := range r.Labels {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("--label: must be KEY=VALUE, got %q", kv)
+		}
+		labels[k] = v
+	}
+	if len(labels) > 0 {
+		t["metadata"] = labels
+	}
+	var ports []map[string]any
+	for _, s := range r.HostPorts {
+		num, proto, _ := strings.Cut(s, "/")
+		n, err := strconv.Atoi(num)
+		if err != nil {
+			return fmt.Errorf("--host-port: must be PORT or PORT/PROTOCOL, got %q", s)
+		}
+		p := map[string]any{"port": n}
+		if proto != "" {
+			p["protocol"] = strings.ToUpper(proto)
+		}
+		ports = append(ports, p)
+	}
+	if len(ports) > 0 {
+		t["hostPorts"] = ports
+	}
+	term := func(flag, s string) (map[string]any, error) {
+		sel, key, ok := strings.Cut(s, "@")
+		if !ok {
+			if len(labels) == 0 {
+				return nil, fmt.Errorf("--%s %s: selects the tasks carrying this one's --label, and it has none (or give SELECTOR@TOPOLOGYKEY)", flag, s)
+			}
+			return map[string]any{"selector": labels, "topologyKey": s, "required": true}, nil
+		}
+		return map[string]any{"match": sel, "topologyKey": key, "required": true}, nil
+	}
+	for _, l := range []struct {
+		flag, field string
+		vals        []string
+	}{{"affinity", "affinity", r.Affinity}, {"anti-affinity", "antiAffinity", r.AntiAffinity}} {
+		var terms []map[string]any
+		for _, s := range l.vals {
+			tm, err := term(l.flag, s)
+			if err != nil {
+				return err
+			}
+			terms = append(terms, tm)
+		}
+		if len(terms) > 0 {
+			t[l.field] = terms
+		}
+	}
+	var spread []map[string]any
+	for _, s := range r.Spread {
+		key, skew, _ := strings.Cut(s, ":")
+		n := 1
+		if skew != "" {
+			var err error
+			if n, err = strconv.Atoi(skew); err != nil {
+				return fmt.Errorf("--spread: must be TOPOLOGYKEY or TOPOLOGYKEY:MAXSKEW, got %q", s)
+			}
+		}
+		if len(labels) == 0 {
+			return fmt.Errorf("--spread %s: spreads the tasks carrying this one's --label, and it has none", s)
+		}
+		spread = append(spread, map[string]any{"selector": labels, "topologyKey": key, "maxSkew": n})
+	}
+	if len(spread) > 0 {
+		t["spread"] = spread
+	}
+	if r.NoPreempt {
+		t["preemptionPolicy"] = "never"
+	}
+	return nil
 }
 
 // Run submits one command task: with wait as Submit does (placement
