@@ -582,12 +582,13 @@ func ValidateRequest(field string, l resource.List) error {
 }
 
 func requestProblem(n resource.Name, q int64) string {
+	counted := n.IsExtended() && n.Scale() == resource.Milli // huge pages are bytes
 	switch {
 	case q < 0:
 		return "must not be negative"
-	case n.IsExtended() && q > 1000 && q%1000 != 0:
+	case counted && q > 1000 && q%1000 != 0:
 		return resource.FormatMilli(q) + ": a device request is a fraction of one device (below 1) or a whole number of devices"
-	case n.IsExtended() && q/1000 > MaxDeviceCount:
+	case counted && q/1000 > MaxDeviceCount:
 		return fmt.Sprintf("at most %d devices", MaxDeviceCount)
 	}
 	return ""

@@ -220,6 +220,10 @@ func TestValidateRequest(t *testing.T) {
 		{resource.List{resource.CPU: 1500, resource.Memory: 1}, ""},
 		{resource.List{resource.CPU: -1}, "resources.cpu"},
 		{resource.List{resource.Memory: -1}, "resources.memory"},
+		// Huge pages are bytes, not devices: any amount.
+		{resource.List{"kubernetes.io/hugepages-2Mi": 32 << 20}, ""},
+		{resource.List{"kubernetes.io/hugepages-1Gi": 5 << 40}, ""},
+		{resource.List{"kubernetes.io/hugepages-2Mi": -1}, "resources.kubernetes.io/hugepages-2Mi"},
 		{nil, ""},
 	} {
 		err := ValidateRequest("resources", c.l)

@@ -179,7 +179,7 @@ func (o *Option) computeDevs(dims *resource.Dims) {
 	}
 	o.devs = o.devs[:0]
 	for i := 2; i < dims.Len(); i++ {
-		if o.req[i] > 0 && dims.Name(i).IsExtended() {
+		if o.req[i] > 0 && dims.Name(i).IsExtended() && dims.Name(i).Scale() == resource.Milli { // huge pages are bytes, never devices
 			o.devs = append(o.devs, devReq{dim: i, milli: o.req[i], class: o.devClass[string(dims.Name(i))]})
 		}
 	}

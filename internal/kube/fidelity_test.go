@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	k8sresource "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -212,5 +213,44 @@ func TestTopologySpreadKeepsSkew(t *testing.T) {
 		if p := e.get(n); p.Spec.NodeName == "" {
 			e.waitReason(n, "past maxSkew 1")
 		}
+	}
+}
+
+// A running pod is counted by its full request: another scheduler's pod
+// with huge pages, resized in place (its status's resources above its
+// spec's), holds all it asks, so a pod that would over-commit the node
+// waits.
+func TestRunningPodsCountedByTheirFullRequest(t *testing.T) {
+	e := newEnv(t)
+	e.node("a", map[string]string{"cpu": "4", "hugepages-2Mi": "64Mi"}, nil)
+	e.start()
+	other := e.podSpec("other", map[string]string{"cpu": "1", "memory": "64Mi", "hugepages-2Mi": "32Mi"})
+	other.Spec.SchedulerName = "someone-else"
+	other.Spec.NodeName = e.prefix + "a"
+	other.Spec.Containers[0].Resources.Limits["memory"] = k8sresource.MustParse("64Mi")
+	e.create(other)
+	// cpu 1 of 4 held: a pod of 2 fits; one asking for huge pages past
+	// what is left waits.
+	e.create(e.podSpec("fits", map[string]string{"cpu": "2"}))
+	e.waitBound("fits")
+	e.create(e.podSpec("pages", map[string]string{"cpu": "100m", "memory": "64Mi", "hugepages-2Mi": "64Mi"}))
+	e.waitReason("pages", "kubernetes.io/hugepages-2Mi")
+	// Resized to 2 cpus (the kubelet's status says it allocated and
+	// runs them): 2 + 2 of 4 are held, a pod of 1 waits.
+	e.wait("other running", func() (bool, string) {
+		p := e.get("other")
+		return len(p.Status.ContainerStatuses) > 0, string(p.Status.Phase)
+	})
+	p := e.get("other")
+	two := corev1.ResourceList{"cpu": k8sresource.MustParse("2")}
+	p.Status.ContainerStatuses[0].AllocatedResources = two
+	p.Status.ContainerStatuses[0].Resources = &corev1.ResourceRequirements{Requests: two}
+	if _, err := e.cs.CoreV1().Pods(e.ns).UpdateStatus(e.ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.create(e.podSpec("over", map[string]string{"cpu": "1"}))
+	e.waitReason("over", "insufficient cpu")
+	if p := e.get("over"); p.Spec.NodeName != "" {
+		t.Fatalf("over bound to %s past the resized pod's request", p.Spec.NodeName)
 	}
 }

@@ -210,8 +210,8 @@ func (e *env) podSpec(name string, requests map[string]string) *corev1.Pod {
 	}
 	limits := corev1.ResourceList{}
 	for k, v := range rl {
-		if strings.Contains(string(k), "/") {
-			limits[k] = v // extended resources need limits equal to requests
+		if strings.Contains(string(k), "/") || strings.HasPrefix(string(k), corev1.ResourceHugePagesPrefix) {
+			limits[k] = v // extended resources and huge pages need limits equal to requests
 		}
 	}
 	return &corev1.Pod{

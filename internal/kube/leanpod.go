@@ -58,17 +58,23 @@ var (
 	leanPodSpecFields = fields(1, 2, 7, 10, 18, 19, 20, 22, 24, 25, 31, 32, 33, 38, 39, 40, 43)
 	// Container: name 1, ports 6, resources 8, restartPolicy 24.
 	leanContainerFields = fields(1, 6, 8, 24)
-	// PodStatus: phase 1, containerStatuses 8, resourceClaimStatuses 15.
-	leanPodStatusFields = fields(1, 8, 15)
-	// ContainerStatus: name 1, state 2.
-	leanContainerStatusFields = fields(1, 2)
+	// PodStatus: phase 1, conditions 2 (PodResizePending only),
+	// containerStatuses 8, initContainerStatuses 10,
+	// resourceClaimStatuses 15, allocatedResources 19, resources 20 (what
+	// a resized pod's request is read from, as NodeResourcesFit does).
+	leanPodStatusFields = fields(1, 2, 8, 10, 15, 19, 20)
+	// ContainerStatus: name 1, state 2, allocatedResources 10,
+	// resources 11.
+	leanContainerStatusFields = fields(1, 2, 10, 11)
 )
 
 const (
 	podSpecContainers        = 2
 	podSpecInitContainers    = 20
 	podSpecTolerations       = 22
+	podStatusConditions      = 2
 	podStatusContainerStatus = 8
+	podStatusInitStatus      = 10
 )
 
 // leanPod trims p, in place, to the lean pod's fields.
@@ -84,10 +90,30 @@ func leanPod(p *corev1.Pod) {
 		ResourceClaims: s.ResourceClaims, Resources: s.Resources,
 	}
 	st := &p.Status
-	for i, c := range st.ContainerStatuses {
-		st.ContainerStatuses[i] = corev1.ContainerStatus{Name: c.Name, State: c.State}
+	leanStatuses(st.ContainerStatuses)
+	leanStatuses(st.InitContainerStatuses)
+	*st = corev1.PodStatus{Phase: st.Phase, Conditions: resizeConditions(st.Conditions), ContainerStatuses: st.ContainerStatuses,
+		InitContainerStatuses: st.InitContainerStatuses, ResourceClaimStatuses: st.ResourceClaimStatuses,
+		AllocatedResources: st.AllocatedResources, Resources: st.Resources}
+}
+
+// leanStatuses trims container statuses in place.
+func leanStatuses(cs []corev1.ContainerStatus) {
+	for i, c := range cs {
+		cs[i] = corev1.ContainerStatus{Name: c.Name, State: c.State, AllocatedResources: c.AllocatedResources, Resources: c.Resources}
 	}
-	*st = corev1.PodStatus{Phase: st.Phase, ContainerStatuses: st.ContainerStatuses, ResourceClaimStatuses: st.ResourceClaimStatuses}
+}
+
+// resizeConditions keeps the PodResizePending condition of conds (an
+// infeasible resize changes the request), nil when there is none.
+func resizeConditions(conds []corev1.PodCondition) []corev1.PodCondition {
+	var out []corev1.PodCondition
+	for _, c := range conds {
+		if c.Type == corev1.PodResizePending {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // leanContainers trims cs in place; a container already lean is not
@@ -126,13 +152,30 @@ func decodeLeanSpec(s *corev1.PodSpec, b []byte, parts *decodedParts) error {
 }
 
 // decodeLeanStatus decodes PodStatus bytes b into s (zero), only the
-// lean pod's fields; container statuses are trimmed as they are decoded.
+// lean pod's fields; container statuses are trimmed and conditions other
+// than PodResizePending left out as they are decoded.
 func decodeLeanStatus(s *corev1.PodStatus, b []byte) error {
-	return decodeKeeping(s, b, leanPodStatusFields, fields(podStatusContainerStatus), func(_ protowire.Number, run []byte, n int) error {
-		s.ContainerStatuses = slices.Grow(s.ContainerStatuses, n)
+	return decodeKeeping(s, b, leanPodStatusFields, fields(podStatusConditions, podStatusContainerStatus, podStatusInitStatus), func(num protowire.Number, run []byte, n int) error {
+		if num == podStatusConditions {
+			return eachBytesField(run, func(v []byte) error {
+				var c corev1.PodCondition
+				if err := c.Unmarshal(v); err != nil {
+					return err
+				}
+				if c.Type == corev1.PodResizePending {
+					s.Conditions = append(s.Conditions, c)
+				}
+				return nil
+			})
+		}
+		list := &s.ContainerStatuses
+		if num == podStatusInitStatus {
+			list = &s.InitContainerStatuses
+		}
+		*list = slices.Grow(*list, n)
 		return eachBytesField(run, func(v []byte) error {
-			s.ContainerStatuses = append(s.ContainerStatuses, corev1.ContainerStatus{})
-			return decodeKeeping(&s.ContainerStatuses[len(s.ContainerStatuses)-1], v, leanContainerStatusFields, 0, nil)
+			*list = append(*list, corev1.ContainerStatus{})
+			return decodeKeeping(&(*list)[len(*list)-1], v, leanContainerStatusFields, 0, nil)
 		})
 	})
 }

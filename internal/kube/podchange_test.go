@@ -31,7 +31,15 @@ func TestPodChangeMatters(t *testing.T) {
 		{"waiting pod's labels", base("", corev1.PodPending), with(base("", corev1.PodPending), func(p *corev1.Pod) { p.Labels = map[string]string{"a": "2"} }), true},
 		{"waiting pod deleted", base("", corev1.PodPending), with(base("", corev1.PodPending), func(p *corev1.Pod) { p.DeletionTimestamp = &now }), true},
 		{"bound pod starts running", base("n1", corev1.PodPending), base("n1", corev1.PodRunning), false},
-		{"bound pod's labels", base("n1", corev1.PodRunning), with(base("n1", corev1.PodRunning), func(p *corev1.Pod) { p.Labels = map[string]string{"a": "2"} }), false},
+		// Others' affinity reads a running pod's labels; a resize changes
+		// what it holds.
+		{"bound pod's labels", base("n1", corev1.PodRunning), with(base("n1", corev1.PodRunning), func(p *corev1.Pod) { p.Labels = map[string]string{"a": "2"} }), true},
+		{"bound pod resized", base("n1", corev1.PodRunning), with(base("n1", corev1.PodRunning), func(p *corev1.Pod) {
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", Resources: &corev1.ResourceRequirements{Requests: rl("cpu", "2")}}}
+		}), true},
+		{"bound pod's other status", base("n1", corev1.PodRunning), with(base("n1", corev1.PodRunning), func(p *corev1.Pod) {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		}), false},
 		{"bound pod deleted (the delete event ends it)", base("n1", corev1.PodRunning), with(base("n1", corev1.PodRunning), func(p *corev1.Pod) { p.DeletionTimestamp = &now }), false},
 		{"bound pod succeeds", base("n1", corev1.PodRunning), base("n1", corev1.PodSucceeded), true},
 		{"bound pod fails", base("n1", corev1.PodPending), base("n1", corev1.PodFailed), true},

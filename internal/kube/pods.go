@@ -180,11 +180,16 @@ func podTask(pod *corev1.Pod, id string) api.Task {
 
 // podRequest is the pod's request in hetsched's terms. A resource
 // hetsched cannot hold is an error, and the list still has the rest (a
-// pod another scheduler bound is counted by what can be held).
+// pod another scheduler bound is counted by what can be held). A pod
+// resized in place counts the larger of its spec's and its status's
+// resources (allocated and actuated), as kube-scheduler v1.36's
+// NodeResourcesFit counts it (InPlacePodVerticalScaling, and its
+// pod-level sibling, on by default).
 func podRequest(pod *corev1.Pod) (resource.List, error) {
 	out := resource.List{PodsResource: 1000}
 	var bad error
-	for name, q := range resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}) {
+	opts := resourcehelper.PodResourcesOptions{UseStatusResources: true, InPlacePodLevelResourcesVerticalScalingEnabled: true}
+	for name, q := range resourcehelper.PodRequests(pod, opts) {
 		rn, v, ok := resourceQuantity(name, q)
 		switch {
 		case !ok:

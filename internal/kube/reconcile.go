@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"slices"
 	"strconv"
@@ -189,6 +190,22 @@ func (s *Scheduler) planPod(key string, b *podBatch) {
 		if st == nil {
 			st = s.track(pod)
 		}
+		if st.bound && st.counted == "" {
+			st.counted = countedAs(pod) // bound by this Scheduler: first seen bound
+		}
+		if st.bound && st.task != "" && st.counted != countedAs(pod) && len(st.draHeld) == 0 && len(pod.Spec.ResourceClaims) == 0 {
+			// Resized in place, or relabelled: counted again, where it
+			// runs, by what it holds now, its old task displaced in the
+			// same engine step (nothing waiting takes its room between).
+			old := st.task
+			delete(s.tasks, old)
+			st.task = ""
+			id := s.newTaskID(st)
+			st.counted = countedAs(pod)
+			b.adopt = append(b.adopt, engine.Adoption{Task: s.adoptedTask(pod, id), Node: pod.Spec.NodeName,
+				Devices: adoptedDevices(pod, s.cfg.SchedulerName), Displace: []string{old}})
+			return
+		}
 		if st.bound || st.binding != "" {
 			return
 		}
@@ -199,6 +216,7 @@ func (s *Scheduler) planPod(key string, b *podBatch) {
 			s.untrackTask(st, b, false, 0)
 		}
 		st.bound, st.node = true, pod.Spec.NodeName
+		st.counted = countedAs(pod)
 		id := s.newTaskID(st)
 		b.adopt = append(b.adopt, engine.Adoption{Task: s.adoptedTask(pod, id), Node: pod.Spec.NodeName, Devices: adoptedDevices(pod, s.cfg.SchedulerName)})
 	case pod.Spec.SchedulerName != s.cfg.SchedulerName || pod.DeletionTimestamp != nil:
@@ -509,6 +527,13 @@ func (s *Scheduler) adoptedTask(pod *corev1.Pod, id string) api.Task {
 	}
 	t.Queue = pod.Labels[LabelQueue] // dropped in apply when no such queue exists
 	return t
+}
+
+// countedAs is what a running pod's task is made from and may change
+// while it runs: its request (a resize) and its labels.
+func countedAs(pod *corev1.Pod) string {
+	req, _ := podRequest(pod)
+	return req.String() + "|" + fmt.Sprint(pod.Labels)
 }
 
 // adoptedConstraints gives a running pod's task its host ports, labels

@@ -202,6 +202,9 @@ type podState struct {
 	// nsVersion is the namespaces' version its task was made at, when a
 	// namespaceSelector made it (0: none did; namespaces.go).
 	nsVersion uint64
+	// counted is what a running pod's task was made from (countedAs):
+	// when it changes (a resize, new labels) the task is made again.
+	counted string
 }
 
 // gangState collects a gang's pods until min of them wait.
@@ -436,7 +439,11 @@ func podChangeMatters(oldObj, newObj any) bool {
 		return true
 	}
 	if o.UID == n.UID && o.Spec.NodeName != "" && o.Spec.NodeName == n.Spec.NodeName {
-		return podEnded(n) && !podEnded(o)
+		// A running pod matters when it ends, and when what it is counted
+		// by changes: a resize, or its labels (others' affinity reads them).
+		return podEnded(n) && !podEnded(o) || !maps.Equal(o.Labels, n.Labels) ||
+			!reflect.DeepEqual(o.Spec.Containers, n.Spec.Containers) || !reflect.DeepEqual(o.Spec.Resources, n.Spec.Resources) ||
+			statusResourcesChanged(&o.Status, &n.Status)
 	}
 	return o.UID != n.UID || o.Spec.NodeName != n.Spec.NodeName || o.Status.Phase != n.Status.Phase ||
 		(o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) || o.Generation != n.Generation ||
@@ -445,6 +452,23 @@ func podChangeMatters(oldObj, newObj any) bool {
 		!reflect.DeepEqual(o.Status.ResourceClaimStatuses, n.Status.ResourceClaimStatuses) ||
 		!reflect.DeepEqual(o.Spec.Tolerations, n.Spec.Tolerations) ||
 		!reflect.DeepEqual(o.Spec.Containers, n.Spec.Containers)
+}
+
+// statusResourcesChanged reports whether what a resize reads of the
+// status changed.
+func statusResourcesChanged(o, n *corev1.PodStatus) bool {
+	if !reflect.DeepEqual(o.Resources, n.Resources) || !reflect.DeepEqual(o.AllocatedResources, n.AllocatedResources) ||
+		!reflect.DeepEqual(resizeConditions(o.Conditions), resizeConditions(n.Conditions)) ||
+		len(o.ContainerStatuses) != len(n.ContainerStatuses) {
+		return true
+	}
+	for i := range o.ContainerStatuses {
+		a, b := &o.ContainerStatuses[i], &n.ContainerStatuses[i]
+		if !reflect.DeepEqual(a.Resources, b.Resources) || !reflect.DeepEqual(a.AllocatedResources, b.AllocatedResources) {
+			return true
+		}
+	}
+	return false
 }
 
 // podEnded reports whether the pod's phase is a final one.

@@ -81,7 +81,7 @@ type templateMemo struct {
 // request is podRequest(pod); the list is the caller's to change.
 func (tm *templateMemo) request(pod *corev1.Pod) (resource.List, error) {
 	s := &pod.Spec
-	if tm == nil || len(s.Containers) == 0 || s.Overhead != nil || s.Resources != nil {
+	if tm == nil || len(s.Containers) == 0 || s.Overhead != nil || s.Resources != nil || hasStatusResources(&pod.Status) {
 		return podRequest(pod)
 	}
 	k := requestKey{keyOf(s.Containers), keyOf(s.InitContainers)}
@@ -91,6 +91,22 @@ func (tm *templateMemo) request(pod *corev1.Pod) (resource.List, error) {
 	req, err := podRequest(pod)
 	tm.requests.put(k, memoEntry[resource.List]{hold: [2][]corev1.Container{s.Containers, s.InitContainers}, v: maps.Clone(req), err: err})
 	return req, err
+}
+
+// hasStatusResources reports whether the status says what the pod's
+// containers were given (a running pod: its request may be a resize's).
+func hasStatusResources(st *corev1.PodStatus) bool {
+	if st.Resources != nil || st.AllocatedResources != nil || len(st.Conditions) > 0 {
+		return true
+	}
+	for _, l := range [][]corev1.ContainerStatus{st.ContainerStatuses, st.InitContainerStatuses} {
+		for i := range l {
+			if l[i].Resources != nil || l[i].AllocatedResources != nil {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // podTolerations is podTolerations(tols); the slice is the caller's to
