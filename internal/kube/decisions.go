@@ -232,6 +232,10 @@ func (s *Scheduler) bindOne(ctx context.Context, req bindRequest) {
 		written, err = s.writeClaims(ctx, req, plan)
 	}
 	if err == nil {
+		// Its volumes' claims are bound for the node before the pod is.
+		err = s.bindVolumes(ctx, req)
+	}
+	if err == nil {
 		if err = s.bind(ctx, req); err != nil && len(written) > 0 {
 			s.releaseClaims(ctx, req, written)
 			written = nil

@@ -63,8 +63,8 @@ var podSpecFields = append([]podField{
 	{"initContainers[].ports[].hostIP", honoured, "a sidecar's, NodePorts"},
 	{"initContainers[].ports[].protocol", honoured, "a sidecar's, NodePorts"},
 	{"hostNetwork", irrelevant, "the API server makes such a pod's container ports host ports, which are honoured"},
-	{"volumes[].persistentVolumeClaim", refused, "volume binding (VolumeBinding, VolumeZone, NodeVolumeLimits) is not honoured yet"},
-	{"volumes[].ephemeral", refused, "its claim's binding is not honoured yet"},
+	{"volumes[].persistentVolumeClaim", honoured, "VolumeBinding, VolumeZone, VolumeRestrictions' ReadWriteOncePod: a missing or unbound Immediate claim waits; a bound volume's node affinity and zone constrain; a WaitForFirstConsumer claim gets a matching volume (claimRef) or its class provisions on the node (selected-node); CSI attach limits per node are not counted"},
+	{"volumes[].ephemeral", honoured, "its claim (<pod>-<volume>), as a persistentVolumeClaim's"},
 	{"volumes[].csi", refused, "CSI volume limits per node (NodeVolumeLimits) are not counted yet"},
 	{"volumes[].awsElasticBlockStore", refused, "attach limits and conflicts (NodeVolumeLimits, VolumeRestrictions) are not honoured"},
 	{"volumes[].gcePersistentDisk", refused, "attach limits and conflicts (NodeVolumeLimits, VolumeRestrictions) are not honoured"},
@@ -121,10 +121,6 @@ func refusedFields(pod *corev1.Pod) error {
 // one it does not).
 func refusedVolumeSource(v *corev1.VolumeSource) string {
 	switch {
-	case v.PersistentVolumeClaim != nil:
-		return "persistentVolumeClaim"
-	case v.Ephemeral != nil:
-		return "ephemeral"
 	case v.CSI != nil:
 		return "csi"
 	case v.AWSElasticBlockStore != nil:

@@ -98,8 +98,6 @@ func TestRefusedFieldsAreRefused(t *testing.T) {
 			s.Volumes = []corev1.Volume{{Name: "cm", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{}}}, {Name: "v", VolumeSource: src}}
 		}
 	}
-	set["volumes[].persistentVolumeClaim"] = vol(corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}})
-	set["volumes[].ephemeral"] = vol(corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}})
 	set["volumes[].csi"] = vol(corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "d"}})
 	set["volumes[].awsElasticBlockStore"] = vol(corev1.VolumeSource{AWSElasticBlockStore: &corev1.AWSElasticBlockStoreVolumeSource{}})
 	set["volumes[].gcePersistentDisk"] = vol(corev1.VolumeSource{GCEPersistentDisk: &corev1.GCEPersistentDiskVolumeSource{}})

@@ -246,6 +246,16 @@ func (s *Scheduler) planPod(key string, b *podBatch) {
 			// Made with a namespaceSelector, and namespaces changed since.
 			s.untrackTask(st, b, false, 0)
 		}
+		if st.task != "" && st.binding == "" && st.gang == "" && st.volVersion != 0 && st.volVersion != s.vol.version.Load() {
+			// Made from claims, volumes and classes that changed since:
+			// made again when what its volumes ask of nodes changed.
+			var t api.Task
+			if w, err := s.volumeTerms(pod, &t); err != nil || w != "" || strings.Join(t.NodeAffinity, "|") != st.volTerms {
+				s.untrackTask(st, b, false, 0)
+			} else {
+				st.volVersion = s.vol.version.Load()
+			}
+		}
 		if st.task != "" || st.binding != "" || st.gang != "" && s.gangWaiting(st) {
 			return
 		}
@@ -271,6 +281,14 @@ func (s *Scheduler) planWaiting(pod *corev1.Pod, st *podState, b *podBatch) {
 	st.nsVersion = 0
 	if usesNamespaceSelector(pod) {
 		st.nsVersion = s.ns.version.Load()
+	}
+	st.volVersion, st.volTerms = 0, ""
+	if len(podClaims(pod)) > 0 {
+		st.volVersion = s.vol.version.Load()
+		var vt api.Task
+		if w, err := s.volumeTerms(pod, &vt); err == nil && w == "" {
+			st.volTerms = strings.Join(vt.NodeAffinity, "|")
+		}
 	}
 	if wait != "" {
 		b.gathering = append(b.gathering, gathering{st: st, why: wait})
@@ -461,6 +479,9 @@ func (s *Scheduler) podTask(pod *corev1.Pod, id string) (api.Task, *draPlan, str
 	t, err := s.pods.task(pod, id)
 	if err != nil {
 		return t, nil, "", err
+	}
+	if wait, err := s.volumeTerms(pod, &t); err != nil || wait != "" {
+		return t, nil, wait, err
 	}
 	return s.withClaims(pod, t)
 }

@@ -93,6 +93,7 @@ type Scheduler struct {
 	nodeLst  corelisters.NodeLister
 	classLst schedlisters.PriorityClassLister
 	ns       *namespaceWatch // namespaceSelectors resolved (namespaces.go)
+	vol      *volumeWatch    // persistent volume claims read (volumes.go)
 	recorder events.EventRecorder
 	bcast    events.EventBroadcaster
 
@@ -205,6 +206,11 @@ type podState struct {
 	// counted is what a running pod's task was made from (countedAs):
 	// when it changes (a resize, new labels) the task is made again.
 	counted string
+	// volVersion is the volumes' version its task or wait was made at
+	// (0: it has no claims), volTerms the node terms its volumes added
+	// (volumes.go).
+	volVersion uint64
+	volTerms   string
 }
 
 // gangState collects a gang's pods until min of them wait.
@@ -289,6 +295,7 @@ func New(cfg Config) (*Scheduler, error) {
 	s.nodeLst = s.factory.Core().V1().Nodes().Lister()
 	s.classLst = s.factory.Scheduling().V1().PriorityClasses().Lister()
 	s.ns = newNamespaceWatch(s.factory)
+	s.vol = newVolumeWatch(s.factory)
 	s.pods = podTranslator{tiers: *cfg.Tiers, classPriority: s.classPriority, memo: &templateMemo{}, namespaces: s.ns.resolve}
 	return s, nil
 }
@@ -325,6 +332,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		return err
 	}
 	if err := s.ns.watch(s.replanNamespaced); err != nil {
+		return err
+	}
+	if err := s.vol.watch(s.replanVolumes); err != nil {
 		return err
 	}
 	if err := s.startDRA(ctx); err != nil {
