@@ -2,7 +2,6 @@ package kube_test
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -93,25 +92,6 @@ func TestHostPortsAreHeldOncePerNode(t *testing.T) {
 			e.waitEvent(n, "Scheduled", "Successfully assigned "+e.ns+"/"+n+" to "+p.Spec.NodeName)
 		}
 	}
-}
-
-// waitEvent waits for an event of reason on the pod whose note holds note.
-func (e *env) waitEvent(name, reason, note string) {
-	e.t.Helper()
-	e.wait("a "+reason+" event on "+name, func() (bool, string) {
-		evs, err := e.cs.EventsV1().Events(e.ns).List(e.ctx, metav1.ListOptions{FieldSelector: "regarding.name=" + name})
-		if err != nil {
-			return false, err.Error()
-		}
-		var seen []string
-		for _, ev := range evs.Items {
-			seen = append(seen, ev.Reason+": "+ev.Note)
-			if ev.Reason == reason && strings.Contains(ev.Note, note) {
-				return true, ""
-			}
-		}
-		return false, fmt.Sprint(seen)
-	})
 }
 
 // Required anti-affinity by hostname: four replicas on three nodes, one per

@@ -295,8 +295,15 @@ func (e *env) waitReason(name, want string) string {
 		}
 		return false, fmt.Sprint(p.Status.Conditions)
 	})
-	var note string
-	e.wait("a FailedScheduling event on "+name, func() (bool, string) {
+	return e.waitEvent(name, "FailedScheduling", "hetsched: ")
+}
+
+// waitEvent waits for an event of reason on the pod whose note holds
+// note, and returns the note.
+func (e *env) waitEvent(name, reason, note string) string {
+	e.t.Helper()
+	var got string
+	e.wait("a "+reason+" event on "+name, func() (bool, string) {
 		evs, err := e.cs.EventsV1().Events(e.ns).List(e.ctx, metav1.ListOptions{FieldSelector: "regarding.name=" + name})
 		if err != nil {
 			return false, err.Error()
@@ -304,14 +311,14 @@ func (e *env) waitReason(name, want string) string {
 		var seen []string
 		for _, ev := range evs.Items {
 			seen = append(seen, ev.Reason+": "+ev.Note)
-			if ev.Reason == "FailedScheduling" && strings.HasPrefix(ev.Note, "hetsched: ") {
-				note = ev.Note
+			if ev.Reason == reason && strings.Contains(ev.Note, note) {
+				got = ev.Note
 				return true, ""
 			}
 		}
 		return false, fmt.Sprint(seen)
 	})
-	return note
+	return got
 }
 
 func (e *env) delete(name string) {

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"fmt"
+	"maps"
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
@@ -53,25 +54,13 @@ func (w *namespaceWatch) watch(changed func()) error {
 		UpdateFunc: func(old, o any) {
 			a, aok := old.(*corev1.Namespace)
 			b, bok := o.(*corev1.Namespace)
-			if !aok || !bok || !equalLabels(a.Labels, b.Labels) {
+			if !aok || !bok || !maps.Equal(a.Labels, b.Labels) {
 				bump()
 			}
 		},
 		DeleteFunc: func(any) { bump() },
 	})
 	return err
-}
-
-func equalLabels(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // usesNamespaceSelector reports whether one of the pod's affinity terms
