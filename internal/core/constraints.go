@@ -73,7 +73,8 @@ type spreadTerm struct {
 	honorTaint bool // only nodes whose taints the class tolerates count
 	self       bool
 	// domains are the eligible domains (cached against the node index's
-	// version): the nodes that count, by domain.
+	// members count: every node added, removed or replaced): the nodes
+	// that count, by domain.
 	domains map[string]int32
 	domVer  uint64
 	domOK   bool

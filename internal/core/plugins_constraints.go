@@ -102,10 +102,10 @@ func (tm *term) describe() string { return tm.desc + " in " + tm.key }
 // task and change of counts (not per node checked).
 func (ci *constraintIndex) attemptFor(t *Task) *attempt {
 	a := &ci.att
-	if a.t == t && a.gen == ci.gen && a.ver == ci.c.idx.version {
+	if a.t == t && a.gen == ci.gen && a.ver == ci.c.idx.members {
 		return a
 	}
-	a.t, a.gen, a.ver = t, ci.gen, ci.c.idx.version
+	a.t, a.gen, a.ver = t, ci.gen, ci.c.idx.members
 	a.sym = a.sym[:0]
 	if ci.owned > 0 {
 		scope := t.labels[api.MetaTenant]
@@ -143,14 +143,14 @@ func (ci *constraintIndex) attemptFor(t *Task) *attempt {
 // smallest count: 0 when fewer domains than minDomains are eligible, or
 // when an eligible domain holds none.
 func (ci *constraintIndex) spreadCounts(cls *class, sp *spreadTerm) spreadCounts {
-	if !sp.domOK || sp.domVer != ci.c.idx.version {
+	if !sp.domOK || sp.domVer != ci.c.idx.members {
 		sp.domains = map[string]int32{}
 		for _, n := range ci.c.idx.order {
 			if dom, ok := n.labels[sp.t.key]; ok && spreadEligible(cls, sp, n) {
 				sp.domains[dom]++
 			}
 		}
-		sp.domVer, sp.domOK = ci.c.idx.version, true
+		sp.domVer, sp.domOK = ci.c.idx.members, true
 	}
 	sc := spreadCounts{count: map[string]int32{}}
 	for n, k := range sp.t.byNode {
