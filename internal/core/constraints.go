@@ -403,13 +403,23 @@ func (ci *constraintIndex) reserve(t *Task, n *Node, sign int32) {
 	}
 }
 
-// change counts a matching task on n in tm and wakes what waits on tm.
+// change counts a matching task on n in tm and wakes what waits on tm;
+// under a checkpoint the wake waits for the keep (journal.go).
 func (ci *constraintIndex) change(tm *term, n *Node, sign int32) {
 	tm.add(n, sign)
 	ci.gen++
 	if len(tm.blocked) == 0 {
 		return
 	}
+	if ci.c.journaling() {
+		ci.c.jr.woken = append(ci.c.jr.woken, tm)
+		return
+	}
+	ci.wakeTerm(tm)
+}
+
+// wakeTerm wakes the class queues blocked on tm.
+func (ci *constraintIndex) wakeTerm(tm *term) {
 	for _, r := range tm.blocked {
 		if r.q.blocked && r.q.gen == r.gen {
 			ci.c.unblock(r.q)
