@@ -71,16 +71,17 @@ func (ci *constraintIndex) filter(t *Task, n *Node) *Status {
 }
 
 // affinityFilter checks the required affinity terms on n: each needs a
-// task it matches in n's domain, unless no task matches any of them yet
-// and the class's tasks match them all (the first of a group that must
-// run together, as kube-scheduler allows it).
+// task it matches in n's domain, unless no task matches any of them in
+// any domain yet and the class's tasks match them all (the first of a
+// group that must run together, as kube-scheduler allows it: a task on a
+// node without the key is in no domain and does not count).
 func (ci *constraintIndex) affinityFilter(cc *classCons, n *Node) *Status {
 	if len(cc.affinity) == 0 {
 		return nil
 	}
 	first := cc.selfAffinity
 	for _, ct := range cc.affinity {
-		first = first && ct.t.total == 0
+		first = first && len(ct.t.count) == 0
 	}
 	for _, ct := range cc.affinity {
 		dom, ok := n.labels[ct.t.key]
