@@ -466,6 +466,24 @@ func (ci *constraintIndex) usePorts(n *Node, ports []api.HostPort, sign int32) {
 	ci.gen++
 }
 
+// domainsChanged wakes the class queues waiting on a term whose topology
+// key n carried, as n leaves or changes its labels or taints: a domain may
+// go with it, and with it the smallest count a spread compares against
+// (n frees no capacity, so nothing else wakes them; kube-scheduler
+// retries on a node's deletion and update alike).
+func (ci *constraintIndex) domainsChanged(n *Node) {
+	var wake []*term
+	for _, tm := range ci.terms {
+		if _, ok := n.labels[tm.key]; ok && len(tm.blocked) > 0 {
+			wake = append(wake, tm)
+		}
+	}
+	slices.SortFunc(wake, func(a, b *term) int { return strings.Compare(a.text, b.text) })
+	for _, tm := range wake {
+		ci.wakeTerm(tm)
+	}
+}
+
 // blockOn makes class queue ref wait on the terms of cc too: a change of
 // their counts may let it fit where no capacity change would.
 func (ci *constraintIndex) blockOn(cc *classCons, ref blockRef) {
