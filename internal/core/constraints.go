@@ -484,6 +484,25 @@ func (ci *constraintIndex) domainsChanged(n *Node) {
 	}
 }
 
+// affinityNeeds reports whether one of t's required affinity terms
+// matches x. Preemption's what-ifs do not take victims out of the
+// constraints' counts (a victim's host ports and anti-affinity stay held:
+// conservative), which for affinity is not conservative: t would fit by
+// the task it evicts, find it gone, and evict again when it came back.
+// So t never evicts such a task.
+func (ci *constraintIndex) affinityNeeds(t, x *Task) bool {
+	cc := t.cls.cons
+	if cc == nil {
+		return false
+	}
+	for _, ct := range cc.affinity {
+		if ci.matches(ct.t, x) {
+			return true
+		}
+	}
+	return false
+}
+
 // blockOn makes class queue ref wait on the terms of cc too: a change of
 // their counts may let it fit where no capacity change would.
 func (ci *constraintIndex) blockOn(cc *classCons, ref blockRef) {
