@@ -73,7 +73,8 @@ type spreadTerm struct {
 	honorTaint bool // only nodes whose taints the class tolerates count
 	self       bool
 	// domains are the eligible domains (cached against the node index's
-	// version): the nodes that count, by domain.
+	// members count: every node added, removed or replaced): the nodes
+	// that count, by domain.
 	domains map[string]int32
 	domVer  uint64
 	domOK   bool
@@ -402,13 +403,23 @@ func (ci *constraintIndex) reserve(t *Task, n *Node, sign int32) {
 	}
 }
 
-// change counts a matching task on n in tm and wakes what waits on tm.
+// change counts a matching task on n in tm and wakes what waits on tm;
+// under a checkpoint the wake waits for the keep (journal.go).
 func (ci *constraintIndex) change(tm *term, n *Node, sign int32) {
 	tm.add(n, sign)
 	ci.gen++
 	if len(tm.blocked) == 0 {
 		return
 	}
+	if ci.c.journaling() {
+		ci.c.jr.woken = append(ci.c.jr.woken, tm)
+		return
+	}
+	ci.wakeTerm(tm)
+}
+
+// wakeTerm wakes the class queues blocked on tm.
+func (ci *constraintIndex) wakeTerm(tm *term) {
 	for _, r := range tm.blocked {
 		if r.q.blocked && r.q.gen == r.gen {
 			ci.c.unblock(r.q)
@@ -453,6 +464,43 @@ func (ci *constraintIndex) usePorts(n *Node, ports []api.HostPort, sign int32) {
 		ci.ports[n] = held
 	}
 	ci.gen++
+}
+
+// domainsChanged wakes the class queues waiting on a term whose topology
+// key n carried, as n leaves or changes its labels or taints: a domain may
+// go with it, and with it the smallest count a spread compares against
+// (n frees no capacity, so nothing else wakes them; kube-scheduler
+// retries on a node's deletion and update alike).
+func (ci *constraintIndex) domainsChanged(n *Node) {
+	var wake []*term
+	for _, tm := range ci.terms {
+		if _, ok := n.labels[tm.key]; ok && len(tm.blocked) > 0 {
+			wake = append(wake, tm)
+		}
+	}
+	slices.SortFunc(wake, func(a, b *term) int { return strings.Compare(a.text, b.text) })
+	for _, tm := range wake {
+		ci.wakeTerm(tm)
+	}
+}
+
+// affinityNeeds reports whether one of t's required affinity terms
+// matches x. Preemption's what-ifs do not take victims out of the
+// constraints' counts (a victim's host ports and anti-affinity stay held:
+// conservative), which for affinity is not conservative: t would fit by
+// the task it evicts, find it gone, and evict again when it came back.
+// So t never evicts such a task.
+func (ci *constraintIndex) affinityNeeds(t, x *Task) bool {
+	cc := t.cls.cons
+	if cc == nil {
+		return false
+	}
+	for _, ct := range cc.affinity {
+		if ci.matches(ct.t, x) {
+			return true
+		}
+	}
+	return false
 }
 
 // blockOn makes class queue ref wait on the terms of cc too: a change of

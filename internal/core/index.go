@@ -139,6 +139,10 @@ type index struct {
 	groups  map[string]*group
 	glist   []*group
 	version uint64 // bumps when the set of groups changes
+	// members bumps whenever a node joins or leaves a group (every node
+	// added, removed or replaced): what reads the nodes themselves, not
+	// only their groups, caches against it (spread's domains).
+	members uint64
 	nodeSeq uint64
 	// identity holds the identity label keys; byIdentity maps key, value
 	// to the nodes carrying it.
@@ -225,6 +229,7 @@ func (x *index) attach(n *Node, dims *resource.Dims) {
 	}
 	n.group = g
 	g.members++
+	x.members++
 	for i := range n.capacity {
 		if n.capacity[i] > g.maxCap[i] {
 			g.maxCap[i] = n.capacity[i]
@@ -243,6 +248,7 @@ func (x *index) detach(n *Node) {
 	}
 	g.remove(n)
 	g.members--
+	x.members++
 	n.group = nil
 	for k, v := range n.labels {
 		if !x.identity[k] {

@@ -26,7 +26,11 @@ package core
 //     locality preference, and the task's slot in its gang's ready list
 //     with the gang's verdict;
 //   - stats, the placements made by the current input, and the output
-//     appended since the checkpoint (all four lists).
+//     appended since the checkpoint (all four lists);
+//   - the wakes of class queues blocked on a placement constraint's term
+//     whose counts a placement changed: they wait in the journal until the
+//     outermost checkpoint is kept (rollback drops them, since it restores
+//     the counts).
 //
 // Invariant: rollback(cp) restores exactly the state at cp: the same
 // values in every field above, the same slots in every list and bucket.
@@ -50,9 +54,9 @@ package core
 
 // checkpoint is where rollback returns to.
 type checkpoint struct {
-	mark, places, queues int // lengths of the journal's lists
-	stats                Stats
-	callPlaced           int
+	mark, places, queues, woken int // lengths of the journal's lists
+	stats                       Stats
+	callPlaced                  int
 	// lengths of the output lists
 	placements, preemptions, transitions, unschedulable int
 }
@@ -62,6 +66,7 @@ type journal struct {
 	entries []jentry
 	places  []placeWas // what each placement replaced
 	queues  []queueWas // what placements replaced in the queues
+	woken   []*term    // terms whose counts changed: their blocked queues wake at keep
 	open    int        // checkpoints open
 }
 
@@ -117,7 +122,7 @@ type queueWas struct {
 func (c *Core) checkpoint() checkpoint {
 	c.jr.open++
 	return checkpoint{
-		mark: len(c.jr.entries), places: len(c.jr.places), queues: len(c.jr.queues),
+		mark: len(c.jr.entries), places: len(c.jr.places), queues: len(c.jr.queues), woken: len(c.jr.woken),
 		stats: c.stats, callPlaced: c.callPlaced,
 		placements: len(c.out.Placements), preemptions: len(c.out.Preemptions),
 		transitions: len(c.out.Transitions), unschedulable: len(c.out.Unschedulable),
@@ -137,6 +142,11 @@ func (c *Core) keep(cp checkpoint) {
 		clear(c.jr.places)
 		c.jr.places = c.jr.places[:0]
 		c.jr.queues = c.jr.queues[:0]
+		for _, tm := range c.jr.woken {
+			c.cons.wakeTerm(tm)
+		}
+		clear(c.jr.woken)
+		c.jr.woken = c.jr.woken[:0]
 	}
 }
 
@@ -159,6 +169,8 @@ func (c *Core) rollback(cp checkpoint) {
 	clear(c.jr.places[cp.places:])
 	c.jr.places = c.jr.places[:cp.places]
 	c.jr.queues = c.jr.queues[:cp.queues]
+	clear(c.jr.woken[cp.woken:])
+	c.jr.woken = c.jr.woken[:cp.woken]
 	c.jr.open--
 	c.stats, c.callPlaced = cp.stats, cp.callPlaced
 	o := &c.out

@@ -462,3 +462,65 @@ func TestPropertyJournalRollback(t *testing.T) {
 		}
 	})
 }
+
+// TestJournalConstraintWakes: a journaled placement that changes a
+// placement constraint's counts wakes the class queues blocked on it only
+// when the outermost checkpoint is kept; a rollback, which restores the
+// counts, leaves them blocked, as the journal's invariant says.
+//
+// Was a bug (fixed): the placement woke them at once and the rollback did
+// not block them again (found by TestPropertyJournalRollback once the
+// property tests drew constraints): every gang try rolled back retried
+// the classes waiting on its members' labels.
+func TestJournalConstraintWakes(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		c, err := New(DefaultConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := epoch
+		node := &api.Node{Name: "n1", Labels: map[string]string{"zone": "a"}, Capacity: resource.List{resource.CPU: 16000, resource.Memory: 1 << 30}}
+		if err := c.UpsertNode(now, node); err != nil {
+			t.Fatal(err)
+		}
+		prio := 0
+		client := &api.Task{ID: "client", Priority: &prio, Resources: resource.List{resource.CPU: 1000},
+			Affinity: []api.AffinityTerm{{TaskSelector: api.TaskSelector{Selector: map[string]string{"app": "cache"}}, TopologyKey: "zone", Required: true}}}
+		if err := c.Submit(now, client); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.AddJob(now, JobSpec{ID: "g", Gang: &GangSpec{Members: []string{"g.0", "g.1"}, MinMember: 2}}); err != nil {
+			t.Fatal(err)
+		}
+		member := &api.Task{ID: "g.0", Priority: &prio, Resources: resource.List{resource.CPU: 1000}, Metadata: map[string]string{"app": "cache"}}
+		if err := c.SubmitJobTask(now, "g", member); err != nil {
+			t.Fatal(err)
+		}
+		q := c.tasks["client"].cq
+		if q == nil || !q.blocked {
+			t.Fatalf("client's class queue is not blocked (%+v)", q)
+		}
+		c.advance(now.Add(time.Millisecond))
+		m, n := c.tasks["g.0"], c.idx.nodes["n1"]
+		cp := c.checkpoint()
+		sc := c.beginSearch(false, nil)
+		if st := c.checkNode(sc, m, &m.cls.opts[0], n); st != nil {
+			t.Fatalf("g.0 does not fit n1: %v", st.Reason)
+		}
+		c.commit(m, &m.cls.opts[0], n, sc.cs.picked)
+		if !q.blocked {
+			t.Fatalf("keep=%v: a journaled placement woke client's queue before its checkpoint closed", keep)
+		}
+		if keep {
+			c.keep(cp)
+		} else {
+			c.rollback(cp)
+		}
+		if q.blocked == keep {
+			t.Fatalf("keep=%v: client's queue blocked=%v after the checkpoint closed", keep, q.blocked)
+		}
+		if err := checkInvariants(c); err != nil && !keep { // a kept member outside a gang try breaks the gang's books
+			t.Fatalf("after rollback: %v", err)
+		}
+	}
+}

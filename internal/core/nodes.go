@@ -1,6 +1,8 @@
 package core
 
 import (
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/hetsched/hetsched/internal/api"
@@ -98,6 +100,9 @@ func (c *Core) replaceNode(old, n *Node) {
 	}
 	old.tasks = nil
 	c.idx.attach(n, c.dims)
+	if !maps.Equal(old.labels, n.labels) || !slices.Equal(old.taints, n.taints) {
+		c.cons.domainsChanged(old)
+	}
 	// The spec's state applies to the tasks too: notready and draining
 	// nodes hold none; a NoExecute taint evicts what does not tolerate it.
 	if n.state == api.NodeNotReady || n.state == api.NodeDraining {
@@ -143,6 +148,7 @@ func (c *Core) RemoveNode(now time.Time, name string) error {
 		return errs.New(errs.NotFound, "name", "no node %q", name)
 	}
 	c.evictAll(n, "node "+name+" removed")
+	c.cons.domainsChanged(n)
 	c.idx.detach(n)
 	last := len(c.idx.order) - 1
 	c.idx.order[n.orderPos] = c.idx.order[last]

@@ -71,16 +71,17 @@ func (ci *constraintIndex) filter(t *Task, n *Node) *Status {
 }
 
 // affinityFilter checks the required affinity terms on n: each needs a
-// task it matches in n's domain, unless no task matches any of them yet
-// and the class's tasks match them all (the first of a group that must
-// run together, as kube-scheduler allows it).
+// task it matches in n's domain, unless no task matches any of them in
+// any domain yet and the class's tasks match them all (the first of a
+// group that must run together, as kube-scheduler allows it: a task on a
+// node without the key is in no domain and does not count).
 func (ci *constraintIndex) affinityFilter(cc *classCons, n *Node) *Status {
 	if len(cc.affinity) == 0 {
 		return nil
 	}
 	first := cc.selfAffinity
 	for _, ct := range cc.affinity {
-		first = first && ct.t.total == 0
+		first = first && len(ct.t.count) == 0
 	}
 	for _, ct := range cc.affinity {
 		dom, ok := n.labels[ct.t.key]
@@ -102,10 +103,10 @@ func (tm *term) describe() string { return tm.desc + " in " + tm.key }
 // task and change of counts (not per node checked).
 func (ci *constraintIndex) attemptFor(t *Task) *attempt {
 	a := &ci.att
-	if a.t == t && a.gen == ci.gen && a.ver == ci.c.idx.version {
+	if a.t == t && a.gen == ci.gen && a.ver == ci.c.idx.members {
 		return a
 	}
-	a.t, a.gen, a.ver = t, ci.gen, ci.c.idx.version
+	a.t, a.gen, a.ver = t, ci.gen, ci.c.idx.members
 	a.sym = a.sym[:0]
 	if ci.owned > 0 {
 		scope := t.labels[api.MetaTenant]
@@ -143,14 +144,14 @@ func (ci *constraintIndex) attemptFor(t *Task) *attempt {
 // smallest count: 0 when fewer domains than minDomains are eligible, or
 // when an eligible domain holds none.
 func (ci *constraintIndex) spreadCounts(cls *class, sp *spreadTerm) spreadCounts {
-	if !sp.domOK || sp.domVer != ci.c.idx.version {
+	if !sp.domOK || sp.domVer != ci.c.idx.members {
 		sp.domains = map[string]int32{}
 		for _, n := range ci.c.idx.order {
 			if dom, ok := n.labels[sp.t.key]; ok && spreadEligible(cls, sp, n) {
 				sp.domains[dom]++
 			}
 		}
-		sp.domVer, sp.domOK = ci.c.idx.version, true
+		sp.domVer, sp.domOK = ci.c.idx.members, true
 	}
 	sc := spreadCounts{count: map[string]int32{}}
 	for n, k := range sp.t.byNode {

@@ -570,6 +570,9 @@ func (c *Core) victimsOn(sc *searchCtx, t *Task, o *Option, n *Node, m preemptMo
 			continue
 		}
 		xs := evictedWith(sc, v, taken, ghosts)
+		if slices.ContainsFunc(xs, func(x *Task) bool { return c.cons.affinityNeeds(t, x) }) {
+			continue
+		}
 		if gq != nil && slices.ContainsFunc(xs, func(x *Task) bool { return inSubtree(x.leaf, gq) }) {
 			// A reclaim takes nothing from the queue it reclaims for
 			// (that gives the queue nothing, and the victim, under

@@ -236,6 +236,7 @@ type checker struct {
 	// notReadyCheck also requires that no task stays placed on a node that is
 	// notready or draining.
 	notReadyCheck bool
+	snap          consSnapshot // the placements after the last input (property_constraints_test.go)
 }
 
 func newChecker(r *runner) *checker {
@@ -286,7 +287,10 @@ func (k *checker) check(o op, err error, out *Output) error {
 	if err := k.checkOutput(out); err != nil {
 		return err
 	}
-	return k.checkTasks()
+	if err := k.checkTasks(); err != nil {
+		return err
+	}
+	return k.checkConstraintRules(out)
 }
 
 func (k *checker) checkOutput(out *Output) error {
@@ -604,9 +608,11 @@ func (k *checker) checkAllocation() error {
 // fitsNow reports whether req (of spec) fits on n as n is now: n is ready,
 // its selector and taints admit spec, every requested amount is free, and a
 // device request finds free devices (whole ones unused, a share on one
-// device with room). A pooled extended resource (capacity, no devices)
-// needs only the free amount.
-func (k *checker) fitsNow(spec *api.Task, req resource.List, n *Node) bool {
+// device with room), and the placement constraints allow it there as the
+// oracle sees them (consFits; placed and nodes are the state's entries). A
+// pooled extended resource (capacity, no devices) needs only the free
+// amount.
+func (k *checker) fitsNow(spec *api.Task, req resource.List, n *Node, placed, nodes []consEntry) bool {
 	c := k.r.c
 	if !n.Schedulable() || k.staticOK(spec, n) != nil {
 		return false
@@ -643,7 +649,7 @@ func (k *checker) fitsNow(spec *api.Task, req resource.List, n *Node) bool {
 			return false
 		}
 	}
-	return true
+	return consFits(spec, n, placed, nodes)
 }
 
 // stranded reports a pending task that fits on a ready node as things are.
@@ -651,6 +657,7 @@ func (k *checker) fitsNow(spec *api.Task, req resource.List, n *Node) bool {
 // not considered.
 func (k *checker) stranded(pooled bool) error {
 	c := k.r.c
+	placed, nodes := k.placedEntries(), k.currentNodes()
 	for _, id := range k.r.ids {
 		tk, _ := c.Task(id)
 		if tk.State() != Pending {
@@ -666,7 +673,7 @@ func (k *checker) stranded(pooled bool) error {
 				continue
 			}
 			for _, n := range c.Nodes() {
-				if k.fitsNow(spec, req, n) {
+				if k.fitsNow(spec, req, n, placed, nodes) {
 					return fmt.Errorf("task %s stays pending (%q) though option %d fits on node %s (allocated %s of %s)",
 						id, tk.Reason(), oi-1, n.Name(), c.Dims().Format(n.Allocated()), c.Dims().Format(n.Capacity()))
 				}

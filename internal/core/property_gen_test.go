@@ -54,6 +54,7 @@ type taskParams struct {
 	Dep                          int // -1 none, else picks an earlier task
 	Preempt                      int // 0 unset, 1 true, 2 false
 	Name                         int
+	Cons                         consParams
 }
 
 // nodeParams describes a node spec.
@@ -159,6 +160,9 @@ func drawTaskParams(t *rapid.T) taskParams {
 	}
 	p.Preempt = rapid.IntRange(0, 2).Draw(t, "preempt")
 	p.Name = rapid.IntRange(0, len(propNames)-1).Draw(t, "name")
+	if rapid.IntRange(0, 2).Draw(t, "consSet") == 0 {
+		p.Cons = drawConsParams(t)
+	}
 	return p
 }
 
@@ -369,6 +373,7 @@ func buildTaskSpec(p taskParams, id string, earlier []string) *api.Task {
 		spec.Preemptible = &b
 	}
 	spec.Name = propNames[p.Name]
+	p.Cons.apply(spec)
 	return spec
 }
 
@@ -476,6 +481,7 @@ func cloneTaskSpec(s *api.Task) *api.Task {
 		b := *s.Preemptible
 		c.Preemptible = &b
 	}
+	cloneConstraints(&c, s)
 	return &c
 }
 

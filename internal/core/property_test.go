@@ -20,6 +20,8 @@ import (
 // node exists, the next task id) is resolved when the op is applied, so
 // that a shrunk sequence stays meaningful and two cores can be driven
 // identically. A failure prints the resolved inputs as a reproduction.
+// One task in three carries labels and a placement constraint, judged by
+// an oracle of the checker's own (property_constraints_test.go).
 //
 //	TestPropertyInvariants                 invariants and output consistency, every policy
 //	TestPropertyDeterminism                same inputs, same outputs (two cores)
@@ -248,6 +250,7 @@ var opSimplifications = []func(*op) bool{
 	func(o *op) bool { return set(&o.Task.Dep, -1) },
 	func(o *op) bool { return set(&o.Task.Preempt, 0) },
 	func(o *op) bool { return set(&o.Task.Name, 0) },
+	func(o *op) bool { return set(&o.Task.Cons, consParams{}) },
 }
 
 var nodeSimplifications = []func(*nodeParams) bool{

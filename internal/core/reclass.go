@@ -1,6 +1,7 @@
 package core
 
 import (
+	"cmp"
 	"slices"
 
 	"github.com/hetsched/hetsched/internal/api"
@@ -97,6 +98,9 @@ func (ci *constraintIndex) reclassStale() {
 			}
 		}
 	}
+	// The stale classes came out of a map: the tasks move in the order
+	// they came, so that they queue again in one order (determinism).
+	slices.SortFunc(moving, func(a, b *Task) int { return cmp.Compare(a.seq, b.seq) })
 	for _, j := range c.jobs {
 		if g := j.gang; g != nil {
 			for _, t := range g.ready {
