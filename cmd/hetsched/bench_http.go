@@ -419,7 +419,8 @@ func newBenchKube() *cobra.Command {
 	}
 	cmd.Flags().IntVar(&o.Nodes, "nodes", 1000, "KWOK nodes")
 	cmd.Flags().IntVar(&o.GPUsPerNode, "gpus-per-node", 8, "nvidia.com/gpu per node")
-	cmd.Flags().IntVar(&o.Pods, "pods", 10_000, "pods per run, created at once (every other one asks for a GPU)")
+	cmd.Flags().IntVar(&o.Pods, "pods", 10_000, "pods per run, created at once (--mix says what they ask for)")
+	cmd.Flags().StringVar(&o.Mix, "mix", benchkube.MixPlain, "the pods: plain (500m, 1Gi, every other one a GPU) or realistic (a third with required anti-affinity by hostname or zone, a third spread over zones, GPU pods with node affinity to a model, host ports; nodes in four zones with two GPU models)")
 	cmd.Flags().IntVar(&o.DefaultPods, "default-pods", 2000, "pods of the kube-scheduler-default run (50 requests/s)")
 	cmd.Flags().Float32Var(&o.QPS, "qps", 5000, "client requests/s of the schedulers, the driver and the bare binder")
 	cmd.Flags().IntVar(&o.Burst, "burst", 10000, "client burst")

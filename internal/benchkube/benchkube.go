@@ -75,7 +75,9 @@ type Options struct {
 	BaselineBin string // the hetsched binary of the hetsched-baseline run
 	Nodes       int    // KWOK nodes, each with GPUsPerNode nvidia.com/gpu
 	GPUsPerNode int
-	Pods        int // pods per run (every other one asks for a GPU)
+	Pods        int // pods per run (Mix says what they ask for)
+	// Mix is MixPlain (default) or MixRealistic (mix.go).
+	Mix string
 	// DefaultPods is the pod count of the kube-scheduler-default run
 	// (at 50 requests/s a full run would take minutes).
 	DefaultPods int
@@ -144,8 +146,15 @@ func Run(ctx context.Context, o Options) ([]*Result, error) {
 	if slices.Contains(o.Runs, KubeSchedulerDef) {
 		most = max(most, o.DefaultPods)
 	}
-	if gpuPods := (most + 1) / 2; gpuPods > o.Nodes*o.GPUsPerNode {
-		return nil, fmt.Errorf("%d pods ask for %d GPUs, more than %d nodes of %d hold: every run would leave pods waiting", most, gpuPods, o.Nodes, o.GPUsPerNode)
+	switch o.Mix {
+	case "":
+		o.Mix = MixPlain
+	case MixPlain, MixRealistic:
+	default:
+		return nil, fmt.Errorf("mix: %q is not %s or %s", o.Mix, MixPlain, MixRealistic)
+	}
+	if g := gpuPods(o.Mix, most); g > gpuNodes(o.Mix, o.Nodes)*o.GPUsPerNode {
+		return nil, fmt.Errorf("%d pods ask for %d GPUs, more than %d nodes of %d hold: every run would leave pods waiting", most, g, gpuNodes(o.Mix, o.Nodes), o.GPUsPerNode)
 	}
 	for _, r := range o.Runs {
 		if parts := strings.Split(r, Together); len(parts) > 1 {
@@ -275,12 +284,12 @@ func startPlane(ctx context.Context, o Options, logf func(string, ...any)) (*pla
 		return nil, err
 	}
 	t0 := time.Now()
-	if err := fleet(ctx, cs, o.Nodes, o.GPUsPerNode); err != nil {
+	if err := fleet(ctx, cs, o.Nodes, o.GPUsPerNode, o.Mix); err != nil {
 		p.close(true, logf)
 		return nil, err
 	}
 	logf("%d nodes Ready in %.1fs", o.Nodes, time.Since(t0).Seconds())
-	p.d = newDriver(cs)
+	p.d = newDriver(cs, o.Mix)
 	if err := p.d.start(p.stop); err != nil {
 		p.close(true, logf)
 		return nil, err
@@ -308,7 +317,7 @@ func nodeName(i int) string { return fmt.Sprintf("node-%05d", i) }
 
 // fleet creates n KWOK nodes with gpus GPUs each and waits until all are
 // Ready.
-func fleet(ctx context.Context, cs kubernetes.Interface, n, gpus int) error {
+func fleet(ctx context.Context, cs kubernetes.Interface, n, gpus int, mix string) error {
 	rl := corev1.ResourceList{
 		corev1.ResourceCPU: k8sresource.MustParse("64"), corev1.ResourceMemory: k8sresource.MustParse("512Gi"),
 		corev1.ResourcePods: k8sresource.MustParse("110"), "nvidia.com/gpu": *k8sresource.NewQuantity(int64(gpus), k8sresource.DecimalSI),
@@ -317,7 +326,7 @@ func fleet(ctx context.Context, cs kubernetes.Interface, n, gpus int) error {
 		name := nodeName(i)
 		node := &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
-				Labels: map[string]string{"kubernetes.io/hostname": name, "nvidia.com/gpu.product": "H100-80GB", "bench": "kube"}},
+				Labels: nodeLabels(mix, i)},
 			Status: corev1.NodeStatus{Capacity: rl, Allocatable: rl},
 		}
 		_, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
@@ -346,6 +355,7 @@ func fleet(ctx context.Context, cs kubernetes.Interface, n, gpus int) error {
 // driver creates pods and sees them bound.
 type driver struct {
 	cs      kubernetes.Interface
+	mix     string // the pods' mix (mix.go)
 	mu      sync.Mutex
 	created map[string]time.Time // namespace/name -> creation
 	bound   map[string]time.Time
@@ -353,8 +363,8 @@ type driver struct {
 	bare atomic.Pointer[bareBinder]
 }
 
-func newDriver(cs kubernetes.Interface) *driver {
-	return &driver{cs: cs, created: map[string]time.Time{}, bound: map[string]time.Time{}}
+func newDriver(cs kubernetes.Interface, mix string) *driver {
+	return &driver{cs: cs, mix: mix, created: map[string]time.Time{}, bound: map[string]time.Time{}}
 }
 
 func (d *driver) start(stop chan struct{}) error {
@@ -489,7 +499,7 @@ func (d *driver) createPods(ctx context.Context, ns string, schedOf func(i int) 
 	err := each(64, n, func(i int) error {
 		req := corev1.ResourceList{corev1.ResourceCPU: k8sresource.MustParse("500m"), corev1.ResourceMemory: k8sresource.MustParse("1Gi")}
 		lim := corev1.ResourceList{}
-		if i%2 == 0 {
+		if gpuPod(d.mix, i) {
 			req["nvidia.com/gpu"] = k8sresource.MustParse("1")
 			lim["nvidia.com/gpu"] = k8sresource.MustParse("1")
 		}
@@ -499,6 +509,7 @@ func (d *driver) createPods(ctx context.Context, ns string, schedOf func(i int) 
 			Spec: corev1.PodSpec{SchedulerName: sched, Containers: []corev1.Container{{Name: "c", Image: "busybox",
 				Resources: corev1.ResourceRequirements{Requests: req, Limits: lim}}}},
 		}
+		shapePod(d.mix, i, p)
 		if sched == "bench-bare" {
 			p.Spec.SchedulerName = "none" // no scheduler's: the bare binder binds it
 		}

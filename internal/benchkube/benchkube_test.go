@@ -178,3 +178,30 @@ func TestFreshRunsEachOnItsOwnPlane(t *testing.T) {
 		t.Errorf("no quiet scheduler's idle CPU in the log:\n%s", log.String())
 	}
 }
+
+// TestRealisticMixBindsEveryPod: the realistic mix (anti-affinity by
+// hostname and zone, spread over zones, GPU node affinity, host ports)
+// can be placed whole on its fleet, by hetsched and by kube-scheduler.
+func TestRealisticMixBindsEveryPod(t *testing.T) {
+	kubetest.Require(t)
+	bin, err := childproc.Build(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Bin: bin, Mix: MixRealistic, Nodes: 24, GPUsPerNode: 8, Pods: 240, QPS: 2000, Burst: 4000, IdleWindow: 300 * time.Millisecond,
+		Runs: []string{Hetsched, KubeScheduler}}
+	if _, err := Run(context.Background(), Options{Mix: "odd", Nodes: 1, GPUsPerNode: 1, Pods: 1}); err == nil || !strings.Contains(err.Error(), "mix") {
+		t.Errorf("an unknown mix: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rs, err := Run(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		if r.Bound != o.Pods {
+			t.Errorf("%s bound %d of %d realistic pods", r.Scheduler, r.Bound, o.Pods)
+		}
+	}
+}
