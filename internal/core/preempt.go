@@ -121,13 +121,13 @@ func (c *Core) preemptModeOf(t *Task, o *Option) preemptMode {
 	if t.noPreempt {
 		return preemptMode{}
 	}
-	return preemptMode{priority: c.byPriority(t), reclaim: c.mayReclaim(t, o), timeshare: c.mayShare(t)}
+	return preemptMode{priority: c.cfg.byPriority(t), reclaim: c.mayReclaim(t, o), timeshare: c.mayShare(t)}
 }
 
 // byPriority reports whether t may evict less important tasks: it is
 // urgent or high, or Config.PreemptAllTiers lets every priority do so.
-func (c *Core) byPriority(t *Task) bool {
-	return !t.noPreempt && (t.prio <= 1 || c.cfg.PreemptAllTiers)
+func (cfg *Config) byPriority(t *Task) bool {
+	return !t.noPreempt && (t.prio <= 1 || cfg.PreemptAllTiers)
 }
 
 // mayShare reports whether pending t may swap out running tasks under the
@@ -170,7 +170,7 @@ func (c *Core) mayPreempt(t *Task) bool {
 	if t.noPreempt {
 		return false
 	}
-	if c.byPriority(t) || c.mayShare(t) {
+	if c.cfg.byPriority(t) || c.mayShare(t) {
 		return true
 	}
 	for oi := range t.cls.opts {
@@ -297,7 +297,7 @@ func (c *Core) evict(v, t *Task, n *Node) {
 	why := "preempted by " + t.id
 	reason := PreemptReclaim
 	switch {
-	case c.byPriority(t) && importance(v) < importance(t):
+	case c.cfg.byPriority(t) && importance(v) < importance(t):
 		reason = PreemptPriority
 	case c.policy.TimeShare != nil && c.shareVictim(t, v):
 		reason = PreemptShare
@@ -384,7 +384,7 @@ func borrowing(q *queueNode, d int) bool {
 // priorityVictim reports whether t may evict v for priority: v, and every
 // other placed member of its gang (evicted with it), is less important.
 func (c *Core) priorityVictim(t, v *Task) bool {
-	if !c.byPriority(t) || importance(v) >= importance(t) {
+	if !c.cfg.byPriority(t) || importance(v) >= importance(t) {
 		return false
 	}
 	if inGang(v) {
