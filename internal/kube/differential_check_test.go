@@ -10,11 +10,16 @@ package kube_test
 
 import (
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
+	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	k8sresource "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 )
@@ -372,4 +377,61 @@ func (w *world) checkSpread(p *corev1.Pod, n *corev1.Node, c *corev1.TopologySpr
 		return fmt.Sprintf("%d pods in %s=%s, the fewest in a domain %d: skew %d past %d (domains %v)", got, c.TopologyKey, n.Labels[c.TopologyKey], smallest, got-smallest, c.MaxSkew, counts)
 	}
 	return ""
+}
+
+// The legality checker finds each kind of violation, and none in a legal
+// placement (no API server: a checker that finds nothing would make the
+// differential test vacuous).
+func TestLegalityCheckerFindsEachViolation(t *testing.T) {
+	node := func(name string, cpu string, labels map[string]string, taints ...corev1.Taint) *corev1.Node {
+		rl := corev1.ResourceList{corev1.ResourceCPU: k8sresource.MustParse(cpu), corev1.ResourceMemory: k8sresource.MustParse("1Gi"), corev1.ResourcePods: k8sresource.MustParse("110")}
+		l := map[string]string{corev1.LabelHostname: name}
+		maps.Copy(l, labels)
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l}, Spec: corev1.NodeSpec{Taints: taints}, Status: corev1.NodeStatus{Allocatable: rl}}
+	}
+	cordoned := node("nc", "4", nil)
+	cordoned.Spec.Unschedulable = true
+	nodes := map[string]*corev1.Node{"n1": node("n1", "1", map[string]string{"zone": "z1"}), "n2": node("n2", "4", map[string]string{"zone": "z1"}),
+		"n3": node("n3", "4", map[string]string{"zone": "z2"}), "nx": node("nx", "4", nil), "nc": cordoned,
+		"nt": node("nt", "4", nil, corev1.Taint{Key: "k", Value: "v", Effect: corev1.TaintEffectNoExecute})}
+	on := func(n string, p *corev1.Pod) *corev1.Pod {
+		p.Namespace, p.UID, p.Spec.NodeName = "ns", types.UID(p.Name), n
+		return p
+	}
+	web := []podOpt{withLabels("app", "web"), withAnti(term(corev1.LabelHostname, "app", "web"))}
+	zonal := []podOpt{withLabels("app", "zonal"), withAnti(term("zone", "app", "zonal"))}
+	follow := withAffinity(term(corev1.LabelHostname, "app", "db"))
+	spread := []podOpt{withLabels("app", "s"), withSpread("zone", 1, nil)}
+	cases := []struct {
+		name string
+		pods []*corev1.Pod
+		want string // "" for none
+	}{
+		{"cpu", []*corev1.Pod{on("n1", dpod("a", request("cpu", "600m"))), on("n1", dpod("b", request("cpu", "600m")))}, "request 1200m cpu"},
+		{"host port", []*corev1.Pod{on("n2", dpod("a", withHostPort(80, "", ""))), on("n2", dpod("b", withHostPort(80, corev1.ProtocolTCP, "10.0.0.1")))}, "share host port 80/TCP"},
+		{"host port of two protocols", []*corev1.Pod{on("n2", dpod("a", withHostPort(80, corev1.ProtocolUDP, ""))), on("n2", dpod("b", withHostPort(80, "", "")))}, ""},
+		{"node selector", []*corev1.Pod{on("n1", dpod("a", func(p *corev1.Pod) { p.Spec.NodeSelector = map[string]string{"zone": "z2"} }))}, "node selector"},
+		{"taint", []*corev1.Pod{on("nt", dpod("a", tolerate(corev1.Toleration{Key: "k", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule})))}, "taint k=v:NoExecute"},
+		{"tolerated taint", []*corev1.Pod{on("nt", dpod("a", tolerate(corev1.Toleration{Operator: corev1.TolerationOpExists})))}, ""},
+		{"cordon", []*corev1.Pod{on("nc", dpod("a"))}, "node.kubernetes.io/unschedulable"},
+		{"anti-affinity", []*corev1.Pod{on("n2", dpod("a", web...)), on("n2", dpod("b", withLabels("app", "web")))}, "anti-affinity [0] (kubernetes.io/hostname) broken by ns/b"},
+		{"anti-affinity by zone", []*corev1.Pod{on("n1", dpod("a", zonal...)), on("n2", dpod("b", zonal...))}, "anti-affinity [0] (zone)"},
+		{"anti-affinity off the key", []*corev1.Pod{on("nx", dpod("a", zonal...)), on("nx", dpod("b", zonal...)), on("n1", dpod("c", zonal...))}, ""},
+		{"affinity elsewhere", []*corev1.Pod{on("n2", dpod("a", follow)), on("n3", dpod("db", withLabels("app", "db")))}, "no matching pod in the node's domain"},
+		{"affinity met", []*corev1.Pod{on("n3", dpod("a", follow)), on("n3", dpod("db", withLabels("app", "db")))}, ""},
+		{"affinity off the key", []*corev1.Pod{on("nx", dpod("a", withAffinity(term("zone", "app", "db")))), on("n3", dpod("db", withLabels("app", "db")))}, "the node has no zone"},
+		{"first of a series", []*corev1.Pod{on("n3", dpod("a", withLabels("app", "db"), follow))}, ""},
+		{"series apart", []*corev1.Pod{on("n3", dpod("a", withLabels("app", "db"), follow)), on("n2", dpod("b", withLabels("app", "db"), follow))}, "no matching pod"},
+		{"spread skew", []*corev1.Pod{on("n2", dpod("a", spread...)), on("n2", dpod("b", spread...)), on("n3", dpod("c", spread...)), on("n1", dpod("d", spread...))}, "skew 2 past 1"},
+		{"spread off the key", []*corev1.Pod{on("nx", dpod("a", spread...))}, "on a node without the key"},
+		{"spread kept", []*corev1.Pod{on("n2", dpod("a", spread...)), on("n3", dpod("b", spread...)), on("n1", dpod("c", spread...))}, ""},
+		{"outside the copy", []*corev1.Pod{on("elsewhere", dpod("a"))}, "not a node of its copy"},
+	}
+	for _, c := range cases {
+		w := world{nodes: nodes, bound: c.pods, nsLabels: map[string]labels.Set{"ns": {}}}
+		got := strings.Join(w.violations(), "; ")
+		if c.want == "" && got != "" || c.want != "" && !strings.Contains(got, c.want) {
+			t.Errorf("%s: violations %q, want %q", c.name, got, c.want)
+		}
+	}
 }

@@ -15,7 +15,6 @@ package kube_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -452,38 +451,6 @@ func (d *diffEnv) settle() [2]copyStates {
 	}
 }
 
-// describeSilent names the pods (copy id:key) left without a word, with
-// their spec and the events about them (ten at most).
-func (d *diffEnv) describeSilent(open []string) string {
-	var b strings.Builder
-	for i, o := range open {
-		if i == 10 {
-			fmt.Fprintf(&b, "\n    (%d more)", len(open)-i)
-			break
-		}
-		id, key, _ := strings.Cut(o, ":")
-		cp := d.copies[0]
-		if id == d.copies[1].id {
-			cp = d.copies[1]
-		}
-		ns, name, _ := strings.Cut(key, "/")
-		var evs []string
-		if l, err := d.cs.EventsV1().Events(cp.namespace(ns)).List(d.ctx, metav1.ListOptions{FieldSelector: "regarding.name=" + name}); err == nil {
-			for _, ev := range l.Items {
-				evs = append(evs, ev.Reason+": "+ev.Note)
-			}
-		}
-		spec := ""
-		for _, dp := range d.sc.pods {
-			if dp.pod.Namespace == ns && dp.pod.Name == name {
-				spec = podSummary(dp.pod)
-			}
-		}
-		fmt.Fprintf(&b, "\n    %s (%s): events %q; spec %s", key, cp.who, evs, spec)
-	}
-	return b.String()
-}
-
 // stateCounts says how many pods of each copy are bound.
 func stateCounts(states [2]copyStates) string {
 	var parts []string
@@ -572,57 +539,6 @@ func (d *diffEnv) run() [2]copyStates {
 	return states
 }
 
-// logPending logs every pod left pending by either scheduler, with both
-// reasons side by side.
-func (d *diffEnv) logPending(states [2]copyStates) {
-	var b strings.Builder
-	for _, dp := range d.sc.pods {
-		key := dp.pod.Namespace + "/" + dp.pod.Name
-		k, h := states[0][key], states[1][key]
-		if k.node == "" || h.node == "" {
-			fmt.Fprintf(&b, "\n  %s\n    kube-scheduler: %s\n    hetsched:       %s", key, k, h)
-		}
-	}
-	if b.Len() > 0 && len(d.sc.pods) <= 100 {
-		d.t.Logf("pods pending in either copy:%s", b.String())
-		return
-	}
-	// A big scenario: the counts per group, and a reason of each side
-	// per group.
-	type row struct {
-		n       int
-		bound   [2]int
-		reasons [2]string
-	}
-	rows := map[string]*row{}
-	for _, dp := range d.sc.pods {
-		g := groupOf(dp)
-		if rows[g] == nil {
-			rows[g] = &row{}
-		}
-		rows[g].n++
-		for c := range d.copies {
-			st := states[c][dp.pod.Namespace+"/"+dp.pod.Name]
-			if st.node != "" {
-				rows[g].bound[c]++
-			} else if rows[g].reasons[c] == "" {
-				rows[g].reasons[c] = st.String()
-			}
-		}
-	}
-	b.Reset()
-	for _, g := range sortedKeys(rows) {
-		r := rows[g]
-		fmt.Fprintf(&b, "\n  %-18s %4d pods: kube-scheduler bound %4d, hetsched %4d", g, r.n, r.bound[0], r.bound[1])
-		for c, cp := range d.copies {
-			if r.reasons[c] != "" {
-				fmt.Fprintf(&b, "\n      %s, e.g.: %s", cp.who, r.reasons[c])
-			}
-		}
-	}
-	d.t.Logf("bound per group:%s", b.String())
-}
-
 // groupOf is the pod's group: its own key when it has none.
 func groupOf(dp diffPod) string {
 	if dp.group == "" {
@@ -662,6 +578,7 @@ func (d *diffEnv) compare(states [2]copyStates, phase int) {
 			d.divergence(g, fmt.Sprintf("after phase %d the schedulers disagree on %s", phase, describeGroup(g, groups[g], states, bound)))
 		}
 	}
+	d.compareReasons(states, phase)
 }
 
 // silentKey is the key of scenario.known for pods left without a word.
@@ -693,60 +610,6 @@ func (d *diffEnv) seenKnown() {
 			d.t.Logf("known divergence %q (%s) was not seen this run: if the product was fixed, remove its entry", k, d.sc.known[k])
 		}
 	}
-}
-
-// describeGroup says how the copies differ on a group: the counts, the
-// spec, and its pods (those bound in one copy only first, ten at most).
-func describeGroup(g string, pods []diffPod, states [2]copyStates, bound [2]int) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%s: kube-scheduler bound %d of %d, hetsched %d; spec %s", g, bound[0], len(pods), bound[1], podSummary(pods[0].pod))
-	sorted := slices.Clone(pods)
-	differs := func(dp diffPod) bool {
-		key := dp.pod.Namespace + "/" + dp.pod.Name
-		return (states[0][key].node == "") != (states[1][key].node == "")
-	}
-	slices.SortStableFunc(sorted, func(x, y diffPod) int {
-		switch {
-		case differs(x) && !differs(y):
-			return -1
-		case differs(y) && !differs(x):
-			return 1
-		}
-		return 0
-	})
-	for i, dp := range sorted {
-		if i == 10 {
-			fmt.Fprintf(&b, "\n    (%d more)", len(sorted)-i)
-			break
-		}
-		key := dp.pod.Namespace + "/" + dp.pod.Name
-		fmt.Fprintf(&b, "\n    %s: kube-scheduler %s | hetsched %s", key, states[0][key], states[1][key])
-	}
-	return b.String()
-}
-
-// podSummary is the template's placement fields, as JSON.
-func podSummary(p *corev1.Pod) string {
-	s := struct {
-		Labels       map[string]string                 `json:"labels,omitempty"`
-		NodeSelector map[string]string                 `json:"nodeSelector,omitempty"`
-		Affinity     *corev1.Affinity                  `json:"affinity,omitempty"`
-		Tolerations  []corev1.Toleration               `json:"tolerations,omitempty"`
-		Spread       []corev1.TopologySpreadConstraint `json:"topologySpreadConstraints,omitempty"`
-		Requests     []corev1.ResourceList             `json:"requests,omitempty"`
-		Ports        [][]corev1.ContainerPort          `json:"ports,omitempty"`
-		Priority     string                            `json:"priorityClassName,omitempty"`
-		Policy       *corev1.PreemptionPolicy          `json:"preemptionPolicy,omitempty"`
-	}{Labels: p.Labels, NodeSelector: p.Spec.NodeSelector, Affinity: p.Spec.Affinity, Tolerations: p.Spec.Tolerations,
-		Spread: p.Spec.TopologySpreadConstraints, Priority: p.Spec.PriorityClassName, Policy: p.Spec.PreemptionPolicy}
-	for _, c := range p.Spec.Containers {
-		s.Requests = append(s.Requests, c.Resources.Requests)
-		if len(c.Ports) > 0 {
-			s.Ports = append(s.Ports, c.Ports)
-		}
-	}
-	b, _ := json.Marshal(s)
-	return string(b)
 }
 
 // sortedKeys is m's keys in order.
