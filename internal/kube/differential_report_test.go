@@ -57,8 +57,10 @@ func (d *diffEnv) logPending(states [2]copyStates) {
 			fmt.Fprintf(&b, "\n  %s\n    kube-scheduler: %s\n    hetsched:       %s", key, k, h)
 		}
 	}
-	if b.Len() > 0 && len(d.sc.pods) <= 100 {
-		d.t.Logf("pods pending in either copy:%s", b.String())
+	if len(d.sc.pods) <= 100 {
+		if b.Len() > 0 {
+			d.t.Logf("pods pending in either copy:%s", b.String())
+		}
 		return
 	}
 	// A big scenario: the counts per group, and a reason of each side

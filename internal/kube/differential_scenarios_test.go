@@ -6,6 +6,7 @@ package kube_test
 
 import (
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -28,7 +29,7 @@ func TestDifferential(t *testing.T) {
 func diffScenarios() []*scenario {
 	return []*scenario{hostPortScenario(), antiAffinityScenario(), affinityScenario(), spreadScenario(),
 		taintScenario(), cordonScenario(), spreadTaintScenario(), crossNamespaceScenario(), preemptionScenario(),
-		resourcesScenario(), nodeAffinityScenario(), manyLabelsScenario()}
+		resourcesScenario(), nodeAffinityScenario(), manyLabelsScenario(), labelKeysScenario(), preferencesScenario()}
 }
 
 // silentBug is the known divergence of pods left without a word.
@@ -484,6 +485,74 @@ func manyLabelsScenario() *scenario {
 		single(0, "tolerates-32", onKind("taints"), tolerate(tols[:32]...)),
 		single(0, "tolerates-39", onKind("taints"), tolerate(tols[1:]...)),
 		single(0, "tolerates-40", onKind("taints"), tolerate(tols...)),
+	}
+	return sc
+}
+
+// matchLabelKeys and mismatchLabelKeys: a spread counting only the pods
+// of the pod's own revision, affinity to the database of the pod's own
+// shard, and anti-affinity keeping tenants off each other's nodes.
+func labelKeysScenario() *scenario {
+	zoned := func(name, zone string) diffNode {
+		return diffNode{name: name, labels: map[string]string{"zone": zone, diffKindLabel: name}}
+	}
+	sc := &scenario{name: "label-keys", nodes: []diffNode{zoned("a", "z1"), zoned("b", "z2")}}
+	rev2 := func(c *corev1.TopologySpreadConstraint) { c.MatchLabelKeys = []string{"rev"} }
+	shardTerm := term(corev1.LabelHostname, "app", "db")
+	shardTerm.MatchLabelKeys = []string{"shard"}
+	tenantTerm := corev1.PodAffinityTerm{TopologyKey: corev1.LabelHostname, MismatchLabelKeys: []string{"tenant"},
+		LabelSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tenant", Operator: metav1.LabelSelectorOpExists}}}}
+	sc.pods = append(sc.pods, replicas("web-rev1", 3, 0, withLabels("app", "web", "rev", "1"), onKind("a"))...)
+	sc.pods = append(sc.pods,
+		single(0, "db-shard1", withLabels("app", "db", "shard", "1"), onKind("a")),
+		single(0, "db-shard2", withLabels("app", "db", "shard", "2"), onKind("b")),
+		single(0, "tenant-x", withLabels("tenant", "x"), onKind("a"), withAnti(tenantTerm)),
+		single(1, "client-shard2", withLabels("shard", "2"), withAffinity(shardTerm)),
+		single(1, "tenant-y", withLabels("tenant", "y"), withAnti(tenantTerm)),
+		single(1, "tenant-x-too", withLabels("tenant", "x"), onKind("a"), withAnti(tenantTerm)),
+		single(2, "tenant-z", withLabels("tenant", "z"), withAnti(tenantTerm)))
+	sc.pods = append(sc.pods, replicas("web-rev2", 2, 1, withLabels("app", "web", "rev", "2"), withSpread("zone", 1, rev2))...)
+	return sc
+}
+
+// Preferences on two empty, equal nodes, where kube-scheduler's other
+// scores tie: the node without a PreferNoSchedule taint, the node of the
+// heavier preferred node affinity term, the node of a pod the preferred
+// pod affinity names (over the emptier one), away from the pod preferred
+// anti-affinity names. Both must choose the same node.
+func preferencesScenario() *scenario {
+	kind := func(name, kind string, labels map[string]string, taints ...corev1.Taint) diffNode {
+		l := map[string]string{diffKindLabel: kind}
+		maps.Copy(l, labels)
+		return diffNode{name: name, labels: l, taints: taints}
+	}
+	sc := &scenario{name: "preferences", nodes: []diffNode{
+		kind("tainted", "taint", nil, corev1.Taint{Key: "maint", Effect: corev1.TaintEffectPreferNoSchedule}), kind("clean", "taint", nil),
+		kind("ssd", "disk", map[string]string{"disk": "ssd"}), kind("hdd", "disk", map[string]string{"disk": "hdd"}),
+		kind("busy", "pods", nil), kind("idle", "pods", nil),
+	}}
+	prefer := func(weight int32, key, value string) corev1.PreferredSchedulingTerm {
+		return corev1.PreferredSchedulingTerm{Weight: weight, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: key, Operator: corev1.NodeSelectorOpIn, Values: []string{value}}}}}
+	}
+	weighted := func(p *corev1.Pod) {
+		affinityOf(p).NodeAffinity = &corev1.NodeAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{prefer(10, "disk", "hdd"), prefer(50, "disk", "ssd")}}
+	}
+	near := func(anti bool) podOpt {
+		return func(p *corev1.Pod) {
+			wt := []corev1.WeightedPodAffinityTerm{{Weight: 100, PodAffinityTerm: term(corev1.LabelHostname, "app", "noisy")}}
+			if anti {
+				affinityOf(p).PodAntiAffinity = &corev1.PodAntiAffinity{PreferredDuringSchedulingIgnoredDuringExecution: wt}
+			} else {
+				affinityOf(p).PodAffinity = &corev1.PodAffinity{PreferredDuringSchedulingIgnoredDuringExecution: wt}
+			}
+		}
+	}
+	sc.pods = []diffPod{
+		{pod: dpod("avoids-prefer-no-schedule", onKind("taint")), same: true},
+		{pod: dpod("heavier-preference", onKind("disk"), weighted), same: true},
+		single(0, "noisy", withLabels("app", "noisy"), withNodeAffinity(corev1.NodeSelectorRequirement{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"busy"}}, true)),
+		{pod: dpod("near-noisy", onKind("pods"), near(false)), phase: 1, same: true},
+		{pod: dpod("away-from-noisy", onKind("pods"), near(true)), phase: 2, same: true},
 	}
 	return sc
 }

@@ -53,11 +53,13 @@ type diffNode struct {
 // Pods of one group are interchangeable replicas, compared by the count
 // bound (which of them a scheduler leaves waiting is its queue's order);
 // a pod of no group is compared by itself. A phase's pods are created
-// once the previous phase has settled.
+// once the previous phase has settled. A pod whose node is decided by
+// its preferences alone (same) must be bound to the same node by both.
 type diffPod struct {
 	pod   *corev1.Pod
 	group string
 	phase int
+	same  bool
 }
 
 // scenario is one differential case.
@@ -579,6 +581,12 @@ func (d *diffEnv) compare(states [2]copyStates, phase int) {
 		}
 	}
 	d.compareReasons(states, phase)
+	for _, dp := range d.sc.pods {
+		key := dp.pod.Namespace + "/" + dp.pod.Name
+		if k, h := states[0][key], states[1][key]; dp.same && dp.phase <= phase && k.node != "" && h.node != "" && k.node != h.node {
+			d.divergence(key, fmt.Sprintf("after phase %d %s, placed by its preferences, is on %s under kube-scheduler and on %s under hetsched; spec %s", phase, key, k.node, h.node, podSummary(dp.pod)))
+		}
+	}
 }
 
 // silentKey is the key of scenario.known for pods left without a word.
