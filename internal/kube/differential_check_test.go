@@ -33,7 +33,10 @@ type world struct {
 }
 
 // legality lists the copy's bound pods that break a constraint.
-func (d *diffEnv) legality(cp *diffCopy) []string {
+// violation is a broken constraint, on a node.
+type violation struct{ node, msg string }
+
+func (d *diffEnv) legality(cp *diffCopy) []violation {
 	w := world{nodes: map[string]*corev1.Node{}, nsLabels: map[string]labels.Set{}}
 	nl, err := d.cs.CoreV1().Nodes().List(d.ctx, metav1.ListOptions{LabelSelector: diffCopyLabel + "=" + cp.tag})
 	if err != nil {
@@ -61,16 +64,16 @@ func (d *diffEnv) legality(cp *diffCopy) []string {
 	return w.violations()
 }
 
-func (w *world) violations() []string {
+func (w *world) violations() []violation {
 	out := w.checkFit()
 	for _, p := range w.bound {
 		n := w.nodes[p.Spec.NodeName]
 		if n == nil {
-			out = append(out, fmt.Sprintf("%s/%s is on %s, not a node of its copy", p.Namespace, p.Name, p.Spec.NodeName))
+			out = append(out, violation{p.Spec.NodeName, fmt.Sprintf("%s/%s is on %s, not a node of its copy", p.Namespace, p.Name, p.Spec.NodeName)})
 			continue
 		}
 		for _, v := range w.checkPod(p, n) {
-			out = append(out, fmt.Sprintf("%s/%s on %s: %s", p.Namespace, p.Name, n.Name, v))
+			out = append(out, violation{n.Name, fmt.Sprintf("%s/%s on %s: %s", p.Namespace, p.Name, n.Name, v)})
 		}
 	}
 	return out
@@ -78,8 +81,8 @@ func (w *world) violations() []string {
 
 // checkFit checks each node's allocatable against its pods' requests
 // (and pod count), and their host ports against each other.
-func (w *world) checkFit() []string {
-	var out []string
+func (w *world) checkFit() []violation {
+	var out []violation
 	used := map[string]corev1.ResourceList{}
 	count := map[string]int64{}
 	ports := map[string][]hostPort{}
@@ -97,7 +100,7 @@ func (w *world) checkFit() []string {
 		for _, hp := range podHostPortList(p) {
 			for _, other := range ports[n] {
 				if hp.conflicts(other) {
-					out = append(out, fmt.Sprintf("%s/%s and %s share host port %d/%s on %s", p.Namespace, p.Name, other.pod, hp.port, hp.proto, n))
+					out = append(out, violation{n, fmt.Sprintf("%s/%s and %s share host port %d/%s on %s", p.Namespace, p.Name, other.pod, hp.port, hp.proto, n)})
 				}
 			}
 			ports[n] = append(ports[n], hp)
@@ -110,11 +113,11 @@ func (w *world) checkFit() []string {
 		}
 		for r, q := range u {
 			if alloc, ok := node.Status.Allocatable[r]; q.Sign() > 0 && (!ok || q.Cmp(alloc) > 0) {
-				out = append(out, fmt.Sprintf("%s's pods request %s %s, allocatable %s", name, q.String(), r, alloc.String()))
+				out = append(out, violation{name, fmt.Sprintf("%s's pods request %s %s, allocatable %s", name, q.String(), r, alloc.String())})
 			}
 		}
 		if alloc := node.Status.Allocatable.Pods(); count[name] > alloc.Value() {
-			out = append(out, fmt.Sprintf("%s runs %d pods, allocatable %s", name, count[name], alloc.String()))
+			out = append(out, violation{name, fmt.Sprintf("%s runs %d pods, allocatable %s", name, count[name], alloc.String())})
 		}
 	}
 	return out
@@ -429,7 +432,11 @@ func TestLegalityCheckerFindsEachViolation(t *testing.T) {
 	}
 	for _, c := range cases {
 		w := world{nodes: nodes, bound: c.pods, nsLabels: map[string]labels.Set{"ns": {}}}
-		got := strings.Join(w.violations(), "; ")
+		var msgs []string
+		for _, v := range w.violations() {
+			msgs = append(msgs, v.msg)
+		}
+		got := strings.Join(msgs, "; ")
 		if c.want == "" && got != "" || c.want != "" && !strings.Contains(got, c.want) {
 			t.Errorf("%s: violations %q, want %q", c.name, got, c.want)
 		}

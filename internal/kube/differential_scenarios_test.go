@@ -13,6 +13,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	k8sresource "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"github.com/hetsched/hetsched/internal/kube/kubetest"
 )
 
 // TestDifferential runs each scenario under kube-scheduler and hetsched
@@ -29,7 +33,7 @@ func TestDifferential(t *testing.T) {
 func diffScenarios() []*scenario {
 	return []*scenario{hostPortScenario(), antiAffinityScenario(), affinityScenario(), spreadScenario(),
 		taintScenario(), cordonScenario(), spreadTaintScenario(), crossNamespaceScenario(), preemptionScenario(),
-		resourcesScenario(), nodeAffinityScenario(), manyLabelsScenario(), labelKeysScenario(), preferencesScenario()}
+		resourcesScenario(), nodeAffinityScenario(), manyLabelsScenario(), labelKeysScenario(), preferencesScenario(), foreignPodsScenario()}
 }
 
 // silentBug is the known divergence of pods left without a word.
@@ -555,4 +559,57 @@ func preferencesScenario() *scenario {
 		{pod: dpod("away-from-noisy", onKind("pods"), near(true)), phase: 2, same: true},
 	}
 	return sc
+}
+
+// Pods another scheduler placed (spec.nodeName set at creation), one
+// with a hugepages request, and a bound pod resized in place to a larger
+// request (issue 40 §1.8): each counts with its full request, so the
+// one-cpu pods that come after find one cpu free on each node.
+func foreignPodsScenario() *scenario {
+	sc := &scenario{name: "foreign-pods", nodes: []diffNode{
+		{name: "a", alloc: map[string]string{"hugepages-2Mi": "1Gi"}}, {name: "b"}, {name: "c", labels: map[string]string{diffKindLabel: "c"}}},
+		known: map[string]string{
+			"illegal:a": "hetsched does not count a pod bound by another scheduler whose request it cannot translate (hugepages), over-committing its node (issue 40 §1.8)",
+			"illegal:c": "hetsched keeps a bound pod's old request after an in-place resize, over-committing its node (issue 40 §1.8)",
+			"one-cpu":   "hetsched binds more of these than fit, on the two nodes above",
+		}}
+	bound := func(node string) podOpt { return func(p *corev1.Pod) { p.Spec.NodeName = node } }
+	sc.pods = []diffPod{
+		single(0, "foreign-hugepages", bound("a"), request("cpu", "3"), request("hugepages-2Mi", "512Mi"), request("memory", "1Gi")),
+		single(0, "foreign", bound("b"), request("cpu", "3")),
+		single(0, "resized", onKind("c"), request("cpu", "1")),
+	}
+	sc.pods = append(sc.pods, replicas("one-cpu", 5, 1, request("cpu", "1"))...)
+	sc.after = map[int]func(*diffEnv, *diffCopy) error{0: func(d *diffEnv, cp *diffCopy) error {
+		// KWOK's kubelet reports no container resources, without which the
+		// API server refuses a resize: reported as a kubelet would.
+		pods := d.cs.CoreV1().Pods(cp.namespace(""))
+		if err := d.waitRunning(pods, "resized"); err != nil {
+			return err
+		}
+		status := []byte(`{"status":{"containerStatuses":[{"name":"c","resources":{"requests":{"cpu":"1","memory":"64Mi"}}}]}}`)
+		if _, err := pods.Patch(d.ctx, "resized", types.StrategicMergePatchType, status, metav1.PatchOptions{}, "status"); err != nil {
+			return err
+		}
+		resize := []byte(`{"spec":{"containers":[{"name":"c","resources":{"requests":{"cpu":"3"}}}]}}`)
+		_, err := pods.Patch(d.ctx, "resized", types.StrategicMergePatchType, resize, metav1.PatchOptions{}, "resize")
+		return err
+	}}
+	return sc
+}
+
+// waitRunning waits until KWOK reports the pod's container running.
+func (d *diffEnv) waitRunning(pods typedcorev1.PodInterface, name string) error {
+	return kubetest.WaitFor(d.ctx, time.Minute, func() (bool, string, error) {
+		p, err := pods.Get(d.ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		for _, c := range p.Status.ContainerStatuses {
+			if c.State.Running != nil {
+				return true, "", nil
+			}
+		}
+		return false, fmt.Sprint(p.Status.ContainerStatuses), nil
+	})
 }

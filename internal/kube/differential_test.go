@@ -73,6 +73,9 @@ type scenario struct {
 	workers    int           // pods created at once (1: in order)
 	classes    map[string]priorityDef
 	known      map[string]string // known divergences: group (or pod key) to why
+	// after acts on each copy once a phase has settled and been compared
+	// (a controller's or a user's change, such as a resize).
+	after map[int]func(d *diffEnv, cp *diffCopy) error
 }
 
 // priorityDef is a PriorityClass of a scenario (named by the test's
@@ -293,6 +296,9 @@ func (d *diffEnv) makePod(cp *diffCopy, tmpl *corev1.Pod) *corev1.Pod {
 	p := tmpl.DeepCopy()
 	p.Namespace = cp.namespace(tmpl.Namespace)
 	p.Spec.SchedulerName = cp.sched
+	if p.Spec.NodeName != "" {
+		p.Spec.NodeName = cp.nodeName(p.Spec.NodeName) // bound by someone else
+	}
 	if p.Spec.PriorityClassName != "" {
 		p.Spec.PriorityClassName = d.ns + "-" + p.Spec.PriorityClassName
 	}
@@ -530,10 +536,19 @@ func (d *diffEnv) run() [2]copyStates {
 		states = d.settle()
 		for _, cp := range d.copies {
 			for _, v := range d.legality(cp) {
-				d.t.Errorf("phase %d: %s placed illegally: %s", ph, cp.who, v)
+				// Known by the node: "illegal:<node>".
+				d.divergence("illegal:"+strings.TrimPrefix(v.node, cp.tag+"-"), fmt.Sprintf("phase %d: %s placed illegally: %s", ph, cp.who, v.msg))
 			}
 		}
 		d.compare(states, ph)
+		if act := d.sc.after[ph]; act != nil {
+			for _, cp := range d.copies {
+				if err := act(d, cp); err != nil {
+					d.t.Fatalf("after phase %d, in %s's copy: %v", ph, cp.who, err)
+				}
+			}
+			time.Sleep(2 * time.Second) // seen by both schedulers before the next pods come, beyond doubt
+		}
 	}
 	d.t.Logf("scenario %s: %d nodes and %d pods a copy, %d phases, settled in %v", d.sc.name, len(d.sc.nodes), len(d.sc.pods), phases, time.Since(t0).Round(100*time.Millisecond))
 	d.logPending(states)
