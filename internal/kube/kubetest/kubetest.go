@@ -432,3 +432,84 @@ func selfSigned() (certPEM, keyPEM []byte, err error) {
 	}
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), nil
 }
+
+// KubeScheduler is a running kube-scheduler (the one tools/build-k8s
+// builds), the oracle of the differential tests.
+type KubeScheduler struct {
+	Profile string // the schedulerName its one profile places
+	Log     string // its output
+	cmd     *exec.Cmd
+	done    chan struct{}
+}
+
+// StartKubeScheduler runs kube-scheduler against c for the rest of t: one
+// profile named profile (the default plugins), leader election off, its
+// server on 127.0.0.1 with a port of its choosing, its client limits
+// raised to qps and burst (50 and 100 by default would throttle a test).
+// Without the binary t skips (fails under CI=true), as Require does.
+func StartKubeScheduler(t testing.TB, c *Cluster, profile string, qps float32, burst int) *KubeScheduler {
+	t.Helper()
+	bin := filepath.Join(Require(t), "kube-scheduler")
+	if _, err := os.Stat(bin); err != nil {
+		msg := fmt.Sprintf("needs kube-scheduler in %s: build it with %s", filepath.Dir(bin), BuildCommand)
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	cfg := filepath.Join(c.Dir, "kube-scheduler-"+profile+".yaml")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: %s
+  qps: %g
+  burst: %d
+leaderElection:
+  leaderElect: false
+profiles:
+- schedulerName: %s
+`, c.Kubeconfig, qps, burst, profile)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ks := &KubeScheduler{Profile: profile, Log: filepath.Join(c.Dir, "kube-scheduler-"+profile+".log"), done: make(chan struct{})}
+	f, err := os.Create(ks.Log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks.cmd = exec.Command(bin, "--config", cfg, "--bind-address", "127.0.0.1", "--secure-port", "0", "-v", "1")
+	ks.cmd.Stdout, ks.cmd.Stderr = f, f
+	ks.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := ks.cmd.Start(); err != nil {
+		f.Close()
+		t.Fatalf("kube-scheduler: %v", err)
+	}
+	go func() { ks.cmd.Wait(); f.Close(); close(ks.done) }()
+	t.Cleanup(func() {
+		ks.Stop()
+		if t.Failed() {
+			t.Logf("kube-scheduler log tail (%s):\n%s", ks.Log, tail(ks.Log, 3000))
+		}
+	})
+	return ks
+}
+
+// Exited reports whether the process has ended.
+func (ks *KubeScheduler) Exited() bool {
+	select {
+	case <-ks.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Stop stops it by its pid: SIGTERM, then SIGKILL after 10 s.
+func (ks *KubeScheduler) Stop() {
+	ks.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-ks.done:
+	case <-time.After(10 * time.Second):
+		ks.cmd.Process.Kill()
+		<-ks.done
+	}
+}
