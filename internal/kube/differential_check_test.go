@@ -30,6 +30,8 @@ type world struct {
 	nodes    map[string]*corev1.Node
 	bound    []*corev1.Pod
 	nsLabels map[string]labels.Set
+	pvcs     map[string]*corev1.PersistentVolumeClaim // by namespace/name
+	pvs      map[string]*corev1.PersistentVolume
 }
 
 // legality lists the copy's bound pods that break a constraint.
@@ -61,18 +63,34 @@ func (d *diffEnv) legality(cp *diffCopy) []violation {
 	for _, ns := range nsl.Items {
 		w.nsLabels[ns.Name] = labels.Set(ns.Labels)
 	}
+	w.pvcs, w.pvs = map[string]*corev1.PersistentVolumeClaim{}, map[string]*corev1.PersistentVolume{}
+	cl, err := d.cs.CoreV1().PersistentVolumeClaims(metav1.NamespaceAll).List(d.ctx, metav1.ListOptions{LabelSelector: diffCopyLabel + "=" + cp.tag})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	for i := range cl.Items {
+		w.pvcs[cl.Items[i].Namespace+"/"+cl.Items[i].Name] = &cl.Items[i]
+	}
+	vl, err := d.cs.CoreV1().PersistentVolumes().List(d.ctx, metav1.ListOptions{LabelSelector: diffCopyLabel + "=" + cp.tag})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	for i := range vl.Items {
+		w.pvs[vl.Items[i].Name] = &vl.Items[i]
+	}
 	return w.violations()
 }
 
 func (w *world) violations() []violation {
 	out := w.checkFit()
+	users := map[string]string{} // claim -> a pod using it
 	for _, p := range w.bound {
 		n := w.nodes[p.Spec.NodeName]
 		if n == nil {
 			out = append(out, violation{p.Spec.NodeName, fmt.Sprintf("%s/%s is on %s, not a node of its copy", p.Namespace, p.Name, p.Spec.NodeName)})
 			continue
 		}
-		for _, v := range w.checkPod(p, n) {
+		for _, v := range append(w.checkPod(p, n), w.checkVolumes(p, n, users)...) {
 			out = append(out, violation{n.Name, fmt.Sprintf("%s/%s on %s: %s", p.Namespace, p.Name, n.Name, v)})
 		}
 	}

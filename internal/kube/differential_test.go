@@ -74,6 +74,9 @@ type scenario struct {
 	serial     bool          // run alone, before the others (which run in parallel)
 	classes    map[string]priorityDef
 	known      map[string]string // known divergences: group (or pod key) to why
+	// setup acts on each copy once its nodes are ready, before any pod
+	// (claims and volumes, say).
+	setup func(d *diffEnv, cp *diffCopy) error
 	// after acts on each copy once a phase has settled and been compared
 	// (a controller's or a user's change, such as a resize).
 	after map[int]func(d *diffEnv, cp *diffCopy) error
@@ -527,6 +530,14 @@ func (d *diffEnv) snapshot() ([2]copyStates, string, []string) {
 func (d *diffEnv) run() [2]copyStates {
 	t0 := time.Now()
 	d.createNodes()
+	if d.sc.setup != nil {
+		for _, cp := range d.copies {
+			if err := d.sc.setup(d, cp); err != nil {
+				d.t.Fatalf("setting up %s's copy: %v", cp.who, err)
+			}
+		}
+		time.Sleep(2 * time.Second) // seen by both schedulers before the pods come
+	}
 	phases := 0
 	for _, dp := range d.sc.pods {
 		phases = max(phases, dp.phase+1)
