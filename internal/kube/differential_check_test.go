@@ -408,6 +408,9 @@ func TestLegalityCheckerFindsEachViolation(t *testing.T) {
 		rl := corev1.ResourceList{corev1.ResourceCPU: k8sresource.MustParse(cpu), corev1.ResourceMemory: k8sresource.MustParse("1Gi"), corev1.ResourcePods: k8sresource.MustParse("110")}
 		l := map[string]string{corev1.LabelHostname: name}
 		maps.Copy(l, labels)
+		if z, ok := labels["zone"]; ok {
+			l[corev1.LabelTopologyZone] = z
+		}
 		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: l}, Spec: corev1.NodeSpec{Taints: taints}, Status: corev1.NodeStatus{Allocatable: rl}}
 	}
 	cordoned := node("nc", "4", nil)
@@ -423,6 +426,11 @@ func TestLegalityCheckerFindsEachViolation(t *testing.T) {
 	zonal := []podOpt{withLabels("app", "zonal"), withAnti(term("zone", "app", "zonal"))}
 	follow := withAffinity(term(corev1.LabelHostname, "app", "db"))
 	spread := []podOpt{withLabels("app", "s"), withSpread("zone", 1, nil)}
+	useClaim := func(name string) podOpt {
+		return func(p *corev1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: name}}})
+		}
+	}
 	cases := []struct {
 		name string
 		pods []*corev1.Pod
@@ -447,9 +455,31 @@ func TestLegalityCheckerFindsEachViolation(t *testing.T) {
 		{"spread off the key", []*corev1.Pod{on("nx", dpod("a", spread...))}, "on a node without the key"},
 		{"spread kept", []*corev1.Pod{on("n2", dpod("a", spread...)), on("n3", dpod("b", spread...)), on("n1", dpod("c", spread...))}, ""},
 		{"outside the copy", []*corev1.Pod{on("elsewhere", dpod("a"))}, "not a node of its copy"},
+		{"volume elsewhere", []*corev1.Pod{on("n2", dpod("a", useClaim("on-n3")))}, "node affinity does not admit"},
+		{"volume of another zone", []*corev1.Pod{on("n2", dpod("a", useClaim("in-z2")))}, "is in topology.kubernetes.io/zone=z2"},
+		{"volume kept", []*corev1.Pod{on("n3", dpod("a", useClaim("on-n3"), useClaim("in-z2")))}, ""},
+		{"unbound claim", []*corev1.Pod{on("n3", dpod("a", useClaim("unbound")))}, "missing or unbound"},
+		{"one pod per ReadWriteOncePod claim", []*corev1.Pod{on("n3", dpod("a", useClaim("rwop"))), on("n3", dpod("b", useClaim("rwop")))}, "used by a too"},
 	}
+	pv := func(name, host, zone string) *corev1.PersistentVolume {
+		v := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}}}
+		if host != "" {
+			v.Spec.NodeAffinity = &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+				{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{host}}}}}}}
+		}
+		if zone != "" {
+			v.Labels[corev1.LabelTopologyZone] = zone
+		}
+		return v
+	}
+	pvc := func(name, volume string, modes ...corev1.PersistentVolumeAccessMode) *corev1.PersistentVolumeClaim {
+		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"}, Spec: corev1.PersistentVolumeClaimSpec{VolumeName: volume, AccessModes: modes}}
+	}
+	pvs := map[string]*corev1.PersistentVolume{"pv-n3": pv("pv-n3", "n3", ""), "pv-z2": pv("pv-z2", "", "z2"), "pv-any": pv("pv-any", "", "")}
+	pvcs := map[string]*corev1.PersistentVolumeClaim{"ns/on-n3": pvc("on-n3", "pv-n3"), "ns/in-z2": pvc("in-z2", "pv-z2"),
+		"ns/unbound": pvc("unbound", ""), "ns/rwop": pvc("rwop", "pv-any", corev1.ReadWriteOncePod)}
 	for _, c := range cases {
-		w := world{nodes: nodes, bound: c.pods, nsLabels: map[string]labels.Set{"ns": {}}}
+		w := world{nodes: nodes, bound: c.pods, nsLabels: map[string]labels.Set{"ns": {}}, pvcs: pvcs, pvs: pvs}
 		var msgs []string
 		for _, v := range w.violations() {
 			msgs = append(msgs, v.msg)
