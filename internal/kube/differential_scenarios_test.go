@@ -36,7 +36,7 @@ func TestDifferential(t *testing.T) {
 func diffScenarios() []*scenario {
 	return []*scenario{lateJoinerScenario(), hostPortScenario(), antiAffinityScenario(), affinityScenario(), spreadScenario(),
 		taintScenario(), cordonScenario(), spreadTaintScenario(), crossNamespaceScenario(), preemptionScenario(),
-		resourcesScenario(), nodeAffinityScenario(), manyLabelsScenario(), labelKeysScenario(), preferencesScenario(), foreignPodsScenario(), volumesScenario()}
+		resourcesScenario(), nodeAffinityScenario(), manyLabelsScenario(), labelKeysScenario(), preferencesScenario(), foreignPodsScenario(), volumesScenario(), preemptionConstraintsScenario()}
 }
 
 // silentBug is the known divergence of pods left without a word.
@@ -400,6 +400,26 @@ func preemptionScenario() *scenario {
 		{pod: dpod("shy", onKind("a"), full, class("shy")), phase: 1, group: "freed-a"},
 		{pod: dpod("preemptor-a", onKind("a"), full, class("high")), phase: 2, group: "freed-a"},
 		single(2, "preemptor-b", onKind("b"), full, class("high")),
+	}
+	return sc
+}
+
+// Preemption for a constraint rather than a resource: the only node's
+// low pod holds host port 8080, or carries the label a high pod's
+// required anti-affinity refuses. kube-scheduler evicts it; hetsched's
+// preemption does not count what an eviction lifts, and its preemptor
+// waits (docs/kubernetes.md, "Where hetsched still differs").
+func preemptionConstraintsScenario() *scenario {
+	why := "hetsched's preemption does not consider that evicting a pod frees a host port or lifts an anti-affinity conflict (docs/kubernetes.md)"
+	sc := &scenario{name: "preemption-constraints", nodes: []diffNode{kindNode("port"), kindNode("anti")},
+		classes: map[string]priorityDef{"low": {value: 100}, "high": {value: 1000}},
+		known:   map[string]string{"/port-low": why, "/port-high": why, "/anti-low": why, "/anti-high": why}}
+	class := func(c string) podOpt { return func(p *corev1.Pod) { p.Spec.PriorityClassName = c } }
+	sc.pods = []diffPod{
+		single(0, "port-low", onKind("port"), class("low"), withHostPort(8080, corev1.ProtocolTCP, "")),
+		single(0, "anti-low", onKind("anti"), class("low"), withLabels("app", "noisy")),
+		single(1, "port-high", onKind("port"), class("high"), withHostPort(8080, corev1.ProtocolTCP, "")),
+		single(1, "anti-high", onKind("anti"), class("high"), withAnti(term(corev1.LabelHostname, "app", "noisy"))),
 	}
 	return sc
 }
