@@ -406,15 +406,13 @@ func (s *Scheduler) volumeTerms(pod *corev1.Pod, t *api.Task) (wait string, err 
 	return "", err
 }
 
-// podsUsing lists the pods of ns (not ended) whose volumes use claim.
+// podsUsing lists the pods of ns (not ended) whose volumes use claim. It
+// walks the pod cache (which has no namespace index): only a
+// ReadWriteOncePod claim asks.
 func (s *Scheduler) podsUsing(ns, claim string) []string {
-	pods, err := s.podLst.Pods(ns).List(labels.Everything())
-	if err != nil {
-		return nil
-	}
 	var out []string
-	for _, p := range pods {
-		if !podEnded(p) && slices.Contains(podClaims(p), claim) {
+	for _, o := range s.podIdx.List() {
+		if p, ok := o.(*corev1.Pod); ok && p.Namespace == ns && !podEnded(p) && slices.Contains(podClaims(p), claim) {
 			out = append(out, p.Name)
 		}
 	}
