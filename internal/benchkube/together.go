@@ -3,7 +3,6 @@ package benchkube
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -126,18 +125,8 @@ func startScheduler(ctx context.Context, c *kubetest.Cluster, o Options, label, 
 		if sched == KubeSchedulerDef {
 			qps, burst = 50, 100
 		}
-		cfg := filepath.Join(c.Dir, name+".yaml")
-		if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-clientConnection:
-  kubeconfig: %s
-  qps: %g
-  burst: %d
-leaderElection:
-  leaderElect: false
-profiles:
-- schedulerName: %s
-`, c.Kubeconfig, qps, burst, name)), 0o600); err != nil {
+		cfg, err := c.KubeSchedulerConfig(name, name, qps, burst)
+		if err != nil {
 			return nil, err
 		}
 		return startProcEnv(ctx, c, logf, env, filepath.Join(kubetest.ToolsDir(), "kube-scheduler"), "--config", cfg, "--secure-port", "0", "-v", "0")

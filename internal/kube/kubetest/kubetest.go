@@ -442,6 +442,24 @@ type KubeScheduler struct {
 	done    chan struct{}
 }
 
+// KubeSchedulerConfig writes a kube-scheduler configuration for c into
+// c.Dir as <name>.yaml and returns its path: one profile named profile
+// (the default plugins), leader election off, client limits qps and burst.
+func (c *Cluster) KubeSchedulerConfig(name, profile string, qps float32, burst int) (string, error) {
+	path := filepath.Join(c.Dir, name+".yaml")
+	return path, os.WriteFile(path, []byte(fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: %s
+  qps: %g
+  burst: %d
+leaderElection:
+  leaderElect: false
+profiles:
+- schedulerName: %s
+`, c.Kubeconfig, qps, burst, profile)), 0o600)
+}
+
 // StartKubeScheduler runs kube-scheduler against c for the rest of t: one
 // profile named profile (the default plugins), leader election off, its
 // server on 127.0.0.1 with a port of its choosing, its client limits
@@ -457,18 +475,8 @@ func StartKubeScheduler(t testing.TB, c *Cluster, profile string, qps float32, b
 		}
 		t.Skip(msg)
 	}
-	cfg := filepath.Join(c.Dir, "kube-scheduler-"+profile+".yaml")
-	if err := os.WriteFile(cfg, []byte(fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
-kind: KubeSchedulerConfiguration
-clientConnection:
-  kubeconfig: %s
-  qps: %g
-  burst: %d
-leaderElection:
-  leaderElect: false
-profiles:
-- schedulerName: %s
-`, c.Kubeconfig, qps, burst, profile)), 0o600); err != nil {
+	cfg, err := c.KubeSchedulerConfig("kube-scheduler-"+profile, profile, qps, burst)
+	if err != nil {
 		t.Fatal(err)
 	}
 	ks := &KubeScheduler{Profile: profile, Log: filepath.Join(c.Dir, "kube-scheduler-"+profile+".log"), done: make(chan struct{})}
