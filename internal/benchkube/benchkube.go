@@ -335,21 +335,7 @@ func fleet(ctx context.Context, cs kubernetes.Interface, n, gpus int, mix string
 	if err != nil {
 		return err
 	}
-	return kubetest.WaitFor(ctx, 5*time.Minute, func() (bool, string, error) {
-		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "bench=kube"})
-		if err != nil {
-			return false, "", err
-		}
-		ready := 0
-		for _, nd := range nodes.Items {
-			for _, cd := range nd.Status.Conditions {
-				if cd.Type == corev1.NodeReady && cd.Status == corev1.ConditionTrue {
-					ready++
-				}
-			}
-		}
-		return ready == n, fmt.Sprintf("%d of %d Ready", ready, n), nil
-	})
+	return kubetest.WaitNodesReady(ctx, cs, "bench=kube", n, 5*time.Minute)
 }
 
 // driver creates pods and sees them bound.

@@ -247,21 +247,7 @@ func (d *diffEnv) createNodes() {
 		_, err := d.cs.CoreV1().Nodes().Create(d.ctx, nodes[i], metav1.CreateOptions{})
 		return err
 	})
-	err := kubetest.WaitFor(d.ctx, 2*time.Minute, func() (bool, string, error) {
-		l, err := d.cs.CoreV1().Nodes().List(d.ctx, metav1.ListOptions{LabelSelector: "test=" + d.ns, ResourceVersion: "0"})
-		if err != nil {
-			return false, "", err
-		}
-		ready := 0
-		for _, n := range l.Items {
-			for _, c := range n.Status.Conditions {
-				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-					ready++
-				}
-			}
-		}
-		return ready == len(nodes), fmt.Sprintf("%d of %d nodes Ready", ready, len(nodes)), nil
-	})
+	err := kubetest.WaitNodesReady(d.ctx, d.cs, "test="+d.ns, len(nodes), 2*time.Minute)
 	if err != nil {
 		d.t.Fatalf("nodes: %v", err)
 	}

@@ -190,10 +190,14 @@ func (s *Scheduler) planPod(key string, b *podBatch) {
 		if st == nil {
 			st = s.track(pod)
 		}
-		if st.bound && st.counted == "" {
-			st.counted = countedAs(pod) // bound by this Scheduler: first seen bound
+		now := ""
+		if st.bound {
+			now = countedAs(pod)
+			if st.counted == "" {
+				st.counted = now // bound by this Scheduler: first seen bound
+			}
 		}
-		if st.bound && st.task != "" && st.counted != countedAs(pod) && len(st.draHeld) == 0 && len(pod.Spec.ResourceClaims) == 0 {
+		if st.bound && st.task != "" && st.counted != now && len(st.draHeld) == 0 && len(pod.Spec.ResourceClaims) == 0 {
 			// Resized in place, or relabelled: counted again, where it
 			// runs, by what it holds now, its old task displaced in the
 			// same engine step (nothing waiting takes its room between).
@@ -201,7 +205,7 @@ func (s *Scheduler) planPod(key string, b *podBatch) {
 			delete(s.tasks, old)
 			st.task = ""
 			id := s.newTaskID(st)
-			st.counted = countedAs(pod)
+			st.counted = now
 			b.adopt = append(b.adopt, engine.Adoption{Task: s.adoptedTask(pod, id), Node: pod.Spec.NodeName,
 				Devices: adoptedDevices(pod, s.cfg.SchedulerName), Displace: []string{old}})
 			return

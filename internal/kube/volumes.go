@@ -202,7 +202,7 @@ func (w *volumeWatch) claimTerms(pvc *corev1.PersistentVolumeClaim, plan *volume
 // claimed for it), of its class and volume mode, as large as it asks,
 // with its access modes, matching its selector, not chosen for another.
 func (w *volumeWatch) candidates(pvc *corev1.PersistentVolumeClaim, class string) ([]*corev1.PersistentVolume, error) {
-	all, err := w.pvs.List(labelsEverything())
+	all, err := w.pvs.List(labels.Everything())
 	if err != nil {
 		return nil, err
 	}
@@ -379,8 +379,6 @@ func (w *volumeWatch) forget(pv string) {
 	delete(w.assumed, pv)
 	w.mu.Unlock()
 }
-
-func labelsEverything() labels.Selector { return labels.Everything() }
 
 // selectorMatches reports whether a claim's volume selector admits a
 // volume's labels (no selector: every volume).

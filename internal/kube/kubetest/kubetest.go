@@ -31,6 +31,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -440,6 +442,26 @@ type KubeScheduler struct {
 	Log     string // its output
 	cmd     *exec.Cmd
 	done    chan struct{}
+}
+
+// WaitNodesReady waits up to limit until want nodes the label selector
+// selects are Ready.
+func WaitNodesReady(ctx context.Context, cs kubernetes.Interface, selector string, want int, limit time.Duration) error {
+	return WaitFor(ctx, limit, func() (bool, string, error) {
+		l, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: "0"})
+		if err != nil {
+			return false, "", err
+		}
+		ready := 0
+		for _, n := range l.Items {
+			for _, c := range n.Status.Conditions {
+				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+					ready++
+				}
+			}
+		}
+		return ready == want, fmt.Sprintf("%d of %d nodes Ready", ready, want), nil
+	})
 }
 
 // KubeSchedulerConfig writes a kube-scheduler configuration for c into
