@@ -77,10 +77,11 @@ func (d *driver) probe(ctx context.Context, ns, name string) error {
 
 // takeover binds n pods with the bare binder, starts two `hetsched kube`
 // replicas sharing a Lease in ns, waits for one to lead and hold the pods,
-// kills it (SIGKILL) and measures how long the other takes to report
-// leading (hetsched_leader), to hold every pod (hetsched_tasks; both
-// gauges polled every 50 ms, the task gauge updated each second) and to
-// bind a pod created at the kill.
+// kills it (SIGKILL) and measures how long the other takes to lead (the
+// Lease's acquireTime, which the new leader writes before it schedules
+// anything, once its hetsched_leader gauge says so), to hold every pod
+// (hetsched_tasks; polled every 50 ms, the gauge updated each second) and
+// to bind a pod created at the kill.
 func (d *driver) takeover(ctx context.Context, c *kubetest.Cluster, o Options, _, ns string, n int, logf func(string, ...any)) (*Result, error) {
 	if err := d.bindBare(ctx, o, ns, n); err != nil {
 		return nil, err
@@ -129,7 +130,16 @@ func (d *driver) takeover(ctx context.Context, c *kubetest.Cluster, o Options, _
 	if err := waitGauge(ctx, addrs[1], "hetsched_leader", 1); err != nil {
 		return res, err
 	}
-	res.LeadSeconds = time.Since(t0).Seconds()
+	// The gauge is polled: read when it led from the Lease itself, so that
+	// the first bind can never seem to come before the lead.
+	lease, err := d.cs.CoordinationV1().Leases(ns).Get(ctx, "hetsched", metav1.GetOptions{})
+	if err != nil {
+		return res, err
+	}
+	if id := lease.Spec.HolderIdentity; id == nil || *id != "r1" || lease.Spec.AcquireTime == nil {
+		return res, fmt.Errorf("after the kill, the lease %s/hetsched is held by %v since %v, want r1", ns, id, lease.Spec.AcquireTime)
+	}
+	res.LeadSeconds = lease.Spec.AcquireTime.Sub(t0).Seconds()
 	if err := waitGauge(ctx, addrs[1], "hetsched_tasks", float64(n)); err != nil {
 		return res, err
 	}
