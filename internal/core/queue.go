@@ -20,6 +20,13 @@ type classQueue struct {
 	deferred bool   // left for the next cycle (search budget spent)
 	// lastReason is the unschedulable reason last reported for this queue.
 	lastReason string
+	// untold holds the tasks that joined while the queue was not blocked
+	// (maybe gone since: placed, cancelled, moved): their records do not
+	// carry lastReason, so a block that finds the same reason reports
+	// them, and only them. Cleared at each block and when the queue
+	// empties; compacted as it grows, so it stays within twice the live
+	// tasks.
+	untold []*Task
 	// woken is when capacity its class could use last woke it (0: never
 	// blocked): where an attempt of a task that was already waiting begins.
 	woken int64
@@ -53,9 +60,46 @@ func (q *classQueue) push(t *Task) {
 	t.cqpos = int32(len(q.tasks))
 	q.tasks = append(q.tasks, t)
 	q.live++
+	if !q.blocked || q.lastReason == "" {
+		q.noteUntold(t)
+	}
 	if q.heap {
 		heapUp[*Task, byQueueOrder](q.tasks, int(t.cqpos))
 	}
+}
+
+// noteUntold adds t to the untold tasks, first dropping those no longer
+// in the queue once the list has outgrown twice the live tasks.
+func (q *classQueue) noteUntold(t *Task) {
+	if n := len(q.untold); n >= 64 && n == cap(q.untold) && n > 2*q.live {
+		keep := q.untold[:0]
+		for _, x := range q.untold {
+			if x.cq == q {
+				keep = append(keep, x)
+			}
+		}
+		clear(q.untold[len(keep):])
+		q.untold = keep
+	}
+	q.untold = append(q.untold, t)
+}
+
+// takeUntold returns the untold tasks still waiting in the queue and
+// forgets them all.
+func (q *classQueue) takeUntold() []*Task {
+	var in []*Task
+	for _, x := range q.untold {
+		if x.cq == q {
+			in = append(in, x)
+		}
+	}
+	q.dropUntold()
+	return in
+}
+
+func (q *classQueue) dropUntold() {
+	clear(q.untold)
+	q.untold = q.untold[:0]
 }
 
 // removeAt removes the task at index i.
@@ -70,6 +114,7 @@ func (q *classQueue) removeAt(i int) {
 			clear(q.tasks)
 			q.tasks = q.tasks[:0]
 			q.first = 0
+			q.dropUntold()
 			return
 		}
 		if i == q.first {

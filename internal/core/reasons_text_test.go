@@ -198,3 +198,51 @@ func TestQueueMaxReasonSaysTheArithmetic(t *testing.T) {
 		t.Errorf("c: reason %q, want %q", r, want)
 	}
 }
+
+// TestLateJoinerIsToldTheSameReason: a task that joins its class's queue
+// while the queue is not blocked, and then fails for the reason the queue
+// reported last, is named in the output (it was not: its record never
+// had the reason, and on Kubernetes its pod got no condition or event).
+// Tasks told already are not named again.
+func TestLateJoinerIsToldTheSameReason(t *testing.T) {
+	h := newJH(t, DefaultConfig())
+	h.node("n0", 2000, nil)
+	told := func(want ...string) string {
+		t.Helper()
+		var got []string
+		reason := ""
+		for _, u := range h.c.TakeOutput().Unschedulable {
+			got = append(got, u.Tasks...)
+			reason = u.Reason
+		}
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("told %v, want %v", got, want)
+		}
+		return reason
+	}
+	h.submit("", jtask("x", 1, 1500))
+	h.want("x", Scheduled)
+	told()
+	h.submit("", jtask("c1", 1, 1000))
+	h.want("c1", Pending)
+	first := told("c1")
+	h.finish("x", 0)
+	h.want("c1", Scheduled)
+	told()
+	h.submit("", jtask("c2", 1, 1000))
+	h.want("c2", Scheduled)
+	// c3 joins the queue, unblocked since c1 was placed, and fails for
+	// the reason c1 was told.
+	h.submit("", jtask("c3", 1, 1000))
+	h.want("c3", Pending)
+	if again := told("c3"); again != first {
+		t.Errorf("c3 told %q, c1 was told %q: the test wants the same reason", again, first)
+	}
+	// c4 joins the blocked queue and takes its reason from it (Reason),
+	// so it is not named; nor is c3 again.
+	h.submit("", jtask("c4", 1, 1000))
+	if r := h.task("c4").Reason(); r != first {
+		t.Errorf("c4's reason %q, want %q", r, first)
+	}
+	told()
+}

@@ -332,9 +332,12 @@ func (c *Core) block(q *classQueue, t *Task) {
 	}
 	c.out.Unfit = append(c.out.Unfit, UnfitAttempt{Task: t.id, Priority: int(t.prio), Wait: durationOf(c.now - attemptStart(t))})
 	reason := c.explain(t)
-	if reason != q.lastReason {
-		// Reported when the reason changes, not at every retry.
+	switch {
+	case reason != q.lastReason:
+		// Reported to every waiting task when the reason changes, not at
+		// every retry.
 		q.lastReason = reason
+		q.dropUntold()
 		ids := make([]string, 0, q.size())
 		for _, x := range q.tasks {
 			if x != nil {
@@ -342,6 +345,16 @@ func (c *Core) block(q *classQueue, t *Task) {
 			}
 		}
 		c.out.Unschedulable = append(c.out.Unschedulable, UnschedulableClass{Sample: t.id, Count: q.size(), Reason: reason, Tasks: ids})
+	case len(q.untold) > 0:
+		// The same reason: only the tasks that joined since the queue
+		// was last blocked have not been told it.
+		if untold := q.takeUntold(); len(untold) > 0 {
+			ids := make([]string, len(untold))
+			for i, x := range untold {
+				ids[i] = x.id
+			}
+			c.out.Unschedulable = append(c.out.Unschedulable, UnschedulableClass{Sample: t.id, Count: q.size(), Reason: reason, Tasks: ids})
+		}
 	}
 }
 

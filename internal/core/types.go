@@ -101,13 +101,17 @@ type Transition struct {
 
 // UnschedulableClass reports that the tasks of one scheduling class at one
 // level could not be placed, with the reason summary; it is reported when
-// the reason changes. Sample is one of the tasks; Count is how many tasks of
-// the class were waiting at that level. A gang whose waiting members' one
+// the reason changes, and again with the same reason for the tasks that
+// joined the class's queue while it was not blocked (their records never
+// had it). Sample is one of the tasks; Count is how many tasks of the
+// class were waiting at that level. A gang whose waiting members' one
 // reason changed is reported once per member instead (each its Sample,
 // Count the members waiting), so that every member's reason is re-read.
 //
-// Obligation: Tasks lists every task waiting in the class's queue (Sample
-// among them; nil for a gang member's report, whose Sample is the one);
+// Obligation: Tasks lists every task waiting in the class's queue when the
+// reason changed, or those not told it yet when it did not (Sample need
+// not be among them; nil for a gang member's report, whose Sample is the
+// one);
 // the reason is each one's from now on (Task.Reason), and a driver that
 // keeps its own copies of tasks' states re-reads all of them, so that
 // none is left without its reason (Kubernetes: every waiting pod gets its

@@ -39,9 +39,6 @@ func diffScenarios() []*scenario {
 		resourcesScenario(), nodeAffinityScenario(), manyLabelsScenario(), labelKeysScenario(), preferencesScenario(), foreignPodsScenario(), volumesScenario(), preemptionConstraintsScenario()}
 }
 
-// silentBug is the known divergence of pods left without a word.
-const silentBug = "hetsched gives a pod that joins a class already waiting for an unchanged reason no PodScheduled condition and no event (issue 40 §1.9)"
-
 // A podOpt shapes a template pod.
 type podOpt func(*corev1.Pod)
 
@@ -204,7 +201,7 @@ func hostPortScenario() *scenario {
 // coming or going change the reason's node count, which tells every
 // waiting pod again.
 func lateJoinerScenario() *scenario {
-	sc := &scenario{name: "late-joiner", serial: true, nodes: []diffNode{{name: "a"}}, known: map[string]string{silentKey: silentBug}}
+	sc := &scenario{name: "late-joiner", serial: true, nodes: []diffNode{{name: "a"}}}
 	sc.pods = append(replicas("tcp8080", 2, 0, withHostPort(8080, corev1.ProtocolTCP, "")),
 		single(1, "late-tcp8080", withHostPort(8080, corev1.ProtocolTCP, "")))
 	return sc
