@@ -23,7 +23,7 @@ func newKube() *cobra.Command {
 	var opt kube.Options
 	var queues, cpuProfile, allocProfile string
 	var gcPercent, maxProcs int
-	var cpuProfileWindow bool
+	var cpuProfileWindow, defaultSpread bool
 	var logs logFlags
 	cmd := &cobra.Command{
 		Use:   "kube",
@@ -37,6 +37,7 @@ go back as Bindings with the device ids in the hetsched.io/devices annotation,
 FailedScheduling events with the reason, and evictions for preemption.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			opt.NoDefaultSpread = !defaultSpread
 			if queues != "" {
 				qs, err := server.LoadQueuesFile(queues)
 				if err != nil {
@@ -118,6 +119,7 @@ FailedScheduling events with the reason, and evictions for preemption.`,
 	f.StringVar(&queues, "queues", "", "queue tree (YAML or JSON, API.md format): pods name theirs with the label hetsched.io/queue")
 	f.BoolVar(&opt.ClientH2, "client-h2", false, "send the Bindings through client-go's HTTP/2 transport, not a connection of their own")
 	f.IntVar(&opt.BindWorkers, "bind-workers", 128, "Bindings in flight at once (each waits on the API server; see BENCHMARKS.md)")
+	f.BoolVar(&defaultSpread, "default-spread", true, "give a pod without topologySpreadConstraints the cluster's default ones, as kube-scheduler does (ScheduleAnyway by hostname, maxSkew 3, and by zone, maxSkew 5, over the pods its Services and controller select); false: none, as kube-scheduler's defaultingType List without defaultConstraints")
 	f.StringVar(&opt.Listen, "listen", "127.0.0.1:7075", "serve /metrics and /healthz here (empty: off)")
 	f.StringVar(&opt.MetricsAuth, "metrics-auth", kube.MetricsAuthAuto, "who may read /metrics: kubernetes (a bearer token the API server authenticates and authorizes for GET /metrics, over TLS), none, or auto (kubernetes unless --listen is a loopback address)")
 	f.StringVar(&opt.TLSCert, "tls-cert", "", "the metrics port's TLS certificate with --metrics-auth kubernetes (default: a self-signed one made at start)")

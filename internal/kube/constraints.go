@@ -47,9 +47,15 @@ func (pt podTranslator) podConstraints(pod *corev1.Pod, t *api.Task) error {
 			return err
 		}
 	}
-	spread, err := podSpread(pod)
+	spread, err := podSpread(pod, "topologySpreadConstraints", pod.Spec.TopologySpreadConstraints)
 	if err != nil {
 		return err
+	}
+	if d := pt.defaults.constraints(pod); len(d) > 0 {
+		// The path names what the selector came from.
+		if spread, err = podSpread(pod, "the cluster's default topology spread (the pod's Services and controller)", d); err != nil {
+			return err
+		}
 	}
 	t.Spread = spread
 	return nil
@@ -195,14 +201,15 @@ func taskSelector(f string, ls *metav1.LabelSelector) (api.TaskSelector, error) 
 	return out, nil
 }
 
-// podSpread translates topologySpreadConstraints. A constraint counts the
-// pods of the pod's namespace its selector (and matchLabelKeys, with the
-// pod's values) matches; a null selector matches none.
-func podSpread(pod *corev1.Pod) ([]api.Spread, error) {
+// podSpread translates topologySpreadConstraints cs (the pod's, at path,
+// or the cluster's defaults). A constraint counts the pods of the pod's
+// namespace its selector (and matchLabelKeys, with the pod's values)
+// matches; a null selector matches none.
+func podSpread(pod *corev1.Pod, path string, cs []corev1.TopologySpreadConstraint) ([]api.Spread, error) {
 	var out []api.Spread
-	for i := range pod.Spec.TopologySpreadConstraints {
-		c := &pod.Spec.TopologySpreadConstraints[i]
-		f := fmt.Sprintf("topologySpreadConstraints[%d]", i)
+	for i := range cs {
+		c := &cs[i]
+		f := fmt.Sprintf("%s[%d]", path, i)
 		s := api.Spread{TopologyKey: c.TopologyKey, MaxSkew: c.MaxSkew}
 		var reqs []string
 		if c.LabelSelector == nil {

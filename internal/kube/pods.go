@@ -100,6 +100,10 @@ type podTranslator struct {
 	memo *templateMemo
 	// namespaces resolves namespaceSelectors (nil: refused).
 	namespaces namespaceResolver
+	// defaults gives pods the cluster's default topology spread (nil:
+	// none, as kube-scheduler with defaultingType List and no
+	// defaultConstraints).
+	defaults *spreadDefaults
 }
 
 // task translates a pod into the task that stands for it. id is the

@@ -46,6 +46,8 @@ type Options struct {
 	// Queues is the hetsched queue tree.
 	Queues      []api.Queue
 	BindWorkers int
+	// NoDefaultSpread: Config.NoDefaultSpread.
+	NoDefaultSpread bool
 	// ClientH2 sends the Bindings through client-go's HTTP/2 transport
 	// instead of a connection of their own (h2bind.go).
 	ClientH2 bool
@@ -283,7 +285,7 @@ func scheduleOnce(ctx context.Context, lg *slog.Logger, cs kubernetes.Interface,
 	}
 	s, err := New(Config{Client: cs, Dynamic: dyn, Watch: watch, BindConn: bindConn, Engine: eng, SchedulerName: opt.SchedulerName, Tiers: &tiers,
 		DeviceResources: opt.DeviceResources, BindWorkers: opt.BindWorkers, Logger: lg, Registerer: reg,
-		Policy: ccfg.Policy, BasePolicy: base})
+		Policy: ccfg.Policy, BasePolicy: base, NoDefaultSpread: opt.NoDefaultSpread})
 	if err != nil {
 		return err
 	}

@@ -74,6 +74,11 @@ type Config struct {
 	// where it asks for nothing only client-go's transport does; nil:
 	// through Client's transport.
 	BindConn *rest.Config
+	// NoDefaultSpread leaves out the cluster's default topology spread
+	// (defaultspread.go), as kube-scheduler's PodTopologySpread does with
+	// defaultingType List and no defaultConstraints; it then watches no
+	// Services, ReplicationControllers, ReplicaSets or StatefulSets.
+	NoDefaultSpread bool
 }
 
 // Scheduler is the Kubernetes front end: it mirrors Nodes and Pods into
@@ -297,6 +302,9 @@ func New(cfg Config) (*Scheduler, error) {
 	s.ns = newNamespaceWatch(s.factory)
 	s.vol = newVolumeWatch(s.factory)
 	s.pods = podTranslator{tiers: *cfg.Tiers, classPriority: s.classPriority, memo: &templateMemo{}, namespaces: s.ns.resolve}
+	if !cfg.NoDefaultSpread {
+		s.pods.defaults = newSpreadDefaults(s.factory)
+	}
 	return s, nil
 }
 
@@ -414,6 +422,9 @@ func trimCached(o any) (any, error) {
 	if p, ok := o.(*corev1.Pod); ok {
 		leanPod(p)
 		return p, nil
+	}
+	if trimSelecting(o) {
+		return o, nil
 	}
 	return stripManagedFields(o)
 }
