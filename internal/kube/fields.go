@@ -63,15 +63,16 @@ var podSpecFields = append([]podField{
 	{"initContainers[].ports[].hostIP", honoured, "a sidecar's, NodePorts"},
 	{"initContainers[].ports[].protocol", honoured, "a sidecar's, NodePorts"},
 	{"hostNetwork", irrelevant, "the API server makes such a pod's container ports host ports, which are honoured"},
-	{"volumes[].persistentVolumeClaim", honoured, "VolumeBinding, VolumeZone, VolumeRestrictions' ReadWriteOncePod: a missing or unbound Immediate claim waits; a bound volume's node affinity and zone constrain; a WaitForFirstConsumer claim gets a matching volume (claimRef) or its class provisions on the node (selected-node); CSI attach limits per node are not counted"},
+	{"volumes[].persistentVolumeClaim", honoured, "VolumeBinding, VolumeZone, VolumeRestrictions' ReadWriteOncePod: a missing or unbound Immediate claim waits; a bound volume's node affinity and zone constrain; a WaitForFirstConsumer claim gets a matching volume (claimRef) or its class provisions on the node (selected-node); NodeVolumeLimits: its volume counts against its CSI driver's attach limit on the node (csilimits.go)"},
 	{"volumes[].ephemeral", honoured, "its claim (<pod>-<volume>), as a persistentVolumeClaim's"},
-	{"volumes[].csi", refused, "CSI volume limits per node (NodeVolumeLimits) are not counted yet"},
-	{"volumes[].awsElasticBlockStore", refused, "attach limits and conflicts (NodeVolumeLimits, VolumeRestrictions) are not honoured"},
-	{"volumes[].gcePersistentDisk", refused, "attach limits and conflicts (NodeVolumeLimits, VolumeRestrictions) are not honoured"},
-	{"volumes[].azureDisk", refused, "attach limits (NodeVolumeLimits) are not honoured"},
-	{"volumes[].cinder", refused, "attach limits (NodeVolumeLimits) are not honoured"},
-	{"volumes[].vsphereVolume", refused, "attach limits (NodeVolumeLimits) are not honoured"},
-	{"volumes[].portworxVolume", refused, "attach limits (NodeVolumeLimits) are not honoured"},
+	{"volumes[].csi", irrelevant, "no default plugin reads an inline CSI volume (NodeVolumeLimits counts claims' volumes and in-tree ones)"},
+	{"volumes[].awsElasticBlockStore", refused, "conflicts between pods (VolumeRestrictions) are not honoured"},
+	{"volumes[].gcePersistentDisk", refused, "conflicts between pods (VolumeRestrictions) are not honoured"},
+	{"volumes[].azureDisk", honoured, "NodeVolumeLimits: counts against the attach limit of the CSI driver it migrates to"},
+	{"volumes[].cinder", honoured, "NodeVolumeLimits: counts against the attach limit of the CSI driver it migrates to"},
+	{"volumes[].vsphereVolume", honoured, "NodeVolumeLimits: counts against the attach limit of the CSI driver it migrates to"},
+	{"volumes[].azureFile", honoured, "NodeVolumeLimits: counts against the attach limit of the CSI driver it migrates to"},
+	{"volumes[].portworxVolume", honoured, "NodeVolumeLimits: counts against the attach limit of the CSI driver it migrates to"},
 	{"volumes[].rbd", refused, "conflicts between pods (VolumeRestrictions) are not honoured"},
 	{"volumes[].iscsi", refused, "conflicts between pods (VolumeRestrictions) are not honoured"},
 	{"schedulingGroup", refused, "Kubernetes' Workload gangs are not read: use a PodGroup (scheduling.x-k8s.io/pod-group) or hetsched.io/gang"},
@@ -91,7 +92,7 @@ func irrelevantFields() []podField {
 		"imagePullSecrets", "hostname", "subdomain", "hostAliases", "dnsConfig", "readinessGates", "runtimeClassName",
 		"enableServiceLinks", "setHostnameAsFQDN", "os", "hostUsers", "hostnameOverride", "ephemeralContainers")
 	add("volumes[].", "name", "hostPath", "emptyDir", "gitRepo", "secret", "nfs", "glusterfs", "flexVolume", "cephfs",
-		"flocker", "downwardAPI", "fc", "azureFile", "configMap", "quobyte", "photonPersistentDisk", "projected", "scaleIO",
+		"flocker", "downwardAPI", "fc", "configMap", "quobyte", "photonPersistentDisk", "projected", "scaleIO",
 		"storageos", "image")
 	for _, c := range []string{"containers[].", "initContainers[]."} {
 		add(c, "name", "image", "command", "args", "workingDir", "ports[].name", "ports[].containerPort", "envFrom", "env",
@@ -121,20 +122,10 @@ func refusedFields(pod *corev1.Pod) error {
 // one it does not).
 func refusedVolumeSource(v *corev1.VolumeSource) string {
 	switch {
-	case v.CSI != nil:
-		return "csi"
 	case v.AWSElasticBlockStore != nil:
 		return "awsElasticBlockStore"
 	case v.GCEPersistentDisk != nil:
 		return "gcePersistentDisk"
-	case v.AzureDisk != nil:
-		return "azureDisk"
-	case v.Cinder != nil:
-		return "cinder"
-	case v.VsphereVolume != nil:
-		return "vsphereVolume"
-	case v.PortworxVolume != nil:
-		return "portworxVolume"
 	case v.RBD != nil:
 		return "rbd"
 	case v.ISCSI != nil:

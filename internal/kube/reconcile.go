@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strconv"
@@ -85,6 +86,7 @@ func (s *Scheduler) reconcileNodes(ctx context.Context, names []string) error {
 			return err
 		}
 		hn, dropped := s.nodes.node(n)
+		s.csi.offer(&hn)
 		if len(dropped) > 0 {
 			s.log.Debug("node: not carried over", "node", name, "what", dropped)
 		}
@@ -151,6 +153,14 @@ func (s *Scheduler) reconcilePods(ctx context.Context, keys []string) {
 		s.planPod(key, &b)
 	}
 	s.mu.Unlock()
+	if s.csi.takeResync() {
+		// A pod asked for a CSI driver's attach resource no node offered
+		// yet: every node offers it before its task arrives.
+		if err := s.reconcileNodes(ctx, slices.Collect(maps.Keys(s.sent))); err != nil && ctx.Err() == nil {
+			s.log.Warn("could not update nodes; trying again", "err", err)
+			s.retryNodesLater(ctx, slices.Collect(maps.Keys(s.sent)))
+		}
+	}
 	if nodes := s.dra.takeResync(); len(nodes) > 0 {
 		// New DRA selectors: their devices carry their classes in the
 		// engine before tasks asking for them arrive.
@@ -484,6 +494,7 @@ func (s *Scheduler) podTask(pod *corev1.Pod, id string) (api.Task, *draPlan, str
 	if err != nil {
 		return t, nil, "", err
 	}
+	t.Resources = s.csi.request(pod, s.vol, t.Resources)
 	if wait, err := s.volumeTerms(pod, &t); err != nil || wait != "" {
 		return t, nil, wait, err
 	}
@@ -536,6 +547,7 @@ func (s *Scheduler) adoptedTask(pod *corev1.Pod, id string) api.Task {
 	// What hetsched can hold of its request, all of it counted (a
 	// resource it cannot hold no node offers it either).
 	t.Resources, _ = s.pods.memo.request(pod)
+	t.Resources = s.csi.request(pod, s.vol, t.Resources)
 	prio, err := s.pods.priority(pod)
 	if err != nil {
 		prio = api.PriorityMedium

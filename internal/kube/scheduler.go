@@ -99,6 +99,7 @@ type Scheduler struct {
 	classLst schedlisters.PriorityClassLister
 	ns       *namespaceWatch // namespaceSelectors resolved (namespaces.go)
 	vol      *volumeWatch    // persistent volume claims read (volumes.go)
+	csi      *csiLimits      // CSI attach limits (csilimits.go)
 	recorder events.EventRecorder
 	bcast    events.EventBroadcaster
 
@@ -301,6 +302,7 @@ func New(cfg Config) (*Scheduler, error) {
 	s.classLst = s.factory.Scheduling().V1().PriorityClasses().Lister()
 	s.ns = newNamespaceWatch(s.factory)
 	s.vol = newVolumeWatch(s.factory)
+	s.csi = newCSILimits(s.factory)
 	s.pods = podTranslator{tiers: *cfg.Tiers, classPriority: s.classPriority, memo: &templateMemo{}, namespaces: s.ns.resolve}
 	if !cfg.NoDefaultSpread {
 		s.pods.defaults = newSpreadDefaults(s.factory)
@@ -343,6 +345,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		return err
 	}
 	if err := s.vol.watch(s.replanVolumes); err != nil {
+		return err
+	}
+	if err := s.csi.watch(&s.dirty); err != nil {
 		return err
 	}
 	if err := s.startDRA(ctx); err != nil {

@@ -41,7 +41,8 @@ import (
 //     its allowedTopologies admit);
 //   - a ReadWriteOncePod claim another pod uses keeps the pod waiting.
 //
-// CSI attach limits per node (NodeVolumeLimits) are not counted.
+// CSI attach limits per node (NodeVolumeLimits) are a resource
+// (csilimits.go).
 
 // AnnotationSelectedNode is where a provisioner learns the node of a
 // WaitForFirstConsumer claim.
