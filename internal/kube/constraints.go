@@ -2,6 +2,7 @@ package kube
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -109,12 +110,65 @@ func (pt podTranslator) affinityTerms(pod *corev1.Pod, field string, req []corev
 			return nil, err
 		}
 	}
+	if !anti && len(out) > 1 {
+		if err := allTermsSelector(field, out); err != nil {
+			return nil, err
+		}
+	}
 	for i := range pref {
 		if err := add(fmt.Sprintf("%s.preferredDuringSchedulingIgnoredDuringExecution[%d].podAffinityTerm", field, i), &pref[i].PodAffinityTerm, false, pref[i].Weight); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// allTermsSelector gives each of a pod's required affinity terms the
+// conjunction of all their selectors: kube-scheduler's InterPodAffinity
+// counts, for every required term in its own topology domain, only the
+// pods that match every term (a task's terms otherwise count their own
+// matches each).
+func allTermsSelector(field string, terms []api.AffinityTerm) error {
+	var reqs []string
+	for _, t := range terms {
+		for _, k := range slices.Sorted(maps.Keys(t.Selector)) {
+			reqs = append(reqs, k+" in ("+t.Selector[k]+")")
+		}
+		reqs = append(reqs, splitRequirements(t.Match)...)
+	}
+	slices.Sort(reqs)
+	all := api.TaskSelector{Match: strings.Join(slices.Compact(reqs), ", ")}
+	if _, err := api.ParseSelector(all.Match); err != nil {
+		return fmt.Errorf("%s.requiredDuringSchedulingIgnoredDuringExecution: the terms together: %v", field, err)
+	}
+	for i := range terms {
+		terms[i].TaskSelector = all
+	}
+	return nil
+}
+
+// splitRequirements splits a selector at its top-level commas (those
+// outside a value list's parentheses) into its requirements.
+func splitRequirements(sel string) []string {
+	var out []string
+	depth, start := 0, 0
+	for i := 0; i < len(sel); i++ {
+		switch sel[i] {
+		case '(':
+			depth++
+		case ')':
+			depth--
+		case ',':
+			if depth == 0 {
+				out = append(out, strings.TrimSpace(sel[start:i]))
+				start = i + 1
+			}
+		}
+	}
+	if r := strings.TrimSpace(sel[start:]); r != "" {
+		out = append(out, r)
+	}
+	return out
 }
 
 // termSelector is a pod affinity term's selector over tasks: its label

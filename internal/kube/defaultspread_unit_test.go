@@ -106,3 +106,31 @@ func TestDefaultSpreadSelector(t *testing.T) {
 		t.Errorf("without defaults: %+v, %v", task.Spread, err)
 	}
 }
+
+// A pod's required affinity terms each select the pods that match all of
+// them (InterPodAffinity counts only those), each requirement once.
+func TestRequiredAffinityTermsMatchTogether(t *testing.T) {
+	term := func(key string, ls *metav1.LabelSelector) corev1.PodAffinityTerm {
+		return corev1.PodAffinityTerm{TopologyKey: key, LabelSelector: ls}
+	}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}, Spec: corev1.PodSpec{Affinity: &corev1.Affinity{PodAffinity: &corev1.PodAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{
+			term("h", &metav1.LabelSelector{MatchLabels: map[string]string{"app": "db"}}),
+			term("zone", &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpIn, Values: []string{"a", "b"}}}}),
+		},
+		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{Weight: 5, PodAffinityTerm: term("h", &metav1.LabelSelector{MatchLabels: map[string]string{"x": "y"}})}},
+	}}}}
+	var task api.Task
+	if err := (podTranslator{}).podConstraints(p, &task); err != nil {
+		t.Fatal(err)
+	}
+	all := api.TaskSelector{Match: "app in (db), " + metaNamespace + " in (ns), tier in (a,b)"}
+	want := []api.AffinityTerm{
+		{TaskSelector: all, TopologyKey: "h", Required: true},
+		{TaskSelector: all, TopologyKey: "zone", Required: true},
+		{TaskSelector: api.TaskSelector{Selector: map[string]string{"x": "y"}, Match: metaNamespace + " in (ns)"}, TopologyKey: "h", Weight: 5},
+	}
+	if diff := cmp.Diff(want, task.Affinity); diff != "" {
+		t.Errorf("affinity (-want +got):\n%s", diff)
+	}
+}

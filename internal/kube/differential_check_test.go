@@ -303,31 +303,32 @@ func (w *world) inDomain(p *corev1.Pod, n *corev1.Node, term *corev1.PodAffinity
 	return ""
 }
 
-// checkAffinity checks required affinity: n has every term's key, and
-// either each term has a matching pod in n's domain, or (the first pod
-// of a series) no other bound pod matches any term and p matches them
-// all itself.
+// checkAffinity checks required affinity as InterPodAffinity does: n has
+// every term's key, and either each term has, in n's domain of its key,
+// a pod that matches every term, or (the first pod of a series) no other
+// bound pod matches every term and p matches them all itself.
 func (w *world) checkAffinity(p *corev1.Pod, n *corev1.Node, terms []corev1.PodAffinityTerm) []string {
 	var out, unmet []string
+	all := func(o *corev1.Pod) bool {
+		return !slices.ContainsFunc(terms, func(t corev1.PodAffinityTerm) bool { return !w.termMatches(p, &t, o) })
+	}
 	for i := range terms {
 		if _, ok := n.Labels[terms[i].TopologyKey]; !ok {
 			out = append(out, fmt.Sprintf("required affinity [%d]: the node has no %s", i, terms[i].TopologyKey))
-		} else if w.inDomain(p, n, &terms[i]) == "" {
-			unmet = append(unmet, fmt.Sprintf("required affinity [%d] (%s): no matching pod in the node's domain", i, terms[i].TopologyKey))
+			continue
+		}
+		if !slices.ContainsFunc(w.bound, func(o *corev1.Pod) bool {
+			on := w.nodes[o.Spec.NodeName]
+			return o.UID != p.UID && on != nil && sameDomain(n, on, terms[i].TopologyKey) && all(o)
+		}) {
+			unmet = append(unmet, fmt.Sprintf("required affinity [%d] (%s): no matching pod in the node's domain (one must match every term)", i, terms[i].TopologyKey))
 		}
 	}
 	if len(unmet) == 0 {
 		return out
 	}
-	for i := range terms {
-		if !w.termMatches(p, &terms[i], p) {
-			return append(out, unmet...)
-		}
-		for _, o := range w.bound {
-			if o.UID != p.UID && w.termMatches(p, &terms[i], o) {
-				return append(out, unmet...) // not the first: another matches elsewhere
-			}
-		}
+	if !all(p) || slices.ContainsFunc(w.bound, func(o *corev1.Pod) bool { return o.UID != p.UID && all(o) }) {
+		return append(out, unmet...) // not the first of a series
 	}
 	return out
 }
@@ -449,6 +450,10 @@ func TestLegalityCheckerFindsEachViolation(t *testing.T) {
 		{"affinity elsewhere", []*corev1.Pod{on("n2", dpod("a", follow)), on("n3", dpod("db", withLabels("app", "db")))}, "no matching pod in the node's domain"},
 		{"affinity met", []*corev1.Pod{on("n3", dpod("a", follow)), on("n3", dpod("db", withLabels("app", "db")))}, ""},
 		{"affinity off the key", []*corev1.Pod{on("nx", dpod("a", withAffinity(term("zone", "app", "db")))), on("n3", dpod("db", withLabels("app", "db")))}, "the node has no zone"},
+		{"two terms met by two pods", []*corev1.Pod{on("n3", dpod("a", follow, withAffinity(term(corev1.LabelHostname, "tier", "x")))),
+			on("n3", dpod("db", withLabels("app", "db"))), on("n3", dpod("t", withLabels("tier", "x")))}, "no matching pod in the node's domain"},
+		{"two terms met by one pod", []*corev1.Pod{on("n3", dpod("a", follow, withAffinity(term("zone", "tier", "x")))),
+			on("n3", dpod("db", withLabels("app", "db", "tier", "x")))}, ""},
 		{"first of a series", []*corev1.Pod{on("n3", dpod("a", withLabels("app", "db"), follow))}, ""},
 		{"series apart", []*corev1.Pod{on("n3", dpod("a", withLabels("app", "db"), follow)), on("n2", dpod("b", withLabels("app", "db"), follow))}, "no matching pod"},
 		{"spread skew", []*corev1.Pod{on("n2", dpod("a", spread...)), on("n2", dpod("b", spread...)), on("n3", dpod("c", spread...)), on("n1", dpod("d", spread...))}, "skew 2 past 1"},

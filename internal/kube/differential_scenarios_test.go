@@ -223,7 +223,8 @@ func antiAffinityScenario() *scenario {
 
 // Required affinity: to a label no pod has (waits), with a null selector
 // (waits), to an anchor by hostname and by zone (joins it), away from it
-// by zone, and a series with affinity to itself (the first pod's rule).
+// by zone, two terms (only pods matching both count), and a series with
+// affinity to itself (the first pod's rule).
 func affinityScenario() *scenario {
 	sc := &scenario{name: "affinity", nodes: []diffNode{
 		{name: "a", labels: map[string]string{"zone": "z1", diffKindLabel: "a"}}, {name: "b", labels: map[string]string{"zone": "z1", diffKindLabel: "b"}},
@@ -236,7 +237,14 @@ func affinityScenario() *scenario {
 		single(1, "by-zone", withAffinity(term("zone", "app", "anchor"))),
 		single(1, "by-zone-on-x", onKind("x"), withAffinity(term("zone", "app", "anchor"))),
 		single(1, "away-by-zone", withAnti(term("zone", "app", "anchor"))),
-		single(1, "self-on-x", onKind("x"), withLabels("app", "self-x"), withAffinity(term("zone", "app", "self-x"))))
+		single(1, "self-on-x", onKind("x"), withLabels("app", "self-x"), withAffinity(term("zone", "app", "self-x"))),
+		// Two required terms count only the pods that match both: one
+		// pod on c matches each, none both (waits); one pod on b
+		// matches both (joins it).
+		single(0, "tier-anchor", withLabels("tier", "db"), onKind("c")),
+		single(0, "both-anchor", withLabels("app", "both", "tier", "both"), onKind("b")),
+		single(1, "two-terms-apart", withAffinity(term(corev1.LabelHostname, "app", "anchor")), withAffinity(term(corev1.LabelHostname, "tier", "db"))),
+		single(1, "two-terms-together", withAffinity(term(corev1.LabelHostname, "app", "both")), withAffinity(term("zone", "tier", "both"))))
 	sc.pods = append(sc.pods, replicas("series", 3, 0, withLabels("app", "series"), withAffinity(term("zone", "app", "series")))...)
 	return sc
 }
