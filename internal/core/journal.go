@@ -160,7 +160,7 @@ func (c *Core) rollback(cp checkpoint) {
 			c.unplace(e, &c.jr.places[e.at])
 		case jWhatIf:
 			if e.evicted {
-				applyWhatIf(e.t, e.n, e.o, 1)
+				c.applyWhatIf(e.t, e.n, e.o, 1)
 			}
 		}
 		*e = jentry{}
@@ -199,7 +199,7 @@ func (c *Core) rollback(cp checkpoint) {
 func (c *Core) whatIfEvict(v *Task) int {
 	o := &v.cls.opts[optIndex(v.chosen)]
 	c.jr.entries = append(c.jr.entries, jentry{kind: jWhatIf, evicted: true, t: v, n: v.node, o: o})
-	applyWhatIf(v, v.node, o, -1)
+	c.applyWhatIf(v, v.node, o, -1)
 	return len(c.jr.entries) - 1
 }
 
@@ -218,12 +218,17 @@ func (c *Core) whatIfSet(i int, evicted bool) {
 	if evicted {
 		sign = -1
 	}
-	applyWhatIf(e.t, e.n, e.o, sign)
+	c.applyWhatIf(e.t, e.n, e.o, sign)
 }
 
 // applyWhatIf adds (sign 1) or takes away (sign -1) v's allocation on n
-// and in its queues' usage.
-func applyWhatIf(v *Task, n *Node, o *Option, sign int64) {
+// and in its queues' usage, and v's counts in the constraint index (its
+// host ports, its labels in the terms that match them, its anti-affinity
+// terms: evicting it may free a port or lift a conflict, as
+// kube-scheduler's preemption finds by removing its victims; the wakes
+// this causes wait for the checkpoint's keep, and a rollback drops them).
+func (c *Core) applyWhatIf(v *Task, n *Node, o *Option, sign int64) {
+	c.cons.reserve(v, n, int32(sign))
 	rawAdd(n, v, o, v.devs, sign)
 	req := o.req[:o.reqLen]
 	for q := v.leaf; q != nil; q = q.parent {

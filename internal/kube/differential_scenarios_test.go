@@ -410,21 +410,21 @@ func preemptionScenario() *scenario {
 }
 
 // Preemption for a constraint rather than a resource: the only node's
-// low pod holds host port 8080, or carries the label a high pod's
-// required anti-affinity refuses. kube-scheduler evicts it; hetsched's
-// preemption does not count what an eviction lifts, and its preemptor
-// waits (docs/kubernetes.md, "Where hetsched still differs").
+// low pod holds host port 8080, carries the label a high pod's required
+// anti-affinity refuses, or has required anti-affinity against the high
+// pod's label. Both evict it: its preemption's what-if frees the port
+// and lifts the conflict.
 func preemptionConstraintsScenario() *scenario {
-	why := "hetsched's preemption does not consider that evicting a pod frees a host port or lifts an anti-affinity conflict (docs/kubernetes.md)"
-	sc := &scenario{name: "preemption-constraints", nodes: []diffNode{kindNode("port"), kindNode("anti")},
-		classes: map[string]priorityDef{"low": {value: 100}, "high": {value: 1000}},
-		known:   map[string]string{"/port-low": why, "/port-high": why, "/anti-low": why, "/anti-high": why}}
+	sc := &scenario{name: "preemption-constraints", nodes: []diffNode{kindNode("port"), kindNode("anti"), kindNode("sym")},
+		classes: map[string]priorityDef{"low": {value: 100}, "high": {value: 1000}}}
 	class := func(c string) podOpt { return func(p *corev1.Pod) { p.Spec.PriorityClassName = c } }
 	sc.pods = []diffPod{
 		single(0, "port-low", onKind("port"), class("low"), withHostPort(8080, corev1.ProtocolTCP, "")),
 		single(0, "anti-low", onKind("anti"), class("low"), withLabels("app", "noisy")),
 		single(1, "port-high", onKind("port"), class("high"), withHostPort(8080, corev1.ProtocolTCP, "")),
 		single(1, "anti-high", onKind("anti"), class("high"), withAnti(term(corev1.LabelHostname, "app", "noisy"))),
+		single(0, "sym-low", onKind("sym"), class("low"), withAnti(term(corev1.LabelHostname, "app", "quiet"))),
+		single(1, "sym-high", onKind("sym"), class("high"), withLabels("app", "quiet")),
 	}
 	return sc
 }
