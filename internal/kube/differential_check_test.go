@@ -32,6 +32,8 @@ type world struct {
 	nsLabels map[string]labels.Set
 	pvcs     map[string]*corev1.PersistentVolumeClaim // by namespace/name
 	pvs      map[string]*corev1.PersistentVolume
+	// attachLimits are the nodes' CSINode limits, by node and driver.
+	attachLimits map[string]map[string]int64
 }
 
 // legality lists the copy's bound pods that break a constraint.
@@ -78,11 +80,29 @@ func (d *diffEnv) legality(cp *diffCopy) []violation {
 	for i := range vl.Items {
 		w.pvs[vl.Items[i].Name] = &vl.Items[i]
 	}
+	w.attachLimits = map[string]map[string]int64{}
+	csl, err := d.cs.StorageV1().CSINodes().List(d.ctx, metav1.ListOptions{})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	for _, cn := range csl.Items {
+		if w.nodes[cn.Name] == nil {
+			continue
+		}
+		for _, dr := range cn.Spec.Drivers {
+			if dr.Allocatable != nil && dr.Allocatable.Count != nil {
+				if w.attachLimits[cn.Name] == nil {
+					w.attachLimits[cn.Name] = map[string]int64{}
+				}
+				w.attachLimits[cn.Name][dr.Name] = int64(*dr.Allocatable.Count)
+			}
+		}
+	}
 	return w.violations()
 }
 
 func (w *world) violations() []violation {
-	out := w.checkFit()
+	out := append(w.checkFit(), w.checkAttachLimits()...)
 	users := map[string]string{} // claim -> a pod using it
 	for _, p := range w.bound {
 		n := w.nodes[p.Spec.NodeName]
@@ -464,6 +484,8 @@ func TestLegalityCheckerFindsEachViolation(t *testing.T) {
 		{"volume of another zone", []*corev1.Pod{on("n2", dpod("a", useClaim("in-z2")))}, "is in topology.kubernetes.io/zone=z2"},
 		{"volume kept", []*corev1.Pod{on("n3", dpod("a", useClaim("on-n3"), useClaim("in-z2")))}, ""},
 		{"unbound claim", []*corev1.Pod{on("n3", dpod("a", useClaim("unbound")))}, "missing or unbound"},
+		{"attach limit", []*corev1.Pod{on("n3", dpod("a", useClaim("csi-1"))), on("n3", dpod("b", useClaim("csi-2")))}, "2 volumes of CSI driver d attached, past the CSINode's 1"},
+		{"one volume attached once", []*corev1.Pod{on("n3", dpod("a", useClaim("csi-1"))), on("n3", dpod("b", useClaim("csi-1b")))}, ""},
 		{"one pod per ReadWriteOncePod claim", []*corev1.Pod{on("n3", dpod("a", useClaim("rwop"))), on("n3", dpod("b", useClaim("rwop")))}, "used by a too"},
 	}
 	pv := func(name, host, zone string) *corev1.PersistentVolume {
@@ -480,11 +502,19 @@ func TestLegalityCheckerFindsEachViolation(t *testing.T) {
 	pvc := func(name, volume string, modes ...corev1.PersistentVolumeAccessMode) *corev1.PersistentVolumeClaim {
 		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"}, Spec: corev1.PersistentVolumeClaimSpec{VolumeName: volume, AccessModes: modes}}
 	}
-	pvs := map[string]*corev1.PersistentVolume{"pv-n3": pv("pv-n3", "n3", ""), "pv-z2": pv("pv-z2", "", "z2"), "pv-any": pv("pv-any", "", "")}
+	csi := func(name string) *corev1.PersistentVolume {
+		v := pv(name, "", "")
+		v.Spec.CSI = &corev1.CSIPersistentVolumeSource{Driver: "d", VolumeHandle: name}
+		return v
+	}
+	pvs := map[string]*corev1.PersistentVolume{"pv-n3": pv("pv-n3", "n3", ""), "pv-z2": pv("pv-z2", "", "z2"), "pv-any": pv("pv-any", "", ""),
+		"csi-1": csi("csi-1"), "csi-2": csi("csi-2")}
 	pvcs := map[string]*corev1.PersistentVolumeClaim{"ns/on-n3": pvc("on-n3", "pv-n3"), "ns/in-z2": pvc("in-z2", "pv-z2"),
-		"ns/unbound": pvc("unbound", ""), "ns/rwop": pvc("rwop", "pv-any", corev1.ReadWriteOncePod)}
+		"ns/unbound": pvc("unbound", ""), "ns/rwop": pvc("rwop", "pv-any", corev1.ReadWriteOncePod),
+		"ns/csi-1": pvc("csi-1", "csi-1"), "ns/csi-1b": pvc("csi-1b", "csi-1"), "ns/csi-2": pvc("csi-2", "csi-2")}
 	for _, c := range cases {
-		w := world{nodes: nodes, bound: c.pods, nsLabels: map[string]labels.Set{"ns": {}}, pvcs: pvcs, pvs: pvs}
+		w := world{nodes: nodes, bound: c.pods, nsLabels: map[string]labels.Set{"ns": {}}, pvcs: pvcs, pvs: pvs,
+			attachLimits: map[string]map[string]int64{"n3": {"d": 1}}}
 		var msgs []string
 		for _, v := range w.violations() {
 			msgs = append(msgs, v.msg)

@@ -36,7 +36,7 @@ func TestDifferential(t *testing.T) {
 func diffScenarios() []*scenario {
 	return []*scenario{lateJoinerScenario(), hostPortScenario(), antiAffinityScenario(), affinityScenario(), spreadScenario(),
 		taintScenario(), cordonScenario(), spreadTaintScenario(), crossNamespaceScenario(), preemptionScenario(),
-		resourcesScenario(), nodeAffinityScenario(), manyLabelsScenario(), labelKeysScenario(), preferencesScenario(), foreignPodsScenario(), volumesScenario(), preemptionConstraintsScenario()}
+		resourcesScenario(), nodeAffinityScenario(), manyLabelsScenario(), labelKeysScenario(), preferencesScenario(), foreignPodsScenario(), volumesScenario(), preemptionConstraintsScenario(), csiScenario()}
 }
 
 // A podOpt shapes a template pod.
