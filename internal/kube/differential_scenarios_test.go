@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
+	"github.com/hetsched/hetsched/internal/kube"
 	"github.com/hetsched/hetsched/internal/kube/kubetest"
 )
 
@@ -36,7 +37,7 @@ func TestDifferential(t *testing.T) {
 func diffScenarios() []*scenario {
 	return []*scenario{lateJoinerScenario(), hostPortScenario(), antiAffinityScenario(), affinityScenario(), spreadScenario(),
 		taintScenario(), cordonScenario(), spreadTaintScenario(), crossNamespaceScenario(), preemptionScenario(),
-		resourcesScenario(), nodeAffinityScenario(), manyLabelsScenario(), labelKeysScenario(), preferencesScenario(), foreignPodsScenario(), volumesScenario(), preemptionConstraintsScenario(), csiScenario()}
+		resourcesScenario(), nodeAffinityScenario(), manyLabelsScenario(), labelKeysScenario(), preferencesScenario(), foreignPodsScenario(), volumesScenario(), preemptionConstraintsScenario(), csiScenario(), gangAntiAffinityScenario()}
 }
 
 // A podOpt shapes a template pod.
@@ -641,4 +642,19 @@ func (d *diffEnv) waitRunning(pods typedcorev1.PodInterface, name string) error 
 		}
 		return false, fmt.Sprint(p.Status.ContainerStatuses), nil
 	})
+}
+
+// Anti-affinity inside a gang: a gang of three pods (hetsched.io/gang,
+// which kube-scheduler does not read) with required anti-affinity by
+// hostname among themselves, on three nodes: placed in one pass, its
+// members see each other (one per node), as kube-scheduler's one by one.
+// A pod outside the gang with the same label waits in either copy.
+func gangAntiAffinityScenario() *scenario {
+	sc := &scenario{name: "gang-anti-affinity", nodes: []diffNode{kindNode("a"), kindNode("b"), kindNode("c")}}
+	gang := func(p *corev1.Pod) {
+		p.Annotations = map[string]string{kube.AnnotationGang: "train", kube.AnnotationGangMinMember: "3"}
+	}
+	sc.pods = append(replicas("train", 3, 0, gang, withLabels("app", "train"), withAnti(term(corev1.LabelHostname, "app", "train"))),
+		single(1, "after", withLabels("app", "train")))
+	return sc
 }
