@@ -23,6 +23,7 @@ func newCerts() *cobra.Command {
   hetsched certs server --dns HOST --ip ADDR   server.pem for hetsched server --tls-cert/--tls-key
   hetsched certs agent --nodes gpu-1,gpu-2     agent-NAME.pem: an agent that may serve only those nodes
   hetsched certs client --role admin           client-admin.pem (or --role tenant --tenant T, --role metrics)
+  hetsched certs member --name s1 --ip ADDR    member-s1.pem: an --ha server's etcd member (--peer-cert/--peer-key)
 
 Then: hetsched server --tls-cert server.pem --tls-key server-key.pem --client-ca ca.pem,
 hetsched agent --server https://HOST:7070 --ca ca.pem --cert agent-NAME.pem --key agent-NAME-key.pem,
@@ -96,6 +97,15 @@ Keys are ECDSA P-256, written 0600; existing files are kept unless --force.`,
 			c.Flags().StringVar(&tenant, "tenant", "", "the tenant, with --role tenant")
 		})
 
-	cmd.AddCommand(initCmd, server, agentCmd, client)
+	var mdns []string
+	var mips []net.IP
+	member := leaf(certs.KindMember, "member --name S1 --dns HOST --ip ADDR", "Make an HA server's etcd member certificate (member-NAME.pem): its name in --peers, its peer URL's host names and addresses",
+		func(o *certs.IssueOptions) { o.DNSNames, o.IPs = mdns, mips },
+		func(c *cobra.Command) {
+			c.Flags().StringSliceVar(&mdns, "dns", nil, "host names the other members reach this one by (default localhost, with 127.0.0.1 and ::1)")
+			c.Flags().IPSliceVar(&mips, "ip", nil, "addresses the other members reach this one by")
+		})
+
+	cmd.AddCommand(initCmd, server, agentCmd, client, member)
 	return cmd
 }

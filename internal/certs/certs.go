@@ -24,9 +24,16 @@
 //     Organization: hetsched:agent, hetsched:admin, hetsched:tenant (then
 //     its Common Name is the tenant) or hetsched:metrics. The same roles
 //     as tokens.
+//   - Member: one server of an HA control plane (--ha) as its embedded
+//     etcd member: its certificate carries server and client auth (members
+//     dial each other), the host names and addresses of its peer URL, and
+//     the Common Name "hetsched member NAME" (MemberCN), which no other
+//     leaf can have (their names allow no spaces): the members accept
+//     peers by that name, so an agent's or client's certificate, though
+//     signed by the same CA, cannot join or stream raft.
 //   - Key usage: server certificates carry server auth, agent and client
-//     certificates client auth; a certificate used for the other side is
-//     refused by the TLS handshake.
+//     certificates client auth, member certificates both; a certificate
+//     used for a side it lacks is refused by the TLS handshake.
 //
 // Contracts: keys are ECDSA P-256, written 0600 in PKCS #8; serial numbers
 // are 128 random bits from crypto/rand; existing files are never
@@ -70,7 +77,11 @@ const (
 	KindServer = "server"
 	KindAgent  = "agent"
 	KindClient = "client"
+	KindMember = "member"
 )
+
+// MemberCN is the Common Name of member name's certificate.
+func MemberCN(name string) string { return "hetsched member " + name }
 
 // Roles, as the server's tokens name them.
 const (
@@ -110,14 +121,15 @@ type CAOptions struct {
 
 // IssueOptions configure Issue.
 type IssueOptions struct {
-	// Kind is KindServer, KindAgent or KindClient.
+	// Kind is KindServer, KindAgent, KindClient or KindMember.
 	Kind string
 	// Name is the Subject Common Name and the files' base name. Defaults:
 	// server "server"; agent the first node when it is a plain name;
-	// client its role ("admin", "metrics"), or the tenant.
+	// client its role ("admin", "metrics"), or the tenant. A member's
+	// is its name in --peers (required), its Common Name MemberCN(Name).
 	Name string
-	// DNSNames and IPs are a server certificate's SANs (default
-	// localhost, 127.0.0.1 and ::1).
+	// DNSNames and IPs are a server or member certificate's SANs
+	// (default localhost, 127.0.0.1 and ::1).
 	DNSNames []string
 	IPs      []net.IP
 	// Nodes are an agent certificate's node names or path.Match patterns
@@ -191,9 +203,9 @@ func Issue(dir string, opt IssueOptions) (certPath, keyPath string, err error) {
 	tmpl := &x509.Certificate{BasicConstraintsValid: true, KeyUsage: x509.KeyUsageDigitalSignature}
 	name := opt.Name
 	switch opt.Kind {
-	case KindServer:
+	case KindServer, KindMember:
 		if len(opt.Nodes) > 0 || opt.Role != "" || opt.Tenant != "" {
-			return "", "", errs.Invalid("kind", "a server certificate takes DNS names and IPs only")
+			return "", "", errs.Invalid("kind", "a %s certificate takes DNS names and IPs only", opt.Kind)
 		}
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
 		tmpl.DNSNames, tmpl.IPAddresses = opt.DNSNames, opt.IPs
@@ -205,6 +217,14 @@ func Issue(dir string, opt IssueOptions) (certPath, keyPath string, err error) {
 			if d == "" || strings.ContainsAny(d, " \t/:") {
 				return "", "", errs.Invalid("dns", "%q is not a host name", d)
 			}
+		}
+		if opt.Kind == KindMember {
+			if name == "" {
+				return "", "", errs.Invalid("name", "a member certificate is for one member: give its name in --peers")
+			}
+			// Members dial each other: client auth too.
+			tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageClientAuth)
+			tmpl.Subject.Organization = []string{OrgPrefix + KindMember}
 		}
 		if name == "" {
 			name = "server"
@@ -256,12 +276,15 @@ func Issue(dir string, opt IssueOptions) (certPath, keyPath string, err error) {
 		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
 		tmpl.Subject.Organization = []string{OrgPrefix + opt.Role}
 	default:
-		return "", "", errs.Invalid("kind", "must be server, agent or client, got %q", opt.Kind)
+		return "", "", errs.Invalid("kind", "must be server, agent, client or member, got %q", opt.Kind)
 	}
 	if err := api.ValidateID("name", name); err != nil {
 		return "", "", err
 	}
 	tmpl.Subject.CommonName = name
+	if opt.Kind == KindMember {
+		tmpl.Subject.CommonName = MemberCN(name)
+	}
 	base := name
 	if opt.Kind != KindServer || name != "server" {
 		base = opt.Kind + "-" + name

@@ -209,6 +209,9 @@ func TestIssueRefusesBadOptions(t *testing.T) {
 		{IssueOptions{Kind: KindServer, DNSNames: []string{"a/b"}}, "dns"},
 		{IssueOptions{Kind: KindServer, Validity: -time.Hour}, "validity"},
 		{IssueOptions{Kind: KindServer, Validity: 20 * 365 * 24 * time.Hour}, "validity"},
+		{IssueOptions{Kind: KindMember}, "name"},
+		{IssueOptions{Kind: KindMember, Name: "s1", Nodes: []string{"n"}}, "kind"},
+		{IssueOptions{Kind: KindMember, Name: "s 1"}, "name"},
 	} {
 		if _, _, err := Issue(dir, c.opt); errs.FieldOf(err) != c.field {
 			t.Errorf("%+v: %v, want field %s", c.opt, err, c.field)
@@ -534,5 +537,44 @@ func TestExplainReadsTheAlert(t *testing.T) {
 	}
 	if h := Explain(broken, addr, &tls.Config{RootCAs: roots}); h != "" {
 		t.Errorf("no client certificate: hint %q", h)
+	}
+}
+
+// A member certificate is for server and client auth, names the member
+// by MemberCN (which no other leaf can carry), has the SANs asked for,
+// passes CheckMember for its own name only, and is no API identity.
+func TestMemberCertificate(t *testing.T) {
+	dir := newCA(t)
+	cert, key := issue(t, dir, IssueOptions{Kind: KindMember, Name: "s1", DNSNames: []string{"h1"}, IPs: []net.IP{net.ParseIP("10.0.0.1")}})
+	if filepath.Base(cert) != "member-s1.pem" {
+		t.Errorf("file %s", cert)
+	}
+	c := parse(t, cert)
+	if c.Subject.CommonName != MemberCN("s1") || !hasUsage(c, x509.ExtKeyUsageServerAuth) || !hasUsage(c, x509.ExtKeyUsageClientAuth) ||
+		!slices.Equal(c.DNSNames, []string{"h1"}) || len(c.IPAddresses) != 1 {
+		t.Errorf("member certificate: CN %q, usages %v, SANs %v %v", c.Subject.CommonName, c.ExtKeyUsage, c.DNSNames, c.IPAddresses)
+	}
+	if _, err := c.Verify(x509.VerifyOptions{Roots: pool(t, dir), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Errorf("verify: %v", err)
+	}
+	ca := filepath.Join(dir, CAFile)
+	if err := CheckMember("peer-cert", "peer-key", "peer-ca", cert, key, ca, "s1"); err != nil {
+		t.Errorf("CheckMember s1: %v", err)
+	}
+	if err := CheckMember("peer-cert", "peer-key", "peer-ca", cert, key, ca, "s2"); errs.FieldOf(err) != "peer-cert" {
+		t.Errorf("CheckMember as s2: %v", err)
+	}
+	srv, srvKey := issue(t, dir, IssueOptions{Kind: KindServer})
+	if err := CheckMember("peer-cert", "peer-key", "peer-ca", srv, srvKey, ca, "server"); errs.FieldOf(err) != "peer-cert" {
+		t.Errorf("CheckMember of a server certificate: %v", err)
+	}
+	if err := CheckMember("peer-cert", "peer-key", "peer-ca", cert, srvKey, ca, "s1"); errs.FieldOf(err) != "peer-key" {
+		t.Errorf("CheckMember with another key: %v", err)
+	}
+	if err := CheckMember("peer-cert", "peer-key", "peer-ca", cert, key, filepath.Join(newCA(t), CAFile), "s1"); errs.FieldOf(err) != "peer-ca" {
+		t.Errorf("CheckMember with another CA: %v", err)
+	}
+	if role, _, _, err := Identity(c); err == nil {
+		t.Errorf("a member certificate is the API identity %q", role)
 	}
 }

@@ -298,3 +298,38 @@ func probe(addr string, cfg *tls.Config, timeout time.Duration) error {
 	_, err = conn.Read(make([]byte, 1))
 	return err
 }
+
+// CheckMember checks an HA member's TLS material before its etcd member
+// starts, so that a mistake is named at once rather than as peers that
+// never connect: the certificate and key (certField, keyField) match and
+// are valid now, the certificate is for server and client auth, its
+// Common Name is MemberCN(name), and caFile's CAs (caField) verify it.
+func CheckMember(certField, keyField, caField, certFile, keyFile, caFile, name string) error {
+	kp, err := LoadKeyPair(certField, keyField, certFile, keyFile)
+	if err != nil {
+		return err
+	}
+	pool, err := loadPool(caField, caFile)
+	if err != nil {
+		return err
+	}
+	c := kp.Leaf
+	for _, u := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
+		if !hasUsage(c, u) {
+			return errs.Invalid(certField, "%s is not a member certificate (it lacks server or client auth): make one with hetsched certs member --name %s", describe(c), name)
+		}
+	}
+	if want := MemberCN(name); c.Subject.CommonName != want {
+		return errs.Invalid(certField, "%s is not member %s's certificate (its common name should be %q): make one with hetsched certs member --name %s", describe(c), name, want, name)
+	}
+	inter := x509.NewCertPool()
+	for _, raw := range kp.Certificate[1:] {
+		if ic, err := x509.ParseCertificate(raw); err == nil {
+			inter.AddCert(ic)
+		}
+	}
+	if _, err := c.Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+		return errs.Invalid(caField, "%s does not verify %s: %v", caFile, describe(c), err)
+	}
+	return nil
+}

@@ -12,20 +12,33 @@
 //     a unix socket in the data directory, so no port is needed for it.
 //   - initial cluster: every member's name=peerURL, the same on every
 //     member (--peers).
+//   - peer TLS: with https:// peer URLs the members speak TLS to each
+//     other and each one presents its member certificate (certs.KindMember)
+//     and accepts, as a peer, only a certificate the CA signed whose Common
+//     Name is a member's of --peers (etcd's --peer-client-cert-auth and
+//     --peer-cert-allowed-cn). http:// peer URLs are cleartext and
+//     unauthenticated: Start refuses them off loopback unless
+//     Config.InsecurePlaintext; client URLs likewise, and an https:// one
+//     is served with the same certificate and checks.
 package etcdmember
 
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 
+	"github.com/hetsched/hetsched/internal/certs"
 	"github.com/hetsched/hetsched/internal/errs"
+	"github.com/hetsched/hetsched/internal/netaddr"
 )
 
 // Config says which member to run.
@@ -48,6 +61,12 @@ type Config struct {
 	// StartTimeout bounds the wait for the member to join its cluster
 	// (0: two minutes; a member waits for a quorum of its peers).
 	StartTimeout time.Duration
+	// PeerCert, PeerKey and PeerCA are this member's certificate and key
+	// and the CA of every member's (required with https:// URLs, refused
+	// with http:// ones).
+	PeerCert, PeerKey, PeerCA string
+	// InsecurePlaintext allows http:// peer and client URLs off loopback.
+	InsecurePlaintext bool
 }
 
 // DefaultQuota is the etcd database's size limit for an embedded member:
@@ -127,6 +146,9 @@ func Start(ctx context.Context, c Config) (*Member, error) {
 		listen = append(listen, *u)
 	}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = listen, listen
+	if err := c.secure(cfg); err != nil {
+		return nil, err
+	}
 	if c.Peers == "" {
 		name := c.Name
 		if name == "" {
@@ -161,16 +183,21 @@ func Start(ctx context.Context, c Config) (*Member, error) {
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
+	// A member that never became ready is stopped before it is closed:
+	// Close alone waits for client servers that start only once ready
+	// (etcd-io/etcd#9533), and hung for ever on a member that could not
+	// join.
+	abort := func() { e.Server.Stop(); e.Close() }
 	select {
 	case <-e.Server.ReadyNotify():
 	case err := <-e.Err():
-		e.Close()
+		abort()
 		return nil, errs.New(errs.Unavailable, "", "embedded etcd member %s failed: %v", cfg.Name, err)
 	case <-timer.C:
-		e.Close()
-		return nil, errs.New(errs.Unavailable, "", "embedded etcd member %s did not join its cluster within %s: are a majority of --peers (%s) running?", cfg.Name, wait, c.Peers)
+		abort()
+		return nil, errs.New(errs.Unavailable, "", "embedded etcd member %s did not join its cluster within %s: are a majority of --peers (%s) running, and do their certificates and this one's share a CA?", cfg.Name, wait, c.Peers)
 	case <-ctx.Done():
-		e.Close()
+		abort()
 		return nil, errs.Wrap(errs.Unavailable, "", ctx.Err())
 	}
 	return &Member{etcd: e, socket: sock}, nil
@@ -189,3 +216,113 @@ func (m *Member) Close() {
 
 // String names the member.
 func (m *Member) String() string { return fmt.Sprintf("etcd member %s", m.etcd.Config().Name) }
+
+// secure checks the URLs' schemes against the TLS material and sets the
+// peer and client TLS of cfg: https:// URLs need PeerCert, PeerKey and
+// PeerCA, and accept only members' certificates; http:// ones are
+// refused off loopback unless InsecurePlaintext.
+func (c Config) secure(cfg *embed.Config) error {
+	var names []string
+	var plain [][2]string // field, URL
+	tlsURLs, tlsClients := 0, 0
+	check := func(field string, u *url.URL) error {
+		switch u.Scheme {
+		case "https":
+			tlsURLs++
+			if field != "peers" {
+				tlsClients++
+			}
+		case "http":
+			if !netaddr.Loopback(u.Host) {
+				plain = append(plain, [2]string{field, u.String()})
+			}
+		case "unix":
+		default:
+			return errs.Invalid(field, "want an http(s) URL, got %q", u.String())
+		}
+		return nil
+	}
+	if c.Peers != "" {
+		peers, err := ParsePeers(c.Peers)
+		if err != nil {
+			return err
+		}
+		schemes := map[string]bool{}
+		for _, name := range slices.Sorted(maps.Keys(peers)) {
+			names = append(names, certs.MemberCN(name))
+			schemes[peers[name].Scheme] = true
+			if err := check("peers", peers[name]); err != nil {
+				return err
+			}
+		}
+		if len(schemes) > 1 {
+			return errs.Invalid("peers", "every peer URL is https:// (TLS between members) or every one http://, not a mix: %s", c.Peers)
+		}
+	} else {
+		names = []string{certs.MemberCN(c.Name), certs.MemberCN("default")}
+	}
+	for i := range cfg.ListenClientUrls {
+		if err := check("etcd-listen-client", &cfg.ListenClientUrls[i]); err != nil {
+			return err
+		}
+	}
+	have := c.PeerCert != "" || c.PeerKey != "" || c.PeerCA != ""
+	switch {
+	case tlsURLs > 0 && (c.PeerCert == "" || c.PeerKey == "" || c.PeerCA == ""):
+		return errs.Invalid("peer-cert", "https:// peer or client URLs need --peer-cert, --peer-key and --peer-ca: this member's certificate (hetsched certs member), its key and the CA")
+	case tlsURLs == 0 && have:
+		return errs.Invalid("peer-cert", "the member's URLs are not https://: give https:// --peers for TLS between members, or leave out --peer-cert, --peer-key and --peer-ca")
+	case len(plain) > 0 && !c.InsecurePlaintext:
+		return errs.Invalid(plain[0][0], "%s is cleartext and unauthenticated off loopback: anyone who reaches it can read every task and write raft messages; use https:// URLs with --peer-cert, --peer-key and --peer-ca (hetsched certs member), or --insecure-plaintext to accept that", plain[0][1])
+	}
+	if tlsURLs == 0 {
+		return nil
+	}
+	self := c.Name
+	if c.Peers == "" && self == "" {
+		self = "default"
+	}
+	if err := certs.CheckMember("peer-cert", "peer-key", "peer-ca", c.PeerCert, c.PeerKey, c.PeerCA, self); err != nil {
+		return err
+	}
+	info := transport.TLSInfo{CertFile: c.PeerCert, KeyFile: c.PeerKey, TrustedCAFile: c.PeerCA, ClientCertAuth: true, AllowedCNs: names}
+	if tlsURLs > tlsClients {
+		cfg.PeerTLSInfo = info
+	}
+	if tlsClients > 0 {
+		cfg.ClientTLSInfo = info
+	}
+	return nil
+}
+
+// Check checks the configuration's URLs and TLS material as Start
+// does, without starting anything.
+func (c Config) Check() error {
+	cfg := embed.NewConfig()
+	for _, raw := range c.ClientURLs {
+		u, err := url.Parse(raw)
+		if err != nil || u.Host == "" {
+			return errs.Invalid("etcd-listen-client", "want a URL such as http://127.0.0.1:2379, got %q", raw)
+		}
+		cfg.ListenClientUrls = append(cfg.ListenClientUrls, *u)
+	}
+	return c.secure(cfg)
+}
+
+// PlaintextWarning is the line to print at start when Config allows
+// cleartext URLs off loopback ("" when it does not).
+func (c Config) PlaintextWarning() string {
+	if !c.InsecurePlaintext || c.Peers == "" {
+		return ""
+	}
+	peers, err := ParsePeers(c.Peers)
+	if err != nil {
+		return ""
+	}
+	for _, u := range peers {
+		if u.Scheme == "http" && !netaddr.Loopback(u.Host) {
+			return "WARNING: --insecure-plaintext: the embedded etcd members speak cleartext without authentication (--peers " + c.Peers + "); anyone who reaches a peer port can read every task and write raft messages"
+		}
+	}
+	return ""
+}

@@ -55,6 +55,13 @@ const DefaultElectionTTL = 2 * time.Second
 // replicated reports whether the options ask for an etcd store.
 func (opt Options) replicated() bool { return opt.Store == StoreEtcd || opt.HA }
 
+// memberConfig is the embedded etcd member's configuration (--ha).
+func (opt Options) memberConfig() etcdmember.Config {
+	return etcdmember.Config{Name: opt.Name, Dir: opt.DataDir, Peers: opt.Peers, ClientURLs: opt.EtcdListenClient,
+		PeerCert: opt.PeerCert, PeerKey: opt.PeerKey, PeerCA: opt.PeerCA, InsecurePlaintext: opt.InsecurePlaintext,
+		StartTimeout: opt.EtcdStartTimeout}
+}
+
 // checkReplication checks the replication flags.
 func (opt Options) checkReplication() error {
 	switch opt.Store {
@@ -67,7 +74,8 @@ func (opt Options) checkReplication() error {
 	}
 	if !opt.replicated() {
 		for field, set := range map[string]bool{"etcd-endpoints": len(opt.EtcdEndpoints) > 0, "peers": opt.Peers != "",
-			"etcd-ca": opt.EtcdCA != "", "etcd-cert": opt.EtcdCert != "", "advertise": opt.Advertise != ""} {
+			"etcd-ca": opt.EtcdCA != "", "etcd-cert": opt.EtcdCert != "", "advertise": opt.Advertise != "",
+			"peer-cert": opt.PeerCert != "", "peer-key": opt.PeerKey != ""} {
 			if set {
 				return errs.Invalid(field, "only with --store etcd or --ha")
 			}
@@ -84,6 +92,11 @@ func (opt Options) checkReplication() error {
 		if opt.Peers != "" && opt.Name == "" {
 			return errs.Invalid("name", "--peers needs --name: which of the peers this server is")
 		}
+		if err := opt.memberConfig().Check(); err != nil {
+			return err
+		}
+	} else if opt.PeerCert != "" || opt.PeerKey != "" {
+		return errs.Invalid("peer-cert", "the member certificate is for --ha's embedded etcd member")
 	} else if len(opt.EtcdEndpoints) == 0 {
 		return errs.Invalid("etcd-endpoints", "--store etcd needs the etcd cluster's client URLs (--etcd-endpoints http://h1:2379,...), or --ha to run a member here")
 	}
@@ -134,7 +147,7 @@ func runReplicated(ctx context.Context, out io.Writer, p *prepared) error {
 	endpoints := opt.EtcdEndpoints
 	what := "store etcd " + strings.Join(endpoints, ",")
 	if opt.HA {
-		m, err := etcdmember.Start(ctx, etcdmember.Config{Name: opt.Name, Dir: opt.DataDir, Peers: opt.Peers, ClientURLs: opt.EtcdListenClient})
+		m, err := etcdmember.Start(ctx, opt.memberConfig())
 		if err != nil {
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -131,7 +132,9 @@ type Options struct {
 	// of the cluster Peers ("s1=http://h1:2380,...") in DataDir and uses
 	// the etcd store on it. Advertise is this server's URL as the others
 	// reach it (default: from the listener), PeerCA the CA of the other
-	// servers' certificates (for passing requests on over TLS),
+	// servers' certificates (for passing requests on over TLS, and, with
+	// HA on https:// peers, of the members' certificates), PeerCert and
+	// PeerKey this member's certificate (certs.KindMember) and key,
 	// ElectionTTL the election lease's TTL, EtcdPrefix the keys' prefix.
 	Store                     string
 	EtcdEndpoints             []string
@@ -140,9 +143,13 @@ type Options struct {
 	Name, Peers               string
 	EtcdListenClient          []string
 	Advertise, PeerCA         string
-	ElectionTTL               time.Duration
-	EtcdPrefix                string
-	Logger                    *slog.Logger
+	PeerCert, PeerKey         string
+	// EtcdStartTimeout bounds the embedded member's wait for a quorum
+	// of its peers at start (0: two minutes).
+	EtcdStartTimeout time.Duration
+	ElectionTTL      time.Duration
+	EtcdPrefix       string
+	Logger           *slog.Logger
 	// Tracing, when enabled, traces requests and the tasks submitted in
 	// sampled ones (telemetry.Setup); nil: off.
 	Tracing *telemetry.Tracing
@@ -307,6 +314,11 @@ func prepare(opt Options) (*prepared, error) {
 	}
 	if p.warn, err = checkTransport(opt); err != nil {
 		return nil, err
+	}
+	if opt.HA {
+		if w := opt.memberConfig().PlaintextWarning(); w != "" {
+			p.warn = strings.TrimPrefix(p.warn+"\n"+w, "\n")
+		}
 	}
 	if err := p.prepareAuth(); err != nil {
 		return nil, err

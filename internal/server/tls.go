@@ -29,7 +29,8 @@ func checkTransport(opt Options) (warn string, err error) {
 		return "", errs.Invalid("tls-cert", "required with --tls-key")
 	case opt.ClientCA != "" && opt.TLSCert == "":
 		return "", errs.Invalid("client-ca", "client certificates need TLS: give --tls-cert and --tls-key too")
-	case opt.InsecurePlaintext && opt.TLSCert != "":
+	case opt.InsecurePlaintext && opt.TLSCert != "" && !opt.HA:
+		// With --ha it may still be the members' (etcdmember.Config).
 		return "", errs.Invalid("insecure-plaintext", "contradicts --tls-cert: the server serves TLS")
 	}
 	if netaddr.Loopback(opt.Listen) {
