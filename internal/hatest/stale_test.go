@@ -65,4 +65,22 @@ func TestStaleReadsOnAStandby(t *testing.T) {
 	if code, _, body := get("/api/v1/tasks/nope?stale=true"); code != http.StatusNotFound || !strings.Contains(body, "standby's copy") {
 		t.Errorf("stale read of an unknown task: %d %s", code, body)
 	}
+	// A request asking to upgrade to h2c is passed on without the
+	// upgrade (it got 503 "retry" for ever).
+	req, err := http.NewRequest(http.MethodGet, c.urls[s]+"/api/v1/jobs/j", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Connection", "Upgrade, HTTP2-Settings")
+	req.Header.Set("Upgrade", "h2c")
+	req.Header.Set("HTTP2-Settings", "AAMAAABkAARAAAAAAAIAAAAA")
+	resp, err := (&http.Client{Timeout: 5 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), `"id":"j"`) {
+		t.Errorf("Upgrade: h2c through the standby: %d %s", resp.StatusCode, b)
+	}
 }

@@ -249,5 +249,23 @@ func (lp *leaderProxy) serve(w http.ResponseWriter, req *http.Request) {
 		writeJSON(w, http.StatusTemporaryRedirect, map[string]string{"leader": e.URL, "message": "this server is a standby: send the request to the leader"})
 		return
 	}
-	lp.rp.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), leaderKey{}, u)))
+	lp.rp.ServeHTTP(w, withoutUpgrade(req).WithContext(context.WithValue(req.Context(), leaderKey{}, u)))
+}
+
+// withoutUpgrade is req without a protocol upgrade (Connection: Upgrade,
+// Upgrade, HTTP2-Settings). The API speaks no upgraded protocol, and the
+// leader is reached over HTTP/2, which carries none: passed on, an
+// upgrade failed as if the leader were down (503 "retry", for ever, to a
+// client asking Upgrade: h2c). A server may ignore an upgrade (RFC 9110
+// §7.8), as the leader itself does: the request is answered as HTTP/1.1.
+func withoutUpgrade(req *http.Request) *http.Request {
+	if req.Header.Get("Upgrade") == "" && req.Header.Get("Connection") == "" && req.Header.Get("Http2-Settings") == "" {
+		return req
+	}
+	r := *req
+	r.Header = req.Header.Clone()
+	for _, h := range []string{"Upgrade", "Connection", "Http2-Settings"} {
+		r.Header.Del(h)
+	}
+	return &r
 }
