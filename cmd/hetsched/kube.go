@@ -50,8 +50,8 @@ FailedScheduling events with the reason, and evictions for preemption.`,
 				return err
 			}
 			opt.Logger = lg
-			opt.Ready = func(addr string) {
-				fmt.Fprintf(cmd.OutOrStdout(), "hetsched kube: metrics and health on http://%s\n", addr)
+			opt.Ready = func(url string) {
+				fmt.Fprintf(cmd.OutOrStdout(), "hetsched kube: metrics and health on %s\n", url)
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()

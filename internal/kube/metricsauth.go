@@ -11,7 +11,10 @@ package kube
 // probe carries no token, and it says "ok" and nothing else. Verdicts are
 // cached for metricsReviewTTL per token and path (at most
 // metricsReviewMax entries), so a scrape every few seconds costs the API
-// server two small requests every ten seconds. With this on, the port
+// server two small requests every ten seconds. A token not in the cache
+// is reviewed only within its client address's budget (metricsReviewRate,
+// burst metricsReviewBurst): past it the answer is 429 with Retry-After,
+// so random tokens from one address cannot turn into as many reviews. With this on, the port
 // speaks TLS only (a token never crosses the network in the clear): the
 // certificate of --tls-cert and --tls-key, else one made in memory at
 // start (self-signed, as kube-scheduler makes when given none).
@@ -32,6 +35,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,6 +62,11 @@ const (
 	metricsReviewMax     = 1024
 	metricsReviewTimeout = 5 * time.Second
 	maxBearerToken       = 16 << 10
+	// Reviews of tokens not in the cache, per client address: a scraper
+	// needs one every metricsReviewTTL.
+	metricsReviewRate  = rate.Limit(2)
+	metricsReviewBurst = 10
+	metricsAddrMax     = 4096
 )
 
 // metricsAuthMode resolves mode for a listen address, or says why it is
@@ -113,6 +122,9 @@ type metricsReviewer struct {
 
 	mu    sync.Mutex
 	cache map[[32]byte]metricsVerdict
+	// addrs are the client addresses' review budgets (at most
+	// metricsAddrMax; full ones are dropped first when there are more).
+	addrs map[string]*rate.Limiter
 }
 
 // metricsVerdict is a cached answer: the HTTP status (200 allowed) and
@@ -123,7 +135,7 @@ type metricsVerdict struct {
 }
 
 func newMetricsReviewer(cs kubernetes.Interface) *metricsReviewer {
-	return &metricsReviewer{cs: cs, now: time.Now, cache: map[[32]byte]metricsVerdict{}}
+	return &metricsReviewer{cs: cs, now: time.Now, cache: map[[32]byte]metricsVerdict{}, addrs: map[string]*rate.Limiter{}}
 }
 
 // wrap serves next only to requests the API server authorizes.
@@ -135,9 +147,12 @@ func (rv *metricsReviewer) wrap(next http.Handler) http.Handler {
 			http.Error(w, "hetsched: "+r.URL.Path+" needs a bearer token the Kubernetes API server accepts", http.StatusUnauthorized)
 			return
 		}
-		switch code := rv.review(r.Context(), tok, r.URL.Path); code {
+		switch code := rv.review(r.Context(), clientHost(r), tok, r.URL.Path); code {
 		case http.StatusOK:
 			next.ServeHTTP(w, r)
+		case http.StatusTooManyRequests:
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "hetsched: too many tokens to review from this address; try again later", code)
 		case http.StatusUnauthorized:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="hetsched"`)
 			http.Error(w, "hetsched: the Kubernetes API server does not accept this token", code)
@@ -161,17 +176,29 @@ func bearerToken(r *http.Request) (string, bool) {
 	return tok, tok != ""
 }
 
-// review is the status a request with tok for path gets: from the cache,
-// else from a TokenReview and a SubjectAccessReview. Failures to ask are
-// not cached.
-func (rv *metricsReviewer) review(ctx context.Context, tok, path string) int {
+// clientHost is the address a request came from, without its port.
+func clientHost(r *http.Request) string {
+	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return h
+	}
+	return r.RemoteAddr
+}
+
+// review is the status a request from host with tok for path gets: from
+// the cache, else, within host's budget (429 past it), from a
+// TokenReview and a SubjectAccessReview. Failures to ask are not cached.
+func (rv *metricsReviewer) review(ctx context.Context, host, tok, path string) int {
 	key := sha256.Sum256([]byte(path + "\x00" + tok))
 	now := rv.now()
 	rv.mu.Lock()
 	v, ok := rv.cache[key]
+	allowed := ok && now.Before(v.until) || rv.budget(host).AllowN(now, 1)
 	rv.mu.Unlock()
 	if ok && now.Before(v.until) {
 		return v.code
+	}
+	if !allowed {
+		return http.StatusTooManyRequests
 	}
 	code := rv.ask(ctx, tok, path)
 	if code == http.StatusServiceUnavailable {
@@ -191,6 +218,29 @@ func (rv *metricsReviewer) review(ctx context.Context, tok, path string) int {
 	}
 	rv.cache[key] = metricsVerdict{code: code, until: now.Add(metricsReviewTTL)}
 	return code
+}
+
+// budget is host's review budget (under mu).
+func (rv *metricsReviewer) budget(host string) *rate.Limiter {
+	l, ok := rv.addrs[host]
+	if ok {
+		return l
+	}
+	if len(rv.addrs) >= metricsAddrMax {
+		// Bounded: the addresses with a full budget lose nothing.
+		now := rv.now()
+		for h, x := range rv.addrs {
+			if x.TokensAt(now) >= metricsReviewBurst {
+				delete(rv.addrs, h)
+			}
+		}
+		if len(rv.addrs) >= metricsAddrMax {
+			clear(rv.addrs)
+		}
+	}
+	l = rate.NewLimiter(metricsReviewRate, metricsReviewBurst)
+	rv.addrs[host] = l
+	return l
 }
 
 // ask is one review by the API server.

@@ -56,7 +56,11 @@ func checkReviewedMetrics(t *testing.T, ctx context.Context, c *kubetest.Cluster
 	}()
 	var addr string
 	select {
-	case addr = <-ready:
+	case u := <-ready:
+		var ok bool
+		if addr, ok = strings.CutPrefix(u, "https://"); !ok {
+			t.Fatalf("the metrics port's URL %q: want https:// (it speaks TLS)", u)
+		}
 	case err := <-done:
 		t.Fatalf("hetsched kube ended before serving: %v", err)
 	case <-time.After(30 * time.Second):

@@ -76,7 +76,8 @@ type Options struct {
 	RenewDeadline  time.Duration
 	RetryPeriod    time.Duration
 	Logger         *slog.Logger
-	// Ready, when set, is called with the metrics address once it serves.
+	// Ready, when set, is called with the metrics port's URL
+	// (http://ADDR, or https://ADDR when it speaks TLS) once it serves.
 	Ready func(addr string)
 }
 
@@ -383,7 +384,11 @@ func serveMetrics(addr string, reg *prometheus.Registry, ma metricsAccess, ready
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second}
 	go srv.Serve(l)
 	if ready != nil {
-		ready(l.Addr().String())
+		scheme := "http://"
+		if ma.tls != nil {
+			scheme = "https://"
+		}
+		ready(scheme + l.Addr().String())
 	}
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
