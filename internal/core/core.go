@@ -174,7 +174,8 @@ func (c *Core) Nodes() []*Node { return c.idx.order }
 // until forgotten).
 func (c *Core) NumTasks() int { return len(c.tasks) }
 
-// Pending returns how many tasks wait at each level.
+// Pending returns how many tasks wait at each level: a task aging raised
+// counts in the level it waits in (PendingByTier counts by native tier).
 func (c *Core) Pending() [4]int {
 	var p [4]int
 	for i := range c.tiers {
@@ -182,6 +183,23 @@ func (c *Core) Pending() [4]int {
 	}
 	c.gangPending(&p)
 	return p
+}
+
+// PendingByTier counts the pending tasks by their native tier (gang
+// members waiting for their gang included), and, of each tier, how many
+// wait raised one tier up by aging (Pending counts those in the tier
+// they were raised into).
+func (c *Core) PendingByTier() (native, raised [4]int) {
+	for l := range c.tiers {
+		own := c.tiers[l].count - c.tiers[l].raised
+		native[l] += own
+		if l+1 < len(c.tiers) {
+			native[l+1] += c.tiers[l].raised
+			raised[l+1] = c.tiers[l].raised
+		}
+	}
+	c.gangPending(&native)
+	return native, raised
 }
 
 func (c *Core) advance(now time.Time) {

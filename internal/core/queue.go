@@ -147,6 +147,9 @@ func (q *classQueue) removeAt(i int) {
 type tier struct {
 	aging [2]tlist
 	count int // pending tasks at this level
+	// raised counts those of them in aging[1]: raised into this level
+	// from the one below.
+	raised int
 }
 
 // Bands: the order in which pending work is served. A level's native work
@@ -235,6 +238,9 @@ func (t *tier) listAppend(x *Task) {
 	}
 	l.tail = x
 	t.count++
+	if l == &t.aging[1] {
+		t.raised++
+	}
 }
 
 func (t *tier) listRemove(x *Task) {
@@ -251,4 +257,7 @@ func (t *tier) listRemove(x *Task) {
 	}
 	x.lprev, x.lnext = nil, nil
 	t.count--
+	if l == &t.aging[1] {
+		t.raised--
+	}
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -187,4 +188,42 @@ func TestPendingReasonStableAcrossRestarts(t *testing.T) {
 	}
 	e.Close()
 	st.Close()
+}
+
+// issue 41 §5: /cluster counts pending tasks by their own tier, and says
+// apart how many of a tier's wait raised one tier up by aging (three
+// medium tasks raised were shown as three high ones).
+func TestSummaryPendingByOwnTier(t *testing.T) {
+	ctx := context.Background()
+	clk := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+	e, st := openClock(t, t.TempDir(), clk)
+	defer st.Close()
+	defer e.Close()
+	if err := e.UpsertNode(ctx, gpuNode("g1")); err != nil {
+		t.Fatal(err)
+	}
+	var tasks []api.Task
+	for i := range 3 {
+		tk := cmdTask(fmt.Sprintf("m%d", i), 4) // more GPUs than the node has: they wait
+		tk.Priority = prio(api.PriorityMedium)
+		tasks = append(tasks, tk)
+	}
+	high := cmdTask("h", 4)
+	tasks = append(tasks, high)
+	if _, _, err := e.Submit(ctx, "default", tasks); err != nil {
+		t.Fatal(err)
+	}
+	// Past medium's aging threshold: the medium tasks wait in the high
+	// tier's raised band.
+	clk.Add(time.Second)
+	if _, err := e.Summarize(ctx); err != nil { // a step: the core ages them
+		t.Fatal(err)
+	}
+	s, err := e.Summarize(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Pending["medium"] != 3 || s.Pending["high"] != 1 || s.PendingRaised["medium"] != 3 || s.PendingRaised["high"] != 0 {
+		t.Errorf("pending %v, raised %v: want 3 medium (all 3 raised) and 1 high", s.Pending, s.PendingRaised)
+	}
 }

@@ -198,8 +198,12 @@ type Summary struct {
 	Policy    string                     `json:"policy"`
 	Nodes     map[string]int             `json:"nodes"`
 	Resources map[string]ResourceSummary `json:"resources"`
-	Pending   map[string]int             `json:"pending"`
-	Tasks     int                        `json:"tasks"`
+	// Pending counts the waiting tasks by their own tier; PendingRaised
+	// says how many of a tier's wait raised one tier up by aging (their
+	// turn comes with that tier's, behind its own tasks).
+	Pending       map[string]int `json:"pending"`
+	PendingRaised map[string]int `json:"pendingRaised"`
+	Tasks         int            `json:"tasks"`
 	// Devices are the devices by type and model, sorted by both.
 	Devices []DeviceSummary `json:"devices"`
 }
@@ -220,7 +224,7 @@ type DeviceSummary struct {
 }
 
 func (e *Engine) summarize() *Summary {
-	s := &Summary{Policy: e.cfg.Core.Policy, Nodes: map[string]int{}, Resources: map[string]ResourceSummary{}, Pending: map[string]int{}}
+	s := &Summary{Policy: e.cfg.Core.Policy, Nodes: map[string]int{}, Resources: map[string]ResourceSummary{}, Pending: map[string]int{}, PendingRaised: map[string]int{}}
 	dims := e.c.Dims()
 	var capSum, allocSum [resource.MaxDims]int64
 	type typeModel struct{ typ, model string }
@@ -271,8 +275,10 @@ func (e *Engine) summarize() *Summary {
 		}
 		s.Resources[string(dims.Name(i))] = r
 	}
-	for l, n := range e.c.Pending() {
-		s.Pending[api.TierNames[l]] = n
+	native, raised := e.c.PendingByTier()
+	for l := range native {
+		s.Pending[api.TierNames[l]] = native[l]
+		s.PendingRaised[api.TierNames[l]] = raised[l]
 	}
 	s.Tasks = e.c.NumTasks()
 	return s

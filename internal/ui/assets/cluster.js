@@ -38,9 +38,12 @@ VIEWS.overview = async () => {
     el("section", { class: "card" }, el("h2", {}, "Devices by type and model"),
       devRows.length ? table(["type", "model", { label: "devices", num: true }, { label: "allocated", num: true }, "", { label: "unhealthy", num: true }, "utilization"], devRows, { id: "devices" })
         : el("p", { class: "muted" }, "No devices.")),
+    // Each task counts in its own tier; those aging raised one tier up
+    // are said apart (they are served with that tier).
     el("section", { class: "card" }, el("h2", {}, "Pending by tier"),
       table(TIERS.map(t => ({ label: t, num: true })),
-        [el("tr", {}, TIERS.map(t => el("td", { class: "num", "data-tier": t }, (c.pending || {})[t] || 0)))], { id: "pending" })),
+        [el("tr", {}, TIERS.map(t => el("td", { class: "num", "data-tier": t }, String((c.pending || {})[t] || 0),
+          ((c.pendingRaised || {})[t] || 0) > 0 ? el("span", { class: "muted", "data-field": "raised" }, " (" + c.pendingRaised[t] + " raised a tier by aging)") : "")))], { id: "pending" })),
     heat,
   ];
 };
