@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"time"
+
 	"github.com/hetsched/hetsched/internal/errs"
 	"github.com/hetsched/hetsched/internal/store"
 )
@@ -33,22 +35,71 @@ func (e *Engine) Disk() (sp store.Space, failed error, ok bool) {
 	return d.Space(), d.Err(), true
 }
 
-// roomForWork refuses new work while the store's disk is below its
-// reserve. (The store logs each crossing of the reserve; each refusal is
-// counted in hetsched_refused_total.)
-func (e *Engine) roomForWork() error {
+// diskAmplification is how many bytes of disk a byte of a commit may
+// take before compaction gives them back: the write-ahead log, the
+// memtable's flush, and a compaction's inputs and outputs side by side.
+const diskAmplification = 3
+
+// recordOverhead is what a task's record adds to its spec's bytes (its
+// state, times, attempts and keys), for the estimate.
+const recordOverhead = 512
+
+// roomForWork refuses new work of about size bytes (its records' encoded
+// size; 0 for a small change) while the store's disk is below its
+// reserve, or when the work would take it there: a commit may take
+// diskAmplification times its size before compaction returns it, so one
+// batch admitted just above the reserve cannot run the disk full (it
+// did: ENOSPC, and the store stopped). (The store logs each crossing of
+// the reserve; each refusal is counted in hetsched_refused_total.)
+func (e *Engine) roomForWork(size int64) error {
 	sp, _, ok := e.Disk()
-	if !ok || !sp.Low {
+	if !ok {
 		return nil
 	}
+	need := uint64(max(size, 0)) * diskAmplification
+	switch {
+	case sp.Low:
+		e.countRefusal()
+		return errs.New(errs.InsufficientStorage, "", "the store's disk has %s free, below its reserve of %s: new tasks, jobs and queue changes are refused until space is freed (reads, cancels, completions and agents go on)",
+			store.FormatBytes(sp.Free), store.FormatBytes(sp.Reserve))
+	case sp.Free-sp.Reserve < need:
+		e.countRefusal()
+		return errs.New(errs.InsufficientStorage, "", "this write (about %s of records, up to %s of disk until compacted) does not fit in the %s free above the store's reserve of %s (%s free): send less at once, or free space",
+			store.FormatBytes(uint64(size)), store.FormatBytes(need), store.FormatBytes(sp.Free-sp.Reserve), store.FormatBytes(sp.Reserve), store.FormatBytes(sp.Free))
+	}
+	return nil
+}
+
+func (e *Engine) countRefusal() {
 	if m := e.cfg.Metrics; m != nil {
 		m.Refused.WithLabelValues("insufficient_storage").Inc()
 	}
-	return errs.New(errs.InsufficientStorage, "", "the store's disk has %s free, below its reserve of %s: new tasks, jobs and queue changes are refused until space is freed (reads, cancels, completions and agents go on)",
-		store.FormatBytes(sp.Free), store.FormatBytes(sp.Reserve))
 }
 
-// gaugeDisk refreshes the store's disk gauges.
+// diskGaugeEvery is how often the disk gauges are refreshed outside the
+// loop (gaugeDiskLoop).
+const diskGaugeEvery = time.Second
+
+// gaugeDiskLoop refreshes the disk gauges every diskGaugeEvery until
+// Close, from its own goroutine: a loop stopped by a failed commit
+// refreshes nothing, and its gauges said the store was writable. It
+// closes gaugesDone when it ends.
+func (e *Engine) gaugeDiskLoop() {
+	defer close(e.gaugesDone)
+	t := time.NewTicker(diskGaugeEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			e.gaugeDisk()
+		case <-e.quit:
+			return
+		}
+	}
+}
+
+// gaugeDisk refreshes the store's disk gauges (from any goroutine: the
+// store's Space and the engine's Err are safe to read).
 func (e *Engine) gaugeDisk() {
 	m := e.cfg.Metrics
 	sp, failed, ok := e.Disk()

@@ -102,6 +102,8 @@ type Engine struct {
 	// traceparent of the submission the loop is running (submitCmd).
 	tracing     taskTracing
 	submitTrace string
+	// gaugesDone is closed when gaugeDiskLoop ended (at once without one).
+	gaugesDone chan struct{}
 }
 
 // New opens an engine on st, rebuilding the core from what st holds, and
@@ -139,6 +141,12 @@ func New(cfg Config, st store.Store) (*Engine, error) {
 		return nil, err
 	}
 	go e.loop()
+	e.gaugesDone = make(chan struct{})
+	if _, ok := st.(diskReporter); ok && cfg.Metrics != nil {
+		go e.gaugeDiskLoop()
+	} else {
+		close(e.gaugesDone)
+	}
 	return e, nil
 }
 
@@ -154,6 +162,7 @@ func (e *Engine) Close() {
 		close(e.quit)
 	}
 	<-e.done
+	<-e.gaugesDone
 }
 
 // isVolatile reports whether st says it keeps nothing.

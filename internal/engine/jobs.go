@@ -274,7 +274,7 @@ func (c *submitJobCmd) run(e *Engine, now time.Time) { c.id, c.err = e.submitJob
 
 // SubmitJob admits a job owned by tenant; nil means it is durable.
 func (e *Engine) SubmitJob(ctx context.Context, tenant string, j api.Job) (string, error) {
-	if err := e.roomForWork(); err != nil {
+	if err := e.roomForWork(jobSize(&j)); err != nil {
 		return "", err
 	}
 	cmd := &submitJobCmd{tenant: tenant, job: &j}
@@ -393,4 +393,18 @@ func (e *Engine) jobStateNow(j *JobRecord) string {
 		}
 	}
 	return j.State(states)
+}
+
+// jobSize estimates the bytes of j's records (its tasks' specs and
+// theirs), for the disk's room (roomForWork): the tasks' JSON, which is
+// what a spec is encoded from, plus each record's overhead.
+func jobSize(j *api.Job) int64 {
+	n := int64(recordOverhead)
+	for i := range j.Tasks {
+		if b, err := json.Marshal(&j.Tasks[i]); err == nil {
+			n += int64(len(b))
+		}
+		n += recordOverhead
+	}
+	return n
 }

@@ -166,7 +166,7 @@ func (e *Engine) putQueue(tenant string, q *api.Queue, now time.Time) error {
 // PutQueue creates or replaces a queue on behalf of tenant ("" or
 // "default": no ownership check).
 func (e *Engine) PutQueue(ctx context.Context, tenant string, q api.Queue) error {
-	if err := e.roomForWork(); err != nil {
+	if err := e.roomForWork(0); err != nil {
 		return err
 	}
 	return e.ConfigureQueue(ctx, q, tenant)

@@ -46,8 +46,8 @@ func (c *submitCmd) run(e *Engine, now time.Time) {
 // Submit admits tasks owned by tenant. It returns each task's id
 // (generated when empty) and error; a nil error means the task is durable.
 func (e *Engine) Submit(ctx context.Context, tenant string, tasks []api.Task) ([]string, []error, error) {
-	if err := e.roomForWork(); err != nil {
-		return nil, nil, err
+	if err := e.roomForWork(0); err != nil {
+		return nil, nil, err // below the reserve: not worth encoding
 	}
 	if e.tracing.on() {
 		var span trace.Span
@@ -58,9 +58,14 @@ func (e *Engine) Submit(ctx context.Context, tenant string, tasks []api.Task) ([
 		specs: make([][]byte, len(tasks)), prepErr: make([]error, len(tasks))}
 	// Validation and encoding run here, in the caller's goroutine, so that
 	// concurrent submitters do them in parallel and the loop does not.
+	size := int64(0)
 	for i := range tasks {
 		e.defaultLease(&tasks[i])
 		cmd.specs[i], cmd.prepErr[i] = e.prepareFor(tenant, &tasks[i])
+		size += int64(len(cmd.specs[i])) + recordOverhead
+	}
+	if err := e.roomForWork(size); err != nil {
+		return nil, nil, err
 	}
 	if err := e.do(ctx, cmd); err != nil {
 		return nil, nil, err
