@@ -73,14 +73,19 @@ Keys are ECDSA P-256, written 0600; existing files are kept unless --force.`,
 		return c
 	}
 
-	var dns []string
-	var ips []net.IP
-	server := leaf(certs.KindServer, "server", "Make the server's certificate (server.pem): its host names and addresses",
-		func(o *certs.IssueOptions) { o.DNSNames, o.IPs = dns, ips },
-		func(c *cobra.Command) {
-			c.Flags().StringSliceVar(&dns, "dns", nil, "host names clients reach the server by (default localhost, with 127.0.0.1 and ::1)")
-			c.Flags().IPSliceVar(&ips, "ip", nil, "addresses clients reach the server by")
-		})
+	// hosts is a leaf whose SANs are host names and addresses (--dns,
+	// --ip) that who reach it by.
+	hosts := func(kind, use, short, who string) *cobra.Command {
+		var dns []string
+		var ips []net.IP
+		return leaf(kind, use, short,
+			func(o *certs.IssueOptions) { o.DNSNames, o.IPs = dns, ips },
+			func(c *cobra.Command) {
+				c.Flags().StringSliceVar(&dns, "dns", nil, "host names "+who+" by (default localhost, with 127.0.0.1 and ::1)")
+				c.Flags().IPSliceVar(&ips, "ip", nil, "addresses "+who+" by")
+			})
+	}
+	server := hosts(certs.KindServer, "server", "Make the server's certificate (server.pem): its host names and addresses", "clients reach the server")
 
 	var nodes []string
 	agentCmd := leaf(certs.KindAgent, "agent --nodes NODE[,PATTERN...]", "Make an agent's certificate: the nodes it may serve (names, or patterns like gpu-*)",
@@ -97,14 +102,9 @@ Keys are ECDSA P-256, written 0600; existing files are kept unless --force.`,
 			c.Flags().StringVar(&tenant, "tenant", "", "the tenant, with --role tenant")
 		})
 
-	var mdns []string
-	var mips []net.IP
-	member := leaf(certs.KindMember, "member --name S1 --dns HOST --ip ADDR", "Make an HA server's etcd member certificate (member-NAME.pem): its name in --peers, its peer URL's host names and addresses",
-		func(o *certs.IssueOptions) { o.DNSNames, o.IPs = mdns, mips },
-		func(c *cobra.Command) {
-			c.Flags().StringSliceVar(&mdns, "dns", nil, "host names the other members reach this one by (default localhost, with 127.0.0.1 and ::1)")
-			c.Flags().IPSliceVar(&mips, "ip", nil, "addresses the other members reach this one by")
-		})
+	member := hosts(certs.KindMember, "member --name S1 --dns HOST --ip ADDR",
+		"Make an HA server's etcd member certificate (member-NAME.pem): its name in --peers, its peer URL's host names and addresses",
+		"the other members reach this one")
 
 	cmd.AddCommand(initCmd, server, agentCmd, client, member)
 	return cmd
