@@ -108,35 +108,57 @@ func isNotFound(err error) bool {
 }
 
 func (c *client) do(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
+	var body []byte
 	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
+		var err error
+		if body, err = json.Marshal(in); err != nil {
 			return err
 		}
-		body = bytes.NewReader(b)
 	}
 	resp, err := c.send(c.unary, func(base string) (*http.Request, error) {
-		if r, ok := body.(*bytes.Reader); ok {
-			r.Seek(0, io.SeekStart)
-		}
-		req, err := http.NewRequestWithContext(ctx, method, base+path, body)
-		if err != nil {
-			return nil, err
-		}
-		if in != nil {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		if c.token != "" {
-			req.Header.Set("Authorization", "Bearer "+c.token)
-		}
-		return req, nil
+		return c.newRequest(ctx, base, method, path, body)
 	})
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
 	return decodeAnswer(resp, out)
+}
+
+// newRequest is a request to base with body (JSON; nil for none) and the
+// client's credentials.
+func (c *client) newRequest(ctx context.Context, base, method, path string, body []byte) (*http.Request, error) {
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, base+path, r)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	return req, nil
+}
+
+// doAt is do against base alone; an answer makes base the server asked
+// first.
+func (c *client) doAt(ctx context.Context, base, method, path string, body []byte) error {
+	req, err := c.newRequest(ctx, base, method, path, body)
+	if err != nil {
+		return err
+	}
+	resp, err := c.unary.Do(req)
+	if err != nil {
+		return c.explain(base, err)
+	}
+	defer resp.Body.Close()
+	c.list.Answered(base)
+	return decodeAnswer(resp, nil)
 }
 
 func decodeAnswer(resp *http.Response, out any) error {
@@ -165,9 +187,62 @@ func (c *client) register(ctx context.Context, reg agentapi.Registration) (*agen
 	return &out, nil
 }
 
-func (c *client) heartbeat(ctx context.Context, agent string, beats []agentapi.Beat) error {
-	return c.do(ctx, http.MethodPost, "/api/v1/agents/"+url.PathEscape(agent)+"/heartbeat",
-		map[string]any{"nodes": beats}, nil)
+// hedgedHeartbeat sends one heartbeat to the servers, from the current
+// one on, and returns the send time of the first attempt acknowledged: a
+// server that does not answer within hedgeAfter (a leader paused or cut
+// off holds the request, and so does a standby passing it on) is not
+// waited for alone, and one that fails is not waited for at all: the next
+// server is asked too, while the earlier attempts may still answer (a
+// slow acknowledgment still counts). An attempt a server answers "not
+// found" ends it: the agent must register again. All attempts end with
+// ctx.
+func (c *client) hedgedHeartbeat(ctx context.Context, hedgeAfter time.Duration, agent string, beats []agentapi.Beat) (time.Time, error) {
+	body, err := json.Marshal(map[string]any{"nodes": beats})
+	if err != nil {
+		return time.Time{}, err
+	}
+	path := "/api/v1/agents/" + url.PathEscape(agent) + "/heartbeat"
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		sent time.Time
+		err  error
+	}
+	servers := c.list.Order()
+	results := make(chan result, len(servers))
+	next, inflight := 0, 0
+	ask := func() {
+		base := servers[next]
+		next++
+		inflight++
+		go func() {
+			sent := time.Now()
+			results <- result{sent, c.doAt(ctx, base, http.MethodPost, path, body)}
+		}()
+	}
+	ask()
+	hedge := time.NewTimer(hedgeAfter)
+	defer hedge.Stop()
+	var last error
+	for inflight > 0 {
+		select {
+		case r := <-results:
+			inflight--
+			if r.err == nil || isNotFound(r.err) {
+				return r.sent, r.err
+			}
+			last = r.err
+			if next < len(servers) {
+				ask()
+			}
+		case <-hedge.C:
+			if next < len(servers) {
+				ask()
+				hedge.Reset(hedgeAfter)
+			}
+		}
+	}
+	return time.Time{}, last
 }
 
 func (c *client) status(ctx context.Context, agent string, ups []agentapi.StatusUpdate) ([]agentapi.StatusResult, error) {

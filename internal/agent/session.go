@@ -170,17 +170,22 @@ func (s *session) handle(m *agentapi.AgentMessage) {
 func (s *session) heartbeats(ctx context.Context, stop context.CancelFunc, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	retry := time.NewTimer(interval)
+	retry.Stop()
+	defer retry.Stop()
 	for {
-		sent := time.Now()
 		// A slow answer is still an acknowledgment: wait for it as long as
-		// the fence deadline allows, never less than an interval.
-		budget := time.Duration(s.deadline.Load()) - sent.Sub(time.Unix(0, s.lastAck.Load()))
+		// the fence deadline allows, never less than an interval; but ask
+		// the next server too after half an interval without one (a
+		// paused leader holds the request: hedgedHeartbeat).
+		budget := time.Duration(s.deadline.Load()) - time.Since(time.Unix(0, s.lastAck.Load()))
 		hctx, cancel := context.WithTimeout(ctx, max(budget, interval))
-		err := s.c.heartbeat(hctx, s.name, s.r.beats())
+		sent, err := s.c.hedgedHeartbeat(hctx, max(interval/2, minHedge), s.name, s.r.beats())
 		cancel()
 		if err != nil && ctx.Err() == nil {
 			s.beatFailures.Add(1)
 		}
+		wait := t.C
 		switch {
 		case err == nil:
 			s.acked(sent)
@@ -197,14 +202,22 @@ func (s *session) heartbeats(ctx context.Context, stop context.CancelFunc, inter
 			return
 		case ctx.Err() == nil:
 			s.log.Warn("heartbeat failed", "err", err)
+			// Every server failed (a failover: no leader yet): try again
+			// soon rather than an interval later.
+			retry.Reset(min(interval, minHedge))
+			wait = retry.C
 		}
 		select {
-		case <-t.C:
+		case <-wait:
 		case <-ctx.Done():
 			return
 		}
 	}
 }
+
+// minHedge is the least wait before a heartbeat is also sent to the next
+// server, and before one that every server failed is sent again.
+const minHedge = 250 * time.Millisecond
 
 // watchFence kills the runner's tasks once no heartbeat was acknowledged
 // for the server's notready deadline, measured from the last acknowledged

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -333,8 +334,13 @@ func listAll(t *testing.T, c *cli.Client) map[string]string {
 			if err == nil {
 				break
 			}
+			// So is a request the server being elected did not answer in
+			// time (it was seen once after a partition healed, on a
+			// loaded machine).
 			var ae *cli.APIError
-			if !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			var ne net.Error
+			unanswered := errors.As(err, &ne) && ne.Timeout()
+			if !unanswered && (!errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable) || time.Now().After(deadline) {
 				t.Fatal(err)
 			}
 			time.Sleep(100 * time.Millisecond)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -137,6 +138,27 @@ type replica struct {
 	copy   atomic.Pointer[etcdstore.Store] // the term's store: a standby's warm copy
 	proxy  *leaderProxy
 	local  *Server // the standby's own routes: guard, metrics
+	// renewed is when etcd last renewed this leader's election lease
+	// (unix ns; keepRenewed): past freshFor the leader answers nothing.
+	renewed atomic.Int64
+}
+
+// freshFor is how long after its lease's last renewal a leader still
+// answers: three quarters of the TTL, so that it stops before etcd can
+// expire the lease and another server lead (a leader paused past it
+// answered heartbeats it no longer owned when it resumed).
+func (r *replica) freshFor() time.Duration { return time.Duration(r.ttl) * time.Second * 3 / 4 }
+
+// keepRenewed records each renewal of the election lease until ctx ends.
+func (r *replica) keepRenewed(ctx context.Context, lease clientv3.LeaseID) {
+	r.renewed.Store(time.Now().UnixNano())
+	ch, err := r.cli.KeepAlive(ctx, lease)
+	if err != nil {
+		return
+	}
+	for range ch {
+		r.renewed.Store(time.Now().UnixNano())
+	}
 }
 
 // runReplicated serves as one server of a replicated control plane.
@@ -338,6 +360,10 @@ func (r *replica) lead(ctx context.Context, st *etcdstore.Store, sess *concurren
 	}
 	h := r.p.newHandler(eng, r.addr)
 	h.servers = r.listServers
+	kctx, stopRenewed := context.WithCancel(ctx)
+	defer stopRenewed()
+	r.renewed.Store(time.Now().UnixNano())
+	go r.keepRenewed(kctx, sess.Lease())
 	r.leader.Store(&r.self)
 	r.cur.Store(h)
 	r.p.m.Leader.Set(1)
@@ -400,24 +426,29 @@ func (r *replica) observe(ctx context.Context, el *concurrency.Election) {
 	}
 }
 
-// Watching a leader that is gone: a standby probes the leader's address;
-// when it refuses connections refusedProbes times in a row (nothing
-// listens there: the process died), the standby revokes the leader's
+// Watching a leader that is gone: a standby asks the leader's /healthz
+// every probeEvery. When its address refuses connections refusedProbes
+// times in a row (nothing listens there: the process died), or it does
+// not answer within probeTimeout silentProbes times in a row (paused,
+// frozen, cut off from this standby), the standby revokes the leader's
 // election lease instead of waiting for it to expire, so that a new
 // leader is elected in about a second (plus etcd's own election when the
-// dead process held etcd's raft leader too) rather than after the TTL. A
-// refusal is the only trigger: a paused or partitioned leader (a timeout)
-// keeps its lease until the TTL, as in kube-scheduler's election. This
-// never risks two leaders: a leader whose lease is gone cannot commit
-// (the store's fence) and steps down when its session ends.
+// process held etcd's raft leader too). A frozen leader kept its lease
+// until etcd expired it, which took 3–8 s and more, past the agents'
+// fence deadline: every running task was killed. This never risks two
+// leaders: a leader whose lease is gone cannot commit (the store's
+// fence), answers nothing once its lease is not renewed (freshFor), and
+// steps down when its session ends.
 const (
 	probeEvery    = 200 * time.Millisecond
+	probeTimeout  = 500 * time.Millisecond
 	refusedProbes = 3
+	silentProbes  = 3
 )
 
 // watchLeader probes the observed leader until ctx ends.
 func (r *replica) watchLeader(ctx context.Context) {
-	refused := 0
+	refused, silent := 0, 0
 	tick := time.NewTicker(probeEvery)
 	defer tick.Stop()
 	for {
@@ -428,31 +459,54 @@ func (r *replica) watchLeader(ctx context.Context) {
 		}
 		e, lease := r.leader.Load(), r.lease.Load()
 		if e == nil || *e == r.self || lease == 0 {
-			refused = 0
+			refused, silent = 0, 0
 			continue
 		}
-		u, err := url.Parse(e.URL)
-		if err != nil {
+		why := ""
+		switch err := r.probeLeader(ctx, e.URL); {
+		case err == nil || ctx.Err() != nil:
+			refused, silent = 0, 0
+		case errors.Is(err, syscall.ECONNREFUSED):
+			if refused, silent = refused+1, 0; refused >= refusedProbes {
+				why = "the leader's address refuses connections"
+			}
+		case isTimeout(err):
+			if silent, refused = silent+1, 0; silent >= silentProbes {
+				why = fmt.Sprintf("the leader did not answer /healthz within %s %d times in a row (paused, or cut off)", probeTimeout, silentProbes)
+			}
+		default: // it answered something (a TLS alert, a reset): alive
+			refused, silent = 0, 0
+		}
+		if why == "" {
 			continue
 		}
-		conn, err := net.DialTimeout("tcp", u.Host, probeEvery)
-		if err == nil {
-			conn.Close()
-			refused = 0
-			continue
-		}
-		if !errors.Is(err, syscall.ECONNREFUSED) {
-			refused = 0
-			continue
-		}
-		if refused++; refused < refusedProbes {
-			continue
-		}
-		refused = 0
-		err = r.revoke(ctx, lease)
-		r.lg.Warn("the leader's address refuses connections: revoked its election lease", "leader", e.Name, "url", e.URL, "err", err)
+		refused, silent = 0, 0
+		err := r.revoke(ctx, lease)
+		r.lg.Warn(why+": revoked its election lease", "leader", e.Name, "url", e.URL, "err", err)
 		r.lease.CompareAndSwap(lease, 0)
 	}
+}
+
+// probeLeader asks base's /healthz; any HTTP answer is life.
+func (r *replica) probeLeader(ctx context.Context, base string) error {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(base, "/")+"/healthz", nil)
+	if err != nil {
+		return nil // not a URL: nothing to judge
+	}
+	resp, err := r.proxy.probe.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	return nil
+}
+
+// isTimeout reports whether err is a request that got no answer in time.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
 // revoke revokes lease, trying again for up to 10 s: while etcd elects a

@@ -24,6 +24,12 @@ import (
 // itself and every other request passed on to the leader (leaderProxy).
 func (r *replica) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if s := r.cur.Load(); s != nil {
+		if since := time.Since(time.Unix(0, r.renewed.Load())); since > r.freshFor() && req.URL.Path != "/healthz" {
+			// Its election lease may have run out (paused, cut off): it
+			// acknowledges nothing until etcd renews it, or another leads.
+			writeError(w, errs.New(errs.Unavailable, "", "this server's leadership is unconfirmed: etcd last renewed its election lease %s ago: retry (another server may be taking over)", since.Round(time.Millisecond)))
+			return
+		}
 		s.ServeHTTP(w, req)
 		return
 	}
@@ -172,6 +178,9 @@ type leaderProxy struct {
 	// quorum says why etcd cannot elect a leader now ("" when it can).
 	quorum func(context.Context) string
 	rp     *httputil.ReverseProxy
+	// probe asks the leader's /healthz (watchLeader), over the same
+	// transport, within probeTimeout.
+	probe *http.Client
 }
 
 // leaderKey carries the leader a request is passed on to.
@@ -205,7 +214,7 @@ func newLeaderProxy(p *prepared, leader func() *serverEntry, quorum func(context
 		protos.SetUnencryptedHTTP2(true)
 	}
 	tr.Protocols = &protos
-	lp := &leaderProxy{leader: leader, quorum: quorum}
+	lp := &leaderProxy{leader: leader, quorum: quorum, probe: &http.Client{Transport: tr, Timeout: probeTimeout}}
 	lp.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			u := pr.In.Context().Value(leaderKey{}).(*url.URL)

@@ -42,6 +42,27 @@ func Split(servers string) []string {
 // Bases are the servers' base URLs.
 func (l *List) Bases() []string { return l.bases }
 
+// Order is the servers from the current one on, each once.
+func (l *List) Order() []string {
+	n, first := len(l.bases), int(l.cur.Load())
+	out := make([]string, n)
+	for i := range n {
+		out[i] = l.bases[(first+i)%n]
+	}
+	return out
+}
+
+// Answered makes base, which answered a request sent to it alone, the
+// server asked first.
+func (l *List) Answered(base string) {
+	for i, b := range l.bases {
+		if b == base {
+			l.cur.Store(int32(i))
+			return
+		}
+	}
+}
+
 // Current is the server asked first.
 func (l *List) Current() string { return l.bases[int(l.cur.Load())%len(l.bases)] }
 
