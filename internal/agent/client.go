@@ -22,6 +22,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -193,10 +194,12 @@ func (c *client) register(ctx context.Context, reg agentapi.Registration) (*agen
 // off holds the request, and so does a standby passing it on) is not
 // waited for alone, and one that fails is not waited for at all: the next
 // server is asked too, while the earlier attempts may still answer (a
-// slow acknowledgment still counts). An attempt a server answers "not
-// found" ends it: the agent must register again. All attempts end with
-// ctx.
-func (c *client) hedgedHeartbeat(ctx context.Context, hedgeAfter time.Duration, agent string, beats []agentapi.Beat) (time.Time, error) {
+// slow acknowledgment still counts). A server that failed is asked again
+// retryAfter later, once every server was asked (a standby that had no
+// leader to pass it to may lead a moment later). An attempt a server
+// answers "not found" ends it: the agent must register again. It ends
+// with ctx, and then says why the last attempt failed.
+func (c *client) hedgedHeartbeat(ctx context.Context, hedgeAfter, retryAfter time.Duration, agent string, beats []agentapi.Beat) (time.Time, error) {
 	body, err := json.Marshal(map[string]any{"nodes": beats})
 	if err != nil {
 		return time.Time{}, err
@@ -205,44 +208,60 @@ func (c *client) hedgedHeartbeat(ctx context.Context, hedgeAfter time.Duration, 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type result struct {
+		base string
 		sent time.Time
 		err  error
 	}
-	servers := c.list.Order()
-	results := make(chan result, len(servers))
-	next, inflight := 0, 0
+	// queue: the servers never asked, in order, then those that failed.
+	queue := c.list.Order()
+	untried := len(queue)
+	results := make(chan result, 4*len(queue))
 	ask := func() {
-		base := servers[next]
-		next++
-		inflight++
+		base := queue[0]
+		queue = queue[1:]
+		untried = max(untried-1, 0)
 		go func() {
 			sent := time.Now()
-			results <- result{sent, c.doAt(ctx, base, http.MethodPost, path, body)}
+			err := c.doAt(ctx, base, http.MethodPost, path, body)
+			select {
+			case results <- result{base, sent, err}:
+			case <-ctx.Done():
+			}
 		}()
 	}
 	ask()
 	hedge := time.NewTimer(hedgeAfter)
 	defer hedge.Stop()
-	var last error
-	for inflight > 0 {
+	retry := time.NewTimer(retryAfter)
+	retry.Stop()
+	defer retry.Stop()
+	last := errors.New("no server answered")
+	for {
 		select {
 		case r := <-results:
-			inflight--
 			if r.err == nil || isNotFound(r.err) {
 				return r.sent, r.err
 			}
 			last = r.err
-			if next < len(servers) {
+			queue = append(queue, r.base)
+			if untried > 0 {
 				ask()
+			} else {
+				retry.Reset(retryAfter)
 			}
 		case <-hedge.C:
-			if next < len(servers) {
+			if untried > 0 {
 				ask()
 				hedge.Reset(hedgeAfter)
 			}
+		case <-retry.C:
+			if len(queue) > 0 {
+				ask()
+			}
+		case <-ctx.Done():
+			return time.Time{}, fmt.Errorf("%w (the last answer: %v)", ctx.Err(), last)
 		}
 	}
-	return time.Time{}, last
 }
 
 func (c *client) status(ctx context.Context, agent string, ups []agentapi.StatusUpdate) ([]agentapi.StatusResult, error) {

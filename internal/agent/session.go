@@ -102,7 +102,16 @@ func (s *session) run(ctx context.Context) {
 	defer wg.Wait()
 	bo := backoff{base: 100 * time.Millisecond, max: 2 * time.Second}
 	for ctx.Err() == nil {
-		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		// Re-registering with tasks at stake (after a failover the new
+		// leader knows no agent): a server that holds the request (a
+		// paused leader, or a standby passing it on to one) is left for
+		// the next one well before the fence deadline, which it held for
+		// 30 s.
+		wait := 30 * time.Second
+		if d := time.Duration(s.deadline.Load()); d > 0 {
+			wait = max(d/2, time.Second)
+		}
+		rctx, cancel := context.WithTimeout(ctx, wait)
 		sent := time.Now()
 		reply, err := s.c.register(rctx, agentapi.Registration{Agent: s.name, Nodes: s.r.nodes(), Logs: s.logs, LogsToken: s.logsToken})
 		cancel()
@@ -180,7 +189,7 @@ func (s *session) heartbeats(ctx context.Context, stop context.CancelFunc, inter
 		// paused leader holds the request: hedgedHeartbeat).
 		budget := time.Duration(s.deadline.Load()) - time.Since(time.Unix(0, s.lastAck.Load()))
 		hctx, cancel := context.WithTimeout(ctx, max(budget, interval))
-		sent, err := s.c.hedgedHeartbeat(hctx, max(interval/2, minHedge), s.name, s.r.beats())
+		sent, err := s.c.hedgedHeartbeat(hctx, max(interval/2, minHedge), min(interval, minHedge), s.name, s.r.beats())
 		cancel()
 		if err != nil && ctx.Err() == nil {
 			s.beatFailures.Add(1)

@@ -203,6 +203,9 @@ func (e *Engine) heartbeat(agent string, beats []agentapi.Beat, now time.Time) e
 // checkLiveness marks notready every agent node whose heartbeats stopped.
 // It runs on the loop at most twice per heartbeat interval.
 func (e *Engine) checkLiveness(now time.Time) {
+	if e.cfg.PauseCredit {
+		e.creditPause(now)
+	}
 	e.sessions.expired(now, func(name string, last time.Time) {
 		spec := e.currentNode(name)
 		if spec == nil {
@@ -225,6 +228,43 @@ func (e *Engine) checkLiveness(now time.Time) {
 		}
 		e.log.Warn("node notready: heartbeats stopped", "node", name, "last", last, "missed", e.sessions.missed)
 	})
+}
+
+// pauseSlack is how much later than its liveness timer a step may run
+// before the difference counts as a pause.
+const pauseSlack = 500 * time.Millisecond
+
+// creditPause adds to every node's last heartbeat before the previous
+// step the time the loop could not run since then, beyond the liveness
+// timer's period and pauseSlack (now is the step's time: a real clock,
+// with PauseCredit). The loop wakes at least every half heartbeat interval while
+// agents are known, so a longer gap is the process paused (SIGSTOP, a
+// frozen VM) or a step that took long: heartbeats sent meanwhile could not
+// be received, and a node must not be declared notready for the server's
+// own silence (a leader resumed from a 4 s freeze marked every node
+// notready and re-queued their running tasks, its election lease still
+// valid). Agents fence by their own clock, from their last acknowledged
+// heartbeat, so the credit only makes the server the more patient side.
+func (e *Engine) creditPause(now time.Time) {
+	last, tracked := e.lastStep, e.lastTracked
+	e.lastStep, e.lastTracked = now, len(e.sessions.lastBeat) > 0
+	if last.IsZero() || !tracked {
+		return // the loop had no liveness timer: idle, not paused
+	}
+	gap := now.Sub(last) - e.sessions.interval/2
+	if gap <= pauseSlack {
+		return
+	}
+	credited := 0
+	for name, t := range e.sessions.lastBeat {
+		if t.Before(last) { // heard before the gap, not in this step
+			e.sessions.lastBeat[name] = t.Add(gap)
+			credited++
+		}
+	}
+	if credited > 0 {
+		e.log.Warn("the scheduler could not run for a while (paused, or a long step): agents' heartbeat deadlines are extended by as much", "gap", gap.Round(time.Millisecond), "nodes", credited)
+	}
 }
 
 // adminState is the state a notready node returns to ("" is ready).

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/hetsched/hetsched/internal/agentapi"
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/errs"
@@ -84,5 +86,62 @@ func TestDiskRoomForTheWholeWrite(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the stopped engine's store still says writable")
 		}
+	}
+}
+
+// issue 41 §2: with PauseCredit the loop does not blame agents for the
+// time it could not run. After a 10 s gap between steps (a leader frozen,
+// then resumed), a node whose agent heartbeat just before stays ready
+// (it was marked notready, and its tasks re-queued); heartbeats that stop
+// while the loop runs still make it notready after the deadline.
+func TestPauseIsNotBlamedOnAgents(t *testing.T) {
+	for _, credit := range []bool{true, false} {
+		t.Run(fmt.Sprintf("credit=%v", credit), func(t *testing.T) {
+			st, err := store.OpenDisk(t.TempDir(), store.DiskOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			clk := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+			e, err := New(Config{Core: core.DefaultConfig(), Now: clk.Now, HeartbeatInterval: 2 * time.Second, MissedHeartbeats: 3, PauseCredit: credit}, st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			ctx := context.Background()
+			if _, err := e.Register(ctx, agentapi.Registration{Agent: "a1", Nodes: []api.Node{gpuNode("n1")}}); err != nil {
+				t.Fatal(err)
+			}
+			step := func(d time.Duration) string {
+				t.Helper()
+				clk.Add(d)
+				if _, err := e.Summarize(ctx); err != nil { // a step: liveness is judged
+					t.Fatal(err)
+				}
+				v, ok, err := e.NodeViewOf(ctx, "n1")
+				if err != nil || !ok {
+					t.Fatal(ok, err)
+				}
+				return v.State
+			}
+			step(time.Second)
+			if got := step(10 * time.Second); (got == api.NodeReady) != credit {
+				t.Fatalf("after a 10 s gap between steps: %s", got)
+			}
+			if !credit {
+				return
+			}
+			// The loop runs on (steps every half interval), no heartbeat:
+			// the deadline passes.
+			state := ""
+			for range 20 {
+				if state = step(time.Second); state == api.NodeNotReady {
+					break
+				}
+			}
+			if state != api.NodeNotReady {
+				t.Errorf("heartbeats stopped while the loop ran: %s", state)
+			}
+		})
 	}
 }

@@ -29,6 +29,12 @@ type Config struct {
 	// notready (default 3).
 	HeartbeatInterval time.Duration
 	MissedHeartbeats  int
+	// PauseCredit forgives agents the time the loop could not run (the
+	// process paused, a step that took long): measured on the real
+	// clock between steps, it is added to every node's last heartbeat
+	// before the liveness check (agents.go). Off for a loop driven by a
+	// fake Now, whose real gaps mean nothing.
+	PauseCredit bool
 	// DefaultLease is the lease of a task without a command that names
 	// none (0: such a lease never expires); "never" (api.NoExpiry) asks
 	// for no expiry explicitly.
@@ -104,6 +110,10 @@ type Engine struct {
 	submitTrace string
 	// gaugesDone is closed when gaugeDiskLoop ended (at once without one).
 	gaugesDone chan struct{}
+	// lastStep is when the previous liveness check ran, and lastTracked
+	// whether agents' nodes were tracked then (loop-only; PauseCredit).
+	lastStep    time.Time
+	lastTracked bool
 }
 
 // New opens an engine on st, rebuilding the core from what st holds, and

@@ -134,7 +134,7 @@ type replica struct {
 
 	cur    atomic.Pointer[Server]          // the API while this server leads
 	leader atomic.Pointer[serverEntry]     // the leader as last observed
-	lease  atomic.Int64                    // the observed leader's election lease
+	lease  atomic.Pointer[observed]        // the observed leader and its election lease, together
 	copy   atomic.Pointer[etcdstore.Store] // the term's store: a standby's warm copy
 	proxy  *leaderProxy
 	local  *Server // the standby's own routes: guard, metrics
@@ -144,10 +144,12 @@ type replica struct {
 }
 
 // freshFor is how long after its lease's last renewal a leader still
-// answers: three quarters of the TTL, so that it stops before etcd can
-// expire the lease and another server lead (a leader paused past it
-// answered heartbeats it no longer owned when it resumed).
-func (r *replica) freshFor() time.Duration { return time.Duration(r.ttl) * time.Second * 3 / 4 }
+// answers: the TTL, past which etcd may have expired the lease and
+// another server lead (a leader paused past it answered heartbeats it no
+// longer owned when it resumed). Three quarters of it refused agents'
+// registrations while an etcd election delayed the renewals of a lease
+// that held.
+func (r *replica) freshFor() time.Duration { return time.Duration(r.ttl) * time.Second }
 
 // keepRenewed records each renewal of the election lease until ctx ends.
 func (r *replica) keepRenewed(ctx context.Context, lease clientv3.LeaseID) {
@@ -421,7 +423,7 @@ func (r *replica) observe(ctx context.Context, el *concurrency.Election) {
 			r.lg.Warn("the election's leader value is not a server", "value", errs.Clip(string(resp.Kvs[0].Value)))
 			continue
 		}
-		r.lease.Store(resp.Kvs[0].Lease)
+		r.lease.Store(&observed{leader: e, lease: resp.Kvs[0].Lease})
 		r.leader.Store(&e)
 	}
 }
@@ -449,6 +451,7 @@ const (
 // watchLeader probes the observed leader until ctx ends.
 func (r *replica) watchLeader(ctx context.Context) {
 	refused, silent := 0, 0
+	var seen *observed
 	tick := time.NewTicker(probeEvery)
 	defer tick.Stop()
 	for {
@@ -457,11 +460,15 @@ func (r *replica) watchLeader(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		e, lease := r.leader.Load(), r.lease.Load()
-		if e == nil || *e == r.self || lease == 0 {
-			refused, silent = 0, 0
+		o := r.lease.Load()
+		if o != seen {
+			// Another leader, or another term of it: its own count.
+			seen, refused, silent = o, 0, 0
+		}
+		if o == nil || o.leader == r.self || o.lease == 0 {
 			continue
 		}
+		e := &o.leader
 		why := ""
 		switch err := r.probeLeader(ctx, e.URL); {
 		case err == nil || ctx.Err() != nil:
@@ -481,10 +488,22 @@ func (r *replica) watchLeader(ctx context.Context) {
 			continue
 		}
 		refused, silent = 0, 0
-		err := r.revoke(ctx, lease)
+		if r.lease.Load() != o {
+			continue // a new leader meanwhile: it is not the one probed
+		}
+		err := r.revoke(ctx, o)
 		r.lg.Warn(why+": revoked its election lease", "leader", e.Name, "url", e.URL, "err", err)
-		r.lease.CompareAndSwap(lease, 0)
+		r.lease.CompareAndSwap(o, nil)
 	}
+}
+
+// observed is a leader as the election's observation gave it, with its
+// election lease: read together, so that a probe of one leader never
+// revokes another's lease (the two were read apart, and a new leader's
+// lease was revoked for the silence of the frozen one before it).
+type observed struct {
+	leader serverEntry
+	lease  int64
 }
 
 // probeLeader asks base's /healthz; any HTTP answer is life.
@@ -509,19 +528,19 @@ func isTimeout(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
-// revoke revokes lease, trying again for up to 10 s: while etcd elects a
-// new raft leader (the dead process held it too) a request is dropped,
-// and an attempt gets no answer.
-func (r *replica) revoke(ctx context.Context, lease int64) error {
+// revoke revokes o's lease, trying again for up to 10 s while o is the
+// observed leader: while etcd elects a new raft leader (the dead process
+// held it too) a request is dropped, and an attempt gets no answer.
+func (r *replica) revoke(ctx context.Context, o *observed) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		tctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err := r.cli.Revoke(tctx, clientv3.LeaseID(lease))
+		_, err := r.cli.Revoke(tctx, clientv3.LeaseID(o.lease))
 		cancel()
 		if err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound) || errors.Is(err, rpctypes.ErrGRPCLeaseNotFound) {
 			return nil
 		}
-		if ctx.Err() != nil || time.Now().After(deadline) || r.lease.Load() != lease {
+		if ctx.Err() != nil || time.Now().After(deadline) || r.lease.Load() != o {
 			return err
 		}
 		select {

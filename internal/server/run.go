@@ -433,7 +433,7 @@ func (p *prepared) startEngine(ctx context.Context, st store.Store) (*engine.Eng
 		tracer = t.Tracer("engine")
 	}
 	eng, err := engine.New(engine.Config{Core: p.cfg, Logger: p.lg, Metrics: p.m, Tracer: tracer,
-		HeartbeatInterval: p.opt.HeartbeatInterval, MissedHeartbeats: p.opt.MissedHeartbeats,
+		HeartbeatInterval: p.opt.HeartbeatInterval, MissedHeartbeats: p.opt.MissedHeartbeats, PauseCredit: true,
 		DefaultLease: defaultLeaseOf(p.opt.DefaultLease), RetainFinished: retainOf(p.opt.RetainFinished),
 		RetainFinishedMax: p.opt.RetainFinishedMax}, st)
 	if err != nil {
