@@ -73,8 +73,11 @@ func TestDiskRoomForTheWholeWrite(t *testing.T) {
 	if _, err := e.SubmitJob(ctx, "default", api.Job{ID: "j", Tasks: big[10:]}); errs.CodeOf(err) != errs.InsufficientStorage {
 		t.Fatalf("a job of 390 of them: %v", err)
 	}
-	if got := testutil.ToFloat64(m.StoreWritable); got != 1 {
-		t.Errorf("writable %v with room", got)
+	// The gauges are refreshed every diskGaugeEvery: wait for one.
+	for deadline := time.Now().Add(10 * diskGaugeEvery); testutil.ToFloat64(m.StoreWritable) != 1; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("writable %v with room", testutil.ToFloat64(m.StoreWritable))
+		}
 	}
 
 	d.fail = true

@@ -40,24 +40,7 @@ func TestAgentsKeepTheirTasksThroughAFailover(t *testing.T) {
 		t.Cleanup(a.Kill)
 	}
 	cl := c.client()
-	waitUntil(t, 30*time.Second, "three agent nodes ready", func() bool {
-		var nodes struct {
-			Nodes []struct {
-				Agent string `json:"agent"`
-				State string `json:"state"`
-			} `json:"nodes"`
-		}
-		if _, err := cl.Do(ctxTimeout(t, 5*time.Second), http.MethodGet, "/api/v1/nodes", nil, &nodes); err != nil {
-			return false
-		}
-		n := 0
-		for _, x := range nodes.Nodes {
-			if x.Agent != "" && x.State == "ready" {
-				n++
-			}
-		}
-		return n == 3
-	})
+	waitUntil(t, 30*time.Second, "three agent nodes ready", func() bool { return agentNodesReady(t, cl) == 3 })
 	runLog := filepath.Join(t.TempDir(), "runs.log")
 	var ids []string
 	var tasks []string

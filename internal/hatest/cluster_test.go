@@ -446,9 +446,14 @@ var errNoWrite = errors.New("no write acknowledged")
 // probe submits fresh tasks until one is acknowledged and returns which
 // and when.
 func probe(ctx context.Context, c *cli.Client, prefix string) (string, time.Time, error) {
+	return probeWith(ctx, c, prefix, "")
+}
+
+// probeWith is probe with more fields of the task's JSON (",..." or "").
+func probeWith(ctx context.Context, c *cli.Client, prefix, more string) (string, time.Time, error) {
 	for i := 0; ctx.Err() == nil; i++ {
 		id := prefix + strconv.Itoa(i)
-		body := []byte(`{"id":"` + id + `","resources":{"cpu":"1"}}`)
+		body := []byte(`{"id":"` + id + `","resources":{"cpu":"1"}` + more + `}`)
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		_, err := c.Do(rctx, http.MethodPost, "/api/v1/tasks", body, nil)
 		cancel()

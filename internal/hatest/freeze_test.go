@@ -152,16 +152,5 @@ func agentNodesReady(t *testing.T, cl *cli.Client) int {
 // pendingProbe is probe with tasks no node takes (they stay pending, out
 // of the agents' way).
 func pendingProbe(ctx context.Context, c *cli.Client, prefix string) (string, time.Time, error) {
-	for i := 0; ctx.Err() == nil; i++ {
-		id := prefix + strconv.Itoa(i)
-		body := []byte(`{"id":"` + id + `","resources":{"cpu":"1"},"nodeSelector":{"hatest":"nowhere"}}`)
-		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := c.Do(rctx, http.MethodPost, "/api/v1/tasks", body, nil)
-		cancel()
-		if err == nil {
-			return id, time.Now(), nil
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return "", time.Time{}, errNoWrite
+	return probeWith(ctx, c, prefix, `,"nodeSelector":{"hatest":"nowhere"}`)
 }
