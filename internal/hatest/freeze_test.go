@@ -78,6 +78,25 @@ func TestFrozenLeaderKillsNoTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUntil(t, 30*time.Second, "every task to have started", func() bool { return len(runsSoFar(t, runLog)) == len(ids) })
+	// Before the agents are killed (cleanups run last first): the tasks
+	// are cancelled and their runs end, or they would outlive the test.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		for _, id := range ids {
+			if err := cancelTask(ctx, c.client(), id); err != nil {
+				t.Errorf("cancel %s: %v", id, err)
+			}
+		}
+		waitUntil(t, 30*time.Second, "the cancelled tasks' runs to end", func() bool {
+			for _, id := range ids {
+				if st, _ := taskState(t, c, id); st == "running" || st == "scheduled" {
+					return false
+				}
+			}
+			return true
+		})
+	})
 
 	var took []time.Duration
 	for r := range rounds {
