@@ -112,8 +112,7 @@ func (e *Engine) gauge(now time.Time) {
 		g.due = true // the loop wakes for it: an idle engine's gauges are not left stale
 		return
 	}
-	g.last, g.due = now, false
-	e.gaugeDisk()
+	g.last, g.due = now, false // the disk's gauges: gaugeDiskLoop
 	g.cluster(e.c)
 	g.queues(e.c, e.queues, e.waitingByReason(), e.waiting.byTier)
 	g.series.sweep()

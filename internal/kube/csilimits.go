@@ -126,7 +126,7 @@ func (c *csiLimits) watch(d *dirtySet) error {
 // inline volumes, per driver, and returns it. Claims, volumes and classes not found count nothing (the
 // pod waits for them: volumeWatch.plan).
 func (c *csiLimits) request(pod *corev1.Pod, w *volumeWatch, req resource.List) resource.List {
-	if c == nil {
+	if c == nil || len(pod.Spec.Volumes) == 0 {
 		return req
 	}
 	seen := map[string]bool{}

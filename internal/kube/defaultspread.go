@@ -69,17 +69,23 @@ func (d *spreadDefaults) constraints(pod *corev1.Pod) []corev1.TopologySpreadCon
 // empty): the selectors of the Services of pod's namespace that select
 // it, merged, with its controller's.
 func (d *spreadDefaults) selector(pod *corev1.Pod) *metav1.LabelSelector {
-	set := labels.Set{}
+	var set labels.Set // made when something selects the pod: most pods of a bench have nothing
 	if svcs, err := d.svc.Services(pod.Namespace).List(labels.Everything()); err == nil {
 		for _, s := range svcs {
 			// A nil selector selects nothing, not everything.
 			if s.Spec.Selector != nil && labels.SelectorFromValidatedSet(s.Spec.Selector).Matches(labels.Set(pod.Labels)) {
+				if set == nil {
+					set = labels.Set{}
+				}
 				maps.Copy(set, s.Spec.Selector)
 			}
 		}
 	}
 	var exprs []metav1.LabelSelectorRequirement
 	if owner := metav1.GetControllerOfNoCopy(pod); owner != nil {
+		if set == nil {
+			set = labels.Set{}
+		}
 		gv, err := schema.ParseGroupVersion(owner.APIVersion)
 		switch {
 		case err != nil:

@@ -192,12 +192,13 @@ func (rv *metricsReviewer) review(ctx context.Context, host, tok, path string) i
 	now := rv.now()
 	rv.mu.Lock()
 	v, ok := rv.cache[key]
-	allowed := ok && now.Before(v.until) || rv.budget(host).AllowN(now, 1)
+	cached := ok && now.Before(v.until)
+	allowed := cached || rv.budget(host).AllowN(now, 1)
 	rv.mu.Unlock()
-	if ok && now.Before(v.until) {
+	switch {
+	case cached:
 		return v.code
-	}
-	if !allowed {
+	case !allowed:
 		return http.StatusTooManyRequests
 	}
 	code := rv.ask(ctx, tok, path)

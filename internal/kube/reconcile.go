@@ -156,9 +156,10 @@ func (s *Scheduler) reconcilePods(ctx context.Context, keys []string) {
 	if s.csi.takeResync() {
 		// A pod asked for a CSI driver's attach resource no node offered
 		// yet: every node offers it before its task arrives.
-		if err := s.reconcileNodes(ctx, slices.Collect(maps.Keys(s.sent))); err != nil && ctx.Err() == nil {
+		names := slices.Collect(maps.Keys(s.sent))
+		if err := s.reconcileNodes(ctx, names); err != nil && ctx.Err() == nil {
 			s.log.Warn("could not update nodes; trying again", "err", err)
-			s.retryNodesLater(ctx, slices.Collect(maps.Keys(s.sent)))
+			s.retryNodesLater(ctx, names)
 		}
 	}
 	if nodes := s.dra.takeResync(); len(nodes) > 0 {

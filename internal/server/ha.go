@@ -134,7 +134,7 @@ type replica struct {
 
 	cur    atomic.Pointer[Server]          // the API while this server leads
 	leader atomic.Pointer[serverEntry]     // the leader as last observed
-	lease  atomic.Pointer[observed]        // the observed leader and its election lease, together
+	seen   atomic.Pointer[observed]        // the observed leader and its election lease, together
 	copy   atomic.Pointer[etcdstore.Store] // the term's store: a standby's warm copy
 	proxy  *leaderProxy
 	local  *Server // the standby's own routes: guard, metrics
@@ -423,7 +423,7 @@ func (r *replica) observe(ctx context.Context, el *concurrency.Election) {
 			r.lg.Warn("the election's leader value is not a server", "value", errs.Clip(string(resp.Kvs[0].Value)))
 			continue
 		}
-		r.lease.Store(&observed{leader: e, lease: resp.Kvs[0].Lease})
+		r.seen.Store(&observed{leader: e, lease: resp.Kvs[0].Lease})
 		r.leader.Store(&e)
 	}
 }
@@ -451,7 +451,7 @@ const (
 // watchLeader probes the observed leader until ctx ends.
 func (r *replica) watchLeader(ctx context.Context) {
 	refused, silent := 0, 0
-	var seen *observed
+	var counting *observed // whose probes the counts are
 	tick := time.NewTicker(probeEvery)
 	defer tick.Stop()
 	for {
@@ -460,10 +460,10 @@ func (r *replica) watchLeader(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		o := r.lease.Load()
-		if o != seen {
+		o := r.seen.Load()
+		if o != counting {
 			// Another leader, or another term of it: its own count.
-			seen, refused, silent = o, 0, 0
+			counting, refused, silent = o, 0, 0
 		}
 		if o == nil || o.leader == r.self || o.lease == 0 {
 			continue
@@ -488,12 +488,12 @@ func (r *replica) watchLeader(ctx context.Context) {
 			continue
 		}
 		refused, silent = 0, 0
-		if r.lease.Load() != o {
+		if r.seen.Load() != o {
 			continue // a new leader meanwhile: it is not the one probed
 		}
 		err := r.revoke(ctx, o)
 		r.lg.Warn(why+": revoked its election lease", "leader", e.Name, "url", e.URL, "err", err)
-		r.lease.CompareAndSwap(o, nil)
+		r.seen.CompareAndSwap(o, nil)
 	}
 }
 
@@ -540,7 +540,7 @@ func (r *replica) revoke(ctx context.Context, o *observed) error {
 		if err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound) || errors.Is(err, rpctypes.ErrGRPCLeaseNotFound) {
 			return nil
 		}
-		if ctx.Err() != nil || time.Now().After(deadline) || r.lease.Load() != o {
+		if ctx.Err() != nil || time.Now().After(deadline) || r.seen.Load() != o {
 			return err
 		}
 		select {

@@ -358,14 +358,7 @@ func (c *Cluster) run(bin, name string, args ...string) error {
 // by its own pid: SIGTERM, then SIGKILL after 10 s.
 func (c *Cluster) Stop() {
 	for i := len(c.procs) - 1; i >= 0; i-- {
-		p := c.procs[i]
-		p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			p.cmd.Process.Kill()
-			<-p.done
-		}
+		stop(c.procs[i].cmd, c.procs[i].done)
 	}
 	c.procs = nil
 }
@@ -534,12 +527,16 @@ func (ks *KubeScheduler) Exited() bool {
 }
 
 // Stop stops it by its pid: SIGTERM, then SIGKILL after 10 s.
-func (ks *KubeScheduler) Stop() {
-	ks.cmd.Process.Signal(syscall.SIGTERM)
+func (ks *KubeScheduler) Stop() { stop(ks.cmd, ks.done) }
+
+// stop ends the process cmd runs (done closes when it was reaped):
+// SIGTERM, then SIGKILL after 10 s.
+func stop(cmd *exec.Cmd, done <-chan struct{}) {
+	cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-ks.done:
+	case <-done:
 	case <-time.After(10 * time.Second):
-		ks.cmd.Process.Kill()
-		<-ks.done
+		cmd.Process.Kill()
+		<-done
 	}
 }
