@@ -126,6 +126,19 @@ type RegisterReply struct {
 	MissedHeartbeats  int          `json:"missedHeartbeats"`
 }
 
+// HeartbeatReply answers a heartbeat.
+type HeartbeatReply struct {
+	Nodes int `json:"nodes"`
+	// Register: the server has no registration of the agent (a leader
+	// newly elected, or restarted), but its store says the agent holds
+	// every node named, so it noted the heartbeat: those nodes' notready
+	// deadlines start over from its receipt. The agent may count the
+	// heartbeat as acknowledged (it keeps its tasks) and registers again
+	// for an assignment stream. A heartbeat naming a node the agent does
+	// not hold is answered 404 instead, and notes nothing.
+	Register bool `json:"register,omitempty"`
+}
+
 // Beat is one node's heartbeat sample.
 type Beat struct {
 	Node string `json:"node"`

@@ -102,46 +102,85 @@ func (e *Engine) register(reg *agentapi.Registration, now time.Time) (uint64, er
 		}
 		e.staged.nodes[n.Name] = &n
 		e.staged.holders[n.Name] = reg.Agent
-		e.sessions.heard(n.Name, now)
+		e.live.heard(n.Name, now)
 	}
 	return e.sessions.register(reg), nil
 }
 
 // Heartbeat records an agent's samples. A node the agent did not register
-// is an error (NotFound): the agent registers again.
-func (e *Engine) Heartbeat(ctx context.Context, agent string, beats []agentapi.Beat) error {
+// is an error (NotFound): the agent registers again. An agent this engine
+// has no registration of, but that holds every node named (a failover:
+// the new leader knows the holders from the store, not the sessions), is
+// noted as heard and answered Register (agentapi.HeartbeatReply).
+func (e *Engine) Heartbeat(ctx context.Context, agent string, beats []agentapi.Beat) (agentapi.HeartbeatReply, error) {
 	if len(beats) > agentapi.MaxAgentNodes {
-		return errs.Invalid("nodes", "at most %d nodes per heartbeat", agentapi.MaxAgentNodes)
+		return agentapi.HeartbeatReply{}, errs.Invalid("nodes", "at most %d nodes per heartbeat", agentapi.MaxAgentNodes)
 	}
 	for i := range beats {
 		if len(beats[i].Devices) > api.MaxNodeDevices {
-			return errs.Invalid("nodes["+itoa(i)+"].devices", "at most %d devices per node", api.MaxNodeDevices)
+			return agentapi.HeartbeatReply{}, errs.Invalid("nodes["+itoa(i)+"].devices", "at most %d devices per node", api.MaxNodeDevices)
 		}
 	}
-	return e.do(ctx, &heartbeatCmd{agent: agent, beats: beats})
+	if e.laneBeat(agent, beats) {
+		return agentapi.HeartbeatReply{Nodes: len(beats)}, nil
+	}
+	cmd := &heartbeatCmd{agent: agent, beats: beats}
+	err := e.do(ctx, cmd)
+	return agentapi.HeartbeatReply{Nodes: len(beats), Register: cmd.register}, err
 }
 
 // heartbeatCmd records an agent's samples.
 type heartbeatCmd struct {
 	answer
-	agent string
-	beats []agentapi.Beat
+	agent    string
+	beats    []agentapi.Beat
+	register bool // heard, but not registered (result)
 }
 
-func (c *heartbeatCmd) run(e *Engine, now time.Time) { c.err = e.heartbeat(c.agent, c.beats, now) }
+func (c *heartbeatCmd) run(e *Engine, now time.Time) {
+	c.register, c.err = e.heartbeat(c.agent, c.beats, now)
+}
 
-// heartbeat runs on the loop.
-func (e *Engine) heartbeat(agent string, beats []agentapi.Beat, now time.Time) error {
+// heartbeat runs on the loop. It reports register when the agent is not
+// registered but holds every node of beats, which it noted as heard.
+func (e *Engine) heartbeat(agent string, beats []agentapi.Beat, now time.Time) (register bool, err error) {
 	known, missing := e.sessions.checkBeats(agent, beats)
 	if !known {
-		return errs.New(errs.NotFound, "agent", "agent %q is not registered (register again)", agent)
+		return e.heardUnregistered(agent, beats, now)
 	}
 	if missing != "" {
-		return errs.New(errs.NotFound, "node", "node %q is not registered by agent %q (register again)", missing, agent)
+		return false, errs.New(errs.NotFound, "node", "node %q is not registered by agent %q (register again)", missing, agent)
+	}
+	return false, e.recordBeats(agent, beats, now)
+}
+
+// heardUnregistered answers the heartbeat of an agent with no
+// registration here: when its store says the agent holds every node of
+// beats, the nodes' deadlines start over (a new leader must not count an
+// agent's re-registration through a failover as silence: agents fence by
+// their own clock from their last acknowledged heartbeat) and the agent is
+// told to register; otherwise NotFound, and nothing is noted.
+func (e *Engine) heardUnregistered(agent string, beats []agentapi.Beat, now time.Time) (bool, error) {
+	if len(beats) == 0 {
+		return false, errs.New(errs.NotFound, "agent", "agent %q is not registered (register again)", agent)
 	}
 	for i := range beats {
+		if holder, exists := e.holderOf(beats[i].Node); !exists || holder != agent {
+			return false, errs.New(errs.NotFound, "agent", "agent %q is not registered (register again)", agent)
+		}
+	}
+	for i := range beats {
+		e.live.heard(beats[i].Node, now)
+	}
+	return true, nil
+}
+
+// recordBeats applies a registered agent's samples: liveness, a notready
+// node's return, device health and usage.
+func (e *Engine) recordBeats(agent string, beats []agentapi.Beat, now time.Time) error {
+	for i := range beats {
 		b := &beats[i]
-		e.sessions.heard(b.Node, now)
+		e.live.heard(b.Node, now)
 		spec := e.currentNode(b.Node)
 		if spec == nil {
 			continue
@@ -206,18 +245,19 @@ func (e *Engine) checkLiveness(now time.Time) {
 	if e.cfg.PauseCredit {
 		e.creditPause(now)
 	}
-	e.sessions.expired(now, func(name string, last time.Time) {
+	expired := e.live.expired(now, e.sessions.interval, e.sessions.deadline())
+	for name, last := range expired {
 		spec := e.currentNode(name)
 		if spec == nil {
-			delete(e.sessions.lastBeat, name)
-			return
+			e.live.forget(name)
+			continue
 		}
 		if spec.State == api.NodeNotReady {
-			return
+			continue
 		}
 		if err := e.c.SetNodeState(now, name, api.NodeNotReady); err != nil {
 			e.log.Error("mark node notready", "node", name, "err", err)
-			return
+			continue
 		}
 		n := *spec
 		n.State = api.NodeNotReady
@@ -227,7 +267,7 @@ func (e *Engine) checkLiveness(now time.Time) {
 			e.staged.admin[name] = spec.State
 		}
 		e.log.Warn("node notready: heartbeats stopped", "node", name, "last", last, "missed", e.sessions.missed)
-	})
+	}
 }
 
 // pauseSlack is how much later than its liveness timer a step may run
@@ -247,7 +287,7 @@ const pauseSlack = 500 * time.Millisecond
 // heartbeat, so the credit only makes the server the more patient side.
 func (e *Engine) creditPause(now time.Time) {
 	last, tracked := e.lastStep, e.lastTracked
-	e.lastStep, e.lastTracked = now, len(e.sessions.lastBeat) > 0
+	e.lastStep, e.lastTracked = now, e.live.tracked()
 	if last.IsZero() || !tracked {
 		return // the loop had no liveness timer: idle, not paused
 	}
@@ -255,14 +295,9 @@ func (e *Engine) creditPause(now time.Time) {
 	if gap <= pauseSlack {
 		return
 	}
-	credited := 0
-	for name, t := range e.sessions.lastBeat {
-		if t.Before(last) { // heard before the gap, not in this step
-			e.sessions.lastBeat[name] = t.Add(gap)
-			credited++
-		}
-	}
-	if credited > 0 {
+	// Heard before the gap, not in this step (nor on the heartbeats'
+	// lane meanwhile: those were received).
+	if credited := e.live.credit(last, gap); credited > 0 {
 		e.log.Warn("the scheduler could not run for a while (paused, or a long step): agents' heartbeat deadlines are extended by as much", "gap", gap.Round(time.Millisecond), "nodes", credited)
 	}
 }

@@ -106,7 +106,7 @@ func TestAgentProtocol(t *testing.T) {
 	defer e.Close()
 
 	// Heartbeats and streams of an unknown agent say "register".
-	if err := e.Heartbeat(ctx, "a1", []agentapi.Beat{{Node: "g1"}}); errs.CodeOf(err) != errs.NotFound {
+	if _, err := e.Heartbeat(ctx, "a1", []agentapi.Beat{{Node: "g1"}}); errs.CodeOf(err) != errs.NotFound {
 		t.Fatalf("heartbeat before register: %v", err)
 	}
 	if _, err := e.Register(ctx, agentapi.Registration{Agent: "a1", Nodes: []api.Node{gpuNode("g1"), gpuNode("g1")}}); errs.FieldOf(err) != "nodes[1].name" {
@@ -202,7 +202,7 @@ func TestAgentProtocol(t *testing.T) {
 		t.Fatalf("t3: %+v %v", r3, err)
 	}
 	clk.Add(500 * time.Millisecond)
-	if err := e.Heartbeat(ctx, "a1", []agentapi.Beat{{Node: "g1", CPU: 0.5, Devices: map[string]agentapi.DeviceBeat{"0": {Utilization: 0.5}, "1": {Healthy: new(false), Reason: "XID 79"}}}}); err != nil {
+	if _, err := e.Heartbeat(ctx, "a1", []agentapi.Beat{{Node: "g1", CPU: 0.5, Devices: map[string]agentapi.DeviceBeat{"0": {Utilization: 0.5}, "1": {Healthy: new(false), Reason: "XID 79"}}}}); err != nil {
 		t.Fatal(err)
 	}
 	r3, _ = e.Task("t3")
@@ -244,9 +244,12 @@ func TestAgentProtocol(t *testing.T) {
 	}
 	for i := 0; i < 4; i++ {
 		clk.Add(time.Second)
-		if err := e.Heartbeat(ctx, "a1", []agentapi.Beat{{Node: "g1"}}); err != nil {
+		if _, err := e.Heartbeat(ctx, "a1", []agentapi.Beat{{Node: "g1"}}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if _, err := e.Summarize(ctx); err != nil { // a step: liveness is judged (heartbeats take their own lane)
+		t.Fatal(err)
 	}
 	if r, _ := e.Task("t4"); r.State != "pending" || r.Attempt != 1 {
 		t.Fatalf("t4 after its node went silent: %+v", r)
@@ -256,7 +259,7 @@ func TestAgentProtocol(t *testing.T) {
 		t.Fatalf("node states %q %q", nodes[0].State, nodes[1].State)
 	}
 	// It beats again: ready, and t4 is placed there again.
-	if err := e.Heartbeat(ctx, "a2", []agentapi.Beat{{Node: "g2"}}); err != nil {
+	if _, err := e.Heartbeat(ctx, "a2", []agentapi.Beat{{Node: "g2"}}); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := e.WaitPlaced(wctx, "t4"); err != nil || r.Node != "g2" || r.Attempt != 1 {
@@ -377,7 +380,7 @@ func TestNotReadyKeepsAnAdminsCordon(t *testing.T) {
 	if n := e.Nodes()[0]; n.State != api.NodeNotReady {
 		t.Fatalf("silent node %q", n.State)
 	}
-	if err := e.Heartbeat(ctx, "a1", []agentapi.Beat{{Node: "g1"}}); err != nil {
+	if _, err := e.Heartbeat(ctx, "a1", []agentapi.Beat{{Node: "g1"}}); err != nil {
 		t.Fatal(err)
 	}
 	if n := e.Nodes()[0]; n.State != api.NodeCordoned {
@@ -391,7 +394,7 @@ func TestNotReadyKeepsAnAdminsCordon(t *testing.T) {
 	if _, err := e.Summarize(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.Heartbeat(ctx, "a1", []agentapi.Beat{{Node: "g1"}}); err != nil {
+	if _, err := e.Heartbeat(ctx, "a1", []agentapi.Beat{{Node: "g1"}}); err != nil {
 		t.Fatal(err)
 	}
 	if n := e.Nodes()[0]; n.State != "" {

@@ -91,3 +91,57 @@ func (e *Engine) wait(cmd command) error {
 		}
 	}
 }
+
+// readWait is how long a reader waits for the loop before it is answered
+// from what the loop published last (Summarize), or told the scheduler is
+// busy (the other views): a bulk submission's step must not stall reads
+// for seconds (issue 41 §3).
+const readWait = 250 * time.Millisecond
+
+// viewWait is how long the views built on the loop (nodes, queues, a
+// task's place in its queue) wait for it before the reader is told the
+// scheduler is busy (errBusy: 503, retry).
+const viewWait = 2 * time.Second
+
+// errBusy answers a read the loop could not run within its wait.
+var errBusy = errs.New(errs.Unavailable, "", "the scheduler is busy with a long step (a bulk submission?) and could not answer within its read budget: retry")
+
+// read queues a command that only reads (abandoning it changes nothing)
+// and waits for its answer at most within, or until ctx ends: then it
+// returns errBusy, and the command still runs later, its answer unread.
+func (e *Engine) read(ctx context.Context, cmd command, within time.Duration) error {
+	if err := e.send(ctx, cmd); err != nil {
+		return err
+	}
+	t := time.NewTimer(within)
+	defer t.Stop()
+	a := cmd.base()
+	select {
+	case <-a.done:
+		return a.err
+	case <-e.done:
+		return e.wait(cmd)
+	case <-t.C:
+		return errBusy
+	case <-ctx.Done():
+		return errBusy
+	}
+}
+
+// weighted is a command whose work grows with its size (a submission's
+// tasks): the loop takes no more of them into one step once the step
+// holds stepWork (loop.go).
+type weighted interface{ weight() int }
+
+// stepWork bounds the work of the commands a step takes after its first:
+// several bulk submissions queued together are not one step that holds
+// every reader, heartbeat and urgent submission behind it.
+const stepWork = 20_000
+
+// weightOf is cmd's work (1 unless it is weighted).
+func weightOf(cmd command) int {
+	if w, ok := cmd.(weighted); ok {
+		return max(w.weight(), 1)
+	}
+	return 1
+}

@@ -3,6 +3,7 @@ package engine
 import (
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -84,10 +85,18 @@ type Engine struct {
 	waiters map[string]chan struct{}
 	// events is the ring of recent events (its own lock, events.go).
 	events eventLog
-	// sessions is the agents' state (its own lock, sessions.go).
+	// sessions is the agents' state (its own lock, sessions.go); live
+	// their nodes' liveness and samples the usage the heartbeats' lane
+	// recorded for the loop (their own locks, live.go), nudge its
+	// wakeup.
 	sessions sessions
+	live     liveness
+	samples  samples
+	nudge    chan struct{}
 	cluster  string // the store's cluster id (meta cluster.id), set by recover
 
+	// lastSummary is the summary the loop computed last (Summarize).
+	lastSummary atomic.Pointer[Summary]
 	// Loop-owned.
 	c      *core.Core
 	seq    uint64
@@ -138,8 +147,8 @@ func New(cfg Config, st store.Store) (*Engine, error) {
 		cmds:     make(chan command, cfg.MaxBatch), quit: make(chan struct{}), done: make(chan struct{}),
 		tasks: map[string]*TaskRecord{}, nodes: map[string]*api.Node{}, queues: map[string]*api.Queue{}, jobs: map[string]*JobRecord{},
 		waiters:  map[string]chan struct{}{},
-		sessions: newSessions(cfg.HeartbeatInterval, cfg.MissedHeartbeats),
-		staged:   newStaging(), owner: map[string]string{}, admin: map[string]string{}, jobLast: map[string]string{},
+		sessions: newSessions(cfg.HeartbeatInterval, cfg.MissedHeartbeats), live: newLiveness(), nudge: make(chan struct{}, 1),
+		staged: newStaging(), owner: map[string]string{}, admin: map[string]string{}, jobLast: map[string]string{},
 		waiting: newWaitCounts(), gauges: gauges{m: cfg.Metrics},
 		ret: retention{after: cfg.RetainFinished, max: cfg.RetainFinishedMax},
 	}

@@ -46,7 +46,7 @@ func (e *Engine) mayTake(agent, node string, now time.Time) error {
 		return errs.New(errs.Conflict, "name", "node %q is held by the static inventory; an admin frees it with `hetsched node release %s`", node, node)
 	}
 	deadline := e.sessions.deadline()
-	if last, ok := e.sessions.lastBeat[node]; ok && now.Sub(last) <= deadline {
+	if last, ok := e.live.lastOf(node); ok && now.Sub(last) <= deadline {
 		return errs.New(errs.Conflict, "name", "node %q is held by agent %q, whose heartbeats are live (the last %s ago); it moves once they have stopped for %s, or when an admin frees it with `hetsched node release %s`",
 			node, holder, now.Sub(last).Round(time.Millisecond), deadline, node)
 	}
@@ -98,6 +98,7 @@ func (e *Engine) releaseNode(name string, now time.Time) (string, error) {
 	e.staged.holders[name] = ""
 	e.staged.admin[name] = ""
 	e.sessions.release(name)
+	e.live.forget(name)
 	e.log.Warn("node released by an admin", "node", name, "holder", holder)
 	return holder, nil
 }

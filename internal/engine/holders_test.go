@@ -63,7 +63,7 @@ func TestNodeHoldersRefuseTakeover(t *testing.T) {
 	if errs.CodeOf(err) != errs.Conflict || !strings.Contains(err.Error(), `agent "a1"`) {
 		t.Fatalf("a2 taking a live agent's node: %v", err)
 	}
-	if err := e.Heartbeat(ctx, "a1", []agentapi.Beat{{Node: "agn-1"}}); err != nil {
+	if _, err := e.Heartbeat(ctx, "a1", []agentapi.Beat{{Node: "agn-1"}}); err != nil {
 		t.Fatalf("the holder lost its node: %v", err)
 	}
 	// A static upsert of the agent's node is refused too.
@@ -91,7 +91,7 @@ func TestNodeHoldersRefuseTakeover(t *testing.T) {
 	if v, _ := nodeView(t, e, "agn-1"); v.Agent != "a2" {
 		t.Fatalf("agn-1 held by %q, want a2", v.Agent)
 	}
-	if err := e.Heartbeat(ctx, "a1", []agentapi.Beat{{Node: "agn-1"}}); errs.CodeOf(err) != errs.NotFound {
+	if _, err := e.Heartbeat(ctx, "a1", []agentapi.Beat{{Node: "agn-1"}}); errs.CodeOf(err) != errs.NotFound {
 		t.Fatalf("the old holder still heartbeats the node: %v", err)
 	}
 
@@ -225,5 +225,57 @@ func TestSummaryPendingByOwnTier(t *testing.T) {
 	}
 	if s.Pending["medium"] != 3 || s.Pending["high"] != 1 || s.PendingRaised["medium"] != 3 || s.PendingRaised["high"] != 0 {
 		t.Errorf("pending %v, raised %v: want 3 medium (all 3 raised) and 1 high", s.Pending, s.PendingRaised)
+	}
+}
+
+// After a failover (here: a restart on the same store) the new engine has
+// no registration of the agents, but knows from the store which agent
+// holds which node. A holder's heartbeat is noted (the node's deadline
+// starts over) and answered Register; one naming a node the agent does
+// not hold notes nothing and is NotFound. Without it, an agent whose
+// re-registration took long through leader churn had its node declared
+// notready while it was heartbeating.
+func TestUnregisteredHolderHeartbeatIsHeard(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	clk := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+	e, st := openClock(t, dir, clk)
+	for _, a := range []string{"a1", "a2"} {
+		if _, err := e.Register(ctx, agentapi.Registration{Agent: a, Nodes: []api.Node{gpuNode("n-" + a)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.Close()
+	st.Close()
+	e, st = openClock(t, dir, clk)
+	defer func() { e.Close(); st.Close() }()
+
+	// 2 s after the restart (deadline 3 s): a1 heartbeats unregistered.
+	clk.Add(2 * time.Second)
+	reply, err := e.Heartbeat(ctx, "a1", []agentapi.Beat{{Node: "n-a1"}})
+	if err != nil || !reply.Register || reply.Nodes != 1 {
+		t.Fatalf("holder's heartbeat after a restart: %+v %v", reply, err)
+	}
+	// a2 names a1's node with its own: nothing is noted.
+	if reply, err := e.Heartbeat(ctx, "a2", []agentapi.Beat{{Node: "n-a2"}, {Node: "n-a1"}}); errs.CodeOf(err) != errs.NotFound || reply.Register {
+		t.Fatalf("a heartbeat naming another agent's node: %+v %v", reply, err)
+	}
+	// 4 s after the restart: a2 (silent) is notready; a1 (heard at 2 s) is not.
+	clk.Add(2 * time.Second)
+	if _, err := e.Summarize(ctx); err != nil { // a step: liveness is judged
+		t.Fatal(err)
+	}
+	if v, _ := nodeView(t, e, "n-a1"); v.State == api.NodeNotReady {
+		t.Fatalf("n-a1 is notready though its holder heartbeat 2 s ago: %+v", v)
+	}
+	if v, _ := nodeView(t, e, "n-a2"); v.State != api.NodeNotReady {
+		t.Fatalf("n-a2 is %q; want notready (its holder was silent past the deadline)", v.State)
+	}
+	// a1 registers: its heartbeats are ordinary again.
+	if _, err := e.Register(ctx, agentapi.Registration{Agent: "a1", Nodes: []api.Node{gpuNode("n-a1")}}); err != nil {
+		t.Fatal(err)
+	}
+	if reply, err := e.Heartbeat(ctx, "a1", []agentapi.Beat{{Node: "n-a1"}}); err != nil || reply.Register {
+		t.Fatalf("a registered agent's heartbeat: %+v %v", reply, err)
 	}
 }

@@ -16,19 +16,23 @@ func (e *Engine) loop() {
 	batch := make([]command, 0, e.cfg.MaxBatch)
 	for {
 		batch = batch[:0]
+		work := 0
 		select {
 		case cmd := <-e.cmds:
 			batch = append(batch, cmd)
+			work = weightOf(cmd)
 		case <-timer.C:
+		case <-e.nudge: // lane heartbeats' samples wait (live.go)
 		case <-e.quit:
 			e.failPending(ErrStopped)
 			return
 		}
 	drain:
-		for len(batch) < e.cfg.MaxBatch {
+		for len(batch) < e.cfg.MaxBatch && work < stepWork {
 			select {
 			case cmd := <-e.cmds:
 				batch = append(batch, cmd)
+				work += weightOf(cmd)
 			default:
 				break drain
 			}
@@ -69,6 +73,7 @@ func (e *Engine) loop() {
 // returned nil, and they are the only ways a change leaves the loop.
 func (e *Engine) step(batch []command) error {
 	now := e.cfg.Now()
+	e.observeSamples(now)
 	for _, cmd := range batch {
 		cmd.run(e, now)
 	}
@@ -134,7 +139,7 @@ func (e *Engine) rearm(timer *time.Timer) {
 	if next, ok := e.c.NextWakeup(); ok {
 		d = next.Sub(now)
 	}
-	if next, ok := e.sessions.nextLiveness(); ok {
+	if next, ok := e.live.next(); ok {
 		d = min(d, next.Sub(now))
 	}
 	if next, ok := e.gauges.next(); ok {

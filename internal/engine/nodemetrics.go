@@ -184,7 +184,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	cmd := &nodeSnapshotCmd{limit: c.limit}
-	if err := e.do(ctx, cmd); err != nil {
+	if err := e.read(ctx, cmd, c.timeout); err != nil {
 		return // a stopped engine, or a loop too busy to answer in time: no series this scrape
 	}
 	cmd.out.metrics(ch)

@@ -38,7 +38,7 @@ func TestNodeCollector(t *testing.T) {
 	if r, _ := e.Task("t"); r.State != "scheduled" {
 		t.Fatalf("t is %s", r.State)
 	}
-	if err := e.Heartbeat(ctx, "a1", []agentapi.Beat{{Node: "g1", CPU: 0.25, MemoryUsed: 1 << 30,
+	if _, err := e.Heartbeat(ctx, "a1", []agentapi.Beat{{Node: "g1", CPU: 0.25, MemoryUsed: 1 << 30,
 		Devices: map[string]agentapi.DeviceBeat{"0": {Utilization: 0.75, MemoryUsed: 2 << 30}, "1": {Healthy: new(false), Reason: "XID 79"}}}}); err != nil {
 		t.Fatal(err)
 	}

@@ -44,7 +44,7 @@ func (c *estimateCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	cmd := &queueEstimatesCmd{budget: c.budget}
-	if err := e.do(ctx, cmd); err != nil {
+	if err := e.read(ctx, cmd, c.timeout); err != nil {
 		return
 	}
 	for q, wait := range cmd.out {

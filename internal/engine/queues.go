@@ -126,7 +126,7 @@ func (c *queueViewsCmd) run(e *Engine, _ time.Time) { c.out = e.queueViews(c.ten
 // share and waiting tasks, computed by the loop.
 func (e *Engine) QueueViews(ctx context.Context, tenant string) ([]QueueView, error) {
 	cmd := &queueViewsCmd{tenant: tenant}
-	if err := e.do(ctx, cmd); err != nil {
+	if err := e.read(ctx, cmd, viewWait); err != nil {
 		return nil, err
 	}
 	return cmd.out, nil

@@ -45,9 +45,7 @@ func (e *Engine) recover() error {
 	// Agent nodes are judged from the end of recovery, which can take
 	// longer than their heartbeat deadline.
 	end := e.cfg.Now()
-	for name := range e.sessions.lastBeat {
-		e.sessions.heard(name, end)
-	}
+	e.live.restartAll(end)
 	e.log.Info("engine recovered", "nodes", len(e.nodes), "tasks", len(recs),
 		"tasks_took", restored.Sub(loaded).Round(time.Millisecond), "changed", changed, "commit_took", end.Sub(restored).Round(time.Millisecond))
 	return nil
@@ -94,7 +92,7 @@ func (e *Engine) recoverNodes(ctx context.Context, now time.Time) error {
 			// An agent node gets a full heartbeat deadline from now
 			// before it is judged: its agent is reconnecting.
 			e.owner[key] = r.Agent
-			e.sessions.heard(key, now) // moved to the end of recovery
+			e.live.heard(key, now) // moved to the end of recovery
 		}
 		if r.Admin != "" {
 			e.admin[key] = r.Admin

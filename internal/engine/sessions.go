@@ -34,12 +34,9 @@ type sessions struct {
 	gen       uint64 // the last registration's generation
 	streamSeq uint64 // the last stream's id
 
-	// Liveness (loop-only, no lock): when each agent node last
-	// heartbeat, when the next check is due, and the rules.
-	lastBeat      map[string]time.Time
-	nextLiveCheck time.Time
-	interval      time.Duration
-	missed        int
+	// The liveness rules (the state is Engine.live, live.go).
+	interval time.Duration
+	missed   int
 }
 
 func newSessions(interval time.Duration, missed int) sessions {
@@ -50,7 +47,7 @@ func newSessions(interval time.Duration, missed int) sessions {
 		missed = 3
 	}
 	return sessions{agents: map[string]*agentState{}, nodeAgent: map[string]string{}, assigned: map[string]map[string]*TaskRecord{},
-		usage: map[string]agentapi.NodeUsage{}, lastBeat: map[string]time.Time{}, interval: interval, missed: missed}
+		usage: map[string]agentapi.NodeUsage{}, interval: interval, missed: missed}
 }
 
 // agentState is one registered agent. Guarded by sessions.mu.
@@ -120,7 +117,6 @@ func (s *sessions) register(reg *agentapi.Registration) uint64 {
 
 // release forgets node: no agent serves it any more.
 func (s *sessions) release(node string) {
-	delete(s.lastBeat, node)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if a := s.agents[s.nodeAgent[node]]; a != nil {
@@ -160,10 +156,6 @@ func (s *sessions) checkBeats(agent string, beats []agentapi.Beat) (known bool, 
 	return true, ""
 }
 
-// heard notes that node's agent was heard from (registered or heartbeat)
-// at now.
-func (s *sessions) heard(node string, now time.Time) { s.lastBeat[node] = now }
-
 // beat records a heartbeat's samples as the nodes' usage.
 func (s *sessions) beat(agent string, beats []agentapi.Beat, now time.Time) {
 	s.mu.Lock()
@@ -172,30 +164,6 @@ func (s *sessions) beat(agent string, beats []agentapi.Beat, now time.Time) {
 		b := &beats[i]
 		s.usage[b.Node] = agentapi.NodeUsage{Agent: agent, LastHeartbeat: now, CPU: b.CPU, MemoryUsed: b.MemoryUsed, Devices: b.Devices}
 	}
-}
-
-// expired calls fn for every agent node whose heartbeats stopped longer
-// than the deadline ago; fn may forget the node (delete it from lastBeat).
-// It looks at most twice per heartbeat interval.
-func (s *sessions) expired(now time.Time, fn func(node string, last time.Time)) {
-	if now.Before(s.nextLiveCheck) || len(s.lastBeat) == 0 {
-		return
-	}
-	s.nextLiveCheck = now.Add(s.interval / 2)
-	deadline := s.deadline()
-	for name, t := range s.lastBeat {
-		if now.Sub(t) > deadline {
-			fn(name, t)
-		}
-	}
-}
-
-// nextLiveness is when the loop must wake for the liveness check.
-func (s *sessions) nextLiveness() (time.Time, bool) {
-	if len(s.lastBeat) == 0 {
-		return time.Time{}, false
-	}
-	return s.nextLiveCheck, true
 }
 
 // active reports whether r is a command task an agent should be running.

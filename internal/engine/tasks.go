@@ -31,6 +31,8 @@ type submitCmd struct {
 	trace   string   // the sampled traceparent of the submission ("": none)
 }
 
+func (c *submitCmd) weight() int { return len(c.tasks) }
+
 func (c *submitCmd) run(e *Engine, now time.Time) {
 	c.ids = make([]string, len(c.tasks))
 	c.errs = make([]error, len(c.tasks))

@@ -206,6 +206,10 @@ type Summary struct {
 	Tasks         int            `json:"tasks"`
 	// Devices are the devices by type and model, sorted by both.
 	Devices []DeviceSummary `json:"devices"`
+	// AsOf is when the loop computed it; Stale marks the last one the
+	// loop published, answered because the loop was busy past readWait.
+	AsOf  time.Time `json:"asOf"`
+	Stale bool      `json:"stale,omitempty"`
 }
 
 // DeviceSummary is one device type and model across the fleet. Devices
@@ -285,9 +289,22 @@ func (e *Engine) summarize() *Summary {
 }
 
 // Summarize returns the cluster summary, computed by the loop.
+//
+// It waits for the loop at most readWait: past that, while the loop runs a
+// long step, it answers the summary the loop published last, marked
+// Stale (only the very first summary waits for the loop in full).
 func (e *Engine) Summarize(ctx context.Context) (*Summary, error) {
 	cmd := &summaryCmd{}
-	if err := e.do(ctx, cmd); err != nil {
+	err := e.read(ctx, cmd, readWait)
+	if err == errBusy {
+		if last := e.lastSummary.Load(); last != nil {
+			s := *last
+			s.Stale = true
+			return &s, nil
+		}
+		err = e.wait(cmd)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return cmd.out, nil
@@ -299,7 +316,11 @@ type summaryCmd struct {
 	out *Summary
 }
 
-func (c *summaryCmd) run(e *Engine, _ time.Time) { c.out = e.summarize() }
+func (c *summaryCmd) run(e *Engine, now time.Time) {
+	c.out = e.summarize()
+	c.out.AsOf = now
+	e.lastSummary.Store(c.out) // readers never change it: Summarize copies before marking
+}
 
 // Queues returns the queues (by name) a tenant may see ("" or "default":
 // all).
@@ -427,7 +448,7 @@ type NodeQuery struct {
 // only the page's views are built.
 func (e *Engine) NodePage(ctx context.Context, q NodeQuery) (page []NodeView, next string, total int, err error) {
 	cmd := &nodePageCmd{q: q}
-	if err := e.do(ctx, cmd); err != nil {
+	if err := e.read(ctx, cmd, viewWait); err != nil {
 		return nil, "", 0, err
 	}
 	return cmd.out, cmd.next, cmd.total, nil
@@ -501,7 +522,7 @@ func (e *Engine) NodeViews(ctx context.Context) ([]NodeView, error) {
 // NodeViewOf returns node name's view; false when there is none.
 func (e *Engine) NodeViewOf(ctx context.Context, name string) (NodeView, bool, error) {
 	cmd := &nodeViewCmd{name: name}
-	if err := e.do(ctx, cmd); err != nil {
+	if err := e.read(ctx, cmd, viewWait); err != nil {
 		return NodeView{}, false, err
 	}
 	return cmd.out, cmd.ok, nil
@@ -547,7 +568,7 @@ func utilizationOf(n *api.Node, u *agentapi.NodeUsage) map[string]float64 {
 // computed by the loop; false when it is not pending in a class queue.
 func (e *Engine) QueueInfo(ctx context.Context, id string) (core.QueueInfo, bool, error) {
 	cmd := &queueInfoCmd{id: id}
-	if err := e.do(ctx, cmd); err != nil {
+	if err := e.read(ctx, cmd, viewWait); err != nil {
 		return core.QueueInfo{}, false, err
 	}
 	return cmd.out, cmd.ok, nil

@@ -95,11 +95,12 @@ func (s *Server) agentHeartbeat(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if err := s.eng.Heartbeat(r.Context(), r.PathValue("agent"), body.Nodes); err != nil {
+	reply, err := s.eng.Heartbeat(r.Context(), r.PathValue("agent"), body.Nodes)
+	if err != nil {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]int{"nodes": len(body.Nodes)})
+	writeJSON(w, http.StatusOK, reply)
 }
 
 func (s *Server) agentStatus(w http.ResponseWriter, r *http.Request) {
