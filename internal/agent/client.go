@@ -28,6 +28,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"time"
 
@@ -146,9 +147,9 @@ func (c *client) newRequest(ctx context.Context, base, method, path string, body
 	return req, nil
 }
 
-// doAt is do against base alone; an answer makes base the server asked
-// first.
-func (c *client) doAt(ctx context.Context, base, method, path string, body []byte) error {
+// doAt is do against base alone, decoding the answer into out (nil: none);
+// an answer makes base the server asked first.
+func (c *client) doAt(ctx context.Context, base, method, path string, body []byte, out any) error {
 	req, err := c.newRequest(ctx, base, method, path, body)
 	if err != nil {
 		return err
@@ -159,7 +160,7 @@ func (c *client) doAt(ctx context.Context, base, method, path string, body []byt
 	}
 	defer resp.Body.Close()
 	c.list.Answered(base)
-	return decodeAnswer(resp, nil)
+	return decodeAnswer(resp, out)
 }
 
 func decodeAnswer(resp *http.Response, out any) error {
@@ -197,38 +198,49 @@ func (c *client) register(ctx context.Context, reg agentapi.Registration) (*agen
 // slow acknowledgment still counts). A server that failed is asked again
 // retryAfter later, once every server was asked (a standby that had no
 // leader to pass it to may lead a moment later). An attempt a server
-// answers "not found" ends it: the agent must register again. It ends
-// with ctx, and then says why the last attempt failed.
-func (c *client) hedgedHeartbeat(ctx context.Context, hedgeAfter, retryAfter time.Duration, agent string, beats []agentapi.Beat) (time.Time, error) {
+// answers "not found" ends it: the agent must register again; so does an
+// answer asking it to register (reply.Register), which acknowledges the
+// heartbeat. It ends with ctx, and then says why the last attempt failed.
+func (c *client) hedgedHeartbeat(ctx context.Context, hedgeAfter, retryAfter time.Duration, agent string, beats []agentapi.Beat) (time.Time, agentapi.HeartbeatReply, error) {
 	body, err := json.Marshal(map[string]any{"nodes": beats})
 	if err != nil {
-		return time.Time{}, err
+		return time.Time{}, agentapi.HeartbeatReply{}, err
 	}
 	path := "/api/v1/agents/" + url.PathEscape(agent) + "/heartbeat"
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type result struct {
-		base string
-		sent time.Time
-		err  error
+		base  string
+		sent  time.Time
+		reply agentapi.HeartbeatReply
+		err   error
 	}
 	// queue: the servers never asked, in order, then those that failed.
-	queue := c.list.Order()
+	all := c.list.Order()
+	queue := slices.Clone(all)
 	untried := len(queue)
-	results := make(chan result, 4*len(queue))
-	ask := func() {
-		base := queue[0]
-		queue = queue[1:]
-		untried = max(untried-1, 0)
+	results := make(chan result, 4*len(queue)+64)
+	send := func(base string) {
 		go func() {
 			sent := time.Now()
-			err := c.doAt(ctx, base, http.MethodPost, path, body)
+			var reply agentapi.HeartbeatReply
+			err := c.doAt(ctx, base, http.MethodPost, path, body, &reply)
 			select {
-			case results <- result{base, sent, err}:
+			case results <- result{base, sent, reply, err}:
 			case <-ctx.Done():
 			}
 		}()
 	}
+	ask := func() {
+		base := queue[0]
+		queue = queue[1:]
+		untried = max(untried-1, 0)
+		send(base)
+	}
+	// Once every server was asked and none answered, the hedge asks them
+	// again in turn (a standby passing the request to a leader that froze
+	// holds it; the next attempt reaches whoever leads by then).
+	again := 0
 	ask()
 	hedge := time.NewTimer(hedgeAfter)
 	defer hedge.Stop()
@@ -240,7 +252,7 @@ func (c *client) hedgedHeartbeat(ctx context.Context, hedgeAfter, retryAfter tim
 		select {
 		case r := <-results:
 			if r.err == nil || isNotFound(r.err) {
-				return r.sent, r.err
+				return r.sent, r.reply, r.err
 			}
 			last = r.err
 			queue = append(queue, r.base)
@@ -252,14 +264,17 @@ func (c *client) hedgedHeartbeat(ctx context.Context, hedgeAfter, retryAfter tim
 		case <-hedge.C:
 			if untried > 0 {
 				ask()
-				hedge.Reset(hedgeAfter)
+			} else {
+				send(all[again%len(all)])
+				again++
 			}
+			hedge.Reset(hedgeAfter)
 		case <-retry.C:
 			if len(queue) > 0 {
 				ask()
 			}
 		case <-ctx.Done():
-			return time.Time{}, fmt.Errorf("%w (the last answer: %v)", ctx.Err(), last)
+			return time.Time{}, agentapi.HeartbeatReply{}, fmt.Errorf("%w (the last answer: %v)", ctx.Err(), last)
 		}
 	}
 }

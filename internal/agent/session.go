@@ -42,6 +42,7 @@ type session struct {
 
 	lastAck  atomic.Int64 // send time (unix ns) of the last acknowledged heartbeat
 	deadline atomic.Int64 // the server's notready deadline, ns (0 until registered)
+	interval atomic.Int64 // the server's heartbeat interval, ns (0 until registered)
 	fenced   atomic.Bool
 	// connected counts successful registrations (tests wait on it).
 	connected atomic.Int64
@@ -101,7 +102,16 @@ func (s *session) run(ctx context.Context) {
 	go func() { defer wg.Done(); s.watchFence(ctx) }()
 	defer wg.Wait()
 	bo := backoff{base: 100 * time.Millisecond, max: 2 * time.Second}
+	var keep func() // stops the heartbeats sent while registering again
+	defer func() {
+		if keep != nil {
+			keep()
+		}
+	}()
 	for ctx.Err() == nil {
+		if keep == nil && s.deadline.Load() > 0 {
+			keep = s.keepBeating(ctx)
+		}
 		// Re-registering with tasks at stake (after a failover the new
 		// leader knows no agent): a server that holds the request (a
 		// paused leader, or a standby passing it on to one) is left for
@@ -133,7 +143,12 @@ func (s *session) run(ctx context.Context) {
 			interval = 2 * time.Second
 		}
 		s.deadline.Store(int64(time.Duration(max(reply.MissedHeartbeats, 1)) * interval))
+		s.interval.Store(int64(interval))
 		s.acked(sent)
+		if keep != nil {
+			keep()
+			keep = nil
+		}
 		s.up.Store(true) // before connected: a test that saw connected sees up
 		s.connected.Add(1)
 		s.log.Info("registered", "agent", s.name, "generation", reply.Generation, "heartbeat", interval)
@@ -189,13 +204,21 @@ func (s *session) heartbeats(ctx context.Context, stop context.CancelFunc, inter
 		// paused leader holds the request: hedgedHeartbeat).
 		budget := time.Duration(s.deadline.Load()) - time.Since(time.Unix(0, s.lastAck.Load()))
 		hctx, cancel := context.WithTimeout(ctx, max(budget, interval))
-		sent, err := s.c.hedgedHeartbeat(hctx, max(interval/2, minHedge), min(interval, minHedge), s.name, s.r.beats())
+		sent, reply, err := s.c.hedgedHeartbeat(hctx, max(interval/2, minHedge), min(interval, minHedge), s.name, s.r.beats())
 		cancel()
 		if err != nil && ctx.Err() == nil {
 			s.beatFailures.Add(1)
 		}
 		wait := t.C
 		switch {
+		case err == nil && reply.Register:
+			// A new leader noted the heartbeat (the nodes' deadline starts
+			// over there) but has no registration of this agent: the
+			// tasks stay, and the agent registers for a stream.
+			s.acked(sent)
+			s.log.Warn("the server noted the heartbeat but has no registration of this agent (a failover); registering again")
+			stop()
+			return
 		case err == nil:
 			s.acked(sent)
 			if s.fenced.Swap(false) {
@@ -222,6 +245,40 @@ func (s *session) heartbeats(ctx context.Context, stop context.CancelFunc, inter
 			return
 		}
 	}
+}
+
+// keepBeating heartbeats, once per interval, until the returned stop is
+// called (it waits for the goroutine): the session calls it while it
+// registers again with tasks at stake. Through a failover the new leader
+// has no registration of the agent, and registering takes a commit,
+// which an election in progress can hold longer than the fence deadline;
+// the leader notes a holder's heartbeat meanwhile (reply.Register), and
+// that acknowledgment keeps the tasks.
+func (s *session) keepBeating(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		interval := max(time.Duration(s.interval.Load()), minHedge)
+		for ctx.Err() == nil {
+			// As heartbeats: a slow answer counts while the deadline
+			// allows; every server is asked in turn.
+			budget := time.Duration(s.deadline.Load()) - time.Since(time.Unix(0, s.lastAck.Load()))
+			hctx, cancelBeat := context.WithTimeout(ctx, max(budget, interval))
+			sent, _, err := s.c.hedgedHeartbeat(hctx, max(interval/2, minHedge), min(interval, minHedge), s.name, s.r.beats())
+			cancelBeat()
+			wait := interval
+			if err == nil {
+				s.acked(sent) // noted, registered or not: a later registration follows
+			} else {
+				wait = minHedge // every server failed (no leader yet): soon again
+			}
+			if !sleep(ctx, wait) {
+				return
+			}
+		}
+	}()
+	return func() { cancel(); <-done }
 }
 
 // minHedge is the least wait before a heartbeat is also sent to the next
