@@ -26,6 +26,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -213,6 +214,44 @@ func (m *Member) Err() <-chan error { return m.etcd.Err() }
 func (m *Member) Close() {
 	m.etcd.Close()
 }
+
+// ShedRaftLeadership moves etcd's raft leadership from this member to
+// another voting member when this one holds it, and says to whom ("":
+// it did not hold it). The hetsched leader sheds it: when both ran in one
+// process and it paused, every lease's renewals waited for etcd's own
+// election too, the standbys' revocation of its lease as well, and
+// leaders changed several times in a row. Each other member is tried
+// until one takes it or ctx ends.
+func (m *Member) ShedRaftLeadership(ctx context.Context) (string, error) {
+	s := m.etcd.Server
+	self := s.MemberID()
+	if s.Leader() != self {
+		return "", nil
+	}
+	var last error
+	members := s.Cluster().Members()
+	rand.Shuffle(len(members), func(i, j int) { members[i], members[j] = members[j], members[i] })
+	for _, mem := range members {
+		if mem.ID == self || mem.IsLearner {
+			continue
+		}
+		// A member that is up to date takes over within a few ticks; one
+		// paused or cut off never does: the next is tried.
+		tctx, cancel := context.WithTimeout(ctx, shedTry)
+		last = s.MoveLeader(tctx, uint64(self), uint64(mem.ID))
+		cancel()
+		if last == nil {
+			return mem.Name, nil
+		}
+		if ctx.Err() != nil || s.Leader() != self {
+			break
+		}
+	}
+	return "", last // nil: no other voting member (a cluster of one)
+}
+
+// shedTry bounds one member's try to take etcd's raft leadership.
+const shedTry = time.Second
 
 // String names the member.
 func (m *Member) String() string { return fmt.Sprintf("etcd member %s", m.etcd.Config().Name) }

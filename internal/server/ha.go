@@ -138,8 +138,12 @@ type replica struct {
 	copy   atomic.Pointer[etcdstore.Store] // the term's store: a standby's warm copy
 	proxy  *leaderProxy
 	local  *Server // the standby's own routes: guard, metrics
+	// member is the embedded etcd member (--ha; nil on an external
+	// etcd): while this server leads, it sheds etcd's raft leadership
+	// (shedRaft).
+	member *etcdmember.Member
 	// renewed is when etcd last renewed this leader's election lease
-	// (unix ns; keepRenewed): past freshFor the leader answers nothing.
+	// (unix ns; holdLease): past freshFor the leader answers nothing.
 	renewed atomic.Int64
 }
 
@@ -151,15 +155,105 @@ type replica struct {
 // that held.
 func (r *replica) freshFor() time.Duration { return time.Duration(r.ttl) * time.Second }
 
-// keepRenewed records each renewal of the election lease until ctx ends.
-func (r *replica) keepRenewed(ctx context.Context, lease clientv3.LeaseID) {
+// holdLease keeps the leader's election lease alive until ctx ends, and
+// records each renewal (renewed). The term must end when the returned
+// channel yields why: etcd says the lease is gone, or it could not be
+// confirmed for leaseGiveUp TTLs.
+//
+// clientv3 gives a keep-alive up once no answer came within the TTL, and
+// an etcd election (its raft leader paused or lost) takes about that
+// long while every lease lives on (a new raft leader extends them all):
+// ending the term then made leaders change several times in a row after
+// one was frozen, each new one knowing no agent. So a keep-alive given up
+// is followed by single renewals until one answers (the lease held: the
+// term goes on) or etcd says the lease is gone. Meanwhile, the leader
+// answers nothing past freshFor.
+func (r *replica) holdLease(ctx context.Context, lease clientv3.LeaseID) <-chan error {
 	r.renewed.Store(time.Now().UnixNano())
-	ch, err := r.cli.KeepAlive(ctx, lease)
-	if err != nil {
-		return
+	ended := make(chan error, 1)
+	go func() {
+		for ctx.Err() == nil {
+			if ch, err := r.cli.KeepAlive(ctx, lease); err == nil {
+				for range ch {
+					r.renewed.Store(time.Now().UnixNano())
+				}
+			}
+			if err := r.renewOnce(ctx, lease); err != nil {
+				ended <- err
+				return
+			}
+		}
+	}()
+	return ended
+}
+
+// shedRaft keeps etcd's raft leadership off this server's member while it
+// leads (etcdmember.ShedRaftLeadership), looking every shedEvery, until
+// ctx ends: a leader paused or cut off then holds only its own election
+// lease, which etcd expires (or a standby revokes) without an etcd
+// election first, and no other lease's renewals stall.
+func (r *replica) shedRaft(ctx context.Context) {
+	t := time.NewTicker(shedEvery)
+	defer t.Stop()
+	for {
+		tctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		to, err := r.member.ShedRaftLeadership(tctx)
+		cancel()
+		switch {
+		case err != nil && ctx.Err() == nil:
+			r.lg.Warn("could not move etcd's raft leadership off this leader's member", "err", err)
+		case to != "":
+			r.lg.Info("moved etcd's raft leadership off this leader's member", "to", to)
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
+		}
 	}
-	for range ch {
-		r.renewed.Store(time.Now().UnixNano())
+}
+
+// shedEvery is how often a leader looks whether its member leads etcd's
+// raft.
+const shedEvery = time.Second
+
+// leaseGiveUp is how many TTLs without a renewal end a term whose lease
+// etcd could not be asked about (no quorum).
+const leaseGiveUp = 3
+
+// renewOnce renews lease once, retrying, after its keep-alive was given
+// up; it fails when etcd says the lease is gone or after leaseGiveUp TTLs
+// without a renewal, and ends quietly with ctx.
+func (r *replica) renewOnce(ctx context.Context, lease clientv3.LeaseID) error {
+	for ctx.Err() == nil {
+		tctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := r.cli.KeepAliveOnce(tctx, lease)
+		cancel()
+		switch {
+		case err == nil:
+			r.renewed.Store(time.Now().UnixNano())
+			r.lg.Info("the election lease held through a pause of etcd's keep-alives (an etcd election?): leading on")
+			return nil
+		case errors.Is(err, rpctypes.ErrLeaseNotFound) || errors.Is(err, rpctypes.ErrGRPCLeaseNotFound):
+			return errors.New("the election lease ended (etcd did not hear from this server within its TTL)")
+		case ctx.Err() != nil:
+			return nil
+		}
+		if since := time.Since(time.Unix(0, r.renewed.Load())); since > leaseGiveUp*r.freshFor() {
+			return fmt.Errorf("the election lease could not be renewed for %s (etcd unreachable, or no quorum): %w", since.Round(time.Millisecond), err)
+		}
+		sleepCtx(ctx, 100*time.Millisecond)
+	}
+	return nil
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }
 
@@ -170,12 +264,14 @@ func runReplicated(ctx context.Context, out io.Writer, p *prepared) error {
 	opt := p.opt
 	endpoints := opt.EtcdEndpoints
 	what := "store etcd " + strings.Join(endpoints, ",")
+	var member *etcdmember.Member
 	if opt.HA {
 		m, err := etcdmember.Start(ctx, opt.memberConfig())
 		if err != nil {
 			return err
 		}
 		defer m.Close()
+		member = m
 		endpoints = []string{m.Endpoint()}
 		what = "store etcd (embedded member " + opt.Name + ")"
 	}
@@ -193,6 +289,7 @@ func runReplicated(ctx context.Context, out io.Writer, p *prepared) error {
 		ln.Close()
 		return err
 	}
+	r.member = member
 	srv, ln, err := p.httpServer(r, ln)
 	if err != nil {
 		return err
@@ -362,19 +459,21 @@ func (r *replica) lead(ctx context.Context, st *etcdstore.Store, sess *concurren
 	}
 	h := r.p.newHandler(eng, r.addr)
 	h.servers = r.listServers
-	kctx, stopRenewed := context.WithCancel(ctx)
-	defer stopRenewed()
-	r.renewed.Store(time.Now().UnixNano())
-	go r.keepRenewed(kctx, sess.Lease())
+	kctx, stopHolding := context.WithCancel(ctx)
+	defer stopHolding()
+	leaseEnded := r.holdLease(kctx, sess.Lease())
+	if r.member != nil {
+		go r.shedRaft(kctx)
+	}
 	r.leader.Store(&r.self)
+	r.proxy.leaderChanged() // what it passed on as a standby is answered "retry": it leads now
 	r.cur.Store(h)
 	r.p.m.Leader.Set(1)
 	r.p.m.LeaderChanges.Inc()
 	r.lg.Info("leading", "took", time.Since(t0).Round(time.Millisecond), "store_catch_up", caught.Sub(t0).Round(time.Millisecond), "tasks", eng.NumTasks())
 	var why error
 	select {
-	case <-sess.Done():
-		why = errors.New("the election lease ended (etcd did not hear from this server within its TTL)")
+	case why = <-leaseEnded:
 	case <-eng.Done():
 		why = fmt.Errorf("the engine stopped: %w", eng.Err())
 	case <-ctx.Done():
@@ -424,7 +523,9 @@ func (r *replica) observe(ctx context.Context, el *concurrency.Election) {
 			continue
 		}
 		r.seen.Store(&observed{leader: e, lease: resp.Kvs[0].Lease})
-		r.leader.Store(&e)
+		if prev := r.leader.Swap(&e); prev == nil || *prev != e {
+			r.proxy.leaderChanged()
+		}
 	}
 }
 
@@ -494,6 +595,7 @@ func (r *replica) watchLeader(ctx context.Context) {
 		err := r.revoke(ctx, o)
 		r.lg.Warn(why+": revoked its election lease", "leader", e.Name, "url", e.URL, "err", err)
 		r.seen.CompareAndSwap(o, nil)
+		r.proxy.leaderChanged() // requests held by the silent leader are answered "retry"
 	}
 }
 

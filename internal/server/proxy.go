@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/hetsched/hetsched/internal/api"
@@ -181,6 +182,34 @@ type leaderProxy struct {
 	// probe asks the leader's /healthz (watchLeader), over the same
 	// transport, within probeTimeout.
 	probe *http.Client
+	// changed is closed, and replaced, when the observed leader changes
+	// or a standby found it silent (leaderChanged): the requests passed on
+	// to it end then, answered "retry", instead of waiting for a leader
+	// that froze (an agent's heartbeat waited there past its fence
+	// deadline).
+	changed atomic.Pointer[chan struct{}]
+}
+
+// leaderChanged ends the requests passed on to the leader until now.
+func (lp *leaderProxy) leaderChanged() {
+	ch := make(chan struct{})
+	if old := lp.changed.Swap(&ch); old != nil {
+		close(*old)
+	}
+}
+
+// untilLeaderChanges is ctx, ended when the leader changes too.
+func (lp *leaderProxy) untilLeaderChanges(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	ch := lp.changed.Load()
+	go func() {
+		select {
+		case <-*ch:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
 
 // leaderKey carries the leader a request is passed on to.
@@ -215,6 +244,7 @@ func newLeaderProxy(p *prepared, leader func() *serverEntry, quorum func(context
 	}
 	tr.Protocols = &protos
 	lp := &leaderProxy{leader: leader, quorum: quorum, probe: &http.Client{Transport: tr, Timeout: probeTimeout}}
+	lp.leaderChanged()
 	lp.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			u := pr.In.Context().Value(leaderKey{}).(*url.URL)
@@ -258,7 +288,9 @@ func (lp *leaderProxy) serve(w http.ResponseWriter, req *http.Request) {
 		writeJSON(w, http.StatusTemporaryRedirect, map[string]string{"leader": e.URL, "message": "this server is a standby: send the request to the leader"})
 		return
 	}
-	lp.rp.ServeHTTP(w, withoutUpgrade(req).WithContext(context.WithValue(req.Context(), leaderKey{}, u)))
+	ctx, cancel := lp.untilLeaderChanges(req.Context())
+	defer cancel()
+	lp.rp.ServeHTTP(w, withoutUpgrade(req).WithContext(context.WithValue(ctx, leaderKey{}, u)))
 }
 
 // withoutUpgrade is req without a protocol upgrade (Connection: Upgrade,
