@@ -129,13 +129,14 @@ func (e *Engine) read(ctx context.Context, cmd command, within time.Duration) er
 }
 
 // weighted is a command whose work grows with its size (a submission's
-// tasks): the loop takes no more of them into one step once the step
-// holds stepWork (loop.go).
+// tasks): a step's commands stay within stepWork, unless its first alone
+// exceeds it (loop.go).
 type weighted interface{ weight() int }
 
-// stepWork bounds the work of the commands a step takes after its first:
-// several bulk submissions queued together are not one step that holds
-// every reader, heartbeat and urgent submission behind it.
+// stepWork bounds the work of one step's commands: a bulk submission is
+// not one step with what was queued before it (an urgent submission, a
+// read), nor with another bulk submission, holding them all behind its
+// commit.
 const stepWork = 20_000
 
 // weightOf is cmd's work (1 unless it is weighted).

@@ -249,8 +249,10 @@ func (e *Engine) publishRecords(b *commitBatch) {
 	for name, n := range e.staged.nodes {
 		if n == nil {
 			delete(e.nodes, name)
+			e.laneNodes.Delete(name)
 		} else {
 			e.nodes[name] = n
+			e.laneNodes.Store(name, n)
 		}
 	}
 	for name, q := range e.staged.queues {

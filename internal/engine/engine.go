@@ -93,7 +93,11 @@ type Engine struct {
 	live     liveness
 	samples  samples
 	nudge    chan struct{}
-	cluster  string // the store's cluster id (meta cluster.id), set by recover
+	// laneNodes mirrors nodes (name -> *api.Node, published and never
+	// changed after) for the heartbeats' lane, which must not wait for
+	// mu while a bulk submission's records are published under it.
+	laneNodes sync.Map
+	cluster   string // the store's cluster id (meta cluster.id), set by recover
 
 	// lastSummary is the summary the loop computed last (Summarize).
 	lastSummary atomic.Pointer[Summary]

@@ -84,6 +84,7 @@ func (g *gauges) attempted(took time.Duration) {
 		return
 	}
 	var obs [4][2]prometheus.Observer
+	var dec [4]prometheus.Observer
 	for _, a := range g.attempts {
 		r := 1 // metrics.AttemptResults: scheduled, unschedulable
 		if a.placed {
@@ -95,6 +96,12 @@ func (g *gauges) attempted(took time.Duration) {
 			obs[a.tier][r] = o
 		}
 		o.Observe((a.wait + took).Seconds())
+		if a.placed {
+			if dec[a.tier] == nil {
+				dec[a.tier] = g.m.SchedulingDecision.WithLabelValues(api.TierNames[a.tier])
+			}
+			dec[a.tier].Observe(a.wait.Seconds())
+		}
 	}
 	g.attempts = g.attempts[:0]
 }

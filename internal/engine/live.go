@@ -169,15 +169,15 @@ func (e *Engine) laneBeat(agent string, beats []agentapi.Beat) bool {
 	if known, missing := e.sessions.checkBeats(agent, beats); !known || missing != "" {
 		return false
 	}
-	e.mu.RLock()
 	for i := range beats {
-		spec := e.nodes[beats[i].Node]
-		if spec == nil || spec.State == api.NodeNotReady || healthChanges(spec, &beats[i]) {
-			e.mu.RUnlock()
+		v, ok := e.laneNodes.Load(beats[i].Node)
+		if !ok {
+			return false
+		}
+		if spec := v.(*api.Node); spec.State == api.NodeNotReady || healthChanges(spec, &beats[i]) {
 			return false
 		}
 	}
-	e.mu.RUnlock()
 	now := e.cfg.Now()
 	for i := range beats {
 		e.live.heard(beats[i].Node, now)

@@ -14,30 +14,44 @@ func (e *Engine) loop() {
 	timer := time.NewTimer(0) // a first step at once: liveness and the core's timers after a restart
 	defer timer.Stop()
 	batch := make([]command, 0, e.cfg.MaxBatch)
+	// carry is a command taken from the queue that would have made the
+	// step's work exceed stepWork: it starts the next step.
+	var carry command
 	for {
 		batch = batch[:0]
 		work := 0
-		select {
-		case cmd := <-e.cmds:
-			batch = append(batch, cmd)
-			work = weightOf(cmd)
-		case <-timer.C:
-		case <-e.nudge: // lane heartbeats' samples wait (live.go)
-		case <-e.quit:
-			e.failPending(ErrStopped)
-			return
-		}
-	drain:
-		for len(batch) < e.cfg.MaxBatch && work < stepWork {
+		if carry != nil {
+			batch, work, carry = append(batch, carry), weightOf(carry), nil
+		} else {
 			select {
 			case cmd := <-e.cmds:
 				batch = append(batch, cmd)
-				work += weightOf(cmd)
+				work = weightOf(cmd)
+			case <-timer.C:
+			case <-e.nudge: // lane heartbeats' samples wait (live.go)
+			case <-e.quit:
+				e.failPending(ErrStopped)
+				return
+			}
+		}
+	drain:
+		for len(batch) < e.cfg.MaxBatch && carry == nil {
+			select {
+			case cmd := <-e.cmds:
+				if w := weightOf(cmd); len(batch) > 0 && work+w > stepWork {
+					carry = cmd // a bulk submission does not hold up what came before it
+				} else {
+					batch = append(batch, cmd)
+					work += w
+				}
 			default:
 				break drain
 			}
 		}
 		if err := e.step(batch); err != nil {
+			if carry != nil {
+				batch = append(batch, carry) // answered with the failure too
+			}
 			e.stop(batch, err)
 			return
 		}

@@ -88,6 +88,7 @@ func (e *Engine) recoverNodes(ctx context.Context, now time.Time) error {
 		}
 		spec := r.Spec // the published copy, apart from what the core was given
 		e.nodes[key] = &spec
+		e.laneNodes.Store(key, &spec)
 		if r.Agent != "" {
 			// An agent node gets a full heartbeat deadline from now
 			// before it is judged: its agent is reconnecting.
