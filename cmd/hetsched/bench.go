@@ -22,7 +22,7 @@ func newBench() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(newBenchCore(), newBenchAPI(), newBenchEcho(), newBenchHTTP(), newBenchPending(), newBenchFleet(), newBenchJob(), newBenchPreempt(), newBenchTiers(), newBenchInflight(), newBenchBatch(), newBenchHA(), newBenchKube())
+	cmd.AddCommand(newBenchCore(), newBenchAPI(), newBenchEcho(), newBenchHTTP(), newBenchPending(), newBenchFleet(), newBenchJob(), newBenchPreempt(), newBenchTiers(), newBenchInflight(), newBenchBatch(), newBenchBulk(), newBenchHA(), newBenchKube())
 	return cmd
 }
 

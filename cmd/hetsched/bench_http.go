@@ -432,3 +432,44 @@ func newBenchKube() *cobra.Command {
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
 	return cmd
 }
+
+func newBenchBulk() *cobra.Command {
+	var o benchhttp.BulkOptions
+	var output string
+	cmd := &cobra.Command{
+		Use:   "bulk",
+		Short: "Submit --tasks in --batch-task requests from one client while a fake fleet of --nodes heartbeats and a probe heartbeats, reads /cluster and submits urgent tasks: what one tenant's bulk submission does to everyone else",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if o.Bin, err = os.Executable(); err != nil {
+				return err
+			}
+			o.Log = cmd.ErrOrStderr()
+			r, err := benchhttp.Bulk(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			if output == "json" {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(r)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "tasks %d in batches of %d, %d fleet nodes: submitted in %.1fs\n", r.Tasks, r.Batch, r.Nodes, r.SubmitSeconds)
+			for _, l := range []struct {
+				name string
+				l    benchhttp.Latencies
+			}{{"heartbeat", r.Heartbeat}, {"GET /cluster", r.Cluster}, {"urgent submit", r.Urgent}} {
+				fmt.Fprintf(cmd.OutOrStdout(), "  %-14s n=%d failed=%d  p50 %.1f ms  p99 %.1f ms  max %.1f ms\n", l.name, l.l.N, l.l.Failures, l.l.P50, l.l.P99, l.l.Max)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "  stale /cluster answers %d; fleet nodes notready at most %d; urgent scheduling attempts %d, p99 ≤ %.3f ms (the core's decision ≤ %.3f ms)\n", r.StaleReads, r.NotReady, r.UrgentAttempts, r.UrgentAttemptP99, r.UrgentDecisionP99)
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&o.Tasks, "tasks", 1_000_000, "one-CPU lease tasks to submit")
+	cmd.Flags().IntVar(&o.Batch, "batch", 100_000, "tasks per request (one request at a time)")
+	cmd.Flags().IntVar(&o.Nodes, "nodes", 1000, "fake fleet nodes (heartbeats every 2 s)")
+	cmd.Flags().DurationVar(&o.Probe, "probe", 100*time.Millisecond, "how often the probe heartbeats, reads and submits")
+	cmd.Flags().StringVar(&o.ServerBin, "server-bin", "", "hetsched binary for the server and the fleet (a baseline build; default: this one)")
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", 30*time.Minute, "bound on the whole run")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json")
+	return cmd
+}
