@@ -203,14 +203,19 @@ func analyze(fs vfs.FS, dir string) (*pebble.Lock, Report, storeFiles, error) {
 type repairAction struct {
 	desc  string
 	file  string
-	keep  int64 // bytes to keep; -1: set the whole file aside
-	aside bool  // keep the original as <file>.damaged-<stamp>
+	keep     int64 // bytes to keep; -1: set the whole file aside
+	aside    bool  // keep the original as <file>.damaged-<stamp>
+	optional bool  // the file may not exist (then there is nothing to do)
 }
 
 func (a repairAction) apply(fs vfs.FS, dir, stamp string) error {
 	path := fs.PathJoin(dir, a.file)
 	if a.keep < 0 {
-		return fs.Rename(path, asideName(fs, path, stamp))
+		err := fs.Rename(path, asideName(fs, path, stamp))
+		if a.optional && errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
 	}
 	if a.aside {
 		if err := keepAside(fs, path, asideName(fs, path, stamp)); err != nil {
@@ -294,6 +299,10 @@ func (r *Report) plan(sf storeFiles, acts *[]repairAction) {
 	add(repairAction{file: w.File, keep: w.ValidEnd, aside: true, desc: fmt.Sprintf(
 		"keep the first %d records of %s (bytes 0-%d) and drop %s; the original is kept as %s.damaged-<time>",
 		w.Records, w.File, w.ValidEnd, lost, w.File)})
+	// What is dropped was acknowledged: the store would refuse to open
+	// below its high-water mark (hwm.go), which the repair accepts.
+	add(repairAction{file: hwmName, keep: -1, optional: true, desc: fmt.Sprintf(
+		"set %s aside (the acknowledged commits' high-water mark: the records dropped were acknowledged, and the store opens with what the logs keep)", hwmName)})
 }
 
 // checkTables opens the store read-only (replaying its logs into memory,

@@ -327,7 +327,7 @@ func TestDamagedOlderLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Opens || len(r.Plan) != 2 || !strings.Contains(r.Plan[0], "set "+filepath.Base(newPath)+" aside") {
+	if r.Opens || len(r.Plan) != 3 || !strings.Contains(r.Plan[0], "set "+filepath.Base(newPath)+" aside") || !strings.Contains(r.Plan[2], "set ACKED aside") {
 		t.Fatalf("check:\n%s", r)
 	}
 	kept := 0

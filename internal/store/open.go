@@ -119,6 +119,12 @@ func openLocked(dir string, fs vfs.FS, statfs StatFS, reserve uint64, lg *slog.L
 	case <-d.fail.ch:
 		return nil, errs.New(d.fail.err.Code, "data-dir", "%s: opening the store failed: %v", dir, d.fail.err.Err)
 	}
+	m, err := checkMarks(fs, dir, d.db, lg)
+	if err != nil {
+		d.db.Close()
+		return nil, err
+	}
+	d.marks = m
 	d.guard.open.Store(true)
 	return d, nil
 }

@@ -26,6 +26,7 @@ type Disk struct {
 	guard    *guard
 	space    *spaceWatch
 	recovery Recovery
+	marks    *marks // the commits' numbers and the acknowledged high-water mark (hwm.go)
 }
 
 var _ Store = (*Disk)(nil)
@@ -102,7 +103,16 @@ func (d *Disk) Commit(ctx context.Context, recs []Record) error {
 			return errs.Wrap(errs.Unavailable, "", err)
 		}
 	}
-	return d.apply(b)
+	n, err := d.marks.number(b)
+	if err != nil {
+		b.Close()
+		return errs.Wrap(errs.Unavailable, "", err)
+	}
+	if err := d.apply(b); err != nil {
+		return err
+	}
+	d.marks.acknowledged(n)
+	return nil
 }
 
 // apply commits b on a helper goroutine and waits for it or for the
@@ -244,6 +254,9 @@ func (d *Disk) Close() error {
 	}
 	d.closed = true
 	close(d.guard.closing)
+	if err := d.marks.close(); err != nil {
+		d.fail.log.Warn("store: could not record the acknowledged commits' high-water mark at close", "dir", d.dir, "err", err)
+	}
 	done := make(chan error, 1)
 	go func() {
 		defer func() {

@@ -30,9 +30,11 @@ func walOf(t *testing.T, r store.Report, path string) store.WALReport {
 	return store.WALReport{}
 }
 
-// TestTornTailIsTruncatedAndReported cuts the newest log to half: the store
-// opens, Recovery and a Warn line say what was dropped, and exactly the
-// commits whose records lie before the cut are there.
+// TestTornTailIsTruncatedAndReported cuts the newest log to half, its
+// high-water mark removed (as after a crash before the mark counted those
+// commits; TestLogCutBelowAcknowledgedRefuses keeps it): the store opens,
+// Recovery and a Warn line say what was dropped, and exactly the commits
+// whose records lie before the cut are there.
 func TestTornTailIsTruncatedAndReported(t *testing.T) {
 	dir := t.TempDir()
 	s := openDisk(t, dir)
@@ -57,6 +59,9 @@ func TestTornTailIsTruncatedAndReported(t *testing.T) {
 	if w.ValidEnd == st.Size()/2 {
 		t.Fatalf("the cut fell on a record boundary; pick another record size:\n%s", r)
 	}
+	if err := os.Remove(filepath.Join(dir, "ACKED")); err != nil {
+		t.Fatal(err)
+	}
 	rec := &logRecorder{}
 	d, err := store.OpenDisk(dir, store.DiskOptions{Logger: slog.New(rec)})
 	if err != nil {
@@ -77,6 +82,56 @@ func TestTornTailIsTruncatedAndReported(t *testing.T) {
 	checkPrefix(t, loadTasks(t, d), keys, w.Records)
 	if w.Records < 100 || w.Records > 200 {
 		t.Errorf("%d records before a cut at half of 300", w.Records)
+	}
+}
+
+// TestLogCutBelowAcknowledgedRefuses (issue 41 §5) cuts the newest log
+// of a closed store at a record boundary, to nothing and to a half: the
+// commits lost were acknowledged, and the store refuses to open, naming
+// the gap, instead of opening without them (it did, with no warning for
+// the empty log). Removing ACKED, as the message says, opens it with what
+// the log holds. (TestOpenCloseCyclesNoFalseAlarm reopens without a cut.)
+func TestLogCutBelowAcknowledgedRefuses(t *testing.T) {
+	for _, cut := range []string{"empty", "half"} {
+		t.Run(cut, func(t *testing.T) {
+			dir := t.TempDir()
+			s := openDisk(t, dir)
+			keys := commitN(t, s, "acked", 300, 300)
+			s.Close()
+			path := testdisk.NewestLog(t, dir)
+			size := int64(0)
+			if cut == "half" {
+				st, _ := os.Stat(path)
+				// The record boundary before the middle (the log scan
+				// finds a cut elsewhere without the mark).
+				if err := os.Truncate(path, st.Size()/2); err != nil {
+					t.Fatal(err)
+				}
+				r, err := store.Check(dir, store.CheckOptions{SkipTables: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				size = walOf(t, r, path).ValidEnd
+			}
+			if err := os.Truncate(path, size); err != nil {
+				t.Fatal(err)
+			}
+			_, err := store.OpenDisk(dir, store.DiskOptions{})
+			if err == nil || !strings.Contains(err.Error(), "acknowledged commit(s) are missing") || !strings.Contains(err.Error(), "commits up to 300 were acknowledged") {
+				t.Fatalf("a log cut to %d bytes below what was acknowledged: %v", size, err)
+			}
+			if err := os.Remove(filepath.Join(dir, "ACKED")); err != nil {
+				t.Fatal(err)
+			}
+			d, err := store.OpenDisk(dir, store.DiskOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer d.Close()
+			if n := len(loadTasks(t, d)); n >= len(keys) {
+				t.Fatalf("%d records after the cut; the test cut nothing", n)
+			}
+		})
 	}
 }
 
