@@ -24,11 +24,14 @@ import (
 // it. A log cut short at a record boundary (a disk that lost its tail, a
 // file truncated by hand or by a broken copy) replays cleanly, and the
 // commits it lost vanish without a trace. So:
-//   - Every commit carries a mark: a key of its own, markPrefix and the
-//     commit's number (big-endian), in the same batch. The numbers grow
-//     by one per commit; the store keeps the last markKeep marks (each
-//     commit deletes the one markKeep before it), so after a replay the
-//     largest mark present is the last commit the log holds.
+//   - Every commit carries a mark in the same batch: its number (growing
+//     by one per commit, big-endian) as the value of one of markSlots
+//     keys (markPrefix and the number modulo markSlots). After a replay
+//     the largest value of the slots is the last commit the log holds: a
+//     commit overwrites the slot of the one markSlots before it, which,
+//     with fewer commits than that in flight at once, was applied before
+//     it. (A key per commit, each deleting an old one, filled the tables
+//     with tombstones that compactions then rewrote.)
 //   - The largest number whose commit was acknowledged (Commit returned
 //     nil, after the log's fsync) is written to the file ACKED in the data
 //     directory, at most hwmEvery after the acknowledgement and at Close,
@@ -46,7 +49,7 @@ import (
 const (
 	hwmName    = "ACKED"
 	hwmSlot    = 32
-	markKeep   = 1024
+	markSlots  = 256
 	markPrefix = "\x00commit\x00" // no record's key starts with NUL (kinds are never empty)
 )
 
@@ -59,9 +62,9 @@ var hwmMagic = [8]byte{'h', 'w', 'm', 0, 'v', '1', 0, 0}
 var crc32c = crc32.MakeTable(crc32.Castagnoli)
 
 func markKey(n uint64) []byte {
-	k := make([]byte, 0, len(markPrefix)+8)
+	k := make([]byte, 0, len(markPrefix)+2)
 	k = append(k, markPrefix...)
-	return binary.BigEndian.AppendUint64(k, n)
+	return binary.BigEndian.AppendUint16(k, uint16(n%markSlots))
 }
 
 // lastMark is the largest commit mark in db (0 for none).
@@ -73,14 +76,15 @@ func lastMark(db *pebble.DB) (uint64, error) {
 		return 0, err
 	}
 	defer it.Close()
-	if !it.Last() {
-		return 0, it.Error()
+	var last uint64
+	for ok := it.First(); ok; ok = it.Next() {
+		v := it.Value()
+		if len(v) != 8 {
+			return 0, errors.New("a commit mark of the wrong length")
+		}
+		last = max(last, binary.BigEndian.Uint64(v))
 	}
-	k := it.Key()
-	if len(k) != len(markPrefix)+8 {
-		return 0, errors.New("a commit mark of the wrong length")
-	}
-	return binary.BigEndian.Uint64(k[len(markPrefix):]), nil
+	return last, it.Error()
 }
 
 // marks numbers the commits and keeps ACKED.
@@ -93,6 +97,7 @@ type marks struct {
 	lg   *slog.Logger
 
 	mu      sync.Mutex // guards the file's writes
+	f       vfs.File   // ACKED, open while the store is (nil until the first write)
 	written uint64     // the number in the file
 	slot    int        // the slot written next
 	stop    chan struct{}
@@ -171,6 +176,7 @@ func checkMarks(fs vfs.FS, dir string, db *pebble.DB, lg *slog.Logger) (*marks, 
 	}
 	if !exists { // the new file's name must be durable too
 		if err := syncDir(fs, dir); err != nil {
+			m.f.Close()
 			return nil, errs.New(errs.Internal, "data-dir", "%s: sync the directory: %v", dir, err)
 		}
 	}
@@ -178,17 +184,11 @@ func checkMarks(fs vfs.FS, dir string, db *pebble.DB, lg *slog.Logger) (*marks, 
 	return m, nil
 }
 
-// number gives a commit its number and adds its mark (and the deletion
-// of the mark markKeep before it) to b.
+// number gives a commit its number and adds its mark to b.
 func (m *marks) number(b *pebble.Batch) (uint64, error) {
 	n := m.next.Add(1)
-	if err := b.Set(markKey(n), nil, nil); err != nil {
+	if err := b.Set(markKey(n), binary.BigEndian.AppendUint64(nil, n), nil); err != nil {
 		return 0, err
-	}
-	if n > markKeep {
-		if err := b.Delete(markKey(n-markKeep), nil); err != nil {
-			return 0, err
-		}
 	}
 	return n, nil
 }
@@ -238,20 +238,36 @@ func (m *marks) write(n uint64) error {
 	return m.writeLocked(n)
 }
 
+// writeLocked writes n to the next slot and syncs its data. The file is
+// created at its full size once (both slots, then fsync), so that later
+// writes change no metadata and fdatasync needs no journal commit (an
+// fsync per 100 ms slowed 1,000-record commits on the same disk by a
+// quarter).
 func (m *marks) writeLocked(n uint64) error {
-	f, err := m.fs.OpenReadWrite(m.path, vfs.WriteCategoryUnspecified)
-	if err != nil {
+	if m.f == nil {
+		f, err := m.fs.OpenReadWrite(m.path, vfs.WriteCategoryUnspecified)
+		if err != nil {
+			return err
+		}
+		if st, err := f.Stat(); err != nil || st.Size() < 2*hwmSlot {
+			// Both slots hold n: a new file is whole before it is used.
+			whole := append(encodeSlot(n), encodeSlot(n)...)
+			if _, err := f.WriteAt(whole, 0); err == nil {
+				err = f.Sync()
+			}
+			if err != nil {
+				f.Close()
+				return err
+			}
+			m.f, m.written = f, n
+			return nil
+		}
+		m.f = f
+	}
+	if _, err := m.f.WriteAt(encodeSlot(n), int64(m.slot*hwmSlot)); err != nil {
 		return err
 	}
-	if _, err := f.WriteAt(encodeSlot(n), int64(m.slot*hwmSlot)); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := m.f.SyncData(); err != nil {
 		return err
 	}
 	m.written, m.slot = n, 1-m.slot
@@ -264,8 +280,15 @@ func (m *marks) close() error {
 	<-m.done
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	var err error
 	if n := m.acked.Load(); n > m.written {
-		return m.writeLocked(n)
+		err = m.writeLocked(n)
 	}
-	return nil
+	if m.f != nil {
+		if cerr := m.f.Close(); err == nil {
+			err = cerr
+		}
+		m.f = nil
+	}
+	return err
 }
