@@ -201,8 +201,8 @@ func analyze(fs vfs.FS, dir string) (*pebble.Lock, Report, storeFiles, error) {
 
 // repairAction is one step of a repair.
 type repairAction struct {
-	desc  string
-	file  string
+	desc     string
+	file     string
 	keep     int64 // bytes to keep; -1: set the whole file aside
 	aside    bool  // keep the original as <file>.damaged-<stamp>
 	optional bool  // the file may not exist (then there is nothing to do)
