@@ -1,6 +1,9 @@
 package main
 
 import (
+	"errors"
+	"fmt"
+	"os"
 	"os/signal"
 	"syscall"
 	"time"
@@ -34,8 +37,14 @@ func newServer() *cobra.Command {
 				return err
 			}
 			opt.Tracing = tr
-			defer shutdownTracing(tr, lg)
-			return server.Run(ctx, cmd.OutOrStdout(), opt)
+			err = server.Run(ctx, cmd.OutOrStdout(), opt)
+			var again *server.RestartError
+			if errors.As(err, &again) {
+				shutdownTracing(tr, lg)
+				return restartProcess(again)
+			}
+			shutdownTracing(tr, lg)
+			return err
 		},
 	}
 	logs.flags(cmd)
@@ -68,6 +77,7 @@ func newServer() *cobra.Command {
 	cmd.Flags().IntVar(&opt.MaxConnsPerIP, "max-conns-per-ip", 0, "connections one client address may hold open; past it a new one gets 503 and is closed (0: 4096, -1: no cap)")
 	cmd.Flags().IntVar(&opt.MaxEventStreams, "max-event-streams", 0, "open GET /events streams in all (0: 1000, -1: no cap); past it 503")
 	cmd.Flags().IntVar(&opt.MaxEventStreamsPerTenant, "max-event-streams-per-tenant", 0, "open GET /events streams per tenant (or role) (0: 100, -1: no cap); past it 503")
+	cmd.Flags().BoolVar(&opt.RestartOnSpace, "restart-on-space", true, "once the store stopped on a full disk and space is back above --disk-reserve, start again in a fresh process (same PID, arguments and address), which serves only if the store holds every acknowledged commit; off: stay stopped until restarted")
 	cmd.Flags().StringVar(&opt.DiskReserve, "disk-reserve", "", "free space the store's disk keeps: below it new tasks, jobs and queue changes get 507 (reads, cancels, completions and agents go on); a size like 2Gi, default min(1Gi, 5% of the filesystem)")
 	cmd.Flags().DurationVar(&opt.DefaultLease, "default-lease", server.DefaultLeaseDuration, "lease of a task without a command that names none (its view shows it); a task asks for none with lease \"never\"; negative: such leases never expire")
 	cmd.Flags().StringVar(&opt.PprofListen, "pprof", "", "serve net/http/pprof (with mutex and block profiles) on this loopback address, e.g. 127.0.0.1:6060; off by default")
@@ -92,3 +102,20 @@ func newServer() *cobra.Command {
 	cmd.Flags().StringVar(&opt.EtcdPrefix, "etcd-prefix", "/hetsched/", "prefix of this control plane's etcd keys (two control planes on one etcd need two)")
 	return cmd
 }
+
+// restartProcess replaces this process with a fresh run of the same
+// command (server.RestartError): the same binary, arguments and
+// environment, serving the address this one served (a :0 port stays the
+// one chosen). It returns only when exec fails.
+func restartProcess(again *server.RestartError) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("%v; and the binary to start again is unknown: %w", again, err)
+	}
+	args := append(os.Args[:len(os.Args):len(os.Args)], "--listen="+again.Listen)
+	if err := syscall.Exec(exe, args, os.Environ()); err != nil {
+		return fmt.Errorf("%v; and exec %s failed: %w", again, exe, err)
+	}
+	return nil
+}
+

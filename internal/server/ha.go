@@ -168,9 +168,12 @@ func (r *replica) freshFor() time.Duration { return time.Duration(r.ttl) * time.
 // is followed by single renewals until one answers (the lease held: the
 // term goes on) or etcd says the lease is gone. Meanwhile, the leader
 // answers nothing past freshFor.
-func (r *replica) holdLease(ctx context.Context, lease clientv3.LeaseID) <-chan error {
+//
+// A term holds its lease this way from the start of its campaign (a
+// standby's campaign ended too when etcd's raft leadership moved).
+func (r *replica) holdLease(ctx context.Context, lease clientv3.LeaseID) *leaseHold {
 	r.renewed.Store(time.Now().UnixNano())
-	ended := make(chan error, 1)
+	h := &leaseHold{done: make(chan struct{})}
 	go func() {
 		for ctx.Err() == nil {
 			if ch, err := r.cli.KeepAlive(ctx, lease); err == nil {
@@ -179,12 +182,20 @@ func (r *replica) holdLease(ctx context.Context, lease clientv3.LeaseID) <-chan 
 				}
 			}
 			if err := r.renewOnce(ctx, lease); err != nil {
-				ended <- err
+				h.err = err
+				close(h.done)
 				return
 			}
 		}
 	}()
-	return ended
+	return h
+}
+
+// leaseHold is a term's election lease as holdLease keeps it: done is
+// closed when it ended, err then says why.
+type leaseHold struct {
+	done chan struct{}
+	err  error
 }
 
 // shedRaft keeps etcd's raft leadership off this server's member while it
@@ -418,10 +429,13 @@ func (r *replica) term(ctx context.Context) error {
 	defer stopObserve()
 	go r.observe(octx, el)
 	go r.watchLeader(octx)
+	kctx, stopHolding := context.WithCancel(ctx)
+	defer stopHolding()
+	hold := r.holdLease(kctx, sess.Lease())
 	cctx, stopCampaign := context.WithCancel(ctx)
 	go func() {
 		select {
-		case <-sess.Done():
+		case <-hold.done:
 			stopCampaign()
 		case <-cctx.Done():
 		}
@@ -435,19 +449,19 @@ func (r *replica) term(ctx context.Context) error {
 	case err = <-won:
 	case <-cctx.Done():
 		err = ctx.Err()
-		if err == nil { // the session ended: its lease could not be kept alive
-			err = errors.New("the election lease ended while campaigning (etcd did not answer its keep-alives: no quorum?)")
+		if err == nil { // the lease ended
+			err = fmt.Errorf("while campaigning: %w", hold.err)
 		}
 	}
 	stopCampaign()
 	if err != nil {
 		return fmt.Errorf("campaign: %w", err)
 	}
-	return r.lead(ctx, st, sess, el)
+	return r.lead(ctx, st, el, hold)
 }
 
 // lead runs the engine on st while this server holds the election.
-func (r *replica) lead(ctx context.Context, st *etcdstore.Store, sess *concurrency.Session, el *concurrency.Election) error {
+func (r *replica) lead(ctx context.Context, st *etcdstore.Store, el *concurrency.Election, hold *leaseHold) error {
 	t0 := time.Now()
 	if err := st.Lead(ctx, &etcdstore.Fence{Key: el.Key(), Rev: el.Rev()}); err != nil {
 		return fmt.Errorf("take over the store: %w", err)
@@ -459,9 +473,8 @@ func (r *replica) lead(ctx context.Context, st *etcdstore.Store, sess *concurren
 	}
 	h := r.p.newHandler(eng, r.addr)
 	h.servers = r.listServers
-	kctx, stopHolding := context.WithCancel(ctx)
-	defer stopHolding()
-	leaseEnded := r.holdLease(kctx, sess.Lease())
+	kctx, stopShedding := context.WithCancel(ctx)
+	defer stopShedding()
 	if r.member != nil {
 		go r.shedRaft(kctx)
 	}
@@ -473,7 +486,8 @@ func (r *replica) lead(ctx context.Context, st *etcdstore.Store, sess *concurren
 	r.lg.Info("leading", "took", time.Since(t0).Round(time.Millisecond), "store_catch_up", caught.Sub(t0).Round(time.Millisecond), "tasks", eng.NumTasks())
 	var why error
 	select {
-	case why = <-leaseEnded:
+	case <-hold.done:
+		why = hold.err
 	case <-eng.Done():
 		why = fmt.Errorf("the engine stopped: %w", eng.Err())
 	case <-ctx.Done():

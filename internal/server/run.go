@@ -110,6 +110,11 @@ type Options struct {
 	// "" is the default, min(1 GiB, 5 % of the filesystem)): below it new
 	// work is refused with 507 while everything else goes on.
 	DiskReserve string
+	// RestartOnSpace: once the store stopped on a full disk and space is
+	// back, Run returns a RestartError (restart.go) for the command to
+	// start the server again in a fresh process; off, the server stays
+	// stopped until restarted.
+	RestartOnSpace bool
 	// MaxEventStreams and MaxEventStreamsPerTenant cap the open GET
 	// /events streams (0: DefaultMaxEventStreams and
 	// DefaultMaxEventStreamsPerTenant; negative: no cap); past them 503.
@@ -262,7 +267,8 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	}
 	srv.RegisterOnShutdown(handler.Close)
 	p.banner(out, ln, fmt.Sprintf("data %s, %d tasks restored in %s", opt.DataDir, eng.NumTasks(), time.Since(start).Round(time.Millisecond)), side)
-	return p.serveUntil(ctx, srv, ln, nil)
+	addr := ln.Addr().String()
+	return p.serveUntil(ctx, srv, ln, func(ctx context.Context) error { return p.awaitSpace(ctx, eng, addr) })
 }
 
 // prepared is what Run checks and builds before it opens a store: the

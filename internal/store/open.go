@@ -19,6 +19,10 @@ import (
 // data to tables, which needs up to their size again.
 const openMinFree = 1 << 20
 
+// OpenMinFree is the least free space the store opens with (plus the log
+// it replays).
+const OpenMinFree = openMinFree
+
 // probeName is the file OpenDisk writes, syncs and removes to learn whether
 // the data dir takes writes.
 const probeName = ".hetsched-probe"
