@@ -118,4 +118,3 @@ func restartProcess(again *server.RestartError) error {
 	}
 	return nil
 }
-

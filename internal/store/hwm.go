@@ -252,12 +252,13 @@ func (m *marks) writeLocked(n uint64) error {
 		if st, err := f.Stat(); err != nil || st.Size() < 2*hwmSlot {
 			// Both slots hold n: a new file is whole before it is used.
 			whole := append(encodeSlot(n), encodeSlot(n)...)
-			if _, err := f.WriteAt(whole, 0); err == nil {
-				err = f.Sync()
+			_, werr := f.WriteAt(whole, 0)
+			if werr == nil {
+				werr = f.Sync()
 			}
-			if err != nil {
+			if werr != nil {
 				f.Close()
-				return err
+				return werr
 			}
 			m.f, m.written = f, n
 			return nil
