@@ -133,10 +133,10 @@ FailedScheduling events with the reason, and evictions for preemption.`,
 	f.DurationVar(&opt.RetryPeriod, "retry-period", 0, "how often replicas try to take or renew the lease")
 	f.IntVar(&gcPercent, "gc-percent", 0, "the Go collector's GOGC for this process (0: $GOGC, else Go's 100); BENCHMARKS.md has an A/B of 100 and 400")
 	f.IntVar(&maxProcs, "gomaxprocs", 0, "the Go scheduler's GOMAXPROCS for this process (0: $GOMAXPROCS when set, else adaptive: one while the load fits in one core, more as soon as it does not, up to Go's default, the CPUs it may use)")
-	f.BoolVar(&opt.WatchOnly, "watch-only", false, "run only the informers and schedule nothing (hetsched bench kube's floor of a scheduler's CPU)")
+	f.BoolVar(&opt.WatchOnly, "watch-only", false, "run only the informers and schedule nothing (hetsched-bench kube's floor of a scheduler's CPU)")
 	f.BoolVar(&opt.BindFloor, "bind-floor", false, "with --watch-only, bind the pods of --scheduler-name to the nodes in turn, deciding nothing")
 	f.StringVar(&cpuProfile, "cpu-profile", "", "write a CPU profile (go tool pprof) of the whole run to this file, written when it stops")
-	f.BoolVar(&cpuProfileWindow, "cpu-profile-window", false, "with --cpu-profile, profile only from a SIGUSR1 to the next SIGUSR2 (hetsched bench kube sends them around its measured window: pods created to all bound)")
+	f.BoolVar(&cpuProfileWindow, "cpu-profile-window", false, "with --cpu-profile, profile only from a SIGUSR1 to the next SIGUSR2 (hetsched-bench kube sends them around its measured window: pods created to all bound)")
 	f.StringVar(&allocProfile, "alloc-profile", "", "write an allocation profile (go tool pprof -sample_index=alloc_space) of the whole run to this file, written when it stops")
 	return cmd
 }

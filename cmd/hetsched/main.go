@@ -27,7 +27,7 @@ func newRoot() *cobra.Command {
 		Version:       cli.VersionText(), // --version
 	}
 	root.SetVersionTemplate("{{.Version}}")
-	root.AddCommand(newUp(), newDemo(), newServer(), newAgent(), newAgentShim(), newBench(), newPolicies(), newSim(), newNode(), newStore())
+	root.AddCommand(newUp(), newDemo(), newServer(), newAgent(), newAgentShim(), newPolicies(), newSim(), newNode(), newStore())
 	root.AddCommand(newCerts(), newVersion())
 	root.AddCommand(newApply(), newKube())
 	root.AddCommand(newClientCommands()...)

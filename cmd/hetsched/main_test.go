@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -16,50 +15,6 @@ func run(t *testing.T, args ...string) (string, error) {
 	root.SetArgs(args)
 	err := root.Execute()
 	return out.String(), err
-}
-
-func TestBenchCoreJSON(t *testing.T) {
-	out, err := run(t, "bench", "core", "--shape", "fleet", "--nodes", "100", "--tasks", "2000", "-o", "json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var r struct {
-		Shape            string  `json:"shape"`
-		Placements       int     `json:"placements"`
-		PlacementsPerSec float64 `json:"placementsPerSec"`
-		NsPerPlacement   float64 `json:"nsPerPlacement"`
-	}
-	if err := json.Unmarshal([]byte(out), &r); err != nil {
-		t.Fatalf("%v in %q", err, out)
-	}
-	if r.Shape != "fleet" || r.Placements != 2000 || r.PlacementsPerSec <= 0 || r.NsPerPlacement <= 0 {
-		t.Errorf("unexpected result %+v", r)
-	}
-}
-
-func TestBenchCoreBadInput(t *testing.T) {
-	for _, args := range [][]string{
-		{"bench", "core", "-o", "xml"},
-		{"bench", "core", "--nodes", "5"},
-		{"bench", "core", "--shape", "mesh"},
-		{"bench", "core", "--shape", "peer", "--nodes", "-1"},
-		{"bench", "core", "--shape", "peer", "--policy", "nope", "--nodes", "2", "--tasks", "2"},
-	} {
-		if _, err := run(t, args...); err == nil {
-			t.Errorf("%v: no error", args)
-		}
-	}
-}
-
-// TestBenchOutputChecked: every bench command refuses an unknown -o before
-// it starts its run (these would otherwise start servers for minutes).
-func TestBenchOutputChecked(t *testing.T) {
-	for _, c := range []string{"core", "api", "http", "pending", "fleet", "job", "preempt", "inflight", "batch"} {
-		_, err := run(t, "bench", c, "-o", "yaml")
-		if err == nil || !strings.Contains(err.Error(), `-o: must be text or json, got "yaml"`) {
-			t.Errorf("bench %s -o yaml: %v", c, err)
-		}
-	}
 }
 
 func TestDemoQuiet(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 )
 
 // cpuProfileSignals are the signals that start and stop a windowed CPU
-// profile (--cpu-profile-window): hetsched bench kube sends the first when
+// profile (--cpu-profile-window): hetsched-bench kube sends the first when
 // its pods are created and the second once they are all bound, so that the
 // profile covers what the benchmark measures and nothing of the start, the
 // lists or the pods' removal.

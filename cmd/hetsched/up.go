@@ -114,7 +114,7 @@ chosen alternative's speed.`,
 			}
 			demo.PrintSummary(w, s)
 			fmt.Fprintln(w, "\nNext: try another policy (hetsched policies; hetsched demo --policy binpack),")
-			fmt.Fprintln(w, "run the real thing (hetsched up), or measure the core (hetsched bench core).")
+			fmt.Fprintln(w, "run the real thing (hetsched up), or measure the core (hetsched-bench core).")
 			return nil
 		},
 	}

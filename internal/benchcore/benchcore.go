@@ -1,5 +1,5 @@
 // Package benchcore holds the core's benchmark shapes, shared by
-// `go test -bench` and `hetsched bench core`: the heterogeneous fleet (10,000
+// `go test -bench` and `hetsched-bench core`: the heterogeneous fleet (10,000
 // nodes: CPU-only, 8-GPU of three models, 4-TPU) with mixed four-tier work,
 // and the peer shape of YuniKorn core's in-process benchmark (2 queues, tasks
 // of {cpu 1, memory 10}, nodes sized so the cluster ends nearly full).

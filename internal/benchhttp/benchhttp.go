@@ -38,6 +38,7 @@ func WriteNodesFile(path string, n int) error {
 // CompareOptions configures Compare.
 type CompareOptions struct {
 	Bin         string // the hetsched binary
+	BenchBin    string // the hetsched-bench binary (its echo command is the floor)
 	Nodes       int
 	Connections []int
 	// H2C lists h2c loads, each {connections, streams a connection}, run
@@ -81,7 +82,7 @@ func Compare(ctx context.Context, opt CompareOptions) ([]CompareResult, error) {
 		return nil, err
 	}
 	defer srv.Kill()
-	echo, err := childproc.Start(opt.Bin, time.Minute, "bench", "echo", "--listen", "127.0.0.1:0")
+	echo, err := childproc.Start(opt.BenchBin, time.Minute, "echo", "--listen", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}

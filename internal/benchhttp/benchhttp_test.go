@@ -2,6 +2,7 @@ package benchhttp
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +29,11 @@ func TestPendingAndCompareSmall(t *testing.T) {
 	if !strings.Contains(p.RestartLine, "2500 tasks restored") {
 		t.Fatalf("restart line %q", p.RestartLine)
 	}
-	rs, err := Compare(context.Background(), CompareOptions{Bin: bin, Nodes: 20, Connections: []int{4}, H2C: [][2]int{{1, 4}}, Duration: 300 * time.Millisecond, Mix: [4]int{1, 1, 1, 1}})
+	benchBin, err := childproc.BuildCommand(filepath.Dir(bin), "hetsched-bench")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := Compare(context.Background(), CompareOptions{Bin: bin, BenchBin: benchBin, Nodes: 20, Connections: []int{4}, H2C: [][2]int{{1, 4}}, Duration: 300 * time.Millisecond, Mix: [4]int{1, 1, 1, 1}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-// Package benchkube is `hetsched bench kube`: hetsched's Kubernetes front
+// Package benchkube is `hetsched-bench kube`: hetsched's Kubernetes front
 // end and the real kube-scheduler side by side on one API server and one
 // KWOK fleet, and the bare binding limit of that API server.
 //

@@ -22,13 +22,17 @@ import (
 )
 
 // Build compiles cmd/hetsched into dir and returns the binary's path.
-func Build(dir string) (string, error) {
+func Build(dir string) (string, error) { return BuildCommand(dir, "hetsched") }
+
+// BuildCommand builds the module's command name (cmd/NAME) into dir and
+// returns its path.
+func BuildCommand(dir, name string) (string, error) {
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		return "", fmt.Errorf("the go tool is needed to build hetsched: %w", err)
+		return "", fmt.Errorf("the go tool is needed to build %s: %w", name, err)
 	}
-	bin := filepath.Join(dir, "hetsched")
-	out, err := exec.Command(goBin, "build", "-o", bin, "github.com/hetsched/hetsched/cmd/hetsched").CombinedOutput()
+	bin := filepath.Join(dir, name)
+	out, err := exec.Command(goBin, "build", "-o", bin, "github.com/hetsched/hetsched/cmd/"+name).CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("go build: %w\n%s", err, out)
 	}

@@ -12,7 +12,7 @@ import (
 // the engine reads its store only when it starts, when there is nothing
 // to read. (An in-memory Pebble did the same work for nothing: its commits
 // were 8 % of the samples, 0.48 of 5.96 s, of a --cpu-profile of the
-// hetsched run of `hetsched bench kube`; BENCHMARKS.md, runs G–I.)
+// hetsched run of `hetsched-bench kube`; BENCHMARKS.md, runs G–I.)
 func OpenMemStore(_ *slog.Logger) (store.Store, error) {
 	return &store.Discard{}, nil
 }

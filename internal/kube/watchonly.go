@@ -21,7 +21,7 @@ import (
 // that schedulerName, as they come, to the nodes in turn (128 at a time,
 // as a Scheduler's bind workers): what any client-go scheduler pays to
 // see the cluster and carry out decisions, without making any.
-// `hetsched bench kube` measures its CPU as a client-go scheduler's floor
+// `hetsched-bench kube` measures its CPU as a client-go scheduler's floor
 // (`hetsched kube --watch-only --bind-floor`). A Scheduler's own pod watch
 // and Bindings take cheaper paths (leanwatch.go, bindpost.go): it may
 // cost less than this floor.

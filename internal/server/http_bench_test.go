@@ -14,7 +14,7 @@ import (
 // BenchmarkScheduleVsEcho measures single-task POST /api/v1/schedule
 // (leases of all tiers, completed right away by a second request) against
 // the minimal Go JSON echo server in the same run, at 64 and 1,000
-// keep-alive connections, all in this process. `hetsched bench http` runs
+// keep-alive connections, all in this process. `hetsched-bench http` runs
 // the same comparison with the servers as child processes, up to 10,000
 // connections (one process may hold 20,000 files here).
 func BenchmarkScheduleVsEcho(b *testing.B) {

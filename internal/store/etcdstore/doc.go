@@ -40,7 +40,7 @@
 // bounded by about twice the state's size, and what is written is at most
 // about twice what is committed.
 //
-// Measured on the 2-vCPU development VM (`hetsched bench ha`, every
+// Measured on the 2-vCPU development VM (`hetsched-bench ha`, every
 // server and etcd member on it, BENCHMARKS.md "High availability"): with one
 // embedded member and 1,000,000 tasks stored, a cold restart (the member, the
 // snapshot and log read back, the engine rebuilt) acknowledges writes

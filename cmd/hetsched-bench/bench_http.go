@@ -102,7 +102,7 @@ func newBenchHTTP() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "http",
 		Short: "Schedule requests against a server with static nodes and the echo floor, side by side",
-		Long: `Starts "hetsched server" with --nodes static fleet nodes and "hetsched bench
+		Long: `Starts "hetsched server" with --nodes static fleet nodes and "hetsched-bench
 echo" as child processes, then for each connection count drives closed-loop
 single-task schedule requests (leases completed at once) at the server and
 the same bodies at the echo server, and prints both with their ratio.`,
@@ -134,7 +134,10 @@ the same bodies at the echo server, and prints both with their ratio.`,
 				}
 				o.H2C = append(o.H2C, [2]int{nc, ns})
 			}
-			if o.Bin, err = os.Executable(); err != nil {
+			if o.Bin, err = hetschedBin(); err != nil {
+				return err
+			}
+			if o.BenchBin, err = os.Executable(); err != nil {
 				return err
 			}
 			o.Log = cmd.ErrOrStderr()
@@ -170,7 +173,7 @@ func newBenchPending() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
-			if o.Bin, err = os.Executable(); err != nil {
+			if o.Bin, err = hetschedBin(); err != nil {
 				return err
 			}
 			o.Log = cmd.ErrOrStderr()
@@ -202,7 +205,7 @@ func newBenchFleet() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
-			if o.Bin, err = os.Executable(); err != nil {
+			if o.Bin, err = hetschedBin(); err != nil {
 				return err
 			}
 			if o.Nodes <= 0 {
@@ -237,7 +240,7 @@ func newBenchJob() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
-			if o.Bin, err = os.Executable(); err != nil {
+			if o.Bin, err = hetschedBin(); err != nil {
 				return err
 			}
 			if o.Layers <= 0 || o.Width <= 1 || o.Nodes <= 0 {
@@ -277,7 +280,7 @@ func newBenchInflight() *cobra.Command {
 			if o.Mix, err = loadgen.ParseMix(mix); err != nil {
 				return err
 			}
-			if o.Bin, err = os.Executable(); err != nil {
+			if o.Bin, err = hetschedBin(); err != nil {
 				return err
 			}
 			o.Log = cmd.ErrOrStderr()
@@ -315,7 +318,7 @@ func newBenchBatch() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
-			if o.Bin, err = os.Executable(); err != nil {
+			if o.Bin, err = hetschedBin(); err != nil {
 				return err
 			}
 			if o.Mix, err = loadgen.ParseMix(mix); err != nil {
@@ -355,7 +358,7 @@ func newBenchHA() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
-			if o.Bin, err = os.Executable(); err != nil {
+			if o.Bin, err = hetschedBin(); err != nil {
 				return err
 			}
 			for _, c := range strings.Split(conns, ",") {
@@ -402,7 +405,7 @@ func newBenchKube() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
-			if o.Bin, err = os.Executable(); err != nil {
+			if o.Bin, err = hetschedBin(); err != nil {
 				return err
 			}
 			o.Log = cmd.ErrOrStderr()
@@ -442,7 +445,7 @@ func newBenchBulk() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
-			if o.Bin, err = os.Executable(); err != nil {
+			if o.Bin, err = hetschedBin(); err != nil {
 				return err
 			}
 			o.Log = cmd.ErrOrStderr()
