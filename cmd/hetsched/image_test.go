@@ -72,7 +72,7 @@ func TestImage(t *testing.T) {
 			t.Fatalf("a manifest for %+v", m.Platform)
 		}
 		var manifest struct {
-			Config struct{ Digest string } `json:"config"`
+			Config struct{ Digest string }              `json:"config"`
 			Layers []struct{ Digest, MediaType string } `json:"layers"`
 		}
 		readJSON(t, blob(oci, m.Digest), &manifest)
