@@ -232,9 +232,33 @@ type Build struct {
 	GoVersion string `json:"goVersion"`
 }
 
-// ReadBuild reads the running binary's Build. A test binary or a build
+// Release stamps, set at link time by tools/release (-ldflags -X): a
+// release build says its version, commit and time even where the Go
+// toolchain stamps none (no VCS at hand, -buildvcs=false).
+var (
+	stampVersion string
+	stampCommit  string
+	stampTime    string
+)
+
+// ReadBuild reads the running binary's Build: the release stamps when
+// set, else what the Go toolchain recorded. A test binary or a build
 // without VCS stamping has no commit.
 func ReadBuild() Build {
+	b := readToolchainBuild()
+	if stampVersion != "" {
+		b.Version = stampVersion
+	}
+	if stampCommit != "" {
+		b.Commit, b.Dirty = stampCommit, false
+	}
+	if stampTime != "" {
+		b.Time = stampTime
+	}
+	return b
+}
+
+func readToolchainBuild() Build {
 	b := Build{Version: "unknown", GoVersion: runtime.Version()}
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {

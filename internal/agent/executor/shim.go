@@ -77,8 +77,8 @@ func RunShim(args []string) int {
 			log.Warn("setsid failed: the shim dies with the agent's session", "err", err)
 		}
 	}
-	if _, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); e != 0 {
-		log.Warn("cannot become a child subreaper", "err", e)
+	if err := becomeSubreaper(); err != nil {
+		log.Warn("cannot become a child subreaper", "err", err)
 	}
 	stop := make(chan os.Signal, 4)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
