@@ -146,8 +146,9 @@ func applyObjects(t *testing.T, c *kubetest.Cluster, dir string, skip func(name 
 	return out
 }
 
-// The examples (a GPU pod, a DRA claim and its pod) are valid objects of
-// the API server (strict field validation).
+// The examples (a GPU pod, a DRA claim and its pod, a pretend driver's
+// DeviceClasses and ResourceSlices) are valid objects of the API server
+// (strict field validation).
 func TestExampleManifestsApply(t *testing.T) {
 	c := cluster(t)
 	objs := applyObjects(t, c, "../../deploy/kubernetes/examples", func(string) bool { return false }, true)
@@ -155,8 +156,8 @@ func TestExampleManifestsApply(t *testing.T) {
 	for _, o := range objs {
 		kinds[o.GetKind()] = true
 	}
-	if len(objs) > 0 && (!kinds["Pod"] || !kinds["ResourceClaim"]) {
-		t.Errorf("applied %v, want pods and a ResourceClaim", kinds)
+	if len(objs) > 0 && (!kinds["Pod"] || !kinds["ResourceClaim"] || !kinds["DeviceClass"] || !kinds["ResourceSlice"]) {
+		t.Errorf("applied %v, want pods, a ResourceClaim, DeviceClasses and ResourceSlices", kinds)
 	}
 }
 
