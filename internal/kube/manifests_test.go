@@ -156,8 +156,20 @@ func TestExampleManifestsApply(t *testing.T) {
 	for _, o := range objs {
 		kinds[o.GetKind()] = true
 	}
-	if len(objs) > 0 && (!kinds["Pod"] || !kinds["ResourceClaim"] || !kinds["DeviceClass"] || !kinds["ResourceSlice"]) {
-		t.Errorf("applied %v, want pods, a ResourceClaim, DeviceClasses and ResourceSlices", kinds)
+	if len(objs) > 0 && (!kinds["Pod"] || !kinds["ResourceClaim"]) {
+		t.Errorf("applied %v, want pods and a ResourceClaim", kinds)
+	}
+	// Cluster-scoped, so perhaps made before (TestPretendDriverExampleAllocates).
+	cs := c.Client(t)
+	for _, class := range []string{"gpu.example.com", "tpu.example.com"} {
+		if _, err := cs.ResourceV1().DeviceClasses().Get(context.Background(), class, metav1.GetOptions{}); err != nil {
+			t.Errorf("the pretend driver's DeviceClass %s: %v", class, err)
+		}
+	}
+	for _, slice := range []string{"gpu-node-1-gpu.example.com", "gpu-node-1-tpu.example.com"} {
+		if _, err := cs.ResourceV1().ResourceSlices().Get(context.Background(), slice, metav1.GetOptions{}); err != nil {
+			t.Errorf("the pretend driver's ResourceSlice %s: %v", slice, err)
+		}
 	}
 }
 
