@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -164,12 +165,12 @@ func (c *h2Credentials) authorization(now time.Time) string {
 // group's versioned root, bindPoster.base), or nil when cfg asks for what
 // only client-go's transport does (see the type).
 func newH2Binder(cfg *rest.Config, base url.URL) *h2Binder {
-	if cfg == nil || base.Scheme != "https" || base.Host == "" ||
-		cfg.AuthProvider != nil || cfg.ExecProvider != nil || cfg.WrapTransport != nil || cfg.Transport != nil ||
-		cfg.Proxy != nil || cfg.Impersonate.UserName != "" || cfg.Impersonate.UID != "" ||
-		len(cfg.Impersonate.Groups) > 0 || len(cfg.Impersonate.Extra) > 0 ||
-		cfg.CertFile != "" || cfg.KeyFile != "" {
-		// (Certificate files: client-go redials when they rotate.)
+	if cfg == nil || base.Scheme != "https" || base.Host == "" || !h2Speaks(cfg) {
+		return nil
+	}
+	// apimachinery's switch against HTTP/2 (its CVEs): client-go's
+	// transport then speaks HTTP/1.1, and so does the poster over it.
+	if os.Getenv("DISABLE_HTTP2") != "" {
 		return nil
 	}
 	// client-go's transport goes through the environment's proxy
@@ -214,8 +215,58 @@ func newH2Binder(cfg *rest.Config, base url.URL) *h2Binder {
 	return &h2Binder{
 		target: net.JoinHostPort(host, port), authority: base.Host, prefix: base.EscapedPath(),
 		userAgent: ua, creds: creds, dial: dial, tls: tc, now: time.Now,
-		stallAfter: h2StallAfter, pingWait: h2PingWait,
+		stallAfter: envSeconds("HTTP2_READ_IDLE_TIMEOUT_SECONDS", h2StallAfter),
+		pingWait:   envSeconds("HTTP2_PING_TIMEOUT_SECONDS", h2PingWait),
 	}
+}
+
+// envSeconds is the environment variable name as whole seconds, as
+// apimachinery reads its HTTP/2 health-check knobs (the read-idle time
+// before a PING, and the PING's timeout); unset, not a number, or not
+// positive: def.
+func envSeconds(name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		return def
+	}
+	return time.Duration(n) * time.Second
+}
+
+// h2Config and h2TLS are the rest.Config and TLSClientConfig fields the
+// binder speaks as client-go's transport does: the address, static
+// credentials (a token, a token file it re-reads, basic), the server's
+// and the client's TLS material given inline, the user agent, the dialer,
+// and the fields that shape no request on the wire. Any other field set
+// (an auth or exec provider, impersonation, a proxy, a wrapped or custom
+// transport, certificate files client-go redials on rotating, or a field
+// a later client-go adds) leaves the Bindings to client-go's transport:
+// an allow-list, so that a new credential type cannot slip past.
+var (
+	h2Config = map[string]bool{"Host": true, "APIPath": true, "ContentConfig": true, "Username": true, "Password": true,
+		"BearerToken": true, "BearerTokenFile": true, "TLSClientConfig": true, "UserAgent": true, "DisableCompression": true,
+		"QPS": true, "Burst": true, "RateLimiter": true, "WarningHandler": true, "WarningHandlerWithContext": true,
+		"Timeout": true, "Dial": true}
+	h2TLS = map[string]bool{"Insecure": true, "ServerName": true, "CAFile": true, "CAData": true, "CertData": true, "KeyData": true, "NextProtos": true}
+)
+
+// h2Speaks reports whether every field cfg sets is one the binder honours.
+func h2Speaks(cfg *rest.Config) bool {
+	return onlyAllowed(reflect.ValueOf(*cfg), h2Config) && onlyAllowed(reflect.ValueOf(cfg.TLSClientConfig), h2TLS)
+}
+
+// onlyAllowed reports whether v (a struct) sets no field outside allowed.
+func onlyAllowed(v reflect.Value, allowed map[string]bool) bool {
+	t := v.Type()
+	for i := range t.NumField() {
+		if !allowed[t.Field(i).Name] && !v.Field(i).IsZero() {
+			return false
+		}
+	}
+	return true
 }
 
 // bind posts body, a Binding for pod ns/name, and returns the answer's

@@ -433,6 +433,11 @@ func TestNewH2BinderOnlyWhereItSpeaksAsClientGo(t *testing.T) {
 			c.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return rt }
 		}, base, false},
 		{"a proxy", func(c *rest.Config) { c.Proxy = http.ProxyFromEnvironment }, base, false},
+		{"an auth provider", func(c *rest.Config) { c.AuthProvider = &clientcmdapi.AuthProviderConfig{Name: "oidc"} }, base, false},
+		{"a custom transport", func(c *rest.Config) { c.Transport = http.DefaultTransport }, base, false},
+		{"content settings", func(c *rest.Config) { c.DisableCompression = true; c.ContentType = "x" }, base, true},
+		{"a next-protocol list", func(c *rest.Config) { c.NextProtos = []string{"h2"} }, base, true},
+		{"a field off the allow-list", func(c *rest.Config) { c.AuthConfigPersister = noPersister{} }, base, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &rest.Config{Host: "https://" + base.Host, BearerToken: "tok", TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
@@ -442,6 +447,22 @@ func TestNewH2BinderOnlyWhereItSpeaksAsClientGo(t *testing.T) {
 			}
 		})
 	}
+	t.Run("DISABLE_HTTP2", func(t *testing.T) {
+		t.Setenv("DISABLE_HTTP2", "true")
+		c := &rest.Config{Host: "https://" + base.Host, BearerToken: "tok", TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
+		if newH2Binder(c, base) != nil {
+			t.Error("a binder made with DISABLE_HTTP2 set (client-go's transport then speaks HTTP/1.1)")
+		}
+	})
+	t.Run("HTTP/2 health-check knobs", func(t *testing.T) {
+		t.Setenv("HTTP2_READ_IDLE_TIMEOUT_SECONDS", "12")
+		t.Setenv("HTTP2_PING_TIMEOUT_SECONDS", "nope")
+		c := &rest.Config{Host: "https://" + base.Host, BearerToken: "tok", TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
+		b := newH2Binder(c, base)
+		if b == nil || b.stallAfter != 12*time.Second || b.pingWait != h2PingWait {
+			t.Errorf("binder %+v: want the read-idle time from the environment and the default PING timeout", b)
+		}
+	})
 	t.Run("the environment's proxy", func(t *testing.T) {
 		t.Setenv("HTTPS_PROXY", "http://proxy.example:3128")
 		t.Setenv("NO_PROXY", "")
@@ -514,3 +535,8 @@ func TestH2BinderFallsBackWithoutH2(t *testing.T) {
 		t.Errorf("the server saw %v, want two HTTP/1.1 Bindings", protos)
 	}
 }
+
+// noPersister is an AuthProviderConfigPersister that keeps nothing.
+type noPersister struct{}
+
+func (noPersister) Persist(map[string]string) error { return nil }
