@@ -95,9 +95,6 @@ type podTranslator struct {
 	// classPriority looks a PriorityClass's value up, for a pod whose
 	// spec.priority the API server did not fill in.
 	classPriority func(name string) (int32, bool)
-	// memo remembers requests and tolerations of pods of one template
-	// (templatememo.go); nil: each pod's are worked out.
-	memo *templateMemo
 	// namespaces resolves namespaceSelectors (nil: refused).
 	namespaces namespaceResolver
 	// defaults gives pods the cluster's default topology spread (nil:
@@ -118,7 +115,7 @@ func (pt podTranslator) task(pod *corev1.Pod, id string) (api.Task, error) {
 	}
 	t := podTask(pod, id)
 	t.Requeue = boolPtr(false) // a pod runs once; its controller makes another
-	req, err := pt.memo.request(pod)
+	req, err := podRequest(pod)
 	if err != nil {
 		return api.Task{}, err
 	}
@@ -152,7 +149,7 @@ func (pt podTranslator) task(pod *corev1.Pod, id string) (api.Task, error) {
 	if t.NodeAffinity, err = podNodeAffinity(pod); err != nil {
 		return api.Task{}, err
 	}
-	if t.Tolerations, err = pt.memo.podTolerations(pod.Spec.Tolerations); err != nil {
+	if t.Tolerations, err = podTolerations(pod.Spec.Tolerations); err != nil {
 		return api.Task{}, err
 	}
 	if err := pt.podConstraints(pod, &t); err != nil {

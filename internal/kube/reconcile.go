@@ -547,7 +547,7 @@ func (s *Scheduler) adoptedTask(pod *corev1.Pod, id string) api.Task {
 	}
 	// What hetsched can hold of its request, all of it counted (a
 	// resource it cannot hold no node offers it either).
-	t.Resources, _ = s.pods.memo.request(pod)
+	t.Resources, _ = podRequest(pod)
 	t.Resources = s.csi.request(pod, s.vol, t.Resources)
 	prio, err := s.pods.priority(pod)
 	if err != nil {

@@ -303,7 +303,7 @@ func New(cfg Config) (*Scheduler, error) {
 	s.ns = newNamespaceWatch(s.factory)
 	s.vol = newVolumeWatch(s.factory)
 	s.csi = newCSILimits(s.factory)
-	s.pods = podTranslator{tiers: *cfg.Tiers, classPriority: s.classPriority, memo: &templateMemo{}, namespaces: s.ns.resolve}
+	s.pods = podTranslator{tiers: *cfg.Tiers, classPriority: s.classPriority, namespaces: s.ns.resolve}
 	if !cfg.NoDefaultSpread {
 		s.pods.defaults = newSpreadDefaults(s.factory)
 	}
