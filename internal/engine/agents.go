@@ -169,9 +169,7 @@ func (e *Engine) heardUnregistered(agent string, beats []agentapi.Beat, now time
 			return false, errs.New(errs.NotFound, "agent", "agent %q is not registered (register again)", agent)
 		}
 	}
-	for i := range beats {
-		e.live.heard(beats[i].Node, now)
-	}
+	e.live.heardAll(beats, now)
 	return true, nil
 }
 
@@ -201,19 +199,11 @@ func (e *Engine) recordBeats(agent string, beats []agentapi.Beat, now time.Time)
 			spec = &n
 			e.log.Info("heartbeats resumed", "node", b.Node, "agent", agent, "state", to)
 		}
-		u := core.NodeUsage{CPU: b.CPU}
-		if len(b.Devices) > 0 {
-			u.Devices = make(map[string]float64, len(b.Devices))
-		}
+		u := usageOf(b) // the core reads the samples of the node's devices only
 		var changed []int
 		for j := range spec.Devices {
 			d := &spec.Devices[j]
-			s, ok := b.Devices[d.ID]
-			if !ok {
-				continue
-			}
-			u.Devices[d.ID] = s.Utilization
-			if s.Healthy != nil && *s.Healthy == d.Unhealthy {
+			if s, ok := b.Devices[d.ID]; ok && s.Healthy != nil && *s.Healthy == d.Unhealthy {
 				changed = append(changed, j)
 			}
 		}

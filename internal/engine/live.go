@@ -45,6 +45,18 @@ func (l *liveness) heard(node string, t time.Time) {
 	l.mu.Unlock()
 }
 
+// heardAll is heard for each node of beats, under one lock (a fake
+// fleet's heartbeat names thousands).
+func (l *liveness) heardAll(beats []agentapi.Beat, t time.Time) {
+	l.mu.Lock()
+	for i := range beats {
+		if prev, ok := l.last[beats[i].Node]; !ok || t.After(prev) {
+			l.last[beats[i].Node] = t
+		}
+	}
+	l.mu.Unlock()
+}
+
 // lastOf is when node was last heard from, if it is tracked.
 func (l *liveness) lastOf(node string) (time.Time, bool) {
 	l.mu.Lock()
@@ -130,12 +142,15 @@ type samples struct {
 	pending map[string]core.NodeUsage
 }
 
-func (s *samples) put(node string, u core.NodeUsage) {
+// putAll keeps each beat's sample as its node's latest.
+func (s *samples) putAll(beats []agentapi.Beat) {
 	s.mu.Lock()
 	if s.pending == nil {
-		s.pending = map[string]core.NodeUsage{}
+		s.pending = make(map[string]core.NodeUsage, len(beats))
 	}
-	s.pending[node] = u
+	for i := range beats {
+		s.pending[beats[i].Node] = usageOf(&beats[i])
+	}
 	s.mu.Unlock()
 }
 
@@ -179,10 +194,8 @@ func (e *Engine) laneBeat(agent string, beats []agentapi.Beat) bool {
 		}
 	}
 	now := e.cfg.Now()
-	for i := range beats {
-		e.live.heard(beats[i].Node, now)
-		e.samples.put(beats[i].Node, usageOf(&beats[i]))
-	}
+	e.live.heardAll(beats, now)
+	e.samples.putAll(beats)
 	e.sessions.beat(agent, beats, now)
 	select {
 	case e.nudge <- struct{}{}:

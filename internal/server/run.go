@@ -439,7 +439,7 @@ func schedulerConfig(opt Options) (core.Config, error) {
 // agent's last acknowledged heartbeat before a leader froze is then at
 // most half an interval old, and the failover (1.3–4.3 s measured with
 // the defaults) has the rest of the deadline. Heartbeats take their own
-// lane into the engine, so the doubled rate costs the loop nothing.
+// lane into the engine (engine/live.go), not the loop's queue.
 func (opt Options) agentBeats() (time.Duration, int) {
 	interval, missed := opt.HeartbeatInterval, opt.MissedHeartbeats
 	if interval <= 0 {
