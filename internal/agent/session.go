@@ -198,14 +198,7 @@ func (s *session) heartbeats(ctx context.Context, stop context.CancelFunc, inter
 	retry.Stop()
 	defer retry.Stop()
 	for {
-		// A slow answer is still an acknowledgment: wait for it as long as
-		// the fence deadline allows, never less than an interval; but ask
-		// the next server too after half an interval without one (a
-		// paused leader holds the request: hedgedHeartbeat).
-		budget := time.Duration(s.deadline.Load()) - time.Since(time.Unix(0, s.lastAck.Load()))
-		hctx, cancel := context.WithTimeout(ctx, max(budget, interval))
-		sent, reply, err := s.c.hedgedHeartbeat(hctx, max(interval/2, minHedge), min(interval, minHedge), s.name, s.r.beats())
-		cancel()
+		sent, reply, err := s.beatOnce(ctx, interval)
 		if err != nil && ctx.Err() == nil {
 			s.beatFailures.Add(1)
 		}
@@ -261,12 +254,7 @@ func (s *session) keepBeating(ctx context.Context) (stop func()) {
 		defer close(done)
 		interval := max(time.Duration(s.interval.Load()), minHedge)
 		for ctx.Err() == nil {
-			// As heartbeats: a slow answer counts while the deadline
-			// allows; every server is asked in turn.
-			budget := time.Duration(s.deadline.Load()) - time.Since(time.Unix(0, s.lastAck.Load()))
-			hctx, cancelBeat := context.WithTimeout(ctx, max(budget, interval))
-			sent, _, err := s.c.hedgedHeartbeat(hctx, max(interval/2, minHedge), min(interval, minHedge), s.name, s.r.beats())
-			cancelBeat()
+			sent, _, err := s.beatOnce(ctx, interval)
 			wait := interval
 			if err == nil {
 				s.acked(sent) // noted, registered or not: a later registration follows
@@ -279,6 +267,16 @@ func (s *session) keepBeating(ctx context.Context) (stop func()) {
 		}
 	}()
 	return func() { cancel(); <-done }
+}
+
+// beatOnce sends one heartbeat over the servers (hedgedHeartbeat). A slow
+// answer is still an acknowledgment: it is waited for as long as the
+// fence deadline allows, never less than an interval.
+func (s *session) beatOnce(ctx context.Context, interval time.Duration) (time.Time, agentapi.HeartbeatReply, error) {
+	budget := time.Duration(s.deadline.Load()) - time.Since(time.Unix(0, s.lastAck.Load()))
+	hctx, cancel := context.WithTimeout(ctx, max(budget, interval))
+	defer cancel()
+	return s.c.hedgedHeartbeat(hctx, max(interval/2, minHedge), min(interval, minHedge), s.name, s.r.beats())
 }
 
 // minHedge is the least wait before a heartbeat is also sent to the next
