@@ -206,28 +206,40 @@ func TestFrozenLeaderIsFenced(t *testing.T) {
 // the leader only.
 func checkServersView(t *testing.T, c *cluster, leader int) {
 	t.Helper()
-	out, err := exec.Command(c.bin, "get", "servers", "--server", strings.Join(c.urls, ",")).CombinedOutput()
-	if err != nil {
-		t.Fatalf("get servers: %v\n%s", err, out)
-	}
-	roles := map[string]int{}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n")[1:] {
-		f := strings.Fields(line)
-		if len(f) != 3 {
-			t.Fatalf("get servers: line %q:\n%s", line, out)
-		}
-		roles[f[1]]++
-		if f[1] == "leader" && (f[0] != c.names[leader] || f[2] != c.urls[leader]) {
-			t.Errorf("get servers names %s at %s the leader, not %s:\n%s", f[0], f[2], c.names[leader], out)
-		}
-	}
-	if roles["leader"] != 1 || roles["standby"] != 2 {
-		t.Errorf("get servers: %v:\n%s", roles, out)
-	}
+	// A server is listed once its campaign is written to the election,
+	// a moment after it started: wait for every standby to know the
+	// leader, then for the list to name all of them.
 	for i := range c.urls {
 		if i != leader {
 			c.waitStandbyOf(t, i, leader)
 		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out, err := exec.Command(c.bin, "get", "servers", "--server", strings.Join(c.urls, ",")).CombinedOutput()
+		if err != nil {
+			t.Fatalf("get servers: %v\n%s", err, out)
+		}
+		roles := map[string]int{}
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) != 3 {
+				t.Fatalf("get servers: line %q:\n%s", line, out)
+			}
+			roles[f[1]]++
+			if f[1] == "leader" && (f[0] != c.names[leader] || f[2] != c.urls[leader]) {
+				t.Fatalf("get servers names %s at %s the leader, not %s:\n%s", f[0], f[2], c.names[leader], out)
+			}
+		}
+		if roles["leader"] == 1 && roles["standby"] == len(c.urls)-1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("get servers, 10 s after every standby knew the leader: %v:\n%s", roles, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for i := range c.urls {
 		body := httpGet(t, c.urls[i]+"/readyz")
 		if standby := strings.Contains(body, `"status":"standby of `+c.urls[leader]+`"`); standby == (i == leader) {
 			t.Errorf("%s /readyz: %s", c.names[i], body)
