@@ -365,3 +365,21 @@ func TestGetServersOnOneServer(t *testing.T) {
 		t.Fatalf("get servers -w: %v %s", err, out)
 	}
 }
+
+// TestKubeBindViaChecked: --bind-via takes client-go, poster or h2 and
+// refuses anything else, naming the flag, before it reads a kubeconfig;
+// the removed --client-h2 is an unknown flag, not ignored.
+func TestKubeBindViaChecked(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"kube", "--bind-via", "h3"}, `--bind-via: "h3" is not one of client-go, poster, h2`},
+		{[]string{"kube", "--client-h2"}, "unknown flag: --client-h2"},
+	} {
+		_, err := run(t, append(c.args, "--kubeconfig", filepath.Join(t.TempDir(), "none"))...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.args, err, c.want)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hetsched/hetsched/internal/kube"
+	"github.com/hetsched/hetsched/internal/kube/kubewire"
 	"github.com/hetsched/hetsched/internal/procs"
 	"github.com/hetsched/hetsched/internal/server"
 	"github.com/hetsched/hetsched/internal/telemetry"
@@ -24,6 +25,7 @@ func newKube() *cobra.Command {
 	var queues, cpuProfile, allocProfile string
 	var gcPercent, maxProcs int
 	var cpuProfileWindow, defaultSpread bool
+	var bindVia string
 	var logs logFlags
 	cmd := &cobra.Command{
 		Use:   "kube",
@@ -38,6 +40,11 @@ FailedScheduling events with the reason, and evictions for preemption.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opt.NoDefaultSpread = !defaultSpread
+			via, err := kubewire.ParseBindVia(bindVia)
+			if err != nil {
+				return err
+			}
+			opt.Wire.BindVia = via
 			if queues != "" {
 				qs, err := server.LoadQueuesFile(queues)
 				if err != nil {
@@ -117,7 +124,10 @@ FailedScheduling events with the reason, and evictions for preemption.`,
 	f.StringSliceVar(&opt.DeviceResources, "device-resources", kube.DefaultDeviceResources, "extended resources whose units are devices (a placement names which); others are pooled counts")
 	f.StringVar(&opt.Policy, "policy", "", "scheduling policy (see hetsched policies; default the server's)")
 	f.StringVar(&queues, "queues", "", "queue tree (YAML or JSON, API.md format): pods name theirs with the label hetsched.io/queue")
-	f.BoolVar(&opt.ClientH2, "client-h2", false, "send the Bindings through client-go's HTTP/2 transport, not a connection of their own")
+	fast := kubewire.Fast()
+	f.StringVar(&bindVia, "bind-via", string(fast.BindVia), "how Bindings are posted: client-go (its Bind: the stock path), poster (encoded and posted without client-go's request builder, over its transport) or h2 (the poster over an HTTP/2 connection of its own, where the kubeconfig asks for nothing only client-go's transport does and DISABLE_HTTP2 is unset)")
+	f.BoolVar(&opt.Wire.LeanWatch, "lean-watch", fast.LeanWatch, "list and watch Pods through a REST client of their own that decodes protobuf in place and skips managedFields (false: client-go's informer)")
+	f.BoolVar(&opt.Wire.GatherWrites, "gather-writes", fast.GatherWrites, "gather the API server connection's writes into one system call while one is under way (false: client-go's dialer)")
 	f.IntVar(&opt.BindWorkers, "bind-workers", 128, "Bindings in flight at once (each waits on the API server; see BENCHMARKS.md)")
 	f.BoolVar(&defaultSpread, "default-spread", true, "give a pod without topologySpreadConstraints the cluster's default ones, as kube-scheduler does (ScheduleAnyway by hostname, maxSkew 3, and by zone, maxSkew 5, over the pods its Services and controller select); false: none, as kube-scheduler's defaultingType List without defaultConstraints")
 	f.StringVar(&opt.Listen, "listen", "127.0.0.1:7075", "serve /metrics and /healthz here (empty: off)")

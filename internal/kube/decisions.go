@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/hetsched/hetsched/internal/kube/kubewire"
 	"strings"
 	"time"
 
@@ -418,26 +419,16 @@ func (s *Scheduler) evictionDone(node string) {
 	s.evictChange = make(chan struct{})
 }
 
-// bind posts the pod's Binding, with its devices in the annotation
-// (through bindPoster when the client is client-go's, else client-go's
-// Bind); transient failures are tried again, up to 5 times.
+// bind posts the pod's Binding, with its devices in the annotation,
+// through the binder; transient failures are tried again, up to 5 times.
 func (s *Scheduler) bind(ctx context.Context, req bindRequest) error {
 	ns, name, _ := cache.SplitMetaNamespaceKey(req.key)
 	var ann map[string]string
 	if len(req.devices) > 0 {
 		ann = map[string]string{AnnotationDevices: formatDevices(req.devices)}
 	}
-	if s.poster != nil {
-		return s.retry(ctx, func(ctx context.Context) error {
-			return s.poster.bind(ctx, ns, name, req.uid, req.node, ann)
-		})
-	}
-	b := &corev1.Binding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: req.uid, Annotations: ann},
-		Target:     corev1.ObjectReference{Kind: "Node", Name: req.node},
-	}
 	return s.retry(ctx, func(ctx context.Context) error {
-		return s.client.CoreV1().Pods(ns).Bind(ctx, b, metav1.CreateOptions{})
+		return s.binder.Bind(ctx, ns, name, req.uid, req.node, ann)
 	})
 }
 
@@ -465,7 +456,7 @@ func (s *Scheduler) retry(ctx context.Context, call func(context.Context) error)
 
 // transient reports whether an API error may go away by itself.
 func transient(err error) bool {
-	return errors.Is(err, errH2Lost) || errors.Is(err, errH2Unsent) || apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
+	return kubewire.Transient(err) || apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
 		apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) || errors.Is(err, context.DeadlineExceeded) ||
 		strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "connection reset")
 }

@@ -31,24 +31,13 @@
 //	eviction    the end of a running pod's task decided by the engine
 //	            (preemption), carried out through the Eviction API so that
 //	            PodDisruptionBudgets hold
-//	lean watch  the Pod informer's own REST client, whose protobuf
-//	            decoders read watch events in place and leave managedFields
-//	            undecoded (leanwatch.go)
-//	decoded     the lean decoder's lists of containers, init containers
-//	parts       and tolerations, each decoded once per distinct bytes and
-//	            shared by the pods that carry them (leanparts.go)
-//	poster      the Bindings posted without client-go's request builder,
-//	            over the clientset's HTTP client (bindpost.go)
-//	coalescing  the API server connection's writes gathered into one
-//	conn        system call while one is in the kernel, its reads taking
-//	            what the socket holds at once (coalesce.go)
-//	binder      the poster's HTTP/2 connection of its own: each Binding's
-//	            frames written by its bind worker, the answers read by one
-//	            goroutine (h2bind.go); where the configuration asks for
-//	            what only client-go's transport does, the poster sends
+//	wire        how the Scheduler talks to the API server beyond
+//	            client-go's informers: its Binder and its Pod informer
+//	            (package kubewire: the poster, the h2 binder, the lean
+//	            watch, the gathering dial; --bind-via, --lean-watch,
+//	            --gather-writes, client-go's paths one flag away)
 //
-// Files: scheduler.go (Config, Scheduler, Run), nodes.go and pods.go
-// (translation), dirty.go (changed keys), reconcile.go (cluster → engine),
-// decisions.go (engine → cluster), bindpost.go, h2bind.go and h2read.go,
-// leanwatch.go, leanpod.go, leanparts.go and coalesce.go (the cheaper paths of a pod's Binding and watch events).
+// Files: scheduler.go (Config, Scheduler, Run), run.go (`hetsched kube`),
+// nodes.go and pods.go (translation), dirty.go (changed keys),
+// reconcile.go (cluster → engine), decisions.go (engine → cluster).
 package kube

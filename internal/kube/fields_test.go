@@ -2,6 +2,7 @@ package kube
 
 import (
 	"fmt"
+	"github.com/hetsched/hetsched/internal/kube/kubewire"
 	"os"
 	"reflect"
 	"slices"
@@ -166,8 +167,8 @@ func TestLeanPodTranslatesAsTheWholePod(t *testing.T) {
 			t.Fatalf("pod %d: %v", i, err)
 		}
 		var lean corev1.Pod
-		if !decodeLeanPod(&lean, raw, nil) {
-			t.Fatalf("pod %d: decodeLeanPod refused it", i)
+		if !kubewire.DecodePod(&lean, raw) {
+			t.Fatalf("pod %d: kubewire.DecodePod refused it", i)
 		}
 		want, werr := pt.task(&p, "id")
 		got, gerr := pt.task(&lean, "id")

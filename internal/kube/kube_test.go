@@ -3,6 +3,7 @@ package kube_test
 import (
 	"context"
 	"fmt"
+	"github.com/hetsched/hetsched/internal/kube/kubewire"
 	"log/slog"
 	"os"
 	"strings"
@@ -128,10 +129,19 @@ func (e *env) startWith(tune func(*kube.Config)) *running {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	// The lean watch and the Bindings' own connection, as hetsched kube
-	// runs them.
-	cfg := kube.Config{Client: cs, Dynamic: e.dyn, Watch: e.c.RESTConfig(1000, 2000), BindConn: e.c.RESTConfig(1000, 2000),
-		Engine: eng, SchedulerName: e.sched, Logger: lg}
+	// The Kubernetes client's pieces as hetsched kube runs them
+	// (HETSCHED_KUBE_WIRE=stock: client-go's own paths).
+	cfg := kube.Config{Client: cs, Dynamic: e.dyn, Engine: eng, SchedulerName: e.sched, Logger: lg}
+	if wire := testWire(e.t); wire.LeanWatch {
+		if cfg.PodInformer, err = kubewire.PodInformer(e.c.RESTConfig(1000, 2000), cs); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	binder, fallback, err := kubewire.NewBinder(testWire(e.t).BindVia, cs, e.c.RESTConfig(1000, 2000), kubewire.BinderOptions{})
+	if err != nil || fallback != "" {
+		e.t.Fatalf("binder: %v (fallback %q)", err, fallback)
+	}
+	cfg.Binder = binder
 	if tune != nil {
 		tune(&cfg)
 	}
@@ -149,12 +159,28 @@ func (e *env) startWith(tune func(*kube.Config)) *running {
 			if err := <-done; err != nil {
 				e.t.Errorf("scheduler: %v", err)
 			}
+			binder.Close()
 			eng.Close()
 			st.Close()
 		})
 	}
 	e.t.Cleanup(stop)
 	return &running{eng: eng, stop: stop}
+}
+
+// testWire is the Kubernetes client's pieces the tests run with:
+// kubewire.Fast, or with HETSCHED_KUBE_WIRE=stock client-go's own paths
+// (CI runs the package both ways).
+func testWire(t *testing.T) kubewire.Options {
+	switch v := os.Getenv("HETSCHED_KUBE_WIRE"); v {
+	case "", "fast":
+		return kubewire.Fast()
+	case "stock":
+		return kubewire.Stock()
+	default:
+		t.Fatalf("HETSCHED_KUBE_WIRE=%q: want fast or stock", v)
+		return kubewire.Options{}
+	}
 }
 
 type testWriter struct{ t *testing.T }

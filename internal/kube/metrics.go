@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hetsched/hetsched/internal/kube/kubewire"
 )
 
 // kubeMetrics are the front end's own metrics (the engine's are the
@@ -12,7 +14,6 @@ type kubeMetrics struct {
 	bindings  *prometheus.CounterVec // by result
 	evictions *prometheus.CounterVec // by result
 	bindTime  prometheus.Histogram
-	bindConns *prometheus.CounterVec // the binder's connections, by event
 }
 
 func newKubeMetrics(reg prometheus.Registerer) *kubeMetrics {
@@ -30,13 +31,6 @@ func newKubeMetrics(reg prometheus.Registerer) *kubeMetrics {
 			Help:    "Time a pod's Binding took, retries included.",
 			Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10},
 		}),
-		bindConns: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hetsched_kube_bind_connections_total",
-			Help: "Events of the Bindings' own HTTP/2 connections (h2bind.go): dialed, dial_failed, goaway (the server sent one), stalled (closed after an unanswered ping), lost (failed or closed by the server).",
-		}, []string{"event"}),
-	}
-	for _, r := range h2ConnEvents {
-		m.bindConns.WithLabelValues(r)
 	}
 	for _, r := range []string{"bound", "gone", "conflict", "failed"} {
 		m.bindings.WithLabelValues(r)
@@ -50,9 +44,26 @@ func newKubeMetrics(reg prometheus.Registerer) *kubeMetrics {
 		m.bindings = register(reg, m.bindings)
 		m.evictions = register(reg, m.evictions)
 		m.bindTime = register(reg, m.bindTime)
-		m.bindConns = register(reg, m.bindConns)
 	}
 	return m
+}
+
+// bindConnObserver counts the h2 binder's connection events
+// (kubewire.BinderOptions.Observe) in hetsched_kube_bind_connections_total,
+// registered in reg (nil: nil, counted nowhere); a rebuilt Scheduler's
+// binder goes on counting in the first one's collector.
+func bindConnObserver(reg prometheus.Registerer) func(event string) {
+	if reg == nil {
+		return nil
+	}
+	c := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hetsched_kube_bind_connections_total",
+		Help: "Events of the Bindings' own HTTP/2 connections (--bind-via=h2): dialed, dial_failed, goaway (the server sent one), stalled (closed after an unanswered ping), lost (failed or closed by the server).",
+	}, []string{"event"}))
+	for _, e := range kubewire.ConnEvents() {
+		c.WithLabelValues(e)
+	}
+	return func(e string) { c.WithLabelValues(e).Inc() }
 }
 
 // register registers c, or returns the collector registered before it.

@@ -46,7 +46,7 @@ func checkReviewedMetrics(t *testing.T, ctx context.Context, c *kubetest.Cluster
 	done := make(chan error, 1)
 	go func() {
 		done <- kube.Run(rctx, io.Discard, kube.Options{Kubeconfig: kc, QPS: 50, Burst: 100, SchedulerName: "metrics-only",
-			BindWorkers: 4, Listen: "127.0.0.1:0", MetricsAuth: kube.MetricsAuthKubernetes, Ready: func(a string) { ready <- a }})
+			BindWorkers: 4, Listen: "127.0.0.1:0", MetricsAuth: kube.MetricsAuthKubernetes, Ready: func(a string) { ready <- a }, Wire: testWire(t)})
 	}()
 	defer func() {
 		stop()

@@ -1,11 +1,14 @@
 package kube
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/hetsched/hetsched/internal/kube/kubewire"
 	"io"
+	"k8s.io/client-go/informers/internalinterfaces"
 	"log/slog"
 	"net"
 	"net/http"
@@ -48,9 +51,10 @@ type Options struct {
 	BindWorkers int
 	// NoDefaultSpread: Config.NoDefaultSpread.
 	NoDefaultSpread bool
-	// ClientH2 sends the Bindings through client-go's HTTP/2 transport
-	// instead of a connection of their own (h2bind.go).
-	ClientH2 bool
+	// Wire chooses the Kubernetes client's pieces (--bind-via,
+	// --lean-watch, --gather-writes); the zero value is client-go's stock
+	// paths, `hetsched kube`'s default kubewire.Fast.
+	Wire kubewire.Options
 	// Listen serves /metrics and /healthz ("": off).
 	Listen string
 	// MetricsAuth says who may read /metrics (metricsauth.go): "auto"
@@ -113,11 +117,21 @@ func RESTConfig(kubeconfig string, qps float32, burst int) (*rest.Config, error)
 	cfg.ContentType = "application/vnd.kubernetes.protobuf"
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	cfg.UserAgent = "hetsched-kube"
-	if cfg.Dial == nil {
-		// client-go's own dialer, the writes gathered (coalesce.go).
-		cfg.Dial = coalescingDial(&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second})
-	}
 	return cfg, nil
+}
+
+// clientConfig is RESTConfig for opt, its connections' writes gathered
+// where opt.Wire asks.
+func clientConfig(opt Options) (*rest.Config, error) {
+	rc, err := RESTConfig(opt.Kubeconfig, opt.QPS, opt.Burst)
+	if err != nil {
+		return nil, err
+	}
+	if opt.Wire.GatherWrites && rc.Dial == nil {
+		// client-go's own dialer's settings, the writes gathered.
+		rc.Dial = kubewire.GatheringDial(&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second})
+	}
+	return rc, nil
 }
 
 // CoreConfig is the core's configuration under hetsched kube: the
@@ -160,7 +174,7 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	if authMode != MetricsAuthKubernetes && (opt.TLSCert != "" || opt.TLSKey != "") {
 		return errs.Invalid("tls-cert", "serves the metrics port with --metrics-auth kubernetes only (it is %s for --listen %s)", authMode, opt.Listen)
 	}
-	rc, err := RESTConfig(opt.Kubeconfig, opt.QPS, opt.Burst)
+	rc, err := clientConfig(opt)
 	if err != nil {
 		return err
 	}
@@ -280,11 +294,22 @@ func scheduleOnce(ctx context.Context, lg *slog.Logger, cs kubernetes.Interface,
 		}
 		pending = next
 	}
-	bindConn := watch
-	if opt.ClientH2 {
-		bindConn = nil
+	binder, fallback, err := kubewire.NewBinder(opt.Wire.BindVia, cs, watch, kubewire.BinderOptions{Observe: bindConnObserver(reg)})
+	if err != nil {
+		return err
 	}
-	s, err := New(Config{Client: cs, Dynamic: dyn, Watch: watch, BindConn: bindConn, Engine: eng, SchedulerName: opt.SchedulerName, Tiers: &tiers,
+	defer binder.Close() // after Run, which waits for its bind workers
+	if fallback != "" {
+		lg.Warn("--bind-via=h2: " + fallback)
+	}
+	var podInformer internalinterfaces.NewInformerFunc
+	if opt.Wire.LeanWatch {
+		if podInformer, err = kubewire.PodInformer(watch, cs); err != nil {
+			return err
+		}
+	}
+	lg.Info("kubernetes client", "bindVia", cmp.Or(opt.Wire.BindVia, kubewire.BindClientGo), "leanWatch", opt.Wire.LeanWatch, "gatherWrites", opt.Wire.GatherWrites)
+	s, err := New(Config{Client: cs, Dynamic: dyn, Binder: binder, PodInformer: podInformer, Engine: eng, SchedulerName: opt.SchedulerName, Tiers: &tiers,
 		DeviceResources: opt.DeviceResources, BindWorkers: opt.BindWorkers, Logger: lg, Registerer: reg,
 		Policy: ccfg.Policy, BasePolicy: base, NoDefaultSpread: opt.NoDefaultSpread})
 	if err != nil {

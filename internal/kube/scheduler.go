@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hetsched/hetsched/internal/kube/kubewire"
+	"k8s.io/client-go/informers/internalinterfaces"
 	"log/slog"
 	"maps"
 	"reflect"
@@ -21,7 +23,6 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	schedlisters "k8s.io/client-go/listers/scheduling/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 
@@ -64,16 +65,12 @@ type Config struct {
 	Policy, BasePolicy string
 	// Registerer, when set, gets the front end's metrics (metrics.go).
 	Registerer prometheus.Registerer
-	// Watch, when set, is the API server configuration Pods are listed
-	// and watched with, through a client of their own that decodes them
-	// with less copying (the lean watch, leanwatch.go); nil: through
-	// Client, as any client-go informer.
-	Watch *rest.Config
-	// BindConn, when set, is the API server configuration Bindings are
-	// posted with over an HTTP/2 connection of their own (h2bind.go),
-	// where it asks for nothing only client-go's transport does; nil:
-	// through Client's transport.
-	BindConn *rest.Config
+	// Binder posts the Bindings (kubewire.NewBinder); nil: client-go's
+	// Bind through Client. Its owner closes it after Run returns.
+	Binder kubewire.Binder
+	// PodInformer, when set, makes the Pod informer (the lean watch,
+	// kubewire.PodInformer); nil: client-go's, through Client.
+	PodInformer internalinterfaces.NewInformerFunc
 	// NoDefaultSpread leaves out the cluster's default topology spread
 	// (defaultspread.go), as kube-scheduler's PodTopologySpread does with
 	// defaultingType List and no defaultConstraints; it then watches no
@@ -89,7 +86,7 @@ type Scheduler struct {
 	log      *slog.Logger
 	eng      *engine.Engine
 	client   kubernetes.Interface
-	poster   *bindPoster // nil: Bindings through client-go (a fake client)
+	binder   kubewire.Binder
 	nodes    nodeTranslator
 	pods     podTranslator
 	factory  informers.SharedInformerFactory
@@ -276,26 +273,20 @@ func New(cfg Config) (*Scheduler, error) {
 		draWaiting: map[string]map[string]bool{}, draNoDevice: map[string]bool{}, draUnmapped: map[string]bool{},
 		draInUse: map[draDevice]claimUse{}, draAllocs: map[string][]draDevice{}, draPods: map[types.UID]*podState{},
 	}
-	s.poster = newBindPoster(cfg.Client)
+	if s.binder = cfg.Binder; s.binder == nil {
+		s.binder, _, _ = kubewire.NewBinder(kubewire.BindClientGo, cfg.Client, nil, kubewire.BinderOptions{})
+	}
 	s.starts = newStartBatch(s.reportStarted)
 	s.factory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithTransform(trimCached))
-	if cfg.Watch != nil {
-		rc, err := leanClient(cfg.Watch, cfg.Client)
-		if err != nil {
-			return nil, err
-		}
+	if cfg.PodInformer != nil {
 		// Registered before the listers ask the factory for it.
-		s.factory.InformerFor(&corev1.Pod{}, func(cs kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-			return leanInformer(rc, cs, "pods", &corev1.Pod{}, &corev1.PodList{}, resync, podIndexers())
-		})
+		s.factory.InformerFor(&corev1.Pod{}, cfg.PodInformer)
 	}
 	s.podLst = s.factory.Core().V1().Pods().Lister()
 	podInf := s.factory.Core().V1().Pods().Informer()
-	if podInf.GetIndexer().GetIndexers()[podGroupIndex] == nil {
-		// client-go's own informer (no lean watch) indexes by namespace only.
-		if err := podInf.AddIndexers(podIndexers()); err != nil {
-			return nil, err
-		}
+	// Either informer indexes by namespace only.
+	if err := podInf.AddIndexers(podIndexers()); err != nil {
+		return nil, err
 	}
 	s.podIdx = podInf.GetIndexer()
 	s.nodeLst = s.factory.Core().V1().Nodes().Lister()
@@ -382,14 +373,6 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	// first reconcile.
 	since := s.eng.LatestEvent()
 	var err error
-	if s.poster != nil && s.cfg.BindConn != nil {
-		if b := newH2Binder(s.cfg.BindConn, s.poster.base); b != nil {
-			b.observe = func(e string) { s.m.bindConns.WithLabelValues(e).Inc() }
-			s.poster.h2 = b
-			s.log.Info("bindings over a connection of their own", "server", b.authority)
-			defer func() { b.close(); s.poster.h2 = nil }() // after the workers
-		}
-	}
 	wg.Add(4 + s.cfg.BindWorkers)
 	go func() { defer wg.Done(); s.starts.run(ctx) }()
 	go func() { defer wg.Done(); s.reconcileLoop(ctx) }()
@@ -421,11 +404,11 @@ func (s *Scheduler) classPriority(name string) (int32, bool) {
 }
 
 // trimCached drops what the Scheduler never reads from cached objects:
-// a pod keeps only the lean pod's fields (leanpod.go), a node loses its
+// a pod keeps only the lean pod's fields (kubewire.LeanPod), a node loses its
 // managed fields and images.
 func trimCached(o any) (any, error) {
 	if p, ok := o.(*corev1.Pod); ok {
-		leanPod(p)
+		kubewire.LeanPod(p)
 		return p, nil
 	}
 	if trimSelecting(o) {
@@ -484,7 +467,7 @@ func podChangeMatters(oldObj, newObj any) bool {
 // status changed.
 func statusResourcesChanged(o, n *corev1.PodStatus) bool {
 	if !reflect.DeepEqual(o.Resources, n.Resources) || !reflect.DeepEqual(o.AllocatedResources, n.AllocatedResources) ||
-		!reflect.DeepEqual(resizeConditions(o.Conditions), resizeConditions(n.Conditions)) ||
+		!reflect.DeepEqual(kubewire.ResizeConditions(o.Conditions), kubewire.ResizeConditions(n.Conditions)) ||
 		len(o.ContainerStatuses) != len(n.ContainerStatuses) {
 		return true
 	}

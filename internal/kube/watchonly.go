@@ -23,7 +23,7 @@ import (
 // see the cluster and carry out decisions, without making any.
 // `hetsched-bench kube` measures its CPU as a client-go scheduler's floor
 // (`hetsched kube --watch-only --bind-floor`). A Scheduler's own pod watch
-// and Bindings take cheaper paths (leanwatch.go, bindpost.go): it may
+// and Bindings take cheaper paths (package kubewire): it may
 // cost less than this floor.
 func WatchOnly(ctx context.Context, cs kubernetes.Interface, bindFor string, timeout time.Duration) error {
 	f := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithTransform(stripManagedFields))

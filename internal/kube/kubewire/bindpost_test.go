@@ -1,4 +1,4 @@
-package kube
+package kubewire
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ import (
 // for byte, what client-go's protobuf serializer makes of the Binding,
 // and decodes back to it.
 func TestEncodeBindingIsClientGosBody(t *testing.T) {
-	for _, ann := range []map[string]string{nil, {AnnotationDevices: "gpu0,gpu3"}} {
+	for _, ann := range []map[string]string{nil, {"hetsched.io/devices": "gpu0,gpu3"}} {
 		var got bytes.Buffer
 		if err := encodeBinding(&got, "team-a", "train-0", "uid-1", "node-7", ann); err != nil {
 			t.Fatal(err)

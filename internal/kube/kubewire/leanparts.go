@@ -1,6 +1,9 @@
-package kube
+package kubewire
 
 import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,6 +35,9 @@ type partCache[T any] struct {
 	mu       sync.Mutex
 	cur, old map[string]T
 	curBytes int
+	// sums are the held values' checksums when they were cached (only
+	// in the partsGuard build).
+	sums map[string]uint64
 }
 
 // get is the value decoded from b, when it is held.
@@ -39,9 +45,11 @@ func (c *partCache[T]) get(b []byte) (T, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if v, ok := c.cur[string(b)]; ok {
+		c.verify(b, v)
 		return v, true
 	}
 	if v, ok := c.old[string(b)]; ok {
+		c.verify(b, v)
 		c.putLocked(b, v)
 		return v, true
 	}
@@ -61,12 +69,56 @@ func (c *partCache[T]) put(b []byte, v T) {
 
 func (c *partCache[T]) putLocked(b []byte, v T) {
 	if c.cur == nil || c.curBytes+len(b) > partGenerationBytes {
+		c.evicted(c.old)
 		c.old, c.cur, c.curBytes = c.cur, map[string]T{}, 0
 	}
 	if _, ok := c.cur[string(b)]; !ok {
 		c.cur[string(b)] = v
 		c.curBytes += len(b)
+		if _, ok := c.sums[string(b)]; partsGuard && !ok {
+			if c.sums == nil {
+				c.sums = map[string]uint64{}
+			}
+			c.sums[string(b)] = checksum(v)
+		}
 	}
+}
+
+// verify panics, in the partsGuard build, when v, held for b, is not
+// what was cached: something wrote to a part pods share.
+func (c *partCache[T]) verify(b []byte, v T) {
+	if !partsGuard {
+		return
+	}
+	if want, ok := c.sums[string(b)]; ok && checksum(v) != want {
+		panic(fmt.Sprintf("kubewire: a shared decoded part was written after it was cached (%d bytes of protobuf, now %+v)", len(b), v))
+	}
+}
+
+// evicted verifies the parts of a generation being dropped, and forgets
+// the checksums of those no longer held.
+func (c *partCache[T]) evicted(gen map[string]T) {
+	if !partsGuard {
+		return
+	}
+	for k, v := range gen {
+		c.verify([]byte(k), v)
+		if _, held := c.cur[k]; !held {
+			delete(c.sums, k)
+		}
+	}
+}
+
+// checksum is a hash of v's content, through its pointers and maps
+// (encoding/json sorts map keys).
+func checksum(v any) uint64 {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("kubewire: checksum of a decoded part: %v", err))
+	}
+	h := fnv.New64a()
+	h.Write(b)
+	return h.Sum64()
 }
 
 // len is how many parts are held (both generations; one in both counts

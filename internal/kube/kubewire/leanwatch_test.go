@@ -1,4 +1,4 @@
-package kube
+package kubewire
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package kube
+package kubewire
 
 import (
 	"errors"
@@ -92,7 +92,7 @@ func leanPod(p *corev1.Pod) {
 	st := &p.Status
 	leanStatuses(st.ContainerStatuses)
 	leanStatuses(st.InitContainerStatuses)
-	*st = corev1.PodStatus{Phase: st.Phase, Conditions: resizeConditions(st.Conditions), ContainerStatuses: st.ContainerStatuses,
+	*st = corev1.PodStatus{Phase: st.Phase, Conditions: ResizeConditions(st.Conditions), ContainerStatuses: st.ContainerStatuses,
 		InitContainerStatuses: st.InitContainerStatuses, ResourceClaimStatuses: st.ResourceClaimStatuses,
 		AllocatedResources: st.AllocatedResources, Resources: st.Resources}
 }
@@ -104,9 +104,9 @@ func leanStatuses(cs []corev1.ContainerStatus) {
 	}
 }
 
-// resizeConditions keeps the PodResizePending condition of conds (an
+// ResizeConditions keeps the PodResizePending condition of conds (an
 // infeasible resize changes the request), nil when there is none.
-func resizeConditions(conds []corev1.PodCondition) []corev1.PodCondition {
+func ResizeConditions(conds []corev1.PodCondition) []corev1.PodCondition {
 	var out []corev1.PodCondition
 	for _, c := range conds {
 		if c.Type == corev1.PodResizePending {

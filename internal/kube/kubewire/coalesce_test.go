@@ -1,4 +1,4 @@
-package kube
+package kubewire
 
 import (
 	"bytes"
@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -308,29 +306,10 @@ func mustWrite(t *testing.T, c net.Conn, s string) {
 	}
 }
 
-// The configuration hetsched kube's clients are made from dials
-// connections whose writes are gathered.
-func TestRESTConfigGathersWrites(t *testing.T) {
-	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // the package's shared cluster runs beside
+// GatheringDial's connections gather their writes.
+func TestGatheringDialGathers(t *testing.T) {
 	ln := listenLoopback(t)
-	kc := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kc, []byte(`apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://`+ln.Addr().String()+`"}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := RESTConfig(kc, 10, 20)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if cfg.Dial == nil {
-		t.Fatal("no Dial: the connections' writes are not gathered")
-	}
-	c, err := cfg.Dial(t.Context(), "tcp", ln.Addr().String())
+	c, err := GatheringDial(&net.Dialer{Timeout: 5 * time.Second})(t.Context(), "tcp", ln.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}

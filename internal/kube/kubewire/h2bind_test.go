@@ -1,4 +1,4 @@
-package kube
+package kubewire
 
 import (
 	"bytes"
@@ -72,8 +72,9 @@ func h2TestPoster(t *testing.T, cfg *rest.Config) *bindPoster {
 		t.Fatal(err)
 	}
 	p := &bindPoster{base: url.URL{Scheme: u.Scheme, Host: u.Host, Path: "/api/v1"}}
-	if p.h2 = newH2Binder(cfg, p.base); p.h2 == nil {
-		t.Fatal("no h2 binder for a token over HTTPS")
+	var why string
+	if p.h2, why = newH2Binder(cfg, p.base); p.h2 == nil {
+		t.Fatalf("no h2 binder for a token over HTTPS: %s", why)
 	}
 	t.Cleanup(p.h2.close)
 	return p
@@ -442,23 +443,24 @@ func TestNewH2BinderOnlyWhereItSpeaksAsClientGo(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &rest.Config{Host: "https://" + base.Host, BearerToken: "tok", TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
 			tc.cfg(c)
-			if got := newH2Binder(c, tc.base) != nil; got != tc.want {
-				t.Errorf("binder made: %v, want %v", got, tc.want)
+			b, why := newH2Binder(c, tc.base)
+			if got := b != nil; got != tc.want || got == (why != "") {
+				t.Errorf("binder made: %v (why not: %q), want %v", got, why, tc.want)
 			}
 		})
 	}
 	t.Run("DISABLE_HTTP2", func(t *testing.T) {
 		t.Setenv("DISABLE_HTTP2", "true")
 		c := &rest.Config{Host: "https://" + base.Host, BearerToken: "tok", TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
-		if newH2Binder(c, base) != nil {
-			t.Error("a binder made with DISABLE_HTTP2 set (client-go's transport then speaks HTTP/1.1)")
+		if b, why := newH2Binder(c, base); b != nil || !strings.Contains(why, "DISABLE_HTTP2") {
+			t.Errorf("with DISABLE_HTTP2 set (client-go's transport then speaks HTTP/1.1): binder %v, why not %q", b != nil, why)
 		}
 	})
 	t.Run("HTTP/2 health-check knobs", func(t *testing.T) {
 		t.Setenv("HTTP2_READ_IDLE_TIMEOUT_SECONDS", "12")
 		t.Setenv("HTTP2_PING_TIMEOUT_SECONDS", "nope")
 		c := &rest.Config{Host: "https://" + base.Host, BearerToken: "tok", TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
-		b := newH2Binder(c, base)
+		b, _ := newH2Binder(c, base)
 		if b == nil || b.stallAfter != 12*time.Second || b.pingWait != h2PingWait {
 			t.Errorf("binder %+v: want the read-idle time from the environment and the default PING timeout", b)
 		}
@@ -467,7 +469,7 @@ func TestNewH2BinderOnlyWhereItSpeaksAsClientGo(t *testing.T) {
 		t.Setenv("HTTPS_PROXY", "http://proxy.example:3128")
 		t.Setenv("NO_PROXY", "")
 		c := &rest.Config{Host: "https://api.example:6443", BearerToken: "tok"}
-		if newH2Binder(c, url.URL{Scheme: "https", Host: "api.example:6443", Path: "/api/v1"}) != nil {
+		if b, _ := newH2Binder(c, url.URL{Scheme: "https", Host: "api.example:6443", Path: "/api/v1"}); b != nil {
 			t.Error("a binder made where client-go would go through HTTPS_PROXY")
 		}
 	})

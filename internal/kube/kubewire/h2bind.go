@@ -1,4 +1,4 @@
-package kube
+package kubewire
 
 import (
 	"bufio"
@@ -75,6 +75,9 @@ type h2Binder struct {
 	creds     *h2Credentials
 	dial      func(ctx context.Context, network, address string) (net.Conn, error)
 	tls       *tls.Config
+	// plaintext skips TLS: only the tests' in-memory harness sets it
+	// (newH2Binder never does).
+	plaintext bool
 	now       func() time.Time
 	// stallAfter and pingWait decide that a connection is dead
 	// (h2StallAfter, h2PingWait; shorter in tests).
@@ -162,25 +165,30 @@ func (c *h2Credentials) authorization(now time.Time) string {
 }
 
 // newH2Binder returns a binder for cfg posting under base (the core
-// group's versioned root, bindPoster.base), or nil when cfg asks for what
-// only client-go's transport does (see the type).
-func newH2Binder(cfg *rest.Config, base url.URL) *h2Binder {
-	if cfg == nil || base.Scheme != "https" || base.Host == "" || !h2Speaks(cfg) {
-		return nil
+// group's versioned root, bindPoster.base), or nil and why not when cfg
+// asks for what only client-go's transport does (see the type).
+func newH2Binder(cfg *rest.Config, base url.URL) (*h2Binder, string) {
+	switch {
+	case cfg == nil:
+		return nil, "no configuration"
+	case base.Scheme != "https" || base.Host == "":
+		return nil, "the API server is not an https:// address"
+	case !h2Speaks(cfg):
+		return nil, "the configuration sets " + strings.Join(h2Unknown(cfg), ", ") + ", which only client-go's transport honours"
 	}
 	// apimachinery's switch against HTTP/2 (its CVEs): client-go's
 	// transport then speaks HTTP/1.1, and so does the poster over it.
 	if os.Getenv("DISABLE_HTTP2") != "" {
-		return nil
+		return nil, "DISABLE_HTTP2 is set"
 	}
 	// client-go's transport goes through the environment's proxy
 	// (net/http's ProxyFromEnvironment reads the same variables, once).
 	if p, err := httpproxy.FromEnvironment().ProxyFunc()(&url.URL{Scheme: "https", Host: base.Host}); err != nil || p != nil {
-		return nil
+		return nil, "the environment asks for a proxy (HTTPS_PROXY)"
 	}
 	tc, err := rest.TLSConfigFor(cfg)
 	if err != nil {
-		return nil
+		return nil, "its TLS configuration: " + err.Error()
 	}
 	if tc == nil {
 		tc = &tls.Config{MinVersion: tls.VersionTLS12}
@@ -208,16 +216,16 @@ func newH2Binder(cfg *rest.Config, base url.URL) *h2Binder {
 	if ua == "" {
 		ua = rest.DefaultKubernetesUserAgent()
 	}
-	dial := cfg.Dial
+	dial := cfg.Dial // GatheringDial where the caller gathers writes
 	if dial == nil {
-		dial = coalescingDial(&net.Dialer{Timeout: h2DialTimeout, KeepAlive: 30 * time.Second})
+		dial = (&net.Dialer{Timeout: h2DialTimeout, KeepAlive: 30 * time.Second}).DialContext
 	}
 	return &h2Binder{
 		target: net.JoinHostPort(host, port), authority: base.Host, prefix: base.EscapedPath(),
 		userAgent: ua, creds: creds, dial: dial, tls: tc, now: time.Now,
 		stallAfter: envSeconds("HTTP2_READ_IDLE_TIMEOUT_SECONDS", h2StallAfter),
 		pingWait:   envSeconds("HTTP2_PING_TIMEOUT_SECONDS", h2PingWait),
-	}
+	}, ""
 }
 
 // envSeconds is the environment variable name as whole seconds, as
@@ -254,19 +262,23 @@ var (
 )
 
 // h2Speaks reports whether every field cfg sets is one the binder honours.
-func h2Speaks(cfg *rest.Config) bool {
-	return onlyAllowed(reflect.ValueOf(*cfg), h2Config) && onlyAllowed(reflect.ValueOf(cfg.TLSClientConfig), h2TLS)
+func h2Speaks(cfg *rest.Config) bool { return len(h2Unknown(cfg)) == 0 }
+
+// h2Unknown names the fields cfg sets that the binder does not honour.
+func h2Unknown(cfg *rest.Config) []string {
+	return append(setOutside(reflect.ValueOf(*cfg), h2Config, ""), setOutside(reflect.ValueOf(cfg.TLSClientConfig), h2TLS, "TLSClientConfig.")...)
 }
 
-// onlyAllowed reports whether v (a struct) sets no field outside allowed.
-func onlyAllowed(v reflect.Value, allowed map[string]bool) bool {
+// setOutside names the fields of v (a struct) set outside allowed.
+func setOutside(v reflect.Value, allowed map[string]bool, prefix string) []string {
+	var out []string
 	t := v.Type()
 	for i := range t.NumField() {
 		if !allowed[t.Field(i).Name] && !v.Field(i).IsZero() {
-			return false
+			out = append(out, prefix+t.Field(i).Name)
 		}
 	}
-	return true
+	return out
 }
 
 // bind posts body, a Binding for pod ns/name, and returns the answer's
@@ -364,14 +376,9 @@ func (b *h2Binder) dialConn(ctx context.Context) (*h2Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	tc := tls.Client(raw, b.tls)
-	if err := tc.HandshakeContext(dctx); err != nil {
-		raw.Close()
+	tc, err := b.handshake(dctx, raw)
+	if err != nil {
 		return nil, err
-	}
-	if tc.ConnectionState().NegotiatedProtocol != http2.NextProtoTLS {
-		tc.Close()
-		return nil, errH2NoH2
 	}
 	c := &h2Conn{
 		b: b, nc: tc, bw: bufio.NewWriterSize(tc, 16<<10), streams: map[uint32]*h2Stream{}, nextID: 1,
@@ -383,6 +390,12 @@ func (b *h2Binder) dialConn(ctx context.Context) (*h2Conn, error) {
 	c.fr.MaxHeaderListSize = 1 << 20
 	c.henc = hpack.NewEncoder(&c.hbuf)
 	c.lastRead.Store(b.now().UnixNano())
+	if d, ok := dctx.Deadline(); ok {
+		// A server that takes the connection but reads nothing holds the
+		// preface's write no longer than the dial.
+		tc.SetWriteDeadline(d)
+		defer tc.SetWriteDeadline(time.Time{})
+	}
 	c.wmu.Lock()
 	_, err = c.bw.WriteString(http2.ClientPreface)
 	if err == nil {
@@ -406,6 +419,24 @@ func (b *h2Binder) dialConn(ctx context.Context) (*h2Conn, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// handshake speaks TLS over raw and checks that the server chose h2 (the
+// test build's in-memory pipes speak HTTP/2 without TLS: plaintext).
+func (b *h2Binder) handshake(ctx context.Context, raw net.Conn) (net.Conn, error) {
+	if b.plaintext {
+		return raw, nil
+	}
+	tc := tls.Client(raw, b.tls)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		raw.Close()
+		return nil, err
+	}
+	if tc.ConnectionState().NegotiatedProtocol != http2.NextProtoTLS {
+		tc.Close()
+		return nil, errH2NoH2
+	}
+	return tc, nil
 }
 
 // firstSettings reads the server's first frame, its SETTINGS (RFC 9113

@@ -1,4 +1,4 @@
-package kube
+package kubewire
 
 import (
 	"reflect"
@@ -131,7 +131,7 @@ func TestLeanPodSplitRepeatedField(t *testing.T) {
 }
 
 // TestTrimmingSharedPartsWritesNothing: the informer's transform trims
-// watched pods again (trimCached); on a pod whose containers are shared
+// watched pods again (LeanPod); on a pod whose containers are shared
 // it must not write them while another goroutine reads them (the race
 // detector, which CI runs on this package, sees a write).
 func TestTrimmingSharedPartsWritesNothing(t *testing.T) {
@@ -154,9 +154,7 @@ func TestTrimmingSharedPartsWritesNothing(t *testing.T) {
 		done <- names
 	}()
 	for range 1000 {
-		if _, err := trimCached(&a); err != nil {
-			t.Fatal(err)
-		}
+		LeanPod(&a)
 	}
 	if got := <-done; got != "c" {
 		t.Errorf("the other pod's container is %q", got)

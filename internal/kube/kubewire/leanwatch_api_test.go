@@ -1,4 +1,4 @@
-package kube_test
+package kubewire_test
 
 import (
 	"context"
@@ -10,19 +10,29 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/hetsched/hetsched/internal/kube"
+	"github.com/hetsched/hetsched/internal/kube/kubewire"
 )
 
-// TestLeanWatchAgainstTheAPIServer: the lean Pod informer (no transform)
-// holds what the API server returns of a pod listed before it started and
+// TestLeanWatchAgainstTheAPIServer: the lean Pod informer (with LeanPod
+// as its transform, as the Scheduler sets it) holds what the API server returns of a pod listed before it started and
 // of one created and then changed while it watched, managedFields left
 // out and every other field as sent.
 func TestLeanWatchAgainstTheAPIServer(t *testing.T) {
 	e := newEnv(t)
-	e.node("lean", nil, nil)
-	listed := e.create(e.podSpec("listed", map[string]string{"cpu": "1"}))
-	pods, err := kube.LeanPodInformer(e.c.RESTConfig(100, 200), e.cs)
+	listed := e.create("listed")
+	newInformer, err := kubewire.PodInformer(e.c.RESTConfig(100, 200), e.cs)
 	if err != nil {
+		t.Fatal(err)
+	}
+	pods := newInformer(e.cs, 0)
+	// As the Scheduler's factory sets it: listed pods are trimmed as the
+	// watched ones are decoded.
+	if err := pods.SetTransform(func(o any) (any, error) {
+		if p, ok := o.(*corev1.Pod); ok {
+			kubewire.LeanPod(p)
+		}
+		return o, nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(e.ctx)
@@ -31,7 +41,7 @@ func TestLeanWatchAgainstTheAPIServer(t *testing.T) {
 	if !cache.WaitForCacheSync(ctx.Done(), pods.HasSynced) {
 		t.Fatal("the lean informer did not sync")
 	}
-	watched := e.create(e.podSpec("watched", map[string]string{"cpu": "1"}))
+	watched := e.create("watched")
 	watched.Labels = map[string]string{"changed": "yes"}
 	watched, err = e.cs.CoreV1().Pods(e.ns).Update(e.ctx, watched, metav1.UpdateOptions{})
 	if err != nil {
@@ -49,7 +59,7 @@ func TestLeanWatchAgainstTheAPIServer(t *testing.T) {
 			return ok && got.ResourceVersion == want.ResourceVersion, "not yet"
 		})
 		w := want.DeepCopy()
-		kube.LeanPod(w)
+		kubewire.LeanPod(w)
 		if d := cmp.Diff(w, got, sameQuantity); d != "" {
 			t.Fatalf("%s: (-API server +lean informer):\n%s", want.Name, d)
 		}

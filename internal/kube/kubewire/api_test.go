@@ -1,0 +1,99 @@
+package kubewire_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	k8sresource "k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/hetsched/hetsched/internal/kube/kubetest"
+)
+
+// One API server serves the package's tests against it; each keeps to a
+// namespace of its own.
+var (
+	clusterOnce sync.Once
+	shared      *kubetest.Cluster
+	sharedErr   error
+	runs        atomic.Int64
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if shared != nil {
+		shared.Stop()
+		os.RemoveAll(shared.Dir)
+	}
+	os.Exit(code)
+}
+
+// env is one test's namespace on the shared API server.
+type env struct {
+	t   *testing.T
+	c   *kubetest.Cluster
+	cs  kubernetes.Interface
+	ctx context.Context
+	ns  string
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	kubetest.Require(t)
+	clusterOnce.Do(func() { shared, sharedErr = kubetest.StartMain(kubetest.Options{}) })
+	if sharedErr != nil {
+		t.Fatal(sharedErr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	name := strings.ToLower(strings.NewReplacer("_", "-", "/", "-").Replace(t.Name()))
+	name = fmt.Sprintf("%s-%d", strings.TrimRight(name[:min(len(name), 40)], "-"), runs.Add(1))
+	e := &env{t: t, c: shared, cs: shared.Client(t), ctx: ctx, ns: name}
+	if _, err := e.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// create makes a pod of one container requesting a CPU, on no node.
+func (e *env) create(name string) *corev1.Pod {
+	e.t.Helper()
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
+		Spec: corev1.PodSpec{SchedulerName: "nobody", Containers: []corev1.Container{{Name: "c", Image: "busybox",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: k8sresource.MustParse("1")}}}}},
+	}
+	got, err := e.cs.CoreV1().Pods(e.ns).Create(e.ctx, p, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return got
+}
+
+func (e *env) get(name string) *corev1.Pod {
+	e.t.Helper()
+	p, err := e.cs.CoreV1().Pods(e.ns).Get(e.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return p
+}
+
+func (e *env) wait(what string, cond func() (bool, string)) {
+	e.t.Helper()
+	err := kubetest.WaitFor(e.ctx, 60*time.Second, func() (bool, string, error) {
+		ok, msg := cond()
+		return ok, msg, nil
+	})
+	if err != nil {
+		e.t.Fatalf("waiting for %s: %v", what, err)
+	}
+}

@@ -1,0 +1,53 @@
+package kubewire_test
+
+import (
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/hetsched/hetsched/internal/kube/kubewire"
+)
+
+// TestBindersAgainstTheAPIServer: a Binding each binder posts binds the
+// pod with its devices' annotation, and the API server's refusals keep
+// their class: a pod bound already or of another uid is a conflict, a
+// missing one not found. Every way a Binding is posted: client-go's Bind,
+// the poster over the clientset's HTTP client, and the poster over the
+// h2 binder's own connection (which must have carried them).
+func TestBindersAgainstTheAPIServer(t *testing.T) {
+	for _, via := range kubewire.BindVias {
+		t.Run(string(via), func(t *testing.T) {
+			e := newEnv(t)
+			b, fallback, err := kubewire.NewBinder(via, e.cs, e.c.RESTConfig(1000, 2000), kubewire.BinderOptions{})
+			if err != nil || fallback != "" {
+				t.Fatalf("NewBinder(%s): %v (fallback %q)", via, err, fallback)
+			}
+			defer b.Close()
+			p := e.create("p0")
+			other := e.create("p1")
+			const devices = "hetsched.io/devices"
+			if err := b.Bind(e.ctx, e.ns, p.Name, p.UID, "n0", map[string]string{devices: "gpu0,gpu1"}); err != nil {
+				t.Fatal(err)
+			}
+			got := e.get(p.Name)
+			if got.Spec.NodeName != "n0" || got.Annotations[devices] != "gpu0,gpu1" {
+				t.Fatalf("bound to %q with devices %q, want n0 and gpu0,gpu1", got.Spec.NodeName, got.Annotations[devices])
+			}
+			if err := b.Bind(e.ctx, e.ns, p.Name, p.UID, "n0", nil); !apierrors.IsConflict(err) {
+				t.Errorf("binding a bound pod again: %v, want a conflict", err)
+			}
+			if err := b.Bind(e.ctx, e.ns, other.Name, p.UID, "n0", nil); !apierrors.IsConflict(err) {
+				t.Errorf("binding with another pod's uid: %v, want a conflict", err)
+			}
+			if e.get(other.Name).Spec.NodeName != "" {
+				t.Error("a Binding of the wrong uid bound the pod")
+			}
+			if err := b.Bind(e.ctx, e.ns, "nobody", "uid-x", "n0", nil); !apierrors.IsNotFound(err) {
+				t.Errorf("binding a missing pod: %v, want not found", err)
+			}
+			if via == kubewire.BindH2 && !kubewire.WentOverH2(b) {
+				t.Error("--bind-via=h2: the Bindings did not go over the h2 binder's connection")
+			}
+		})
+	}
+}
