@@ -78,22 +78,12 @@ func (e *env) create(name string) *corev1.Pod {
 	return got
 }
 
-func (e *env) get(name string) *corev1.Pod {
+// bound is the node pod name is bound to, and its annotation key.
+func (e *env) bound(name, key string) (node, value string) {
 	e.t.Helper()
 	p, err := e.cs.CoreV1().Pods(e.ns).Get(e.ctx, name, metav1.GetOptions{})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return p
-}
-
-func (e *env) wait(what string, cond func() (bool, string)) {
-	e.t.Helper()
-	err := kubetest.WaitFor(e.ctx, 60*time.Second, func() (bool, string, error) {
-		ok, msg := cond()
-		return ok, msg, nil
-	})
-	if err != nil {
-		e.t.Fatalf("waiting for %s: %v", what, err)
-	}
+	return p.Spec.NodeName, p.Annotations[key]
 }

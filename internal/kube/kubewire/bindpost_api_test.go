@@ -29,9 +29,8 @@ func TestBindersAgainstTheAPIServer(t *testing.T) {
 			if err := b.Bind(e.ctx, e.ns, p.Name, p.UID, "n0", map[string]string{devices: "gpu0,gpu1"}); err != nil {
 				t.Fatal(err)
 			}
-			got := e.get(p.Name)
-			if got.Spec.NodeName != "n0" || got.Annotations[devices] != "gpu0,gpu1" {
-				t.Fatalf("bound to %q with devices %q, want n0 and gpu0,gpu1", got.Spec.NodeName, got.Annotations[devices])
+			if node, got := e.bound(p.Name, devices); node != "n0" || got != "gpu0,gpu1" {
+				t.Fatalf("bound to %q with devices %q, want n0 and gpu0,gpu1", node, got)
 			}
 			if err := b.Bind(e.ctx, e.ns, p.Name, p.UID, "n0", nil); !apierrors.IsConflict(err) {
 				t.Errorf("binding a bound pod again: %v, want a conflict", err)
@@ -39,7 +38,7 @@ func TestBindersAgainstTheAPIServer(t *testing.T) {
 			if err := b.Bind(e.ctx, e.ns, other.Name, p.UID, "n0", nil); !apierrors.IsConflict(err) {
 				t.Errorf("binding with another pod's uid: %v, want a conflict", err)
 			}
-			if e.get(other.Name).Spec.NodeName != "" {
+			if node, _ := e.bound(other.Name, devices); node != "" {
 				t.Error("a Binding of the wrong uid bound the pod")
 			}
 			if err := b.Bind(e.ctx, e.ns, "nobody", "uid-x", "n0", nil); !apierrors.IsNotFound(err) {

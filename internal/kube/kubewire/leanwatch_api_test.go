@@ -3,6 +3,7 @@ package kubewire_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -10,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/hetsched/hetsched/internal/kube/kubetest"
 	"github.com/hetsched/hetsched/internal/kube/kubewire"
 )
 
@@ -53,11 +55,13 @@ func TestLeanWatchAgainstTheAPIServer(t *testing.T) {
 			t.Fatalf("the API server sent %s without managedFields: nothing to leave out", want.Name)
 		}
 		var got *corev1.Pod
-		e.wait("the lean informer holds "+want.Name+" at "+want.ResourceVersion, func() (bool, string) {
+		if err := kubetest.WaitFor(e.ctx, time.Minute, func() (bool, string, error) {
 			o, ok, _ := pods.GetStore().GetByKey(e.ns + "/" + want.Name)
 			got, _ = o.(*corev1.Pod)
-			return ok && got.ResourceVersion == want.ResourceVersion, "not yet"
-		})
+			return ok && got.ResourceVersion == want.ResourceVersion, "not yet", nil
+		}); err != nil {
+			t.Fatalf("the lean informer holding %s at %s: %v", want.Name, want.ResourceVersion, err)
+		}
 		w := want.DeepCopy()
 		kubewire.LeanPod(w)
 		if d := cmp.Diff(w, got, sameQuantity); d != "" {
