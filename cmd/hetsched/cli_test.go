@@ -366,7 +366,7 @@ func TestGetServersOnOneServer(t *testing.T) {
 	}
 }
 
-// TestKubeBindViaChecked: --bind-via takes client-go, poster or h2 and
+// TestKubeBindViaChecked: --bind-via takes client-go or poster and
 // refuses anything else, naming the flag, before it reads a kubeconfig;
 // the removed --client-h2 is an unknown flag, not ignored.
 func TestKubeBindViaChecked(t *testing.T) {
@@ -374,7 +374,7 @@ func TestKubeBindViaChecked(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"kube", "--bind-via", "h3"}, `--bind-via: "h3" is not one of client-go, poster, h2`},
+		{[]string{"kube", "--bind-via", "h2"}, `--bind-via: "h2" is not one of client-go, poster`},
 		{[]string{"kube", "--client-h2"}, "unknown flag: --client-h2"},
 	} {
 		_, err := run(t, append(c.args, "--kubeconfig", filepath.Join(t.TempDir(), "none"))...)

@@ -125,7 +125,7 @@ FailedScheduling events with the reason, and evictions for preemption.`,
 	f.StringVar(&opt.Policy, "policy", "", "scheduling policy (see hetsched policies; default the server's)")
 	f.StringVar(&queues, "queues", "", "queue tree (YAML or JSON, API.md format): pods name theirs with the label hetsched.io/queue")
 	fast := kubewire.Fast()
-	f.StringVar(&bindVia, "bind-via", string(fast.BindVia), "how Bindings are posted: client-go (its Bind: the stock path), poster (encoded and posted without client-go's request builder, over its transport) or h2 (the poster over an HTTP/2 connection of its own, where the kubeconfig asks for nothing only client-go's transport does and DISABLE_HTTP2 is unset)")
+	f.StringVar(&bindVia, "bind-via", string(fast.BindVia), "how Bindings are posted: client-go (its Bind: the stock path) or poster (encoded and posted without client-go's request builder, over client-go's transport and rate limiter)")
 	f.BoolVar(&opt.Wire.LeanWatch, "lean-watch", fast.LeanWatch, "list and watch Pods through a REST client of their own that decodes protobuf in place and skips managedFields (false: client-go's informer)")
 	f.BoolVar(&opt.Wire.GatherWrites, "gather-writes", fast.GatherWrites, "gather the API server connection's writes into one system call while one is under way (false: client-go's dialer)")
 	f.IntVar(&opt.BindWorkers, "bind-workers", 128, "Bindings in flight at once (each waits on the API server; see BENCHMARKS.md)")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/hetsched/hetsched/internal/kube/kubewire"
 	"strings"
 	"time"
 
@@ -456,7 +455,7 @@ func (s *Scheduler) retry(ctx context.Context, call func(context.Context) error)
 
 // transient reports whether an API error may go away by itself.
 func transient(err error) bool {
-	return kubewire.Transient(err) || apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
+	return apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
 		apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) || errors.Is(err, context.DeadlineExceeded) ||
 		strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "connection reset")
 }

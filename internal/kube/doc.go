@@ -33,8 +33,8 @@
 //	            PodDisruptionBudgets hold
 //	wire        how the Scheduler talks to the API server beyond
 //	            client-go's informers: its Binder and its Pod informer
-//	            (package kubewire: the poster, the h2 binder, the lean
-//	            watch, the gathering dial; --bind-via, --lean-watch,
+//	            (package kubewire: the poster, the lean watch, the
+//	            gathering dial; --bind-via, --lean-watch,
 //	            --gather-writes, client-go's paths one flag away)
 //
 // Files: scheduler.go (Config, Scheduler, Run), run.go (`hetsched kube`),

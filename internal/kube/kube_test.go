@@ -137,11 +137,9 @@ func (e *env) startWith(tune func(*kube.Config)) *running {
 			e.t.Fatal(err)
 		}
 	}
-	binder, fallback, err := kubewire.NewBinder(testWire(e.t).BindVia, cs, e.c.RESTConfig(1000, 2000), kubewire.BinderOptions{})
-	if err != nil || fallback != "" {
-		e.t.Fatalf("binder: %v (fallback %q)", err, fallback)
+	if cfg.Binder, err = kubewire.NewBinder(testWire(e.t).BindVia, cs); err != nil {
+		e.t.Fatal(err)
 	}
-	cfg.Binder = binder
 	if tune != nil {
 		tune(&cfg)
 	}
@@ -159,7 +157,6 @@ func (e *env) startWith(tune func(*kube.Config)) *running {
 			if err := <-done; err != nil {
 				e.t.Errorf("scheduler: %v", err)
 			}
-			binder.Close()
 			eng.Close()
 			st.Close()
 		})

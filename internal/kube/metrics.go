@@ -4,8 +4,6 @@ import (
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/hetsched/hetsched/internal/kube/kubewire"
 )
 
 // kubeMetrics are the front end's own metrics (the engine's are the
@@ -46,24 +44,6 @@ func newKubeMetrics(reg prometheus.Registerer) *kubeMetrics {
 		m.bindTime = register(reg, m.bindTime)
 	}
 	return m
-}
-
-// bindConnObserver counts the h2 binder's connection events
-// (kubewire.BinderOptions.Observe) in hetsched_kube_bind_connections_total,
-// registered in reg (nil: nil, counted nowhere); a rebuilt Scheduler's
-// binder goes on counting in the first one's collector.
-func bindConnObserver(reg prometheus.Registerer) func(event string) {
-	if reg == nil {
-		return nil
-	}
-	c := register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "hetsched_kube_bind_connections_total",
-		Help: "Events of the Bindings' own HTTP/2 connections (--bind-via=h2): dialed, dial_failed, goaway (the server sent one), stalled (closed after an unanswered ping), lost (failed or closed by the server).",
-	}, []string{"event"}))
-	for _, e := range kubewire.ConnEvents() {
-		c.WithLabelValues(e)
-	}
-	return func(e string) { c.WithLabelValues(e).Inc() }
 }
 
 // register registers c, or returns the collector registered before it.

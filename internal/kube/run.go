@@ -294,13 +294,9 @@ func scheduleOnce(ctx context.Context, lg *slog.Logger, cs kubernetes.Interface,
 		}
 		pending = next
 	}
-	binder, fallback, err := kubewire.NewBinder(opt.Wire.BindVia, cs, watch, kubewire.BinderOptions{Observe: bindConnObserver(reg)})
+	binder, err := kubewire.NewBinder(opt.Wire.BindVia, cs)
 	if err != nil {
 		return err
-	}
-	defer binder.Close() // after Run, which waits for its bind workers
-	if fallback != "" {
-		lg.Warn("--bind-via=h2: " + fallback)
 	}
 	var podInformer internalinterfaces.NewInformerFunc
 	if opt.Wire.LeanWatch {

@@ -66,7 +66,7 @@ type Config struct {
 	// Registerer, when set, gets the front end's metrics (metrics.go).
 	Registerer prometheus.Registerer
 	// Binder posts the Bindings (kubewire.NewBinder); nil: client-go's
-	// Bind through Client. Its owner closes it after Run returns.
+	// Bind through Client.
 	Binder kubewire.Binder
 	// PodInformer, when set, makes the Pod informer (the lean watch,
 	// kubewire.PodInformer); nil: client-go's, through Client.
@@ -274,7 +274,7 @@ func New(cfg Config) (*Scheduler, error) {
 		draInUse: map[draDevice]claimUse{}, draAllocs: map[string][]draDevice{}, draPods: map[types.UID]*podState{},
 	}
 	if s.binder = cfg.Binder; s.binder == nil {
-		s.binder, _, _ = kubewire.NewBinder(kubewire.BindClientGo, cfg.Client, nil, kubewire.BinderOptions{})
+		s.binder, _ = kubewire.NewBinder(kubewire.BindClientGo, cfg.Client)
 	}
 	s.starts = newStartBatch(s.reportStarted)
 	s.factory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithTransform(trimCached))

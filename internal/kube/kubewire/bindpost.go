@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -47,11 +46,6 @@ type bindPoster struct {
 	base    url.URL // the core group's versioned root: https://host/api/v1
 	limiter flowcontrol.RateLimiter
 	bufs    sync.Pool // *bytes.Buffer for the encoded bodies
-	// h2, when set, sends the Bindings over its own HTTP/2 connection
-	// (h2bind.go); h2off is set once the server turned out not to speak
-	// it. Set before the bind workers start.
-	h2    *h2Binder
-	h2off atomic.Bool
 }
 
 // protobufMagic starts every Kubernetes protobuf body (runtime.Unknown
@@ -110,11 +104,6 @@ func (p *bindPoster) bind(ctx context.Context, ns, name string, uid types.UID, n
 	}()
 	if err := encodeBinding(buf, ns, name, uid, node, annotations); err != nil {
 		return err
-	}
-	if p.h2 != nil && !p.h2off.Load() {
-		if done, err := p.bindH2(ctx, ns, name, buf.Bytes()); done {
-			return err
-		}
 	}
 	u := p.base
 	u.Path = p.base.Path + "/namespaces/" + url.PathEscape(ns) + "/pods/" + url.PathEscape(name) + "/binding"

@@ -11,18 +11,16 @@ import (
 // TestBindersAgainstTheAPIServer: a Binding each binder posts binds the
 // pod with its devices' annotation, and the API server's refusals keep
 // their class: a pod bound already or of another uid is a conflict, a
-// missing one not found. Every way a Binding is posted: client-go's Bind,
-// the poster over the clientset's HTTP client, and the poster over the
-// h2 binder's own connection (which must have carried them).
+// missing one not found. Both ways a Binding is posted: client-go's Bind
+// and the poster over the clientset's HTTP client.
 func TestBindersAgainstTheAPIServer(t *testing.T) {
 	for _, via := range kubewire.BindVias {
 		t.Run(string(via), func(t *testing.T) {
 			e := newEnv(t)
-			b, fallback, err := kubewire.NewBinder(via, e.cs, e.c.RESTConfig(1000, 2000), kubewire.BinderOptions{})
-			if err != nil || fallback != "" {
-				t.Fatalf("NewBinder(%s): %v (fallback %q)", via, err, fallback)
+			b, err := kubewire.NewBinder(via, e.cs)
+			if err != nil {
+				t.Fatalf("NewBinder(%s): %v", via, err)
 			}
-			defer b.Close()
 			p := e.create("p0")
 			other := e.create("p1")
 			const devices = "hetsched.io/devices"
@@ -43,9 +41,6 @@ func TestBindersAgainstTheAPIServer(t *testing.T) {
 			}
 			if err := b.Bind(e.ctx, e.ns, "nobody", "uid-x", "n0", nil); !apierrors.IsNotFound(err) {
 				t.Errorf("binding a missing pod: %v, want not found", err)
-			}
-			if via == kubewire.BindH2 && !kubewire.WentOverH2(b) {
-				t.Error("--bind-via=h2: the Bindings did not go over the h2 binder's connection")
 			}
 		})
 	}
