@@ -15,9 +15,11 @@ import (
 )
 
 // lintChart runs Helm's linter (as `helm lint --strict`: a warning fails
-// too) with the values files, then the chart's own rules: every value of
-// values.yaml is documented by a comment and named by the schema, and
-// every object of the schema says what it does with keys it does not list.
+// too) with the values files, renders the chart as `helm install` would
+// (the templates' own refusals), then checks the chart's own rules: every
+// value of values.yaml is documented by a comment and named by the schema,
+// and every object of the schema says what it does with keys it does not
+// list.
 func lintChart(out io.Writer, chartDir, namespace string, valueFiles []string) error {
 	vals, err := loadValues(valueFiles)
 	if err != nil {
@@ -30,6 +32,11 @@ func lintChart(out io.Writer, chartDir, namespace string, valueFiles []string) e
 		if m.Severity >= support.WarningSev {
 			problems = append(problems, m.Error())
 		}
+	}
+	// Helm's linter skips the templates' `fail` (its engine's lint mode):
+	// a rendering as `helm install` makes it refuses what they refuse.
+	if _, err := render(chartDir, defaultRelease, namespace, valueFiles); err != nil {
+		problems = append(problems, "rendering as helm install would: "+err.Error())
 	}
 	schema, err := readSchema(filepath.Join(chartDir, "values.schema.json"))
 	if err != nil {
