@@ -287,6 +287,19 @@ func TestManifestsApplyAndGrantLeastPrivilege(t *testing.T) {
 		}
 	}
 	mk("fits", "2", "research")
+	// "waits" comes once "fits" holds both GPUs: pending together, the two
+	// would go in the queues' order (production's weight is the larger),
+	// and "fits" would be the one to wait.
+	err = kubetest.WaitFor(ctx, time.Minute, func() (bool, string, error) {
+		p, err := admin.CoreV1().Pods("default").Get(ctx, "fits", metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		return p.Spec.NodeName != "", "fits is not bound", nil
+	})
+	if err != nil {
+		t.Fatalf("as the ServiceAccount: %v", err)
+	}
 	mk("waits", "1", "production")
 	// A DRA claim, allocated and reserved under the role.
 	drv, node := "gpu.rbac.example.com", "rbac-node"
