@@ -3,16 +3,20 @@ package deploytest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/hetsched/hetsched/internal/core"
 )
 
 // The chart lints clean (Helm's linter, warnings included, and the chart's
@@ -307,5 +311,25 @@ func readYAML(t *testing.T, file string, v any) {
 	}
 	if err := yaml.Unmarshal(b, v); err != nil {
 		t.Fatalf("%s: %v", file, err)
+	}
+}
+
+// The schema's resourceSchedule.policy names exactly the core's policies
+// (and "" for the server's default): a policy added or renamed in
+// internal/core fails here until the chart knows it.
+func TestSchemaPoliciesAreTheCores(t *testing.T) {
+	var schema map[string]any
+	readYAML(t, filepath.Join(chartDir, "values.schema.json"), &schema)
+	p, _ := lookup(schema, "properties.resourceSchedule.properties.policy.enum")
+	enum, _ := p.([]any)
+	var got []string
+	for _, e := range enum {
+		got = append(got, fmt.Sprint(e))
+	}
+	want := append([]string{""}, core.Policies()...)
+	sort.Strings(got)
+	sort.Strings(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("values.schema.json's resourceSchedule.policy enum is %q, want %q (core.Policies and \"\")", got, want)
 	}
 }
