@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -31,7 +32,6 @@ import (
 	"github.com/hetsched/hetsched/internal/engine"
 	"github.com/hetsched/hetsched/internal/kube"
 	"github.com/hetsched/hetsched/internal/kube/kubetest"
-	"github.com/hetsched/hetsched/internal/server"
 )
 
 // applyFile creates the objects of one YAML file (those that exist
@@ -173,30 +173,32 @@ func TestExampleManifestsApply(t *testing.T) {
 	}
 }
 
-// The manifests in deploy/kubernetes apply to a real API server with RBAC
-// (strict field validation), their ConfigMap is a valid queue tree, and
-// the ServiceAccount they bind may do a scheduler's job and nothing more;
-// its metrics port needs a token RBAC lets read /metrics.
+// The manifests in deploy/kubernetes (the Helm chart's default rendering)
+// apply to a real API server with RBAC (strict field validation), and the
+// ServiceAccount they bind may do a scheduler's job and nothing more: it
+// reads the manifests' Queues and ResourceSchedule and reports on them,
+// places pods in those queues, and no more; its metrics port needs a token
+// RBAC lets read /metrics. kubectl's path is the README's: the namespace
+// and the CRDs first, established, then the rest.
 func TestManifestsApplyAndGrantLeastPrivilege(t *testing.T) {
 	c := kubetest.Start(t, kubetest.Options{RBAC: true})
-	objs := applyDir(t, c, "../../deploy/kubernetes", func(string) bool { return false })
-	var cm *unstructured.Unstructured
+	first := []string{"00-namespace.yaml", "05-crds.yaml"}
+	for _, name := range first {
+		applyFile(t, c, filepath.Join("../../deploy/kubernetes", name))
+	}
+	objs := applyDir(t, c, "../../deploy/kubernetes", func(name string) bool { return slices.Contains(first, name) })
+	queues := map[string]bool{}
+	schedule := false
 	for _, o := range objs {
-		if o.GetKind() == "ConfigMap" {
-			cm = o
+		switch o.GetKind() {
+		case "Queue":
+			queues[o.GetName()] = true
+		case "ResourceSchedule":
+			schedule = true
 		}
 	}
-	if cm == nil {
-		t.Fatal("no ConfigMap in the manifests")
-	}
-	queuesYAML, _, _ := unstructured.NestedString(cm.Object, "data", "queues.yaml")
-	qf := filepath.Join(t.TempDir(), "queues.yaml")
-	if err := os.WriteFile(qf, []byte(queuesYAML), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	queues, err := server.LoadQueuesFile(qf)
-	if err != nil {
-		t.Fatalf("the ConfigMap's queues: %v", err)
+	if !queues["research"] || !queues["production"] || !schedule {
+		t.Fatalf("the manifests' Queues %v and ResourceSchedule (%v): want research, production and default", queues, schedule)
 	}
 
 	admin := c.Client(t)
@@ -212,9 +214,17 @@ func TestManifestsApplyAndGrantLeastPrivilege(t *testing.T) {
 	}
 
 	// The Scheduler runs as the ServiceAccount.
+	const saUser = "system:serviceaccount:hetsched-system:hetsched"
 	sa := c.RESTConfig(500, 1000)
-	sa.Impersonate.UserName = "system:serviceaccount:hetsched-system:hetsched"
+	sa.Impersonate.UserName = saUser
 	cs, err := kubernetes.NewForConfig(sa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Custom resources have no protobuf encoding.
+	saJSON := c.JSONConfig(500, 1000)
+	saJSON.Impersonate.UserName = saUser
+	saDyn, err := dynamic.NewForConfig(saJSON)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,12 +239,7 @@ func TestManifestsApplyAndGrantLeastPrivilege(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer eng.Close()
-	for _, q := range queues {
-		if err := eng.PutQueue(ctx, "", q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	s, err := kube.New(kube.Config{Client: cs, Engine: eng, Logger: lg})
+	s, err := kube.New(kube.Config{Client: cs, Dynamic: saDyn, Engine: eng, Logger: lg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,6 +247,34 @@ func TestManifestsApplyAndGrantLeastPrivilege(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- s.Run(sctx) }()
 	defer func() { stop(); <-done }()
+
+	// The manifests' Queues and ResourceSchedule are read and reported on
+	// (their status subresource), as the ServiceAccount, before any pod
+	// is made: the pods below are placed in those queues' order.
+	adminDyn, err := dynamic.NewForConfig(c.JSONConfig(100, 200))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = kubetest.WaitFor(ctx, 30*time.Second, func() (bool, string, error) {
+		var notYet []string
+		for _, o := range []struct {
+			res  schema.GroupVersionResource
+			name string
+		}{{kube.QueueResource, "research"}, {kube.QueueResource, "production"}, {kube.ResourceScheduleResource, kube.ResourceScheduleName}} {
+			u, err := adminDyn.Resource(o.res).Get(ctx, o.name, metav1.GetOptions{})
+			if err != nil {
+				return false, "", err
+			}
+			st, _, _ := unstructured.NestedMap(u.Object, "status")
+			if s, msg := accepted(st); s != "True" {
+				notYet = append(notYet, fmt.Sprintf("%s %s: Accepted %q %s", o.res.Resource, o.name, s, msg))
+			}
+		}
+		return len(notYet) == 0, strings.Join(notYet, "; "), nil
+	})
+	if err != nil {
+		t.Fatalf("the manifests' queues and schedule: %v", err)
+	}
 
 	mk := func(name string, gpus string, queue string) {
 		p := &corev1.Pod{
@@ -254,6 +287,19 @@ func TestManifestsApplyAndGrantLeastPrivilege(t *testing.T) {
 		}
 	}
 	mk("fits", "2", "research")
+	// "waits" comes once "fits" holds both GPUs: pending together, the two
+	// would go in the queues' order (production's weight is the larger),
+	// and "fits" would be the one to wait.
+	err = kubetest.WaitFor(ctx, time.Minute, func() (bool, string, error) {
+		p, err := admin.CoreV1().Pods("default").Get(ctx, "fits", metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		return p.Spec.NodeName != "", "fits is not bound", nil
+	})
+	if err != nil {
+		t.Fatalf("as the ServiceAccount: %v", err)
+	}
 	mk("waits", "1", "production")
 	// A DRA claim, allocated and reserved under the role.
 	drv, node := "gpu.rbac.example.com", "rbac-node"
