@@ -81,6 +81,7 @@ type Core struct {
 	// state saved around each member's try (reused).
 	gangReady []*Task
 	gangSaved searchState
+	gp        gangPreemption // gang preemption's plans (gangpreempt.go)
 	// locality (locality.go)
 	locHeap locHeap
 	// tenant queues (queues.go)

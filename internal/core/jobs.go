@@ -28,12 +28,14 @@ import (
 //     for nodes sharing the gang's topology labels with the members placed
 //     so far, and rolls every placement back (checkpoint, rollback) unless
 //     at least MinMember end up placed. Nothing is held between tries. A
-//     member that stops without success restarts the gang (the others are
-//     re-queued); a gang that has not started within Timeout fails saying
-//     what blocked it (topology is a preference: named only as one it
-//     could not meet). The waiting members of a gang share one reason, set
-//     from gang-level state at the end of each schedule pass; when it
-//     changes, the output names every waiting member (gangReport).
+//     gang whose try failed may start over evictions, as one
+//     (gangpreempt.go). A member that stops without success restarts the
+//     gang (the others are re-queued); a gang that has not started within
+//     Timeout fails saying what blocked it (topology is a preference:
+//     named only as one it could not meet). The waiting members of a gang
+//     share one reason, set from gang-level state at the end of each
+//     schedule pass; when it changes, the output names every waiting
+//     member (gangReport).
 
 // JobSpec is what the core needs of a job; its tasks are submitted after
 // it with SubmitJobTask.
@@ -109,10 +111,13 @@ type gang struct {
 
 // maxGangTries bounds the gangs tried per schedule call;
 // maxGangDeferrals the retries of a gang whose tries ran out of search
-// budget without a change of capacity.
+// budget without a change of capacity; maxGangPreempts the gangs whose
+// start over evictions is planned per schedule call (a plan walks the
+// nodes' victims once per member).
 const (
 	maxGangTries     = 64
 	maxGangDeferrals = 3
+	maxGangPreempts  = 8
 )
 
 // AddJob registers a job before its tasks are submitted (and, after a
@@ -346,9 +351,13 @@ func (c *Core) gangUnqueue(t *Task) {
 // untried by the per-call limits, or whose try ran out of search budget,
 // get a retry soon (as deferred class queues do).
 func (c *Core) placeGangs() {
-	keep := c.gangWait[:0]
-	tries := 0
-	for _, g := range c.gangWait {
+	waiting := c.gangWait
+	// Gangs that begin waiting during the loop (a gang preemption's
+	// victims) gather in a list of their own, kept after the loop.
+	c.gangWait = nil
+	keep := waiting[:0]
+	tries, preempts := 0, 0
+	for _, g := range waiting {
 		if len(g.ready) > 0 {
 			// A member joined or left since: the gang may be out of reach.
 			c.gangCheckReachable(g)
@@ -380,11 +389,15 @@ func (c *Core) placeGangs() {
 		}
 		tries++
 		c.tryGang(g)
+		if g.placed+g.done < g.min && preempts < maxGangPreempts && slices.ContainsFunc(g.ready, c.mayPreempt) {
+			preempts++
+			c.gp.start(c, g) // over evictions (gangpreempt.go)
+		}
 	}
-	for i := len(keep); i < len(c.gangWait); i++ {
-		c.gangWait[i] = nil
+	for i := len(keep); i < len(waiting); i++ {
+		waiting[i] = nil
 	}
-	c.gangWait = keep
+	c.gangWait = append(keep, c.gangWait...)
 }
 
 // gangMayFit reports whether the schedulable nodes could hold the members
@@ -504,20 +517,16 @@ func (a *gangAffinity) bonus(n *Node) int64 {
 	return 0
 }
 
-// tryGang places as many ready members as fit, under a checkpoint that it
-// keeps only if the gang then has MinMember placed; otherwise it rolls
-// every placement of this try back (journal.go).
-func (c *Core) tryGang(g *gang) {
-	if g.tried != c.capSeq {
-		g.deferred = 0
-	}
-	// A copy: placing a member takes it out of g.ready. The scratch list
-	// is the core's (tries do not nest).
+// gangTryStart returns a copy of g's ready members in submission order
+// (placing a member takes it out of g.ready; the list is the core's
+// scratch: tries do not nest, and gangTryEnd gives it back) and the
+// affinity steering the try's members to the topology of the members
+// placed already.
+func (c *Core) gangTryStart(g *gang) ([]*Task, *gangAffinity) {
 	ready := append(c.gangReady[:0], g.ready...)
 	if !slices.IsSortedFunc(ready, bySeq) {
 		slices.SortFunc(ready, bySeq)
 	}
-	defer func() { clear(ready); c.gangReady = ready[:0] }()
 	keys := g.topology
 	if keys == nil {
 		keys = defaultGangTopology
@@ -529,6 +538,24 @@ func (c *Core) tryGang(g *gang) {
 			break
 		}
 	}
+	return ready, aff
+}
+
+// gangTryEnd gives gangTryStart's list back.
+func (c *Core) gangTryEnd(ready []*Task) {
+	clear(ready)
+	c.gangReady = ready[:0]
+}
+
+// tryGang places as many ready members as fit, under a checkpoint that it
+// keeps only if the gang then has MinMember placed; otherwise it rolls
+// every placement of this try back (journal.go).
+func (c *Core) tryGang(g *gang) {
+	if g.tried != c.capSeq {
+		g.deferred = 0
+	}
+	ready, aff := c.gangTryStart(g)
+	defer c.gangTryEnd(ready)
 	// Gang tries search completely (no MaxVisit budget) and leave the
 	// class's search state as they found it: a gang member shares its
 	// class with plain tasks, and a try that changed that state could

@@ -47,6 +47,14 @@ type searchCtx struct {
 	// (victimsOn, evictedWith, preemptOn).
 	victims, kept, evicted, ghosts, plan []*Task
 	takenAt                              []int // the journal entries of victimsOn's what-if evictions
+	// During a gang's preemption plan (gangpreempt.go): gangGone is what
+	// the members planned so far took away, what-if (no later member's
+	// walk takes it again), gangBase the checkpoint before the plan
+	// (guarantees are judged against it), gangOwn the gang (none of its
+	// tasks is a victim). Nil outside such a plan.
+	gangGone []*Task
+	gangBase *checkpoint
+	gangOwn  *gang
 }
 
 // beginSearch resets the core's search context for one attempt (full: no

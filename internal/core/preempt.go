@@ -26,6 +26,9 @@ import (
 //   - A gang is evicted whole: it is a victim only if every placed member
 //     is preemptible, has run PreemptMinRuntime, and (for priority) is
 //     less important than the preemptor.
+//   - A waiting gang preempts as one: gangpreempt.go plans a place for
+//     every member it needs over these same walks, and evicts nothing
+//     unless all of them get one.
 //
 // The what-if runs on the live node and queue state under a journal
 // checkpoint (journal.go: checkpoint, evict, check, reprieve, rollback),
@@ -472,7 +475,8 @@ func evictedWith(sc *searchCtx, v *Task, taken, ghosts []*Task) []*Task {
 	xs := append(sc.evicted[:0], v)
 	if inGang(v) {
 		for _, m := range v.gang.members {
-			if m != v && (m.state == Scheduled || m.state == Running) && !slices.Contains(taken, m) && !slices.Contains(ghosts, m) {
+			if m != v && (m.state == Scheduled || m.state == Running) && !slices.Contains(taken, m) && !slices.Contains(ghosts, m) &&
+				!slices.Contains(sc.gangGone, m) {
 				xs = append(xs, m)
 			}
 		}
@@ -542,6 +546,9 @@ func (c *Core) victimsOn(sc *searchCtx, t *Task, o *Option, n *Node, m preemptMo
 		if !c.evictable(v) || !(m.priority && importance(v) < importance(t) || m.reclaim || m.timeshare && v.prio >= t.prio) {
 			continue
 		}
+		if sc.gangBase != nil && (v.gang != nil && v.gang == sc.gangOwn || slices.Contains(sc.gangGone, v)) {
+			continue // a gang's plan: its own task, or taken already
+		}
 		if shareOnly && !c.shareVictimOf(rank, t, v) {
 			continue // the only reason it could go does not hold: no what-if
 		}
@@ -565,6 +572,10 @@ func (c *Core) victimsOn(sc *searchCtx, t *Task, o *Option, n *Node, m preemptMo
 		gq = reclaimQueue(t)
 	}
 	ghosts := sc.ghosts[:0]
+	base := cp // what guarantees are kept from: the state before the plan
+	if sc.gangBase != nil {
+		base = *sc.gangBase
+	}
 	for _, v := range cands {
 		if !(m.priority && c.priorityVictim(t, v) || m.reclaim && c.reclaimVictim(t, o, v) || m.timeshare && c.shareVictimOf(rank, t, v)) {
 			continue
@@ -579,7 +590,7 @@ func (c *Core) victimsOn(sc *searchCtx, t *Task, o *Option, n *Node, m preemptMo
 			// the same guarantee, could reclaim its place back).
 			continue
 		}
-		if !c.keepsGuarantees(cp, t, o, xs, ghosts, taken) {
+		if !c.keepsGuarantees(base, t, o, xs, ghosts, taken) {
 			continue
 		}
 		ghosts = append(ghosts, xs[1:]...)

@@ -360,6 +360,15 @@ func (k *checker) checkOutput(out *Output) error {
 		if !k.r.specs[pr.Victim].IsPreemptible() {
 			return fmt.Errorf("preemption of non-preemptible %s", pr.Victim)
 		}
+		if by.gang != nil && P[pr.By] == 0 && !by.state.Terminal() {
+			// A gang preempts as one (gangpreempt.go): all its members it
+			// needs placed in the same input, or nothing evicted.
+			return fmt.Errorf("preemption of %s for gang member %s, which was not placed (its gang: %d placed, %d done, minMember %d)",
+				pr.Victim, pr.By, by.gang.placed, by.gang.done, by.gang.min)
+		}
+		if v.gang != nil && v.gang == by.gang {
+			return fmt.Errorf("gang member %s preempted by %s of its own gang", pr.Victim, pr.By)
+		}
 		if R[pr.Victim] == 0 {
 			return fmt.Errorf("preemption of %s without its transition", pr.Victim)
 		}
