@@ -172,8 +172,9 @@ func TestUpRunsTheExamples(t *testing.T) {
 	if o, err := run(t, "logs", worker, "--server", base); err != nil || !strings.Contains(o, "rank 1 epoch 4 loss") || !strings.Contains(o, "200000 rows") {
 		t.Errorf("worker-1 logs: %v %q", err, o)
 	}
-	// The pipeline: the training gang was placed in one step on two nodes,
-	// the evaluation after it on the TPU; the map shards near their data.
+	// The pipeline: the training gang was placed in one step on GPUs of one
+	// model (the embedded fleet has one node of each), the evaluation after
+	// it on the TPU; the map shards near their data.
 	type jobTask struct {
 		ID, Node, State string
 		Chosen          int
@@ -202,8 +203,8 @@ func TestUpRunsTheExamples(t *testing.T) {
 	}
 	pl := job(jobIDs["pipeline.yaml"])
 	t0, t1, ev, prep := pl["train-0"], pl["train-1"], pl["eval"], pl["prep"]
-	if !t0.Scheduled.Equal(t1.Scheduled) || t0.Node == t1.Node {
-		t.Errorf("the training gang was not placed together on two nodes: %+v %+v", t0, t1)
+	if !t0.Scheduled.Equal(t1.Scheduled) || t0.Node != t1.Node || !strings.HasPrefix(t0.Node, "gpu-") {
+		t.Errorf("the training gang was not placed together on one GPU model's node: %+v %+v", t0, t1)
 	}
 	if t0.Scheduled.Before(prep.Finished) || ev.Scheduled.Before(t0.Finished) || ev.Scheduled.Before(t1.Finished) {
 		t.Errorf("pipeline order broken: prep %+v, train %+v %+v, eval %+v", prep, t0, t1, ev)

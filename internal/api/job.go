@@ -28,11 +28,17 @@ type Job struct {
 // fails with the shortfall. Tasks names the members (default: every task of
 // the job); Topology the node label keys whose shared value makes a domain
 // the gang prefers to fit in, best first (default nvlink, ici, rack).
+// RequiredTopology is a node label key whose value all members must share
+// (a rack, an NVLink domain, a zone, a TPU slice): nodes without it hold
+// no member. SameModel (default true) places every member on devices of
+// one model: data-parallel training runs at its slowest member's pace.
 type Gang struct {
-	MinMember int      `json:"minMember"`
-	Timeout   Duration `json:"timeout,omitempty"`
-	Tasks     []string `json:"tasks,omitempty"`
-	Topology  []string `json:"topology,omitempty"`
+	MinMember        int      `json:"minMember"`
+	Timeout          Duration `json:"timeout,omitempty"`
+	Tasks            []string `json:"tasks,omitempty"`
+	Topology         []string `json:"topology,omitempty"`
+	RequiredTopology string   `json:"requiredTopology,omitempty"`
+	SameModel        *bool    `json:"sameModel,omitempty"`
 }
 
 // DefaultGangTopology is the label keys a gang prefers to share.
@@ -102,6 +108,11 @@ func (j *Job) Validate() error {
 		for i, k := range g.Topology {
 			if err := ValidateLabelKey(k); err != nil {
 				return errs.Invalid(fmt.Sprintf("gang.topology[%d]", i), "%v", err)
+			}
+		}
+		if k := g.RequiredTopology; k != "" {
+			if err := ValidateLabelKey(k); err != nil {
+				return errs.Invalid("gang.requiredTopology", "%v", err)
 			}
 		}
 	}

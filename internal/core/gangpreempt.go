@@ -60,10 +60,28 @@ func (gp *gangPreemption) start(c *Core, g *gang) bool {
 // that make room, or reports false. The state is as it was when it
 // returns.
 func (gp *gangPreemption) plan(c *Core, g *gang, need int) bool {
-	gp.places, gp.victims = gp.places[:0], gp.victims[:0]
 	ready, aff := c.gangTryStart(g)
 	defer c.gangTryEnd(ready)
 	sc := c.beginSearch(true, aff)
+	defer sc.endSearch()
+	if !c.gangHasDomains(g, ready) {
+		return gp.planIn(c, g, need, sc, ready, aff)
+	}
+	anchor := aff.anchor
+	for _, d := range c.gangDomains(g, sc, ready) {
+		sc.dom, aff.anchor = &d, anchor
+		ok := gp.planIn(c, g, need, sc, ready, aff)
+		sc.dom = nil
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// planIn is plan in the search sc (its domain, if any).
+func (gp *gangPreemption) planIn(c *Core, g *gang, need int, sc *searchCtx, ready []*Task, aff *gangAffinity) bool {
+	gp.places, gp.victims = gp.places[:0], gp.victims[:0]
 	cp := c.checkpoint()
 	sc.gangBase, sc.gangGone, sc.gangOwn = &cp, sc.gangGone[:0], g
 	for _, t := range ready {
@@ -73,19 +91,16 @@ func (gp *gangPreemption) plan(c *Core, g *gang, need int) bool {
 		c.gangSaved.save(t.cls)
 		res := c.tryPlace(sc, t)
 		c.gangSaved.restore(t.cls)
-		if res == placed {
+		if res == placed || gp.planMember(c, sc, t) {
 			gp.places = append(gp.places, gangPlace{t: t, o: &t.cls.opts[optIndex(t.chosen)], n: t.node})
-		} else if gp.planMember(c, sc, t) {
-			gp.places = append(gp.places, gangPlace{t: t, o: &t.cls.opts[optIndex(t.chosen)], n: t.node})
-		}
-		if aff.anchor == nil && t.node != nil && t.state == Scheduled {
-			aff.anchor = t.node
+			if aff.anchor == nil {
+				aff.anchor = t.node
+			}
 		}
 	}
 	ok := len(gp.places) == need
 	c.rollback(cp)
 	sc.gangBase, sc.gangGone, sc.gangOwn = nil, sc.gangGone[:0], nil
-	sc.endSearch()
 	return ok
 }
 

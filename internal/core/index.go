@@ -36,6 +36,9 @@ type group struct {
 	// blocked lists class queues waiting for capacity in this group.
 	blocked []blockRef
 	ix      *index
+	// models holds, by device dim, the sorted distinct "type=model" of
+	// the group's devices of that dim, made on first use (groupModels).
+	models map[int]string
 }
 
 type blockRef struct {

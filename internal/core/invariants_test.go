@@ -480,6 +480,9 @@ func checkGangs(c *Core, inWait map[*gang]int) error {
 			}
 			seen[m] = true
 		}
+		if err := checkGangDomain(g); err != nil {
+			return err
+		}
 		if g.waiting != (inWait[g] == 1) {
 			return fmt.Errorf("gang of job %s: waiting %v, in gangWait %v", j.id, g.waiting, inWait[g] == 1)
 		}
@@ -582,6 +585,36 @@ func checkLanes(c *Core) error {
 			empty := len(ln.cqs) == 0 && len(ln.kids) == 0
 			if q.parent != nil && empty != (ln.pos < 0) {
 				return fmt.Errorf("queue %s (leaf %v) band %d: empty %v, pos %d", q.name, q.leaf, l, empty, ln.pos)
+			}
+		}
+	}
+	return nil
+}
+
+// checkGangDomain: the placed members of a gang share one value of its
+// required label, and, unless it allows mixed models, the devices they
+// hold are all of one model (gangdomain.go).
+func checkGangDomain(g *gang) error {
+	value, models := "", map[string]string{} // device type -> model
+	first := true
+	for _, m := range g.members {
+		if m.node == nil || m.state != Scheduled && m.state != Running {
+			continue
+		}
+		v, ok := m.node.labels[g.required]
+		if g.required != "" && (!ok || !first && v != value) {
+			return fmt.Errorf("gang of job %s split across its required %s: member %s on %s (%q, want %q)", g.job.id, g.required, m.id, m.node.name, v, value)
+		}
+		value, first = v, false
+		if g.mixed {
+			continue
+		}
+		for _, ds := range m.devs {
+			d := &m.node.devices[ds.dev]
+			if was, ok := models[d.Type]; !ok {
+				models[d.Type] = d.Model
+			} else if d.Model != was {
+				return fmt.Errorf("gang of job %s mixes models: member %s holds a %s %s, another member a %s", g.job.id, m.id, d.Type, d.Model, was)
 			}
 		}
 	}

@@ -53,6 +53,11 @@ type GangSpec struct {
 	MinMember int
 	Timeout   time.Duration
 	Topology  []string // node label keys, best first
+	// RequiredTopology is a node label key whose value every member's node
+	// must share ("": none); MixedModels lets members take devices of
+	// different models (gangdomain.go).
+	RequiredTopology string
+	MixedModels      bool
 }
 
 type job struct {
@@ -72,6 +77,8 @@ type gang struct {
 	min      int
 	timeout  int64
 	topology []string
+	required string  // GangSpec.RequiredTopology
+	mixed    bool    // GangSpec.MixedModels
 	ready    []*Task // pending members (in no class queue)
 	placed   int     // members scheduled or running
 	started  bool    // reached min since the last (re)start
@@ -139,7 +146,7 @@ func (c *Core) AddJob(now time.Time, spec JobSpec) error {
 			return errs.Invalid("gang.minMember", "must be 1..%d, got %d", len(gs.Members), gs.MinMember)
 		}
 		g := &gang{job: j, want: make(map[string]bool, len(gs.Members)), min: gs.MinMember,
-			timeout: int64(gs.Timeout), topology: gs.Topology}
+			timeout: int64(gs.Timeout), topology: gs.Topology, required: gs.RequiredTopology, mixed: gs.MixedModels}
 		for _, m := range gs.Members {
 			g.want[m] = true
 		}
@@ -561,27 +568,10 @@ func (c *Core) tryGang(g *gang) {
 	// class with plain tasks, and a try that changed that state could
 	// keep their searches, and its own, from ever completing.
 	sc := c.beginSearch(true, aff)
-	cp := c.checkpoint()
-	newly := 0
-	deferredTry := false
-	for _, t := range ready {
-		c.gangSaved.save(t.cls)
-		res := c.tryPlace(sc, t)
-		c.gangSaved.restore(t.cls)
-		switch res {
-		case placed:
-			newly++
-			if aff.anchor == nil {
-				aff.anchor = t.node
-			}
-		case deferred:
-			deferredTry = true
-		}
-	}
+	newly, deferredTry, kept := c.placeGangMembers(g, sc, ready, aff)
 	sc.endSearch()
 	g.dirty = false
-	if g.placed+g.done+newly >= g.min {
-		c.keep(cp)
+	if kept {
 		c.stats.Attempts += uint64(len(ready))
 		g.placed += newly
 		g.started = true
@@ -592,7 +582,7 @@ func (c *Core) tryGang(g *gang) {
 		}
 		return
 	}
-	c.rollback(cp) // the attempts happened all the same:
+	// Rolled back; the attempts happened all the same.
 	c.stats.Attempts += uint64(len(ready))
 	g.tried = c.capSeq
 	if deferredTry && g.deferred < maxGangDeferrals {

@@ -91,11 +91,34 @@ func (k *pjCase) liveness() {
 	k.checkLeftovers()
 }
 
+// gangFitsEmpty is how many of g's members (capped at most) fit together
+// on the empty cluster inside one of its domains (gangdomain.go): a rack
+// when it requires one, a GPU model unless it mixes them or asks no GPU.
+func (k *pjCase) gangFitsEmpty(g *pjGang, most int) int {
+	best := 0
+	for _, rack := range []string{"r1", "r2"} {
+		for _, model := range []string{"A", "B"} {
+			best = max(best, k.fitsEmptyIf(g.cpu, g.gpu, most, func(n *pjNode) bool {
+				return (g.required == "" || n.rack == rack) && (g.mixed || g.gpu == 0 || n.model == model)
+			}))
+		}
+	}
+	return best
+}
+
 // fitsEmpty is how many tasks of cpu milli-cores and gpu whole GPUs fit
 // together on the empty cluster (capped at most).
 func (k *pjCase) fitsEmpty(cpu int64, gpu, most int) int {
+	return k.fitsEmptyIf(cpu, gpu, most, func(*pjNode) bool { return true })
+}
+
+// fitsEmptyIf is fitsEmpty on the nodes in.
+func (k *pjCase) fitsEmptyIf(cpu int64, gpu, most int, in func(*pjNode) bool) int {
 	total := 0
 	for _, n := range k.nodes {
+		if !in(n) {
+			continue
+		}
 		per := most
 		if cpu > 0 {
 			per = int(n.cpu / cpu)
@@ -160,7 +183,7 @@ func (k *pjCase) checkLeftovers() {
 				k.fail("gang of job %s can never start (%d members not finished, minMember %d), yet member %s stays pending (%q)",
 					g.job, alive, g.min, id, t.reason)
 			}
-			if fit := k.fitsEmpty(g.cpu, g.gpu, pending); pending >= g.min && fit >= g.min {
+			if fit := k.gangFitsEmpty(g, pending); pending >= g.min && fit >= g.min {
 				k.fail("gang of job %s stays pending (%s: %q) though %d of its %d pending members fit the empty cluster together (minMember %d)",
 					g.job, id, t.reason, fit, pending, g.min)
 			}

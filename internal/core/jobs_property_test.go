@@ -131,7 +131,7 @@ func (o pjOp) String() string {
 	case pjAddJob:
 		s := fmt.Sprintf("AddJob %s failFast=%v retries=%d backoff=%s", o.job.ID, o.job.FailFast, o.job.RetryLimit, o.job.RetryBackoff)
 		if g := o.job.Gang; g != nil {
-			s += fmt.Sprintf(" gang=%v min=%d timeout=%s topology=%v", g.Members, g.MinMember, g.Timeout, g.Topology)
+			s += fmt.Sprintf(" gang=%v min=%d timeout=%s topology=%v required=%q mixed=%v", g.Members, g.MinMember, g.Timeout, g.Topology, g.RequiredTopology, g.MixedModels)
 		}
 		return s
 	case pjSubmitJob:
@@ -191,6 +191,7 @@ type pjNode struct {
 	cpu   int64
 	gpus  int
 	rack  string
+	model string // its GPUs' model: gang domains (gangdomain.go)
 	taint bool
 }
 
@@ -198,7 +199,7 @@ func (n *pjNode) spec() *api.Node {
 	s := &api.Node{Name: n.name, Labels: map[string]string{"rack": n.rack},
 		Capacity: resource.List{resource.CPU: n.cpu, resource.Memory: 64 << 30}}
 	for d := 0; d < n.gpus; d++ {
-		s.Devices = append(s.Devices, api.Device{Type: gpuRes, ID: fmt.Sprint(d), Model: "A"})
+		s.Devices = append(s.Devices, api.Device{Type: gpuRes, ID: fmt.Sprint(d), Model: n.model})
 	}
 	if n.taint {
 		s.Taints = []string{"maint:NoExecute"}
@@ -207,11 +208,13 @@ func (n *pjNode) spec() *api.Node {
 }
 
 type pjGang struct {
-	job     string
-	members []string
-	min     int
-	cpu     int64
-	gpu     int
+	job      string
+	members  []string
+	min      int
+	cpu      int64
+	gpu      int
+	required string // its RequiredTopology
+	mixed    bool   // its MixedModels
 }
 
 // pjFailure is a failed check; pjCase.run turns it into an error.
@@ -276,7 +279,7 @@ func (k *pjCase) report(msg string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\ncluster:\n", msg)
 	for _, n := range k.nodes {
-		fmt.Fprintf(&b, "  %s cpu=%dm gpus=%d rack=%s\n", n.name, n.cpu, n.gpus, n.rack)
+		fmt.Fprintf(&b, "  %s cpu=%dm gpus=%d rack=%s model=%s\n", n.name, n.cpu, n.gpus, n.rack, n.model)
 	}
 	cfg := k.cfg
 	fmt.Fprintf(&b, "config: policy=%s maxPlacementsPerCall=%d sampleSize=%d maxVisit=%d (aging off, preemptRetry 1000h)\ninputs:\n",
@@ -338,7 +341,8 @@ func (k *pjCase) apply(o pjOp) {
 			k.jobs = append(k.jobs, o.job)
 		}
 		if err == nil && o.job.Gang != nil {
-			k.jobGang[o.job.ID] = &pjGang{job: o.job.ID, members: o.job.Gang.Members, min: o.job.Gang.MinMember}
+			k.jobGang[o.job.ID] = &pjGang{job: o.job.ID, members: o.job.Gang.Members, min: o.job.Gang.MinMember,
+				required: o.job.Gang.RequiredTopology, mixed: o.job.Gang.MixedModels}
 		}
 	case pjSubmitJob, pjSubmit:
 		if o.kind == pjSubmitJob {
@@ -460,10 +464,11 @@ func drawPJNodes(t *rapid.T) []*pjNode {
 	nn := rapid.IntRange(1, 4).Draw(t, "nodes")
 	for i := 0; i < nn; i++ {
 		nodes = append(nodes, &pjNode{
-			name: fmt.Sprintf("n%d", i),
-			cpu:  int64(rapid.IntRange(1, 8).Draw(t, "cores")) * 1000,
-			gpus: rapid.IntRange(0, 4).Draw(t, "gpus"),
-			rack: fmt.Sprintf("r%d", rapid.IntRange(1, 2).Draw(t, "rack")),
+			name:  fmt.Sprintf("n%d", i),
+			cpu:   int64(rapid.IntRange(1, 8).Draw(t, "cores")) * 1000,
+			gpus:  rapid.IntRange(0, 4).Draw(t, "gpus"),
+			rack:  fmt.Sprintf("r%d", rapid.IntRange(1, 2).Draw(t, "rack")),
+			model: rapid.SampledFrom([]string{"A", "A", "B"}).Draw(t, "model"),
 		})
 	}
 	return nodes
@@ -531,6 +536,10 @@ func (k *pjCase) submitJob() {
 		if rapid.Bool().Draw(t, "topoSet") {
 			spec.Gang.Topology = []string{"rack"}
 		}
+		if rapid.IntRange(0, 2).Draw(t, "requiredRack") == 0 {
+			spec.Gang.RequiredTopology = "rack"
+		}
+		spec.Gang.MixedModels = rapid.IntRange(0, 2).Draw(t, "mixedModels") == 0
 		gcpu, ggpu, _ = k.drawRequest("gang")
 	}
 	k.apply(pjOp{kind: pjAddJob, job: spec})

@@ -55,6 +55,9 @@ type searchCtx struct {
 	gangGone []*Task
 	gangBase *checkpoint
 	gangOwn  *gang
+	// dom, during a gang try with domains (gangdomain.go), is the one
+	// domain its placements and preemption walks may use; nil: any.
+	dom *gangDomain
 }
 
 // beginSearch resets the core's search context for one attempt (full: no
@@ -298,7 +301,7 @@ func (o *Option) scan(g *group) *scanState {
 // complete walk within one attempt. Searches stay exhaustive while fits are
 // only found beyond the budget.
 func (c *Core) searchGroup(sc *searchCtx, t *Task, o *Option, g *group, sample int, best *candidate) bool {
-	if g.indexed == 0 || !o.req.Fits(&g.maxCap) {
+	if g.indexed == 0 || !o.req.Fits(&g.maxCap) || sc.dom != nil && !sc.dom.holdsGroup(g) {
 		return true
 	}
 	nb := g.needBucket(o.req[g.primary])
@@ -397,6 +400,9 @@ func (c *Core) consider(sc *searchCtx, t *Task, o *Option, n *Node, best *candid
 // sc.cs.picked.
 func (c *Core) checkNode(sc *searchCtx, t *Task, o *Option, n *Node) *Status {
 	cs, cf := &sc.cs, &c.cf
+	if d := sc.dom; d != nil && (!d.holdsNode(n) || n.group == nil || !d.holdsGroup(n.group)) {
+		return errOutsideDomain
+	}
 	if t.cls.perNode() {
 		if st := cf.identity.Filter(cs, t, o, n); st != nil {
 			return st
@@ -425,6 +431,9 @@ func (c *Core) checkNode(sc *searchCtx, t *Task, o *Option, n *Node) *Status {
 	}
 	return nil
 }
+
+// errOutsideDomain: the node is outside a gang try's domain (gangdomain.go).
+var errOutsideDomain = NewUnresolvable("outside the gang's domain")
 
 // commit places pending t on n with devs; under a checkpoint it records
 // what it changes (journal.go).

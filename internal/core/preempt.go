@@ -252,6 +252,9 @@ func (c *Core) preemptOption(w *preemptWalk, o *Option) bool {
 		return true
 	}
 	for _, g := range o.groups {
+		if w.sc.dom != nil && !w.sc.dom.holdsGroup(g) {
+			continue // a gang's plan in one domain (gangdomain.go)
+		}
 		for b := g.max; b >= 0; b-- {
 			for _, n := range g.buckets[b] {
 				if w.visited >= c.cfg.PreemptMaxVisit || w.plans >= c.cfg.PreemptCandidates {

@@ -277,10 +277,12 @@ func (h *harness) addJob(t *testing.T, td *datadriven.TestData) error {
 		RetryLimit   int
 		RetryBackoff string
 		Gang         *struct {
-			Members   []string
-			MinMember int
-			Timeout   string
-			Topology  []string
+			Members          []string
+			MinMember        int
+			Timeout          string
+			Topology         []string
+			RequiredTopology string
+			MixedModels      bool
 		}
 	}
 	dec := json.NewDecoder(strings.NewReader(td.Input))
@@ -293,7 +295,8 @@ func (h *harness) addJob(t *testing.T, td *datadriven.TestData) error {
 		spec.RetryBackoff = mustDur(t, js.RetryBackoff)
 	}
 	if g := js.Gang; g != nil {
-		spec.Gang = &GangSpec{Members: g.Members, MinMember: g.MinMember, Topology: g.Topology}
+		spec.Gang = &GangSpec{Members: g.Members, MinMember: g.MinMember, Topology: g.Topology,
+			RequiredTopology: g.RequiredTopology, MixedModels: g.MixedModels}
 		if g.Timeout != "" {
 			spec.Gang.Timeout = mustDur(t, g.Timeout)
 		}

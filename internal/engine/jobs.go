@@ -60,7 +60,8 @@ func coreJob(j *api.Job) core.JobSpec {
 		spec.RetryLimit, spec.RetryBackoff = r.Limit, time.Duration(r.Backoff)
 	}
 	if g := j.Gang; g != nil {
-		gs := &core.GangSpec{MinMember: g.MinMember, Timeout: time.Duration(g.Timeout), Topology: g.Topology}
+		gs := &core.GangSpec{MinMember: g.MinMember, Timeout: time.Duration(g.Timeout), Topology: g.Topology,
+			RequiredTopology: g.RequiredTopology, MixedModels: g.SameModel != nil && !*g.SameModel}
 		members := g.Tasks
 		if members == nil {
 			for _, t := range j.Tasks {
