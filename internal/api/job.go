@@ -32,6 +32,10 @@ type Job struct {
 // (a rack, an NVLink domain, a zone, a TPU slice): nodes without it hold
 // no member. SameModel (default true) places every member on devices of
 // one model: data-parallel training runs at its slowest member's pace.
+// Disruption says how a running gang is evicted: "gang" (the default:
+// evicting one member evicts them all, and a member that stops restarts
+// the gang) or "member" (a member is preempted alone, and the others run
+// on while it waits to be placed again).
 type Gang struct {
 	MinMember        int      `json:"minMember"`
 	Timeout          Duration `json:"timeout,omitempty"`
@@ -39,7 +43,14 @@ type Gang struct {
 	Topology         []string `json:"topology,omitempty"`
 	RequiredTopology string   `json:"requiredTopology,omitempty"`
 	SameModel        *bool    `json:"sameModel,omitempty"`
+	Disruption       string   `json:"disruption,omitempty"`
 }
+
+// Gang disruption modes.
+const (
+	DisruptGang   = "gang"
+	DisruptMember = "member"
+)
 
 // DefaultGangTopology is the label keys a gang prefers to share.
 var DefaultGangTopology = []string{"nvlink", "ici", "rack"}
@@ -109,6 +120,11 @@ func (j *Job) Validate() error {
 			if err := ValidateLabelKey(k); err != nil {
 				return errs.Invalid(fmt.Sprintf("gang.topology[%d]", i), "%v", err)
 			}
+		}
+		switch g.Disruption {
+		case "", DisruptGang, DisruptMember:
+		default:
+			return errs.Invalid("gang.disruption", "must be gang or member, got %q", truncate(g.Disruption))
 		}
 		if k := g.RequiredTopology; k != "" {
 			if err := ValidateLabelKey(k); err != nil {

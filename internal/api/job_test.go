@@ -31,6 +31,7 @@ func TestJobValidate(t *testing.T) {
 		{&Job{ID: "j", Tasks: []Task{dep("a")}, FailurePolicy: "sometimes"}, "failurePolicy", ""},
 		{&Job{ID: "j", Tasks: []Task{dep("a")}, Gang: &Gang{MinMember: 2}}, "gang.minMember", ""},
 		{&Job{ID: "j", Tasks: []Task{dep("a")}, Gang: &Gang{MinMember: 1, RequiredTopology: "not a key!"}}, "gang.requiredTopology", ""},
+		{&Job{ID: "j", Tasks: []Task{dep("a")}, Gang: &Gang{MinMember: 1, Disruption: "pod"}}, "gang.disruption", "gang or member"},
 		{&Job{ID: "j", Tasks: []Task{dep("a")}, Gang: &Gang{MinMember: 1, RequiredTopology: "topology.kubernetes.io/zone", SameModel: new(false)}}, "", ""},
 		{&Job{ID: "j", Tasks: []Task{dep("a")}, Retries: &Retries{Limit: -1}}, "retries.limit", ""},
 		{&Job{ID: "bad id", Tasks: []Task{dep("a")}}, "id", ""},

@@ -250,7 +250,9 @@ func (c *Core) attemptGang(g *gang, sc *searchCtx, ready []*Task, aff *gangAffin
 			deferredTry = true
 		}
 	}
-	if g.placed+g.done+newly >= g.min {
+	if g.placed+g.done+newly >= g.min || g.byMember && g.started && newly > 0 {
+		// Started with disruption "member": a member placed back is
+		// progress, the others run already.
 		c.keep(cp)
 		return newly, deferredTry, true
 	}

@@ -464,7 +464,7 @@ func checkGangs(c *Core, inWait map[*gang]int) error {
 		if !g.started && g.placed > 0 {
 			return fmt.Errorf("gang of job %s has not started but holds %d placed members (partial hold)", j.id, g.placed)
 		}
-		if g.started && placed+succeeded < g.min {
+		if g.started && placed+succeeded < g.min && !g.byMember {
 			return fmt.Errorf("gang of job %s started with %d placed and %d succeeded, minMember %d", j.id, placed, succeeded, g.min)
 		}
 		if failed != g.failed {

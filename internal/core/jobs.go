@@ -58,6 +58,10 @@ type GangSpec struct {
 	// different models (gangdomain.go).
 	RequiredTopology string
 	MixedModels      bool
+	// EvictMembers preempts members one by one (disruption "member"):
+	// the others run on, and the gang is not restarted when a member is
+	// preempted; otherwise a gang is evicted whole.
+	EvictMembers bool
 }
 
 type job struct {
@@ -79,6 +83,7 @@ type gang struct {
 	topology []string
 	required string  // GangSpec.RequiredTopology
 	mixed    bool    // GangSpec.MixedModels
+	byMember bool    // GangSpec.EvictMembers
 	ready    []*Task // pending members (in no class queue)
 	placed   int     // members scheduled or running
 	started  bool    // reached min since the last (re)start
@@ -146,7 +151,7 @@ func (c *Core) AddJob(now time.Time, spec JobSpec) error {
 			return errs.Invalid("gang.minMember", "must be 1..%d, got %d", len(gs.Members), gs.MinMember)
 		}
 		g := &gang{job: j, want: make(map[string]bool, len(gs.Members)), min: gs.MinMember,
-			timeout: int64(gs.Timeout), topology: gs.Topology, required: gs.RequiredTopology, mixed: gs.MixedModels}
+			timeout: int64(gs.Timeout), topology: gs.Topology, required: gs.RequiredTopology, mixed: gs.MixedModels, byMember: gs.EvictMembers}
 		for _, m := range gs.Members {
 			g.want[m] = true
 		}
@@ -248,8 +253,8 @@ func (c *Core) jobTaskEnded(t *Task, from State) {
 func (c *Core) gangMemberLeft(t *Task, to State, reason string) {
 	g := t.gang
 	g.placed--
-	if to == Succeeded || g.restart {
-		return
+	if to == Succeeded || g.restart || g.byMember && to == Preempted {
+		return // a member preempted alone (disruption "member") leaves the others running
 	}
 	why := "gang restart: member " + t.id + " " + to.String()
 	if reason != "" {
@@ -374,7 +379,7 @@ func (c *Core) placeGangs() {
 			continue
 		}
 		keep = append(keep, g)
-		if g.started && g.placed+g.done < g.min {
+		if g.started && g.placed+g.done < g.min && !g.byMember {
 			// Started, but its placements were not all restored: start
 			// over rather than hold part of it.
 			c.gangRestart(g, "gang restart: members lost their placements")

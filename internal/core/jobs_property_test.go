@@ -131,7 +131,7 @@ func (o pjOp) String() string {
 	case pjAddJob:
 		s := fmt.Sprintf("AddJob %s failFast=%v retries=%d backoff=%s", o.job.ID, o.job.FailFast, o.job.RetryLimit, o.job.RetryBackoff)
 		if g := o.job.Gang; g != nil {
-			s += fmt.Sprintf(" gang=%v min=%d timeout=%s topology=%v required=%q mixed=%v", g.Members, g.MinMember, g.Timeout, g.Topology, g.RequiredTopology, g.MixedModels)
+			s += fmt.Sprintf(" gang=%v min=%d timeout=%s topology=%v required=%q mixed=%v byMember=%v", g.Members, g.MinMember, g.Timeout, g.Topology, g.RequiredTopology, g.MixedModels, g.EvictMembers)
 		}
 		return s
 	case pjSubmitJob:
@@ -540,6 +540,7 @@ func (k *pjCase) submitJob() {
 			spec.Gang.RequiredTopology = "rack"
 		}
 		spec.Gang.MixedModels = rapid.IntRange(0, 2).Draw(t, "mixedModels") == 0
+		spec.Gang.EvictMembers = rapid.IntRange(0, 2).Draw(t, "evictMembers") == 0
 		gcpu, ggpu, _ = k.drawRequest("gang")
 	}
 	k.apply(pjOp{kind: pjAddJob, job: spec})

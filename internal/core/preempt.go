@@ -100,8 +100,9 @@ func victimStats(vs []*Task) (top int64, cost int, latest int64) {
 	return
 }
 
-// inGang reports whether evicting t evicts other tasks with it.
-func inGang(t *Task) bool { return t.gang != nil && t.gang.placed > 1 }
+// inGang reports whether evicting t evicts other tasks with it (not with
+// disruption "member").
+func inGang(t *Task) bool { return t.gang != nil && !t.gang.byMember && t.gang.placed > 1 }
 
 // importance orders tasks for preemption, larger first: by priority
 // (0 most important), then by priority value.
@@ -309,7 +310,7 @@ func (c *Core) evict(v, t *Task, n *Node) {
 		reason = PreemptShare
 	}
 	g := v.gang
-	if g == nil || g.placed <= 1 {
+	if !inGang(v) {
 		c.stats.Preempted++
 		c.out.Preemptions = append(c.out.Preemptions, Preemption{Victim: v.id, By: t.id, Node: n.name, Reason: reason})
 		c.requeue(v, Preempted, why)

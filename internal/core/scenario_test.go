@@ -283,6 +283,7 @@ func (h *harness) addJob(t *testing.T, td *datadriven.TestData) error {
 			Topology         []string
 			RequiredTopology string
 			MixedModels      bool
+			EvictMembers     bool
 		}
 	}
 	dec := json.NewDecoder(strings.NewReader(td.Input))
@@ -296,7 +297,7 @@ func (h *harness) addJob(t *testing.T, td *datadriven.TestData) error {
 	}
 	if g := js.Gang; g != nil {
 		spec.Gang = &GangSpec{Members: g.Members, MinMember: g.MinMember, Topology: g.Topology,
-			RequiredTopology: g.RequiredTopology, MixedModels: g.MixedModels}
+			RequiredTopology: g.RequiredTopology, MixedModels: g.MixedModels, EvictMembers: g.EvictMembers}
 		if g.Timeout != "" {
 			spec.Gang.Timeout = mustDur(t, g.Timeout)
 		}

@@ -61,7 +61,8 @@ func coreJob(j *api.Job) core.JobSpec {
 	}
 	if g := j.Gang; g != nil {
 		gs := &core.GangSpec{MinMember: g.MinMember, Timeout: time.Duration(g.Timeout), Topology: g.Topology,
-			RequiredTopology: g.RequiredTopology, MixedModels: g.SameModel != nil && !*g.SameModel}
+			RequiredTopology: g.RequiredTopology, MixedModels: g.SameModel != nil && !*g.SameModel,
+			EvictMembers: g.Disruption == api.DisruptMember}
 		members := g.Tasks
 		if members == nil {
 			for _, t := range j.Tasks {
