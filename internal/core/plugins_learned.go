@@ -122,7 +122,10 @@ func (p *ExpectedCompletion) Score(_ *CycleState, t *Task, o *Option, n *Node) (
 // ShortestRemaining is srtf's order and time-share rank: the expected
 // remaining time, the task's expected runtime less the service it
 // attained (every earlier attempt's run, and the current one's so far).
-// A task that attained its estimate ranks 0, first.
+// A task that attained its estimate ranks 0, first. A member of a gang
+// evicted whole ranks as its job: the longest remaining time of its
+// unfinished members (they run together, and are swapped out and back
+// together).
 type ShortestRemaining struct{ c *Core }
 
 // Name implements Plugin.
@@ -133,6 +136,15 @@ func (p *ShortestRemaining) SortKey(_ *CycleState, t *Task) int64 { return p.Ran
 
 // Rank implements TimeSharePlugin.
 func (p *ShortestRemaining) Rank(t *Task) int64 {
+	if g := t.gang; g != nil && !g.byMember {
+		var rank int64
+		for _, m := range g.members {
+			if !m.state.Terminal() {
+				rank = max(rank, p.c.expectedRuntime(m)-p.c.attained(m))
+			}
+		}
+		return rank
+	}
 	return max(0, p.c.expectedRuntime(t)-p.c.attained(t))
 }
 
@@ -143,7 +155,9 @@ func (p *ShortestRemaining) Rank(t *Task) int64 {
 // served lowest first, FIFO within one, and a task of a lower queue swaps
 // out one of a higher queue. A task starved for Config.LASPromote times
 // its last run is promoted to queue 0 (promote.go). It needs no run time
-// estimate.
+// estimate. A member of a gang evicted whole ranks as its job: the
+// device-service all its members attained (Tiresias counts the job's
+// GPUs).
 type LeastAttained struct{ c *Core }
 
 // Name implements Plugin.
@@ -154,6 +168,25 @@ func (p *LeastAttained) SortKey(_ *CycleState, t *Task) int64 { return p.Rank(t)
 
 // Rank implements TimeSharePlugin.
 func (p *LeastAttained) Rank(t *Task) int64 {
+	var service int64
+	if g := t.gang; g != nil && !g.byMember {
+		for _, m := range g.members {
+			service += p.service(m)
+		}
+	} else {
+		service = p.service(t)
+	}
+	for i, th := range p.c.cfg.LASThresholds {
+		if service < int64(th) {
+			return int64(i)
+		}
+	}
+	return int64(len(p.c.cfg.LASThresholds))
+}
+
+// service is the device-service t attained since its last promotion
+// (devices held × time, a task without devices counting as one device).
+func (p *LeastAttained) service(t *Task) int64 {
 	o := &t.cls.opts[0]
 	if t.state == Scheduled || t.state == Running {
 		o = &t.cls.opts[optIndex(t.chosen)]
@@ -162,13 +195,7 @@ func (p *LeastAttained) Rank(t *Task) int64 {
 	for _, d := range o.devs {
 		milli += d.milli
 	}
-	service := (p.c.attained(t) - t.lasBase) / 1000 * max(1000, milli)
-	for i, th := range p.c.cfg.LASThresholds {
-		if service < int64(th) {
-			return int64(i)
-		}
-	}
-	return int64(len(p.c.cfg.LASThresholds))
+	return (p.c.attained(t) - t.lasBase) / 1000 * max(1000, milli)
 }
 
 // MaxRank implements RankCeiling: the last queue.
