@@ -109,7 +109,7 @@ var policyTable = []policyDef{
 		// requests) instead of the reference's random pick, then a hash.
 		f := &Fragmentation{c: c}
 		return &Policy{Order: MostAllocatedFirst, Static: staticFilters(c), Picker: f, FullWalk: true,
-			Scores: []WeightedScore{{f, 1 << 40}, {BestFit{}, tieBreakRange}, {TieBreak{}, 1}}}
+			Scores: []WeightedScore{{AcceleratorGuard{}, guardWeight}, {f, 1 << 40}, {BestFit{}, tieBreakRange}, {TieBreak{}, 1}}}
 	}},
 	{"fgd-ref", "FGD as its reference simulator scores it (ties broken at random)", func(c *Core) *Policy {
 		f := &Fragmentation{c: c}
@@ -119,7 +119,7 @@ var policyTable = []policyDef{
 	// The FGD paper's baselines (plugins_paper.go).
 	{"random", "a uniformly random feasible node and device (FGD paper baseline)", func(c *Core) *Policy {
 		return &Policy{Order: MostAllocatedFirst, Static: staticFilters(c), Picker: RandomShare{}, FullWalk: true,
-			Scores: []WeightedScore{{TieBreak{}, 1}}}
+			Scores: []WeightedScore{{AcceleratorGuard{}, guardWeight}, {TieBreak{}, 1}}}
 	}},
 	{"best-fit", "least CPU and GPU left after placement (FGD paper baseline)", func(c *Core) *Policy {
 		return paperPolicy(c, BestFit{})
@@ -138,11 +138,21 @@ func staticFilters(c *Core) []FilterPlugin {
 }
 
 // paperPolicy is a full-walk policy whose one score plugin decides, with a
-// hash tie-break below it, and shares on the fullest device they fit.
+// hash tie-break below it, and shares on the fullest device they fit; the
+// accelerator guard above both.
 func paperPolicy(c *Core, s ScorePlugin) *Policy {
 	return &Policy{Order: MostAllocatedFirst, Static: staticFilters(c), Picker: BestFitShare{}, FullWalk: true,
-		Scores: []WeightedScore{{s, tieBreakRange}, {TieBreak{}, 1}}}
+		Scores: []WeightedScore{{AcceleratorGuard{}, guardWeight}, {s, tieBreakRange}, {TieBreak{}, 1}}}
 }
+
+// guardWeight puts the accelerator guard above every other score of the
+// full-walk policies (fgd's fragmentation at 1<<40 included), below a
+// gang's topology bonus (gangBonus): a CPU-only task takes a node
+// without devices whenever one fits, so it never strands a GPU node's
+// GPUs by taking its CPUs (the FGD paper's baselines, and its own
+// reference scoring, fgd-ref, which keeps the paper's numbers, have no
+// such guard).
+const guardWeight = 1 << 42
 
 // lookupPolicy returns the table entry of a policy.
 func lookupPolicy(name string) (*policyDef, bool) {
