@@ -383,3 +383,20 @@ func TestKubeBindViaChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestServerStarveFlagsChecked: --starve-factor and --starve-limit reach
+// the core's configuration, which refuses bad values naming them.
+func TestServerStarveFlagsChecked(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"server", "--starve-factor", "-1"}, "starveFactor: must be 0 (no bound) to 1000"},
+		{[]string{"server", "--starve-limit", "-5m"}, "starveLimit: must not be negative"},
+	} {
+		_, err := run(t, append(c.args, "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0")...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.args, err, c.want)
+		}
+	}
+}

@@ -18,7 +18,8 @@ import (
 func newServer() *cobra.Command {
 	var opt server.Options
 	var logs logFlags
-	var lasPromote int
+	var lasPromote, starveFactor int
+	var starveLimit time.Duration
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the control plane: the HTTP API on the scheduling core with an embedded store",
@@ -32,6 +33,7 @@ func newServer() *cobra.Command {
 			}
 			opt.Logger = lg
 			opt.LASPromote = &lasPromote
+			opt.StarveFactor, opt.StarveLimit = &starveFactor, &starveLimit
 			tr, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "hetsched-server"})
 			if err != nil {
 				return err
@@ -65,6 +67,8 @@ func newServer() *cobra.Command {
 	cmd.Flags().DurationSliceVar(&opt.LASThresholds, "las-thresholds", nil, "las: the device-service thresholds (GPUs x time) between its queues, ascending (default 1h)")
 	cmd.Flags().DurationVar(&opt.GavelRound, "gavel-round", 0, "gavel-rounds: the round length (0: 6m)")
 	cmd.Flags().StringVar(&opt.GavelObjective, "gavel-objective", "", "gavel-rounds: fairness (the default: heterogeneity-aware max-min fairness), throughput or agnostic")
+	cmd.Flags().IntVar(&starveFactor, "starve-factor", core.DefaultConfig().StarveFactor, "sjf, srtf: a task that waited this many times its expected runtime (or --starve-limit, the less) goes ahead of the others and, under srtf, runs to its end; 0: no such bound")
+	cmd.Flags().DurationVar(&starveLimit, "starve-limit", core.DefaultConfig().StarveLimit, "sjf, srtf: the longest a task waits before it goes ahead of the others (with --starve-factor); 0: no fixed limit")
 	cmd.Flags().IntVar(&lasPromote, "las-promote", core.DefaultConfig().LASPromote, "las: promote a task that waited this many times its last run back to the first queue (Tiresias' STARVELIMIT); 0: never")
 	cmd.Flags().BoolVar(&opt.NoAging, "no-aging", false, "never raise waiting tasks: strict tier order, and low work may starve")
 	cmd.Flags().DurationVar(&opt.PreemptMinRuntime, "preempt-min-runtime", 0, "a task runs at least this long before preemption or reclaim may evict it")

@@ -21,15 +21,16 @@ import (
 
 // simFlags are hetsched sim's flags.
 type simFlags struct {
-	cluster, workload, policies, out, traces, protocol, output string
-	format, throughputs, columns, durations                    string
-	seeds, sample, maxVisit, parallel, lasPromote              int
-	seedBase                                                   int64
-	stopAt, arrivalScale                                       float64
-	progress, noObserve, known, profile, resume                bool
-	restartCost, shareRound, shareMinRun, gavelRound           time.Duration
-	gavelObjective, cpuProfile                                 string
-	lasThresholds                                              []time.Duration
+	cluster, workload, policies, out, traces, protocol, output  string
+	format, throughputs, columns, durations                     string
+	seeds, sample, maxVisit, parallel, lasPromote, starveFactor int
+	starveLimit                                                 time.Duration
+	seedBase                                                    int64
+	stopAt, arrivalScale                                        float64
+	progress, noObserve, known, profile, resume                 bool
+	restartCost, shareRound, shareMinRun, gavelRound            time.Duration
+	gavelObjective, cpuProfile                                  string
+	lasThresholds                                               []time.Duration
 }
 
 // validate checks the flags; errors name the flag and the reason.
@@ -63,6 +64,10 @@ func (f *simFlags) validate() error {
 		return fmt.Errorf("--gavel-objective: must be fairness, throughput or agnostic, got %q", f.gavelObjective)
 	case f.lasPromote < 0 || f.lasPromote > 1000:
 		return fmt.Errorf("--las-promote: must be 0 (never) to 1000, got %d", f.lasPromote)
+	case f.starveFactor < 0 || f.starveFactor > 1000:
+		return fmt.Errorf("--starve-factor: must be 0 (no bound) to 1000, got %d", f.starveFactor)
+	case f.starveLimit < 0:
+		return fmt.Errorf("--starve-limit: must not be negative, got %v", f.starveLimit)
 	case f.restartCost < 0 || f.restartCost > 24*time.Hour:
 		return fmt.Errorf("--restart-cost: must be 0..24h, got %v", f.restartCost)
 	case f.restartCost > 0 && !f.resume:
@@ -176,6 +181,8 @@ times. Traces are read from --traces (default ../shared/traces).`,
 	f.DurationSliceVar(&fl.lasThresholds, "las-thresholds", nil, "las: the device-service thresholds between its queues, ascending (default 1h)")
 	f.DurationVar(&fl.gavelRound, "gavel-round", 0, "gavel-rounds: the round length (0: 6m)")
 	f.StringVar(&fl.gavelObjective, "gavel-objective", "fairness", "gavel-rounds: fairness (heterogeneity-aware max-min fairness), throughput (total normalised throughput) or agnostic (max-min fairness taking every GPU model as equally fast: Gavel's baseline)")
+	f.IntVar(&fl.starveFactor, "starve-factor", core.DefaultConfig().StarveFactor, "sjf, srtf: a job that waited this many times its expected runtime (or --starve-limit, the less) goes ahead of the others and, under srtf, runs to its end; 0: no such bound")
+	f.DurationVar(&fl.starveLimit, "starve-limit", core.DefaultConfig().StarveLimit, "sjf, srtf: the longest a job waits before it goes ahead of the others; 0: no fixed limit")
 	f.IntVar(&fl.lasPromote, "las-promote", core.DefaultConfig().LASPromote, "las: promote a job that waited this many times its last run back to the first queue (Tiresias' STARVELIMIT); 0: never")
 	f.StringVar(&fl.cpuProfile, "cpu-profile", "", "write a Go CPU profile of the run to this file (go tool pprof reads it)")
 	f.BoolVar(&fl.noObserve, "no-observe", false, "do not feed nodes' allocated fractions back as utilization")
@@ -237,7 +244,7 @@ func runSim(cmd *cobra.Command, fl *simFlags) error {
 					FGD: fl.protocol == "fgd", StopAt: fl.stopAt, SampleSize: fl.sample, MaxVisit: fl.maxVisit,
 					ArrivalScale: fl.arrivalScale, NoObserve: fl.noObserve, KnownWorkload: fl.known, Profile: fl.profile,
 					KnownDurations: fl.durations == "known", Resume: fl.resume, RestartCost: fl.restartCost,
-					ShareRound: fl.shareRound, ShareMinRun: fl.shareMinRun, LASThresholds: fl.lasThresholds, LASPromote: fl.lasPromote, GavelRound: fl.gavelRound, GavelObjective: fl.gavelObjective, Progress: bar.track(i)}
+					ShareRound: fl.shareRound, ShareMinRun: fl.shareMinRun, LASThresholds: fl.lasThresholds, LASPromote: fl.lasPromote, StarveFactor: fl.starveFactor, StarveLimit: fl.starveLimit, GavelRound: fl.gavelRound, GavelObjective: fl.gavelObjective, Progress: bar.track(i)}
 				results[i], errs[i] = sim.Run(cfg)
 			}
 		}()

@@ -73,6 +73,8 @@ func TestSimCommand(t *testing.T) {
 		{[]string{"--sample-size", "-1"}, "--sample-size"},
 		{[]string{"--las-thresholds", "2h,1h"}, "--las-thresholds: want 1 to 8 positive ascending"},
 		{[]string{"--las-promote", "-1"}, "--las-promote: must be 0 (never) to 1000"},
+		{[]string{"--starve-factor", "-1"}, "--starve-factor: must be 0 (no bound) to 1000"},
+		{[]string{"--starve-limit", "-1s"}, "--starve-limit: must not be negative"},
 		{[]string{"--gavel-round", "-1m"}, "--gavel-round: must be 0"},
 		{[]string{"--gavel-objective", "speed"}, "--gavel-objective: must be fairness, throughput or agnostic"},
 		{[]string{"--restart-cost", "30s"}, "--restart-cost: applies with --resume"},

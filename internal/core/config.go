@@ -74,6 +74,15 @@ type Config struct {
 	// attained service counted from there. 0: never; 2 by default (the
 	// best mean JCT on Philly, docs/evaluation.md §5).
 	LASPromote int
+	// StarveFactor and StarveLimit bound the wait of a task under a policy
+	// that orders pending tasks itself (sjf, srtf): once a task has waited
+	// StarveFactor times its expected runtime, or StarveLimit, whichever
+	// is less, it goes ahead of every task of its class queues that has
+	// not (the longest waiting first) and, under srtf, ranks first until
+	// it ends (nothing swaps it out). 0: no bound of that kind. las bounds
+	// waits with LASPromote; the FIFO policies serve in arrival order.
+	StarveFactor int
+	StarveLimit  time.Duration
 	// GavelRound is gavel-rounds' round length (gavel.go); GavelObjective
 	// its allocation's objective: "fairness" (heterogeneity-aware max-min
 	// fairness, the default), "throughput" (the total normalised
@@ -146,6 +155,8 @@ func DefaultConfig() Config {
 		TimeShareMinRun:   time.Minute,
 		LASThresholds:     []time.Duration{time.Hour},
 		LASPromote:        2,
+		StarveFactor:      10,
+		StarveLimit:       24 * time.Hour,
 		GavelRound:        6 * time.Minute,
 		GavelObjective:    "fairness",
 		DefaultDuration:   time.Hour,
@@ -210,6 +221,12 @@ func (c *Config) Validate() error {
 	}
 	if c.GavelObjective != "fairness" && c.GavelObjective != "throughput" && c.GavelObjective != "agnostic" {
 		return errs.Invalid("gavelObjective", "must be fairness, throughput or agnostic, got %q", c.GavelObjective)
+	}
+	if c.StarveFactor < 0 || c.StarveFactor > 1000 {
+		return errs.Invalid("starveFactor", "must be 0 (no bound) to 1000, got %d", c.StarveFactor)
+	}
+	if c.StarveLimit < 0 {
+		return errs.Invalid("starveLimit", "must not be negative, got %s", c.StarveLimit)
 	}
 	if c.LASPromote < 0 || c.LASPromote > 1000 {
 		return errs.Invalid("lasPromote", "must be 0 (never) to 1000, got %d", c.LASPromote)

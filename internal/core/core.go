@@ -96,6 +96,9 @@ type Core struct {
 // Stats are running counters of the core's work.
 type Stats struct {
 	Submitted, Placed, Preempted, Expired, Finished uint64
+	// Starved counts the tasks that waited past their starvation bound
+	// (Config.StarveFactor, StarveLimit; promote.go).
+	Starved uint64
 	// Promoted counts las's starvation promotions (promote.go).
 	Promoted                          uint64
 	Attempts, Blocks, Deferrals, Aged uint64

@@ -136,6 +136,9 @@ func (p *ShortestRemaining) SortKey(_ *CycleState, t *Task) int64 { return p.Ran
 
 // Rank implements TimeSharePlugin.
 func (p *ShortestRemaining) Rank(t *Task) int64 {
+	if t.starved {
+		return 0 // it waited past its bound: served, and run to its end (promote.go)
+	}
 	if g := t.gang; g != nil && !g.byMember {
 		var rank int64
 		for _, m := range g.members {

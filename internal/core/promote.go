@@ -1,6 +1,9 @@
 package core
 
-import "container/heap"
+import (
+	"container/heap"
+	"math"
+)
 
 // Starvation promotion under las (Tiresias' STARVELIMIT): a task that
 // ran, went back to pending in a queue above 0 and has waited
@@ -10,12 +13,22 @@ import "container/heap"
 // queues again. Gang members are not promoted (their gang is queued as
 // a whole). Deadlines live in a heap checked at each Tick; an entry whose
 // task ran again, left, or moved to another attempt is dropped when due.
+//
+// The starvation bound of the other policies that order pending tasks
+// (sjf, srtf: Config.StarveFactor, StarveLimit) shares the heap: a task
+// whose bound passed while it waits is marked starved and re-keyed ahead
+// of every task of its class queues not starved, the longest waiting
+// first (sortKeyOf); under srtf it also ranks first, so it runs to its
+// end once placed. Aging raises every waiter of a level alike, so without
+// it the longest job could stay last for ever (sjf left one 18.5 days).
 
-// promotion is one starvation deadline.
+// promotion is one starvation deadline: las's promotion, or (starve)
+// the starvation bound.
 type promotion struct {
 	at      int64
 	t       *Task
 	attempt int32
+	starve  bool
 }
 
 type promoteHeap []promotion
@@ -43,12 +56,43 @@ func (c *Core) promotes(t *Task) bool {
 	return ok && c.cfg.LASPromote > 0 && t.gang == nil && t.lastRun > 0 && la.Rank(t) > 0
 }
 
-// schedulePromotion sets t's starvation deadline when it may be promoted.
+// schedulePromotion sets t's starvation deadline when it may be promoted,
+// or its starvation bound when its policy has one.
 func (c *Core) schedulePromotion(t *Task) {
-	if !c.promotes(t) {
+	if c.promotes(t) {
+		heap.Push(&c.promotions, promotion{at: c.now + int64(c.cfg.LASPromote)*t.lastRun, t: t, attempt: t.attempt})
 		return
 	}
-	heap.Push(&c.promotions, promotion{at: c.now + int64(c.cfg.LASPromote)*t.lastRun, t: t, attempt: t.attempt})
+	if bound := c.starveBound(t); bound > 0 {
+		heap.Push(&c.promotions, promotion{at: c.now + bound, t: t, attempt: t.attempt, starve: true})
+	}
+}
+
+// starveBound is how long pending t may wait before it is starved (0:
+// no bound): under a policy that orders pending tasks, other than las,
+// StarveFactor times its expected runtime or StarveLimit, the less.
+// Gang members wait as their gang does (no class queue orders them).
+func (c *Core) starveBound(t *Task) int64 {
+	if c.policy.QueueSort == nil || t.gang != nil || c.cfg.StarveFactor == 0 && c.cfg.StarveLimit == 0 {
+		return 0
+	}
+	if _, las := c.policy.QueueSort.(*LeastAttained); las {
+		return 0
+	}
+	bound := int64(c.cfg.StarveLimit)
+	if exp := int64(c.cfg.StarveFactor) * c.expectedRuntime(t); c.cfg.StarveFactor > 0 && exp > 0 && (bound == 0 || exp < bound) {
+		bound = exp
+	}
+	return bound
+}
+
+// sortKeyOf is t's key in its class queue: the policy's, or for a starved
+// task one below every policy key, earlier arrivals first.
+func (c *Core) sortKeyOf(t *Task) int64 {
+	if t.starved {
+		return math.MinInt64/2 + t.enqueued
+	}
+	return c.policy.QueueSort.SortKey(&c.cs, t)
 }
 
 // firePromotions promotes the tasks whose starvation deadline passed and
@@ -57,16 +101,21 @@ func (c *Core) firePromotions() {
 	for len(c.promotions) > 0 && c.promotions[0].at <= c.now {
 		p := heap.Pop(&c.promotions).(promotion)
 		t := p.t
-		if t.state != Pending || t.attempt != p.attempt || t.backoff || t.gready || t.cq == nil {
+		if t.state != Pending || t.attempt != p.attempt || t.backoff || t.gready || t.cq == nil || p.starve && t.starved {
 			continue
 		}
-		t.lasBase = t.served
-		c.stats.Promoted++
+		if p.starve {
+			t.starved = true
+			c.stats.Starved++
+		} else {
+			t.lasBase = t.served
+			c.stats.Promoted++
+		}
 		// Re-keyed in its class queue; its level, its place in the
 		// level's aging list and its band stay as they are.
 		q := t.cq
 		q.removeAt(int(t.cqpos))
-		t.sortKey = c.policy.QueueSort.SortKey(&c.cs, t)
+		t.sortKey = c.sortKeyOf(t)
 		q.push(t)
 		switch {
 		case q.blocked:

@@ -33,8 +33,9 @@ func (c *Core) enqueue(t *Task) {
 	t.levelSince = c.now
 	t.enqueued = c.now
 	t.reason = ""
+	t.starved = false
 	if c.policy.QueueSort != nil {
-		t.sortKey = c.policy.QueueSort.SortKey(&c.cs, t)
+		t.sortKey = c.sortKeyOf(t)
 	}
 	if t.queueTTL > 0 {
 		c.timers.set(t, timerQueue, c.now+t.queueTTL)

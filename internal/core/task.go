@@ -43,6 +43,7 @@ type Task struct {
 	served    int64 // ns placed or running in ended attempts (attained service)
 	lastRun   int64 // ns the last ended attempt was placed or running
 	lasBase   int64 // served when las last promoted it (promote.go)
+	starved   bool  // waited past its starvation bound since its last enqueue (promote.go)
 	attempt   int32
 	unmet     int32
 	dependent []*Task

@@ -67,6 +67,10 @@ type Options struct {
 	// LASPromote is las's starvation knob (core.Config.LASPromote); nil:
 	// the default.
 	LASPromote *int
+	// StarveFactor and StarveLimit bound the waits under sjf and srtf
+	// (core.Config.StarveFactor, StarveLimit); nil: the defaults.
+	StarveFactor *int
+	StarveLimit  *time.Duration
 	// GavelRound and GavelObjective tune gavel-rounds (zero, "": the
 	// defaults, 6m and fairness).
 	GavelRound     time.Duration
@@ -413,6 +417,12 @@ func schedulerConfig(opt Options) (core.Config, error) {
 	}
 	if opt.LASPromote != nil {
 		cfg.LASPromote = *opt.LASPromote
+	}
+	if opt.StarveFactor != nil {
+		cfg.StarveFactor = *opt.StarveFactor
+	}
+	if opt.StarveLimit != nil {
+		cfg.StarveLimit = *opt.StarveLimit
 	}
 	if opt.GavelRound < 0 {
 		return cfg, errs.Invalid("gavel-round", "must not be negative, got %s", opt.GavelRound)

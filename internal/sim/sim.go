@@ -67,6 +67,10 @@ type Config struct {
 	LASThresholds           []time.Duration
 	// LASPromote is the core's LASPromote (0: never).
 	LASPromote int
+	// StarveFactor and StarveLimit are the core's starvation bound under
+	// sjf and srtf (0, 0: none).
+	StarveFactor int
+	StarveLimit  time.Duration
 	// GavelRound and GavelObjective override the core's (zero or "": its
 	// defaults).
 	GavelRound     time.Duration
@@ -216,6 +220,7 @@ func Run(cfg Config) (Result, error) {
 		ccfg.LASThresholds = cfg.LASThresholds
 	}
 	ccfg.LASPromote = cfg.LASPromote
+	ccfg.StarveFactor, ccfg.StarveLimit = cfg.StarveFactor, cfg.StarveLimit
 	if cfg.GavelRound > 0 {
 		ccfg.GavelRound = cfg.GavelRound
 	}
