@@ -29,30 +29,20 @@ import (
 // start); tests keep apart by their own namespaces, node labels and
 // scheduler names.
 var (
-	clusterOnce sync.Once
-	shared      *kubetest.Cluster
-	sharedErr   error
-	runs        atomic.Int64
+	shared kubetest.Shared
+	runs   atomic.Int64
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if shared != nil {
-		shared.Stop()
-		os.RemoveAll(shared.Dir)
-	}
+	shared.Stop()
 	os.Exit(code)
 }
 
 // cluster returns the shared control plane, started on first use.
 func cluster(t *testing.T) *kubetest.Cluster {
 	t.Helper()
-	kubetest.Require(t)
-	clusterOnce.Do(func() { shared, sharedErr = kubetest.StartMain(kubetest.Options{}) })
-	if sharedErr != nil {
-		t.Fatal(sharedErr)
-	}
-	return shared
+	return shared.Get(t)
 }
 
 // env is one test's corner of the cluster.

@@ -27,6 +27,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -135,6 +136,35 @@ func Start(t testing.TB, opt Options) *Cluster {
 		}
 	})
 	return c
+}
+
+// Shared is a test package's one control plane, started on first use (it
+// takes seconds to start; tests keep apart by their own namespaces): a
+// test that needs it calls Shared, the package's TestMain calls
+// StopShared after m.Run. Without the tools it skips as Require does.
+type Shared struct {
+	once sync.Once
+	c    *Cluster
+	err  error
+}
+
+// Get returns the control plane, started on first use.
+func (s *Shared) Get(t testing.TB) *Cluster {
+	t.Helper()
+	Require(t)
+	s.once.Do(func() { s.c, s.err = StartMain(Options{}) })
+	if s.err != nil {
+		t.Fatal(s.err)
+	}
+	return s.c
+}
+
+// Stop stops the control plane if it started, and removes its files.
+func (s *Shared) Stop() {
+	if s.c != nil {
+		s.c.Stop()
+		os.RemoveAll(s.c.Dir)
+	}
 }
 
 // StartMain is Start for a TestMain or a benchmark command: it returns an

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,18 +20,13 @@ import (
 // One API server serves the package's tests against it; each keeps to a
 // namespace of its own.
 var (
-	clusterOnce sync.Once
-	shared      *kubetest.Cluster
-	sharedErr   error
-	runs        atomic.Int64
+	shared kubetest.Shared
+	runs   atomic.Int64
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if shared != nil {
-		shared.Stop()
-		os.RemoveAll(shared.Dir)
-	}
+	shared.Stop()
 	os.Exit(code)
 }
 
@@ -47,16 +41,12 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	kubetest.Require(t)
-	clusterOnce.Do(func() { shared, sharedErr = kubetest.StartMain(kubetest.Options{}) })
-	if sharedErr != nil {
-		t.Fatal(sharedErr)
-	}
+	c := shared.Get(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	name := strings.ToLower(strings.NewReplacer("_", "-", "/", "-").Replace(t.Name()))
 	name = fmt.Sprintf("%s-%d", strings.TrimRight(name[:min(len(name), 40)], "-"), runs.Add(1))
-	e := &env{t: t, c: shared, cs: shared.Client(t), ctx: ctx, ns: name}
+	e := &env{t: t, c: c, cs: c.Client(t), ctx: ctx, ns: name}
 	if _, err := e.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
