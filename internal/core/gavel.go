@@ -12,9 +12,15 @@ import (
 // Every Config.GavelRound (6 minutes by default) the round:
 //
 //  1. takes the device tasks that run or wait (gang members and tasks in
-//     a retry backoff aside; at most gavelMaxJobs, running first, then in
-//     queue order), the GPU models of the schedulable nodes and their
-//     device counts;
+//     a retry backoff aside), the GPU models of the schedulable nodes and
+//     their device counts. The program holds at most gavelMaxJobs tasks:
+//     the waiting ones in queue order take up to half of it when the
+//     running ones would fill it, the running ones the rest. A running
+//     task left out holds its devices (the models' capacity for the
+//     program is what it leaves); a waiting one left out (overflow) is
+//     placed as by any policy until the next round, so no device idles
+//     while a task that fits it waits (before, once 256 tasks ran, no
+//     waiting task was ever considered, and the gate held them all);
 //  2. computes each task's share of each model X[j][m] from its expected
 //     throughput there (1 / its expected run time on the model: declared
 //     profiles, core.ObserveRuntime, or learned from finished attempts),
@@ -42,8 +48,10 @@ import (
 //     their checkpoint), then places the assigned waiting tasks on nodes
 //     of their model.
 //
-// Between rounds no device task is placed (the plugin's Filter): work
-// waits for the next round, as in Gavel; urgent and high tasks wait too.
+// Between rounds no device task the last round considered or that arrived
+// since is placed (the plugin's Filter): work waits for the next round, as
+// in Gavel; urgent and high tasks wait too. The overflow of step 1 does
+// not.
 // Tasks without devices in their own request, tasks with alternatives
 // and gang members are placed as by any policy. The round is the
 // core's own work on time passed in (Tick), so the server and the
@@ -81,6 +89,10 @@ type GavelRounds struct {
 	// included); rounds counts the agnostic baseline's rounds (its order).
 	worker map[string]int64
 	rounds int
+	// overflow is the waiting tasks the last round left out of its
+	// program (step 1): placed as by any policy until the next round.
+	overflow     map[*Task]bool
+	overflowList []*Task // the same, in the order they were left out
 }
 
 // Name implements Plugin.
@@ -108,7 +120,7 @@ func (g *GavelRounds) manages(t *Task) bool {
 // Filter implements FilterPlugin: outside a round, no task the rounds
 // manage fits.
 func (g *GavelRounds) Filter(_ *CycleState, t *Task, _ *Option, _ *Node) *Status {
-	if g.c.inRound || !g.manages(t) {
+	if g.c.inRound || !g.manages(t) || g.overflow[t] {
 		return nil
 	}
 	return NewUnschedulable(GavelWaitReason + " (every " + g.c.cfg.GavelRound.String() + ")")
@@ -119,6 +131,7 @@ type gavelModel struct {
 	name  string
 	dim   int
 	total int64   // devices, whole
+	held  int64   // devices of running tasks left out of the program
 	free  int64   // devices left to assign this round
 	nodes []*Node // schedulable nodes with devices of the model
 }
@@ -145,6 +158,14 @@ func (g *GavelRounds) round() {
 		g.allocate(cands, models)
 		choices := g.assign(cands, models)
 		g.execute(cands, models, choices)
+	}
+	// The overflow waited behind the gate: its queues try again now (in
+	// the order the round left them out, the list, not the map: the core
+	// stays deterministic).
+	for _, t := range g.overflowList {
+		if q := t.cq; q != nil && q.blocked {
+			c.unblock(q)
+		}
 	}
 	g.last = c.now
 }
@@ -182,21 +203,22 @@ func (g *GavelRounds) models() ([]*gavelModel, map[string]int) {
 	return models, byName
 }
 
-// candidates collects the round's tasks: running device tasks, then
-// waiting ones in queue order, at most gavelMaxJobs.
+// candidates collects the round's program: running device tasks and
+// waiting ones in queue order, at most gavelMaxJobs (step 1 of the
+// package comment); it sets the models' held devices and g.overflow.
 func (g *GavelRounds) candidates(models []*gavelModel, byName map[string]int) []*gavelCand {
 	c := g.c
 	var out []*gavelCand
-	add := func(t *Task, model int) {
+	add := func(t *Task, model int) *gavelCand {
 		if !g.manages(t) {
-			return
+			return nil
 		}
 		o := &t.cls.opts[0]
 		if t.node != nil {
 			o = &t.cls.opts[optIndex(t.chosen)]
 		}
 		if len(o.devs) == 0 {
-			return
+			return nil
 		}
 		var milli int64
 		for _, d := range o.devs {
@@ -226,16 +248,17 @@ func (g *GavelRounds) candidates(models []*gavelModel, byName map[string]int) []
 		if even <= 0 {
 			if model >= 0 || t.node != nil {
 				k.pinned = true
-				out = append(out, k)
+				return k
 			}
-			return
+			return nil
 		}
 		even /= sum
 		for mi := range k.rate {
 			k.rate[mi] /= even
 		}
-		out = append(out, k)
+		return k
 	}
+	var running, waiting []*gavelCand
 	for _, n := range c.idx.order {
 		for _, t := range n.tasks {
 			if t.state != Scheduled && t.state != Running {
@@ -247,19 +270,51 @@ func (g *GavelRounds) candidates(models []*gavelModel, byName map[string]int) []
 					model = mi
 				}
 			}
-			add(t, model)
+			if k := add(t, model); k != nil {
+				running = append(running, k)
+			}
 		}
 	}
+	clear(g.overflow)
+	clear(g.overflowList)
+	g.overflowList = g.overflowList[:0]
 	for l := range c.tiers {
 		for li := range c.tiers[l].aging {
-			for t := c.tiers[l].aging[li].head; t != nil && len(out) < gavelMaxJobs; t = t.lnext {
-				if t.state == Pending && !t.backoff && !t.gready && t.cq != nil {
-					add(t, -1)
+			for t := c.tiers[l].aging[li].head; t != nil; t = t.lnext {
+				if t.state != Pending || t.backoff || t.gready || t.cq == nil {
+					continue
+				}
+				if len(waiting) < gavelMaxJobs {
+					if k := add(t, -1); k != nil {
+						waiting = append(waiting, k)
+					}
+				} else if g.manages(t) {
+					g.overflowed(t)
 				}
 			}
 		}
 	}
+	keepRun := min(len(running), gavelMaxJobs-min(len(waiting), gavelMaxJobs/2))
+	for _, k := range running[keepRun:] {
+		if k.model >= 0 {
+			models[k.model].held += k.scale
+		}
+	}
+	keepWait := min(len(waiting), gavelMaxJobs-keepRun)
+	for _, k := range waiting[keepWait:] {
+		g.overflowed(k.t)
+	}
+	out = append(append(out, running[:keepRun]...), waiting[:keepWait]...)
 	return out
+}
+
+// overflowed marks t as left out of the round's program.
+func (g *GavelRounds) overflowed(t *Task) {
+	if g.overflow == nil {
+		g.overflow = map[*Task]bool{}
+	}
+	g.overflow[t] = true
+	g.overflowList = append(g.overflowList, t)
 }
 
 // usable reports whether o may run on some node of model m (its static
@@ -328,7 +383,7 @@ func (g *GavelRounds) account(cands []*gavelCand, models []*gavelModel) {
 func (g *GavelRounds) allocate(cands []*gavelCand, models []*gavelModel) {
 	capLeft := make([]float64, len(models))
 	for mi, m := range models {
-		capLeft[mi] = float64(m.total)
+		capLeft[mi] = float64(m.total - m.held)
 	}
 	var free []*gavelCand
 	for _, k := range cands {
@@ -412,7 +467,7 @@ func (g *GavelRounds) allocate(cands []*gavelCand, models []*gavelModel) {
 // assign gives models to the candidates by Gavel's priorities.
 func (g *GavelRounds) assign(cands []*gavelCand, models []*gavelModel) []gavelChoice {
 	for _, m := range models {
-		m.free = m.total
+		m.free = m.total - m.held
 	}
 	var choices []gavelChoice
 	for _, k := range cands {

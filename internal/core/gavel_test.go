@@ -1,10 +1,14 @@
 package core
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/resource"
 )
 
 // TestGavelCountsRestartWhenTheTasksChange: a round counts the time each
@@ -84,6 +88,78 @@ func TestGavelModelOrder(t *testing.T) {
 		}
 		if d := cmp.Diff(want, ranks); d != "" {
 			t.Errorf("%s: ranks of K80, V100, P100 over three rounds (-want +got):\n%s", obj, d)
+		}
+	}
+}
+
+// TestGavelNeverIdlesBesideWaitingWork (issue 43 §1b): past gavelMaxJobs
+// tasks, a round still considers waiting work (it takes up to half the
+// program), and the waiting tasks it leaves out are placed as by any
+// policy: no GPU idles while a task that fits it waits. Before, once 256
+// tasks ran, no waiting task was ever considered, and the gate held them
+// all.
+func TestGavelNeverIdlesBesideWaitingWork(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Policy = "gavel-rounds"
+	for l := range cfg.Tiers {
+		cfg.Tiers[l].BatchSize, cfg.Tiers[l].AgingAfter = 1, 0
+	}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_000_000, 0)
+	for i := range 40 { // 320 GPUs
+		n := api.Node{Name: fmt.Sprintf("n%d", i), Capacity: resource.List{resource.CPU: 64000, resource.Memory: 512 << 30}}
+		for d := range 8 {
+			n.Devices = append(n.Devices, api.Device{Type: "nvidia.com/gpu", ID: fmt.Sprint(d), Model: "A100"})
+		}
+		if err := c.UpsertNode(now, &n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prio := 2
+	submit := func(prefix string, n int) {
+		for i := range n {
+			spec := api.Task{ID: fmt.Sprintf("%s%d", prefix, i), Priority: &prio, Duration: api.Duration(time.Hour),
+				Resources: resource.List{resource.CPU: 1000, "nvidia.com/gpu": 1000}}
+			if err := c.Submit(now, &spec); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	placedNow := func() int {
+		n := 0
+		for _, tk := range c.tasks {
+			if tk.state == Scheduled || tk.state == Running {
+				n++
+			}
+		}
+		return n
+	}
+	round := func() {
+		wake, ok := c.NextWakeup()
+		if !ok {
+			t.Fatal("no round due")
+		}
+		now = wake
+		c.Tick(now)
+	}
+	// 300 tasks at once: the round's program takes 256, the 44 left out
+	// are placed by the pass that follows.
+	submit("a", 300)
+	round()
+	if got := placedNow(); got != 300 {
+		t.Fatalf("after the first round %d of 300 tasks run on 320 GPUs", got)
+	}
+	// 300 run; 10 more arrive: they wait for the round (as in Gavel),
+	// which considers them though more than 256 tasks run.
+	submit("b", 10)
+	for placedNow() < 310 {
+		before := now
+		round()
+		if now.Sub(before) > cfg.GavelRound {
+			t.Fatalf("%d of 310 tasks run after a round, with %d GPUs", placedNow(), 320)
 		}
 	}
 }

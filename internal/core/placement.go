@@ -115,8 +115,8 @@ func (c *Core) tryPlace(sc *searchCtx, t *Task) outcome {
 	if t.leaf != nil && c.overQueueMax(t) {
 		return unfit // node-independent: no walk can find a fit
 	}
-	if r := c.policy.Rounds; r != nil && !c.inRound && r.manages(t) {
-		return unfit // placed in rounds only (gavel.go)
+	if r := c.policy.Rounds; r != nil && !c.inRound && r.manages(t) && !r.overflow[t] {
+		return unfit // placed in rounds only (gavel.go), but for a round's overflow
 	}
 	if len(t.cls.identity) > 0 {
 		return c.identityPlace(sc, t)
