@@ -32,6 +32,9 @@ type Columns struct {
 	Queue      string `json:"queue,omitempty"`      // the queue's name
 	Iterations string `json:"iterations,omitempty"` // work in iterations (with Throughput)
 	Throughput string `json:"throughput,omitempty"` // iterations a second (with Iterations)
+	// NodeSelector is a node selector, key=value pairs separated by ';'
+	// (role=cpu;zone=a): roles such as CPU node and GPU node replayed.
+	NodeSelector string `json:"nodeSelector,omitempty"`
 
 	// SubmitUnit reads Submit: s (the default), ms, us, min, h (numbers
 	// from any origin), or time (timestamps, RFC 3339 or
@@ -47,13 +50,17 @@ type Columns struct {
 
 // columnKeys are Columns' keys in ParseColumns' K=V form, in order.
 var columnKeys = []string{"id", "submit", "duration", "gpus", "gpuModel", "cpu", "memory", "priority", "queue",
-	"iterations", "throughput", "submitUnit", "durationUnit", "memoryUnit", "separator"}
+	"iterations", "throughput", "nodeSelector", "submitUnit", "durationUnit", "memoryUnit", "separator"}
+
+// columnNames is how many of columnKeys name columns (the rest are units
+// and the separator).
+const columnNames = 12
 
 // field returns the address of key's field.
 func (c *Columns) field(key string) *string {
 	return map[string]*string{"id": &c.ID, "submit": &c.Submit, "duration": &c.Duration, "gpus": &c.GPUs,
 		"gpuModel": &c.GPUModel, "cpu": &c.CPU, "memory": &c.Memory, "priority": &c.Priority, "queue": &c.Queue,
-		"iterations": &c.Iterations, "throughput": &c.Throughput, "submitUnit": &c.SubmitUnit,
+		"iterations": &c.Iterations, "throughput": &c.Throughput, "nodeSelector": &c.NodeSelector, "submitUnit": &c.SubmitUnit,
 		"durationUnit": &c.DurationUnit, "memoryUnit": &c.MemoryUnit, "separator": &c.Separator}[key]
 }
 
@@ -139,7 +146,7 @@ func (c Columns) Validate() error {
 		return err
 	}
 	used := map[string]string{}
-	for _, k := range columnKeys[:11] {
+	for _, k := range columnKeys[:columnNames] {
 		col := *c.field(k)
 		if col == "" {
 			continue
@@ -188,7 +195,7 @@ func ReadCSV(r io.Reader, cols Columns) (Workload, error) {
 	sep, _ := cols.sep()
 	rr := newRowReader(r, sep)
 	var required []string
-	for _, k := range columnKeys[:11] {
+	for _, k := range columnKeys[:columnNames] {
 		if col := *cols.field(k); col != "" {
 			required = append(required, col)
 		}
@@ -323,6 +330,22 @@ func csvJob(rr *rowReader, cols Columns, seen map[string]bool) (Job, error) {
 	}
 	if cols.Queue != "" {
 		j.Task.Queue = rr.get(cols.Queue)
+	}
+	if cols.NodeSelector != "" && rr.get(cols.NodeSelector) != "" {
+		spec := rr.get(cols.NodeSelector)
+		for _, pair := range strings.Split(spec, ";") {
+			k, v, ok := strings.Cut(pair, "=")
+			if !ok || api.ValidateLabelKey(k) != nil || api.ValidateLabelValue(v) != nil {
+				return Job{}, rr.errf(cols.NodeSelector, "%q is not key=value pairs separated by ';' (a node label each)", truncate(spec))
+			}
+			if _, dup := j.Task.NodeSelector[k]; dup {
+				return Job{}, rr.errf(cols.NodeSelector, "%s: given twice (the gpuModel column sets %s)", k, ModelLabel)
+			}
+			if j.Task.NodeSelector == nil {
+				j.Task.NodeSelector = map[string]string{}
+			}
+			j.Task.NodeSelector[k] = v
+		}
 	}
 	if err := j.Task.Validate(); err != nil {
 		return Job{}, rr.wrap("", err)

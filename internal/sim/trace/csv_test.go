@@ -64,6 +64,25 @@ func TestReadCSV(t *testing.T) {
 		t.Errorf("name %q", w.Name)
 	}
 
+	// A node selector column: a CPU job kept to CPU nodes, a GPU job to a
+	// role beside its model; a bad one names its line and column.
+	w, err = ReadCSV(strings.NewReader("t,d,g,m,sel\n0,60,0,,role=cpu\n1,60,1,A100,role=gpu;zone=a\n2,60,0,,\n"),
+		mustColumns(t, "submit=t,duration=d,gpus=g,gpuModel=m,nodeSelector=sel"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff([]map[string]string{{"role": "cpu"}, {ModelLabel: "A100", "role": "gpu", "zone": "a"}, nil},
+		[]map[string]string{w.Jobs[0].Task.NodeSelector, w.Jobs[1].Task.NodeSelector, w.Jobs[2].Task.NodeSelector}); d != "" {
+		t.Errorf("node selectors (-want +got):\n%s", d)
+	}
+	for _, bad := range []string{"role", "role=a b", ModelLabel + "=x"} {
+		_, err := ReadCSV(strings.NewReader("t,d,g,m,sel\n0,60,1,A100,"+bad+"\n"), mustColumns(t, "submit=t,duration=d,gpus=g,gpuModel=m,nodeSelector=sel"))
+		var pe *ParseError
+		if !errors.As(err, &pe) || pe.Field != "sel" {
+			t.Errorf("node selector %q: %v, want an error naming column sel", bad, err)
+		}
+	}
+
 	// Timestamps, tabs, minutes, iterations over throughput, default ids.
 	const tsv = "when\tsteps\trate\n2020-01-01 00:10:00\t600\t2\n2020-01-01T00:00:00Z\t100\t0.5\n"
 	w, err = ReadCSV(strings.NewReader(tsv), mustColumns(t, "submit=when,submitUnit=time,iterations=steps,throughput=rate,separator=tab"))
