@@ -602,6 +602,14 @@ func (g *GavelRounds) execute(cands []*gavelCand, models []*gavelModel, choices 
 	for _, ch := range choices {
 		g.place(ch.k, models[ch.m]) // the swapped out too: better run than idle
 	}
+	// A placement may depend on one made after it (a required affinity
+	// with a task the loops above placed later): the assigned tasks still
+	// waiting are tried once more.
+	for _, k := range cands {
+		if k.assign >= 0 && k.model < 0 && k.t.state == Pending {
+			g.place(k, models[k.assign])
+		}
+	}
 }
 
 // place places waiting candidate k on the first node of model m that
