@@ -233,12 +233,29 @@ func (c *Core) rotatePlace(sc *searchCtx, t *Task) outcome {
 		limit = len(order)
 	}
 	checked := 0
+	// The accelerator guard, as a turn can keep it: a task that asks for
+	// no device passes over the nodes with devices that fit it, and takes
+	// the first of them only when the turn ends without a node without
+	// devices (or its budget runs out).
+	guard := !asksDevices(t)
+	var fallback *Node
+	var fallbackOpt *Option
+	fallbackPos := 0
+	useFallback := func() outcome {
+		t.cls.rrExhaustive = false
+		c.rr = fallbackPos + 1
+		c.commit(t, fallbackOpt, fallback, nil)
+		return placed
+	}
 	scanLimit := 4 * c.cfg.MaxVisit // incompatible nodes are cheap, not free
 	if full {
 		scanLimit = len(order)
 	}
 	for scanned := 0; scanned < len(order); scanned++ {
 		if scanned == scanLimit {
+			if fallback != nil {
+				return useFallback()
+			}
 			c.rr += scanned
 			t.cls.rrExhaustive = true
 			return deferred
@@ -256,6 +273,12 @@ func (c *Core) rotatePlace(sc *searchCtx, t *Task) outcome {
 			}
 			compatible = true
 			if c.checkNode(sc, t, o, n) == nil {
+				if guard && len(n.devices) > 0 {
+					if fallback == nil {
+						fallback, fallbackOpt, fallbackPos = n, o, pos
+					}
+					break
+				}
 				t.cls.rrExhaustive = false
 				c.rr = pos + 1
 				c.commit(t, o, n, sc.cs.picked)
@@ -266,14 +289,30 @@ func (c *Core) rotatePlace(sc *searchCtx, t *Task) outcome {
 			// An exhaustive turn ends at the end of the order (unfit), not
 			// at its budget.
 			if checked++; checked >= limit && !full {
+				if fallback != nil {
+					return useFallback()
+				}
 				c.rr = pos + 1
 				t.cls.rrExhaustive = true
 				return deferred
 			}
 		}
 	}
+	if fallback != nil {
+		return useFallback()
+	}
 	t.cls.rrExhaustive = false
 	return unfit
+}
+
+// asksDevices reports whether some option of t asks for a device.
+func asksDevices(t *Task) bool {
+	for oi := range t.cls.opts {
+		if len(t.cls.opts[oi].devs) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // scanState is how a class's next search of one group runs.
