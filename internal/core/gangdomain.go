@@ -90,11 +90,6 @@ func (g *group) dimModels(dim int) string {
 	return m
 }
 
-// gangHasDomains reports whether g's tries place inside domains.
-func (c *Core) gangHasDomains(g *gang, ready []*Task) bool {
-	return g.required != "" || !g.mixed && len(gangDeviceDims(ready)) > 0
-}
-
 // gangDeviceDims are the device dims any option of the ready members asks
 // for, sorted.
 func gangDeviceDims(ready []*Task) []int {
@@ -112,15 +107,37 @@ func gangDeviceDims(ready []*Task) []int {
 	return dims
 }
 
-// gangDomains lists the domains a try of g places in, in order (see the
-// file's comment).
-func (c *Core) gangDomains(g *gang, sc *searchCtx, ready []*Task) []gangDomain {
-	key := g.required
-	identity := key != "" && c.idx.identity[key]
+// inGangDomains runs try once when g has no domains (no required label,
+// and mixed models or no device asked), else once per domain of
+// gangDomains (sc.dom set, the affinity's anchor as it was) until a try
+// reports true; it reports whether one did.
+func (c *Core) inGangDomains(g *gang, sc *searchCtx, ready []*Task, aff *gangAffinity, try func() bool) bool {
 	var dims []int
 	if !g.mixed {
 		dims = gangDeviceDims(ready)
 	}
+	if g.required == "" && len(dims) == 0 {
+		return try()
+	}
+	anchor := aff.anchor
+	doms := c.gangDomains(g, sc, ready, dims)
+	for i := range doms {
+		sc.dom, aff.anchor = &doms[i], anchor
+		ok := try()
+		sc.dom = nil
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// gangDomains lists the domains a try of g places in, in order (see the
+// file's comment); dims are the device dims its model signatures are made
+// of (none: any model).
+func (c *Core) gangDomains(g *gang, sc *searchCtx, ready []*Task, dims []int) []gangDomain {
+	key := g.required
+	identity := key != "" && c.idx.identity[key]
 	// Each group's domain (label value, model signature), once per try.
 	glist := c.idx.glist
 	values, sigs := make([]string, len(glist)), make([]string, len(glist))
@@ -212,23 +229,19 @@ func (c *Core) gangDomains(g *gang, sc *searchCtx, ready []*Task) []gangDomain {
 
 // placeGangMembers places as many of g's ready members as fit, under a
 // checkpoint kept only if g then has MinMember placed (else rolled back):
-// once, or with domains (gangHasDomains) once per domain until one holds
-// the gang. newly is what the kept try placed, or the most any try placed.
+// once, or once per domain until one holds the gang (inGangDomains).
+// newly is what the kept try placed, or the most any try placed.
 func (c *Core) placeGangMembers(g *gang, sc *searchCtx, ready []*Task, aff *gangAffinity) (newly int, deferredTry, kept bool) {
-	if !c.gangHasDomains(g, ready) {
-		return c.attemptGang(g, sc, ready, aff)
-	}
-	anchor := aff.anchor
-	for _, d := range c.gangDomains(g, sc, ready) {
-		sc.dom, aff.anchor = &d, anchor
+	kept = c.inGangDomains(g, sc, ready, aff, func() bool {
 		n, def, ok := c.attemptGang(g, sc, ready, aff)
-		sc.dom = nil
 		if ok {
-			return n, def, true
+			newly, deferredTry = n, def
+		} else {
+			newly, deferredTry = max(newly, n), deferredTry || def
 		}
-		newly, deferredTry = max(newly, n), deferredTry || def
-	}
-	return newly, deferredTry, false
+		return ok
+	})
+	return newly, deferredTry, kept
 }
 
 // attemptGang is one try of g's ready members in the search sc (its

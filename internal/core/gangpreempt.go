@@ -1,7 +1,5 @@
 package core
 
-import "slices"
-
 // Gang preemption: a waiting gang whose try failed (tryGang) may evict,
 // as one, what its members' preemption modes allow (preempt.go: priority,
 // reclaim, time-share). The plan is made on the live state under one
@@ -46,11 +44,12 @@ type gangPreemption struct {
 	victims []gangVictim
 }
 
-// start plans g's start over evictions when some ready member may evict
-// anything, and carries the plan out. It reports whether g started.
+// start plans g's start over evictions and carries the plan out (the
+// caller, placeGangs, asks only for a gang some ready member of which may
+// evict anything). It reports whether g started.
 func (gp *gangPreemption) start(c *Core, g *gang) bool {
 	need := g.min - g.placed - g.done
-	if need <= 0 || len(g.ready) < need || !slices.ContainsFunc(g.ready, c.mayPreempt) {
+	if need <= 0 || len(g.ready) < need {
 		return false
 	}
 	return gp.plan(c, g, need) && gp.carryOut(c, g)
@@ -64,19 +63,7 @@ func (gp *gangPreemption) plan(c *Core, g *gang, need int) bool {
 	defer c.gangTryEnd(ready)
 	sc := c.beginSearch(true, aff)
 	defer sc.endSearch()
-	if !c.gangHasDomains(g, ready) {
-		return gp.planIn(c, g, need, sc, ready, aff)
-	}
-	anchor := aff.anchor
-	for _, d := range c.gangDomains(g, sc, ready) {
-		sc.dom, aff.anchor = &d, anchor
-		ok := gp.planIn(c, g, need, sc, ready, aff)
-		sc.dom = nil
-		if ok {
-			return true
-		}
-	}
-	return false
+	return c.inGangDomains(g, sc, ready, aff, func() bool { return gp.planIn(c, g, need, sc, ready, aff) })
 }
 
 // planIn is plan in the search sc (its domain, if any).
