@@ -163,10 +163,14 @@ func (s *session) run(ctx context.Context) {
 			return
 		}
 		s.log.Warn("assignment stream ended; reconnecting", "err", err)
-		sleep(ctx, bo.next())
 		if time.Since(time.Unix(0, s.lastAck.Load())) < interval {
 			bo.reset() // the connection was healthy until just now
 		}
+		// Tasks are at stake through the backoff too (up to 2 s, longer
+		// than what is left of the fence deadline after a leader froze):
+		// heartbeats go on while the agent waits to register again.
+		keep = s.keepBeating(ctx)
+		sleep(ctx, bo.next())
 	}
 }
 
