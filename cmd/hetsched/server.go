@@ -19,7 +19,7 @@ func newServer() *cobra.Command {
 	var opt server.Options
 	var logs logFlags
 	var lasPromote, starveFactor int
-	var starveLimit time.Duration
+	var starveLimit, gangReserve time.Duration
 	cmd := &cobra.Command{
 		Use:   "server",
 		Short: "Run the control plane: the HTTP API on the scheduling core with an embedded store",
@@ -34,6 +34,7 @@ func newServer() *cobra.Command {
 			opt.Logger = lg
 			opt.LASPromote = &lasPromote
 			opt.StarveFactor, opt.StarveLimit = &starveFactor, &starveLimit
+			opt.GangReserveAfter = &gangReserve
 			tr, err := telemetry.Setup(ctx, telemetry.Config{ServiceName: "hetsched-server"})
 			if err != nil {
 				return err
@@ -69,6 +70,7 @@ func newServer() *cobra.Command {
 	cmd.Flags().StringVar(&opt.GavelObjective, "gavel-objective", "", "gavel-rounds: fairness (the default: heterogeneity-aware max-min fairness), throughput or agnostic")
 	cmd.Flags().IntVar(&starveFactor, "starve-factor", core.DefaultConfig().StarveFactor, "sjf, srtf: a task that waited this many times its expected runtime (or --starve-limit, the less) goes ahead of the others and, under srtf, runs to its end; 0: no such bound")
 	cmd.Flags().DurationVar(&starveLimit, "starve-limit", core.DefaultConfig().StarveLimit, "sjf, srtf: the longest a task waits before it goes ahead of the others (with --starve-factor); 0: no fixed limit")
+	cmd.Flags().DurationVar(&gangReserve, "gang-reserve-after", core.DefaultConfig().GangReserveAfter, "a gang that waited this long, unable to start, gets a reservation: the nodes it would start on are held while their tasks end, and only work that ends before it (by its timeout or declared duration) backfills there; 0: never")
 	cmd.Flags().IntVar(&lasPromote, "las-promote", core.DefaultConfig().LASPromote, "las: promote a task that waited this many times its last run back to the first queue (Tiresias' STARVELIMIT); 0: never")
 	cmd.Flags().BoolVar(&opt.NoAging, "no-aging", false, "never raise waiting tasks: strict tier order, and low work may starve")
 	cmd.Flags().DurationVar(&opt.PreemptMinRuntime, "preempt-min-runtime", 0, "a task runs at least this long before preemption or reclaim may evict it")

@@ -24,7 +24,7 @@ type simFlags struct {
 	cluster, workload, policies, out, traces, protocol, output  string
 	format, throughputs, columns, durations                     string
 	seeds, sample, maxVisit, parallel, lasPromote, starveFactor int
-	starveLimit                                                 time.Duration
+	starveLimit, gangReserve                                    time.Duration
 	seedBase                                                    int64
 	stopAt, arrivalScale                                        float64
 	progress, noObserve, known, profile, resume                 bool
@@ -68,6 +68,8 @@ func (f *simFlags) validate() error {
 		return fmt.Errorf("--starve-factor: must be 0 (no bound) to 1000, got %d", f.starveFactor)
 	case f.starveLimit < 0:
 		return fmt.Errorf("--starve-limit: must not be negative, got %v", f.starveLimit)
+	case f.gangReserve < 0:
+		return fmt.Errorf("--gang-reserve-after: must not be negative (0: never), got %v", f.gangReserve)
 	case f.restartCost < 0 || f.restartCost > 24*time.Hour:
 		return fmt.Errorf("--restart-cost: must be 0..24h, got %v", f.restartCost)
 	case f.restartCost > 0 && !f.resume:
@@ -182,6 +184,7 @@ times. Traces are read from --traces (default ../shared/traces).`,
 	f.DurationVar(&fl.gavelRound, "gavel-round", 0, "gavel-rounds: the round length (0: 6m)")
 	f.StringVar(&fl.gavelObjective, "gavel-objective", "fairness", "gavel-rounds: fairness (heterogeneity-aware max-min fairness), throughput (total normalised throughput) or agnostic (max-min fairness taking every GPU model as equally fast: Gavel's baseline)")
 	f.IntVar(&fl.starveFactor, "starve-factor", core.DefaultConfig().StarveFactor, "sjf, srtf: a job that waited this many times its expected runtime (or --starve-limit, the less) goes ahead of the others and, under srtf, runs to its end; 0: no such bound")
+	f.DurationVar(&fl.gangReserve, "gang-reserve-after", core.DefaultConfig().GangReserveAfter, "a gang that waited this long, unable to start, gets a reservation (nodes held while their tasks end; backfill only by known run time); 0: never")
 	f.DurationVar(&fl.starveLimit, "starve-limit", core.DefaultConfig().StarveLimit, "sjf, srtf: the longest a job waits before it goes ahead of the others; 0: no fixed limit")
 	f.IntVar(&fl.lasPromote, "las-promote", core.DefaultConfig().LASPromote, "las: promote a job that waited this many times its last run back to the first queue (Tiresias' STARVELIMIT); 0: never")
 	f.StringVar(&fl.cpuProfile, "cpu-profile", "", "write a Go CPU profile of the run to this file (go tool pprof reads it)")
@@ -244,7 +247,7 @@ func runSim(cmd *cobra.Command, fl *simFlags) error {
 					FGD: fl.protocol == "fgd", StopAt: fl.stopAt, SampleSize: fl.sample, MaxVisit: fl.maxVisit,
 					ArrivalScale: fl.arrivalScale, NoObserve: fl.noObserve, KnownWorkload: fl.known, Profile: fl.profile,
 					KnownDurations: fl.durations == "known", Resume: fl.resume, RestartCost: fl.restartCost,
-					ShareRound: fl.shareRound, ShareMinRun: fl.shareMinRun, LASThresholds: fl.lasThresholds, LASPromote: fl.lasPromote, StarveFactor: fl.starveFactor, StarveLimit: fl.starveLimit, GavelRound: fl.gavelRound, GavelObjective: fl.gavelObjective, Progress: bar.track(i)}
+					ShareRound: fl.shareRound, ShareMinRun: fl.shareMinRun, LASThresholds: fl.lasThresholds, LASPromote: fl.lasPromote, StarveFactor: fl.starveFactor, StarveLimit: fl.starveLimit, GangReserveAfter: fl.gangReserve, GavelRound: fl.gavelRound, GavelObjective: fl.gavelObjective, Progress: bar.track(i)}
 				results[i], errs[i] = sim.Run(cfg)
 			}
 		}()

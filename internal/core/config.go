@@ -83,6 +83,12 @@ type Config struct {
 	// waits with LASPromote; the FIFO policies serve in arrival order.
 	StarveFactor int
 	StarveLimit  time.Duration
+	// GangReserveAfter is how long a gang waits, unable to start, before
+	// it gets a reservation: nodes held for it while the tasks there end,
+	// with backfill around it (gangreserve.go); 0: never.
+	// GangReservations bounds the reservations held at once.
+	GangReserveAfter time.Duration
+	GangReservations int
 	// GavelRound is gavel-rounds' round length (gavel.go); GavelObjective
 	// its allocation's objective: "fairness" (heterogeneity-aware max-min
 	// fairness, the default), "throughput" (the total normalised
@@ -157,6 +163,8 @@ func DefaultConfig() Config {
 		LASPromote:        2,
 		StarveFactor:      10,
 		StarveLimit:       24 * time.Hour,
+		GangReserveAfter:  5 * time.Minute,
+		GangReservations:  1,
 		GavelRound:        6 * time.Minute,
 		GavelObjective:    "fairness",
 		DefaultDuration:   time.Hour,
@@ -227,6 +235,12 @@ func (c *Config) Validate() error {
 	}
 	if c.StarveLimit < 0 {
 		return errs.Invalid("starveLimit", "must not be negative, got %s", c.StarveLimit)
+	}
+	if c.GangReserveAfter < 0 {
+		return errs.Invalid("gangReserveAfter", "must not be negative (0: no reservations), got %s", c.GangReserveAfter)
+	}
+	if c.GangReservations < 0 || c.GangReservations > 64 {
+		return errs.Invalid("gangReservations", "must be 0 to 64, got %d", c.GangReservations)
 	}
 	if c.LASPromote < 0 || c.LASPromote > 1000 {
 		return errs.Invalid("lasPromote", "must be 0 (never) to 1000, got %d", c.LASPromote)

@@ -81,7 +81,8 @@ type Core struct {
 	// state saved around each member's try (reused).
 	gangReady []*Task
 	gangSaved searchState
-	gp        gangPreemption // gang preemption's plans (gangpreempt.go)
+	gp        gangPreemption   // gang preemption's plans (gangpreempt.go)
+	gr        gangReservations // gang reservations (gangreserve.go)
 	// locality (locality.go)
 	locHeap locHeap
 	// tenant queues (queues.go)
@@ -100,7 +101,9 @@ type Stats struct {
 	// (Config.StarveFactor, StarveLimit; promote.go).
 	Starved uint64
 	// Promoted counts las's starvation promotions (promote.go).
-	Promoted                          uint64
+	Promoted uint64
+	// GangReserved counts gang reservations made (gangreserve.go).
+	GangReserved                      uint64
 	Attempts, Blocks, Deferrals, Aged uint64
 }
 
@@ -304,6 +307,9 @@ func (c *Core) NextWakeup() (time.Time, bool) {
 		consider(c.retryAt)
 	}
 	if d, has := c.nextGangTimeout(); has {
+		consider(d)
+	}
+	if d, has := c.gr.next(c); has {
 		consider(d)
 	}
 	if d, has := c.locHeap.next(); has {

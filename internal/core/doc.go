@@ -58,6 +58,15 @@
 //     the group's primary resource, four buckets per power of two, so that
 //     a search starts where a fit is possible.
 //
+// Gangs (jobs.go, gangpreempt.go, gangdomain.go, gangreserve.go):
+//   - try: one all-or-nothing attempt to place the members a gang needs,
+//     rolled back unless they all fit.
+//   - domain: a set of nodes a gang's members must share (one value of
+//     its required topology label, one device model).
+//   - reservation: nodes held for a gang that waited GangReserveAfter,
+//     while the tasks it waits for end; a hold is its share of one node,
+//     and backfill is other work that ends before its expected start.
+//
 // A placement attempt (placement.go) walks the buckets of its options'
 // groups with a search context (searchCtx: its flags and reused buffers,
 // passed explicitly to every step); a placement is a commit. A try that

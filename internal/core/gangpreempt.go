@@ -42,6 +42,9 @@ type gangVictim struct {
 type gangPreemption struct {
 	places  []gangPlace
 	victims []gangVictim
+	// wait makes plan a reservation's (gangreserve.go): its victims are
+	// the tasks it waits for, and nothing is carried out.
+	wait bool
 }
 
 // start plans g's start over evictions and carries the plan out (the
@@ -63,6 +66,8 @@ func (gp *gangPreemption) plan(c *Core, g *gang, need int) bool {
 	defer c.gangTryEnd(ready)
 	sc := c.beginSearch(true, aff)
 	defer sc.endSearch()
+	sc.reserving = gp.wait
+	defer func() { sc.reserving = false }()
 	return c.inGangDomains(g, sc, ready, aff, func() bool { return gp.planIn(c, g, need, sc, ready, aff) })
 }
 
@@ -95,10 +100,10 @@ func (gp *gangPreemption) planIn(c *Core, g *gang, need int, sc *searchCtx, read
 // tryPreempt), takes its victims away what-if and places t there what-if.
 // It reports whether t got a place.
 func (gp *gangPreemption) planMember(c *Core, sc *searchCtx, t *Task) bool {
-	if !c.mayPreempt(t) {
+	if !gp.wait && !c.mayPreempt(t) {
 		return false
 	}
-	w := preemptWalk{sc: sc, t: t}
+	w := preemptWalk{sc: sc, t: t, wait: gp.wait}
 	for oi := range t.cls.opts {
 		if !c.preemptOption(&w, &t.cls.opts[oi]) {
 			break
@@ -109,6 +114,13 @@ func (gp *gangPreemption) planMember(c *Core, sc *searchCtx, t *Task) bool {
 	}
 	plan := w.plan // its victims live in sc.plan, which the evictions below do not touch
 	for _, v := range plan.victims {
+		if gp.wait {
+			// Waited for: it alone ends (its gang's others need not).
+			c.whatIfEvict(v)
+			sc.gangGone = append(sc.gangGone, v)
+			gp.victims = append(gp.victims, gangVictim{v: v, by: t})
+			continue
+		}
 		for _, x := range evictedWith(sc, v, sc.gangGone, nil) {
 			c.whatIfEvict(x)
 			sc.gangGone = append(sc.gangGone, x)

@@ -490,7 +490,7 @@ func checkGangs(c *Core, inWait map[*gang]int) error {
 			return fmt.Errorf("gang of job %s has ready members but is not waiting", j.id)
 		}
 	}
-	return nil
+	return checkReservationInvariants(c)
 }
 
 // checkQueueInvariants: every queue's usage (leaves and root included) is

@@ -101,12 +101,13 @@ type gang struct {
 	// of each schedule pass (gangShow) from gang-level state only; shownWhy
 	// and shownN are the reason and placed+done+len(ready) it was made
 	// from.
-	shown    string
-	shownWhy string
-	shownN   int
-	told     bool // in Core.gangTold
-	restart  bool // restarting: members leaving now do not restart it again
-	failing  bool // failing its members: no second verdict per member
+	shown     string
+	shownWhy  string
+	shownN    int
+	shownResv *gangReservation
+	told      bool // in Core.gangTold
+	restart   bool // restarting: members leaving now do not restart it again
+	failing   bool // failing its members: no second verdict per member
 	// The last failed try since the gang last started or restarted:
 	// lastFit of lastOf pending members could be placed together,
 	// lastNeed were needed (lastOf 0: none).
@@ -119,6 +120,10 @@ type gang struct {
 	// asked at the last failed try (gangMayFit's bound, valid while the
 	// ready list is the one tried: while reason is tryReason).
 	least resource.Vector
+	// resv is its reservation (gangreserve.go), nil for none; resvTried
+	// the capSeq at its last reservation plan.
+	resv      *gangReservation
+	resvTried uint64
 }
 
 // maxGangTries bounds the gangs tried per schedule call;
@@ -302,6 +307,9 @@ func (c *Core) gangEnqueue(t *Task) {
 // reads gang-level state only.
 func (c *Core) gangWaitReason(g *gang) string {
 	if g.reason != "" {
+		if g.resv != nil {
+			return g.reason + g.resv.describe()
+		}
 		return g.reason
 	}
 	return fmt.Sprintf("waiting for its gang: %d of %d members pending, placed or done (minMember %d)", g.placed+g.done+len(g.ready), len(g.members)+len(g.want), g.min)
@@ -312,7 +320,7 @@ func (c *Core) gangWaitReason(g *gang) string {
 // when its inputs changed.
 func (c *Core) gangShow(g *gang) {
 	n := g.placed + g.done + len(g.ready)
-	if g.shown != "" && n == g.shownN && g.reason == g.shownWhy {
+	if g.shown != "" && n == g.shownN && g.reason == g.shownWhy && g.resv == g.shownResv {
 		return
 	}
 	r := c.gangWaitReason(g)
@@ -320,7 +328,7 @@ func (c *Core) gangShow(g *gang) {
 		g.told = true
 		c.gangTold = append(c.gangTold, g)
 	}
-	g.shown, g.shownWhy, g.shownN = r, g.reason, n
+	g.shown, g.shownWhy, g.shownN, g.shownResv = r, g.reason, n, g.resv
 }
 
 // gangReport adds to the output, for each gang whose members' reason
@@ -410,6 +418,7 @@ func (c *Core) placeGangs() {
 		waiting[i] = nil
 	}
 	c.gangWait = append(keep, c.gangWait...)
+	c.gr.pass(c) // reservations for gangs that waited long (gangreserve.go)
 }
 
 // gangMayFit reports whether the schedulable nodes could hold the members
@@ -510,23 +519,32 @@ func (c *Core) gangRestart(g *gang, why string) {
 type gangAffinity struct {
 	keys   []string
 	anchor *Node
+	g      *gang // its nodes held by a reservation come first
 }
 
 // gangBonus dominates every policy score: a node sharing the first key's
 // value with the anchor beats one sharing only the second's, and so on.
 const gangBonus = int64(1) << 50
 
+// heldBonus puts a gang's members on the nodes its reservation holds
+// first, above the topology bonus (the plan kept to its domain).
+const heldBonus = gangBonus << 2
+
 func (a *gangAffinity) bonus(n *Node) int64 {
+	var held int64
+	if h := n.hold; h != nil && h.r.g == a.g {
+		held = heldBonus
+	}
 	if a.anchor == nil {
-		return 0
+		return held
 	}
 	for i, k := range a.keys {
 		v, ok := a.anchor.labels[k]
 		if ok && n.labels[k] == v {
-			return gangBonus >> (2 * i)
+			return held + gangBonus>>(2*i)
 		}
 	}
-	return 0
+	return held
 }
 
 // gangTryStart returns a copy of g's ready members in submission order
@@ -543,7 +561,7 @@ func (c *Core) gangTryStart(g *gang) ([]*Task, *gangAffinity) {
 	if keys == nil {
 		keys = defaultGangTopology
 	}
-	aff := &gangAffinity{keys: keys}
+	aff := &gangAffinity{keys: keys, g: g}
 	for _, m := range g.members {
 		if m.node != nil && (m.state == Scheduled || m.state == Running) {
 			aff.anchor = m.node

@@ -228,6 +228,7 @@ func (c *Core) whatIfSet(i int, evicted bool) {
 // kube-scheduler's preemption finds by removing its victims; the wakes
 // this causes wait for the checkpoint's keep, and a rollback drops them).
 func (c *Core) applyWhatIf(v *Task, n *Node, o *Option, sign int64) {
+	v.whatIfGone = sign < 0
 	c.cons.reserve(v, n, int32(sign))
 	rawAdd(n, v, o, v.devs, sign)
 	req := o.req[:o.reqLen]

@@ -59,6 +59,8 @@ type Node struct {
 	// counted is what index.free counts of this node while it is indexed:
 	// its free capacity per resource, none negative.
 	counted resource.Vector
+	// hold is a gang reservation's hold on the node (gangreserve.go).
+	hold *gangHold
 }
 
 // Name returns the node's name.

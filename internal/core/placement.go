@@ -58,6 +58,9 @@ type searchCtx struct {
 	// dom, during a gang try with domains (gangdomain.go), is the one
 	// domain its placements and preemption walks may use; nil: any.
 	dom *gangDomain
+	// reserving: the search plans a gang reservation (gangreserve.go),
+	// which never takes a node held for another gang.
+	reserving bool
 }
 
 // beginSearch resets the core's search context for one attempt (full: no
@@ -460,6 +463,11 @@ func (c *Core) checkNode(sc *searchCtx, t *Task, o *Option, n *Node) *Status {
 	}
 	if t.cls.cons != nil || c.cons.owned > 0 {
 		if st := c.cons.filter(t, n); st != nil {
+			return st
+		}
+	}
+	if n.hold != nil {
+		if st := c.gr.filter(c, sc, t, o, n); st != nil {
 			return st
 		}
 	}

@@ -118,6 +118,7 @@ type preemptMode struct {
 	priority  bool // evict lower-priority tasks
 	reclaim   bool // evict borrowers of other queues
 	timeshare bool // swap out worse-ranked tasks of its tier or below
+	wait      bool // wait for any running task to end (gangreserve.go)
 }
 
 // preemptModeOf says what t may evict with option o.
@@ -225,6 +226,10 @@ type preemptWalk struct {
 	t              *Task
 	plan           preemptPlan
 	visited, plans int
+	// wait: a gang reservation's walk (gangreserve.go): its "victims"
+	// are the tasks it waits for, whatever their tier, and none is
+	// evicted.
+	wait bool
 }
 
 // preemptOption walks the nodes where t's option o may evict enough,
@@ -236,7 +241,9 @@ func (c *Core) preemptOption(w *preemptWalk, o *Option) bool {
 		return true // evicting others' work cannot lift its queue's max
 	}
 	m := c.preemptModeOf(t, o)
-	if !m.priority && !m.reclaim && !m.timeshare {
+	if w.wait {
+		m = preemptMode{wait: true}
+	} else if !m.priority && !m.reclaim && !m.timeshare {
 		return true
 	}
 	c.refreshGroups(t, o)
@@ -276,6 +283,10 @@ func (c *Core) preemptOption(w *preemptWalk, o *Option) bool {
 // plan when they beat it.
 func (c *Core) preemptOn(w *preemptWalk, o *Option, m preemptMode, n *Node) {
 	t := w.t
+	if m.wait {
+		c.waitOn(w, o, n)
+		return
+	}
 	if !c.potentialFits(t, o, n, m) {
 		return
 	}

@@ -243,6 +243,9 @@ func (h *harness) init(t *testing.T, td *datadriven.TestData) string {
 	if v, ok := arg(td, "preempt-all-tiers"); ok {
 		cfg.PreemptAllTiers = v == "true"
 	}
+	if v, ok := arg(td, "gang-reserve"); ok {
+		cfg.GangReserveAfter = mustDur(t, v)
+	}
 	if v, ok := arg(td, "keep-noexecute"); ok {
 		cfg.KeepOnNoExecute = v == "true"
 	}

@@ -127,12 +127,15 @@ func (c *Core) schedule() {
 	}
 	if end == passLimit {
 		c.retryAt, c.retrySet = c.now, true
+		c.gr.sweep(c)
 		c.showGangReasons()
 		return
 	}
 	if len(c.gangWait) > 0 {
 		c.placeGangs()
 		c.showGangReasons()
+	} else {
+		c.gr.sweep(c)
 	}
 }
 

@@ -35,19 +35,22 @@ type Task struct {
 	tpos     int32
 	tkind    timerKind
 
-	node      *Node
-	npos      int32
-	chosen    int8
-	devs      []devShare
-	started   int64 // placement time, then the executor's start time
-	served    int64 // ns placed or running in ended attempts (attained service)
-	lastRun   int64 // ns the last ended attempt was placed or running
-	lasBase   int64 // served when las last promoted it (promote.go)
-	starved   bool  // waited past its starvation bound since its last enqueue (promote.go)
-	attempt   int32
-	unmet     int32
-	dependent []*Task
-	reason    string
+	node    *Node
+	npos    int32
+	chosen  int8
+	devs    []devShare
+	started int64 // placement time, then the executor's start time
+	served  int64 // ns placed or running in ended attempts (attained service)
+	lastRun int64 // ns the last ended attempt was placed or running
+	lasBase int64 // served when las last promoted it (promote.go)
+	starved bool  // waited past its starvation bound since its last enqueue (promote.go)
+	// whatIfGone: evicted what-if (journal.go): still on its node's task
+	// list, its allocation taken away until the checkpoint rolls back.
+	whatIfGone bool
+	attempt    int32
+	unmet      int32
+	dependent  []*Task
+	reason     string
 
 	job      *job
 	gang     *gang

@@ -71,6 +71,8 @@ type Options struct {
 	// (core.Config.StarveFactor, StarveLimit); nil: the defaults.
 	StarveFactor *int
 	StarveLimit  *time.Duration
+	// GangReserveAfter is core.Config.GangReserveAfter; nil: the default.
+	GangReserveAfter *time.Duration
 	// GavelRound and GavelObjective tune gavel-rounds (zero, "": the
 	// defaults, 6m and fairness).
 	GavelRound     time.Duration
@@ -423,6 +425,9 @@ func schedulerConfig(opt Options) (core.Config, error) {
 	}
 	if opt.StarveLimit != nil {
 		cfg.StarveLimit = *opt.StarveLimit
+	}
+	if opt.GangReserveAfter != nil {
+		cfg.GangReserveAfter = *opt.GangReserveAfter
 	}
 	if opt.GavelRound < 0 {
 		return cfg, errs.Invalid("gavel-round", "must not be negative, got %s", opt.GavelRound)

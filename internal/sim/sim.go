@@ -71,6 +71,9 @@ type Config struct {
 	// sjf and srtf (0, 0: none).
 	StarveFactor int
 	StarveLimit  time.Duration
+	// GangReserveAfter is the core's GangReserveAfter (0: no gang
+	// reservations).
+	GangReserveAfter time.Duration
 	// GavelRound and GavelObjective override the core's (zero or "": its
 	// defaults).
 	GavelRound     time.Duration
@@ -221,6 +224,7 @@ func Run(cfg Config) (Result, error) {
 	}
 	ccfg.LASPromote = cfg.LASPromote
 	ccfg.StarveFactor, ccfg.StarveLimit = cfg.StarveFactor, cfg.StarveLimit
+	ccfg.GangReserveAfter = cfg.GangReserveAfter
 	if cfg.GavelRound > 0 {
 		ccfg.GavelRound = cfg.GavelRound
 	}

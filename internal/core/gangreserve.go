@@ -1,0 +1,420 @@
+package core
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/resource"
+)
+
+// Gang reservations: a gang that could start only if several nodes freed
+// room at the same moment waits for ever behind a stream of small tasks
+// (each freed device is taken again at once). Once a waiting gang has
+// waited Config.GangReserveAfter (its tries failing, its preemption plans
+// finding nothing it may evict), it gets a reservation, as Slurm's
+// backfill gives the top pending job one:
+//
+//   - The plan is a gang preemption plan (gangpreempt.go) whose "victims"
+//     are the running tasks it waits for: each member it needs gets, in
+//     submission order, a free fit or else the node where the tasks it
+//     would have to wait for end earliest (their expected end: placement
+//     plus the least of their timeout and their expected runtime), the
+//     fewest of them first; the members share one domain when the gang
+//     requires one. The reservation's expected start is the latest such
+//     end. Nodes held by another reservation are not used.
+//   - Each node of the plan is held (gangHold): a task of another gang
+//     may take room on it only if the members planned there still fit
+//     once the tasks waited for end (it uses the node's slack), if it is
+//     more urgent than the gang (it could preempt for the room anyway),
+//     or if it ends before the expected start: its timeout, else its
+//     declared estimate (Task.duration), is within the time left
+//     (backfill). A task with neither does not backfill: a guess could
+//     delay the gang without bound. A task that overruns its declared
+//     estimate delays the gang by as much.
+//   - The gang's tries prefer its held nodes (gangAffinity.bonus), so it
+//     starts there once the tasks waited for have ended.
+//   - A reservation ends when the gang starts or stops waiting, when a
+//     held node leaves the schedulable set, when its holds no longer add
+//     up (a more urgent task took the room), or when every task it waited
+//     for ended and a try still failed (device-level fit the vectors did
+//     not see); the gang may get another at once (it waited long enough).
+//     The held nodes' blocked classes are woken when it ends.
+//
+// At most Config.GangReservations reservations are held at once, given to
+// the due gangs most urgent first, then longest waiting; one plan per
+// schedule call. A reservation is not taken back for a more urgent gang
+// that becomes due later: it waits for the next free slot (Slurm plans
+// again at every backfill cycle).
+
+// gangReservation is one gang's reservation.
+type gangReservation struct {
+	g     *gang
+	prio  int8  // the gang's tier: more urgent work is not held back
+	at    int64 // when it was made
+	start int64 // its expected start: the latest expected end of the tasks it waits for
+	holds []*gangHold
+	waits int     // tasks waited for, over all its nodes
+	st    *Status // what a held-back task's check says
+}
+
+// gangHold is a reservation's hold on one node.
+type gangHold struct {
+	r    *gangReservation
+	n    *Node
+	need resource.Vector // what the members planned on n ask, in all
+	wait []*Task         // the tasks on n it waits for
+}
+
+// gangReservations holds the core's reservations (Core.gr).
+type gangReservations struct {
+	active  []*gangReservation
+	dropped string // why the last reservation to end ended
+}
+
+// expectedEnd is when running task v is expected to end: its placement
+// (or start) plus the least of its timeout and its expected runtime.
+func (c *Core) expectedEnd(v *Task) int64 {
+	d := int64(c.expectedOn(v, &v.cls.opts[optIndex(v.chosen)], v.node))
+	if v.timeout > 0 {
+		d = min(d, v.timeout)
+	}
+	return startOf(v) + d
+}
+
+// waitOn is preemptOn in a reservation plan's walk: the tasks on n that o
+// must wait for, those ending first taken first, until o fits; the plan
+// is kept in w when it starts earlier (then waits for fewer tasks) than
+// w's.
+func (c *Core) waitOn(w *preemptWalk, o *Option, n *Node) {
+	t, sc := w.t, w.sc
+	if h := n.hold; h != nil && h.r.g != t.gang {
+		return // held for another gang
+	}
+	nd := c.dims.Len()
+	for d := 0; d < nd; d++ {
+		if o.req[d] > n.capacity[d] {
+			return
+		}
+	}
+	cands := sc.victims[:0]
+	for _, v := range n.tasks {
+		if v.gang != nil && v.gang == t.gang || slices.Contains(sc.gangGone, v) {
+			continue
+		}
+		cands = append(cands, v)
+	}
+	ends := func(a, b *Task) int {
+		return cmp.Or(cmp.Compare(c.expectedEnd(a), c.expectedEnd(b)), cmp.Compare(a.seq, b.seq))
+	}
+	slices.SortFunc(cands, ends)
+	sc.victims = cands
+	cp := c.checkpoint()
+	end, taken, fits := c.now, 0, false
+	for {
+		st := c.checkNode(sc, t, o, n)
+		if st == nil {
+			fits = true
+			break
+		}
+		if st.IsUnresolvable() || taken == len(cands) {
+			break
+		}
+		v := cands[taken]
+		c.whatIfEvict(v)
+		end = max(end, c.expectedEnd(v))
+		taken++
+	}
+	c.rollback(cp)
+	if !fits {
+		return
+	}
+	w.plans++
+	if w.plan.better(end, taken, 0) {
+		p := &w.plan
+		p.n, p.o, p.hasPlan = n, o, true
+		p.victims = append(w.sc.plan[:0], cands[:taken]...)
+		w.sc.plan = p.victims
+		p.top, p.cost, p.latest = end, taken, 0
+	}
+}
+
+// filter is a held node's check of t with o (checkNode): nil, or the
+// reservation's status when t may not take that room now.
+func (gr *gangReservations) filter(c *Core, sc *searchCtx, t *Task, o *Option, n *Node) *Status {
+	h := n.hold
+	r := h.r
+	if t.gang != nil && t.gang == r.g {
+		return nil
+	}
+	if sc.reserving {
+		return r.st // another gang's reservation plan: never a held node
+	}
+	if t.prio < r.prio || c.backfills(t, r.start) {
+		return nil
+	}
+	if !h.fitsWith(c, o) {
+		return r.st
+	}
+	return nil
+}
+
+// fitsWith reports whether the members planned on h's node fit once the
+// tasks h waits for, and those backfilled since it was made, have ended,
+// with o placed there too (nil: as it is).
+func (h *gangHold) fitsWith(c *Core, o *Option) bool {
+	n, r := h.n, h.r
+	var free resource.Vector
+	nd := c.dims.Len()
+	for d := 0; d < nd; d++ {
+		free[d] = n.capacity[d] - n.alloc[d]
+		if o != nil {
+			free[d] -= o.req[d]
+		}
+	}
+	for _, x := range n.tasks {
+		if x.whatIfGone {
+			continue // its room is free already (n.alloc)
+		}
+		if slices.Contains(h.wait, x) || x.prio >= r.prio && x.started >= r.at && c.endsBy(x, r.start) {
+			free.Add(&x.cls.opts[optIndex(x.chosen)].req)
+		}
+	}
+	for d := 0; d < nd; d++ {
+		if free[d] < h.need[d] {
+			return false
+		}
+	}
+	return true
+}
+
+// endsBy reports whether placed task x is due to end by at: by its
+// timeout, else its declared estimate.
+func (c *Core) endsBy(x *Task, at int64) bool {
+	return c.backfillsFrom(x, startOf(x), at)
+}
+
+// backfills reports whether t, placed now, ends by start (its timeout,
+// else its declared duration, fits in the time left).
+func (c *Core) backfills(t *Task, start int64) bool {
+	return c.backfillsFrom(t, c.now, start)
+}
+
+// backfillsFrom is backfills for t placed at from. It reads what t
+// declares, as given, never what the core learned since of its class: a
+// backfill's promise is not revised when a later estimate moves, or a
+// hold would stop adding up under it.
+func (c *Core) backfillsFrom(t *Task, from, start int64) bool {
+	var d int64
+	switch {
+	case t.timeout > 0 && t.duration > 0:
+		d = min(t.timeout, t.duration)
+	case t.timeout > 0:
+		d = t.timeout
+	case t.duration > 0:
+		d = t.duration
+	default:
+		return false
+	}
+	return from+d <= start
+}
+
+// pass ends placeGangs: it drops the reservations that no longer hold and
+// plans one for the most urgent due gang while a slot is free.
+func (gr *gangReservations) pass(c *Core) {
+	gr.sweep(c)
+	if c.cfg.GangReserveAfter <= 0 || len(gr.active) >= c.cfg.GangReservations {
+		return
+	}
+	var best *gang
+	for _, g := range c.gangWait {
+		if gr.due(c, g) && (best == nil || gangBefore(g, best)) {
+			best = g
+		}
+	}
+	if best != nil {
+		gr.reserve(c, best)
+	}
+}
+
+// sweep drops the reservations that no longer hold (stale); it ends every
+// schedule call, placeGangs' or not, so that none outlives its reason.
+func (gr *gangReservations) sweep(c *Core) {
+	if len(gr.active) == 0 {
+		return
+	}
+	keep := gr.active[:0]
+	for _, r := range gr.active {
+		if why := gr.stale(c, r); why != "" {
+			gr.dropped = why
+			gr.release(c, r)
+			continue
+		}
+		keep = append(keep, r)
+	}
+	clear(gr.active[len(keep):])
+	gr.active = keep
+}
+
+// due reports whether g may get a reservation now: it waits, unstarted,
+// with enough members ready, past GangReserveAfter, and no plan for it
+// failed since capacity last changed.
+func (gr *gangReservations) due(c *Core, g *gang) bool {
+	return gr.eligible(c, g) && c.now >= g.since+int64(c.cfg.GangReserveAfter)
+}
+
+// eligible is due but for the time: the reservation could be planned.
+func (gr *gangReservations) eligible(c *Core, g *gang) bool {
+	return g.resv == nil && !g.started && len(g.ready) > 0 && len(g.ready) >= g.min-g.placed-g.done &&
+		g.resvTried != c.capSeq
+}
+
+// gangBefore orders due gangs: the more urgent first, then the one waiting
+// longest.
+func gangBefore(a, b *gang) bool {
+	if pa, pb := gangPrio(a), gangPrio(b); pa != pb {
+		return pa < pb
+	}
+	if a.since != b.since {
+		return a.since < b.since
+	}
+	return a.job.id < b.job.id
+}
+
+// gangPrio is a waiting gang's tier: its most urgent ready member's.
+func gangPrio(g *gang) int8 {
+	p := int8(3)
+	for _, t := range g.ready {
+		p = min(p, t.prio)
+	}
+	return p
+}
+
+// next is the earliest time a waiting gang becomes due (NextWakeup).
+func (gr *gangReservations) next(c *Core) (int64, bool) {
+	if c.cfg.GangReserveAfter <= 0 || len(gr.active) >= c.cfg.GangReservations {
+		return 0, false
+	}
+	var best int64
+	ok := false
+	for _, g := range c.gangWait {
+		if !gr.eligible(c, g) {
+			continue
+		}
+		if d := g.since + int64(c.cfg.GangReserveAfter); !ok || d < best {
+			best, ok = d, true
+		}
+	}
+	return best, ok
+}
+
+// reserve plans g's reservation and, when every member it needs has a
+// place, holds the plan's nodes for it.
+func (gr *gangReservations) reserve(c *Core, g *gang) {
+	g.resvTried = c.capSeq
+	need := g.min - g.placed - g.done
+	if need <= 0 || len(g.ready) < need {
+		return
+	}
+	gp := &c.gp
+	gp.wait = true
+	ok := gp.plan(c, g, need)
+	gp.wait = false
+	if !ok {
+		return
+	}
+	r := &gangReservation{g: g, prio: gangPrio(g), at: c.now, start: c.now}
+	hold := func(n *Node) *gangHold {
+		for _, h := range r.holds {
+			if h.n == n {
+				return h
+			}
+		}
+		h := &gangHold{r: r, n: n}
+		r.holds = append(r.holds, h)
+		return h
+	}
+	for _, p := range gp.places {
+		h := hold(p.n)
+		h.need.Add(&p.o.req)
+	}
+	for _, v := range gp.victims {
+		h := hold(v.v.node)
+		h.wait = append(h.wait, v.v)
+		r.start = max(r.start, c.expectedEnd(v.v))
+		r.waits++
+	}
+	for _, h := range r.holds {
+		h.n.hold = h
+	}
+	r.st = NewUnschedulable(fmt.Sprintf("held for the gang of job %s (reserved: it starts there once %d running task(s) end; only work ending by then, or more urgent, may use the room)", g.job.id, r.waits))
+	g.resv = r
+	gr.active = append(gr.active, r)
+	c.stats.GangReserved++
+}
+
+// stale says why r no longer holds ("" while it does).
+func (gr *gangReservations) stale(c *Core, r *gangReservation) string {
+	g := r.g
+	switch {
+	case !g.waiting || g.started || len(g.ready) == 0:
+		return "the gang started or stopped waiting"
+	}
+	waiting := 0
+	for _, h := range r.holds {
+		if h.n.bucket < 0 || h.n.group == nil || h.n.hold != h {
+			return "a held node left the schedulable set"
+		}
+		if !h.fitsWith(c, nil) {
+			return "the held room on " + h.n.name + " was taken"
+		}
+		for _, w := range h.wait {
+			if w.node == h.n && (w.state == Scheduled || w.state == Running) {
+				waiting++
+			}
+		}
+	}
+	if waiting == 0 && g.tried == c.capSeq && !g.dirty {
+		// Every task it waited for ended and its try since still failed.
+		return "the gang did not fit its held room"
+	}
+	return ""
+}
+
+// release ends r: its nodes are no longer held, and what waited on them
+// may try again.
+func (gr *gangReservations) release(c *Core, r *gangReservation) {
+	for _, h := range r.holds {
+		if h.n.hold == h {
+			h.n.hold = nil
+			c.wake(h.n)
+			if grp := h.n.group; grp != nil && h.n.bucket >= 0 {
+				// Those it could not wake waited on the node's group,
+				// perhaps for the hold: they try again, so that their
+				// reason no longer names it.
+				for _, ref := range grp.blocked {
+					if ref.q.blocked && ref.q.gen == ref.gen {
+						c.unblock(ref.q)
+					}
+				}
+				clear(grp.blocked)
+				grp.blocked = grp.blocked[:0]
+			}
+		}
+	}
+	c.retrySoon() // the classes woken try at the next Tick
+	if r.g.resv == r {
+		r.g.resv = nil
+	}
+	// Its own wakes are no new capacity: the gang is planned for again
+	// once capacity changes otherwise (else a hold its try cannot use
+	// would be made and dropped at every call).
+	r.g.resvTried = c.capSeq
+}
+
+// describe says what r holds, for its gang's members' reason.
+func (r *gangReservation) describe() string {
+	return fmt.Sprintf("; reserved after waiting %s: %d node(s) held for it until %d running task(s) end (expected %s after the reservation)",
+		durString(r.at-r.g.since), len(r.holds), r.waits, time.Duration(r.start-r.at).Round(time.Second))
+}
