@@ -83,6 +83,7 @@ type Core struct {
 	gangSaved searchState
 	gp        gangPreemption   // gang preemption's plans (gangpreempt.go)
 	gr        gangReservations // gang reservations (gangreserve.go)
+	slotsBuf  []modelSlots     // gangSlots' scratch
 	// locality (locality.go)
 	locHeap locHeap
 	// tenant queues (queues.go)
@@ -515,6 +516,9 @@ func (c *Core) TaskStarted(now time.Time, id string) error {
 	}
 	t.state = Running
 	t.started = c.now
+	if t.node != nil && t.node.hold != nil {
+		c.gr.epoch++ // a held node's backfill counts from its start
+	}
 	c.out.Transitions = append(c.out.Transitions, Transition{Task: id, From: Scheduled, To: Running, Attempt: int(t.attempt)})
 	if t.timeout > 0 && t.lease == 0 {
 		c.timers.set(t, timerRun, c.now+t.timeout)

@@ -65,12 +65,27 @@ type gangHold struct {
 	n    *Node
 	need resource.Vector // what the members planned on n ask, in all
 	wait []*Task         // the tasks on n it waits for
+	// later is freeingLater's answer at capSeq laterSeq, with
+	// laterPlaced placements made, at epoch laterEpoch (laterOK).
+	later                             resource.Vector
+	laterSeq, laterPlaced, laterEpoch uint64
+	laterOK                           bool
 }
 
 // gangReservations holds the core's reservations (Core.gr).
 type gangReservations struct {
 	active  []*gangReservation
-	dropped string // why the last reservation to end ended
+	dropped string             // why the last reservation to end ended
+	scratch []*gangReservation // holdingFrom's
+	// epoch counts what changes a hold's accounting besides capacity
+	// and placements: a task on a held node starting (freeingLater).
+	epoch uint64
+	// room is heldRoom over every active reservation, made at capSeq
+	// roomSeq with roomPlaced placements and epoch roomEpoch (roomOK);
+	// a reservation made or ended drops it.
+	room                           resource.Vector
+	roomSeq, roomPlaced, roomEpoch uint64
+	roomOK                         bool
 }
 
 // expectedEnd is when running task v is expected to end: its placement
@@ -164,7 +179,7 @@ func (gr *gangReservations) filter(c *Core, sc *searchCtx, t *Task, o *Option, n
 // tasks h waits for, and those backfilled since it was made, have ended,
 // with o placed there too (nil: as it is).
 func (h *gangHold) fitsWith(c *Core, o *Option) bool {
-	n, r := h.n, h.r
+	n := h.n
 	var free resource.Vector
 	nd := c.dims.Len()
 	for d := 0; d < nd; d++ {
@@ -173,20 +188,103 @@ func (h *gangHold) fitsWith(c *Core, o *Option) bool {
 			free[d] -= o.req[d]
 		}
 	}
-	for _, x := range n.tasks {
-		if x.whatIfGone {
-			continue // its room is free already (n.alloc)
-		}
-		if slices.Contains(h.wait, x) || x.prio >= r.prio && x.started >= r.at && c.endsBy(x, r.start) {
-			free.Add(&x.cls.opts[optIndex(x.chosen)].req)
-		}
-	}
+	later := h.freeingLater(c) // what-if evictions are free already (n.alloc)
+	free.Add(&later)
 	for d := 0; d < nd; d++ {
 		if free[d] < h.need[d] {
 			return false
 		}
 	}
 	return true
+}
+
+// holdingFrom lists the reservations that keep room from g's members:
+// other gangs', of g's tier or above, that no ready member of g ends in
+// time to backfill (the core's scratch: valid until the next call).
+func (gr *gangReservations) holdingFrom(c *Core, g *gang) []*gangReservation {
+	out := gr.scratch[:0]
+	if len(gr.active) == 0 {
+		return out
+	}
+	p := gangPrio(g)
+	for _, r := range gr.active {
+		if r.g == g || p < r.prio || slices.ContainsFunc(g.ready, func(t *Task) bool { return c.backfills(t, r.start) }) {
+			continue
+		}
+		out = append(out, r)
+	}
+	gr.scratch = out
+	return out
+}
+
+// heldRoom is, per resource, the free room the reservations rs keep (a
+// bound gangMayFit takes off the free room): on each held node, the free
+// room less what the members could leave to others (what the tasks it
+// waits for, and those backfilled, will free beyond what the members
+// need), never below zero.
+func (gr *gangReservations) heldRoom(c *Core, rs []*gangReservation) resource.Vector {
+	// Most often every reservation holds from every gang: that answer is
+	// kept while nothing changed (as freeingLater's).
+	all := len(rs) == len(gr.active) && !c.journaling()
+	if all && gr.roomOK && gr.roomSeq == c.capSeq && gr.roomPlaced == c.stats.Placed && gr.roomEpoch == gr.epoch {
+		return gr.room
+	}
+	var held resource.Vector
+	nd := c.dims.Len()
+	for _, r := range rs {
+		for _, h := range r.holds {
+			later := h.freeingLater(c)
+			for d := 0; d < nd; d++ {
+				free := h.n.capacity[d] - h.n.alloc[d]
+				if keep := min(free, h.need[d]-later[d]); keep > 0 {
+					held[d] += keep
+				}
+			}
+		}
+	}
+	if all {
+		gr.room, gr.roomSeq, gr.roomPlaced, gr.roomEpoch, gr.roomOK = held, c.capSeq, c.stats.Placed, gr.epoch, true
+	}
+	return held
+}
+
+// heldSlots counts the nodes of grp in buckets from nb on (gangSlots'
+// candidates for a member with o) that the reservations rs hold and where
+// o does not fit beside the members planned there.
+func heldSlots(c *Core, rs []*gangReservation, o *Option, grp *group, nb int) int {
+	n := 0
+	for _, r := range rs {
+		for _, h := range r.holds {
+			if h.n.group == grp && int(h.n.bucket) >= nb && !h.fitsWith(c, o) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// freeingLater is what the tasks on h's node that h waits for, and those
+// backfilled since it was made, hold: room that frees before the
+// reservation's expected start.
+func (h *gangHold) freeingLater(c *Core) resource.Vector {
+	// Outside a what-if the answer holds until capacity frees (capSeq)
+	// or a task is placed: the bounds of every waiting gang read it at
+	// each change.
+	cache := !c.journaling()
+	if cache && h.laterOK && h.laterSeq == c.capSeq && h.laterPlaced == c.stats.Placed && h.laterEpoch == c.gr.epoch {
+		return h.later
+	}
+	var v resource.Vector
+	r := h.r
+	for _, x := range h.n.tasks {
+		if !x.whatIfGone && (slices.Contains(h.wait, x) || x.prio >= r.prio && x.started >= r.at && c.endsBy(x, r.start)) {
+			v.Add(&x.cls.opts[optIndex(x.chosen)].req)
+		}
+	}
+	if cache {
+		h.later, h.laterSeq, h.laterPlaced, h.laterEpoch, h.laterOK = v, c.capSeq, c.stats.Placed, c.gr.epoch, true
+	}
+	return v
 }
 
 // endsBy reports whether placed task x is due to end by at: by its
@@ -351,6 +449,7 @@ func (gr *gangReservations) reserve(c *Core, g *gang) {
 	r.st = NewUnschedulable(fmt.Sprintf("held for the gang of job %s (reserved: it starts there once %d running task(s) end; only work ending by then, or more urgent, may use the room)", g.job.id, r.waits))
 	g.resv = r
 	gr.active = append(gr.active, r)
+	gr.roomOK = false
 	c.stats.GangReserved++
 }
 
@@ -403,6 +502,7 @@ func (gr *gangReservations) release(c *Core, r *gangReservation) {
 			}
 		}
 	}
+	gr.roomOK = false
 	c.retrySoon() // the classes woken try at the next Tick
 	if r.g.resv == r {
 		r.g.resv = nil

@@ -39,6 +39,11 @@ type group struct {
 	// models holds, by device dim, the sorted distinct "type=model" of
 	// the group's devices of that dim, made on first use (groupModels).
 	models map[int]string
+	// roomBig is the largest request of the primary resource seen that
+	// the group's largest node could hold, made when the workload had
+	// roomTypes request types (strand.go).
+	roomBig   int64
+	roomTypes int
 }
 
 type blockRef struct {

@@ -120,6 +120,9 @@ type gang struct {
 	// asked at the last failed try (gangMayFit's bound, valid while the
 	// ready list is the one tried: while reason is tryReason).
 	least resource.Vector
+	// devDims is gangDeviceDims of the ready members at the last failed
+	// try (with least).
+	devDims []int
 	// resv is its reservation (gangreserve.go), nil for none; resvTried
 	// the capSeq at its last reservation plan.
 	resv      *gangReservation
@@ -439,24 +442,43 @@ func (c *Core) gangMayFit(g *gang) bool {
 			return false
 		}
 	}
-	return c.gangSlots(g) >= int(k)
+	// Other gangs' reservations keep room from it (gangreserve.go).
+	holding := c.gr.holdingFrom(c, g)
+	if len(holding) > 0 {
+		held := c.gr.heldRoom(c, holding)
+		for d := 0; d < nd; d++ {
+			if l := g.least[d]; l > 0 && k*l > c.idx.free[d]-held[d] {
+				return false
+			}
+		}
+	}
+	return c.gangSlots(g, holding) >= int(k)
 }
 
 // gangSlots bounds how many of g's ready members the schedulable nodes
 // could hold now, when they are all of one class: over the class's
 // options and their groups, each node with free primary resource enough
 // for one member (its bucket, index.go) holds at most the group's largest
-// capacity over the member's request. Members of several classes, an
+// capacity over the member's request, less the nodes other gangs'
+// reservations keep from it (heldSlots); members that share one device
+// model count one model's nodes. Members of several classes, an
 // option that asks none of its group's primary resource, or groups that
 // changed since the last search give no bound (math.MaxInt).
-func (c *Core) gangSlots(g *gang) int {
+func (c *Core) gangSlots(g *gang, holding []*gangReservation) int {
 	cls := g.ready[0].cls
 	for _, t := range g.ready[1:] {
 		if t.cls != cls {
 			return math.MaxInt
 		}
 	}
-	slots := 0
+	// Members that must share a device model (gangdomain.go) count the
+	// slots of one model at a time: the bound is the best model's.
+	var dims []int
+	if !g.mixed {
+		dims = g.devDims
+	}
+	byModel := c.slotsBuf[:0]
+	defer func() { c.slotsBuf = byModel[:0] }()
 	for oi := range cls.opts {
 		o := &cls.opts[oi]
 		if !o.groupsOK || o.groupsVer != c.idx.version {
@@ -468,10 +490,27 @@ func (c *Core) gangSlots(g *gang) int {
 				return math.MaxInt
 			}
 			per := int(max(1, grp.maxCap[grp.primary]/r))
-			for b := grp.needBucket(r); b <= grp.max; b++ {
-				slots += len(grp.buckets[b]) * per
+			nb := grp.needBucket(r)
+			n := 0
+			for b := nb; b <= grp.max; b++ {
+				n += len(grp.buckets[b]) * per
 			}
+			n -= heldSlots(c, holding, o, grp, nb) * per
+			models := ""
+			if len(dims) > 0 {
+				models = groupModels(grp, dims)
+			}
+			i := slices.IndexFunc(byModel, func(m modelSlots) bool { return m.models == models })
+			if i < 0 {
+				byModel = append(byModel, modelSlots{models: models})
+				i = len(byModel) - 1
+			}
+			byModel[i].n += n
 		}
+	}
+	slots := 0
+	for _, m := range byModel {
+		slots = max(slots, m.n)
 	}
 	return slots
 }
@@ -490,6 +529,14 @@ func (c *Core) leastAsked(g *gang) {
 		}
 		g.least[d] = max(0, least)
 	}
+	g.devDims = gangDeviceDims(g.ready)
+}
+
+// modelSlots is gangSlots' count of the slots of one device model (the
+// groups whose devices of the gang's dims are these models).
+type modelSlots struct {
+	models string
+	n      int
 }
 
 // retrySoon asks for a Tick after the retry interval.

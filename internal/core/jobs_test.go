@@ -755,9 +755,13 @@ func TestGangNotTriedWhileNoNodesHoldIt(t *testing.T) {
 	}
 	// n0 full, n1 and n2 half full, n3 empty: 16 GPUs free, one node
 	// with room for an 8-GPU member.
-	h.submit("", gpus("full", 0, 8))
-	h.submit("", gpus("half1", 0, 4))
-	h.submit("", gpus("half2", 0, 4))
+	on := func(spec *api.Task, node string) *api.Task {
+		spec.NodeSelector = map[string]string{NodeNameLabel: node}
+		return spec
+	}
+	h.submit("", on(gpus("full", 0, 8), "n0"))
+	h.submit("", on(gpus("half1", 0, 4), "n1"))
+	h.submit("", on(gpus("half2", 0, 4), "n2"))
 	h.job(JobSpec{ID: "g", Gang: &GangSpec{Members: []string{"g.0", "g.1"}, MinMember: 2}})
 	h.submit("g", gpus("g.0", 1, 8))
 	h.submit("g", gpus("g.1", 1, 8))

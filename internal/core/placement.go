@@ -353,6 +353,11 @@ func (c *Core) searchGroup(sc *searchCtx, t *Task, o *Option, g *group, sample i
 	first, end, step := nb, g.max+1, 1
 	if c.policy.Order == LeastAllocatedFirst {
 		first, end, step = g.max, nb-1, -1
+		if c.policy.KeepRoom {
+			if cut := c.roomCut(g, o); cut > nb && c.probeBelow(sc, t, o, g, nb, cut, sample, best) {
+				return true
+			}
+		}
 	}
 	total := 0
 	for b := first; b != end; b += step {

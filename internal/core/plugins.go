@@ -157,6 +157,11 @@ type Policy struct {
 	// 100), whatever SampleSize and Config.MaxVisit say. Cost: one check and
 	// one score per node per placement.
 	FullWalk bool
+	// KeepRoom makes a least-allocated-first search look first at the
+	// nodes that could no longer hold the largest request seen (strand.go),
+	// so that spreading small work does not take the room large requests
+	// need.
+	KeepRoom bool
 	// CompareOptions lets the candidates of all of a task's options compete
 	// on score. Without it, options are tried fastest first (declared
 	// speed, ties in the order given) and the first that fits anywhere wins:

@@ -53,8 +53,8 @@ var policyTable = []policyDef{
 	{"round-robin", "rotate over the nodes that fit", func(c *Core) *Policy {
 		return &Policy{Order: Rotate, Static: staticFilters(c), Picker: BestFitShare{}, SampleSize: 1}
 	}},
-	{"least-allocated", "least-connections: the emptiest node", func(c *Core) *Policy {
-		return &Policy{Order: LeastAllocatedFirst, Static: staticFilters(c), Picker: BestFitShare{},
+	{"least-allocated", "the emptiest node among those that could not hold the largest request seen anyway, then the emptiest", func(c *Core) *Policy {
+		return &Policy{Order: LeastAllocatedFirst, Static: staticFilters(c), Picker: BestFitShare{}, KeepRoom: true,
 			Scores: []WeightedScore{{LeastAllocated{}, 1}, {AcceleratorGuard{}, 1}}}
 	}},
 	{"binpack", "most-allocated: fill nodes before opening new ones", func(c *Core) *Policy {

@@ -419,6 +419,9 @@ func (k *qpCase) checkNothingFitsLeft() {
 				continue
 			}
 			for _, n := range k.nodes {
+				if cn, _ := c.Node(n.name); cn != nil && cn.hold != nil && cn.hold.r.g != t.gang && t.prio >= cn.hold.r.prio {
+					continue // held for a gang's reservation (gangreserve.go; TestGangReservationBound)
+				}
 				if freeCPU[n.name] >= req[resource.CPU] && freeGPU[n.name] >= req[gpuRes] {
 					k.fail("task %s stays pending (%q) though its option %d fits node %s now (free cpu %dm, GPUs %d) under every max",
 						id, t.Reason(), oi-1, n.name, freeCPU[n.name], freeGPU[n.name]/1000)
