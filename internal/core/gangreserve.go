@@ -89,9 +89,13 @@ type gangReservations struct {
 }
 
 // expectedEnd is when running task v is expected to end: its placement
-// (or start) plus the least of its timeout and its expected runtime.
+// (or start) plus the least of its timeout and its runtime: the one it
+// declares, else the one the core expects (learn.go).
 func (c *Core) expectedEnd(v *Task) int64 {
-	d := int64(c.expectedOn(v, &v.cls.opts[optIndex(v.chosen)], v.node))
+	d := v.duration
+	if d <= 0 {
+		d = int64(c.expectedOn(v, &v.cls.opts[optIndex(v.chosen)], v.node))
+	}
 	if v.timeout > 0 {
 		d = min(d, v.timeout)
 	}
