@@ -517,7 +517,10 @@ func (c *Core) TaskStarted(now time.Time, id string) error {
 	t.state = Running
 	t.started = c.now
 	if t.node != nil && t.node.hold != nil {
-		c.gr.epoch++ // a held node's backfill counts from its start
+		// A held node's backfill counts from its start: the hold may no
+		// longer add up (a reservation never outlives its reason).
+		c.gr.epoch++
+		c.gr.sweep(c)
 	}
 	c.out.Transitions = append(c.out.Transitions, Transition{Task: id, From: Scheduled, To: Running, Attempt: int(t.attempt)})
 	if t.timeout > 0 && t.lease == 0 {

@@ -472,14 +472,15 @@ func (gr *gangReservations) stale(c *Core, r *gangReservation) string {
 		if !h.fitsWith(c, nil) {
 			return "the held room on " + h.n.name + " was taken"
 		}
-		for _, w := range h.wait {
-			if w.node == h.n && (w.state == Scheduled || w.state == Running) {
-				waiting++
+		for _, x := range h.n.tasks {
+			if slices.Contains(h.wait, x) || x.prio >= r.prio && x.started >= r.at && c.endsBy(x, r.start) {
+				waiting++ // waited for, or backfilled: the room is not free yet
 			}
 		}
 	}
 	if waiting == 0 && g.tried == c.capSeq && !g.dirty {
-		// Every task it waited for ended and its try since still failed.
+		// Every task it waited for, and every backfill, ended, and its
+		// try since still failed.
 		return "the gang did not fit its held room"
 	}
 	return ""
