@@ -128,27 +128,14 @@ func TestGangReservationBound(t *testing.T) {
 			if now.Sub(start) > after+longest {
 				rt.Fatalf("the gang still waits after %s (GangReserveAfter %s, longest small task %s)", now.Sub(start), after, longest)
 			}
-			var id string
-			var end time.Time
-			for x, e := range ends {
-				if id == "" || e.Before(end) || e.Equal(end) && x < id {
-					id, end = x, e
-				}
-			}
-			if wake, ok := c.NextWakeup(); ok && (id == "" || wake.Before(end)) {
-				now = wake
-				c.Tick(now)
-				continue
-			}
-			if id == "" {
+			var ended string
+			var ok bool
+			if now, ended, ok = nextEvent(rt, c, now, ends); !ok {
 				rt.Fatalf("nothing runs and nothing is due; the gang waits")
 			}
-			now = end
-			delete(ends, id)
-			if err := c.TaskFinished(now, id, Result{}); err != nil {
-				rt.Fatal(err)
+			if ended != "" {
+				submit()
 			}
-			submit()
 		}
 		rt.Fatalf("no end after 100000 steps")
 	})

@@ -75,26 +75,42 @@ func TestStarvationBound(t *testing.T) {
 				rt.Fatalf("%s: the long task still waits after %s (bound %s)", policy, now.Sub(start), bound)
 			}
 			// The next event: the running task ends, or a deadline's Tick.
-			var id string
-			var end time.Time
-			for x, e := range running {
-				id, end = x, e
-			}
-			if wake, ok := c.NextWakeup(); ok && (id == "" || wake.Before(end)) {
-				now = wake
-				c.Tick(now)
-				continue
-			}
-			if id == "" {
+			var ended string
+			var ok bool
+			if now, ended, ok = nextEvent(rt, c, now, running); !ok {
 				rt.Fatalf("%s: nothing runs and nothing is due, the long task waits", policy)
 			}
-			now = end
-			delete(running, id)
-			if err := c.TaskFinished(now, id, Result{}); err != nil {
-				rt.Fatal(err)
+			if ended != "" {
+				nextShort()
 			}
-			nextShort()
 		}
 		rt.Fatalf("%s: no end after 100000 steps", policy)
 	})
+}
+
+// nextEvent moves a closed-loop run to its next event: a Tick when the
+// core's next wakeup comes before the first end in ends (the running
+// tasks' ends; ties by id), else that task's end, reported finished and
+// taken out of ends. It returns the new time and the task that ended (""
+// after a Tick); ok is false when nothing runs and nothing is due.
+func nextEvent(t rapid.TB, c *Core, now time.Time, ends map[string]time.Time) (time.Time, string, bool) {
+	var id string
+	var end time.Time
+	for x, e := range ends {
+		if id == "" || e.Before(end) || e.Equal(end) && x < id {
+			id, end = x, e
+		}
+	}
+	if wake, ok := c.NextWakeup(); ok && (id == "" || wake.Before(end)) {
+		c.Tick(wake)
+		return wake, "", true
+	}
+	if id == "" {
+		return now, "", false
+	}
+	delete(ends, id)
+	if err := c.TaskFinished(end, id, Result{}); err != nil {
+		t.Fatal(err)
+	}
+	return end, id, true
 }
