@@ -41,7 +41,10 @@ of all four tiers) with 10k, 100k and 1M tasks pending, and "peer" (YuniKorn
 core's benchmark: tasks of {cpu 1, memory 10} in 2 queues on nodes sized to
 end nearly full) at (500, 10k), (5k, 10k) and (10k, 40k), and "churn" (a
 full cluster of 16-cpu nodes with --tasks tasks waiting; each cycle one
-task finishes and a waiting one is placed).`,
+task finishes and a waiting one is placed). --shape gangs (not a default
+shape) fills the fleet's GPUs with low 1-GPU tasks and times the arrival
+of --tasks gangs (default 1,000) of 2 to 64 whole-node members at high
+priority: their tries and their starts over evictions, as one.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			specs := benchcore.DefaultSpecs()
@@ -52,6 +55,9 @@ task finishes and a waiting one is placed).`,
 				}
 				if s.Tasks == 0 {
 					s.Tasks = 100_000
+					if shape == "gangs" {
+						s.Tasks = 1000
+					}
 				}
 				specs = []benchcore.Spec{s}
 			} else if nodes != 0 || tasks != 0 {
@@ -76,7 +82,7 @@ task finishes and a waiting one is placed).`,
 	}
 	cmd.Flags().IntVar(&nodes, "nodes", 0, "nodes (with --shape; default 10000)")
 	cmd.Flags().IntVar(&tasks, "tasks", 0, "tasks (with --shape; default 100000)")
-	cmd.Flags().StringVar(&shape, "shape", "", "fleet, peer or churn (default: all default shapes)")
+	cmd.Flags().StringVar(&shape, "shape", "", "fleet, peer, churn or gangs (default: all default shapes; gangs: --tasks is the gang count, default 1000)")
 	cmd.Flags().StringVar(&policy, "policy", "least-allocated", "scheduling policy")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "text or json (one JSON object per line)")
 	cmd.Flags().BoolVar(&presize, "presize", false, "pre-size the core's task index for the task count (core.Config.TaskCapacityHint)")

@@ -38,9 +38,14 @@ type Result struct {
 	// DispatchNsPerPlacement is the dispatch alone (tasks already queued).
 	DispatchNsPerPlacement float64 `json:"dispatchNsPerPlacement"`
 	HeapBytesPerPending    float64 `json:"heapBytesPerPendingTask,omitempty"`
+	// Gangs is the gang shape's own measurement (Gangs).
+	Gangs *GangResult `json:"gangs,omitempty"`
 }
 
 func (r Result) String() string {
+	if r.Gangs != nil {
+		return r.Gangs.String() + " policy=" + r.Policy
+	}
 	s := fmt.Sprintf("%-6s policy=%s presized=%v nodes=%d tasks=%d pending=%d placements=%d placementsPerSec=%.0f nsPerPlacement=%.0f dispatchNsPerPlacement=%.0f",
 		r.Shape, r.Policy, r.Presized, r.Nodes, r.Tasks, r.Pending, r.Placements, r.PlacementsPerSec, r.NsPerPlacement, r.DispatchNsPerPlacement)
 	if r.HeapBytesPerPending > 0 {
@@ -327,8 +332,16 @@ func RunSpec(opt Options, s Spec) (Result, error) {
 		return Result{Shape: "churn", Policy: opt.Policy, Presized: opt.Presize, Nodes: r.Nodes, Tasks: r.Pending,
 			Pending: r.Pending, Placements: r.PlacedInCycle, Seconds: r.NsPerCycle * float64(r.Cycles) / 1e9,
 			PlacementsPerSec: 1e9 / r.NsPerCycle, NsPerPlacement: r.NsPerCycle}, nil
+	case "gangs":
+		r, err := Gangs(opt, s.Nodes, s.Tasks)
+		if err != nil {
+			return Result{}, err
+		}
+		return Result{Shape: "gangs", Policy: opt.Policy, Presized: opt.Presize, Nodes: r.Nodes, Tasks: r.Members,
+			Pending: r.Members - r.Placed, Placements: r.Placed, Seconds: r.Seconds,
+			PlacementsPerSec: float64(r.Placed) / r.Seconds, Gangs: &r}, nil
 	}
-	return Result{}, fmt.Errorf("shape: must be fleet, peer or churn, got %q", s.Shape)
+	return Result{}, fmt.Errorf("shape: must be fleet, peer, churn or gangs, got %q", s.Shape)
 }
 
 // ChurnResult is the steady-state cost on a full cluster: one task

@@ -150,3 +150,31 @@ func TestTiersMeasuresUrgentAndHigh(t *testing.T) {
 		t.Errorf("no backlog task placed: %v", r)
 	}
 }
+
+// BenchmarkGangs1000 is `hetsched-bench core --shape gangs`: 1,000 gangs of
+// 2-64 whole-node members arriving on the 10,000-node fleet's full GPUs.
+func BenchmarkGangs1000(b *testing.B) {
+	for b.Loop() {
+		r, err := Gangs(Options{Policy: "least-allocated"}, 10000, 1000)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(r.AttemptsPerSec, "attempts/s")
+	}
+}
+
+// TestGangsStartOverEvictions: in the gang shape, the first gangs start by
+// evicting the fill, every member of a started gang is placed, and the
+// rest wait (the fleet has 3,000 GPU nodes for 19,865 members).
+func TestGangsStartOverEvictions(t *testing.T) {
+	r, err := Gangs(Options{Policy: "least-allocated"}, 1000, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Started == 0 || r.Preempted == 0 || r.Started == r.Gangs {
+		t.Fatalf("%s: want some gangs started over evictions, and some waiting", r)
+	}
+	if r.Placed > 300 {
+		t.Fatalf("%s: more members placed than the 300 GPU nodes hold", r)
+	}
+}

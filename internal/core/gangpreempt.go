@@ -76,9 +76,9 @@ func (gp *gangPreemption) planIn(c *Core, g *gang, need int, sc *searchCtx, read
 	gp.places, gp.victims = gp.places[:0], gp.victims[:0]
 	cp := c.checkpoint()
 	sc.gangBase, sc.gangGone, sc.gangOwn = &cp, sc.gangGone[:0], g
-	for _, t := range ready {
-		if len(gp.places) == need {
-			break
+	for i, t := range ready {
+		if len(gp.places) == need || len(gp.places)+len(ready)-i < need {
+			break // done, or too few members left to reach need
 		}
 		c.gangSaved.save(t.cls)
 		res := c.tryPlace(sc, t)

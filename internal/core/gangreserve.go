@@ -119,7 +119,7 @@ func (c *Core) waitOn(w *preemptWalk, o *Option, n *Node) {
 	}
 	cands := sc.victims[:0]
 	for _, v := range n.tasks {
-		if v.gang != nil && v.gang == t.gang || slices.Contains(sc.gangGone, v) {
+		if v.gang != nil && v.gang == t.gang || v.whatIfGone { // its own gang, or an earlier member's wait
 			continue
 		}
 		cands = append(cands, v)

@@ -491,7 +491,7 @@ func evictedWith(sc *searchCtx, v *Task, taken, ghosts []*Task) []*Task {
 	if inGang(v) {
 		for _, m := range v.gang.members {
 			if m != v && (m.state == Scheduled || m.state == Running) && !slices.Contains(taken, m) && !slices.Contains(ghosts, m) &&
-				!slices.Contains(sc.gangGone, m) {
+				!m.whatIfGone { // not gone already (a gang plan's earlier members took it)
 				xs = append(xs, m)
 			}
 		}
@@ -561,7 +561,7 @@ func (c *Core) victimsOn(sc *searchCtx, t *Task, o *Option, n *Node, m preemptMo
 		if !c.evictable(v) || !(m.priority && importance(v) < importance(t) || m.reclaim || m.timeshare && v.prio >= t.prio) {
 			continue
 		}
-		if sc.gangBase != nil && (v.gang != nil && v.gang == sc.gangOwn || slices.Contains(sc.gangGone, v)) {
+		if v.whatIfGone || sc.gangBase != nil && v.gang != nil && v.gang == sc.gangOwn {
 			continue // a gang's plan: its own task, or taken already
 		}
 		if shareOnly && !c.shareVictimOf(rank, t, v) {
