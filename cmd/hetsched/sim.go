@@ -98,8 +98,8 @@ func (f *simFlags) policyList() ([]string, error) {
 		}
 		cfg := core.DefaultConfig()
 		cfg.Policy = p
-		if err := cfg.Validate(); err != nil {
-			return nil, fmt.Errorf("--policy: %v", err)
+		if err := cfg.Validate(); err != nil && p != sim.IdealSRTF {
+			return nil, fmt.Errorf("--policy: %v (or %s, the simulator's SRTF bound)", err, sim.IdealSRTF)
 		}
 		pols = append(pols, p)
 	}
@@ -163,7 +163,7 @@ times. Traces are read from --traces (default ../shared/traces).`,
 	f.StringVar(&fl.throughputs, "throughputs", "", "a gavel file's throughput table (default: the shared simulation_throughputs_isolated.csv)")
 	f.StringVar(&fl.columns, "columns", "", "a csv file's column mapping: submit=COL,duration=COL,gpus=COL,... or a .yaml file of the same keys")
 	f.StringVar(&fl.durations, "durations", "learned", "known (the policies are told each job's true run time) or learned (from finished jobs)")
-	f.StringVar(&fl.policies, "policy", "least-allocated", "policies, comma-separated (hetsched policies)")
+	f.StringVar(&fl.policies, "policy", "least-allocated", "policies, comma-separated (hetsched policies), and srtf-ideal: the simulator's SRTF bound (re-packs the whole cluster at every event, for free)")
 	f.IntVar(&fl.seeds, "seeds", 1, "seeds per policy")
 	f.Int64Var(&fl.seedBase, "seed-base", 1, "the first seed: runs use seed-base .. seed-base+seeds-1")
 	f.StringVar(&fl.out, "out", "", "directory for results.json and report.html")

@@ -85,7 +85,9 @@ type Config struct {
 	StarveLimit  time.Duration
 	// GangReserveAfter is how long a gang waits, unable to start, before
 	// it gets a reservation: nodes held for it while the tasks there end,
-	// with backfill around it (gangreserve.go); 0: never.
+	// with backfill around it (gangreserve.go); 0 (the default): never.
+	// Off by default: on Philly-derived traces reservations lengthened
+	// the mean completion time (docs/evaluation.md §6, §7).
 	// GangReservations bounds the reservations held at once.
 	GangReserveAfter time.Duration
 	GangReservations int
@@ -163,7 +165,7 @@ func DefaultConfig() Config {
 		LASPromote:        2,
 		StarveFactor:      10,
 		StarveLimit:       24 * time.Hour,
-		GangReserveAfter:  5 * time.Minute,
+		GangReserveAfter:  0,
 		GangReservations:  1,
 		GavelRound:        6 * time.Minute,
 		GavelObjective:    "fairness",

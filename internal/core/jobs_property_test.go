@@ -282,8 +282,8 @@ func (k *pjCase) report(msg string) string {
 		fmt.Fprintf(&b, "  %s cpu=%dm gpus=%d rack=%s model=%s\n", n.name, n.cpu, n.gpus, n.rack, n.model)
 	}
 	cfg := k.cfg
-	fmt.Fprintf(&b, "config: policy=%s maxPlacementsPerCall=%d sampleSize=%d maxVisit=%d (aging off, preemptRetry 1000h)\ninputs:\n",
-		cfg.Policy, cfg.MaxPlacementsPerCall, cfg.SampleSize, cfg.MaxVisit)
+	fmt.Fprintf(&b, "config: policy=%s gangReserveAfter=%s maxPlacementsPerCall=%d sampleSize=%d maxVisit=%d (aging off, preemptRetry 1000h)\ninputs:\n",
+		cfg.Policy, cfg.GangReserveAfter, cfg.MaxPlacementsPerCall, cfg.SampleSize, cfg.MaxVisit)
 	for _, h := range k.hist {
 		b.WriteString("  " + h + "\n")
 	}
@@ -451,6 +451,8 @@ func drawPJConfig(t *rapid.T, opts jobsOpts) Config {
 	// without a wakeup and would hide a lost one.
 	cfg.Tiers[2].AgingAfter, cfg.Tiers[3].AgingAfter = 0, 0
 	cfg.PreemptRetry = 1000 * time.Hour
+	// Gang reservations (off by default) on in most cases.
+	cfg.GangReserveAfter = rapid.SampledFrom([]time.Duration{0, time.Minute, 5 * time.Minute}).Draw(t, "gangReserveAfter")
 	if opts.tight && rapid.IntRange(0, 2).Draw(t, "tight") == 0 {
 		cfg.MaxPlacementsPerCall = rapid.IntRange(1, 3).Draw(t, "maxPlacements")
 		cfg.SampleSize = 1

@@ -142,7 +142,7 @@ func (k *qpCase) logf(format string, args ...any) {
 
 func (k *qpCase) report(msg string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s\nconfig: policy=%s preemptMinRuntime=%s\nqueues:\n", msg, k.cfg.Policy, k.cfg.PreemptMinRuntime)
+	fmt.Fprintf(&b, "%s\nconfig: policy=%s preemptMinRuntime=%s gangReserveAfter=%s\nqueues:\n", msg, k.cfg.Policy, k.cfg.PreemptMinRuntime, k.cfg.GangReserveAfter)
 	for _, q := range k.queues {
 		fmt.Fprintf(&b, "  %s parent=%s weight=%v guaranteed=%v max=%v\n", q.Name, q.ParentOrRoot(), q.Weight, q.Guaranteed, q.Max)
 	}
@@ -595,6 +595,7 @@ func runQP(t *rapid.T, opts qpOpts) {
 	cfg := DefaultConfig()
 	cfg.Policy = rapid.SampledFrom([]string{"least-allocated", "binpack", "spread"}).Draw(t, "policy")
 	cfg.PreemptMinRuntime = rapid.SampledFrom([]time.Duration{0, 0, 2 * time.Second}).Draw(t, "preemptMinRuntime")
+	cfg.GangReserveAfter = rapid.SampledFrom([]time.Duration{0, time.Minute}).Draw(t, "gangReserveAfter")
 	c, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -191,6 +191,9 @@ type run struct {
 
 // Run simulates cfg and measures it.
 func Run(cfg Config) (Result, error) {
+	if cfg.Policy == IdealSRTF {
+		return runIdeal(cfg)
+	}
 	start := time.Now()
 	if cfg.MaxSamples <= 0 {
 		cfg.MaxSamples = 600
