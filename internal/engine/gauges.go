@@ -26,6 +26,8 @@ type gauges struct {
 	// attempts are this step's attempts, observed once its decisions are
 	// committed (attempted).
 	attempts []attempt
+	// seen is the core's counters as last exported (coreEvents).
+	seen core.Stats
 }
 
 // attempt is one scheduling attempt of a step: its tier, result and the
@@ -75,6 +77,24 @@ func (g *gauges) count(out *core.Output) {
 	for _, tr := range out.Transitions {
 		m.Transitions.WithLabelValues(tr.To.String()).Inc()
 	}
+}
+
+// coreEvents adds to hetsched_scheduler_events_total what the core's
+// counters gained since the last call (an engine has one core, and its
+// counters only grow).
+func (g *gauges) coreEvents(st core.Stats) {
+	if g.m == nil {
+		return
+	}
+	add := func(event string, cur, last uint64) {
+		if cur > last {
+			g.m.CoreEvents.WithLabelValues(event).Add(float64(cur - last))
+		}
+	}
+	add("starved", st.Starved, g.seen.Starved)
+	add("las_promoted", st.Promoted, g.seen.Promoted)
+	add("gang_reserved", st.GangReserved, g.seen.GangReserved)
+	g.seen = st
 }
 
 // attempted observes the step's attempts, whose decisions took took from

@@ -4,7 +4,11 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/hetsched/hetsched/internal/core"
+	"github.com/hetsched/hetsched/internal/metrics"
 )
 
 // series reads v's series as label value → gauge value.
@@ -46,5 +50,21 @@ func TestGaugeSeriesKeepsThenSweeps(t *testing.T) {
 	g.sweep() // an empty round removes everything
 	if got := series(t, v); len(got) != 0 {
 		t.Fatalf("after an empty round: %v, want none", got)
+	}
+}
+
+// TestCoreEventsCountWhatTheCoreCounted: hetsched_scheduler_events_total
+// grows by what the core's counters gained between steps, each event
+// apart, and not again for counts already exported.
+func TestCoreEventsCountWhatTheCoreCounted(t *testing.T) {
+	m := metrics.New(prometheus.NewRegistry())
+	g := gauges{m: m}
+	g.coreEvents(core.Stats{Starved: 2, GangReserved: 1})
+	g.coreEvents(core.Stats{Starved: 5, GangReserved: 1, Promoted: 3})
+	g.coreEvents(core.Stats{Starved: 5, GangReserved: 1, Promoted: 3})
+	for event, want := range map[string]float64{"starved": 5, "las_promoted": 3, "gang_reserved": 1} {
+		if got := testutil.ToFloat64(m.CoreEvents.WithLabelValues(event)); got != want {
+			t.Errorf("%s: %v, want %v", event, got, want)
+		}
 	}
 }

@@ -92,6 +92,7 @@ func (e *Engine) jobView(id string) *JobRecord {
 func (e *Engine) stageOutput(now time.Time) {
 	out := e.c.TakeOutput()
 	e.gauges.count(&out)
+	e.gauges.coreEvents(e.c.Stats())
 	for _, p := range out.Placements {
 		e.refresh(p.Task, now)
 	}

@@ -18,6 +18,7 @@ type Metrics struct {
 	Placements      *prometheus.CounterVec   // tier
 	Preemptions     *prometheus.CounterVec   // reason (priority, reclaim, gang)
 	Transitions     *prometheus.CounterVec   // to
+	CoreEvents      *prometheus.CounterVec   // event (CoreEventNames)
 	Pending         *prometheus.GaugeVec     // tier
 	PendingQueue    *prometheus.GaugeVec     // queue, tier
 	DeviceCapacity  *prometheus.GaugeVec     // resource, model
@@ -71,6 +72,11 @@ var AttemptResults = []string{"scheduled", "unschedulable"}
 // exported from the start (at 0).
 var PreemptReasons = []string{"priority", "reclaim", "gang", "timeshare"}
 
+// CoreEventNames are the label values of hetsched_scheduler_events_total,
+// each exported from the start (at 0): a task waiting past its starvation
+// bound (sjf, srtf), a las starvation promotion, a gang reservation made.
+var CoreEventNames = []string{"starved", "las_promoted", "gang_reserved"}
+
 // New creates the collectors and registers them on reg.
 func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
@@ -101,6 +107,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "hetsched_task_transitions_total",
 			Help: "Task state changes other than placements, by the state entered.",
 		}, []string{"to"}),
+		CoreEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hetsched_scheduler_events_total",
+			Help: "The scheduler's own events, by kind: starved (a task waited past its starvation bound under sjf or srtf and went ahead), las_promoted (las promoted a starved task to its first queue), gang_reserved (a waiting gang got a reservation).",
+		}, []string{"event"}),
 		Pending: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "hetsched_pending_tasks",
 			Help: "Tasks waiting to be placed, by effective tier (after aging).",
@@ -176,6 +186,9 @@ func New(reg prometheus.Registerer) *Metrics {
 	for _, r := range PreemptReasons {
 		m.Preemptions.WithLabelValues(r)
 	}
+	for _, e := range CoreEventNames {
+		m.CoreEvents.WithLabelValues(e)
+	}
 	for _, tier := range api.TierNames {
 		for _, r := range AttemptResults {
 			m.SchedulingAttempt.WithLabelValues(tier, r)
@@ -190,7 +203,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.Refused.WithLabelValues(r)
 	}
 	reg.MustRegister(m.EventStreams, m.Refused, m.StoreFreeBytes, m.StoreReserve, m.StoreWritable, m.StoreTornBytes, m.StoreTornRecords)
-	reg.MustRegister(m.SchedulingDelay, m.SchedulingAttempt, m.SchedulingDecision, m.Placements, m.Preemptions, m.Transitions, m.Pending,
+	reg.MustRegister(m.SchedulingDelay, m.SchedulingAttempt, m.SchedulingDecision, m.Placements, m.Preemptions, m.Transitions, m.CoreEvents, m.Pending,
 		m.PendingQueue, m.DeviceCapacity, m.DeviceAllocated,
 		m.Capacity, m.Allocated, m.Nodes, m.APIDuration, m.CommitDuration, m.CommitRecords, m.Tasks,
 		m.QueueUsage, m.QueueMax, m.QueueGuaranteed, m.QueueFairShare, m.PendingReason, m.Shed)

@@ -84,6 +84,7 @@ func TestMetricsLiveScrape(t *testing.T) {
 		`hetsched_store_commit_duration_seconds_count`,
 		`hetsched_store_commit_records_bucket`,
 		`hetsched_preemptions_total{reason="priority"} 0`,
+		`hetsched_scheduler_events_total{event="gang_reserved"} 0`,
 		`hetsched_device_capacity{model="L4",resource="nvidia.com/gpu"} 2`,
 		`hetsched_device_allocated{model="L4",resource="nvidia.com/gpu"} 1`,
 		`hetsched_queue_usage{queue="qa",resource="nvidia.com/gpu"} 1`,
