@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hetsched/hetsched/internal/api"
@@ -60,10 +61,10 @@ func Gangs(opt Options, nodes, gangs int) (GangResult, error) {
 	low := 3
 	fillN := 0
 	for _, n := range fleet {
+		if len(n.Devices) == 0 || n.Devices[0].Type != "nvidia.com/gpu" {
+			continue
+		}
 		for range n.Devices {
-			if n.Devices[0].Type != "nvidia.com/gpu" {
-				break
-			}
 			spec := api.Task{ID: "fill" + strconv.Itoa(fillN), Priority: &low,
 				Resources: resource.List{resource.CPU: 1000, resource.Memory: q("4Gi"), "nvidia.com/gpu": 1000}}
 			if err := c.Submit(now, &spec); err != nil {
@@ -119,20 +120,11 @@ func Gangs(opt Options, nodes, gangs int) (GangResult, error) {
 // count adds out's gang placements to r (started: the gangs seen placed).
 func (r *GangResult) count(out core.Output, started map[string]bool) {
 	for _, p := range out.Placements {
-		if len(p.Task) > 0 && p.Task[0] == 'g' {
+		if strings.HasPrefix(p.Task, "g") {
 			r.Placed++
-			if i := lastDot(p.Task); i > 0 {
-				started[p.Task[:i]] = true
+			if i := strings.LastIndexByte(p.Task, '.'); i > 0 {
+				started[p.Task[:i]] = true // the member's job
 			}
 		}
 	}
-}
-
-func lastDot(s string) int {
-	for i := len(s) - 1; i >= 0; i-- {
-		if s[i] == '.' {
-			return i
-		}
-	}
-	return -1
 }

@@ -65,27 +65,31 @@ type gangHold struct {
 	n    *Node
 	need resource.Vector // what the members planned on n ask, in all
 	wait []*Task         // the tasks on n it waits for
-	// later is freeingLater's answer at capSeq laterSeq, with
-	// laterPlaced placements made, at epoch laterEpoch (laterOK).
-	later                             resource.Vector
-	laterSeq, laterPlaced, laterEpoch uint64
-	laterOK                           bool
+	// later is freeingLater's answer, made at laterAt (laterOK).
+	later   resource.Vector
+	laterAt holdStamp
+	laterOK bool
 }
+
+// holdStamp is when a hold's accounting was computed: it stands while no
+// capacity frees (capSeq), nothing is placed and no task on a held node
+// starts (gangReservations.epoch).
+type holdStamp struct{ capSeq, placed, epoch uint64 }
+
+func (c *Core) holdStamp() holdStamp { return holdStamp{c.capSeq, c.stats.Placed, c.gr.epoch} }
 
 // gangReservations holds the core's reservations (Core.gr).
 type gangReservations struct {
 	active  []*gangReservation
-	dropped string             // why the last reservation to end ended
 	scratch []*gangReservation // holdingFrom's
 	// epoch counts what changes a hold's accounting besides capacity
-	// and placements: a task on a held node starting (freeingLater).
+	// and placements: a task on a held node starting (holdStamp).
 	epoch uint64
-	// room is heldRoom over every active reservation, made at capSeq
-	// roomSeq with roomPlaced placements and epoch roomEpoch (roomOK);
-	// a reservation made or ended drops it.
-	room                           resource.Vector
-	roomSeq, roomPlaced, roomEpoch uint64
-	roomOK                         bool
+	// room is heldRoom over every active reservation, made at roomAt
+	// (roomOK); a reservation made or ended drops it.
+	room   resource.Vector
+	roomAt holdStamp
+	roomOK bool
 }
 
 // expectedEnd is when running task v is expected to end: its placement
@@ -100,6 +104,18 @@ func (c *Core) expectedEnd(v *Task) int64 {
 		d = min(d, v.timeout)
 	}
 	return startOf(v) + d
+}
+
+// declaredRuntime is the least of t's timeout and declared duration, 0
+// when it declares neither.
+func declaredRuntime(t *Task) int64 {
+	switch {
+	case t.timeout > 0 && t.duration > 0:
+		return min(t.timeout, t.duration)
+	case t.timeout > 0:
+		return t.timeout
+	}
+	return max(t.duration, 0)
 }
 
 // waitOn is preemptOn in a reservation plan's walk: the tasks on n that o
@@ -230,7 +246,7 @@ func (gr *gangReservations) heldRoom(c *Core, rs []*gangReservation) resource.Ve
 	// Most often every reservation holds from every gang: that answer is
 	// kept while nothing changed (as freeingLater's).
 	all := len(rs) == len(gr.active) && !c.journaling()
-	if all && gr.roomOK && gr.roomSeq == c.capSeq && gr.roomPlaced == c.stats.Placed && gr.roomEpoch == gr.epoch {
+	if all && gr.roomOK && gr.roomAt == c.holdStamp() {
 		return gr.room
 	}
 	var held resource.Vector
@@ -247,7 +263,7 @@ func (gr *gangReservations) heldRoom(c *Core, rs []*gangReservation) resource.Ve
 		}
 	}
 	if all {
-		gr.room, gr.roomSeq, gr.roomPlaced, gr.roomEpoch, gr.roomOK = held, c.capSeq, c.stats.Placed, gr.epoch, true
+		gr.room, gr.roomAt, gr.roomOK = held, c.holdStamp(), true
 	}
 	return held
 }
@@ -271,30 +287,30 @@ func heldSlots(c *Core, rs []*gangReservation, o *Option, grp *group, nb int) in
 // backfilled since it was made, hold: room that frees before the
 // reservation's expected start.
 func (h *gangHold) freeingLater(c *Core) resource.Vector {
-	// Outside a what-if the answer holds until capacity frees (capSeq)
-	// or a task is placed: the bounds of every waiting gang read it at
-	// each change.
+	// Outside a what-if the answer stands as long as its stamp: the
+	// bounds of every waiting gang read it at each change.
 	cache := !c.journaling()
-	if cache && h.laterOK && h.laterSeq == c.capSeq && h.laterPlaced == c.stats.Placed && h.laterEpoch == c.gr.epoch {
+	if cache && h.laterOK && h.laterAt == c.holdStamp() {
 		return h.later
 	}
 	var v resource.Vector
-	r := h.r
 	for _, x := range h.n.tasks {
-		if !x.whatIfGone && (slices.Contains(h.wait, x) || x.prio >= r.prio && x.started >= r.at && c.endsBy(x, r.start)) {
+		if !x.whatIfGone && h.frees(c, x) {
 			v.Add(&x.cls.opts[optIndex(x.chosen)].req)
 		}
 	}
 	if cache {
-		h.later, h.laterSeq, h.laterPlaced, h.laterEpoch, h.laterOK = v, c.capSeq, c.stats.Placed, c.gr.epoch, true
+		h.later, h.laterAt, h.laterOK = v, c.holdStamp(), true
 	}
 	return v
 }
 
-// endsBy reports whether placed task x is due to end by at: by its
-// timeout, else its declared estimate.
-func (c *Core) endsBy(x *Task, at int64) bool {
-	return c.backfillsFrom(x, startOf(x), at)
+// frees reports whether x, placed on h's node, frees its room before the
+// reservation's expected start: a task h waits for, or one backfilled
+// since (of the gang's tier or below, ending by then by what it declares).
+func (h *gangHold) frees(c *Core, x *Task) bool {
+	r := h.r
+	return slices.Contains(h.wait, x) || x.prio >= r.prio && x.started >= r.at && c.backfillsFrom(x, startOf(x), r.start)
 }
 
 // backfills reports whether t, placed now, ends by start (its timeout,
@@ -308,18 +324,8 @@ func (c *Core) backfills(t *Task, start int64) bool {
 // backfill's promise is not revised when a later estimate moves, or a
 // hold would stop adding up under it.
 func (c *Core) backfillsFrom(t *Task, from, start int64) bool {
-	var d int64
-	switch {
-	case t.timeout > 0 && t.duration > 0:
-		d = min(t.timeout, t.duration)
-	case t.timeout > 0:
-		d = t.timeout
-	case t.duration > 0:
-		d = t.duration
-	default:
-		return false
-	}
-	return from+d <= start
+	d := declaredRuntime(t)
+	return d > 0 && from+d <= start
 }
 
 // pass ends placeGangs: it drops the reservations that no longer hold and
@@ -348,8 +354,7 @@ func (gr *gangReservations) sweep(c *Core) {
 	}
 	keep := gr.active[:0]
 	for _, r := range gr.active {
-		if why := gr.stale(c, r); why != "" {
-			gr.dropped = why
+		if gr.stale(c, r) {
 			gr.release(c, r)
 			continue
 		}
@@ -457,33 +462,24 @@ func (gr *gangReservations) reserve(c *Core, g *gang) {
 	c.stats.GangReserved++
 }
 
-// stale says why r no longer holds ("" while it does).
-func (gr *gangReservations) stale(c *Core, r *gangReservation) string {
+// stale reports whether r no longer holds: its gang started or stopped
+// waiting, a held node left the schedulable set, the held room was taken
+// (a more urgent task), or every task it waited for, and every backfill,
+// ended and the gang's try since still failed (it did not fit its held
+// room).
+func (gr *gangReservations) stale(c *Core, r *gangReservation) bool {
 	g := r.g
-	switch {
-	case !g.waiting || g.started || len(g.ready) == 0:
-		return "the gang started or stopped waiting"
+	if !g.waiting || g.started || len(g.ready) == 0 {
+		return true
 	}
-	waiting := 0
+	waiting := false
 	for _, h := range r.holds {
-		if h.n.bucket < 0 || h.n.group == nil || h.n.hold != h {
-			return "a held node left the schedulable set"
+		if h.n.bucket < 0 || h.n.group == nil || h.n.hold != h || !h.fitsWith(c, nil) {
+			return true
 		}
-		if !h.fitsWith(c, nil) {
-			return "the held room on " + h.n.name + " was taken"
-		}
-		for _, x := range h.n.tasks {
-			if slices.Contains(h.wait, x) || x.prio >= r.prio && x.started >= r.at && c.endsBy(x, r.start) {
-				waiting++ // waited for, or backfilled: the room is not free yet
-			}
-		}
+		waiting = waiting || slices.ContainsFunc(h.n.tasks, func(x *Task) bool { return h.frees(c, x) })
 	}
-	if waiting == 0 && g.tried == c.capSeq && !g.dirty {
-		// Every task it waited for, and every backfill, ended, and its
-		// try since still failed.
-		return "the gang did not fit its held room"
-	}
-	return ""
+	return !waiting && g.tried == c.capSeq && !g.dirty
 }
 
 // release ends r: its nodes are no longer held, and what waited on them

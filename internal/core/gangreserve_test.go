@@ -23,8 +23,6 @@ import (
 // step the invariants hold, and no held node takes a task that ends after
 // the reservation's expected start unless the members still fit beside
 // it.
-var debugResv = false
-
 func TestGangReservationBound(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		nodes := rapid.IntRange(2, 4).Draw(rt, "nodes")
@@ -32,13 +30,7 @@ func TestGangReservationBound(t *testing.T) {
 		after := time.Duration(rapid.IntRange(1, 30).Draw(rt, "afterMinutes")) * time.Minute
 		cfg := DefaultConfig()
 		cfg.GangReserveAfter = after
-		for l := range cfg.Tiers {
-			cfg.Tiers[l].BatchSize, cfg.Tiers[l].AgingAfter = 1, 0
-		}
-		c, err := New(cfg)
-		if err != nil {
-			rt.Fatal(err)
-		}
+		c := unbatched(rt, cfg)
 		now := time.Unix(1_000_000, 0)
 		for i := range nodes {
 			spec := &api.Node{Name: fmt.Sprintf("n%d", i), Capacity: resource.List{resource.CPU: 64000, resource.Memory: 64 << 30}}
@@ -105,26 +97,6 @@ func TestGangReservationBound(t *testing.T) {
 				}
 			}
 			checkReservations(rt, c)
-			if debugResv {
-				for _, r := range c.gr.active {
-					held := ""
-					for _, h := range r.holds {
-						held += fmt.Sprintf(" %s(need %v waits %d)", h.n.name, h.need[:4], len(h.wait))
-					}
-					rt.Logf("%s: reservation at %s start %s:%s", now.Sub(start), time.Duration(r.at-start.UnixNano()), time.Duration(r.start-start.UnixNano()), held)
-				}
-				if c.gr.dropped != "" {
-					rt.Logf("%s: dropped: %s", now.Sub(start), c.gr.dropped)
-					c.gr.dropped = ""
-				}
-				for _, p := range out.Placements {
-					x, _ := c.Task(p.Task)
-					rt.Logf("%s: placed %s on %s (prio %d, duration %s, timeout %s)", now.Sub(start), p.Task, p.Node, x.prio, time.Duration(x.duration), time.Duration(x.timeout))
-				}
-				for _, tr := range out.Transitions {
-					rt.Logf("%s: %s %s->%s %s", now.Sub(start), tr.Task, tr.From, tr.To, tr.Reason)
-				}
-			}
 			if now.Sub(start) > after+longest {
 				rt.Fatalf("the gang still waits after %s (GangReserveAfter %s, longest small task %s)", now.Sub(start), after, longest)
 			}

@@ -101,13 +101,7 @@ func TestGavelModelOrder(t *testing.T) {
 func TestGavelNeverIdlesBesideWaitingWork(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.Policy = "gavel-rounds"
-	for l := range cfg.Tiers {
-		cfg.Tiers[l].BatchSize, cfg.Tiers[l].AgingAfter = 1, 0
-	}
-	c, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := unbatched(t, cfg)
 	now := time.Unix(1_000_000, 0)
 	for i := range 40 { // 320 GPUs
 		n := api.Node{Name: fmt.Sprintf("n%d", i), Capacity: resource.List{resource.CPU: 64000, resource.Memory: 512 << 30}}

@@ -26,13 +26,7 @@ func TestStarvationBound(t *testing.T) {
 		limit := time.Duration(rapid.IntRange(0, 3).Draw(rt, "limitMinutes")) * 10 * time.Minute
 		cfg := DefaultConfig()
 		cfg.Policy, cfg.StarveFactor, cfg.StarveLimit = policy, factor, limit
-		for l := range cfg.Tiers {
-			cfg.Tiers[l].BatchSize, cfg.Tiers[l].AgingAfter = 1, 0
-		}
-		c, err := New(cfg)
-		if err != nil {
-			rt.Fatal(err)
-		}
+		c := unbatched(rt, cfg)
 		now := time.Unix(1_000_000, 0)
 		if err := c.UpsertNode(now, &api.Node{Name: "n", Capacity: resource.List{resource.CPU: 1000, resource.Memory: 1 << 30}}); err != nil {
 			rt.Fatal(err)
@@ -113,4 +107,17 @@ func nextEvent(t rapid.TB, c *Core, now time.Time, ends map[string]time.Time) (t
 		t.Fatal(err)
 	}
 	return end, id, true
+}
+
+// unbatched is a core of cfg whose tiers dispatch each task as it comes
+// and never age it: what the closed-loop bounds run on.
+func unbatched(t rapid.TB, cfg Config) *Core {
+	for l := range cfg.Tiers {
+		cfg.Tiers[l].BatchSize, cfg.Tiers[l].AgingAfter = 1, 0
+	}
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -1,5 +1,7 @@
 package core
 
+import "github.com/hetsched/hetsched/internal/resource"
+
 // Keeping room for large requests (issue 43 §1b). Spreading places each
 // task on the emptiest node that fits it; on a fleet that also runs
 // requests as large as a whole node, it breaks one empty node after
@@ -43,14 +45,14 @@ func (c *Core) largestSeen(g *group) int64 {
 	for _, wt := range w.types {
 		var need int64
 		switch {
-		case g.primary == 0:
+		case g.primary == resource.DimCPU:
 			need = wt.cpu
 		case wt.dim == g.primary:
 			need = wt.milli
 		default:
 			continue
 		}
-		if wt.cpu <= g.maxCap[0] && (wt.dim < 0 || wt.milli <= g.maxCap[wt.dim]) {
+		if wt.cpu <= g.maxCap[resource.DimCPU] && (wt.dim < 0 || wt.milli <= g.maxCap[wt.dim]) {
 			big = max(big, need)
 		}
 	}
