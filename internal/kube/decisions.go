@@ -121,6 +121,9 @@ func (s *Scheduler) decide(ctx context.Context, id string) {
 			break
 		}
 		st.reported, st.reportedAt = rec.Reason, time.Now()
+		if g := s.gangs[st.gang]; g != nil {
+			s.groupUnschedulable(ctx, g, rec.Reason)
+		}
 		key := st.key
 		s.mu.Unlock()
 		s.reportUnschedulable(ctx, key, st.uid, rec.Reason)
@@ -288,7 +291,7 @@ func (s *Scheduler) bindOne(ctx context.Context, req bindRequest) {
 			}
 		}
 		if g := s.gangs[st.gang]; g != nil {
-			g.started = true
+			s.gangBound(ctx, st.gang, g, req.node)
 		}
 		s.mu.Unlock()
 		s.starts.add(req.task)

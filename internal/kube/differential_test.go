@@ -74,6 +74,10 @@ type scenario struct {
 	serial     bool          // run alone, before the others (which run in parallel)
 	classes    map[string]priorityDef
 	known      map[string]string // known divergences: group (or pod key) to why
+	// silent are the groups whose pods kube-scheduler leaves pending
+	// without a PodScheduled condition, as it does for a gang short of
+	// its minCount (rejected before its queue): settled when pending.
+	silent map[string]bool
 	// setup acts on each copy once its nodes are ready, before any pod
 	// (claims and volumes, say).
 	setup func(d *diffEnv, cp *diffCopy) error
@@ -498,7 +502,7 @@ func (d *diffEnv) snapshot() ([2]copyStates, string, []string) {
 			case p.Spec.NodeName != "":
 				s.node = strings.TrimPrefix(p.Spec.NodeName, cp.tag+"-")
 			default:
-				if s.reason = pendingReason(p); s.reason == "" {
+				if s.reason = pendingReason(p); s.reason == "" && (c != 0 || !d.sc.silent[dp.group]) {
 					open = append(open, cp.id+":"+key)
 				}
 			}

@@ -22,8 +22,11 @@
 //	adoption    a pod already running (bound by another scheduler, or by
 //	            this one before a restart) counted where it runs
 //	            (engine.Adopt)
-//	gang        pods placed all or nothing: hetsched.io/gang annotations
-//	            (a job with a gang of minMember once that many wait)
+//	gang        pods placed all or nothing: Kubernetes' PodGroup
+//	            (scheduling.k8s.io/v1alpha2, spec.schedulingGroup),
+//	            scheduler-plugins' PodGroup or hetsched.io/gang
+//	            annotations (a job with a gang of minMember once that
+//	            many wait; gangSpec, workloads.go)
 //	binding     the decision carried back: a Binding whose annotations
 //	            (hetsched.io/devices) the API server copies to the pod
 //	report      why a pod waits: a FailedScheduling event and the
@@ -39,5 +42,6 @@
 //
 // Files: scheduler.go (Config, Scheduler, Run), run.go (`hetsched kube`),
 // nodes.go and pods.go (translation), dirty.go (changed keys),
-// reconcile.go (cluster → engine), decisions.go (engine → cluster).
+// reconcile.go (cluster → engine), decisions.go (engine → cluster),
+// podgroups.go and workloads.go (gangs from PodGroups).
 package kube

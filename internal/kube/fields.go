@@ -75,7 +75,7 @@ var podSpecFields = append([]podField{
 	{"volumes[].portworxVolume", honoured, "NodeVolumeLimits: counts against the attach limit of the CSI driver it migrates to"},
 	{"volumes[].rbd", refused, "conflicts between pods (VolumeRestrictions) are not honoured"},
 	{"volumes[].iscsi", refused, "conflicts between pods (VolumeRestrictions) are not honoured"},
-	{"schedulingGroup", refused, "Kubernetes' Workload gangs are not read: use a PodGroup (scheduling.x-k8s.io/pod-group) or hetsched.io/gang"},
+	{"schedulingGroup", honoured, "GangScheduling, TopologyPlacementGenerator: the PodGroup (scheduling.k8s.io/v1alpha2) it names is the pod's gang: minCount, one topology domain, disruption mode, the group's priority; its shared resourceClaims are refused (workloads.go)"},
 }, irrelevantFields()...)
 
 // irrelevantFields are the fields no default plugin of kube-scheduler
@@ -107,9 +107,6 @@ func irrelevantFields() []podField {
 // refusedFields returns the first field of pod that hetsched refuses
 // (podSpecFields), as an error naming it; nil when it has none.
 func refusedFields(pod *corev1.Pod) error {
-	if pod.Spec.SchedulingGroup != nil {
-		return fmt.Errorf("schedulingGroup: %s", whyRefused("schedulingGroup"))
-	}
 	for i := range pod.Spec.Volumes {
 		if src := refusedVolumeSource(&pod.Spec.Volumes[i].VolumeSource); src != "" {
 			return fmt.Errorf("volumes[%d].%s: %s", i, src, whyRefused("volumes[]."+src))

@@ -91,9 +91,7 @@ func TestEveryPodSpecFieldIsDecided(t *testing.T) {
 // TestRefusedFieldsAreRefused: a pod setting a refused field does not
 // become a task; the error names the field and says why.
 func TestRefusedFieldsAreRefused(t *testing.T) {
-	set := map[string]func(*corev1.PodSpec){
-		"schedulingGroup": func(s *corev1.PodSpec) { s.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr("g")} },
-	}
+	set := map[string]func(*corev1.PodSpec){}
 	vol := func(src corev1.VolumeSource) func(*corev1.PodSpec) {
 		return func(s *corev1.PodSpec) {
 			s.Volumes = []corev1.Volume{{Name: "cm", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{}}}, {Name: "v", VolumeSource: src}}
@@ -121,9 +119,6 @@ func TestRefusedFieldsAreRefused(t *testing.T) {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}}}
 		fn(&p.Spec)
 		name := strings.ReplaceAll(f.path, "[]", "[1]")
-		if f.path == "schedulingGroup" {
-			name = f.path
-		}
 		if _, err := pt.task(p, "id"); err == nil || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), f.why) {
 			t.Errorf("a pod setting %s: error %v, want one naming %s and saying %q", f.path, err, name, f.why)
 		}

@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
@@ -409,35 +408,3 @@ func podTolerations(tols []corev1.Toleration) ([]string, error) {
 }
 
 func boolPtr(b bool) *bool { return &b }
-
-// gangOf returns the pod's gang: its name (namespace/name), min members
-// and timeout; "" when the pod is in none. A PodGroup's spec, when the
-// label names one that exists, wins over the annotations.
-func gangOf(pod *corev1.Pod, podGroup func(ns, name string) (min int, timeout time.Duration, ok bool)) (name string, minMember int, timeout time.Duration, err error) {
-	if g := pod.Labels[LabelPodGroup]; g != "" && podGroup != nil {
-		if m, to, ok := podGroup(pod.Namespace, g); ok {
-			return pod.Namespace + "/" + g, m, to, nil
-		}
-		return "", 0, 0, fmt.Errorf("label %s: no PodGroup %s/%s", LabelPodGroup, pod.Namespace, g)
-	}
-	g := pod.Annotations[AnnotationGang]
-	if g == "" {
-		return "", 0, 0, nil
-	}
-	minMember = 1
-	if v, ok := pod.Annotations[AnnotationGangMinMember]; ok {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > api.MaxShards {
-			return "", 0, 0, fmt.Errorf("annotation %s: %q is not a count from 1 to %d", AnnotationGangMinMember, v, api.MaxShards)
-		}
-		minMember = n
-	}
-	if v, ok := pod.Annotations[AnnotationGangTimeout]; ok {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return "", 0, 0, fmt.Errorf("annotation %s: %q is not a positive number of seconds", AnnotationGangTimeout, v)
-		}
-		timeout = time.Duration(n) * time.Second
-	}
-	return pod.Namespace + "/" + g, minMember, timeout, nil
-}

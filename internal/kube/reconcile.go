@@ -247,7 +247,7 @@ func (s *Scheduler) planPod(key string, b *podBatch) {
 		if st == nil {
 			st = s.track(pod)
 		}
-		if st.task != "" && st.binding == "" && st.dra != nil && st.gang == "" && st.dra.version != s.dra.currentVersion() {
+		if st.task != "" && st.binding == "" && st.dra != nil && !st.inGangJob() && st.dra.version != s.dra.currentVersion() {
 			// Its claims' options were made from other devices: made again,
 			// the task is replaced when they changed.
 			_, plan, wait, err := s.withClaims(pod, api.Task{})
@@ -257,11 +257,11 @@ func (s *Scheduler) planPod(key string, b *podBatch) {
 			}
 			s.untrackTask(st, b, false, 0)
 		}
-		if st.task != "" && st.binding == "" && st.gang == "" && st.nsVersion != 0 && st.nsVersion != s.ns.version.Load() {
+		if st.task != "" && st.binding == "" && !st.inGangJob() && st.nsVersion != 0 && st.nsVersion != s.ns.version.Load() {
 			// Made with a namespaceSelector, and namespaces changed since.
 			s.untrackTask(st, b, false, 0)
 		}
-		if st.task != "" && st.binding == "" && st.gang == "" && st.volVersion != 0 && st.volVersion != s.vol.version.Load() {
+		if st.task != "" && st.binding == "" && !st.inGangJob() && st.volVersion != 0 && st.volVersion != s.vol.version.Load() {
 			// Made from claims, volumes and classes that changed since:
 			// made again when what its volumes ask of nodes changed.
 			var t api.Task
@@ -280,10 +280,14 @@ func (s *Scheduler) planPod(key string, b *podBatch) {
 
 // planWaiting submits a waiting pod's task, or adds it to its gang.
 func (s *Scheduler) planWaiting(pod *corev1.Pod, st *podState, b *podBatch) {
-	gang, minMember, timeout, err := gangOf(pod, s.podGroup)
+	gs, wait, err := s.gangOf(pod)
 	if err != nil {
 		st.invalid = err.Error()
 		b.invalid = append(b.invalid, st)
+		return
+	}
+	if wait != "" {
+		b.gathering = append(b.gathering, gathering{st: st, why: wait})
 		return
 	}
 	t, plan, wait, err := s.podTask(pod, "")
@@ -313,11 +317,13 @@ func (s *Scheduler) planWaiting(pod *corev1.Pod, st *podState, b *podBatch) {
 	if t.Queue == "" {
 		t.Queue = s.nsQueues[pod.Namespace]
 	}
-	if gang == "" || minMember <= 1 {
+	gs.applyPriority(&t, s.pods.tiers)
+	if gs.name == "" || gs.min <= 1 && !gs.upstream {
 		t.ID = s.newTaskID(st)
 		b.submit = append(b.submit, t)
 		return
 	}
+	gang := gs.name
 	g := s.gangs[gang]
 	if g == nil {
 		g = &gangState{}
@@ -327,29 +333,43 @@ func (s *Scheduler) planWaiting(pod *corev1.Pod, st *podState, b *podBatch) {
 		st.gang = gang
 		g.members++
 	}
-	if g.jobs > 0 {
-		// The gang was placed: later members go alone.
+	if g.jobs == 0 {
+		// Until it forms, the gang's spec is its latest pod's (a
+		// PodGroup may change).
+		g.spec = gs
+	}
+	if g.jobs > 0 || gs.min <= 1 {
+		// The gang was placed, or is a PodGroup of the basic policy:
+		// (later) members go alone, into its domain.
+		if g.spec.required != "" {
+			if g.domain == "" {
+				b.gathering = append(b.gathering, gathering{st: st, why: "waiting for the first of gang " + gs.display() + " to be bound: its pods share one " + g.spec.required})
+				return
+			}
+			t.NodeSelector = maps.Clone(t.NodeSelector)
+			if t.NodeSelector == nil {
+				t.NodeSelector = map[string]string{}
+			}
+			t.NodeSelector[g.spec.required] = g.domain
+		}
 		t.ID = s.newTaskID(st)
 		b.submit = append(b.submit, t)
 		return
 	}
-	// Until it forms, the gang's size and timeout are its latest pod's
-	// (a PodGroup may change).
-	g.min, g.timeout = minMember, timeout
 	g.waiting = append(g.waiting, st.uid)
-	if len(g.waiting) < g.min {
-		b.gathering = append(b.gathering, gathering{st: st, why: "waiting for gang " + gang + ": " + strconv.Itoa(len(g.waiting)) + " of its " + strconv.Itoa(g.min) + " pods exist"})
+	if len(g.waiting) < gs.min {
+		b.gathering = append(b.gathering, gathering{st: st, why: "waiting for gang " + gs.display() + ": " + strconv.Itoa(len(g.waiting)) + " of its " + strconv.Itoa(gs.min) + " pods exist"})
 		return
 	}
 	s.formGang(gang, g, pod.Namespace, t, b)
 }
 
 // formGang submits a gang's waiting members as one job with a gang of
-// g.min, or leaves them gathering when fewer than that can still go.
+// g.spec.min, or leaves them gathering when fewer than that can still go.
 func (s *Scheduler) formGang(gang string, g *gangState, ns string, first api.Task, b *podBatch) {
 	g.jobs++
 	g.seq++ // job ids are never reused: an ended job keeps its id
-	job := api.Job{ID: gangJobID(gang, g.seq), Gang: &api.Gang{MinMember: g.min, Timeout: api.Duration(g.timeout)}, FailurePolicy: api.Continue}
+	job := api.Job{ID: gangJobID(gang, g.seq), Gang: g.spec.gang(), FailurePolicy: api.Continue}
 	var members []*podState
 	for _, uid := range g.waiting {
 		m := s.byUID[uid]
@@ -374,12 +394,13 @@ func (s *Scheduler) formGang(gang string, g *gangState, ns string, first api.Tas
 		if mt.Queue == "" {
 			mt.Queue = s.nsQueues[ns]
 		}
-		mt.Priority = first.Priority // a gang waits at one tier: its latest member's
+		mt.Priority = first.Priority // a gang waits at one tier: its latest member's (its group's)
+		g.spec.applyPriority(&mt, s.pods.tiers)
 		job.Tasks = append(job.Tasks, mt)
 		members = append(members, m)
 	}
 	g.waiting = nil
-	if len(job.Tasks) < g.min {
+	if len(job.Tasks) < g.spec.min {
 		// Members went away while the gang gathered: gather again.
 		for _, m := range members {
 			g.waiting = append(g.waiting, m.uid)
@@ -423,6 +444,10 @@ func (s *Scheduler) gangWaiting(st *podState) bool {
 	}
 	return false
 }
+
+// inGangJob reports whether st's task is a member of a gang's job (not
+// one that went alone): it is made again only with its gang.
+func (st *podState) inGangJob() bool { return strings.HasPrefix(st.task, "gang-") }
 
 // gangJobID is the id of a gang's n-th job ("/" is not an id's).
 func gangJobID(gang string, n int) string {

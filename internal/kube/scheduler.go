@@ -23,6 +23,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	schedlisters "k8s.io/client-go/listers/scheduling/v1"
+	schedv1a2listers "k8s.io/client-go/listers/scheduling/v1alpha2"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 
@@ -102,6 +103,10 @@ type Scheduler struct {
 
 	m      *kubeMetrics
 	groups cache.GenericLister // PodGroups; nil when not served
+	// k8sGroupLst lists Kubernetes' PodGroups (nil when not served) and
+	// groupConds writes their conditions (workloads.go).
+	k8sGroupLst schedv1a2listers.PodGroupLister
+	groupConds  groupConds
 	// dra is the DRA devices and selectors; the listers are nil where the
 	// cluster does not serve resource.k8s.io/v1.
 	dra         *draState
@@ -218,8 +223,7 @@ type podState struct {
 
 // gangState collects a gang's pods until min of them wait.
 type gangState struct {
-	min     int
-	timeout time.Duration
+	spec    gangSpec    // the latest member's, until the gang forms
 	waiting []types.UID // members not submitted yet
 	// jobs counts the jobs submitted for the gang (0 again when one ended
 	// without starting); started is set once a member was bound.
@@ -227,6 +231,13 @@ type gangState struct {
 	seq     int // jobs made for the gang in all (their ids)
 	started bool
 	members int // tracked pods in the gang; at 0 the state goes
+	// bound counts the members bound; scheduled is set once a Kubernetes
+	// PodGroup's condition was set to Scheduled (workloads.go).
+	bound     int
+	scheduled bool
+	// domain is the value of spec.required that the first bound member's
+	// node has: later members are kept to it.
+	domain string
 }
 
 // New makes a Scheduler; Run starts it.
@@ -344,6 +355,9 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	if err := s.startDRA(ctx); err != nil {
 		return err
 	}
+	if err := s.startK8sPodGroups(ctx); err != nil {
+		return err
+	}
 	s.factory.Start(ctx.Done())
 	defer s.factory.Shutdown()
 	defer func() {
@@ -365,7 +379,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	if err := s.startCRDs(ctx); err != nil {
 		return err
 	}
-	s.log.Info("informers synced", "podGroups", s.groups != nil, "dra", s.draClaimLst != nil, "nodes", len(nodeInf.GetStore().ListKeys()), "pods", len(podInf.GetStore().ListKeys()))
+	s.log.Info("informers synced", "podGroups", s.groups != nil, "k8sPodGroups", s.k8sGroupLst != nil, "dra", s.draClaimLst != nil, "nodes", len(nodeInf.GetStore().ListKeys()), "pods", len(podInf.GetStore().ListKeys()))
 
 	var wg sync.WaitGroup
 	// The decision loop reads the engine's events from here: the

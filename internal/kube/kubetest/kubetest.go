@@ -83,6 +83,12 @@ func Require(t testing.TB) string {
 	return dir
 }
 
+// WorkloadFeatureGates are the feature gates of Kubernetes' own gang API
+// (scheduling.k8s.io/v1alpha2 Workload and PodGroup, alpha in 1.36): the
+// API server runs with them (and the API version enabled), and a
+// kube-scheduler started with them schedules those gangs itself.
+const WorkloadFeatureGates = "GenericWorkload=true,GangScheduling=true,TopologyAwareWorkloadScheduling=true,WorkloadAwarePreemption=true,DRAWorkloadResourceClaims=true"
+
 // Options tune a control plane.
 type Options struct {
 	// RBAC runs the API server with --authorization-mode=RBAC (default
@@ -217,7 +223,8 @@ func start(tools, dir string, opt Options) (*Cluster, error) {
 		"--authorization-mode", authz, "--service-cluster-ip-range", "10.0.0.0/24",
 		"--disable-admission-plugins", "ServiceAccount,TaintNodesByCondition",
 		"--max-requests-inflight", "4000", "--max-mutating-requests-inflight", "2000",
-		"--enable-priority-and-fairness=false", "--profiling=false", "-v", "1"); err != nil {
+		"--enable-priority-and-fairness=false", "--profiling=false",
+		"--feature-gates", WorkloadFeatureGates, "--runtime-config", "scheduling.k8s.io/v1alpha2=true", "-v", "1"); err != nil {
 		return c, err
 	}
 	if err := c.waitReady(90 * time.Second); err != nil {
@@ -508,9 +515,10 @@ profiles:
 // StartKubeScheduler runs kube-scheduler against c for the rest of t: one
 // profile named profile (the default plugins), leader election off, its
 // server on 127.0.0.1 with a port of its choosing, its client limits
-// raised to qps and burst (50 and 100 by default would throttle a test).
+// raised to qps and burst (50 and 100 by default would throttle a test),
+// args after its own (--feature-gates, say).
 // Without the binary t skips (fails under CI=true), as Require does.
-func StartKubeScheduler(t testing.TB, c *Cluster, profile string, qps float32, burst int) *KubeScheduler {
+func StartKubeScheduler(t testing.TB, c *Cluster, profile string, qps float32, burst int, args ...string) *KubeScheduler {
 	t.Helper()
 	bin := filepath.Join(Require(t), "kube-scheduler")
 	if _, err := os.Stat(bin); err != nil {
@@ -529,7 +537,7 @@ func StartKubeScheduler(t testing.TB, c *Cluster, profile string, qps float32, b
 	if err != nil {
 		t.Fatal(err)
 	}
-	ks.cmd = exec.Command(bin, "--config", cfg, "--bind-address", "127.0.0.1", "--secure-port", "0", "-v", "1")
+	ks.cmd = exec.Command(bin, append([]string{"--config", cfg, "--bind-address", "127.0.0.1", "--secure-port", "0", "-v", "1"}, args...)...)
 	ks.cmd.Stdout, ks.cmd.Stderr = f, f
 	ks.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := ks.cmd.Start(); err != nil {
