@@ -164,7 +164,7 @@ func DefaultConfig() Config {
 		LASThresholds:     []time.Duration{time.Hour},
 		LASPromote:        2,
 		StarveFactor:      10,
-		StarveLimit:       24 * time.Hour,
+		StarveLimit:       7 * 24 * time.Hour,
 		GangReserveAfter:  0,
 		GangReservations:  1,
 		GavelRound:        6 * time.Minute,

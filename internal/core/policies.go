@@ -80,11 +80,11 @@ var policyTable = []policyDef{
 			QueueSort: sr, TimeShare: sr,
 			Scores: []WeightedScore{{LeastAllocated{}, 1}, {AcceleratorGuard{}, 1}}}
 	}},
-	{"las", "2D least attained service (Tiresias): queues by device-time attained, FIFO within, lower queues swap out higher ones; no run times needed", func(c *Core) *Policy {
+	{"las", "2D least attained service (Tiresias): queues by device-time attained, FIFO within, lower queues swap out higher ones; no run times needed; packs nodes (most-allocated), keeping whole nodes for gangs", func(c *Core) *Policy {
 		la := &LeastAttained{c: c}
-		return &Policy{Order: LeastAllocatedFirst, Static: staticFilters(c), Picker: BestFitShare{},
+		return &Policy{Order: MostAllocatedFirst, Static: staticFilters(c), Picker: BestFitShare{},
 			QueueSort: la, TimeShare: la,
-			Scores: []WeightedScore{{LeastAllocated{}, 1}, {AcceleratorGuard{}, 1}}}
+			Scores: []WeightedScore{{MostAllocated{}, 1}, {AcceleratorGuard{}, 1}}}
 	}},
 	{"gavel-rounds", "heterogeneity-aware rounds (Gavel): every round, shares of each GPU model by throughput under max-min fairness; tasks move between models and time-share", func(c *Core) *Policy {
 		g := &GavelRounds{c: c}

@@ -122,12 +122,19 @@ func runIdeal(cfg Config) (Result, error) {
 		now = end
 	}
 	jct := make([]float64, len(done))
+	var byWidth [2][]float64
 	for i, j := range done {
 		jct[i] = time.Duration(j.finished - j.arrival).Seconds()
 		res.Makespan = max(res.Makespan, time.Duration(j.finished-first).Seconds())
+		w := 0
+		if j.gpus > perNode {
+			w = 1
+		}
+		byWidth[w] = append(byWidth[w], jct[i])
 	}
 	res.Placed, res.Completed = len(done), len(done)
 	res.JCT = stats(jct)
+	res.JCTByWidth = jctByWidth(byWidth)
 	res.WallSeconds = time.Since(start).Seconds()
 	if res.WallSeconds > 0 {
 		res.EventsPerSec = float64(res.Events) / res.WallSeconds

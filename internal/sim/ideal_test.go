@@ -36,8 +36,36 @@ func TestIdealSRTFRepacksAtEveryEvent(t *testing.T) {
 	if !near(r.Makespan, 13*3600) {
 		t.Errorf("makespan %v s, want 13 h", r.Makespan)
 	}
+	if one, multi := r.JCTByWidth["one-node"], r.JCTByWidth["multi-node"]; one.N != 3 || multi.N != 1 || !near(multi.Mean, 13*3600) || !near(one.Mean, (1+1+3)*3600/3.0) {
+		t.Errorf("JCT by width %+v; want the wide job's 13 h apart from the others' (1, 1, 3 h)", r.JCTByWidth)
+	}
 	if _, err := Run(Config{Policy: IdealSRTF, FGD: true, Cluster: trace.Cluster{Nodes: []api.Node{gpuNode("a", "A100", 8)}},
 		Workload: trace.Workload{Jobs: []trace.Job{short}}}); err == nil {
 		t.Error("the fgd protocol was accepted for the reference bound")
+	}
+}
+
+// TestJCTByWidth: a replay splits JCT into jobs that fit one node and
+// wider ones, and leaves the split out when no job is wider.
+func TestJCTByWidth(t *testing.T) {
+	h := time.Hour
+	nodes := []api.Node{gpuNode("a", "A100", 8), gpuNode("b", "A100", 8)}
+	for _, pol := range []string{"least-allocated", IdealSRTF} {
+		r, err := Run(Config{Policy: pol, KnownDurations: true, Cluster: trace.Cluster{Nodes: nodes},
+			Workload: trace.Workload{Jobs: []trace.Job{gpuJob(0, 0, 2*h, 16), gpuJob(1, 0, h, 4), gpuJob(2, 3*h, h, 8)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if one, multi := r.JCTByWidth["one-node"], r.JCTByWidth["multi-node"]; one.N != 2 || multi.N != 1 || multi.Mean < 2*3600 {
+			t.Errorf("%s: JCT by width %+v, want 2 one-node jobs and the 16-GPU one", pol, r.JCTByWidth)
+		}
+		r, err = Run(Config{Policy: pol, KnownDurations: true, Cluster: trace.Cluster{Nodes: nodes},
+			Workload: trace.Workload{Jobs: []trace.Job{gpuJob(1, 0, h, 4)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.JCTByWidth != nil {
+			t.Errorf("%s: JCT by width %+v without a multi-node job, want none", pol, r.JCTByWidth)
+		}
 	}
 }

@@ -36,10 +36,16 @@ func (r *run) fragRatio() float64 {
 func (r *run) finish() {
 	var endT int64
 	var jcts []float64
+	var byWidth [2][]float64 // one node, several
 	for _, j := range r.jobs {
 		if j.done >= 0 {
 			endT = max(endT, j.done)
 			jcts = append(jcts, float64(j.done-j.arrival)/1e9)
+			w := 0
+			if len(j.tasks) > 1 {
+				w = 1
+			}
+			byWidth[w] = append(byWidth[w], jcts[len(jcts)-1])
 		}
 		if j.placed < 0 && j.submitted {
 			r.res.Unplaced++
@@ -83,6 +89,7 @@ func (r *run) finish() {
 	r.res.Makespan = span / 1e9
 	r.res.Jobs = r.submitted
 	r.res.JCT = stats(jcts)
+	r.res.JCTByWidth = jctByWidth(byWidth)
 	r.res.JCTCDF = cdf(jcts, 200)
 	targets := core.DefaultConfig().Tiers
 	for l := 0; l < 4; l++ {
@@ -132,6 +139,15 @@ func (r *run) finish() {
 		}
 	}
 	r.res.Series = downsample(r.series, r.cfg.MaxSamples)
+}
+
+// jctByWidth is Result.JCTByWidth from the JCTs of one-node and
+// multi-node jobs; nil without multi-node ones.
+func jctByWidth(byWidth [2][]float64) map[string]Stats {
+	if len(byWidth[1]) == 0 {
+		return nil
+	}
+	return map[string]Stats{"one-node": stats(byWidth[0]), "multi-node": stats(byWidth[1])}
 }
 
 func stats(xs []float64) Stats {

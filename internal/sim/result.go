@@ -82,6 +82,10 @@ type Result struct {
 	Makespan float64 `json:"makespan"`
 	// JCT is completion time minus arrival (s), of completed jobs.
 	JCT Stats `json:"jct"`
+	// JCTByWidth splits JCT by a job's width: "one-node" (as many GPUs
+	// as one node has, or fewer) and "multi-node"; absent when no job was
+	// wider than a node.
+	JCTByWidth map[string]Stats `json:"jctByWidth,omitempty"`
 	// QueueDelay is placement minus arrival (s), by priority tier.
 	QueueDelay [4]Stats `json:"queueDelay"`
 	// SLO is the fraction of each tier's submitted jobs placed within the
