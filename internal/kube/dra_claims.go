@@ -49,7 +49,8 @@ type draUse struct {
 type draClaimRef struct {
 	key       string // namespace/name
 	uid       types.UID
-	allocated bool // already allocated when the task was made
+	allocated bool      // already allocated when the task was made
+	group     *groupRef // the Kubernetes PodGroup it is reserved for (a group's claim), or nil: the pod
 }
 
 // draPlan is how a pod's task stands for its claims: the claims, and per
@@ -73,7 +74,13 @@ type draChoice struct {
 // device requests of a class, their alternatives (firstAvailable, several
 // drivers) the task's alternatives. wait is why the pod cannot be a task
 // yet (a claim not created yet, say); err why it never can as it is.
-func (s *Scheduler) withClaims(pod *corev1.Pod, t api.Task) (_ api.Task, _ *draPlan, wait string, err error) {
+//
+// A claim of the pod's Kubernetes PodGroup (groupClaim) is reserved for
+// the group; left unallocated, it is allocated by the member whose task
+// carries its requests: with sharer set, the pod is not that member, and
+// its task leaves the group's unallocated claims out (its gang keeps it
+// on the carrier's node).
+func (s *Scheduler) withClaims(pod *corev1.Pod, t api.Task, sharer bool) (_ api.Task, _ *draPlan, wait string, err error) {
 	if len(pod.Spec.ResourceClaims) == 0 {
 		return t, nil, "", nil
 	}
@@ -88,7 +95,10 @@ func (s *Scheduler) withClaims(pod *corev1.Pod, t api.Task) (_ api.Task, _ *draP
 	pinned := ""
 	var perRequest [][]draChoice
 	for i, pc := range pod.Spec.ResourceClaims {
-		name, w := claimName(pod, &pc)
+		name, group, w := s.groupClaim(pod, &pc)
+		if group == nil {
+			name, w = claimName(pod, &pc)
+		}
 		if w != "" || name == "" {
 			if w != "" {
 				return t, nil, w, nil
@@ -104,7 +114,11 @@ func (s *Scheduler) withClaims(pod *corev1.Pod, t api.Task) (_ api.Task, _ *draP
 			}
 			return t, nil, "ResourceClaim " + key + " is being deleted", nil
 		}
-		ref := draClaimRef{key: key, uid: claim.UID}
+		ref := draClaimRef{key: key, uid: claim.UID, group: group}
+		consumer := pod.UID
+		if group != nil {
+			consumer = group.uid
+		}
 		if a := claim.Status.Allocation; a != nil {
 			node, nerr := allocationNode(a)
 			if nerr != nil {
@@ -113,7 +127,7 @@ func (s *Scheduler) withClaims(pod *corev1.Pod, t api.Task) (_ api.Task, _ *draP
 			if pinned != "" && node != pinned {
 				return t, nil, "", fmt.Errorf("resourceClaims[%d]: claim %s is allocated on node %s, another of the pod's on %s", i, key, node, pinned)
 			}
-			if len(claim.Status.ReservedFor) >= maxReservedFor && !reservedFor(claim, pod.UID) {
+			if len(claim.Status.ReservedFor) >= maxReservedFor && !reservedFor(claim, consumer) {
 				s.waitForClaim(key, pod)
 				return t, nil, "ResourceClaim " + key + " is in use by the most pods it may have", nil
 			}
@@ -121,6 +135,9 @@ func (s *Scheduler) withClaims(pod *corev1.Pod, t api.Task) (_ api.Task, _ *draP
 			ref.allocated = true
 			plan.claims = append(plan.claims, ref)
 			continue
+		}
+		if group != nil && sharer {
+			continue // allocated by the gang's carrier, on the node this pod shares
 		}
 		plan.claims = append(plan.claims, ref)
 		choices, w, cerr := s.claimChoices(claim, len(plan.claims)-1, speeds)
@@ -426,7 +443,10 @@ func (s *Scheduler) writeClaims(ctx context.Context, req bindRequest, plan *draP
 			s.releaseClaims(ctx, req, written)
 			return nil, apierrors.NewConflict(resourcev1.Resource("resourceclaims"), name, fmt.Errorf("claim allocated elsewhere"))
 		}
-		if !reservedFor(claim, req.uid) {
+		switch {
+		case ref.group != nil && !reservedFor(claim, ref.group.uid):
+			claim.Status.ReservedFor = append(claim.Status.ReservedFor, ref.group.consumer())
+		case ref.group == nil && !reservedFor(claim, req.uid):
 			claim.Status.ReservedFor = append(claim.Status.ReservedFor, resourcev1.ResourceClaimConsumerReference{Resource: "pods", Name: podName, UID: req.uid})
 		}
 		if err := s.updateClaim(ctx, claim, w.allocated); err != nil {
@@ -532,7 +552,11 @@ func (s *Scheduler) releaseClaims(ctx context.Context, req bindRequest, written 
 			if claim.UID != w.ref.uid {
 				return nil
 			}
-			claim.Status.ReservedFor = slices.DeleteFunc(claim.Status.ReservedFor, func(r resourcev1.ResourceClaimConsumerReference) bool { return r.UID == req.uid })
+			claim.Status.ReservedFor = slices.DeleteFunc(claim.Status.ReservedFor, func(r resourcev1.ResourceClaimConsumerReference) bool {
+				// The pod's own; a group's only when this bind allocated
+				// the claim for it.
+				return r.UID == req.uid || w.allocated && w.ref.group != nil && r.UID == w.ref.group.uid
+			})
 			if w.allocated && len(claim.Status.ReservedFor) == 0 {
 				claim.Status.Allocation = nil
 			}

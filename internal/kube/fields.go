@@ -75,7 +75,7 @@ var podSpecFields = append([]podField{
 	{"volumes[].portworxVolume", honoured, "NodeVolumeLimits: counts against the attach limit of the CSI driver it migrates to"},
 	{"volumes[].rbd", refused, "conflicts between pods (VolumeRestrictions) are not honoured"},
 	{"volumes[].iscsi", refused, "conflicts between pods (VolumeRestrictions) are not honoured"},
-	{"schedulingGroup", honoured, "GangScheduling, TopologyPlacementGenerator: the PodGroup (scheduling.k8s.io/v1alpha2) it names is the pod's gang: minCount, one topology domain, disruption mode, the group's priority; its shared resourceClaims are refused (workloads.go)"},
+	{"schedulingGroup", honoured, "GangScheduling, TopologyPlacementGenerator: the PodGroup (scheduling.k8s.io/v1alpha2) it names is the pod's gang: minCount, one topology domain, disruption mode, the group's priority, its shared resourceClaims (workloads.go)"},
 }, irrelevantFields()...)
 
 // irrelevantFields are the fields no default plugin of kube-scheduler

@@ -250,7 +250,7 @@ func (s *Scheduler) planPod(key string, b *podBatch) {
 		if st.task != "" && st.binding == "" && st.dra != nil && !st.inGangJob() && st.dra.version != s.dra.currentVersion() {
 			// Its claims' options were made from other devices: made again,
 			// the task is replaced when they changed.
-			_, plan, wait, err := s.withClaims(pod, api.Task{})
+			_, plan, wait, err := s.withClaims(pod, api.Task{}, false)
 			if err == nil && wait == "" && plan != nil && plan.key == st.dra.key {
 				st.dra.version = plan.version
 				return
@@ -290,7 +290,7 @@ func (s *Scheduler) planWaiting(pod *corev1.Pod, st *podState, b *podBatch) {
 		b.gathering = append(b.gathering, gathering{st: st, why: wait})
 		return
 	}
-	t, plan, wait, err := s.podTask(pod, "")
+	t, plan, wait, err := s.podTask(pod, "", false)
 	if err != nil {
 		st.invalid = err.Error()
 		b.invalid = append(b.invalid, st)
@@ -380,7 +380,7 @@ func (s *Scheduler) formGang(gang string, g *gangState, ns string, first api.Tas
 		if err != nil || mp.UID != uid || mp.Spec.NodeName != "" || mp.DeletionTimestamp != nil {
 			continue
 		}
-		mt, plan, wait, err := s.podTask(mp, string(uid))
+		mt, plan, wait, err := s.podTask(mp, string(uid), len(job.Tasks) > 0)
 		if err != nil {
 			m.invalid = err.Error()
 			b.invalid = append(b.invalid, m)
@@ -398,6 +398,11 @@ func (s *Scheduler) formGang(gang string, g *gangState, ns string, first api.Tas
 		g.spec.applyPriority(&mt, s.pods.tiers)
 		job.Tasks = append(job.Tasks, mt)
 		members = append(members, m)
+		if plan != nil && slices.ContainsFunc(plan.claims, func(r draClaimRef) bool { return r.group != nil && !r.allocated }) {
+			// Its group's claim is allocated with it, on one node: the
+			// node every member shares.
+			job.Gang.RequiredTopology = api.NodeNameLabel
+		}
 	}
 	g.waiting = nil
 	if len(job.Tasks) < g.spec.min {
@@ -515,7 +520,9 @@ func (s *Scheduler) untrackTask(st *podState, b *podBatch, finished bool, code i
 }
 
 // podTask is a waiting pod's task with its claims (withClaims).
-func (s *Scheduler) podTask(pod *corev1.Pod, id string) (api.Task, *draPlan, string, error) {
+// sharer: the pod shares its PodGroup's unallocated claims with the
+// gang member that allocates them (withClaims).
+func (s *Scheduler) podTask(pod *corev1.Pod, id string, sharer bool) (api.Task, *draPlan, string, error) {
 	t, err := s.pods.task(pod, id)
 	if err != nil {
 		return t, nil, "", err
@@ -524,7 +531,7 @@ func (s *Scheduler) podTask(pod *corev1.Pod, id string) (api.Task, *draPlan, str
 	if wait, err := s.volumeTerms(pod, &t); err != nil || wait != "" {
 		return t, nil, wait, err
 	}
-	return s.withClaims(pod, t)
+	return s.withClaims(pod, t, sharer)
 }
 
 // draRecheck is the pods to look at again after DRA devices changed

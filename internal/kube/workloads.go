@@ -17,7 +17,14 @@ package kube
 //	disruptionMode Pod | PodGroup         Gang.Disruption member | gang
 //	                                      (Pod when unset, as upstream)
 //	priority, else priorityClassName      every member's tier and value
-//	resourceClaims                        refused (not read yet)
+//	resourceClaims                        a pod's claim of the same name
+//	                                      and claim (or template) is the
+//	                                      group's: allocated once, by the
+//	                                      gang's first member, reserved
+//	                                      for the PodGroup; while it is not
+//	                                      allocated, the gang goes to one
+//	                                      node (a node-local allocation
+//	                                      is where every consumer runs)
 //
 // Status: PodGroupScheduled is written as kube-scheduler writes it: True
 // (reason Scheduled) once minCount members are bound (one, under the
@@ -33,10 +40,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	schedv1a2 "k8s.io/api/scheduling/v1alpha2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/hetsched/hetsched/internal/api"
@@ -206,10 +215,55 @@ func podGroupGang(pg *schedv1a2.PodGroup, classPriority func(string) (int32, boo
 		}
 		g.priority = &v
 	}
-	if len(pg.Spec.ResourceClaims) > 0 {
-		return bad("resourceClaims", "claims shared by a group are not read by hetsched yet: give each pod its claims (spec.resourceClaims), or share one ResourceClaim by name")
+	for i, c := range pg.Spec.ResourceClaims {
+		if (c.ResourceClaimName == nil) == (c.ResourceClaimTemplateName == nil) {
+			return bad(fmt.Sprintf("resourceClaims[%d]", i), "names %s: exactly one of resourceClaimName and resourceClaimTemplateName", c.Name)
+		}
 	}
 	return g, nil
+}
+
+// groupRef is a Kubernetes PodGroup as a claim's consumer.
+type groupRef struct {
+	name string
+	uid  types.UID
+}
+
+// consumer is the reference a claim's status.reservedFor holds for g.
+func (g *groupRef) consumer() resourcev1.ResourceClaimConsumerReference {
+	return resourcev1.ResourceClaimConsumerReference{APIGroup: schedv1a2.GroupName, Resource: "podgroups", Name: g.name, UID: g.uid}
+}
+
+// groupClaim finds pod claim pc among the claims of the pod's Kubernetes
+// PodGroup: the same name and the same claim or template, as upstream
+// matches them. It returns the claim's name (from the group's status for
+// a template: wait says why it is not known yet) and the group; a nil
+// group when pc is the pod's own.
+func (s *Scheduler) groupClaim(pod *corev1.Pod, pc *corev1.PodResourceClaim) (name string, g *groupRef, wait string) {
+	sg := pod.Spec.SchedulingGroup
+	if sg == nil || sg.PodGroupName == nil || s.k8sGroupLst == nil {
+		return "", nil, ""
+	}
+	pg, err := s.k8sGroupLst.PodGroups(pod.Namespace).Get(*sg.PodGroupName)
+	if err != nil {
+		return "", nil, ""
+	}
+	for _, c := range pg.Spec.ResourceClaims {
+		if c.Name != pc.Name || !sameString(c.ResourceClaimName, pc.ResourceClaimName) || !sameString(c.ResourceClaimTemplateName, pc.ResourceClaimTemplateName) {
+			continue
+		}
+		g = &groupRef{name: pg.Name, uid: pg.UID}
+		if c.ResourceClaimName != nil {
+			return *c.ResourceClaimName, g, ""
+		}
+		for _, st := range pg.Status.ResourceClaimStatuses {
+			if st.Name == c.Name && st.ResourceClaimName != nil {
+				return *st.ResourceClaimName, g, ""
+			}
+		}
+		return "", g, "waiting for the ResourceClaim of PodGroup " + pod.Namespace + "/" + pg.Name + "'s claim " + c.Name + " (kube-controller-manager makes it from template " + *c.ResourceClaimTemplateName + ")"
+	}
+	return "", nil, ""
 }
 
 // startK8sPodGroups reads Kubernetes' PodGroups when the cluster serves
@@ -369,3 +423,6 @@ func (s *Scheduler) writeGroupCondition(ctx context.Context, key string, c metav
 	}
 	return err
 }
+
+// sameString reports whether a and b are both unset or both the same.
+func sameString(a, b *string) bool { return a == nil && b == nil || a != nil && b != nil && *a == *b }

@@ -63,8 +63,12 @@ func TestPodGroupGang(t *testing.T) {
 		{name: "class", spec: schedv1a2.PodGroupSpec{SchedulingPolicy: gang(2), PriorityClassName: "training"},
 			want: with(func(g *gangSpec) { g.min, g.priority = 2, ptr(int32(1_000_000)) })},
 		{name: "unknown class", spec: schedv1a2.PodGroupSpec{SchedulingPolicy: gang(2), PriorityClassName: "nope"}, err: `spec.priorityClassName: no PriorityClass "nope"`},
-		{name: "claims", spec: schedv1a2.PodGroupSpec{SchedulingPolicy: gang(2), ResourceClaims: []schedv1a2.PodGroupResourceClaim{{Name: "gpus", ResourceClaimName: ptr("shared")}}},
-			err: "spec.resourceClaims"},
+		{name: "claims", spec: schedv1a2.PodGroupSpec{SchedulingPolicy: gang(2), ResourceClaims: []schedv1a2.PodGroupResourceClaim{{Name: "gpus", ResourceClaimName: ptr("shared")}, {Name: "nics", ResourceClaimTemplateName: ptr("nic")}}},
+			want: with(func(g *gangSpec) { g.min = 2 })},
+		{name: "claim of both", spec: schedv1a2.PodGroupSpec{SchedulingPolicy: gang(2), ResourceClaims: []schedv1a2.PodGroupResourceClaim{{Name: "gpus", ResourceClaimName: ptr("shared"), ResourceClaimTemplateName: ptr("t")}}},
+			err: "spec.resourceClaims[0]: names gpus: exactly one of"},
+		{name: "claim of neither", spec: schedv1a2.PodGroupSpec{SchedulingPolicy: gang(2), ResourceClaims: []schedv1a2.PodGroupResourceClaim{{Name: "gpus"}}},
+			err: "spec.resourceClaims[0]"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pg := &schedv1a2.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "train"}, Spec: tc.spec}
