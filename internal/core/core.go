@@ -411,7 +411,7 @@ func (c *Core) admit(spec *api.Task, j *job) (t *Task, deps []*Task, skipReason 
 	c.seq++
 	t = &Task{
 		id: spec.ID, cls: cls, prio: int8(prio), level: int8(prio),
-		preemptible: spec.IsPreemptible(), noRequeue: !spec.Requeues(), seq: c.seq,
+		preemptible: spec.IsPreemptible(), resumable: spec.Checkpoint != nil, noRequeue: !spec.Requeues(), seq: c.seq,
 		noPreempt: spec.PreemptionPolicy == api.PreemptNever, value: spec.PriorityValue, labels: spec.Metadata,
 		duration: int64(spec.Duration), timeout: int64(spec.Timeout),
 		queueTTL: int64(spec.QueueTimeout), lease: int64(lease),

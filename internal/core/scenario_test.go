@@ -529,6 +529,10 @@ func (h *harness) taskFromArgs(t *testing.T, td *datadriven.TestData) api.Task {
 		b := v == "true"
 		spec.Preemptible = &b
 	}
+	if v, ok := arg(td, "checkpoint"); ok {
+		spec.Checkpoint = &api.Checkpoint{Signal: v}
+		spec.Command = []string{"train"} // only a command is checkpointed
+	}
 	if v, ok := arg(td, "class"); ok {
 		spec.Metadata = map[string]string{"class": v}
 	}

@@ -12,6 +12,7 @@ type Task struct {
 	raised      int8 // how many times aging raised it
 	state       State
 	preemptible bool
+	resumable   bool              // it has a checkpoint: stopped, it resumes where it was
 	noRequeue   bool              // fail instead of re-queueing when evicted
 	noPreempt   bool              // preemptionPolicy never: evicts nothing
 	value       int32             // priority value: orders its priority's tasks (importance)

@@ -56,8 +56,9 @@ type Config struct {
 	// Resume makes a preempted job resume from its checkpoint: its next
 	// attempt runs only the work left (progress is kept as a fraction,
 	// so it carries across device models), after RestartCost (the
-	// checkpoint's save and restore). Without it a preempted job runs
-	// again in full.
+	// checkpoint's save and restore), and its tasks declare a checkpoint
+	// (which gavel-rounds needs to swap a running task out). Without it a
+	// preempted job runs again in full.
 	Resume      bool
 	RestartCost time.Duration
 	// ShareRound, ShareMinRun and LASThresholds override the core's
@@ -365,6 +366,15 @@ func (r *run) setup() error {
 			}
 			prio := j.prio
 			t.spec.Priority = &prio
+			if r.cfg.Resume && t.spec.Checkpoint == nil {
+				// It resumes: the core may stop it to run later (what
+				// gavel-rounds' swaps need). Only a command is
+				// checkpointed; the simulated job's stands for it.
+				t.spec.Checkpoint = &api.Checkpoint{Signal: "SIGUSR1"}
+				if len(t.spec.Command) == 0 {
+					t.spec.Command = []string{"simulated"}
+				}
+			}
 			if _, dup := r.byID[t.id]; dup {
 				return fmt.Errorf("workload %s: job id %q twice", r.cfg.Workload.Name, t.id)
 			}
