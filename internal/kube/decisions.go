@@ -483,48 +483,31 @@ func (s *Scheduler) reportUnschedulable(ctx context.Context, key string, uid typ
 // write is for the pod of uid, still unbound (checked before it, and the
 // uid is the patch's precondition).
 func (s *Scheduler) setUnschedulable(ctx context.Context, key string, uid types.UID, msg string) {
-	s.condMu.Lock()
-	s.condWant[key] = condition{uid: uid, msg: msg}
-	if s.condBusy[key] {
-		s.condMu.Unlock()
+	s.conds.set(ctx, &s.bg, key, condition{uid: uid, msg: msg}, s.writeUnschedulable)
+}
+
+// writeUnschedulable patches the PodScheduled=False condition of want
+// on the pod of key, still unbound.
+func (s *Scheduler) writeUnschedulable(ctx context.Context, key string, want condition) {
+	ns, name, _ := cache.SplitMetaNamespaceKey(key)
+	if p, err := s.podLst.Pods(ns).Get(name); err != nil || p.UID != want.uid || p.Spec.NodeName != "" {
 		return
 	}
-	s.condBusy[key] = true
-	s.condMu.Unlock()
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
-		ns, name, _ := cache.SplitMetaNamespaceKey(key)
-		for {
-			s.condMu.Lock()
-			want, ok := s.condWant[key]
-			delete(s.condWant, key)
-			if !ok || ctx.Err() != nil {
-				delete(s.condBusy, key)
-				s.condMu.Unlock()
-				return
-			}
-			s.condMu.Unlock()
-			if p, err := s.podLst.Pods(ns).Get(name); err != nil || p.UID != want.uid || p.Spec.NodeName != "" {
-				continue
-			}
-			cond := map[string]any{
-				"metadata": map[string]any{"uid": string(want.uid)},
-				"status": map[string]any{"conditions": []map[string]any{{
-					"type": corev1.PodScheduled, "status": corev1.ConditionFalse, "reason": corev1.PodReasonUnschedulable,
-					"message": want.msg, "lastTransitionTime": metav1.Now().UTC().Format(time.RFC3339),
-				}}},
-			}
-			patch, _ := json.Marshal(cond)
-			err := s.retry(ctx, func(ctx context.Context) error {
-				_, err := s.client.CoreV1().Pods(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
-				return err
-			})
-			if err != nil && ctx.Err() == nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-				s.log.Debug("setting PodScheduled=False", "pod", key, "err", err)
-			}
-		}
-	}()
+	cond := map[string]any{
+		"metadata": map[string]any{"uid": string(want.uid)},
+		"status": map[string]any{"conditions": []map[string]any{{
+			"type": corev1.PodScheduled, "status": corev1.ConditionFalse, "reason": corev1.PodReasonUnschedulable,
+			"message": want.msg, "lastTransitionTime": metav1.Now().UTC().Format(time.RFC3339),
+		}}},
+	}
+	patch, _ := json.Marshal(cond)
+	err := s.retry(ctx, func(ctx context.Context) error {
+		_, err := s.client.CoreV1().Pods(ns).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+		return err
+	})
+	if err != nil && ctx.Err() == nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		s.log.Debug("setting PodScheduled=False", "pod", key, "err", err)
+	}
 }
 
 // condition is a PodScheduled=False message for the pod of uid.

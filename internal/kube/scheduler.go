@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -106,7 +107,7 @@ type Scheduler struct {
 	// k8sGroupLst lists Kubernetes' PodGroups (nil when not served) and
 	// groupConds writes their conditions (workloads.go).
 	k8sGroupLst schedv1a2listers.PodGroupLister
-	groupConds  groupConds
+	groupConds  latest[metav1.Condition]
 	// dra is the DRA devices and selectors; the listers are nil where the
 	// cluster does not serve resource.k8s.io/v1.
 	dra         *draState
@@ -142,11 +143,9 @@ type Scheduler struct {
 	// node and pod.
 	held map[string]map[types.UID]bindRequest
 
-	// condMu guards condWant (the PodScheduled=False message to write
-	// next, per pod) and condBusy (pods with a writer running).
-	condMu   sync.Mutex
-	condWant map[string]condition
-	condBusy map[string]bool
+	// conds writes the pods' PodScheduled=False conditions, the latest
+	// per pod (coalesce.go).
+	conds latest[condition]
 
 	// sent is the node as last sent to the engine (the reconcile loop's
 	// alone: not under mu).
@@ -277,8 +276,8 @@ func New(cfg Config) (*Scheduler, error) {
 		byUID:     map[types.UID]*podState{}, byKey: map[string]types.UID{}, tasks: map[string]types.UID{},
 		gangs: map[string]*gangState{}, sent: map[string]api.Node{},
 		evictions: map[string]int{}, evictChange: make(chan struct{}),
-		held:     map[string]map[types.UID]bindRequest{},
-		condWant: map[string]condition{}, condBusy: map[string]bool{},
+		held: map[string]map[types.UID]bindRequest{},
+
 		dra:        newDRAState(),
 		draHolders: map[types.UID]string{}, draPseudo: map[types.UID]string{}, draClaimUID: map[string]types.UID{},
 		draWaiting: map[string]map[string]bool{}, draNoDevice: map[string]bool{}, draUnmapped: map[string]bool{},

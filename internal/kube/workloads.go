@@ -36,7 +36,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -306,15 +305,6 @@ func (s *Scheduler) markGroupPods(key string) {
 	}
 }
 
-// groupConds writes PodGroupScheduled on Kubernetes' PodGroups: one
-// write at a time per group, a newer condition replacing one not written
-// yet (as setUnschedulable does for pods).
-type groupConds struct {
-	mu   sync.Mutex
-	want map[string]metav1.Condition // by namespace/name
-	busy map[string]bool
-}
-
 // groupScheduled records that a member of g was bound: with minCount of
 // them bound, the group is Scheduled. Called with s.mu held.
 func (s *Scheduler) groupScheduled(ctx context.Context, g *gangState) {
@@ -355,38 +345,13 @@ func (s *Scheduler) groupUnschedulable(ctx context.Context, g *gangState, why st
 }
 
 // setGroupCondition writes c on the PodGroup key (namespace/name) in the
-// background.
+// background, the latest per group (coalesce.go).
 func (s *Scheduler) setGroupCondition(ctx context.Context, key string, c metav1.Condition) {
-	gc := &s.groupConds
-	gc.mu.Lock()
-	if gc.want == nil {
-		gc.want, gc.busy = map[string]metav1.Condition{}, map[string]bool{}
-	}
-	gc.want[key] = c
-	if gc.busy[key] {
-		gc.mu.Unlock()
-		return
-	}
-	gc.busy[key] = true
-	gc.mu.Unlock()
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
-		for {
-			gc.mu.Lock()
-			want, ok := gc.want[key]
-			delete(gc.want, key)
-			if !ok || ctx.Err() != nil {
-				delete(gc.busy, key)
-				gc.mu.Unlock()
-				return
-			}
-			gc.mu.Unlock()
-			if err := s.writeGroupCondition(ctx, key, want); err != nil && ctx.Err() == nil && !apierrors.IsNotFound(err) {
-				s.log.Warn("writing PodGroupScheduled", "podGroup", key, "err", err)
-			}
+	s.groupConds.set(ctx, &s.bg, key, c, func(ctx context.Context, key string, c metav1.Condition) {
+		if err := s.writeGroupCondition(ctx, key, c); err != nil && ctx.Err() == nil && !apierrors.IsNotFound(err) {
+			s.log.Warn("writing PodGroupScheduled", "podGroup", key, "err", err)
 		}
-	}()
+	})
 }
 
 // writeGroupCondition sets c on the PodGroup's status, read fresh, unless

@@ -150,7 +150,10 @@ func TestK8sPodGroupSideBySide(t *testing.T) {
 	ks := kubetest.StartKubeScheduler(t, c, fmt.Sprintf("kube-gangs-%d", runs.Add(1)), 1000, 2000, "--feature-gates", kubetest.WorkloadFeatureGates)
 	for _, mk := range []func() (*scenario, []k8sGroup){k8sGroupsScenario, k8sPreemptScenario, k8sLateMemberScenario, k8sGroupClaimScenario} {
 		sc, groups := mk()
-		t.Run(sc.name, func(t *testing.T) { sideBySide(t, ks, sc, groups) })
+		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel() // each its own namespaces, nodes and hetsched; one kube-scheduler for all
+			sideBySide(t, ks, sc, groups)
+		})
 	}
 }
 
