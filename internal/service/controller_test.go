@@ -1,0 +1,105 @@
+package service
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/autoscale"
+	"github.com/hetsched/hetsched/internal/probe"
+	"github.com/hetsched/hetsched/internal/resource"
+)
+
+var t0 = time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
+
+func echo() api.Service {
+	return api.Service{Name: "echo", Replicas: 2, Template: api.ServiceTemplate{
+		Task:      api.Task{Command: []string{"./serve"}},
+		Readiness: &probe.Probe{TCP: &probe.TCPOpen{Port: 8080}},
+	}}
+}
+
+func up(id, rev string) Replica {
+	return Replica{ID: id, Revision: rev, Running: true, Started: true, Ready: true, Alive: true, Created: t0, Address: "10.0.0.1"}
+}
+
+// TestControllerKeepsReplicasRunning: starts the count, reports the ready
+// ones as endpoints, restarts one whose liveness failed, replaces a
+// failed one after the backoff, and rolls a changed template out without
+// going below the count.
+func TestControllerKeepsReplicasRunning(t *testing.T) {
+	c, err := New(echo())
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := c.Step(t0, nil, nil)
+	if st.Create != 2 || st.Revision == "" || st.Status.Desired != 2 {
+		t.Fatalf("first step: %+v, want 2 replicas started", st)
+	}
+	rev := st.Revision
+	a, b := up("a", rev), up("b", rev)
+	st = c.Step(t0, []Replica{a, b}, nil)
+	if st.Create != 0 || len(st.Stop) != 0 || st.Status.Ready != 2 || len(st.Endpoints) != 2 || st.Endpoints[0].Port != 8080 {
+		t.Fatalf("two ready: %+v", st)
+	}
+	b.Alive = false
+	st = c.Step(t0, []Replica{a, b}, nil)
+	if !slices.Equal(st.Restart, []string{"b"}) || st.Status.Ready != 1 || len(st.Endpoints) != 1 {
+		t.Fatalf("b's liveness failed: %+v, want it restarted and out of the endpoints", st)
+	}
+	c.ReplicaEnded(t0, time.Minute)
+	st = c.Step(t0.Add(5*time.Second), []Replica{a}, nil)
+	if st.Create != 0 || !st.RetryAt.Equal(t0.Add(10*time.Second)) {
+		t.Fatalf("5 s after b failed: %+v, want its replacement at 10 s", st)
+	}
+	if st = c.Step(t0.Add(10*time.Second), []Replica{a}, nil); st.Create != 1 {
+		t.Fatalf("after the backoff: %+v, want one start", st)
+	}
+	svc := echo()
+	svc.Template.Command = []string{"./serve", "--v2"}
+	if err := c.Update(svc); err != nil {
+		t.Fatal(err)
+	}
+	b = up("b", rev)
+	st = c.Step(t0.Add(time.Minute), []Replica{a, b}, nil)
+	if st.Revision == rev || st.Create != 1 || len(st.Stop) != 0 {
+		t.Fatalf("a new template: %+v, want one of the new revision started, nothing stopped yet (maxUnavailable 0)", st)
+	}
+	st = c.Step(t0.Add(2*time.Minute), []Replica{a, b, up("c", st.Revision)}, nil)
+	if len(st.Stop) != 1 || st.Create != 0 {
+		t.Fatalf("the new one ready: %+v, want one old stopped", st)
+	}
+	if err := c.Scale(t0.Add(3*time.Minute), 3); err != nil || c.Step(t0.Add(3*time.Minute), nil, nil).Status.LastScale.To != 3 {
+		t.Errorf("scaled by hand to 3: %v", err)
+	}
+}
+
+// TestControllerAutoscales: the autoscaler sets the desired count, the
+// status says the last change and why, and scaling by hand is refused
+// naming why.
+func TestControllerAutoscales(t *testing.T) {
+	svc := echo()
+	svc.Template.Resources = resource.List{"cpu": 1000}
+	svc.Autoscale = &autoscale.Spec{Min: 2, Max: 10, Metrics: []autoscale.Metric{{Resource: "cpu", Target: "70%"}}}
+	c, err := New(svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev, err := Revision(&svc.Template)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hot := []autoscale.Sample{{Ready: true, Value: 1.4, Request: 1}, {Ready: true, Value: 1.4, Request: 1}}
+	st := c.Step(t0, []Replica{up("a", rev), up("b", rev)}, [][]autoscale.Sample{hot})
+	if st.Status.Desired != 4 || st.Scaled == nil || st.Status.LastScale == nil || !strings.HasPrefix(st.Status.LastScale.Reason, "ScaleUp") {
+		t.Fatalf("at 200 %% of the target: %+v, want 4 desired and the reason", st)
+	}
+	if st.Create != 2 {
+		t.Errorf("starts %d, want 2 more", st.Create)
+	}
+	if err := c.Scale(t0, 5); err == nil || !strings.Contains(err.Error(), "autoscales") {
+		t.Errorf("scaling an autoscaled service by hand: %v, want a refusal saying why", err)
+	}
+}
