@@ -1,5 +1,6 @@
 // Package api holds the wire types of hetsched's HTTP API and files
-// (../shared/API.md): tasks, nodes, devices, with field-level validation.
+// (../shared/API.md): tasks, nodes, devices, services (with their probes
+// and autoscale specs), with field-level validation.
 // The server, CLI, simulator and core share these types; the core converts a
 // validated spec into its own compact form once, at submission.
 package api

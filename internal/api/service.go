@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/hetsched/hetsched/internal/autoscale"
 	"github.com/hetsched/hetsched/internal/errs"
-	"github.com/hetsched/hetsched/internal/probe"
 )
 
 // Service is a long-running service (API.md "Service", issue 44): a task
@@ -18,7 +16,7 @@ type Service struct {
 	Queue     string          `json:"queue,omitempty"`
 	Replicas  int             `json:"replicas"`
 	Template  ServiceTemplate `json:"template"`
-	Autoscale *autoscale.Spec `json:"autoscale,omitempty"`
+	Autoscale *Autoscale      `json:"autoscale,omitempty"`
 	Rollout   *Rollout        `json:"rollout,omitempty"`
 }
 
@@ -26,9 +24,9 @@ type Service struct {
 // process kept running, and its probes.
 type ServiceTemplate struct {
 	Task
-	Liveness  *probe.Probe `json:"liveness,omitempty"`
-	Readiness *probe.Probe `json:"readiness,omitempty"`
-	Startup   *probe.Probe `json:"startup,omitempty"`
+	Liveness  *Probe `json:"liveness,omitempty"`
+	Readiness *Probe `json:"readiness,omitempty"`
+	Startup   *Probe `json:"startup,omitempty"`
 }
 
 // Rollout bounds a template change's rollout: at most MaxSurge replicas
@@ -54,9 +52,6 @@ func (r *Rollout) Unavailable() int {
 	}
 	return *r.MaxUnavailable
 }
-
-// MaxServiceReplicas bounds Service.Replicas.
-const MaxServiceReplicas = autoscale.MaxReplicas
 
 // Validate checks s; an error names the field ("template.liveness.period").
 func (s *Service) Validate() error {
@@ -97,9 +92,9 @@ func (s *Service) Validate() error {
 		return fmt.Errorf("template: %w", err)
 	}
 	for _, p := range []struct {
-		p    *probe.Probe
+		p    *Probe
 		kind string
-	}{{t.Liveness, probe.Liveness}, {t.Readiness, probe.Readiness}, {t.Startup, probe.Startup}} {
+	}{{t.Liveness, ProbeLiveness}, {t.Readiness, ProbeReadiness}, {t.Startup, ProbeStartup}} {
 		if p.p != nil {
 			if err := p.p.Validate("template."+p.kind, p.kind); err != nil {
 				return err

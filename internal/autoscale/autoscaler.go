@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/hetsched/hetsched/internal/api"
 )
 
 // Sample is what one replica reported for one metric: for a resource, its
@@ -19,7 +21,7 @@ type Sample struct {
 
 // MetricResult is how one metric stood at an evaluation.
 type MetricResult struct {
-	Metric  Metric
+	Metric  api.AutoscaleMetric
 	Current float64 // the utilization (percent) or the value per replica, over the ready replicas that reported
 	Desired int     // the replicas it asks for; -1 when it had no data
 }
@@ -44,10 +46,10 @@ type Decision struct {
 // Autoscaler is one service's autoscaler: its spec and what it remembers
 // (recommendations for the windows, scale events for the rate limits).
 type Autoscaler struct {
-	spec    Spec
+	spec    api.Autoscale
 	targets []target
-	up      Rules
-	down    Rules
+	up      api.ScaleRules
+	down    api.ScaleRules
 	recs    []stamped // recommendations, for the windows
 	events  []stamped // scale events (the change, signed), for the rate limits
 }
@@ -58,14 +60,14 @@ type stamped struct {
 }
 
 // New makes an autoscaler for spec (checked: an error names the field).
-func New(spec Spec) (*Autoscaler, error) {
+func New(spec api.Autoscale) (*Autoscaler, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
 	a := &Autoscaler{spec: spec, up: rules(spec.Behavior.ScaleUp, defaultUp), down: rules(spec.Behavior.ScaleDown, defaultDown)}
-	for i, m := range spec.Metrics {
-		t, _ := parseTarget(fmt.Sprintf("autoscale.metrics[%d]", i), m)
-		a.targets = append(a.targets, t)
+	for i := range spec.Metrics {
+		p, v, _ := spec.Metrics[i].ParseTarget(fmt.Sprintf("autoscale.metrics[%d]", i))
+		a.targets = append(a.targets, target{percent: p, value: v})
 	}
 	return a, nil
 }
@@ -252,7 +254,7 @@ func (a *Autoscaler) normalize(now time.Time, current, rec int) (int, string) {
 
 // periodStart is the count at the start of a policy's period: the
 // current one less the scale events since.
-func (a *Autoscaler) periodStart(now time.Time, current int, period Duration) int {
+func (a *Autoscaler) periodStart(now time.Time, current int, period api.Duration) int {
 	cut := now.Add(-time.Duration(period))
 	start := current
 	for _, e := range a.events {
@@ -266,17 +268,17 @@ func (a *Autoscaler) periodStart(now time.Time, current int, period Duration) in
 // upLimit is the most replicas the scale-up policies allow now (never
 // below current).
 func (a *Autoscaler) upLimit(now time.Time, current int) int {
-	if a.up.Select == SelectDisabled {
+	if a.up.Select == api.SelectDisabled {
 		return current
 	}
 	lim := -1
 	for _, p := range a.up.Policies {
 		start := a.periodStart(now, current, p.Period)
 		v := start + p.Value
-		if p.Type == PolicyPercent {
+		if p.Type == api.ScalePercent {
 			v = int(math.Ceil(float64(start) * (1 + float64(p.Value)/100)))
 		}
-		if lim < 0 || a.up.Select == SelectMax && v > lim || a.up.Select == SelectMin && v < lim {
+		if lim < 0 || a.up.Select == api.SelectMax && v > lim || a.up.Select == api.SelectMin && v < lim {
 			lim = v
 		}
 	}
@@ -286,7 +288,7 @@ func (a *Autoscaler) upLimit(now time.Time, current int) int {
 // downLimit is the fewest replicas the scale-down policies allow now
 // (never above current).
 func (a *Autoscaler) downLimit(now time.Time, current int) int {
-	if a.down.Select == SelectDisabled {
+	if a.down.Select == api.SelectDisabled {
 		return current
 	}
 	lim := math.MaxInt
@@ -294,10 +296,10 @@ func (a *Autoscaler) downLimit(now time.Time, current int) int {
 	for _, p := range a.down.Policies {
 		start := a.periodStart(now, current, p.Period)
 		v := start - p.Value
-		if p.Type == PolicyPercent {
+		if p.Type == api.ScalePercent {
 			v = int(float64(start) * (1 - float64(p.Value)/100))
 		}
-		if first || a.down.Select == SelectMax && v < lim || a.down.Select == SelectMin && v > lim {
+		if first || a.down.Select == api.SelectMax && v < lim || a.down.Select == api.SelectMin && v > lim {
 			lim, first = v, false
 		}
 	}
@@ -307,7 +309,7 @@ func (a *Autoscaler) downLimit(now time.Time, current int) int {
 // forget drops what no window or period can reach any more.
 func (a *Autoscaler) forget(now time.Time) {
 	keep := time.Duration(max(*a.up.StabilizationWindow, *a.down.StabilizationWindow))
-	for _, r := range [2]Rules{a.up, a.down} {
+	for _, r := range [2]api.ScaleRules{a.up, a.down} {
 		for _, p := range r.Policies {
 			keep = max(keep, time.Duration(p.Period))
 		}

@@ -1,12 +1,12 @@
 package autoscale
 
 import (
-	"encoding/json"
-	"strings"
 	"testing"
 	"time"
 
 	"pgregory.net/rapid"
+
+	"github.com/hetsched/hetsched/internal/api"
 )
 
 var t0 = time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
@@ -20,7 +20,7 @@ func cpu(n int, use float64) []Sample {
 	return out
 }
 
-func mustNew(t *testing.T, s Spec) *Autoscaler {
+func mustNew(t *testing.T, s api.Autoscale) *Autoscaler {
 	t.Helper()
 	a, err := New(s)
 	if err != nil {
@@ -73,7 +73,7 @@ func TestReplicaCount(t *testing.T) {
 // once the window's higher recommendations have aged out, and up at once,
 // within the default rate (100 % or 4 replicas per 15 s, the more).
 func TestScaleDownWaitsForTheWindow(t *testing.T) {
-	a := mustNew(t, Spec{Min: 2, Max: 10, Metrics: []Metric{{Resource: "cpu", Target: "70%"}}})
+	a := mustNew(t, api.Autoscale{Min: 2, Max: 10, Metrics: []api.AutoscaleMetric{{Resource: "cpu", Target: "70%"}}})
 	d := a.Evaluate(t0, 2, [][]Sample{cpu(2, 3.5)}) // 500 % of 70: asks for 10
 	if d.Replicas != 6 || d.Limited != "ScaleUpLimit" || d.Recommendation != 10 {
 		t.Fatalf("from 2 at 500 %%: %+v, want 6 (2 + 4 in 15 s), limited by ScaleUpLimit", d)
@@ -102,45 +102,6 @@ func TestScaleDownWaitsForTheWindow(t *testing.T) {
 	}
 }
 
-// TestSpecRefusals: each bad field is named.
-func TestSpecRefusals(t *testing.T) {
-	ok := Spec{Min: 1, Max: 3, Metrics: []Metric{{Resource: "cpu", Target: "70%"}}}
-	for _, tc := range []struct {
-		field string
-		mod   func(*Spec)
-	}{
-		{"autoscale.min", func(s *Spec) { s.Min = 0 }},
-		{"autoscale.max", func(s *Spec) { s.Max = 0 }},
-		{"autoscale.metrics", func(s *Spec) { s.Metrics = nil }},
-		{"autoscale.metrics[0]", func(s *Spec) { s.Metrics[0].Custom = "rps" }},
-		{"autoscale.metrics[0].target", func(s *Spec) { s.Metrics[0].Target = "70" }},
-		{"autoscale.metrics[0].target", func(s *Spec) { s.Metrics[0] = Metric{Custom: "rps", Target: "-1"} }},
-		{"autoscale.behavior.scaleDown.stabilizationWindow", func(s *Spec) {
-			s.Behavior.ScaleDown = &Rules{StabilizationWindow: durationPtr(2 * time.Hour)}
-		}},
-		{"autoscale.behavior.scaleUp.select", func(s *Spec) { s.Behavior.ScaleUp = &Rules{Select: "Most"} }},
-		{"autoscale.behavior.scaleUp.policies[0].type", func(s *Spec) {
-			s.Behavior.ScaleUp = &Rules{Policies: []Policy{{Type: "Nodes", Value: 1, Period: Duration(time.Second)}}}
-		}},
-		{"autoscale.behavior.scaleUp.policies[0].period", func(s *Spec) { s.Behavior.ScaleUp = &Rules{Policies: []Policy{{Type: PolicyPods, Value: 1}}} }},
-	} {
-		s := ok
-		s.Metrics = append([]Metric(nil), ok.Metrics...)
-		tc.mod(&s)
-		err := s.Validate()
-		if err == nil || !strings.Contains(err.Error(), tc.field) {
-			t.Errorf("%s: error %v, want one naming it", tc.field, err)
-		}
-	}
-	var s Spec
-	if err := json.Unmarshal([]byte(`{"min":2,"max":10,"metrics":[{"resource":"cpu","target":"70%"}],"behavior":{"scaleDown":{"stabilizationWindow":"5m"}}}`), &s); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Validate(); err != nil || time.Duration(*s.Behavior.ScaleDown.StabilizationWindow) != 5*time.Minute {
-		t.Errorf("API.md's example: %v, window %v", err, s.Behavior.ScaleDown.StabilizationWindow)
-	}
-}
-
 // TestHPARuleProperties: whatever the loads and times, the count stays
 // within min and max, a scale-down never goes below the highest
 // recommendation of the scale-down window (nor below the current count
@@ -151,8 +112,8 @@ func TestHPARuleProperties(t *testing.T) {
 		lo := rapid.IntRange(1, 5).Draw(rt, "min")
 		hi := rapid.IntRange(lo, 40).Draw(rt, "max")
 		window := time.Duration(rapid.IntRange(0, 600).Draw(rt, "window")) * time.Second
-		spec := Spec{Min: lo, Max: hi, Metrics: []Metric{{Resource: "cpu", Target: rapid.SampledFrom([]string{"50%", "70%", "90%"}).Draw(rt, "target")}},
-			Behavior: Behavior{ScaleDown: &Rules{StabilizationWindow: durationPtr(window)}}}
+		spec := api.Autoscale{Min: lo, Max: hi, Metrics: []api.AutoscaleMetric{{Resource: "cpu", Target: rapid.SampledFrom([]string{"50%", "70%", "90%"}).Draw(rt, "target")}},
+			Behavior: api.ScaleBehavior{ScaleDown: &api.ScaleRules{StabilizationWindow: durationPtr(window)}}}
 		a, err := New(spec)
 		if err != nil {
 			rt.Fatal(err)

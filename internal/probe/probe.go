@@ -1,7 +1,8 @@
-// Package probe is the health probes of service replicas (issue 44 §1):
-// liveness, readiness and startup probes of kind http, tcp or exec, with
-// Kubernetes' semantics (initialDelay, period, timeout, failureThreshold,
-// successThreshold). Check runs one probe against a replica; a Tracker
+// Package probe runs the health probes of service replicas (issue 44 §1):
+// liveness, readiness and startup probes (api.Probe) of kind http, tcp or
+// exec, with Kubernetes' semantics (initialDelay, period, timeout,
+// failureThreshold, successThreshold). Check runs one probe against a
+// replica; a Tracker
 // turns the results into the probe's state, given the time (no clock of
 // its own). The agent runs them; the server reads their states.
 //
@@ -24,17 +25,9 @@ import (
 	"net/http"
 	"os/exec"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/hetsched/hetsched/internal/errs"
-)
-
-// Kinds.
-const (
-	Liveness  = "liveness"
-	Readiness = "readiness"
-	Startup   = "startup"
+	"github.com/hetsched/hetsched/internal/api"
 )
 
 // Defaults, as Kubernetes': a probe every 10 s, 1 s to answer, 3 failures
@@ -46,130 +39,19 @@ const (
 	DefaultSuccessThreshold = 1
 )
 
-// Probe is one probe (API.md "Service": a template's liveness, readiness
-// or startup). Exactly one of HTTP, TCP and Exec is set.
-type Probe struct {
-	HTTP             *HTTPGet  `json:"http,omitempty"`
-	TCP              *TCPOpen  `json:"tcp,omitempty"`
-	Exec             *ExecCmd  `json:"exec,omitempty"`
-	InitialDelay     *Duration `json:"initialDelay,omitempty"`
-	Period           *Duration `json:"period,omitempty"`
-	Timeout          *Duration `json:"timeout,omitempty"`
-	FailureThreshold int       `json:"failureThreshold,omitempty"`
-	SuccessThreshold int       `json:"successThreshold,omitempty"`
-}
-
-// HTTPGet succeeds on a status from 200 to 399 to a GET of Path on Port.
-type HTTPGet struct {
-	Path string `json:"path"`
-	Port int    `json:"port"`
-}
-
-// TCPOpen succeeds when a connection to Port opens.
-type TCPOpen struct {
-	Port int `json:"port"`
-}
-
-// ExecCmd succeeds when Command exits 0.
-type ExecCmd struct {
-	Command []string `json:"command"`
-}
-
-// Duration is a time.Duration written as "10s" in JSON.
-type Duration time.Duration
-
-// MarshalJSON writes d as a Go duration string.
-func (d Duration) MarshalJSON() ([]byte, error) {
-	return []byte(strconv.Quote(time.Duration(d).String())), nil
-}
-
-// UnmarshalJSON reads a Go duration string.
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	s, err := strconv.Unquote(string(b))
-	if err != nil {
-		return fmt.Errorf("a duration is a string such as \"10s\", got %s", b)
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return err
-	}
-	*d = Duration(v)
-	return nil
-}
-
-func (d *Duration) or(def time.Duration) time.Duration {
+func or(d *api.Duration, def time.Duration) time.Duration {
 	if d == nil {
 		return def
 	}
 	return time.Duration(*d)
 }
 
-// Validate checks p as a probe of kind; an error names the field (field
-// is the probe's own, "template.liveness" say).
-func (p *Probe) Validate(field, kind string) error {
-	n := 0
-	if p.HTTP != nil {
-		n++
-		if !strings.HasPrefix(p.HTTP.Path, "/") || len(p.HTTP.Path) > 2048 || strings.ContainsAny(p.HTTP.Path, " \r\n") {
-			return errs.Invalid(field+".http.path", "an absolute path without spaces, at most 2048 bytes, got %q", clip(p.HTTP.Path))
-		}
-		if err := checkPort(field+".http.port", p.HTTP.Port); err != nil {
-			return err
-		}
-	}
-	if p.TCP != nil {
-		n++
-		if err := checkPort(field+".tcp.port", p.TCP.Port); err != nil {
-			return err
-		}
-	}
-	if p.Exec != nil {
-		n++
-		if len(p.Exec.Command) == 0 || len(p.Exec.Command) > 256 || p.Exec.Command[0] == "" {
-			return errs.Invalid(field+".exec.command", "a command of 1 to 256 words, the first not empty")
-		}
-	}
-	if n != 1 {
-		return errs.Invalid(field, "names exactly one of http, tcp and exec, got %d", n)
-	}
-	for i, d := range []*Duration{p.InitialDelay, p.Period, p.Timeout} {
-		name := [3]string{"initialDelay", "period", "timeout"}[i]
-		if d != nil && (*d < 0 || time.Duration(*d) > time.Hour || i > 0 && *d == 0) {
-			return errs.Invalid(field+"."+name, "must be over 0 (initialDelay: 0 or more) and at most 1h, got %s", time.Duration(*d))
-		}
-	}
-	if p.FailureThreshold < 0 || p.FailureThreshold > 1000 {
-		return errs.Invalid(field+".failureThreshold", "must be from 1 to 1000, got %d", p.FailureThreshold)
-	}
-	if p.SuccessThreshold < 0 || p.SuccessThreshold > 1000 {
-		return errs.Invalid(field+".successThreshold", "must be from 1 to 1000, got %d", p.SuccessThreshold)
-	}
-	if p.SuccessThreshold > 1 && kind != Readiness {
-		return errs.Invalid(field+".successThreshold", "must be 1 for a %s probe (as Kubernetes'), got %d", kind, p.SuccessThreshold)
-	}
-	return nil
-}
-
-func checkPort(field string, port int) error {
-	if port < 1 || port > 65535 {
-		return errs.Invalid(field, "a port from 1 to 65535, got %d", port)
-	}
-	return nil
-}
-
-func clip(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
-}
-
 // Check runs p once against a replica listening on host (its node's
 // address, or 127.0.0.1 on the agent's own node), within p's timeout;
 // nil is success. exec runs the command where the agent runs (env adds
 // to the agent's environment).
-func Check(ctx context.Context, p *Probe, host string, env []string) error {
-	ctx, cancel := context.WithTimeout(ctx, p.Timeout.or(DefaultTimeout))
+func Check(ctx context.Context, p *api.Probe, host string, env []string) error {
+	ctx, cancel := context.WithTimeout(ctx, or(p.Timeout, DefaultTimeout))
 	defer cancel()
 	switch {
 	case p.HTTP != nil:
@@ -202,7 +84,7 @@ func Check(ctx context.Context, p *Probe, host string, env []string) error {
 		cmd.WaitDelay = time.Second
 		err := cmd.Run()
 		if ctx.Err() != nil {
-			return fmt.Errorf("exec %s: timed out after %s", p.Exec.Command[0], p.Timeout.or(DefaultTimeout))
+			return fmt.Errorf("exec %s: timed out after %s", p.Exec.Command[0], or(p.Timeout, DefaultTimeout))
 		}
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
@@ -219,7 +101,7 @@ func Check(ctx context.Context, p *Probe, host string, env []string) error {
 // FailureThreshold failures in a row fail it, SuccessThreshold successes
 // in a row pass it. Due says when to run the next check.
 type Tracker struct {
-	p          *Probe
+	p          *api.Probe
 	kind       string
 	next       time.Time
 	ok         bool
@@ -229,8 +111,8 @@ type Tracker struct {
 
 // NewTracker tracks p of kind for a replica that started at started: its
 // first check is due after the initial delay.
-func NewTracker(p *Probe, kind string, started time.Time) *Tracker {
-	return &Tracker{p: p, kind: kind, next: started.Add(p.InitialDelay.or(0)), ok: kind == Liveness}
+func NewTracker(p *api.Probe, kind string, started time.Time) *Tracker {
+	return &Tracker{p: p, kind: kind, next: started.Add(or(p.InitialDelay, 0)), ok: kind == api.ProbeLiveness}
 }
 
 // Due reports whether a check is due at now.
@@ -243,7 +125,7 @@ func (t *Tracker) Next() time.Time { return t.next }
 // and schedules the next one a period later; it reports whether the state
 // changed.
 func (t *Tracker) Observe(now time.Time, err error) bool {
-	t.next = now.Add(t.p.Period.or(DefaultPeriod))
+	t.next = now.Add(or(t.p.Period, DefaultPeriod))
 	was := t.ok
 	if err == nil {
 		t.fail = 0

@@ -11,9 +11,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hetsched/hetsched/internal/api"
 )
 
-func dur(d time.Duration) *Duration { v := Duration(d); return &v }
+func dur(d time.Duration) *api.Duration { v := api.Duration(d); return &v }
 
 // port is the port of a test server's URL.
 func port(t *testing.T, url string) int {
@@ -46,14 +48,14 @@ func TestCheck(t *testing.T) {
 	p := port(t, srv.URL)
 	for _, tc := range []struct {
 		name string
-		pr   Probe
+		pr   api.Probe
 		ok   bool
 	}{
-		{"http 200", Probe{HTTP: &HTTPGet{Path: "/health", Port: p}}, true},
-		{"http 302", Probe{HTTP: &HTTPGet{Path: "/moved", Port: p}}, true},
-		{"http 503", Probe{HTTP: &HTTPGet{Path: "/down", Port: p}}, false},
-		{"http slow", Probe{HTTP: &HTTPGet{Path: "/slow", Port: p}, Timeout: dur(50 * time.Millisecond)}, false},
-		{"tcp open", Probe{TCP: &TCPOpen{Port: p}}, true},
+		{"http 200", api.Probe{HTTP: &api.HTTPProbe{Path: "/health", Port: p}}, true},
+		{"http 302", api.Probe{HTTP: &api.HTTPProbe{Path: "/moved", Port: p}}, true},
+		{"http 503", api.Probe{HTTP: &api.HTTPProbe{Path: "/down", Port: p}}, false},
+		{"http slow", api.Probe{HTTP: &api.HTTPProbe{Path: "/slow", Port: p}, Timeout: dur(50 * time.Millisecond)}, false},
+		{"tcp open", api.Probe{TCP: &api.TCPProbe{Port: p}}, true},
 	} {
 		if err := Check(ctx, &tc.pr, "127.0.0.1", nil); (err == nil) != tc.ok {
 			t.Errorf("%s: %v, want ok %v", tc.name, err, tc.ok)
@@ -65,19 +67,19 @@ func TestCheck(t *testing.T) {
 	}
 	closed := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	if err := Check(ctx, &Probe{TCP: &TCPOpen{Port: closed}}, "127.0.0.1", nil); err == nil {
+	if err := Check(ctx, &api.Probe{TCP: &api.TCPProbe{Port: closed}}, "127.0.0.1", nil); err == nil {
 		t.Error("tcp to a closed port passed")
 	}
 	if _, err := exec.LookPath("sh"); err != nil {
 		t.Skip("exec probes need sh: apt-get install -y dash")
 	}
-	if err := Check(ctx, &Probe{Exec: &ExecCmd{Command: []string{"sh", "-c", "test \"$X\" = 1"}}}, "", []string{"X=1"}); err != nil {
+	if err := Check(ctx, &api.Probe{Exec: &api.ExecProbe{Command: []string{"sh", "-c", "test \"$X\" = 1"}}}, "", []string{"X=1"}); err != nil {
 		t.Errorf("exec exiting 0: %v", err)
 	}
-	if err := Check(ctx, &Probe{Exec: &ExecCmd{Command: []string{"sh", "-c", "exit 3"}}}, "", nil); err == nil || !strings.Contains(err.Error(), "exit code 3") {
+	if err := Check(ctx, &api.Probe{Exec: &api.ExecProbe{Command: []string{"sh", "-c", "exit 3"}}}, "", nil); err == nil || !strings.Contains(err.Error(), "exit code 3") {
 		t.Errorf("exec exiting 3: %v, want its code", err)
 	}
-	if err := Check(ctx, &Probe{Exec: &ExecCmd{Command: []string{"sleep", "5"}}, Timeout: dur(100 * time.Millisecond)}, "", nil); err == nil || !strings.Contains(err.Error(), "timed out") {
+	if err := Check(ctx, &api.Probe{Exec: &api.ExecProbe{Command: []string{"sleep", "5"}}, Timeout: dur(100 * time.Millisecond)}, "", nil); err == nil || !strings.Contains(err.Error(), "timed out") {
 		t.Errorf("exec past its timeout: %v", err)
 	}
 }
@@ -89,7 +91,7 @@ func TestCheck(t *testing.T) {
 func TestTracker(t *testing.T) {
 	t0 := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
 	bad := errors.New("HTTP 503")
-	live := NewTracker(&Probe{HTTP: &HTTPGet{Path: "/", Port: 1}, InitialDelay: dur(30 * time.Second)}, Liveness, t0)
+	live := NewTracker(&api.Probe{HTTP: &api.HTTPProbe{Path: "/", Port: 1}, InitialDelay: dur(30 * time.Second)}, api.ProbeLiveness, t0)
 	if !live.OK() || live.Due(t0.Add(29*time.Second)) || !live.Due(t0.Add(30*time.Second)) {
 		t.Fatalf("liveness: ok %v, due at 29 s %v, at 30 s %v; want alive, first check at 30 s", live.OK(), live.Due(t0.Add(29*time.Second)), live.Due(t0.Add(30*time.Second)))
 	}
@@ -106,39 +108,11 @@ func TestTracker(t *testing.T) {
 	if !live.Observe(now, bad) || live.OK() || live.Reason() != "HTTP 503" {
 		t.Errorf("the third failure in a row: ok %v, reason %q; want failed", live.OK(), live.Reason())
 	}
-	ready := NewTracker(&Probe{TCP: &TCPOpen{Port: 1}, SuccessThreshold: 2}, Readiness, t0)
+	ready := NewTracker(&api.Probe{TCP: &api.TCPProbe{Port: 1}, SuccessThreshold: 2}, api.ProbeReadiness, t0)
 	if ready.OK() || ready.Observe(t0, nil) || !ready.Observe(t0.Add(DefaultPeriod), nil) || !ready.OK() {
 		t.Errorf("readiness with successThreshold 2: want not ready, then ready after the second success")
 	}
-	if s := NewTracker(&Probe{TCP: &TCPOpen{Port: 1}}, Startup, t0); s.OK() {
+	if s := NewTracker(&api.Probe{TCP: &api.TCPProbe{Port: 1}}, api.ProbeStartup, t0); s.OK() {
 		t.Error("a startup probe passed before any check")
-	}
-}
-
-// TestValidate: each bad field is named.
-func TestValidate(t *testing.T) {
-	for _, tc := range []struct {
-		field string
-		kind  string
-		p     Probe
-	}{
-		{"p", Liveness, Probe{}},
-		{"p", Liveness, Probe{TCP: &TCPOpen{Port: 80}, Exec: &ExecCmd{Command: []string{"true"}}}},
-		{"p.http.path", Liveness, Probe{HTTP: &HTTPGet{Path: "health", Port: 80}}},
-		{"p.http.port", Liveness, Probe{HTTP: &HTTPGet{Path: "/", Port: 70000}}},
-		{"p.exec.command", Liveness, Probe{Exec: &ExecCmd{}}},
-		{"p.period", Liveness, Probe{TCP: &TCPOpen{Port: 80}, Period: dur(0)}},
-		{"p.initialDelay", Liveness, Probe{TCP: &TCPOpen{Port: 80}, InitialDelay: dur(-time.Second)}},
-		{"p.successThreshold", Liveness, Probe{TCP: &TCPOpen{Port: 80}, SuccessThreshold: 2}},
-		{"p.failureThreshold", Readiness, Probe{TCP: &TCPOpen{Port: 80}, FailureThreshold: -1}},
-	} {
-		err := tc.p.Validate("p", tc.kind)
-		if err == nil || !strings.Contains(err.Error(), tc.field) {
-			t.Errorf("%s: %v, want an error naming it", tc.field, err)
-		}
-	}
-	ok := Probe{HTTP: &HTTPGet{Path: "/health", Port: 8080}, InitialDelay: dur(30 * time.Second), SuccessThreshold: 2}
-	if err := ok.Validate("p", Readiness); err != nil {
-		t.Error(err)
 	}
 }

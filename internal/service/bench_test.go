@@ -7,7 +7,6 @@ import (
 
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/autoscale"
-	"github.com/hetsched/hetsched/internal/probe"
 	"github.com/hetsched/hetsched/internal/resource"
 )
 
@@ -21,8 +20,8 @@ func passFleet(b *testing.B) ([]*Controller, [][]Replica, [][][]autoscale.Sample
 	for i := range services {
 		svc := api.Service{Name: fmt.Sprint("svc-", i), Replicas: per, Template: api.ServiceTemplate{
 			Task:      api.Task{Command: []string{"./serve"}, Resources: resource.List{"cpu": 1000}},
-			Readiness: &probe.Probe{TCP: &probe.TCPOpen{Port: 8080}},
-		}, Autoscale: &autoscale.Spec{Min: 2, Max: 40, Metrics: []autoscale.Metric{{Resource: "cpu", Target: "70%"}}}}
+			Readiness: &api.Probe{TCP: &api.TCPProbe{Port: 8080}},
+		}, Autoscale: &api.Autoscale{Min: 2, Max: 40, Metrics: []api.AutoscaleMetric{{Resource: "cpu", Target: "70%"}}}}
 		c, err := New(svc)
 		if err != nil {
 			b.Fatal(err)

@@ -24,7 +24,6 @@ import (
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/autoscale"
 	"github.com/hetsched/hetsched/internal/errs"
-	"github.com/hetsched/hetsched/internal/probe"
 	"github.com/hetsched/hetsched/internal/replicas"
 )
 
@@ -189,7 +188,7 @@ func (c *Controller) port() int {
 	if len(t.HostPorts) > 0 {
 		return int(t.HostPorts[0].Port)
 	}
-	for _, p := range []*probe.Probe{t.Readiness, t.Liveness} {
+	for _, p := range []*api.Probe{t.Readiness, t.Liveness} {
 		switch {
 		case p == nil:
 		case p.HTTP != nil:

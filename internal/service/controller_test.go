@@ -8,7 +8,6 @@ import (
 
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/autoscale"
-	"github.com/hetsched/hetsched/internal/probe"
 	"github.com/hetsched/hetsched/internal/resource"
 )
 
@@ -17,7 +16,7 @@ var t0 = time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
 func echo() api.Service {
 	return api.Service{Name: "echo", Replicas: 2, Template: api.ServiceTemplate{
 		Task:      api.Task{Command: []string{"./serve"}},
-		Readiness: &probe.Probe{TCP: &probe.TCPOpen{Port: 8080}},
+		Readiness: &api.Probe{TCP: &api.TCPProbe{Port: 8080}},
 	}}
 }
 
@@ -82,7 +81,7 @@ func TestControllerKeepsReplicasRunning(t *testing.T) {
 func TestControllerAutoscales(t *testing.T) {
 	svc := echo()
 	svc.Template.Resources = resource.List{"cpu": 1000}
-	svc.Autoscale = &autoscale.Spec{Min: 2, Max: 10, Metrics: []autoscale.Metric{{Resource: "cpu", Target: "70%"}}}
+	svc.Autoscale = &api.Autoscale{Min: 2, Max: 10, Metrics: []api.AutoscaleMetric{{Resource: "cpu", Target: "70%"}}}
 	c, err := New(svc)
 	if err != nil {
 		t.Fatal(err)
