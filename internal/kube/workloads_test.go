@@ -111,7 +111,10 @@ func makeGroups(groups []k8sGroup) func(d *diffEnv, cp *diffCopy) error {
 // 8-GPU nodes; a gang of two 4-GPU pods whose PodGroup has class high
 // (its pods name no class: priority 0, below low's) evicts two of them
 // in either copy (kube-scheduler evicted three: a known divergence); a
-// gang of class low evicts nothing.
+// gang of class low (two 6-GPU pods) evicts nothing, and fits in no room
+// the urgent gang's evictions leave (with 4-GPU pods it did, in one
+// kube-scheduler run of several, before the urgent gang was bound: its
+// PodGroupScheduled then depended on that race).
 func k8sPreemptScenario() (*scenario, []k8sGroup) {
 	groups := []k8sGroup{
 		{name: "urgent", minCount: 2, class: "high", disruption: schedv1a2.DisruptionModePodGroup},
@@ -122,7 +125,7 @@ func k8sPreemptScenario() (*scenario, []k8sGroup) {
 		known: map[string]string{"low": "kube-scheduler 1.36's alpha workload-aware preemption evicted three low pods where two free the room (seen 2026-12-06); hetsched's victim set is minimal (issue 43 §1)"}}
 	class := func(c string) podOpt { return func(p *corev1.Pod) { p.Spec.PriorityClassName = c } }
 	sc.pods = append(sc.pods, replicas("low", 4, 0, gpus("4"), class("low"))...)
-	sc.pods = append(sc.pods, replicas("peer", 2, 1, gpus("4"), inGroup("peer"))...)
+	sc.pods = append(sc.pods, replicas("peer", 2, 1, gpus("6"), inGroup("peer"))...)
 	sc.pods = append(sc.pods, replicas("urgent", 2, 2, gpus("4"), inGroup("urgent"))...)
 	return sc, groups
 }
