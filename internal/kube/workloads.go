@@ -35,6 +35,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -285,8 +286,17 @@ func (s *Scheduler) startK8sPodGroups(ctx context.Context) error {
 			s.markGroupPods(k8sGangPrefix + pg.Namespace + "/" + pg.Name)
 		}
 	}
+	update := func(old, o any) {
+		// Only what the pods are made from: the spec, and the claims'
+		// names in the status; not the conditions hetsched writes.
+		a, ok1 := old.(*schedv1a2.PodGroup)
+		b, ok2 := o.(*schedv1a2.PodGroup)
+		if !ok1 || !ok2 || a.Generation != b.Generation || !reflect.DeepEqual(a.Status.ResourceClaimStatuses, b.Status.ResourceClaimStatuses) {
+			changed(o)
+		}
+	}
 	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: changed, UpdateFunc: func(_, o any) { changed(o) }, DeleteFunc: changed,
+		AddFunc: changed, UpdateFunc: update, DeleteFunc: changed,
 	}); err != nil {
 		return err
 	}
@@ -354,22 +364,29 @@ func (s *Scheduler) setGroupCondition(ctx context.Context, key string, c metav1.
 	})
 }
 
-// writeGroupCondition sets c on the PodGroup's status, read fresh, unless
-// it is already so or would go from True back to False; a conflict
-// (someone wrote meanwhile) reads it again, three times at most.
+// writeGroupCondition sets c on the PodGroup's status unless it is already
+// so or would go from True back to False; a conflict (someone wrote
+// meanwhile, or the informer's copy was behind) reads it fresh, three
+// tries at most.
 func (s *Scheduler) writeGroupCondition(ctx context.Context, key string, c metav1.Condition) error {
 	ns, name, _ := cache.SplitMetaNamespaceKey(key)
 	pgs := s.client.SchedulingV1alpha2().PodGroups(ns)
 	var err error
-	for range 3 {
-		var pg *schedv1a2.PodGroup
-		err = s.retry(ctx, func(ctx context.Context) error {
-			var gerr error
-			pg, gerr = pgs.Get(ctx, name, metav1.GetOptions{})
-			return gerr
-		})
-		if err != nil {
-			return err
+	for try := range 3 {
+		// The informer's copy first: most writes find the condition
+		// already so and cost no request; after a conflict, read fresh.
+		pg, gerr := s.k8sGroupLst.PodGroups(ns).Get(name)
+		if gerr == nil {
+			pg = pg.DeepCopy()
+		}
+		if gerr != nil || try > 0 {
+			err = s.retry(ctx, func(ctx context.Context) error {
+				pg, gerr = pgs.Get(ctx, name, metav1.GetOptions{})
+				return gerr
+			})
+			if err != nil {
+				return err
+			}
 		}
 		if old := apimeta.FindStatusCondition(pg.Status.Conditions, c.Type); old != nil && old.Status == metav1.ConditionTrue && c.Status != metav1.ConditionTrue {
 			return nil
