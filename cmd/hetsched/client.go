@@ -144,10 +144,10 @@ func newSubmit() *cobra.Command {
 
 func newDescribe() *cobra.Command {
 	var f clientFlags
-	kinds := []string{"task", "job", "node", "queue"}
+	kinds := []string{"task", "job", "node", "queue", "service"}
 	describe := &cobra.Command{
-		Use:   "describe task|job|node|queue NAME",
-		Short: "Show one task, job, node or queue in full: a page to read (-o json|yaml: the server's object)",
+		Use:   "describe task|job|node|queue|service NAME",
+		Short: "Show one task, job, node, queue or service in full: a page to read (-o json|yaml: the server's object)",
 		Example: `  hetsched describe task train-1     # its attempts and events too
   hetsched describe node gpu-a       # its devices and who holds them
   hetsched describe queue team-a -o yaml`,

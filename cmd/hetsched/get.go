@@ -12,7 +12,7 @@ import (
 )
 
 // getKinds are get's kinds (singulars are accepted too).
-func getKinds() []string { return []string{"tasks", "jobs", "nodes", "queues", "servers"} }
+func getKinds() []string { return []string{"tasks", "jobs", "nodes", "queues", "servers", "services"} }
 
 // kindOf is the plural of a get kind, or "".
 func kindOf(arg string) string {
@@ -30,8 +30,8 @@ func newGet() *cobra.Command {
 	var list cli.ListOptions
 	var watch bool
 	get := &cobra.Command{
-		Use:   "get tasks|jobs|nodes|queues|servers",
-		Short: "List tasks, jobs, nodes, queues or the control plane's servers (-w: then their changes as they happen)",
+		Use:   "get tasks|jobs|nodes|queues|servers|services",
+		Short: "List tasks, jobs, nodes, queues, services or the control plane's servers (-w: then their changes as they happen)",
 		Example: `  hetsched get tasks -w                      # the table, then a row per change
   hetsched get tasks -l team=vision,tier!=low -o wide
   hetsched get nodes -l nvidia.com/gpu.model=H100-80GB -o name`,
@@ -40,10 +40,10 @@ func newGet() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			kind := kindOf(args[0])
 			if kind == "" {
-				return fmt.Errorf("get: unknown kind %q (tasks, jobs, nodes, queues or servers)", args[0])
+				return fmt.Errorf("get: unknown kind %q (tasks, jobs, nodes, queues, servers or services)", args[0])
 			}
-			if kind == "servers" && (watch || list.Selector != "") {
-				return fmt.Errorf("get servers: takes neither --watch nor --selector")
+			if (kind == "servers" || kind == "services") && (watch || list.Selector != "") {
+				return fmt.Errorf("get %s: takes neither --watch nor --selector", kind)
 			}
 			if list.Selector != "" && (kind == "jobs" || kind == "queues") {
 				return fmt.Errorf("--selector: %s have no labels (only tasks and nodes do)", kind)
@@ -74,6 +74,8 @@ func newGet() *cobra.Command {
 				return cli.GetNodesSelected(ctx, c, out, list.Selector, f.output)
 			case "servers":
 				return cli.GetServers(ctx, c, out, f.output)
+			case "services":
+				return cli.GetServices(ctx, c, out, f.output)
 			}
 			return cli.GetQueues(ctx, c, out, f.output)
 		},

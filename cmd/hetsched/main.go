@@ -31,5 +31,6 @@ func newRoot() *cobra.Command {
 	root.AddCommand(newCerts(), newVersion())
 	root.AddCommand(newApply(), newKube())
 	root.AddCommand(newClientCommands()...)
+	root.AddCommand(newServiceCommands()...)
 	return root
 }

@@ -147,7 +147,19 @@ type Beat struct {
 	MemoryUsed int64   `json:"memoryUsed,omitempty"`
 	// Devices by id; a device absent from the map keeps its health.
 	Devices map[string]DeviceBeat `json:"devices,omitempty"`
+	// Tasks are the node's running tasks' own use, by task id (those the
+	// agent measured; at most MaxTaskBeats).
+	Tasks map[string]TaskBeat `json:"tasks,omitempty"`
 }
+
+// TaskBeat is one running task's use: CPU in cores over the last
+// heartbeat interval (a service's autoscaler reads it).
+type TaskBeat struct {
+	CPU float64 `json:"cpu"`
+}
+
+// MaxTaskBeats bounds the tasks one node's sample names.
+const MaxTaskBeats = 10_000
 
 // ValidateBeats checks a heartbeat's samples: fractions within 0..1 and no
 // negative sizes. The error names the field ("nodes[i].cpu").
@@ -158,6 +170,14 @@ func ValidateBeats(beats []Beat) error {
 		}
 		if bt.MemoryUsed < 0 {
 			return errs.Invalid("nodes["+strconv.Itoa(i)+"].memoryUsed", "must not be negative, got %d", bt.MemoryUsed)
+		}
+		if len(bt.Tasks) > MaxTaskBeats {
+			return errs.Invalid("nodes["+strconv.Itoa(i)+"].tasks", "at most %d tasks, got %d", MaxTaskBeats, len(bt.Tasks))
+		}
+		for id, tb := range bt.Tasks {
+			if tb.CPU < 0 || tb.CPU > 1e6 || tb.CPU != tb.CPU {
+				return errs.Invalid("nodes["+strconv.Itoa(i)+"].tasks."+id+".cpu", "must be cores from 0 to 1e6, got %v", tb.CPU)
+			}
 		}
 		for id, d := range bt.Devices {
 			if d.Utilization < 0 || d.Utilization > 1 || d.Utilization != d.Utilization {
@@ -188,6 +208,8 @@ type NodeUsage struct {
 	CPU           float64               `json:"cpu"`
 	MemoryUsed    int64                 `json:"memoryUsed,omitempty"`
 	Devices       map[string]DeviceBeat `json:"devices,omitempty"`
+	// Tasks is not shown: it names tasks of every tenant.
+	Tasks map[string]TaskBeat `json:"-"`
 }
 
 // StatusUpdate is an agent's report on one task attempt.

@@ -232,7 +232,7 @@ func TestDecodeTaskKnowsEveryField(t *testing.T) {
 
 // appendFallback are the members for which AppendJSON hands the task to
 // encoding/json rather than writing it by hand.
-var appendFallback = []string{"alternatives", "locality", "inputs"}
+var appendFallback = []string{"alternatives", "locality", "inputs", "service", "liveness", "readiness", "startup"}
 
 // TestAppendJSONKnowsEveryField: AppendJSON writes every member of a task
 // with every field set, by hand for every member but appendFallback, and

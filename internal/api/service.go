@@ -9,8 +9,7 @@ import (
 
 // Service is a long-running service (API.md "Service", issue 44): a task
 // template and a replica count kept running, optionally autoscaled, rolled
-// out replica by replica when the template changes. (The server does not
-// serve services yet: the type and its validation come first.)
+// out replica by replica when the template changes.
 type Service struct {
 	Name      string          `json:"name"`
 	Queue     string          `json:"queue,omitempty"`
@@ -21,12 +20,31 @@ type Service struct {
 }
 
 // ServiceTemplate is a replica's task: any task field that suits a
-// process kept running, and its probes.
-type ServiceTemplate struct {
-	Task
-	Liveness  *Probe `json:"liveness,omitempty"`
-	Readiness *Probe `json:"readiness,omitempty"`
-	Startup   *Probe `json:"startup,omitempty"`
+// process kept running, and its probes (Task's Liveness, Readiness and
+// Startup).
+type ServiceTemplate = Task
+
+// validateProbes checks the probes of a service's replica; a task of no
+// service has none.
+func (t *Task) validateProbes() error {
+	for _, p := range []struct {
+		p    *Probe
+		kind string
+	}{{t.Liveness, ProbeLiveness}, {t.Readiness, ProbeReadiness}, {t.Startup, ProbeStartup}} {
+		if p.p == nil {
+			continue
+		}
+		if t.Service == "" {
+			return errs.Invalid(p.kind, "only a service's replicas are probed: give it in a service's template (POST /api/v1/services)")
+		}
+		if err := p.p.Validate(p.kind, p.kind); err != nil {
+			return err
+		}
+	}
+	if t.Service != "" {
+		return ValidateID("service", t.Service)
+	}
+	return nil
 }
 
 // Rollout bounds a template change's rollout: at most MaxSurge replicas
@@ -75,6 +93,7 @@ func (s *Service) Validate() error {
 		{t.Timeout > 0, "timeout", "a replica runs until it is stopped (a liveness probe restarts a stuck one)"},
 		{t.Duration > 0, "duration", "a replica runs until it is stopped"},
 		{t.Queue != "", "queue", "the service's queue is every replica's (service.queue)"},
+		{t.Service != "", "service", "the server names the replicas' service"},
 	} {
 		if c.set {
 			return errs.Invalid("template."+c.name, "not for a service: %s", c.why)
@@ -83,23 +102,15 @@ func (s *Service) Validate() error {
 	if len(t.Command) == 0 {
 		return errs.Invalid("template.command", "a service's replicas run a command")
 	}
-	if err := t.Task.Validate(); err != nil {
+	replica := *t
+	replica.Service = s.Name
+	if err := replica.Validate(); err != nil {
 		var e *errs.Error
 		if errors.As(err, &e) && e.Field != "" {
 			e.Field = "template." + e.Field
 			return e
 		}
 		return fmt.Errorf("template: %w", err)
-	}
-	for _, p := range []struct {
-		p    *Probe
-		kind string
-	}{{t.Liveness, ProbeLiveness}, {t.Readiness, ProbeReadiness}, {t.Startup, ProbeStartup}} {
-		if p.p != nil {
-			if err := p.p.Validate("template."+p.kind, p.kind); err != nil {
-				return err
-			}
-		}
 	}
 	if a := s.Autoscale; a != nil {
 		if err := a.Validate(); err != nil {

@@ -90,6 +90,15 @@ type Task struct {
 	// signal its command gets, how long it may take to exit, and the
 	// directory its progress lives in across attempts.
 	Checkpoint *Checkpoint `json:"checkpoint,omitempty"`
+	// Service names the service a replica task belongs to (set by the
+	// server on the replicas it makes; refused on a task submitted
+	// otherwise). Liveness, Readiness and Startup are a replica's probes,
+	// run by its agent (a service's template gives them; only a replica
+	// has them).
+	Service   string `json:"service,omitempty"`
+	Liveness  *Probe `json:"liveness,omitempty"`
+	Readiness *Probe `json:"readiness,omitempty"`
+	Startup   *Probe `json:"startup,omitempty"`
 }
 
 // Checkpoint is how a task is stopped to resume later (API.md
@@ -379,6 +388,9 @@ func truncate(s string) string {
 // Validate checks every field and returns the first problem as an
 // *errs.Error naming the field. It does not modify t.
 func (t *Task) Validate() error {
+	if err := t.validateProbes(); err != nil {
+		return err
+	}
 	if t.ID != "" {
 		if err := ValidateID("id", t.ID); err != nil {
 			return err

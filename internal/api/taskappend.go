@@ -29,7 +29,8 @@ func (t *Task) AppendJSON(b []byte) ([]byte, error) {
 // appendFast is AppendJSON's hand-written path; false means "use
 // encoding/json" (what it appended is then to be dropped).
 func (t *Task) appendFast(b []byte) ([]byte, bool) {
-	if len(t.Alternatives) > 0 || t.Locality != nil || len(t.Inputs) > 0 {
+	if len(t.Alternatives) > 0 || t.Locality != nil || len(t.Inputs) > 0 || t.Service != "" ||
+		t.Liveness != nil || t.Readiness != nil || t.Startup != nil {
 		return b, false
 	}
 	ok := true

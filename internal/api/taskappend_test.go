@@ -132,6 +132,9 @@ func genTask() *rapid.Generator[Task] {
 		if rapid.IntRange(0, 4).Draw(rt, "constraints") == 0 {
 			genConstraints(rt, &task, s, smap)
 		}
+		if rapid.IntRange(0, 4).Draw(rt, "replica") == 0 {
+			genProbes(rt, &task, s, dur)
+		}
 		if rapid.IntRange(0, 9).Draw(rt, "rare") == 0 {
 			for i := rapid.IntRange(0, 2).Draw(rt, "alts"); i > 0; i-- {
 				a := Alternative{Resources: res("alt-res"), Speed: rapid.SampledFrom([]float64{0, 0.5, 1.5, 3}).Draw(rt, "speed")}
@@ -147,6 +150,35 @@ func genTask() *rapid.Generator[Task] {
 		}
 		return task
 	})
+}
+
+// genProbes makes task a service's replica with probes.
+func genProbes(rt *rapid.T, task *Task, s func(string) string, dur func(string) Duration) {
+	task.Service = s("service")
+	probe := func(label string) *Probe {
+		if rapid.IntRange(0, 2).Draw(rt, label) == 0 {
+			return nil
+		}
+		d := func(l string) *Duration {
+			if !rapid.Bool().Draw(rt, label+l) {
+				return nil
+			}
+			v := dur(label + l + "-v")
+			return &v
+		}
+		p := &Probe{InitialDelay: d("-delay"), Period: d("-period"), Timeout: d("-timeout"),
+			FailureThreshold: rapid.IntRange(-1, 3).Draw(rt, label+"-fail"), SuccessThreshold: rapid.IntRange(-1, 3).Draw(rt, label+"-ok")}
+		switch rapid.IntRange(0, 2).Draw(rt, label+"-kind") {
+		case 0:
+			p.HTTP = &HTTPProbe{Path: s(label + "-path"), Port: rapid.IntRange(-1, 70000).Draw(rt, label+"-port")}
+		case 1:
+			p.TCP = &TCPProbe{Port: rapid.IntRange(-1, 70000).Draw(rt, label+"-port")}
+		default:
+			p.Exec = &ExecProbe{Command: []string{s(label + "-cmd")}}
+		}
+		return p
+	}
+	task.Liveness, task.Readiness, task.Startup = probe("live"), probe("ready"), probe("start")
 }
 
 // genConstraints sets the placement constraints of task.

@@ -81,7 +81,8 @@ var taskFields = func() map[string]uint64 {
 	names := []string{"id", "name", "queue", "priority", "resources", "alternatives", "nodeSelector", "nodeAffinity",
 		"tolerations", "command", "env", "duration", "timeout", "queueTimeout", "lease", "depends",
 		"preemptible", "metadata", "requeue", "locality", "localityWait", "shards", "inputs", "deviceClasses", "checkpoint",
-		"hostPorts", "affinity", "antiAffinity", "spread", "preferredNodeAffinity", "preemptionPolicy", "priorityValue"}
+		"hostPorts", "affinity", "antiAffinity", "spread", "preferredNodeAffinity", "preemptionPolicy", "priorityValue",
+		"service", "liveness", "readiness", "startup"}
 	m := make(map[string]uint64, len(names))
 	for i, n := range names {
 		m[n] = 1 << i
@@ -163,6 +164,14 @@ func readTaskField(r *jsonread.Reader, t *Task, k string) error {
 		err = readStrict(r, k, &t.PreferredNodeAffinity)
 	case "preemptionPolicy":
 		t.PreemptionPolicy, err = readString(r, k)
+	case "service":
+		t.Service, err = readString(r, k)
+	case "liveness":
+		err = readStrict(r, k, &t.Liveness)
+	case "readiness":
+		err = readStrict(r, k, &t.Readiness)
+	case "startup":
+		err = readStrict(r, k, &t.Startup)
 	case "priorityValue":
 		var v *int
 		if v, err = readIntPtr(r, k); v != nil {

@@ -21,15 +21,16 @@ import (
 )
 
 // Manifest is what `hetsched apply -f` reads: a queue tree (the --queues
-// file's `queues:`) and a node list (the --nodes file's `nodes:`), either
-// or both in one file.
+// file's `queues:`), a node list (the --nodes file's `nodes:`) and
+// services (`services:`, API.md "Service"), any of them in one file.
 type Manifest struct {
-	Queues []api.Queue `json:"queues,omitempty"`
-	Nodes  []api.Node  `json:"nodes,omitempty"`
+	Queues   []api.Queue   `json:"queues,omitempty"`
+	Nodes    []api.Node    `json:"nodes,omitempty"`
+	Services []api.Service `json:"services,omitempty"`
 }
 
 // manifestKeys are the top-level keys of a Manifest.
-var manifestKeys = []string{"queues", "nodes"}
+var manifestKeys = []string{"queues", "nodes", "services"}
 
 // topKeys are the top-level keys of a JSON (or YAML) object, sorted; ok is
 // false when body is not an object.
@@ -99,10 +100,10 @@ func ParseManifest(body []byte) (Manifest, error) {
 	var m Manifest
 	top, keys, ok := topKeys(body)
 	if !ok {
-		return m, errs.Invalid("", "the file must be a mapping with queues: and/or nodes: (the --queues and --nodes file formats)")
+		return m, errs.Invalid("", "the file must be a mapping with queues:, nodes: or services: (the --queues and --nodes file formats, and services)")
 	}
 	if len(keys) == 0 {
-		return m, errs.Invalid("", "the file is empty: give queues: and/or nodes:")
+		return m, errs.Invalid("", "the file is empty: give queues:, nodes: or services:")
 	}
 	for _, k := range keys {
 		if slices.Contains(manifestKeys, k) {
@@ -154,7 +155,47 @@ func ParseManifest(body []byte) (Manifest, error) {
 			return m, err
 		}
 	}
+	if raw, ok := top["services"]; ok {
+		var err error
+		if m.Services, err = parseServices(raw); err != nil {
+			return m, err
+		}
+	}
 	return m, nil
+}
+
+// parseServices reads and validates a manifest's services.
+func parseServices(raw json.RawMessage) ([]api.Service, error) {
+	var list []json.RawMessage
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return nil, errs.Invalid("services", "must be a list of services")
+	}
+	var out []api.Service
+	seen := map[string]bool{}
+	for i, r := range list {
+		field := fmt.Sprintf("services[%d]", i)
+		var s api.Service
+		if err := strictDecode(field, r, &s, serviceFieldsAt); err != nil {
+			return nil, err
+		}
+		if err := s.Validate(); err != nil {
+			return nil, errs.Prefix(field, err)
+		}
+		if seen[s.Name] {
+			return nil, errs.Invalid(field+".name", "service %q is in the file twice", s.Name)
+		}
+		seen[s.Name] = true
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// serviceFieldsAt are the fields known at a path inside a service object.
+func serviceFieldsAt(path string) []string {
+	if strings.HasPrefix(path, "template") {
+		return api.JSONFields(&api.Task{})
+	}
+	return api.JSONFields(&api.Service{})
 }
 
 // strictDecode decodes one object of the file into v, refusing unknown
@@ -218,8 +259,9 @@ func Apply(ctx context.Context, c *Client, w io.Writer, body []byte, output stri
 		return fileError(err)
 	}
 	var out struct {
-		Queues []json.RawMessage `json:"queues,omitempty"`
-		Nodes  []json.RawMessage `json:"nodes,omitempty"`
+		Queues   []json.RawMessage `json:"queues,omitempty"`
+		Nodes    []json.RawMessage `json:"nodes,omitempty"`
+		Services []json.RawMessage `json:"services,omitempty"`
 	}
 	report := func(kind, name, action string) {
 		if output == Table {
@@ -235,6 +277,11 @@ func Apply(ctx context.Context, c *Client, w io.Writer, body []byte, output stri
 	if len(m.Nodes) > 0 {
 		ns, err := applyNodes(ctx, c, m.Nodes, report)
 		out.Nodes = ns
+		failed = append(failed, err...)
+	}
+	if len(m.Services) > 0 {
+		ss, err := applyServices(ctx, c, m.Services, report)
+		out.Services = ss
 		failed = append(failed, err...)
 	}
 	if output != Table {

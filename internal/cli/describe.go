@@ -13,7 +13,7 @@ import (
 )
 
 // describeKinds are describe's kinds.
-const describeKinds = "task, job, node or queue"
+const describeKinds = "task, job, node, queue or service"
 
 // Describe prints one object of kind (task, job, node or queue; plurals
 // too) as a page to read, like kubectl describe; -o json and yaml print
@@ -29,6 +29,8 @@ func Describe(ctx context.Context, c *Client, w io.Writer, kind, name, output st
 		path = "/api/v1/nodes/" + url.PathEscape(name)
 	case "queue":
 		return describeQueue(ctx, c, w, name, output)
+	case "service":
+		path = "/api/v1/services/" + url.PathEscape(name)
 	default:
 		return fmt.Errorf("describe: unknown kind %q (%s)", kind, describeKinds)
 	}
@@ -51,6 +53,8 @@ func Describe(ctx context.Context, c *Client, w io.Writer, kind, name, output st
 		err = describeTask(p, raw)
 	case "job":
 		err = describeJob(p, raw)
+	case "service":
+		err = describeService(ctx, c, p, raw)
 	default:
 		err = describeNode(ctx, c, p, raw)
 	}

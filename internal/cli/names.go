@@ -56,6 +56,18 @@ func Names(ctx context.Context, c *Client, kind, prefix string) ([]string, error
 		for _, n := range body.Nodes {
 			names = append(names, n.Name)
 		}
+	case "service":
+		var body struct {
+			Services []struct {
+				Name string `json:"name"`
+			} `json:"services"`
+		}
+		if _, err := c.Do(ctx, "GET", "/api/v1/services", nil, &body); err != nil {
+			return nil, err
+		}
+		for _, s := range body.Services {
+			names = append(names, s.Name)
+		}
 	case "queue":
 		var body struct {
 			Queues []struct {

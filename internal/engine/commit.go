@@ -57,7 +57,7 @@ func (b *commitBatch) reset() {
 // durably, and only then published.
 func (e *Engine) commitStaged(now time.Time) error {
 	e.stageOutput(now)
-	if e.staged.empty() {
+	if e.staged.empty() && !e.svc.pending() {
 		e.gauges.attempted(e.cfg.Now().Sub(now))
 		return nil
 	}
@@ -104,6 +104,9 @@ func (e *Engine) encode(b *commitBatch, now time.Time) error {
 		return err
 	}
 	if err := e.encodeNodes(b); err != nil {
+		return err
+	}
+	if err := e.encodeServices(b); err != nil {
 		return err
 	}
 	for id := range e.staged.forget {
@@ -173,7 +176,7 @@ func (e *Engine) encodeEvents(b *commitBatch, now time.Time) {
 	}
 	slices.SortFunc(b.changes, func(x, y change) int { return strings.Compare(x.id, y.id) })
 	b.jobEvents = e.jobChanges(now)
-	n += len(b.jobEvents)
+	n += len(b.jobEvents) + len(e.svc.events)
 	if n > 0 {
 		start := len(b.arena)
 		b.arena = strconv.AppendUint(b.arena, e.events.next+uint64(n), 10)
@@ -269,6 +272,7 @@ func (e *Engine) publishRecords(b *commitBatch) {
 	for _, j := range newJobs {
 		e.jobOrder = append(e.jobOrder, j.Spec.ID)
 	}
+	e.publishServices(b.changes)
 	e.publishForgotten()
 }
 
@@ -296,6 +300,7 @@ func (e *Engine) publishEvents(b *commitBatch, now time.Time) {
 	for _, ev := range b.jobEvents {
 		l.add(ev)
 	}
+	e.publishServiceEvents(l)
 }
 
 // wakeWaiters closes the channels of those waiting on the changed tasks.

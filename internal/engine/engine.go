@@ -76,7 +76,10 @@ type Engine struct {
 	jobs   map[string]*JobRecord
 	// jobOrder is the job ids in submission order (for listing).
 	jobOrder []string
-	fatal    error
+	// svc is the services (services.go): published under mu, staged by
+	// the loop.
+	svc   serviceState
+	fatal error
 	// waitMu guards waiters: for each task someone waits on, one channel
 	// that the commit publishing the task's next change closes. It is not
 	// mu, so that registering a waiter never blocks the readers or the
@@ -155,6 +158,7 @@ func New(cfg Config, st store.Store) (*Engine, error) {
 		staged: newStaging(), owner: map[string]string{}, admin: map[string]string{}, jobLast: map[string]string{},
 		waiting: newWaitCounts(), gauges: gauges{m: cfg.Metrics},
 		ret: retention{after: cfg.RetainFinished, max: cfg.RetainFinishedMax},
+		svc: newServiceState(),
 	}
 	if cfg.Tracer != nil {
 		e.tracing = taskTracing{tr: cfg.Tracer, policy: cfg.Core.Policy, reasons: map[string][]reasonEvent{}}

@@ -99,6 +99,11 @@ func (e *Engine) submitJob(tenant string, j *api.Job, now time.Time) (string, er
 	if err := j.Validate(); err != nil {
 		return "", err
 	}
+	for i := range j.Tasks {
+		if j.Tasks[i].Service != "" {
+			return "", errs.Prefix(fmt.Sprintf("tasks[%d]", i), errNotReplica())
+		}
+	}
 	if scoped(tenant) {
 		if len(j.ID)+len(tenant)+len(TenantSep) > api.MaxIDLen {
 			return "", errs.Invalid("id", "at most %d characters for tenant %s's jobs", api.MaxIDLen-len(tenant)-len(TenantSep), tenant)

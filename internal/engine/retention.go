@@ -145,7 +145,8 @@ func (e *Engine) noteFinished(b *commitBatch, now time.Time) {
 // gone (a cursor held across that compaction may skip or repeat items).
 func (e *Engine) publishForgotten() {
 	for id := range e.staged.forget {
-		if _, ok := e.tasks[id]; ok {
+		if r, ok := e.tasks[id]; ok {
+			e.unindexReplica(r)
 			delete(e.tasks, id)
 			e.ret.gone++
 		}

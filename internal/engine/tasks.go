@@ -63,6 +63,10 @@ func (e *Engine) Submit(ctx context.Context, tenant string, tasks []api.Task) ([
 	size := int64(0)
 	for i := range tasks {
 		e.defaultLease(&tasks[i])
+		if tasks[i].Service != "" {
+			cmd.prepErr[i] = errNotReplica()
+			continue
+		}
 		cmd.specs[i], cmd.prepErr[i] = e.prepareFor(tenant, &tasks[i])
 		size += int64(len(cmd.specs[i])) + recordOverhead
 	}
@@ -141,6 +145,11 @@ func (e *Engine) defaultLease(t *api.Task) {
 	if len(t.Command) == 0 && t.Lease == 0 && t.Timeout == 0 && e.cfg.DefaultLease > 0 {
 		t.Lease = api.Duration(e.cfg.DefaultLease)
 	}
+}
+
+// errNotReplica refuses a submitted task that names a service.
+func errNotReplica() error {
+	return errs.Invalid("service", "set by the server on a service's replicas: create a service (POST /api/v1/services) to run replicas")
 }
 
 // prepareFor validates a spec, qualifies its ids for tenant (tenancy.go)

@@ -115,6 +115,9 @@ type Filter struct {
 	// Job, when set, lists that job's tasks (in the job's order) instead
 	// of every task.
 	Job string
+	// Service, when set, lists that service's replicas (engine id) in
+	// submission order instead of every task.
+	Service string
 	// Selector matches the tasks' metadata.
 	Selector api.Selector
 	// Newest lists the newest first (else in submission order).
@@ -143,6 +146,9 @@ func (e *Engine) List(f Filter, cursor, limit int) (out []*TaskRecord, next int)
 		if j := e.jobs[f.Job]; j != nil {
 			order = j.TaskIDs
 		}
+	}
+	if f.Service != "" {
+		order = e.replicaOrder(f.Service)
 	}
 	if f.Newest {
 		return e.listNewest(f, order, cursor, limit)

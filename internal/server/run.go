@@ -29,6 +29,7 @@ import (
 	"github.com/hetsched/hetsched/internal/metrics"
 	"github.com/hetsched/hetsched/internal/netaddr"
 	"github.com/hetsched/hetsched/internal/resource"
+	"github.com/hetsched/hetsched/internal/servicectl"
 	"github.com/hetsched/hetsched/internal/store"
 	"github.com/hetsched/hetsched/internal/telemetry"
 )
@@ -293,6 +294,7 @@ type prepared struct {
 	queues    []api.Queue
 	reserve   int64
 	reg       *prometheus.Registry
+	svcGauges *servicectl.Gauges
 	m         *metrics.Metrics
 	// eng is the running engine (nil on a standby): the per-node
 	// collector's.
@@ -362,6 +364,7 @@ func prepare(opt Options) (*prepared, error) {
 	p.reg = prometheus.NewRegistry()
 	p.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	p.m = metrics.New(p.reg)
+	p.svcGauges = servicectl.NewGauges(p.reg)
 	if limit := opt.NodeMetricsLimit; limit >= 0 {
 		if limit == 0 {
 			limit = DefaultNodeMetricsLimit
@@ -511,6 +514,7 @@ func (p *prepared) newHandler(eng *engine.Engine, addr string) *Server {
 	opt := p.opt
 	handler := New(eng, p.cfg.Policy, p.lg, p.reg, p.m, p.auth)
 	handler.SetTracing(opt.Tracing)
+	handler.StartServices(p.svcGauges)
 	handler.browser = newBrowserGuard(p.auth == nil, addr, p.origins)
 	handler.streams = newStreamSlots(limitOf(opt.MaxEventStreams, DefaultMaxEventStreams), limitOf(opt.MaxEventStreamsPerTenant, DefaultMaxEventStreamsPerTenant), p.m)
 	if opt.EventWriteTimeout > 0 {

@@ -46,6 +46,7 @@ import (
 	"github.com/hetsched/hetsched/internal/engine"
 	"github.com/hetsched/hetsched/internal/errs"
 	"github.com/hetsched/hetsched/internal/metrics"
+	"github.com/hetsched/hetsched/internal/servicectl"
 	"github.com/hetsched/hetsched/internal/ui"
 )
 
@@ -76,11 +77,38 @@ type Server struct {
 	servers func(context.Context) (api.ServerList, error)
 	// tracing makes request spans (tracing.go).
 	tracing httpTracing
+	// services runs the services' controllers while the server serves
+	// (nil: none run; StartServices); stopServices ends it and
+	// servicesDone is closed when it has.
+	services     *servicectl.Manager
+	stopServices context.CancelFunc
+	servicesDone chan struct{}
 }
 
 // Close ends long-lived streams (events) so that a graceful shutdown does
 // not wait for them.
-func (s *Server) Close() { s.once.Do(func() { close(s.closing) }) }
+// It stops the services' controllers and waits for them.
+func (s *Server) Close() {
+	s.once.Do(func() {
+		close(s.closing)
+		if s.stopServices != nil {
+			s.stopServices()
+			<-s.servicesDone
+		}
+	})
+}
+
+// StartServices runs the services' controllers on the server's engine
+// until Close (gauges may be nil).
+func (s *Server) StartServices(g *servicectl.Gauges) {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.services = servicectl.New(servicectl.Config{Engine: s.eng, Logger: s.log, Gauges: g})
+	s.stopServices, s.servicesDone = cancel, make(chan struct{})
+	go func() {
+		defer close(s.servicesDone)
+		s.services.Run(ctx)
+	}()
+}
 
 // New builds the handler tree. reg serves /metrics (nil: no metrics).
 // auth nil means authentication is off (everything is tenant "default").
@@ -164,6 +192,14 @@ func (s *Server) table() []route {
 		{"POST /api/v1/nodes/{name}/drain", s.guard(s.nodeState(api.NodeDraining))},
 		{"POST /api/v1/nodes/{name}/release", s.guard(s.releaseNode)},
 		{"GET /api/v1/servers", s.guard(s.listServers, RoleTenant, RoleAgent)},
+		{"POST /api/v1/services", s.guard(s.createService, RoleTenant)},
+		{"GET /api/v1/services", s.guard(s.listServices, RoleTenant)},
+		{"GET /api/v1/services/{name}", s.guard(s.getService, RoleTenant)},
+		{"PUT /api/v1/services/{name}", s.guard(s.putService, RoleTenant)},
+		{"DELETE /api/v1/services/{name}", s.guard(s.deleteService, RoleTenant)},
+		{"POST /api/v1/services/{name}/scale", s.guard(s.scaleService, RoleTenant)},
+		{"GET /api/v1/services/{name}/endpoints", s.guard(s.serviceEndpoints, RoleTenant)},
+		{"POST /api/v1/services/{name}/metrics", s.guard(s.pushServiceMetrics, RoleTenant)},
 		{"GET /healthz", s.healthz},
 		{"GET /readyz", s.readyz},
 	}

@@ -153,6 +153,17 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if svc := q.Get("service"); svc != "" {
+		if f.Job != "" {
+			writeError(w, errs.Invalid("service", "list a job's tasks or a service's replicas, not both"))
+			return
+		}
+		f.Service = p.qualify(svc)
+		if rec, ok := s.eng.Service(f.Service); !ok || !p.sees(rec.Tenant) {
+			writeError(w, errs.New(errs.NotFound, "service", "no service %q", svc))
+			return
+		}
+	}
 	limit, cursor, err := pageOf(q)
 	if err != nil {
 		writeError(w, err)

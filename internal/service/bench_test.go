@@ -18,8 +18,7 @@ func passFleet(b *testing.B) ([]*Controller, [][]Replica, [][][]autoscale.Sample
 	live := make([][]Replica, services)
 	samples := make([][][]autoscale.Sample, services)
 	for i := range services {
-		svc := api.Service{Name: fmt.Sprint("svc-", i), Replicas: per, Template: api.ServiceTemplate{
-			Task:      api.Task{Command: []string{"./serve"}, Resources: resource.List{"cpu": 1000}},
+		svc := api.Service{Name: fmt.Sprint("svc-", i), Replicas: per, Template: api.ServiceTemplate{Command: []string{"./serve"}, Resources: resource.List{"cpu": 1000},
 			Readiness: &api.Probe{TCP: &api.TCPProbe{Port: 8080}},
 		}, Autoscale: &api.Autoscale{Min: 2, Max: 40, Metrics: []api.AutoscaleMetric{{Resource: "cpu", Target: "70%"}}}}
 		c, err := New(svc)

@@ -23,7 +23,6 @@ import (
 
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/autoscale"
-	"github.com/hetsched/hetsched/internal/errs"
 	"github.com/hetsched/hetsched/internal/replicas"
 )
 
@@ -38,14 +37,23 @@ type Replica struct {
 	// false: its liveness probe failed (it is restarted).
 	Started, Ready, Alive bool
 	Created               time.Time
-	Address               string // its node's address ("" while not placed)
+	Node, Address         string // its node and the node's address ("" while not placed)
 }
 
-// Endpoint is where a ready replica answers.
+// Endpoint is where a ready replica answers: its node, the node's
+// address (the host its agent serves from; "" when unknown) and the port.
 type Endpoint struct {
 	Replica string `json:"replica"`
-	Address string `json:"address"`
+	Node    string `json:"node"`
+	Address string `json:"address,omitempty"`
 	Port    int    `json:"port,omitempty"`
+}
+
+// Note is one decision of a service's, as describe shows it.
+type Note struct {
+	At      time.Time `json:"at"`
+	Kind    string    `json:"kind"` // scaled, unchanged, failed, created, stopped
+	Message string    `json:"message"`
 }
 
 // LastScale is the last change of the desired count (API.md: status).
@@ -90,6 +98,9 @@ type Controller struct {
 	hist     replicas.History
 	desired  int
 	last     *LastScale
+	// set is a change of the desired count by the spec (Update), stamped
+	// by the next Step.
+	set *LastScale
 }
 
 // New makes a controller for svc (validated: an error names the field).
@@ -120,29 +131,32 @@ func (c *Controller) Update(svc api.Service) error {
 				return err
 			}
 		}
-		c.desired = min(max(c.desired, svc.Autoscale.Min), svc.Autoscale.Max)
+		c.setDesired(min(max(c.desired, svc.Autoscale.Min), svc.Autoscale.Max), "autoscale.min and max changed")
 	} else {
 		c.auto = nil
-		c.desired = svc.Replicas
+		c.setDesired(svc.Replicas, "replicas set")
 	}
 	c.svc, c.revision = svc, rev
 	return nil
 }
 
-// Scale sets the desired count by hand (POST …/scale); refused for a
-// service that autoscales, naming why.
-func (c *Controller) Scale(now time.Time, n int) error {
-	if c.auto != nil {
-		return errs.Invalid("replicas", "the service autoscales: change autoscale.min and max instead")
+// setDesired changes the desired count as the spec says (a scale the
+// next Step stamps); nothing before the first spec.
+func (c *Controller) setDesired(n int, why string) {
+	if c.revision != "" && n != c.desired {
+		c.set = &LastScale{From: c.desired, To: n, Reason: why}
 	}
-	if n < 0 || n > api.MaxServiceReplicas {
-		return errs.Invalid("replicas", "must be from 0 to %d, got %d", api.MaxServiceReplicas, n)
+	c.desired = n
+}
+
+// Restore takes the status a controller of the service published before
+// (a restarted server's): an autoscaled service keeps the count it was
+// scaled to, within min and max, and its last scale.
+func (c *Controller) Restore(st Status) {
+	if a := c.svc.Autoscale; a != nil && st.Desired >= a.Min && st.Desired <= a.Max {
+		c.desired = st.Desired
 	}
-	if n != c.desired {
-		c.last = &LastScale{At: now, From: c.desired, To: n, Reason: "scaled by hand"}
-	}
-	c.desired, c.svc.Replicas = n, n
-	return nil
+	c.last = st.LastScale
 }
 
 // ReplicaEnded records that a replica failed or was lost at now after
@@ -154,6 +168,9 @@ func (c *Controller) ReplicaEnded(now time.Time, ran time.Duration) { c.hist.Fai
 // sample per replica).
 func (c *Controller) Step(now time.Time, live []Replica, samples [][]autoscale.Sample) Step {
 	st := Step{Revision: c.revision}
+	if c.set != nil {
+		c.set.At, c.last, c.set = now, c.set, nil
+	}
 	if c.auto != nil {
 		d := c.auto.Evaluate(now, c.desired, samples)
 		st.Scaled = &d
@@ -171,7 +188,7 @@ func (c *Controller) Step(now time.Time, live []Replica, samples [][]autoscale.S
 		rs = append(rs, replicas.Replica{ID: r.ID, Revision: r.Revision, Running: r.Running, Ready: ready, Created: r.Created})
 		if ready {
 			st.Status.Ready++
-			st.Endpoints = append(st.Endpoints, Endpoint{Replica: r.ID, Address: r.Address, Port: c.port()})
+			st.Endpoints = append(st.Endpoints, Endpoint{Replica: r.ID, Node: r.Node, Address: r.Address, Port: c.port()})
 		}
 	}
 	spec := replicas.Spec{Replicas: c.desired, Revision: c.revision, MaxSurge: c.svc.Rollout.Surge(), MaxUnavailable: c.svc.Rollout.Unavailable()}

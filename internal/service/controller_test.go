@@ -14,8 +14,7 @@ import (
 var t0 = time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
 
 func echo() api.Service {
-	return api.Service{Name: "echo", Replicas: 2, Template: api.ServiceTemplate{
-		Task:      api.Task{Command: []string{"./serve"}},
+	return api.Service{Name: "echo", Replicas: 2, Template: api.ServiceTemplate{Command: []string{"./serve"},
 		Readiness: &api.Probe{TCP: &api.TCPProbe{Port: 8080}},
 	}}
 }
@@ -70,14 +69,18 @@ func TestControllerKeepsReplicasRunning(t *testing.T) {
 	if len(st.Stop) != 1 || st.Create != 0 {
 		t.Fatalf("the new one ready: %+v, want one old stopped", st)
 	}
-	if err := c.Scale(t0.Add(3*time.Minute), 3); err != nil || c.Step(t0.Add(3*time.Minute), nil, nil).Status.LastScale.To != 3 {
-		t.Errorf("scaled by hand to 3: %v", err)
+	svc.Replicas = 3
+	if err := c.Update(svc); err != nil {
+		t.Fatal(err)
+	}
+	if ls := c.Step(t0.Add(3*time.Minute), nil, nil).Status.LastScale; ls == nil || ls.From != 2 || ls.To != 3 || !ls.At.Equal(t0.Add(3*time.Minute)) {
+		t.Errorf("replicas set to 3: last scale %+v, want 2 to 3 stamped by the step", ls)
 	}
 }
 
 // TestControllerAutoscales: the autoscaler sets the desired count, the
-// status says the last change and why, and scaling by hand is refused
-// naming why.
+// status says the last change and why, and a restarted controller
+// resumes the count it had scaled to.
 func TestControllerAutoscales(t *testing.T) {
 	svc := echo()
 	svc.Template.Resources = resource.List{"cpu": 1000}
@@ -98,7 +101,12 @@ func TestControllerAutoscales(t *testing.T) {
 	if st.Create != 2 {
 		t.Errorf("starts %d, want 2 more", st.Create)
 	}
-	if err := c.Scale(t0, 5); err == nil || !strings.Contains(err.Error(), "autoscales") {
-		t.Errorf("scaling an autoscaled service by hand: %v, want a refusal saying why", err)
+	again, err := New(svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again.Restore(st.Status)
+	if got := again.Step(t0, nil, nil).Status; got.Desired != 4 || got.LastScale == nil || got.LastScale.To != 4 {
+		t.Errorf("restored: %+v, want 4 desired and the last scale kept", got)
 	}
 }

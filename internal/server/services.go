@@ -1,0 +1,266 @@
+package server
+
+import (
+	"encoding/json"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/engine"
+	"github.com/hetsched/hetsched/internal/errs"
+	"github.com/hetsched/hetsched/internal/jsonread"
+	"github.com/hetsched/hetsched/internal/service"
+)
+
+// serviceView is the API's service object (API.md "Service"): the spec,
+// its status, and what describe shows (generation, created, the latest
+// decisions).
+type serviceView struct {
+	api.Service
+	Status     service.Status `json:"status"`
+	Generation int64          `json:"generation"`
+	Created    time.Time      `json:"created"`
+	Notes      []service.Note `json:"notes,omitempty"`
+}
+
+func serviceViewOf(rec *engine.ServiceRecord) serviceView {
+	return serviceView{Service: rec.Spec, Status: rec.Status, Generation: rec.Generation, Created: rec.Created, Notes: rec.Notes}
+}
+
+// serviceWire mirrors api.Service with the template raw, decoded as a
+// task for full field paths ("template.resources.cpu").
+type serviceWire struct {
+	api.Service
+	Template json.RawMessage `json:"template"`
+}
+
+// decodeService decodes and validates a service.
+func decodeService(b []byte) (api.Service, error) {
+	var w serviceWire
+	if err := decodeStrict(b, &w); err != nil {
+		return api.Service{}, err
+	}
+	svc := w.Service
+	if len(w.Template) == 0 {
+		return api.Service{}, errs.Invalid("template", "a service needs a template (its replicas' task)")
+	}
+	r := jsonread.New(w.Template)
+	t, err := api.DecodeTask(r)
+	if err == nil {
+		if ferr := r.Finish(); ferr != nil {
+			err = errs.Invalid("", "%v", ferr)
+		}
+	}
+	if err != nil {
+		return api.Service{}, errs.Prefix("template", err)
+	}
+	svc.Template = t
+	if err := svc.Validate(); err != nil {
+		return api.Service{}, err
+	}
+	return svc, nil
+}
+
+// serviceOf is the service the request's path names, if p sees it.
+func (s *Server) serviceOf(w http.ResponseWriter, r *http.Request) (*engine.ServiceRecord, Principal, bool) {
+	p := principalOf(w, r)
+	name := r.PathValue("name")
+	rec, ok := s.eng.Service(p.qualify(name))
+	if !ok || !p.sees(rec.Tenant) {
+		writeError(w, errs.New(errs.NotFound, "name", "no service %q", name))
+		return nil, p, false
+	}
+	return rec, p, true
+}
+
+func (s *Server) createService(w http.ResponseWriter, r *http.Request) {
+	if s.services == nil {
+		writeError(w, errs.New(errs.Unavailable, "", "this server runs no service controllers"))
+		return
+	}
+	b, err := readBody(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	svc, err := decodeService(b)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	p := principalOf(w, r)
+	tenant := p.Tenant
+	if tenant == "" {
+		tenant = DefaultTenant
+	}
+	rec, created, err := s.eng.CreateService(r.Context(), tenant, svc)
+	if err != nil {
+		writeError(w, engine.LocalError(p.scope(), err))
+		return
+	}
+	s.services.Wake()
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, serviceViewOf(rec))
+}
+
+func (s *Server) listServices(w http.ResponseWriter, r *http.Request) {
+	p := principalOf(w, r)
+	tenant := ""
+	if p.Role != RoleAdmin {
+		tenant = p.Tenant
+	}
+	recs := s.eng.Services(tenant)
+	views := make([]serviceView, len(recs))
+	for i, rec := range recs {
+		views[i] = serviceViewOf(rec)
+		if p.scope() == "" {
+			views[i].Name = rec.ID() // an admin sees the engine's names
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"services": views})
+}
+
+func (s *Server) getService(w http.ResponseWriter, r *http.Request) {
+	if rec, _, ok := s.serviceOf(w, r); ok {
+		writeJSON(w, http.StatusOK, serviceViewOf(rec))
+	}
+}
+
+func (s *Server) putService(w http.ResponseWriter, r *http.Request) {
+	rec, p, ok := s.serviceOf(w, r)
+	if !ok {
+		return
+	}
+	b, err := readBody(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	svc, err := decodeService(b)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if svc.Name != rec.Spec.Name {
+		writeError(w, errs.Invalid("name", "must be the path's service %q, got %q", rec.Spec.Name, svc.Name))
+		return
+	}
+	out, err := s.eng.UpdateService(r.Context(), rec.ID(), svc)
+	if err != nil {
+		writeError(w, engine.LocalError(p.scope(), err))
+		return
+	}
+	s.services.Wake()
+	writeJSON(w, http.StatusOK, serviceViewOf(out))
+}
+
+func (s *Server) deleteService(w http.ResponseWriter, r *http.Request) {
+	rec, p, ok := s.serviceOf(w, r)
+	if !ok {
+		return
+	}
+	if err := s.eng.DeleteService(r.Context(), rec.ID()); err != nil {
+		writeError(w, engine.LocalError(p.scope(), err))
+		return
+	}
+	s.services.Wake()
+	writeJSON(w, http.StatusOK, serviceViewOf(rec))
+}
+
+// scaleService is POST …/scale {"replicas": N}.
+func (s *Server) scaleService(w http.ResponseWriter, r *http.Request) {
+	rec, p, ok := s.serviceOf(w, r)
+	if !ok {
+		return
+	}
+	b, err := readBody(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var body struct {
+		Replicas *int `json:"replicas"`
+	}
+	if err := decodeStrict(b, &body); err != nil {
+		writeError(w, err)
+		return
+	}
+	if body.Replicas == nil {
+		writeError(w, errs.Invalid("replicas", "required: the replica count to run"))
+		return
+	}
+	out, err := s.eng.ScaleService(r.Context(), rec.ID(), *body.Replicas)
+	if err != nil {
+		writeError(w, engine.LocalError(p.scope(), err))
+		return
+	}
+	s.services.Wake()
+	writeJSON(w, http.StatusOK, serviceViewOf(out))
+}
+
+// serviceEndpoints is GET …/endpoints: the ready replicas' node, address
+// and port, as the service's controller last published them.
+func (s *Server) serviceEndpoints(w http.ResponseWriter, r *http.Request) {
+	rec, p, ok := s.serviceOf(w, r)
+	if !ok {
+		return
+	}
+	eps := make([]service.Endpoint, len(rec.Endpoints))
+	for i, e := range rec.Endpoints {
+		e.Replica = engine.LocalID(p.scope(), e.Replica)
+		eps[i] = e
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"service": rec.Spec.Name, "ready": rec.Status.Ready,
+		"desired": rec.Status.Desired, "endpoints": eps})
+}
+
+// maxPushedMetrics bounds the values of one push.
+const maxPushedMetrics = 16
+
+// pushServiceMetrics is POST …/metrics {"replica": "echo-3", "metrics":
+// {"requests_per_second": 120}}: a replica's custom metrics for the
+// autoscaler.
+func (s *Server) pushServiceMetrics(w http.ResponseWriter, r *http.Request) {
+	rec, p, ok := s.serviceOf(w, r)
+	if !ok {
+		return
+	}
+	b, err := readBody(w, r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	var body struct {
+		Replica string             `json:"replica"`
+		Metrics map[string]float64 `json:"metrics"`
+	}
+	if err := decodeStrict(b, &body); err != nil {
+		writeError(w, err)
+		return
+	}
+	if len(body.Metrics) == 0 || len(body.Metrics) > maxPushedMetrics {
+		writeError(w, errs.Invalid("metrics", "must hold 1 to %d values", maxPushedMetrics))
+		return
+	}
+	for k, v := range body.Metrics {
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			writeError(w, errs.Invalid("metrics."+k, "must be a finite number"))
+			return
+		}
+	}
+	id := p.qualify(body.Replica)
+	t, ok := s.eng.Task(id)
+	if body.Replica == "" || !ok || t.Tenant != rec.Tenant || engine.QualifyID(t.Tenant, t.Spec.Service) != rec.ID() {
+		writeError(w, errs.New(errs.NotFound, "replica", "no replica %q of service %q", body.Replica, rec.Spec.Name))
+		return
+	}
+	if err := s.services.Push(rec.ID(), rec, id, body.Metrics, time.Now()); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
