@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -102,6 +103,16 @@ type Agent struct {
 	// (the server's notready deadline from the last acknowledged
 	// heartbeat): tasks stop even if this agent is dead.
 	fenceFile string
+	// probes runs the service replicas' probes (probes.go); cpuSeen is
+	// each running attempt's CPU at the last heartbeat (for its rate).
+	probes  *prober
+	cpuSeen map[key]cpuSample
+}
+
+// cpuSample is an attempt's CPU so far, and when it was read.
+type cpuSample struct {
+	cpu time.Duration
+	at  time.Time
 }
 
 type key struct {
@@ -140,7 +151,14 @@ func New(opt Options) (*Agent, error) {
 	a := &Agent{opt: opt, log: lg, host: hostUsage{root: os.DirFS(opt.HostRoot)},
 		fenced: map[key]bool{}, health: map[string]discover.DeviceSample{},
 		stopping: map[key]stopping{}, waiting: map[key]waitingStart{}}
-	a.sess = &session{name: opt.Node.Name, c: c, r: a, rep: newReporter(), log: lg}
+	a.sess = &session{name: opt.Node.Name, c: c, r: a, rep: newReporter(), log: lg, nudge: make(chan struct{}, 1)}
+	a.cpuSeen = map[key]cpuSample{}
+	a.probes = newProber(lg, func() runsSource {
+		if x := a.x.Load(); x != nil {
+			return x
+		}
+		return nil
+	}, a.sess.beatSoon)
 	a.fenceFile = filepath.Join(opt.WorkDir, "fence")
 	a.m = newAgentMetrics(a)
 	a.sess.onAck = func(sent time.Time, deadline time.Duration) {
@@ -221,6 +239,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
+	wg.Add(1)
+	go func() { defer wg.Done(); a.probes.run(ctx) }()
 	a.sess.run(ctx)
 	a.done.Store(true)
 	cancel()
@@ -331,6 +351,10 @@ func (a *Agent) collect(ctx context.Context, x *executor.Executor) {
 			delete(a.fenced, k)
 			a.mu.Unlock()
 			a.stopped(k)
+			a.probes.remove(r.Task, r.Attempt)
+			a.mu.Lock()
+			delete(a.cpuSeen, k)
+			a.mu.Unlock()
 			up := agentapi.StatusUpdate{Task: r.Task, Attempt: r.Attempt, ExitCode: r.ExitCode, Reason: r.Reason, Stop: stopReport(r.Stop)}
 			switch {
 			case fenced, r.ExitCode == -1, r.Killed && strings.Contains(r.Reason, stoppedReason),
@@ -389,7 +413,43 @@ func (a *Agent) beats() []agentapi.Beat {
 		}
 		a.mu.Unlock()
 	}
+	b.Tasks = a.taskBeats()
 	return []agentapi.Beat{b}
+}
+
+// taskBeats are the running replicas' CPU rates since the last heartbeat
+// and their probe states.
+func (a *Agent) taskBeats() map[string]agentapi.TaskBeat {
+	x := a.x.Load()
+	if x == nil {
+		return nil
+	}
+	running := x.Running()
+	if len(running) == 0 {
+		return nil
+	}
+	now := time.Now()
+	out := make(map[string]agentapi.TaskBeat, min(len(running), agentapi.MaxTaskBeats))
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, s := range running {
+		if len(out) >= agentapi.MaxTaskBeats {
+			break
+		}
+		k := key{s.Task, s.Attempt}
+		tb, replica := a.probes.state(s.Task, s.Attempt)
+		if !replica {
+			continue // only a service's autoscaler reads a task's use
+		}
+		if cpu, ok := x.CPU(s.Task, s.Attempt); ok {
+			if prev, seen := a.cpuSeen[k]; seen && cpu >= prev.cpu && now.After(prev.at) {
+				tb.CPU = float64(cpu-prev.cpu) / float64(now.Sub(prev.at))
+			}
+			a.cpuSeen[k] = cpuSample{cpu, now}
+		}
+		out[s.Task] = tb
+	}
+	return out
 }
 
 func (a *Agent) sync(snapshot []agentapi.Assignment) {
@@ -457,6 +517,14 @@ func (a *Agent) launch(x *executor.Executor, as agentapi.Assignment, received ti
 	}
 	if launched {
 		a.m.start.Observe(time.Since(received).Seconds())
+	}
+	if err == nil && as.Service != "" {
+		env := spec.Env
+		if dir := x.WorkDir(as.Task, as.Attempt); dir != "" {
+			env = maps.Clone(env)
+			env["PWD"], env["HETSCHED_WORK_DIR"] = dir, dir
+		}
+		a.probes.add(&as, env)
 	}
 	if err != nil {
 		a.m.exits.WithLabelValues(exitFailed).Inc()

@@ -95,7 +95,7 @@ func (a *Agent) checkpointDir(as *agentapi.Assignment) (string, error) {
 func (a *Agent) specOf(x *executor.Executor, as *agentapi.Assignment) (executor.Spec, error) {
 	spec := executor.Spec{Task: as.Task, Attempt: as.Attempt, Command: as.Command,
 		Env: taskEnv(as, &a.opt.Node), Timeout: time.Duration(as.Timeout), Grace: a.opt.Grace, FenceFile: a.fenceFile,
-		Devices: deviceKeys(as.Devices)}
+		Devices: deviceKeys(as.Devices), Restart: as.Service != ""}
 	spec.Env[envRestartCount] = strconv.Itoa(as.Restarts)
 	if c := as.Checkpoint; c != nil {
 		spec.CheckpointSignal = c.SignalOrDefault()

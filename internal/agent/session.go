@@ -55,6 +55,9 @@ type session struct {
 	// acknowledged as a sign of life (registration, heartbeat) and the
 	// server's notready deadline.
 	onAck func(sent time.Time, deadline time.Duration)
+	// nudge asks for a heartbeat before the interval is over (a replica's
+	// readiness changed: beatSoon).
+	nudge chan struct{}
 	// onRegister, when set, sees each registration's reply before the
 	// stream opens; an error ends the session.
 	onRegister func(*agentapi.RegisterReply) error
@@ -238,9 +241,24 @@ func (s *session) heartbeats(ctx context.Context, stop context.CancelFunc, inter
 		}
 		select {
 		case <-wait:
+		case <-s.nudge:
+			// At most one early heartbeat per quarter interval.
+			select {
+			case <-time.After(interval / 4):
+			case <-ctx.Done():
+				return
+			}
 		case <-ctx.Done():
 			return
 		}
+	}
+}
+
+// beatSoon asks for a heartbeat soon, not an interval later.
+func (s *session) beatSoon() {
+	select {
+	case s.nudge <- struct{}{}:
+	default:
 	}
 }
 

@@ -90,6 +90,12 @@ type Assignment struct {
 	// Restarts counts the task's earlier attempts that started and were
 	// stopped or failed (its HETSCHED_RESTART_COUNT).
 	Restarts int `json:"restarts,omitempty"`
+	// Service names the service of a replica: its command runs again
+	// when it exits (in place, with a backoff), and its probes run.
+	Service   string     `json:"service,omitempty"`
+	Liveness  *api.Probe `json:"liveness,omitempty"`
+	Readiness *api.Probe `json:"readiness,omitempty"`
+	Startup   *api.Probe `json:"startup,omitempty"`
 }
 
 // AgentMessage is one message of an assignment stream.
@@ -152,11 +158,24 @@ type Beat struct {
 	Tasks map[string]TaskBeat `json:"tasks,omitempty"`
 }
 
-// TaskBeat is one running task's use: CPU in cores over the last
-// heartbeat interval (a service's autoscaler reads it).
+// TaskBeat is one running task's use, CPU in cores over the last
+// heartbeat interval (a service's autoscaler reads it), and for a
+// service's replica its probes' states: Started (its startup probe
+// passed, or it has none), Ready (its readiness probe passes, or it has
+// none and started), Restarts (its command's restarts in place) and
+// Restarted (why the last one), and Probe (why a probe fails now).
 type TaskBeat struct {
-	CPU float64 `json:"cpu"`
+	CPU       float64 `json:"cpu"`
+	Replica   bool    `json:"replica,omitempty"`
+	Started   bool    `json:"started,omitempty"`
+	Ready     bool    `json:"ready,omitempty"`
+	Restarts  int     `json:"restarts,omitempty"`
+	Restarted string  `json:"restarted,omitempty"`
+	Probe     string  `json:"probe,omitempty"`
 }
+
+// maxProbeReason bounds a TaskBeat's Probe.
+const maxProbeReason = 1024
 
 // MaxTaskBeats bounds the tasks one node's sample names.
 const MaxTaskBeats = 10_000
@@ -175,8 +194,16 @@ func ValidateBeats(beats []Beat) error {
 			return errs.Invalid("nodes["+strconv.Itoa(i)+"].tasks", "at most %d tasks, got %d", MaxTaskBeats, len(bt.Tasks))
 		}
 		for id, tb := range bt.Tasks {
-			if tb.CPU < 0 || tb.CPU > 1e6 || tb.CPU != tb.CPU {
-				return errs.Invalid("nodes["+strconv.Itoa(i)+"].tasks."+id+".cpu", "must be cores from 0 to 1e6, got %v", tb.CPU)
+			f := "nodes[" + strconv.Itoa(i) + "].tasks." + id
+			switch {
+			case tb.CPU < 0 || tb.CPU > 1e6 || tb.CPU != tb.CPU:
+				return errs.Invalid(f+".cpu", "must be cores from 0 to 1e6, got %v", tb.CPU)
+			case tb.Restarts < 0:
+				return errs.Invalid(f+".restarts", "must not be negative, got %d", tb.Restarts)
+			case len(tb.Probe) > maxProbeReason:
+				return errs.Invalid(f+".probe", "at most %d bytes", maxProbeReason)
+			case len(tb.Restarted) > maxProbeReason:
+				return errs.Invalid(f+".restarted", "at most %d bytes", maxProbeReason)
 			}
 		}
 		for id, d := range bt.Devices {

@@ -141,19 +141,26 @@ func describeService(ctx context.Context, c *Client, p *page, raw json.RawMessag
 			p.field(pr.name, string(pr.raw))
 		}
 	}
-	q := url.Values{"service": {s.Name}}
-	items, _, err := readPages(ctx, c, "/api/v1/tasks", "tasks", q, maxNodeTasks)
-	if err != nil {
+	var reps struct {
+		Replicas []struct {
+			ID, State, Node, Revision, Probe, Restarted string
+			Ready                                       bool
+			Restarts                                    int
+		} `json:"replicas"`
+	}
+	base := "/api/v1/services/" + url.PathEscape(s.Name)
+	if _, err := c.Do(ctx, "GET", base+"/replicas", nil, &reps); err != nil {
 		return err
 	}
 	var rows [][]string
-	for _, it := range items {
-		var t task
-		if json.Unmarshal(it, &t) == nil && !finalState(t.State) {
-			rows = append(rows, taskRow(t, false, p.now))
+	for _, r := range reps.Replicas {
+		ready := "0/1"
+		if r.Ready {
+			ready = "1/1"
 		}
+		rows = append(rows, []string{r.ID, r.State, dash(r.Node), ready, strconv.Itoa(r.Restarts), r.Revision, dash(r.Restarted), dash(r.Probe)})
 	}
-	p.table("Replicas", taskHeader(false), rows)
+	p.table("Replica List", []string{"ID", "STATE", "NODE", "READY", "RESTARTS", "REVISION", "LAST RESTART", "FAILING PROBE"}, rows)
 	var eps struct {
 		Endpoints []struct {
 			Replica string `json:"replica"`
@@ -162,7 +169,7 @@ func describeService(ctx context.Context, c *Client, p *page, raw json.RawMessag
 			Port    int    `json:"port"`
 		} `json:"endpoints"`
 	}
-	if _, err := c.Do(ctx, "GET", "/api/v1/services/"+url.PathEscape(s.Name)+"/endpoints", nil, &eps); err != nil {
+	if _, err := c.Do(ctx, "GET", base+"/endpoints", nil, &eps); err != nil {
 		return err
 	}
 	rows = nil
@@ -177,15 +184,6 @@ func describeService(ctx context.Context, c *Client, p *page, raw json.RawMessag
 	}
 	p.table("Events", []string{"AGE", "KIND", "MESSAGE"}, rows)
 	return nil
-}
-
-// finalState reports whether a task state is final.
-func finalState(s string) bool {
-	switch s {
-	case "succeeded", "failed", "timeout", "cancelled", "expired", "skipped":
-		return true
-	}
-	return false
 }
 
 // Scale sets a service's replica count (POST …/scale).

@@ -473,4 +473,10 @@ func (e *Engine) AgentLogs(node string) (url, token string, ok bool) { return e.
 // Usage returns the latest heartbeat of each agent node.
 func (e *Engine) Usage() map[string]agentapi.NodeUsage { return e.sessions.usageAll() }
 
+// TaskBeat is what the latest heartbeat of node said of task (its CPU,
+// and a replica's probe states).
+func (e *Engine) TaskBeat(node, task string) (agentapi.TaskBeat, bool) {
+	return e.sessions.taskBeat(node, task)
+}
+
 func itoa(i int) string { return strconv.Itoa(i) }

@@ -174,7 +174,8 @@ func active(r *TaskRecord) bool {
 func assignmentOf(r *TaskRecord) agentapi.Assignment {
 	a := agentapi.Assignment{Task: r.Spec.ID, Attempt: r.Attempt, Node: r.Node, State: r.State,
 		Command: r.Spec.Command, Env: r.Spec.Env, Devices: r.Devices,
-		Timeout: r.Spec.Timeout, Duration: r.Spec.Duration, Traceparent: r.Trace, Restarts: r.Restarts}
+		Timeout: r.Spec.Timeout, Duration: r.Spec.Duration, Traceparent: r.Trace, Restarts: r.Restarts,
+		Service: r.Spec.Service, Liveness: r.Spec.Liveness, Readiness: r.Spec.Readiness, Startup: r.Spec.Startup}
 	if c := r.Spec.Checkpoint; c != nil {
 		ck := *c
 		if ck.Dir != "" {
@@ -377,6 +378,14 @@ func (s *sessions) logsOf(node string) (url, token string, ok bool) {
 		return "", "", false
 	}
 	return a.logs, a.logsToken, true
+}
+
+// taskBeat is what node's latest heartbeat said of task.
+func (s *sessions) taskBeat(node, task string) (agentapi.TaskBeat, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	b, ok := s.usage[node].Tasks[task]
+	return b, ok
 }
 
 // usageAll is a copy of every node's latest heartbeat.

@@ -25,6 +25,7 @@ import (
 	"net/http"
 	"os/exec"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hetsched/hetsched/internal/api"
@@ -49,7 +50,8 @@ func or(d *api.Duration, def time.Duration) time.Duration {
 // Check runs p once against a replica listening on host (its node's
 // address, or 127.0.0.1 on the agent's own node), within p's timeout;
 // nil is success. exec runs the command where the agent runs (env adds
-// to the agent's environment).
+// to the agent's environment; its PWD, when set, is the command's working
+// directory).
 func Check(ctx context.Context, p *api.Probe, host string, env []string) error {
 	ctx, cancel := context.WithTimeout(ctx, or(p.Timeout, DefaultTimeout))
 	defer cancel()
@@ -81,6 +83,11 @@ func Check(ctx context.Context, p *api.Probe, host string, env []string) error {
 	case p.Exec != nil:
 		cmd := exec.CommandContext(ctx, p.Exec.Command[0], p.Exec.Command[1:]...)
 		cmd.Env = append(cmd.Environ(), env...)
+		for _, kv := range env {
+			if dir, ok := strings.CutPrefix(kv, "PWD="); ok {
+				cmd.Dir = dir // the replica's working directory
+			}
+		}
 		cmd.WaitDelay = time.Second
 		err := cmd.Run()
 		if ctx.Err() != nil {
@@ -150,6 +157,10 @@ func threshold(v, def int) int {
 	}
 	return v
 }
+
+// Failed reports whether the probe failed FailureThreshold times in a row
+// (a startup probe that did: the replica is restarted).
+func (t *Tracker) Failed() bool { return t.fail >= threshold(t.p.FailureThreshold, DefaultFailureThreshold) }
 
 // OK reports the probe's state: passed (alive, ready, started).
 func (t *Tracker) OK() bool { return t.ok }

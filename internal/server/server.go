@@ -199,6 +199,7 @@ func (s *Server) table() []route {
 		{"DELETE /api/v1/services/{name}", s.guard(s.deleteService, RoleTenant)},
 		{"POST /api/v1/services/{name}/scale", s.guard(s.scaleService, RoleTenant)},
 		{"GET /api/v1/services/{name}/endpoints", s.guard(s.serviceEndpoints, RoleTenant)},
+		{"GET /api/v1/services/{name}/replicas", s.guard(s.serviceReplicas, RoleTenant)},
 		{"POST /api/v1/services/{name}/metrics", s.guard(s.pushServiceMetrics, RoleTenant)},
 		{"GET /healthz", s.healthz},
 		{"GET /readyz", s.readyz},

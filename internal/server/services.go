@@ -218,6 +218,44 @@ func (s *Server) serviceEndpoints(w http.ResponseWriter, r *http.Request) {
 		"desired": rec.Status.Desired, "endpoints": eps})
 }
 
+// replicaState is one live replica as GET …/replicas shows it: its task's
+// state and node, and its probes' states and restarts in place as its
+// agent last reported them.
+type replicaState struct {
+	ID       string `json:"id"`
+	State    string `json:"state"`
+	Node     string `json:"node,omitempty"`
+	Revision string `json:"revision"`
+	Started  bool   `json:"started"`
+	Ready    bool   `json:"ready"`
+	Restarts int    `json:"restarts"`
+	// Restarted is why the command last restarted in place; Probe why a
+	// probe fails now.
+	Restarted string `json:"restarted,omitempty"`
+	Probe     string `json:"probe,omitempty"`
+}
+
+// serviceReplicas is GET …/replicas: the live replicas with their probe
+// states (kubectl get pods' READY and RESTARTS).
+func (s *Server) serviceReplicas(w http.ResponseWriter, r *http.Request) {
+	rec, p, ok := s.serviceOf(w, r)
+	if !ok {
+		return
+	}
+	out := []replicaState{}
+	for _, t := range s.eng.Replicas(rec.ID()) {
+		if t.State == "succeeded" || t.State == "failed" || t.State == "timeout" || t.State == "cancelled" || t.State == "expired" {
+			continue
+		}
+		rs := replicaState{ID: engine.LocalID(p.scope(), t.Spec.ID), State: t.State, Node: t.Node, Revision: t.Spec.Metadata[engine.RevisionLabel]}
+		if b, ok := s.eng.TaskBeat(t.Node, t.Spec.ID); ok && b.Replica {
+			rs.Started, rs.Ready, rs.Restarts, rs.Restarted, rs.Probe = b.Started, b.Ready, b.Restarts, b.Restarted, b.Probe
+		}
+		out = append(out, rs)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"service": rec.Spec.Name, "replicas": out})
+}
+
 // maxPushedMetrics bounds the values of one push.
 const maxPushedMetrics = 16
 

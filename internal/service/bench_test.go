@@ -29,7 +29,7 @@ func passFleet(b *testing.B) ([]*Controller, [][]Replica, [][][]autoscale.Sample
 		use := 0.2 + float64(i%10)*0.1 // 20 % to 110 %: some scale up, some down, some stay
 		ss := make([]autoscale.Sample, per)
 		for k := range per {
-			live[i] = append(live[i], Replica{ID: fmt.Sprint(svc.Name, "-", k), Revision: c.revision, Running: true, Started: true, Ready: true, Alive: true, Address: "10.0.0.1"})
+			live[i] = append(live[i], Replica{ID: fmt.Sprint(svc.Name, "-", k), Revision: c.revision, Running: true, Started: true, Ready: true, Address: "10.0.0.1"})
 			ss[k] = autoscale.Sample{Ready: true, Value: use, Request: 1}
 		}
 		samples[i] = [][]autoscale.Sample{ss}

@@ -33,11 +33,12 @@ type Replica struct {
 	Revision string
 	Running  bool
 	// Started: its startup probe passed (true without one); Ready: its
-	// readiness probe passes (true once started without one); Alive
-	// false: its liveness probe failed (it is restarted).
-	Started, Ready, Alive bool
-	Created               time.Time
-	Node, Address         string // its node and the node's address ("" while not placed)
+	// readiness probe passes (true once started without one). A failed
+	// liveness probe is its agent's to act on: the agent restarts the
+	// command in place, and the replica is not ready meanwhile.
+	Started, Ready bool
+	Created        time.Time
+	Node, Address  string // its node and the node's address ("" while not placed)
 }
 
 // Endpoint is where a ready replica answers: its node, the node's
@@ -75,15 +76,12 @@ type Status struct {
 // Step is what a controller step decides.
 //
 // Obligations: the caller starts Create replicas of Revision from the
-// template, stops the Stop replicas, restarts the Restart ones in place
-// (their liveness failed: a failure for the backoff, ReplicaEnded), plans
-// again at RetryAt when it is set, publishes Endpoints and Status, and
+// template, stops the Stop replicas, plans again at RetryAt when it is set, publishes Endpoints and Status, and
 // records Scaled (an event and a metric) when it is set.
 type Step struct {
 	Create    int
 	Revision  string
 	Stop      []string
-	Restart   []string
 	RetryAt   time.Time
 	Endpoints []Endpoint
 	Status    Status
@@ -181,10 +179,7 @@ func (c *Controller) Step(now time.Time, live []Replica, samples [][]autoscale.S
 	}
 	rs := make([]replicas.Replica, 0, len(live))
 	for _, r := range live {
-		if r.Running && !r.Alive {
-			st.Restart = append(st.Restart, r.ID)
-		}
-		ready := r.Running && r.Started && r.Ready && r.Alive
+		ready := r.Running && r.Started && r.Ready
 		rs = append(rs, replicas.Replica{ID: r.ID, Revision: r.Revision, Running: r.Running, Ready: ready, Created: r.Created})
 		if ready {
 			st.Status.Ready++

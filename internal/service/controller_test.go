@@ -1,7 +1,6 @@
 package service
 
 import (
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +19,7 @@ func echo() api.Service {
 }
 
 func up(id, rev string) Replica {
-	return Replica{ID: id, Revision: rev, Running: true, Started: true, Ready: true, Alive: true, Created: t0, Address: "10.0.0.1"}
+	return Replica{ID: id, Revision: rev, Running: true, Started: true, Ready: true, Created: t0, Address: "10.0.0.1"}
 }
 
 // TestControllerKeepsReplicasRunning: starts the count, reports the ready
@@ -42,10 +41,10 @@ func TestControllerKeepsReplicasRunning(t *testing.T) {
 	if st.Create != 0 || len(st.Stop) != 0 || st.Status.Ready != 2 || len(st.Endpoints) != 2 || st.Endpoints[0].Port != 8080 {
 		t.Fatalf("two ready: %+v", st)
 	}
-	b.Alive = false
+	b.Ready = false
 	st = c.Step(t0, []Replica{a, b}, nil)
-	if !slices.Equal(st.Restart, []string{"b"}) || st.Status.Ready != 1 || len(st.Endpoints) != 1 {
-		t.Fatalf("b's liveness failed: %+v, want it restarted and out of the endpoints", st)
+	if st.Create != 0 || st.Status.Ready != 1 || len(st.Endpoints) != 1 || st.Endpoints[0].Replica != "a" {
+		t.Fatalf("b not ready: %+v, want it out of the endpoints and nothing started", st)
 	}
 	c.ReplicaEnded(t0, time.Minute)
 	st = c.Step(t0.Add(5*time.Second), []Replica{a}, nil)

@@ -158,7 +158,7 @@ func (m *Manager) step(ctx context.Context, now time.Time, rec *engine.ServiceRe
 	if err != nil {
 		return err
 	}
-	live := m.liveReplicas(now, ent, m.cfg.Engine.Replicas(id))
+	live := m.liveReplicas(now, ent, m.cfg.Engine.Replicas(id), usage)
 	samples := m.samples(id, rec, live, usage, now)
 	st := ent.ctrl.Step(now, live.replicas, samples)
 	a := engine.ServiceApply{Generation: rec.Generation, Create: st.Create, Revision: st.Revision, Template: rec.Spec.Template,
@@ -223,9 +223,10 @@ func (l *live) stopReason(id, revision string) string {
 }
 
 // liveReplicas turns the replica tasks into the controller's replicas:
-// the live ones, and the failures of finished ones it has not counted
-// (each once, for the backoff).
-func (m *Manager) liveReplicas(now time.Time, ent *entry, recs []*engine.TaskRecord) live {
+// the live ones, with their probes' states from their agents' latest
+// heartbeats, and the failures of finished ones it has not counted (each
+// once, for the backoff).
+func (m *Manager) liveReplicas(now time.Time, ent *entry, recs []*engine.TaskRecord, usage map[string]agentapi.NodeUsage) live {
 	var out live
 	present := make(map[string]bool, len(recs))
 	for _, r := range recs {
@@ -241,8 +242,8 @@ func (m *Manager) liveReplicas(now time.Time, ent *entry, recs []*engine.TaskRec
 			continue
 		}
 		running := r.State == "running"
-		rep := service.Replica{ID: id, Revision: r.Spec.Metadata[engine.RevisionLabel], Running: running,
-			Started: running, Ready: running, Alive: true, Created: r.Submitted, Node: r.Node}
+		rep := service.Replica{ID: id, Revision: r.Spec.Metadata[engine.RevisionLabel], Running: running, Created: r.Submitted, Node: r.Node}
+		rep.Started, rep.Ready = probed(r, usage)
 		if r.Node != "" {
 			rep.Address = m.address(r.Node)
 		}
@@ -255,6 +256,21 @@ func (m *Manager) liveReplicas(now time.Time, ent *entry, recs []*engine.TaskRec
 		}
 	}
 	return out
+}
+
+// probed is a running replica's probe states as its agent last reported
+// them. Before its first report, a replica that has neither a startup nor
+// a readiness probe is started and ready once it runs; one that has
+// either is neither.
+func probed(r *engine.TaskRecord, usage map[string]agentapi.NodeUsage) (started, ready bool) {
+	if r.State != "running" {
+		return false, false
+	}
+	if b, ok := usage[r.Node].Tasks[r.Spec.ID]; ok && b.Replica {
+		return b.Started, b.Ready
+	}
+	plain := r.Spec.Startup == nil && r.Spec.Readiness == nil
+	return plain, plain
 }
 
 // address is the host a node's agent serves from ("" when unknown).

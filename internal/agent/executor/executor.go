@@ -20,6 +20,8 @@
 //	  stdout.log, stderr.log, output.log   the command's output (shim;
 //	               created empty by Start)
 //	  kill         the reason for a Kill (agent, before it signals the shim)
+//	  restart      the reason for a Restart (agent, before its SIGHUP)
+//	  runs         the restarts of a Restart spec (shim; restart.go)
 //	  result.json  the Result (shim; or the agent for a lost attempt; the
 //	               first one written wins)
 //	  acked        the Result was reported (agent, Ack)
@@ -78,6 +80,9 @@ type Spec struct {
 	// Devices are the devices the attempt holds (type:id), so that an
 	// agent can tell which attempts a new one must wait for.
 	Devices []string `json:"devices,omitempty"`
+	// Restart runs the command again when it exits, and on the agent's
+	// Restart, until it is stopped (restart.go): a service's replica.
+	Restart bool `json:"restart,omitempty"`
 }
 
 // Result is how an attempt ended; it is also the format of result.json.

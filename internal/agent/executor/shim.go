@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -99,7 +100,7 @@ func RunShim(args []string) int {
 		log.Warn("the attempt already has a result; not running it")
 		return 0
 	}
-	s := &shim{dir: dir, log: log, stop: stop}
+	s := &shim{dir: dir, log: log, stop: stop, hup: hup}
 	r := s.run()
 	r.Finished = time.Now()
 	if err := writeResult(dir, r); err != nil {
@@ -118,6 +119,7 @@ type shim struct {
 	dir  string
 	log  *slog.Logger
 	stop chan os.Signal // SIGTERM, SIGINT
+	hup  chan os.Signal // SIGHUP: the agent asks for a restart (restart.go)
 }
 
 // killReason is the agent's reason in the kill file, or "killed".
@@ -163,7 +165,9 @@ func cannotStart(spec Spec, started time.Time, format string, a ...any) Result {
 		Reason: fmt.Sprintf(format, a...), Started: started}
 }
 
-// run runs the command and returns its result, Finished unset.
+// run runs the command and returns its result, Finished unset. A spec
+// with Restart runs the command again when it exits, or when the agent
+// asks for a restart (restart.go), until it is stopped.
 func (s *shim) run() Result {
 	started := time.Now()
 	spec, err := readSpec(s.dir)
@@ -194,21 +198,64 @@ func (s *shim) run() Result {
 		return cannotStart(spec, started, "cannot open the logs: %v", err)
 	}
 	defer logs.close()
+	c := &command{spec: spec, path: path, env: env, work: work, logs: logs, exits: make(chan syscall.WaitStatus, 1)}
+	go reap(&c.leader, c.exits)
+	if spec.Timeout > 0 {
+		t := time.NewTimer(spec.Timeout)
+		defer t.Stop()
+		c.timeout = t.C
+	}
+	if spec.FenceFile != "" {
+		t := time.NewTicker(fencePoll)
+		defer t.Stop()
+		c.fence = t.C
+	}
+	var rs restarts
+	for {
+		r, again := s.runOnce(c)
+		if !again {
+			return r
+		}
+		if r, stopped := s.backoff(c, &rs, r); stopped {
+			return r
+		}
+	}
+}
+
+// command is what each run of a spec's command shares: the command, its
+// logs, the reaper's channel of the current leader's exits, and the
+// attempt's timeout and fence.
+type command struct {
+	spec           Spec
+	path, work     string
+	env            []string
+	logs           *logs
+	leader         atomic.Int64 // the current leader's pid (reap)
+	exits          chan syscall.WaitStatus
+	timeout, fence <-chan time.Time
+}
+
+// runOnce starts the command and waits for its end. again: it ended in a
+// way a restarting spec restarts from (it exited by itself, or the agent
+// asked for a restart); r is then the run's end.
+func (s *shim) runOnce(c *command) (r Result, again bool) {
+	spec := c.spec
+	started := time.Now()
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		return cannotStart(spec, started, "cannot make a pipe: %v", err)
+		return cannotStart(spec, started, "cannot make a pipe: %v", err), false
 	}
 	errR, errW, err := os.Pipe()
 	if err != nil {
 		_ = outR.Close()
 		_ = outW.Close()
-		return cannotStart(spec, started, "cannot make a pipe: %v", err)
+		return cannotStart(spec, started, "cannot make a pipe: %v", err), false
 	}
 	cmd := &exec.Cmd{
-		Path:        path,
+		Path:        c.path,
 		Args:        spec.Command,
-		Dir:         work,
-		Env:         env,
+		Dir:         c.work,
+		Env:         c.env,
 		Stdout:      outW,
 		Stderr:      errW,
 		SysProcAttr: &syscall.SysProcAttr{Setpgid: true},
@@ -220,10 +267,11 @@ func (s *shim) run() Result {
 	if err != nil {
 		_ = outR.Close()
 		_ = errR.Close()
-		return cannotStart(spec, started, "cannot start %q: %v", spec.Command[0], err)
+		return cannotStart(spec, started, "cannot start %q: %v", spec.Command[0], err), false
 	}
-	pgid := cmd.Process.Pid   // Setpgid with Pgid 0: the leader's pid
-	_ = cmd.Process.Release() // reaped by reap below, never by cmd.Wait
+	pgid := cmd.Process.Pid // Setpgid with Pgid 0: the leader's pid
+	c.leader.Store(int64(pgid))
+	_ = cmd.Process.Release() // reaped by reap, never by cmd.Wait
 	// Not reaped yet, so /proc has the leader even if it exited.
 	st, err := readProcStat(pgid)
 	if err == nil {
@@ -232,69 +280,15 @@ func (s *shim) run() Result {
 	if err != nil {
 		s.log.Warn("cannot write the pgid file: the group cannot be killed if the shim dies", "err", err)
 	}
-	leader := make(chan syscall.WaitStatus, 1)
-	go reap(pgid, leader)
 	s.log.Info("started", "pgid", pgid, "command", spec.Command)
 	var copiers sync.WaitGroup
 	copiers.Add(2)
-	go logs.copy(outR, logs.stdout, &copiers, s.log)
-	go logs.copy(errR, logs.stderr, &copiers, s.log)
+	go c.logs.copy(outR, c.logs.stdout, &copiers, s.log)
+	go c.logs.copy(errR, c.logs.stderr, &copiers, s.log)
 
-	r := Result{Task: spec.Task, Attempt: spec.Attempt, Started: started}
-	var timeout <-chan time.Time
-	if spec.Timeout > 0 {
-		t := time.NewTimer(spec.Timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
-	grace := spec.Grace
-	if grace <= 0 {
-		grace = defaultGrace
-	}
-	var fence <-chan time.Time
-	if spec.FenceFile != "" {
-		t := time.NewTicker(fencePoll)
-		defer t.Stop()
-		fence = t.C
-	}
+	r = Result{Task: spec.Task, Attempt: spec.Attempt, Started: started}
 	var ws syscall.WaitStatus
-wait:
-	for {
-		select {
-		case ws = <-leader:
-			if reason, ok := s.killReason(); ok && ws.Signaled() {
-				// Killed from outside the shim (Executor.KillNow's SIGKILL
-				// to the group) before the shim saw its own signal.
-				r.Killed, r.Reason = true, reason
-			}
-			break wait
-		case <-timeout:
-			r.TimedOut = true
-			r.Reason = "timed out after " + spec.Timeout.String()
-			s.log.Info("timed out; stopping the group", "pgid", pgid, "grace", grace)
-			ws, r.Stop = s.stopGroup(pgid, syscall.SIGTERM, grace, leader)
-			break wait
-		case <-s.stop:
-			r.Killed = true
-			var checkpoint bool
-			r.Reason, checkpoint, _ = s.killOrder()
-			sig, g := stopHow(spec, checkpoint, grace)
-			s.log.Info("killed; stopping the group", "pgid", pgid, "signal", signalName(sig), "grace", g, "reason", r.Reason, "checkpoint", checkpoint)
-			ws, r.Stop = s.stopGroup(pgid, sig, g, leader)
-			r.Stop.Checkpoint = checkpoint
-			break wait
-		case now := <-fence:
-			why, expired := fenceExpired(spec.FenceFile, now)
-			if !expired {
-				continue
-			}
-			r.Killed = true
-			r.Reason = why
-			s.log.Warn("fenced: the agent's lease expired; SIGKILL to the group", "pgid", pgid, "reason", why)
-			ws, _ = s.stopGroup(pgid, syscall.SIGKILL, 0, leader)
-			break wait
-		}
-	}
+	ws, again = s.wait(c, pgid, &r)
 	// The leader is gone; so must be everyone left in its group.
 	if err := syscall.Kill(-pgid, syscall.SIGKILL); err == nil {
 		s.log.Info("killed the members left in the group", "pgid", pgid)
@@ -310,8 +304,75 @@ wait:
 	copiers.Wait()
 	_ = outR.Close()
 	_ = errR.Close()
-	logs.sync()
+	c.logs.sync()
+	exitOf(&r, ws)
+	return r, again
+}
 
+// wait waits for the run's end: its leader's exit, the timeout, the
+// agent's stop (SIGTERM), the fence, or (Restart) the agent's restart.
+// again: the run ended by itself or by a restart, with Restart set.
+func (s *shim) wait(c *command, pgid int, r *Result) (ws syscall.WaitStatus, again bool) {
+	spec := c.spec
+	grace := spec.Grace
+	if grace <= 0 {
+		grace = defaultGrace
+	}
+	for {
+		select {
+		case ws = <-c.exits:
+			if reason, ok := s.killReason(); ok && ws.Signaled() {
+				// Killed from outside the shim (Executor.KillNow's SIGKILL
+				// to the group) before the shim saw its own signal.
+				r.Killed, r.Reason = true, reason
+				return ws, false
+			}
+			return ws, spec.Restart
+		case <-c.timeout:
+			r.TimedOut = true
+			r.Reason = "timed out after " + spec.Timeout.String()
+			s.log.Info("timed out; stopping the group", "pgid", pgid, "grace", grace)
+			ws, r.Stop = s.stopGroup(pgid, syscall.SIGTERM, grace, c.exits)
+			return ws, false
+		case <-s.stop:
+			r.Killed = true
+			var checkpoint bool
+			r.Reason, checkpoint, _ = s.killOrder()
+			sig, g := stopHow(spec, checkpoint, grace)
+			s.log.Info("killed; stopping the group", "pgid", pgid, "signal", signalName(sig), "grace", g, "reason", r.Reason, "checkpoint", checkpoint)
+			ws, r.Stop = s.stopGroup(pgid, sig, g, c.exits)
+			r.Stop.Checkpoint = checkpoint
+			return ws, false
+		case <-s.hup:
+			why, ok := s.takeRestart()
+			if !ok || !spec.Restart {
+				continue
+			}
+			r.Reason = why
+			s.log.Info("restart asked; stopping the group", "pgid", pgid, "grace", grace, "reason", why)
+			ws, r.Stop = s.stopGroup(pgid, syscall.SIGTERM, grace, c.exits)
+			if reason, ok := s.killReason(); ok { // stopped meanwhile: for good
+				r.Killed, r.Reason = true, reason
+				return ws, false
+			}
+			return ws, true
+		case now := <-c.fence:
+			why, expired := fenceExpired(spec.FenceFile, now)
+			if !expired {
+				continue
+			}
+			r.Killed = true
+			r.Reason = why
+			s.log.Warn("fenced: the agent's lease expired; SIGKILL to the group", "pgid", pgid, "reason", why)
+			ws, _ = s.stopGroup(pgid, syscall.SIGKILL, 0, c.exits)
+			return ws, false
+		}
+	}
+}
+
+// exitOf sets r's exit code (and a reason when none) from the leader's
+// wait status.
+func exitOf(r *Result, ws syscall.WaitStatus) {
 	switch {
 	case ws.Exited():
 		r.ExitCode = ws.ExitStatus()
@@ -328,7 +389,6 @@ wait:
 		r.ExitCode = -1
 		r.Reason = fmt.Sprintf("unexpected wait status %#x", uint32(ws))
 	}
-	return r
 }
 
 // stopGroup sends sig to the group, and SIGKILL when grace passed with
@@ -370,8 +430,10 @@ func (s *shim) stopGroup(pgid int, sig syscall.Signal, grace time.Duration, lead
 }
 
 // reap reaps the shim's children for the rest of its life (a subreaper
-// inherits orphans) and sends the leader's status on leader.
-func reap(leaderPid int, leader chan<- syscall.WaitStatus) {
+// inherits orphans) and sends the current leader's status on exits (each
+// run's leader exits once, and its status is read before the next run
+// starts).
+func reap(leader *atomic.Int64, exits chan<- syscall.WaitStatus) {
 	for {
 		var ws syscall.WaitStatus
 		pid, err := syscall.Wait4(-1, &ws, 0, nil)
@@ -379,8 +441,8 @@ func reap(leaderPid int, leader chan<- syscall.WaitStatus) {
 		case errors.Is(err, syscall.EINTR):
 		case err != nil: // ECHILD: none now, orphans may come
 			time.Sleep(10 * time.Millisecond)
-		case pid == leaderPid && (ws.Exited() || ws.Signaled()):
-			leader <- ws
+		case int64(pid) == leader.Load() && (ws.Exited() || ws.Signaled()):
+			exits <- ws
 		}
 	}
 }
