@@ -62,17 +62,17 @@ type runsSource interface {
 
 // replicaProbes is one replica attempt's probe state.
 type replicaProbes struct {
-	k      key
-	specs  [nKinds]*api.Probe
-	t      [nKinds]*probe.Tracker
-	env    []string
-	gen    int  // bumped when the command (re)starts: older results are dropped
-	runs   int  // the restarts seen in the runs file
+	k     key
+	specs [nKinds]*api.Probe
+	t     [nKinds]*probe.Tracker
+	env   []string
+	gen   int // bumped when the command (re)starts: older results are dropped
+	runs  int // the restarts seen in the runs file
 	// restarted is why the command last ran again (the runs file's).
 	restarted string
-	paused bool // a restart was asked: no checks until the command runs again
-	reason string
-	busy   [nKinds]bool
+	paused    bool // a restart was asked: no checks until the command runs again
+	reason    string
+	busy      [nKinds]bool
 }
 
 // started: the startup probe passed (or there is none).

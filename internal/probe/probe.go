@@ -160,7 +160,9 @@ func threshold(v, def int) int {
 
 // Failed reports whether the probe failed FailureThreshold times in a row
 // (a startup probe that did: the replica is restarted).
-func (t *Tracker) Failed() bool { return t.fail >= threshold(t.p.FailureThreshold, DefaultFailureThreshold) }
+func (t *Tracker) Failed() bool {
+	return t.fail >= threshold(t.p.FailureThreshold, DefaultFailureThreshold)
+}
 
 // OK reports the probe's state: passed (alive, ready, started).
 func (t *Tracker) OK() bool { return t.ok }
