@@ -11,7 +11,7 @@ import (
 // Event is one durable change, as GET /api/v1/events streams it.
 type Event struct {
 	Seq    uint64    `json:"seq"`
-	Kind   string    `json:"kind"` // task, job or node
+	Kind   string    `json:"kind"` // task, job, node or service
 	ID     string    `json:"id"`
 	State  string    `json:"state"`
 	Node   string    `json:"node,omitempty"`

@@ -81,7 +81,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			b.WriteString(": keep-alive\n\n")
 		}
 		for _, ev := range evs {
-			if ev.Kind == "task" || ev.Kind == "job" {
+			if ev.Kind == "task" || ev.Kind == "job" || ev.Kind == "service" {
 				if !p.sees(ev.Tenant) {
 					continue
 				}

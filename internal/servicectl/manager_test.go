@@ -3,6 +3,7 @@ package servicectl
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -292,5 +293,42 @@ func TestCreateServiceRules(t *testing.T) {
 	}
 	if _, err := r.eng.ScaleService(ctx, "team-a:auto", 3); err == nil {
 		t.Fatal("scaling an autoscaled service by hand: accepted")
+	}
+}
+
+// TestManagerScalesOnPushedMetric: values the replicas push (POST
+// …/metrics) drive the autoscaler; a name that is not one of the
+// service's custom metrics is refused; the decision is the service's
+// last scale, with its reason.
+func TestManagerScalesOnPushedMetric(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	svc := echo(2)
+	svc.Autoscale = &api.Autoscale{Min: 1, Max: 4, Metrics: []api.AutoscaleMetric{{Custom: "rps", Target: "10"}}}
+	if _, _, err := r.eng.CreateService(ctx, engine.DefaultTenant, svc); err != nil {
+		t.Fatal(err)
+	}
+	r.pass(0)
+	r.startAll("echo")
+	rec, _ := r.eng.Service("echo")
+	ids, _ := r.live("echo")
+	if err := r.m.Push("echo", rec, ids[0], map[string]float64{"latency": 3}, r.clk.Now()); err == nil {
+		t.Error("a metric the service does not scale on: accepted")
+	}
+	for _, id := range ids {
+		if err := r.m.Push("echo", rec, id, map[string]float64{"rps": 30}, r.clk.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.pass(time.Second)
+	rec, _ = r.eng.Service("echo")
+	if ids, _ := r.live("echo"); len(ids) != 4 || rec.Status.Desired != 4 {
+		t.Fatalf("at 3× the target: %d live, desired %d; want max 4", len(ids), rec.Status.Desired)
+	}
+	if ls := rec.Status.LastScale; ls == nil || ls.From != 2 || ls.To != 4 || !strings.Contains(ls.Reason, "ScaleUp") {
+		t.Errorf("last scale %+v, want 2 to 4 with the reason", ls)
+	}
+	if len(rec.Notes) == 0 || rec.Notes[len(rec.Notes)-1].Kind != "scaled" {
+		t.Errorf("notes %+v, want the decision", rec.Notes)
 	}
 }
