@@ -295,7 +295,7 @@ func TestGetSelectorChecked(t *testing.T) {
 		{[]string{"get", "tasks", "-l", "a=b,"}, "empty requirement"},
 		{[]string{"get", "jobs", "-l", "a=b"}, "--selector: jobs have no labels"},
 		{[]string{"get", "queues", "-l", "a"}, "--selector: queues have no labels"},
-		{[]string{"get", "pods"}, `get: unknown kind "pods" (tasks, jobs, nodes, queues or servers)`},
+		{[]string{"get", "pods"}, `get: unknown kind "pods" (tasks, jobs, nodes, queues, servers or services)`},
 	} {
 		_, err := run(t, append(c.args, "--server", "http://127.0.0.1:1", "--timeout", "1s")...)
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "cannot reach") {

@@ -74,10 +74,10 @@ func TestCompletionFromTheServer(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"get", ""}, "tasks jobs nodes queues servers"},
+		{[]string{"get", ""}, "tasks jobs nodes queues servers services"},
 		{[]string{"get", "n"}, "nodes"},
 		{[]string{"get", "tasks", ""}, ""},
-		{[]string{"describe", ""}, "task job node queue"},
+		{[]string{"describe", ""}, "task job node queue service"},
 		{[]string{"describe", "task", "t-"}, "t-a t-b"},
 		{[]string{"describe", "job", ""}, "etl"},
 		{[]string{"describe", "node", ""}, "gpu-a"},

@@ -58,7 +58,7 @@ func TestDescribeKinds(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"describe", "pod", "x"}, `describe: unknown kind "pod" (task, job, node or queue)`},
+		{[]string{"describe", "pod", "x"}, `describe: unknown kind "pod" (task, job, node, queue or service)`},
 		{[]string{"describe", "node", "nosuch"}, `no node "nosuch" (404 not_found)`},
 		{[]string{"describe", "job", "nosuch"}, `no job "nosuch" (404 not_found)`},
 		{[]string{"describe", "queue", "nosuch"}, `no queue "nosuch"`},

@@ -27,10 +27,12 @@ import (
 // in goroutines, at most maxProbing at once.
 
 // maxProbing bounds the checks in flight; maxReason a probe failure's
-// reason in a heartbeat.
+// reason in a heartbeat; probeTick is the precision of the checks'
+// times (a check runs up to a tick late, with the others due then).
 const (
 	maxProbing = 64
 	maxReason  = 512
+	probeTick  = 100 * time.Millisecond
 )
 
 // clip cuts s to at most n bytes, on a rune boundary.
@@ -138,6 +140,9 @@ type prober struct {
 	check func(ctx context.Context, p *api.Probe, host string, env []string) error
 	now   func() time.Time
 	nudge func() // readiness changed: heartbeat soon
+	// tick batches the checks (probeTick; 0: each at its own time, the
+	// plain path, twice the CPU: BENCHMARKS.md).
+	tick time.Duration
 
 	mu   sync.Mutex
 	reps map[key]*replicaProbes
@@ -148,7 +153,7 @@ type prober struct {
 }
 
 func newProber(log *slog.Logger, runs func() runsSource, nudge func()) *prober {
-	return &prober{log: log, runs: runs, check: probe.Check, now: time.Now, nudge: nudge,
+	return &prober{log: log, runs: runs, check: probe.NewChecker().Check, now: time.Now, nudge: nudge, tick: probeTick,
 		reps: map[key]*replicaProbes{}, wake: make(chan struct{}, 1), res: make(chan checkResult, maxProbing), sem: make(chan struct{}, maxProbing)}
 }
 
@@ -210,7 +215,9 @@ func (p *prober) run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
-		next := p.launchDue(ctx, &wg)
+		// Checks due within probeTick of each other start together: one
+		// wakeup for a batch rather than one for each.
+		next := max(p.launchDue(ctx, &wg), p.tick)
 		timer.Reset(next)
 		select {
 		case <-ctx.Done():
@@ -219,6 +226,19 @@ func (p *prober) run(ctx context.Context) {
 		case <-timer.C:
 		case r := <-p.res:
 			p.observe(r)
+			p.drain()
+		}
+	}
+}
+
+// drain applies the results that arrived meanwhile.
+func (p *prober) drain() {
+	for {
+		select {
+		case r := <-p.res:
+			p.observe(r)
+		default:
+			return
 		}
 	}
 }

@@ -47,12 +47,27 @@ func or(d *api.Duration, def time.Duration) time.Duration {
 	return time.Duration(*d)
 }
 
+// Checker runs checks. Its HTTP checks open a new connection each time,
+// as the kubelet's do: a replica's probe sees what a new client would,
+// and no idle connection is held to each of thousands of replicas.
+type Checker struct {
+	client *http.Client
+}
+
+// NewChecker makes a Checker.
+func NewChecker() *Checker {
+	return &Checker{client: &http.Client{
+		Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}
+}
+
 // Check runs p once against a replica listening on host (its node's
 // address, or 127.0.0.1 on the agent's own node), within p's timeout;
 // nil is success. exec runs the command where the agent runs (env adds
 // to the agent's environment; its PWD, when set, is the command's working
 // directory).
-func Check(ctx context.Context, p *api.Probe, host string, env []string) error {
+func (c *Checker) Check(ctx context.Context, p *api.Probe, host string, env []string) error {
 	ctx, cancel := context.WithTimeout(ctx, or(p.Timeout, DefaultTimeout))
 	defer cancel()
 	switch {
@@ -63,8 +78,7 @@ func Check(ctx context.Context, p *api.Probe, host string, env []string) error {
 			return err
 		}
 		req.Header.Set("User-Agent", "hetsched-probe")
-		client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-		resp, err := client.Do(req)
+		resp, err := c.client.Do(req)
 		if err != nil {
 			return err
 		}
@@ -75,11 +89,11 @@ func Check(ctx context.Context, p *api.Probe, host string, env []string) error {
 		return nil
 	case p.TCP != nil:
 		var d net.Dialer
-		c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(p.TCP.Port)))
+		conn, err := d.DialContext(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(p.TCP.Port)))
 		if err != nil {
 			return err
 		}
-		return c.Close()
+		return conn.Close()
 	case p.Exec != nil:
 		cmd := exec.CommandContext(ctx, p.Exec.Command[0], p.Exec.Command[1:]...)
 		cmd.Env = append(cmd.Environ(), env...)

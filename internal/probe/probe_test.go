@@ -57,7 +57,7 @@ func TestCheck(t *testing.T) {
 		{"http slow", api.Probe{HTTP: &api.HTTPProbe{Path: "/slow", Port: p}, Timeout: dur(50 * time.Millisecond)}, false},
 		{"tcp open", api.Probe{TCP: &api.TCPProbe{Port: p}}, true},
 	} {
-		if err := Check(ctx, &tc.pr, "127.0.0.1", nil); (err == nil) != tc.ok {
+		if err := NewChecker().Check(ctx, &tc.pr, "127.0.0.1", nil); (err == nil) != tc.ok {
 			t.Errorf("%s: %v, want ok %v", tc.name, err, tc.ok)
 		}
 	}
@@ -67,19 +67,19 @@ func TestCheck(t *testing.T) {
 	}
 	closed := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	if err := Check(ctx, &api.Probe{TCP: &api.TCPProbe{Port: closed}}, "127.0.0.1", nil); err == nil {
+	if err := NewChecker().Check(ctx, &api.Probe{TCP: &api.TCPProbe{Port: closed}}, "127.0.0.1", nil); err == nil {
 		t.Error("tcp to a closed port passed")
 	}
 	if _, err := exec.LookPath("sh"); err != nil {
 		t.Skip("exec probes need sh: apt-get install -y dash")
 	}
-	if err := Check(ctx, &api.Probe{Exec: &api.ExecProbe{Command: []string{"sh", "-c", "test \"$X\" = 1"}}}, "", []string{"X=1"}); err != nil {
+	if err := NewChecker().Check(ctx, &api.Probe{Exec: &api.ExecProbe{Command: []string{"sh", "-c", "test \"$X\" = 1"}}}, "", []string{"X=1"}); err != nil {
 		t.Errorf("exec exiting 0: %v", err)
 	}
-	if err := Check(ctx, &api.Probe{Exec: &api.ExecProbe{Command: []string{"sh", "-c", "exit 3"}}}, "", nil); err == nil || !strings.Contains(err.Error(), "exit code 3") {
+	if err := NewChecker().Check(ctx, &api.Probe{Exec: &api.ExecProbe{Command: []string{"sh", "-c", "exit 3"}}}, "", nil); err == nil || !strings.Contains(err.Error(), "exit code 3") {
 		t.Errorf("exec exiting 3: %v, want its code", err)
 	}
-	if err := Check(ctx, &api.Probe{Exec: &api.ExecProbe{Command: []string{"sleep", "5"}}, Timeout: dur(100 * time.Millisecond)}, "", nil); err == nil || !strings.Contains(err.Error(), "timed out") {
+	if err := NewChecker().Check(ctx, &api.Probe{Exec: &api.ExecProbe{Command: []string{"sleep", "5"}}, Timeout: dur(100 * time.Millisecond)}, "", nil); err == nil || !strings.Contains(err.Error(), "timed out") {
 		t.Errorf("exec past its timeout: %v", err)
 	}
 }

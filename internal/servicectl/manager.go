@@ -174,6 +174,9 @@ func (m *Manager) step(ctx context.Context, now time.Time, rec *engine.ServiceRe
 		a.Event, a.EventReason = "endpoints", fmt.Sprintf("%d ready of %d", st.Status.Ready, st.Status.Desired)
 	}
 	m.cfg.Gauges.set(id, rec, st)
+	if a.Create == 0 && len(a.Stop) == 0 && a.Event == "" && sameStatus(rec.Status, st.Status) {
+		return nil // nothing to make, stop or publish: no command
+	}
 	if _, err := m.cfg.Engine.ApplyService(ctx, id, a); err != nil {
 		if c := errs.CodeOf(err); c == errs.Conflict || c == errs.NotFound {
 			return nil // the spec changed or the service went: the next pass reads it again
@@ -420,6 +423,18 @@ func (m *Manager) Push(id string, rec *engine.ServiceRecord, replica string, val
 		p[pushKey{replica, k}] = pushedValue{v, now}
 	}
 	return nil
+}
+
+// sameStatus reports whether two statuses say the same.
+func sameStatus(a, b service.Status) bool {
+	if a.Replicas != b.Replicas || a.Ready != b.Ready || a.Desired != b.Desired || (a.LastScale == nil) != (b.LastScale == nil) {
+		return false
+	}
+	if a.LastScale == nil {
+		return true
+	}
+	x, y := a.LastScale, b.LastScale
+	return x.At.Equal(y.At) && x.From == y.From && x.To == y.To && x.Reason == y.Reason
 }
 
 func sameEndpoints(a, b []service.Endpoint) bool {
