@@ -18,6 +18,12 @@ import (
 // until the test ends, and returns its URL.
 func startUpInProcess(t *testing.T) string {
 	t.Helper()
+	return startUpWith(t, func(*up.Options) {})
+}
+
+// startUpWith is startUpInProcess with set changing the options first.
+func startUpWith(t *testing.T, set func(*up.Options)) string {
+	t.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -25,10 +31,10 @@ func startUpInProcess(t *testing.T) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready, done := make(chan string, 1), make(chan error, 1)
 	var out childproc.SyncBuffer
-	go func() {
-		done <- up.Run(ctx, &out, up.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Grace: time.Second,
-			Shim: []string{exe, "agent-shim"}, ShimEnv: []string{asCLI + "=1"}, Ready: func(u string) { ready <- u }})
-	}()
+	opt := up.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:0", Grace: time.Second,
+		Shim: []string{exe, "agent-shim"}, ShimEnv: []string{asCLI + "=1"}, Ready: func(u string) { ready <- u }}
+	set(&opt)
+	go func() { done <- up.Run(ctx, &out, opt) }()
 	select {
 	case base := <-ready:
 		t.Cleanup(func() { cancel(); <-done })

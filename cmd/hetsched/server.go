@@ -55,6 +55,7 @@ func newServer() *cobra.Command {
 	cmd.Flags().StringVar(&opt.DataDir, "data-dir", "", "directory of the durable store (required)")
 	cmd.Flags().StringVar(&opt.NodesFile, "nodes", "", "static node inventory (YAML or JSON, API.md format)")
 	cmd.Flags().StringVar(&opt.QueuesFile, "queues", "", "queue tree (YAML or JSON, API.md format)")
+	cmd.Flags().StringVar(&opt.NodePoolsFile, "node-pools", "", "node pools that grow and shrink with demand (YAML or JSON: nodePools: [{name, template, min, max, provider: {exec|webhook}, scaleOutAfter, scaleInAfter, costPerHour}])")
 	cmd.Flags().StringVar(&opt.TokensFile, "tokens", "", "bearer tokens (admin, tenant, agent); without it and --client-ca auth is off and only loopback is served")
 	cmd.Flags().StringVar(&opt.TLSCert, "tls-cert", "", "serve HTTPS (HTTP/2 by ALPN, and HTTP/1.1) with this PEM certificate (chain), reloaded when it changes (hetsched certs server makes one)")
 	cmd.Flags().StringVar(&opt.TLSKey, "tls-key", "", "the PEM private key of --tls-cert")

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hetsched/hetsched/internal/cli"
+	"github.com/hetsched/hetsched/internal/up"
 )
 
 // replicaStates reads GET /services/NAME/replicas.
@@ -237,5 +238,85 @@ func TestServiceAutoscalesOnCPU(t *testing.T) {
 	}
 	if _, err := c.Do(context.Background(), "POST", "/api/v1/services/hot/scale", []byte(`{"replicas":3}`), nil); err == nil || !strings.Contains(err.Error(), "autoscales") {
 		t.Errorf("scaling an autoscaled service by hand: %v, want refused naming why", err)
+	}
+}
+
+// poolNodes are the nodes of hetsched up's node pool, with their states.
+func poolNodes(t *testing.T, base string) map[string]string {
+	t.Helper()
+	var body struct {
+		Nodes []struct {
+			Name, State string
+			Labels      map[string]string
+		} `json:"nodes"`
+	}
+	c := cli.NewClient(base, "", 10*time.Second)
+	if _, err := c.Do(context.Background(), "GET", "/api/v1/nodes", nil, &body); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, n := range body.Nodes {
+		if n.Labels["hetsched.io/pool"] != "" {
+			out[n.Name] = n.State
+		}
+	}
+	return out
+}
+
+// TestNodePoolGrowsAndShrinks (issue 44 acceptance, hetsched up's pool of
+// in-process agents): GPU tasks only the pool's nodes can run make it
+// grow by the nodes they need; they run there; once idle, its nodes are
+// drained, then removed.
+func TestNodePoolGrowsAndShrinks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs commands under hetsched up")
+	}
+	base := startUpWith(t, func(o *up.Options) { o.PoolScaleOut, o.PoolScaleIn = time.Second, 3*time.Second })
+	if n := poolNodes(t, base); len(n) != 0 {
+		t.Fatalf("pool nodes before any work: %v", n)
+	}
+	c := cli.NewClient(base, "", 10*time.Second)
+	for _, id := range []string{"l4-a", "l4-b"} {
+		body := fmt.Sprintf(`{"id":%q,"resources":{"cpu":"1","nvidia.com/gpu":4},"nodeSelector":{"gpu.model":"L4"},"command":["sleep","2"]}`, id)
+		if _, err := c.Do(context.Background(), "POST", "/api/v1/tasks", []byte(body), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	until(t, func() string {
+		if n := poolNodes(t, base); len(n) != 2 {
+			return fmt.Sprintf("pool nodes %v, want 2 (two 4-GPU tasks, 4 GPUs a node)", n)
+		}
+		return ""
+	})
+	nodes := map[string]bool{}
+	for _, id := range []string{"l4-a", "l4-b"} {
+		until(t, func() string {
+			var v struct{ State, Node string }
+			if _, err := c.Do(context.Background(), "GET", "/api/v1/tasks/"+id, nil, &v); err != nil {
+				return err.Error()
+			}
+			if v.State != "succeeded" {
+				return fmt.Sprintf("%s: %s", id, v.State)
+			}
+			nodes[v.Node] = true
+			return ""
+		})
+	}
+	if len(nodes) != 2 {
+		t.Errorf("the tasks ran on %v, want the pool's two nodes", nodes)
+	}
+	sawDraining := false
+	until(t, func() string {
+		n := poolNodes(t, base)
+		for _, st := range n {
+			sawDraining = sawDraining || st == "draining"
+		}
+		if len(n) != 0 {
+			return fmt.Sprintf("pool nodes %v, want none once idle", n)
+		}
+		return ""
+	})
+	if !sawDraining {
+		t.Error("no pool node was seen draining before it went (a pass is 2 s, the looks 50 ms apart)")
 	}
 }

@@ -57,7 +57,7 @@ type Checker struct {
 // NewChecker makes a Checker.
 func NewChecker() *Checker {
 	return &Checker{client: &http.Client{
-		Transport: &http.Transport{DisableKeepAlives: true, Proxy: nil},
+		Transport:     &http.Transport{DisableKeepAlives: true, Proxy: nil},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}}
 }

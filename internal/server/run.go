@@ -28,6 +28,8 @@ import (
 	"github.com/hetsched/hetsched/internal/errs"
 	"github.com/hetsched/hetsched/internal/metrics"
 	"github.com/hetsched/hetsched/internal/netaddr"
+	"github.com/hetsched/hetsched/internal/nodepool"
+	"github.com/hetsched/hetsched/internal/poolctl"
 	"github.com/hetsched/hetsched/internal/resource"
 	"github.com/hetsched/hetsched/internal/servicectl"
 	"github.com/hetsched/hetsched/internal/store"
@@ -51,7 +53,15 @@ type Options struct {
 	InsecurePlaintext         bool
 	// QueuesFile declares queues (API.md --queues).
 	QueuesFile string
-	Policy     string
+	// NodePoolsFile declares node pools (pools.go); PoolProviders, by
+	// pool name, replace their providers (hetsched up's in-process
+	// agents); PoolPeriod is how often they are planned (default 5s).
+	NodePoolsFile string
+	// NodePools are pools given in code, besides the file's.
+	NodePools     []api.NodePool
+	PoolProviders map[string]poolctl.Provider
+	PoolPeriod    time.Duration
+	Policy        string
 	// MaxInFlight is how many task submissions may be in flight (being
 	// admitted, or waiting in POST /schedule) before the server sheds them,
 	// low tier first (admission.go). 0 means DefaultMaxInFlight; negative,
@@ -295,6 +305,8 @@ type prepared struct {
 	reserve   int64
 	reg       *prometheus.Registry
 	svcGauges *servicectl.Gauges
+	pools     []api.NodePool
+	poolGauge *poolctl.Gauges
 	m         *metrics.Metrics
 	// eng is the running engine (nil on a standby): the per-node
 	// collector's.
@@ -350,6 +362,15 @@ func prepare(opt Options) (*prepared, error) {
 			return nil, err
 		}
 	}
+	if opt.NodePoolsFile != "" {
+		if p.pools, err = LoadNodePoolsFile(opt.NodePoolsFile); err != nil {
+			return nil, err
+		}
+	}
+	p.pools = append(p.pools, opt.NodePools...)
+	if err := api.ValidatePools(p.pools); err != nil {
+		return nil, errs.Prefix("node-pools", err)
+	}
 	if opt.QueuesFile != "" {
 		if p.queues, err = LoadQueuesFile(opt.QueuesFile); err != nil {
 			return nil, err
@@ -365,6 +386,7 @@ func prepare(opt Options) (*prepared, error) {
 	p.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	p.m = metrics.New(p.reg)
 	p.svcGauges = servicectl.NewGauges(p.reg)
+	p.poolGauge = poolctl.NewGauges(p.reg)
 	if limit := opt.NodeMetricsLimit; limit >= 0 {
 		if limit == 0 {
 			limit = DefaultNodeMetricsLimit
@@ -515,6 +537,10 @@ func (p *prepared) newHandler(eng *engine.Engine, addr string) *Server {
 	handler := New(eng, p.cfg.Policy, p.lg, p.reg, p.m, p.auth)
 	handler.SetTracing(opt.Tracing)
 	handler.StartServices(p.svcGauges)
+	if len(p.pools) > 0 {
+		handler.StartPools(poolctl.Config{Pools: p.pools, Planner: nodepool.New(p.cfg), Providers: opt.PoolProviders,
+			Logger: p.lg, Period: opt.PoolPeriod, Gauges: p.poolGauge})
+	}
 	handler.browser = newBrowserGuard(p.auth == nil, addr, p.origins)
 	handler.streams = newStreamSlots(limitOf(opt.MaxEventStreams, DefaultMaxEventStreams), limitOf(opt.MaxEventStreamsPerTenant, DefaultMaxEventStreamsPerTenant), p.m)
 	if opt.EventWriteTimeout > 0 {

@@ -83,6 +83,10 @@ type Server struct {
 	services     *servicectl.Manager
 	stopServices context.CancelFunc
 	servicesDone chan struct{}
+	// stopPools ends the node pools' manager (StartPools) and poolsDone
+	// is closed when it has.
+	stopPools context.CancelFunc
+	poolsDone chan struct{}
 }
 
 // Close ends long-lived streams (events) so that a graceful shutdown does
@@ -94,6 +98,10 @@ func (s *Server) Close() {
 		if s.stopServices != nil {
 			s.stopServices()
 			<-s.servicesDone
+		}
+		if s.stopPools != nil {
+			s.stopPools()
+			<-s.poolsDone
 		}
 	})
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/cli"
 	"github.com/hetsched/hetsched/internal/demo"
+	"github.com/hetsched/hetsched/internal/poolctl"
 	"github.com/hetsched/hetsched/internal/server"
 	"github.com/hetsched/hetsched/internal/telemetry"
 )
@@ -55,6 +56,9 @@ type Options struct {
 	// running tasks at once instead of waiting for their grace: the second
 	// Ctrl-C.
 	Kill <-chan struct{}
+	// PoolScaleOut and PoolScaleIn, when set, replace the node pool's
+	// scaleOutAfter and scaleInAfter (tests).
+	PoolScaleOut, PoolScaleIn time.Duration
 }
 
 // SharedDirEnv names the directory every task of up finds in its
@@ -123,10 +127,19 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	defer stopServer()
 	addr := make(chan string, 1)
 	srvErr := make(chan error, 1)
+	burst := BurstPool()
+	if opt.PoolScaleOut > 0 {
+		burst.ScaleOutAfter = api.Duration(opt.PoolScaleOut)
+	}
+	if opt.PoolScaleIn > 0 {
+		burst.ScaleInAfter = api.Duration(opt.PoolScaleIn)
+	}
+	pool := newInProcessPool()
 	go func() {
 		srvErr <- server.Run(sctx, io.Discard, server.Options{
 			Listen: opt.Listen, DataDir: filepath.Join(opt.DataDir, "store"), Policy: opt.Policy,
 			QueuesFile: opt.Queues, Logger: lg, Tracing: opt.Tracing, Ready: func(a string) { addr <- a },
+			NodePools: []api.NodePool{burst}, PoolProviders: map[string]poolctl.Provider{burst.Name: pool}, PoolPeriod: 2 * time.Second,
 		})
 	}()
 	var url string
@@ -141,18 +154,21 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 		return nil
 	}
 	nodes := append(fleet.Nodes, local.node)
+	newAgent := func(n api.Node, mons []discover.Monitor) (*agent.Agent, error) {
+		return agent.New(agent.Options{Server: url, Node: n, Monitors: mons,
+			WorkDir: agentWorkDir(opt.DataDir, n.Name), Grace: opt.Grace,
+			// One machine: every node's checkpoints in one place, so that a
+			// checkpointed task resumes on whichever node it lands.
+			CheckpointRoot: checkpoints,
+			Shim:           opt.Shim, ShimEnv: shimEnv, KillOnExit: true, Logger: lg})
+	}
 	var agents []*agent.Agent
 	for _, n := range nodes {
 		var mons []discover.Monitor
 		if n.Name == local.node.Name {
 			mons = local.monitors
 		}
-		a, err := agent.New(agent.Options{Server: url, Node: n, Monitors: mons,
-			WorkDir: filepath.Join(opt.DataDir, "agents", n.Name), Grace: opt.Grace,
-			// One machine: every node's checkpoints in one place, so that a
-			// checkpointed task resumes on whichever node it lands.
-			CheckpointRoot: checkpoints,
-			Shim:           opt.Shim, ShimEnv: shimEnv, KillOnExit: true, Logger: lg})
+		a, err := newAgent(n, mons)
 		if err != nil {
 			stopServer()
 			<-srvErr
@@ -171,6 +187,7 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 			}
 		}()
 	}
+	pool.start(actx, &wg, func(n api.Node) (*agent.Agent, error) { return newAgent(n, nil) })
 	stop := func() {
 		stopAgents()
 		wg.Wait()
@@ -291,6 +308,9 @@ func printBanner(w io.Writer, url, dataDir string, nodes []api.Node, local local
 	for _, n := range notes {
 		fmt.Fprintf(w, "  (this machine: %s)\n", n)
 	}
+	b := BurstPool()
+	fmt.Fprintf(w, "\nnode pool %s: %d..%d nodes of 4 L4 GPUs, started as in-process agents when GPU tasks have waited %s,\n  drained and removed after %s idle (hetsched get nodes -l %s=%s)\n",
+		b.Name, b.Min, b.Max, time.Duration(b.ScaleOutAfter), time.Duration(b.ScaleInAfter), api.PoolLabel, b.Name)
 	fmt.Fprintf(w, "\nqueues (%s; hetsched apply -f FILE changes them):\n", source)
 	printQueueTree(w, queues)
 	fmt.Fprintf(w, `

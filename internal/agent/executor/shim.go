@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -198,8 +197,9 @@ func (s *shim) run() Result {
 		return cannotStart(spec, started, "cannot open the logs: %v", err)
 	}
 	defer logs.close()
-	c := &command{spec: spec, path: path, env: env, work: work, logs: logs, exits: make(chan syscall.WaitStatus, 1)}
-	go reap(&c.leader, c.exits)
+	c := &command{spec: spec, path: path, env: env, work: work, logs: logs, reap: newReaper()}
+	c.exits = c.reap.exits
+	go c.reap.run()
 	if spec.Timeout > 0 {
 		t := time.NewTimer(spec.Timeout)
 		defer t.Stop()
@@ -230,8 +230,8 @@ type command struct {
 	path, work     string
 	env            []string
 	logs           *logs
-	leader         atomic.Int64 // the current leader's pid (reap)
-	exits          chan syscall.WaitStatus
+	reap           *reaper
+	exits          <-chan syscall.WaitStatus // reap's
 	timeout, fence <-chan time.Time
 }
 
@@ -270,8 +270,8 @@ func (s *shim) runOnce(c *command) (r Result, again bool) {
 		return cannotStart(spec, started, "cannot start %q: %v", spec.Command[0], err), false
 	}
 	pgid := cmd.Process.Pid // Setpgid with Pgid 0: the leader's pid
-	c.leader.Store(int64(pgid))
-	_ = cmd.Process.Release() // reaped by reap, never by cmd.Wait
+	c.reap.setLeader(pgid)
+	_ = cmd.Process.Release() // reaped by the reaper, never by cmd.Wait
 	// Not reaped yet, so /proc has the leader even if it exited.
 	st, err := readProcStat(pgid)
 	if err == nil {
@@ -429,11 +429,39 @@ func (s *shim) stopGroup(pgid int, sig syscall.Signal, grace time.Duration, lead
 	}
 }
 
-// reap reaps the shim's children for the rest of its life (a subreaper
-// inherits orphans) and sends the current leader's status on exits (each
-// run's leader exits once, and its status is read before the next run
-// starts).
-func reap(leader *atomic.Int64, exits chan<- syscall.WaitStatus) {
+// reaper reaps the shim's children for the rest of its life (a
+// subreaper inherits orphans) and sends the current leader's status on
+// exits: each run's leader exits once, and its status is read before the
+// next run starts. A leader that exits before the shim has named it
+// (setLeader; a quick command) is kept in early until it is.
+type reaper struct {
+	mu     sync.Mutex
+	leader int
+	early  map[int]syscall.WaitStatus
+	exits  chan syscall.WaitStatus
+}
+
+// maxEarly bounds the exits kept for a leader not named yet (orphans'
+// exits land there too).
+const maxEarly = 1024
+
+func newReaper() *reaper {
+	return &reaper{early: map[int]syscall.WaitStatus{}, exits: make(chan syscall.WaitStatus, 1)}
+}
+
+// setLeader names the current run's leader; its exit, if it came
+// already, is sent now.
+func (r *reaper) setLeader(pid int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.leader = pid
+	if ws, ok := r.early[pid]; ok {
+		delete(r.early, pid)
+		r.exits <- ws
+	}
+}
+
+func (r *reaper) run() {
 	for {
 		var ws syscall.WaitStatus
 		pid, err := syscall.Wait4(-1, &ws, 0, nil)
@@ -441,8 +469,18 @@ func reap(leader *atomic.Int64, exits chan<- syscall.WaitStatus) {
 		case errors.Is(err, syscall.EINTR):
 		case err != nil: // ECHILD: none now, orphans may come
 			time.Sleep(10 * time.Millisecond)
-		case int64(pid) == leader.Load() && (ws.Exited() || ws.Signaled()):
-			exits <- ws
+		case ws.Exited() || ws.Signaled():
+			r.mu.Lock()
+			if pid == r.leader {
+				r.leader = 0
+				r.exits <- ws
+			} else {
+				if len(r.early) >= maxEarly {
+					clear(r.early)
+				}
+				r.early[pid] = ws
+			}
+			r.mu.Unlock()
 		}
 	}
 }
