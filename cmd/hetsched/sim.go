@@ -191,6 +191,7 @@ times. Traces are read from --traces (default ../shared/traces).`,
 	f.BoolVar(&fl.noObserve, "no-observe", false, "do not feed nodes' allocated fractions back as utilization")
 	f.BoolVar(&fl.progress, "progress", true, "a progress bar on standard error for long runs")
 	f.StringVarP(&fl.output, "output", "o", "table", "table or json")
+	cmd.AddCommand(newSimElastic())
 	return cmd
 }
 
