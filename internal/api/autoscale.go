@@ -32,6 +32,25 @@ type AutoscaleMetric struct {
 	Resource string `json:"resource,omitempty"`
 	Custom   string `json:"custom,omitempty"`
 	Target   string `json:"target"`
+	// Scrape, for a custom metric, has the server read it from each
+	// ready replica's Prometheus endpoint (a gauge of the custom name:
+	// the sum of its series) instead of waiting for pushes.
+	Scrape *MetricScrape `json:"scrape,omitempty"`
+}
+
+// MetricScrape is where a replica serves its Prometheus metrics: Port on
+// its node's address, Path (default /metrics).
+type MetricScrape struct {
+	Port int    `json:"port"`
+	Path string `json:"path,omitempty"`
+}
+
+// PathOrDefault is s's path, /metrics when empty.
+func (s *MetricScrape) PathOrDefault() string {
+	if s.Path == "" {
+		return "/metrics"
+	}
+	return s.Path
 }
 
 // ScaleBehavior is the HPA's: the scale-up and scale-down rules.
@@ -108,6 +127,16 @@ func (a *Autoscale) Validate() error {
 		}
 		if _, _, err := m.ParseTarget(f); err != nil {
 			return err
+		}
+		if s := m.Scrape; s != nil {
+			switch {
+			case m.Custom == "":
+				return errs.Invalid(f+".scrape", "only a custom metric is scraped (a resource's use comes from the agents)")
+			case s.Port < 1 || s.Port > 65535:
+				return errs.Invalid(f+".scrape.port", "must be 1 to 65535, got %d", s.Port)
+			case s.Path != "" && (!strings.HasPrefix(s.Path, "/") || len(s.Path) > 2048 || strings.ContainsAny(s.Path, " \r\n?#")):
+				return errs.Invalid(f+".scrape.path", "must be an absolute path without spaces, query or fragment, got %q", s.Path)
+			}
 		}
 	}
 	for i, r := range []*ScaleRules{a.Behavior.ScaleUp, a.Behavior.ScaleDown} {

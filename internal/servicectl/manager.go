@@ -67,9 +67,10 @@ type Manager struct {
 	cfg  Config
 	wake chan struct{}
 
-	mu     sync.Mutex // guards ctrls and pushed
+	mu     sync.Mutex // guards ctrls, pushed and scr.last
 	ctrls  map[string]*entry
 	pushed map[string]map[pushKey]pushedValue // service id -> values
+	scr    *scraper
 }
 
 type entry struct {
@@ -96,7 +97,7 @@ func New(cfg Config) *Manager {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Manager{cfg: cfg, wake: make(chan struct{}, 1), ctrls: map[string]*entry{}, pushed: map[string]map[pushKey]pushedValue{}}
+	return &Manager{cfg: cfg, wake: make(chan struct{}, 1), ctrls: map[string]*entry{}, pushed: map[string]map[pushKey]pushedValue{}, scr: newScraper()}
 }
 
 // Wake asks for a pass now (a service changed). A nil manager does
@@ -143,6 +144,7 @@ func (m *Manager) Pass(ctx context.Context, now time.Time) {
 		if !seen[id] {
 			delete(m.ctrls, id)
 			delete(m.pushed, id)
+			delete(m.scr.last, id)
 			m.cfg.Gauges.forget(id)
 		}
 	}
@@ -159,6 +161,7 @@ func (m *Manager) step(ctx context.Context, now time.Time, rec *engine.ServiceRe
 		return err
 	}
 	live := m.liveReplicas(now, ent, m.cfg.Engine.Replicas(id), usage)
+	m.scrape(ctx, now, id, rec, live)
 	samples := m.samples(id, rec, live, usage, now)
 	st := ent.ctrl.Step(now, live.replicas, samples)
 	a := engine.ServiceApply{Generation: rec.Generation, Create: st.Create, Revision: st.Revision, Template: rec.Spec.Template,
@@ -423,6 +426,20 @@ func (m *Manager) Push(id string, rec *engine.ServiceRecord, replica string, val
 		p[pushKey{replica, k}] = pushedValue{v, now}
 	}
 	return nil
+}
+
+// record keeps a scraped value as if replica had pushed it.
+func (m *Manager) record(id, replica, metric string, v float64, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p := m.pushed[id]
+	if p == nil {
+		p = map[pushKey]pushedValue{}
+		m.pushed[id] = p
+	}
+	if len(p) < maxPushed {
+		p[pushKey{replica, metric}] = pushedValue{v, now}
+	}
 }
 
 // sameStatus reports whether two statuses say the same.

@@ -3,6 +3,9 @@ package servicectl
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -330,5 +333,42 @@ func TestManagerScalesOnPushedMetric(t *testing.T) {
 	}
 	if len(rec.Notes) == 0 || rec.Notes[len(rec.Notes)-1].Kind != "scaled" {
 		t.Errorf("notes %+v, want the decision", rec.Notes)
+	}
+}
+
+// agentsAt answers every node's agent address as 127.0.0.1 (the rig's
+// nodes are static: no agent registered them).
+type agentsAt struct{ *engine.Engine }
+
+func (agentsAt) AgentLogs(string) (string, string, bool) { return "http://127.0.0.1:1", "", true }
+
+// TestManagerScrapesReplicaMetrics: a custom metric with scrape is read
+// from each ready replica's Prometheus endpoint (the sum of its series)
+// and drives the autoscaler as pushed values do.
+func TestManagerScrapesReplicaMetrics(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/stats" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprint(w, "# TYPE rps gauge\nrps{path=\"/a\"} 20\nrps{path=\"/b\"} 10\nother 5\n")
+	}))
+	defer srv.Close()
+	port, _ := strconv.Atoi(srv.URL[strings.LastIndexByte(srv.URL, ':')+1:])
+	r := newRig(t)
+	r.m = New(Config{Engine: agentsAt{r.eng}, Now: r.clk.Now})
+	ctx := context.Background()
+	svc := echo(2)
+	svc.Autoscale = &api.Autoscale{Min: 1, Max: 4, Metrics: []api.AutoscaleMetric{{Custom: "rps", Target: "10", Scrape: &api.MetricScrape{Port: port, Path: "/stats"}}}}
+	if _, _, err := r.eng.CreateService(ctx, engine.DefaultTenant, svc); err != nil {
+		t.Fatal(err)
+	}
+	r.pass(0)
+	r.startAll("echo")
+	r.pass(time.Second) // ready now: scraped (30 a replica), scaled to max
+	r.pass(time.Second)
+	rec, _ := r.eng.Service("echo")
+	if rec.Status.Desired != 4 {
+		t.Fatalf("scraped 30 rps a replica at a target of 10: desired %d, want max 4; last scale %+v", rec.Status.Desired, rec.Status.LastScale)
 	}
 }
