@@ -67,6 +67,9 @@ With --fake-fleet N it instead registers N simulated nodes whose tasks
 			if token == "" {
 				token = os.Getenv("HETSCHED_TOKEN")
 			}
+			// The tasks' shims (and the replicas' exec probes) inherit
+			// the agent's environment: its token is not theirs to read.
+			_ = os.Unsetenv("HETSCHED_TOKEN")
 			tc, err := tlsf.config(server)
 			if err != nil {
 				return err
