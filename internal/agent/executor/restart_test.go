@@ -45,7 +45,7 @@ func TestRestartingSpecRunsAgain(t *testing.T) {
 	}
 	// The second restart in a row waits the first backoff step.
 	waitFor(t, "the restart to be recorded", func() bool { return runs().Restarts == 2 })
-	if r := runs(); !strings.Contains(r.Reason, "liveness probe failed") || r.Next.Sub(time.Now()) > RestartBackoff {
+	if r := runs(); !strings.Contains(r.Reason, "liveness probe failed") || time.Until(r.Next) > RestartBackoff {
 		t.Errorf("after the restart: runs %+v, want the reason and the next run within %v", r, RestartBackoff)
 	}
 	assertGroupGone(t, before.Pid)

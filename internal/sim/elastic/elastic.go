@@ -70,9 +70,9 @@ func Defaults(target int) Config {
 type Result struct {
 	Target        int     `json:"target"`
 	Static        bool    `json:"static"`
-	Nodes         int     `json:"nodes"`     // the most nodes held at once
-	GPUHours      float64 `json:"gpuHours"`  // held
-	Cost          float64 `json:"cost"`      // GPU-hours × the price
+	Nodes         int     `json:"nodes"`    // the most nodes held at once
+	GPUHours      float64 `json:"gpuHours"` // held
+	Cost          float64 `json:"cost"`     // GPU-hours × the price
 	ReplicaP99    float64 `json:"replicaP99Seconds"`
 	TrainP99      float64 `json:"trainP99Seconds"`
 	AllP99        float64 `json:"allP99Seconds"`
