@@ -24,13 +24,14 @@ import (
 // file's `queues:`), a node list (the --nodes file's `nodes:`) and
 // services (`services:`, API.md "Service"), any of them in one file.
 type Manifest struct {
-	Queues   []api.Queue   `json:"queues,omitempty"`
-	Nodes    []api.Node    `json:"nodes,omitempty"`
-	Services []api.Service `json:"services,omitempty"`
+	Queues    []api.Queue    `json:"queues,omitempty"`
+	Nodes     []api.Node     `json:"nodes,omitempty"`
+	Services  []api.Service  `json:"services,omitempty"`
+	NodePools []api.NodePool `json:"nodePools,omitempty"`
 }
 
 // manifestKeys are the top-level keys of a Manifest.
-var manifestKeys = []string{"queues", "nodes", "services"}
+var manifestKeys = []string{"queues", "nodes", "services", "nodePools"}
 
 // topKeys are the top-level keys of a JSON (or YAML) object, sorted; ok is
 // false when body is not an object.
@@ -100,10 +101,10 @@ func ParseManifest(body []byte) (Manifest, error) {
 	var m Manifest
 	top, keys, ok := topKeys(body)
 	if !ok {
-		return m, errs.Invalid("", "the file must be a mapping with queues:, nodes: or services: (the --queues and --nodes file formats, and services)")
+		return m, errs.Invalid("", "the file must be a mapping with queues:, nodes:, services: or nodePools: (the --queues, --nodes and --node-pools file formats, and services)")
 	}
 	if len(keys) == 0 {
-		return m, errs.Invalid("", "the file is empty: give queues:, nodes: or services:")
+		return m, errs.Invalid("", "the file is empty: give queues:, nodes:, services: or nodePools:")
 	}
 	for _, k := range keys {
 		if slices.Contains(manifestKeys, k) {
@@ -161,6 +162,22 @@ func ParseManifest(body []byte) (Manifest, error) {
 			return m, err
 		}
 	}
+	if raw, ok := top["nodePools"]; ok {
+		var list []json.RawMessage
+		if err := json.Unmarshal(raw, &list); err != nil {
+			return m, errs.Invalid("nodePools", "must be a list of node pools")
+		}
+		for i, r := range list {
+			var p api.NodePool
+			if err := strictDecode(fmt.Sprintf("nodePools[%d]", i), r, &p, nil); err != nil {
+				return m, err
+			}
+			m.NodePools = append(m.NodePools, p)
+		}
+		if err := api.ValidatePools(m.NodePools); err != nil {
+			return m, err
+		}
+	}
 	return m, nil
 }
 
@@ -174,9 +191,20 @@ func parseServices(raw json.RawMessage) ([]api.Service, error) {
 	seen := map[string]bool{}
 	for i, r := range list {
 		field := fmt.Sprintf("services[%d]", i)
-		var s api.Service
-		if err := strictDecode(field, r, &s, serviceFieldsAt); err != nil {
+		// The template on its own, for its fields' paths
+		// ("services[0].template.command").
+		var w struct {
+			api.Service
+			Template json.RawMessage `json:"template"`
+		}
+		if err := strictDecode(field, r, &w, nil); err != nil {
 			return nil, err
+		}
+		s := w.Service
+		if len(w.Template) > 0 {
+			if err := strictDecode(field+".template", w.Template, &s.Template, nil); err != nil {
+				return nil, err
+			}
 		}
 		if err := s.Validate(); err != nil {
 			return nil, errs.Prefix(field, err)
@@ -188,14 +216,6 @@ func parseServices(raw json.RawMessage) ([]api.Service, error) {
 		out = append(out, s)
 	}
 	return out, nil
-}
-
-// serviceFieldsAt are the fields known at a path inside a service object.
-func serviceFieldsAt(path string) []string {
-	if strings.HasPrefix(path, "template") {
-		return api.JSONFields(&api.Task{})
-	}
-	return api.JSONFields(&api.Service{})
 }
 
 // strictDecode decodes one object of the file into v, refusing unknown
@@ -259,9 +279,10 @@ func Apply(ctx context.Context, c *Client, w io.Writer, body []byte, output stri
 		return fileError(err)
 	}
 	var out struct {
-		Queues   []json.RawMessage `json:"queues,omitempty"`
-		Nodes    []json.RawMessage `json:"nodes,omitempty"`
-		Services []json.RawMessage `json:"services,omitempty"`
+		Queues    []json.RawMessage `json:"queues,omitempty"`
+		Nodes     []json.RawMessage `json:"nodes,omitempty"`
+		Services  []json.RawMessage `json:"services,omitempty"`
+		NodePools []json.RawMessage `json:"nodePools,omitempty"`
 	}
 	report := func(kind, name, action string) {
 		if output == Table {
@@ -283,6 +304,17 @@ func Apply(ctx context.Context, c *Client, w io.Writer, body []byte, output stri
 		ss, err := applyServices(ctx, c, m.Services, report)
 		out.Services = ss
 		failed = append(failed, err...)
+	}
+	for _, p := range m.NodePools {
+		b, _ := json.Marshal(p)
+		var raw json.RawMessage
+		status, err := c.Do(ctx, "PUT", "/api/v1/nodepools/"+url.PathEscape(p.Name), b, &raw)
+		if err != nil {
+			failed = append(failed, fmt.Errorf("nodepool/%s: %w", p.Name, err))
+			continue
+		}
+		report("nodepool", p.Name, map[bool]string{true: "created", false: "configured"}[status == 201])
+		out.NodePools = append(out.NodePools, raw)
 	}
 	if output != Table {
 		b, err := json.Marshal(out)

@@ -82,6 +82,11 @@ func TestParseManifestBadInput(t *testing.T) {
 		{`{"nodes":[{"name":"n","state":"asleep"}]}`, "nodes[0].state", "must be ready"},
 		{`{"nodes":[{"name":"n"},{"name":"n"}]}`, "nodes[1].name", "duplicate"},
 		{`{"nodes":[{}]}`, "nodes[0].name", ""},
+		{`{"services":[{"name":"web","template":{"comand":["x"]}}]}`, "services[0].template.comand", `did you mean "command"?`},
+		{`{"services":[{"name":"web","replicas":1,"template":{"command":["x"],"timeout":"1m"}}]}`, "services[0].template.timeout", "not for a service"},
+		{`{"services":[{"name":"web","replicas":1,"template":{"command":["x"]}},{"name":"web","replicas":1,"template":{"command":["x"]}}]}`, "services[1].name", "twice"},
+		{`{"nodePools":[{"name":"p","template":{},"max":0,"provider":{"exec":{"command":["x"]}}}]}`, "nodePools[0].max", "min and max"},
+		{`{"nodePools":[{"name":"p","template":{},"max":1,"provder":{}}]}`, "nodePools[0].provder", `did you mean "provider"?`},
 	} {
 		body := []byte(c.body)
 		if strings.HasPrefix(c.body, "[") {

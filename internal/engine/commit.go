@@ -57,7 +57,7 @@ func (b *commitBatch) reset() {
 // durably, and only then published.
 func (e *Engine) commitStaged(now time.Time) error {
 	e.stageOutput(now)
-	if e.staged.empty() && !e.svc.pending() {
+	if e.staged.empty() && !e.svc.pending() && !e.pools.pending() {
 		e.gauges.attempted(e.cfg.Now().Sub(now))
 		return nil
 	}
@@ -107,6 +107,9 @@ func (e *Engine) encode(b *commitBatch, now time.Time) error {
 		return err
 	}
 	if err := e.encodeServices(b); err != nil {
+		return err
+	}
+	if err := e.encodePools(b); err != nil {
 		return err
 	}
 	for id := range e.staged.forget {
@@ -273,6 +276,7 @@ func (e *Engine) publishRecords(b *commitBatch) {
 		e.jobOrder = append(e.jobOrder, j.Spec.ID)
 	}
 	e.publishServices(b.changes)
+	e.publishPools()
 	e.publishForgotten()
 }
 

@@ -78,7 +78,10 @@ type Engine struct {
 	jobOrder []string
 	// svc is the services (services.go): published under mu, staged by
 	// the loop.
-	svc   serviceState
+	svc serviceState
+	// pools are the node pools (pools.go): published under mu, staged
+	// by the loop.
+	pools poolState
 	fatal error
 	// waitMu guards waiters: for each task someone waits on, one channel
 	// that the commit publishing the task's next change closes. It is not
@@ -158,7 +161,7 @@ func New(cfg Config, st store.Store) (*Engine, error) {
 		staged: newStaging(), owner: map[string]string{}, admin: map[string]string{}, jobLast: map[string]string{},
 		waiting: newWaitCounts(), gauges: gauges{m: cfg.Metrics},
 		ret: retention{after: cfg.RetainFinished, max: cfg.RetainFinishedMax},
-		svc: newServiceState(),
+		svc: newServiceState(), pools: newPoolState(),
 	}
 	if cfg.Tracer != nil {
 		e.tracing = taskTracing{tr: cfg.Tracer, policy: cfg.Core.Policy, reasons: map[string][]reasonEvent{}}

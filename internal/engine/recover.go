@@ -40,6 +40,9 @@ func (e *Engine) recover() error {
 	if err := e.recoverServices(ctx, recs); err != nil {
 		return err
 	}
+	if err := e.recoverPools(ctx); err != nil {
+		return err
+	}
 	e.recoverFinished()
 	restored, changed := e.cfg.Now(), len(e.staged.tasks)
 	if err := e.commitStaged(now); err != nil {

@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +33,7 @@ import (
 
 // Engine is what the manager needs of the engine.
 type Engine interface {
+	NodePools() []api.NodePool
 	NodeViews(ctx context.Context) ([]engine.NodeView, error)
 	List(f engine.Filter, cursor, limit int) (out []*engine.TaskRecord, next int)
 	SetNodeState(ctx context.Context, name, state string) error
@@ -52,10 +54,10 @@ const (
 	DefaultRegisterTimeout = 10 * time.Minute
 )
 
-// Config configures a Manager.
+// Config configures a Manager. The pools are the engine's (NodePools),
+// read at each pass.
 type Config struct {
 	Engine  Engine
-	Pools   []api.NodePool
 	Planner *nodepool.Planner
 	// Providers, by pool name, replace the pools' own (tests, hetsched
 	// up); the others come from each pool's spec.
@@ -70,7 +72,8 @@ type Config struct {
 // Manager runs the pools.
 type Manager struct {
 	cfg       Config
-	providers map[string]Provider
+	providers map[string]builtProvider
+	pools     []api.NodePool // this pass's
 	mu        sync.Mutex
 	launching map[string]map[string]time.Time // pool -> node -> deadline
 	idle      map[string]time.Time            // node -> idle since
@@ -92,21 +95,44 @@ func New(cfg Config) *Manager {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	m := &Manager{cfg: cfg, providers: map[string]Provider{}, launching: map[string]map[string]time.Time{},
+	return &Manager{cfg: cfg, providers: map[string]builtProvider{}, launching: map[string]map[string]time.Time{},
 		idle: map[string]time.Time{}, seq: map[string]int{}}
-	for i := range cfg.Pools {
-		p := &cfg.Pools[i]
-		switch {
-		case cfg.Providers[p.Name] != nil:
-			m.providers[p.Name] = cfg.Providers[p.Name]
-		case p.Provider.Exec != nil:
-			m.providers[p.Name] = &ExecProvider{Spec: *p.Provider.Exec, Logger: cfg.Logger}
-		case p.Provider.Webhook != nil:
-			m.providers[p.Name] = NewWebhookProvider(*p.Provider.Webhook)
-		}
-		m.launching[p.Name] = map[string]time.Time{}
+}
+
+// builtProvider is a pool's provider and the spec it was made from.
+type builtProvider struct {
+	spec api.PoolProvider
+	p    Provider
+}
+
+// provider is pool p's provider: Config.Providers' for its name, else
+// one made from its spec (again when the spec changed).
+func (m *Manager) provider(p *api.NodePool) Provider {
+	if pr := m.cfg.Providers[p.Name]; pr != nil {
+		return pr
 	}
-	return m
+	if b, ok := m.providers[p.Name]; ok && sameProvider(b.spec, p.Provider) {
+		return b.p
+	}
+	var pr Provider
+	switch {
+	case p.Provider.Exec != nil:
+		pr = &ExecProvider{Spec: *p.Provider.Exec, Logger: m.cfg.Logger}
+	default:
+		pr = NewWebhookProvider(*p.Provider.Webhook)
+	}
+	m.providers[p.Name] = builtProvider{p.Provider, pr}
+	return pr
+}
+
+func sameProvider(a, b api.PoolProvider) bool {
+	switch {
+	case a.Exec != nil && b.Exec != nil:
+		return slices.Equal(a.Exec.Command, b.Exec.Command) && a.Exec.Timeout == b.Exec.Timeout
+	case a.Webhook != nil && b.Webhook != nil:
+		return *a.Webhook == *b.Webhook
+	}
+	return false
 }
 
 // Run passes every period until ctx ends.
@@ -127,18 +153,22 @@ func (m *Manager) Run(ctx context.Context) {
 
 // Pass plans once at now and carries the plan out.
 func (m *Manager) Pass(ctx context.Context, now time.Time) error {
+	m.pools = m.cfg.Engine.NodePools()
+	if len(m.pools) == 0 {
+		return nil
+	}
 	views, err := m.cfg.Engine.NodeViews(ctx)
 	if err != nil {
 		return err
 	}
-	pools := m.pools(now, views)
+	pools := m.poolStates(now, views)
 	waiting := m.waiting()
 	d := m.cfg.Planner.Plan(now, pools, waiting)
 	for _, r := range d.Reasons {
 		m.cfg.Logger.Info("node pools: " + r)
 	}
-	for i := range m.cfg.Pools {
-		p := &m.cfg.Pools[i]
+	for i := range m.pools {
+		p := &m.pools[i]
 		if n := d.Add[p.Name]; n > 0 {
 			m.add(ctx, now, p, n)
 		}
@@ -157,9 +187,9 @@ func (m *Manager) Pass(ctx context.Context, now time.Time) error {
 	return nil
 }
 
-// pools are the pools with their registered nodes and those launching;
-// it also keeps the nodes' idle times; views are every node.
-func (m *Manager) pools(now time.Time, views []engine.NodeView) []nodepool.Pool {
+// poolStates are the pools with their registered nodes and those
+// launching; it also keeps the nodes' idle times; views are every node.
+func (m *Manager) poolStates(now time.Time, views []engine.NodeView) []nodepool.Pool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	byPool := map[string][]nodepool.Node{}
@@ -190,8 +220,11 @@ func (m *Manager) pools(now time.Time, views []engine.NodeView) []nodepool.Pool 
 			delete(m.idle, name)
 		}
 	}
-	out := make([]nodepool.Pool, len(m.cfg.Pools))
-	for i, p := range m.cfg.Pools {
+	out := make([]nodepool.Pool, len(m.pools))
+	for i, p := range m.pools {
+		if m.launching[p.Name] == nil {
+			m.launching[p.Name] = map[string]time.Time{}
+		}
 		for name, deadline := range m.launching[p.Name] {
 			if now.After(deadline) {
 				m.cfg.Logger.Warn("node pools: a node asked for never registered; given up", "pool", p.Name, "node", name, "waited", m.cfg.RegisterTimeout)
@@ -228,7 +261,7 @@ func (m *Manager) add(ctx context.Context, now time.Time, p *api.NodePool, n int
 	m.requests++
 	req := fmt.Sprintf("%s-%d-%d", p.Name, now.Unix(), m.requests)
 	m.mu.Unlock()
-	if err := m.providers[p.Name].Add(ctx, p, names, req); err != nil {
+	if err := m.provider(p).Add(ctx, p, names, req); err != nil {
 		m.cfg.Logger.Warn("node pools: the provider could not add nodes", "pool", p.Name, "nodes", names, "request", req, "err", err)
 		m.cfg.Gauges.failed(p.Name, "add")
 		return
@@ -245,9 +278,9 @@ func (m *Manager) add(ctx context.Context, now time.Time, p *api.NodePool, n int
 // remove has the provider stop a drained node, then the server forgets it.
 func (m *Manager) remove(ctx context.Context, pool, name string) {
 	var p *api.NodePool
-	for i := range m.cfg.Pools {
-		if m.cfg.Pools[i].Name == pool {
-			p = &m.cfg.Pools[i]
+	for i := range m.pools {
+		if m.pools[i].Name == pool {
+			p = &m.pools[i]
 		}
 	}
 	if p == nil {
@@ -257,7 +290,7 @@ func (m *Manager) remove(ctx context.Context, pool, name string) {
 	m.requests++
 	req := fmt.Sprintf("%s-remove-%d", pool, m.requests)
 	m.mu.Unlock()
-	if err := m.providers[pool].Remove(ctx, p, []string{name}, req); err != nil {
+	if err := m.provider(p).Remove(ctx, p, []string{name}, req); err != nil {
 		m.cfg.Logger.Warn("node pools: the provider could not remove a node", "pool", pool, "node", name, "err", err)
 		m.cfg.Gauges.failed(pool, "remove")
 		return

@@ -86,7 +86,10 @@ func TestExecPoolGrowsAndShrinks(t *testing.T) {
 	if _, errs, err := eng.Submit(ctx, engine.DefaultTenant, tasks); err != nil || errs[0] != nil {
 		t.Fatal(err, errs)
 	}
-	m := New(Config{Engine: eng, Pools: []api.NodePool{pool}, Planner: nodepool.New(core.DefaultConfig()), Now: clk.Now})
+	if created, err := eng.PutNodePool(ctx, pool); err != nil || !created {
+		t.Fatal(created, err)
+	}
+	m := New(Config{Engine: eng, Planner: nodepool.New(core.DefaultConfig()), Now: clk.Now})
 	read := func() string { b, _ := os.ReadFile(calls); return string(b) }
 
 	if err := m.Pass(ctx, clk.Now()); err != nil {

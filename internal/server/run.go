@@ -512,6 +512,12 @@ func (p *prepared) startEngine(ctx context.Context, st store.Store) (*engine.Eng
 		eng.Close()
 		return nil, errs.Prefix("nodes."+p.nodes[i].Name, err)
 	}
+	for _, pool := range p.pools {
+		if _, err := eng.PutNodePool(ctx, pool); err != nil {
+			eng.Close()
+			return nil, errs.Prefix("node-pools."+pool.Name, err)
+		}
+	}
 	// Parents before children, whatever the file's order.
 	for pending := p.queues; len(pending) > 0; {
 		var next []api.Queue
@@ -537,10 +543,8 @@ func (p *prepared) newHandler(eng *engine.Engine, addr string) *Server {
 	handler := New(eng, p.cfg.Policy, p.lg, p.reg, p.m, p.auth)
 	handler.SetTracing(opt.Tracing)
 	handler.StartServices(p.svcGauges)
-	if len(p.pools) > 0 {
-		handler.StartPools(poolctl.Config{Pools: p.pools, Planner: nodepool.New(p.cfg), Providers: opt.PoolProviders,
-			Logger: p.lg, Period: opt.PoolPeriod, Gauges: p.poolGauge})
-	}
+	handler.StartPools(poolctl.Config{Planner: nodepool.New(p.cfg), Providers: opt.PoolProviders,
+		Logger: p.lg, Period: opt.PoolPeriod, Gauges: p.poolGauge})
 	handler.browser = newBrowserGuard(p.auth == nil, addr, p.origins)
 	handler.streams = newStreamSlots(limitOf(opt.MaxEventStreams, DefaultMaxEventStreams), limitOf(opt.MaxEventStreamsPerTenant, DefaultMaxEventStreamsPerTenant), p.m)
 	if opt.EventWriteTimeout > 0 {

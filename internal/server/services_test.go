@@ -131,3 +131,39 @@ func TestServicesAPI(t *testing.T) {
 		t.Errorf("b's own web after a deleted its: %d %v", code, m)
 	}
 }
+
+// TestNodePoolsAPI (issue 44 §3): an admin puts, lists and deletes node
+// pools; a tenant may not; a bad pool is refused naming the field.
+func TestNodePoolsAPI(t *testing.T) {
+	s := startAuth(t)
+	defer s.stop(t)
+	api := s.base + "/api/v1"
+	pool := `{"template":{"capacity":{"cpu":"8"}},"max":2,"provider":{"exec":{"command":["true"]}}}`
+	if code, m := callAs(t, adminTok, "PUT", api+"/nodepools/burst", pool); code != 201 || m["name"] != "burst" {
+		t.Fatalf("create: %d %v", code, m)
+	}
+	if code, _ := callAs(t, adminTok, "PUT", api+"/nodepools/burst", pool); code != 200 {
+		t.Errorf("again: %d, want 200", code)
+	}
+	if code, _ := callAs(t, aTok, "PUT", api+"/nodepools/mine", pool); code != 403 {
+		t.Errorf("a tenant putting a pool: %d, want 403", code)
+	}
+	if code, _ := callAs(t, aTok, "GET", api+"/nodepools", ""); code != 403 {
+		t.Errorf("a tenant listing pools: %d, want 403", code)
+	}
+	if code, m := callAs(t, adminTok, "PUT", api+"/nodepools/bad", strings.Replace(pool, `"max":2`, `"max":0`, 1)); code != 400 || m["error"].(map[string]any)["field"] != "max" {
+		t.Errorf("max 0: %d %v", code, m)
+	}
+	if code, m := callAs(t, adminTok, "PUT", api+"/nodepools/hook", strings.Replace(pool, `{"exec":{"command":["true"]}}`, `{"webhook":{"url":"http://example.com/x"}}`, 1)); code != 400 || m["error"].(map[string]any)["field"] != "provider.webhook.url" {
+		t.Errorf("a plaintext webhook off loopback: %d %v", code, m)
+	}
+	if code, m := callAs(t, adminTok, "GET", api+"/nodepools", ""); code != 200 || len(m["nodePools"].([]any)) != 1 {
+		t.Errorf("list: %d %v", code, m)
+	}
+	if code, _ := callAs(t, adminTok, "DELETE", api+"/nodepools/burst", ""); code != 200 {
+		t.Errorf("delete: %d", code)
+	}
+	if code, _ := callAs(t, adminTok, "DELETE", api+"/nodepools/burst", ""); code != 404 {
+		t.Errorf("delete again: %d, want 404", code)
+	}
+}
