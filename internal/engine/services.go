@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -226,22 +227,12 @@ func (e *Engine) replicaOrder(id string) []string {
 			recs = append(recs, r)
 		}
 	}
-	slices.SortFunc(recs, func(a, b *TaskRecord) int { return cmpSeq(a.Seq, b.Seq) })
+	slices.SortFunc(recs, func(a, b *TaskRecord) int { return cmp.Compare(a.Seq, b.Seq) })
 	out := make([]string, len(recs))
 	for i, r := range recs {
 		out[i] = r.Spec.ID
 	}
 	return out
-}
-
-func cmpSeq(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // serviceCmd runs fn on the loop.

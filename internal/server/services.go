@@ -74,6 +74,39 @@ func (s *Server) serviceOf(w http.ResponseWriter, r *http.Request) (*engine.Serv
 	return rec, p, true
 }
 
+// serviceBody is the path's service and the request's body decoded into
+// v (strictly, or by decode when set); ok false: the answer is written.
+func (s *Server) serviceBody(w http.ResponseWriter, r *http.Request, v any) (*engine.ServiceRecord, Principal, bool) {
+	rec, p, ok := s.serviceOf(w, r)
+	if !ok {
+		return nil, p, false
+	}
+	b, err := readBody(w, r)
+	if err == nil {
+		if svc, isSvc := v.(*api.Service); isSvc {
+			*svc, err = decodeService(b)
+		} else {
+			err = decodeStrict(b, v)
+		}
+	}
+	if err != nil {
+		writeError(w, err)
+		return nil, p, false
+	}
+	return rec, p, true
+}
+
+// answerService writes the service after a change (or the change's
+// error, as the caller's tenant sees it), and wakes the controllers.
+func (s *Server) answerService(w http.ResponseWriter, p Principal, rec *engine.ServiceRecord, err error) {
+	if err != nil {
+		writeError(w, engine.LocalError(p.scope(), err))
+		return
+	}
+	s.services.Wake()
+	writeJSON(w, http.StatusOK, serviceViewOf(rec))
+}
+
 func (s *Server) createService(w http.ResponseWriter, r *http.Request) {
 	if s.services == nil {
 		writeError(w, errs.New(errs.Unavailable, "", "this server runs no service controllers"))
@@ -131,18 +164,9 @@ func (s *Server) getService(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) putService(w http.ResponseWriter, r *http.Request) {
-	rec, p, ok := s.serviceOf(w, r)
+	var svc api.Service
+	rec, p, ok := s.serviceBody(w, r, &svc)
 	if !ok {
-		return
-	}
-	b, err := readBody(w, r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	svc, err := decodeService(b)
-	if err != nil {
-		writeError(w, err)
 		return
 	}
 	if svc.Name != rec.Spec.Name {
@@ -150,43 +174,23 @@ func (s *Server) putService(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out, err := s.eng.UpdateService(r.Context(), rec.ID(), svc)
-	if err != nil {
-		writeError(w, engine.LocalError(p.scope(), err))
-		return
-	}
-	s.services.Wake()
-	writeJSON(w, http.StatusOK, serviceViewOf(out))
+	s.answerService(w, p, out, err)
 }
 
 func (s *Server) deleteService(w http.ResponseWriter, r *http.Request) {
 	rec, p, ok := s.serviceOf(w, r)
-	if !ok {
-		return
+	if ok {
+		s.answerService(w, p, rec, s.eng.DeleteService(r.Context(), rec.ID()))
 	}
-	if err := s.eng.DeleteService(r.Context(), rec.ID()); err != nil {
-		writeError(w, engine.LocalError(p.scope(), err))
-		return
-	}
-	s.services.Wake()
-	writeJSON(w, http.StatusOK, serviceViewOf(rec))
 }
 
 // scaleService is POST …/scale {"replicas": N}.
 func (s *Server) scaleService(w http.ResponseWriter, r *http.Request) {
-	rec, p, ok := s.serviceOf(w, r)
-	if !ok {
-		return
-	}
-	b, err := readBody(w, r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
 	var body struct {
 		Replicas *int `json:"replicas"`
 	}
-	if err := decodeStrict(b, &body); err != nil {
-		writeError(w, err)
+	rec, p, ok := s.serviceBody(w, r, &body)
+	if !ok {
 		return
 	}
 	if body.Replicas == nil {
@@ -194,12 +198,7 @@ func (s *Server) scaleService(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out, err := s.eng.ScaleService(r.Context(), rec.ID(), *body.Replicas)
-	if err != nil {
-		writeError(w, engine.LocalError(p.scope(), err))
-		return
-	}
-	s.services.Wake()
-	writeJSON(w, http.StatusOK, serviceViewOf(out))
+	s.answerService(w, p, out, err)
 }
 
 // serviceEndpoints is GET …/endpoints: the ready replicas' node, address
@@ -263,21 +262,12 @@ const maxPushedMetrics = 16
 // {"requests_per_second": 120}}: a replica's custom metrics for the
 // autoscaler.
 func (s *Server) pushServiceMetrics(w http.ResponseWriter, r *http.Request) {
-	rec, p, ok := s.serviceOf(w, r)
-	if !ok {
-		return
-	}
-	b, err := readBody(w, r)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
 	var body struct {
 		Replica string             `json:"replica"`
 		Metrics map[string]float64 `json:"metrics"`
 	}
-	if err := decodeStrict(b, &body); err != nil {
-		writeError(w, err)
+	rec, p, ok := s.serviceBody(w, r, &body)
+	if !ok {
 		return
 	}
 	if len(body.Metrics) == 0 || len(body.Metrics) > maxPushedMetrics {

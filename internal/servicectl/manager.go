@@ -407,11 +407,7 @@ func (m *Manager) Push(id string, rec *engine.ServiceRecord, replica string, val
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	p := m.pushed[id]
-	if p == nil {
-		p = map[pushKey]pushedValue{}
-		m.pushed[id] = p
-	}
+	p := m.pushedOf(id)
 	if len(p)+len(values) > maxPushed {
 		for k, v := range p {
 			if now.Sub(v.at) > StaleAfter {
@@ -428,16 +424,21 @@ func (m *Manager) Push(id string, rec *engine.ServiceRecord, replica string, val
 	return nil
 }
 
-// record keeps a scraped value as if replica had pushed it.
-func (m *Manager) record(id, replica, metric string, v float64, now time.Time) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+// pushedOf is service id's values, made when it has none; under mu.
+func (m *Manager) pushedOf(id string) map[pushKey]pushedValue {
 	p := m.pushed[id]
 	if p == nil {
 		p = map[pushKey]pushedValue{}
 		m.pushed[id] = p
 	}
-	if len(p) < maxPushed {
+	return p
+}
+
+// record keeps a scraped value as if replica had pushed it.
+func (m *Manager) record(id, replica, metric string, v float64, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p := m.pushedOf(id); len(p) < maxPushed {
 		p[pushKey{replica, metric}] = pushedValue{v, now}
 	}
 }

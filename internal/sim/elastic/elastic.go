@@ -32,6 +32,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hetsched/hetsched/internal/api"
@@ -323,7 +324,7 @@ func (r *run) pools() error {
 		}
 		nodes = append(nodes, nodepool.Node{Name: name, State: state, Tasks: n.TaskCount(), Idle: r.idle[name]})
 	}
-	slices.SortFunc(nodes, func(a, b nodepool.Node) int { return cmpString(a.Name, b.Name) })
+	slices.SortFunc(nodes, func(a, b nodepool.Node) int { return strings.Compare(a.Name, b.Name) })
 	var waiting []nodepool.Waiting
 	for _, t := range r.tasks {
 		if !t.placed {
@@ -354,16 +355,6 @@ func (r *run) pools() error {
 }
 
 func isPool(name string) bool { return len(name) > 5 && name[:5] == "pool-" }
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
 
 // apply takes the core's placements and evictions.
 func (r *run) apply() {
