@@ -15,7 +15,7 @@ for i in 0 1 2 3; do
   printf '{"id": "%s", "name": "tpu-inference", "priority": 1, "lease": "30s",
     "resources": {"cpu": "1", "google.com/tpu": 1},
     "alternatives": [{"resources": {"cpu": "1", "nvidia.com/gpu": 1}, "speed": 0.8}]}' "$id" |
-    $H submit -f - --wait=10s
+    $H submit -f - --wait=placed:10s
 done
 for id in $ids; do
   echo "serving requests on the device of $id ..."

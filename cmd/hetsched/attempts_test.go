@@ -75,7 +75,7 @@ func TestEarlierAttempts(t *testing.T) {
 	}
 	base := startUpInProcess(t)
 	script := `echo "attempt $HETSCHED_ATTEMPT on $HETSCHED_NODE"; sleep 120`
-	if out, err := run(t, "run", "--id", "again", "--cpu", "100m", "--server", base, "--", "sh", "-c", script); err != nil {
+	if out, err := run(t, "run", "-d", "--id", "again", "--cpu", "100m", "--server", base, "--", "sh", "-c", script); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
 	where := func() (state, node string) {

@@ -25,15 +25,15 @@ func specFile(t *testing.T, name, text string) string {
 	return p
 }
 
-// TestSubmitWaitForms: --wait DUR, --wait=DUR and a bare --wait all submit
-// through /schedule; a word after --wait that is not a duration is an
-// argument, which submit refuses.
+// TestSubmitWaitForms: --wait placed:DUR, --wait=placed:DUR and
+// --wait=placed submit through /schedule; a word after --wait that is
+// not a wait is an argument, which submit refuses.
 func TestSubmitWaitForms(t *testing.T) {
 	base := servertest.Start(t, oneGPUNode)
 	for i, args := range [][]string{
-		{"--wait", "5s"},
-		{"--wait=5s"},
-		{"--wait"},
+		{"--wait", "placed:5s"},
+		{"--wait=placed:5s"},
+		{"--wait=placed"},
 	} {
 		id := []string{"spaced", "equals", "bare"}[i]
 		file := specFile(t, id+".yaml", "id: "+id+"\nresources: {cpu: \"1\"}\n")
@@ -43,11 +43,7 @@ func TestSubmitWaitForms(t *testing.T) {
 			t.Errorf("%v: %v\n%s", args, err, out)
 		}
 	}
-	// The bare form before another flag.
 	file := specFile(t, "first.yaml", "id: first\nresources: {cpu: \"1\"}\n")
-	if out, err := run(t, "submit", "--wait", "-f", file, "--server", base); err != nil || !strings.Contains(out, "scheduled") {
-		t.Errorf("--wait -f FILE: %v\n%s", err, out)
-	}
 	if _, err := run(t, "submit", "-f", file, "--wait", "soon", "--server", base); err == nil || !strings.Contains(err.Error(), `unknown command "soon"`) {
 		t.Errorf("--wait soon: %v", err)
 	}
@@ -62,7 +58,7 @@ func TestSubmitWaitForms(t *testing.T) {
 func TestSubmitWaitFailsUnplaced(t *testing.T) {
 	base := servertest.Start(t, oneGPUNode)
 	big := specFile(t, "big.yaml", "id: big\nresources: {cpu: \"1\", nvidia.com/gpu: 4}\n")
-	out, err := run(t, "submit", "-f", big, "--wait", "300ms", "--server", base)
+	out, err := run(t, "submit", "-f", big, "--wait", "placed:300ms", "--server", base)
 	if err == nil || !strings.Contains(err.Error(), "task big not placed within 300ms (pending") {
 		t.Errorf("a task that cannot fit: %v", err)
 	} else if !strings.Contains(err.Error(), ": ") || strings.HasSuffix(err.Error(), "(pending)") {
@@ -73,14 +69,14 @@ func TestSubmitWaitFailsUnplaced(t *testing.T) {
 	}
 	// A batch: one placed, one skipped (its dependency failed).
 	pre := specFile(t, "pre.yaml", "id: pre\nresources: {cpu: \"1\"}\n")
-	if _, err := run(t, "submit", "-f", pre, "--wait", "2s", "--server", base); err != nil {
+	if _, err := run(t, "submit", "-f", pre, "--wait", "placed", "--server", base); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := run(t, "complete", "pre", "--exit-code", "3", "--server", base); err != nil {
 		t.Fatal(err)
 	}
 	both := specFile(t, "both.yaml", "- id: ok\n  resources: {cpu: \"1\"}\n- id: after\n  depends: [pre]\n  resources: {cpu: \"1\"}\n")
-	_, err = run(t, "submit", "-f", both, "--wait=2s", "--server", base)
+	_, err = run(t, "submit", "-f", both, "--wait=placed", "--server", base)
 	if err == nil || !strings.Contains(err.Error(), "1 of 2 tasks not placed: task after skipped: dependency pre failed") {
 		t.Errorf("a skipped task: %v", err)
 	}
@@ -136,7 +132,7 @@ func grepLines(s, sub string) string {
 func TestRun(t *testing.T) {
 	base := servertest.Start(t, oneGPUNode)
 	out, err := run(t, "run", "--id", "r1", "--name", "train", "--gpu", "0.5", "--model", "L4", "--cpu", "2", "--memory", "4Gi",
-		"--priority", "1", "--env", "EPOCHS=3", "--env", "X=a=b", "--timeout", "10m", "--wait", "5s", "--server", base,
+		"--priority", "1", "--env", "EPOCHS=3", "--env", "X=a=b", "--timeout", "10m", "--wait", "placed:5s", "--server", base,
 		"--", "python3", "train.py", "--lr", "0.1")
 	if err != nil || !strings.Contains(out, "r1") || !strings.Contains(out, "scheduled") {
 		t.Fatalf("run: %v\n%s", err, out)
@@ -166,12 +162,12 @@ func TestRun(t *testing.T) {
 		got.Env["EPOCHS"] != "3" || got.Env["X"] != "a=b" || got.Timeout != "10m0s" {
 		t.Errorf("stored task: %+v", got)
 	}
-	// Without --wait: the task as submitted; a model no node has: not
+	// Detached: the task as submitted; a model no node has: not
 	// placed, with why.
-	if out, err := run(t, "run", "--id", "r2", "--server", base, "--", "true"); err != nil || !strings.Contains(out, "r2") {
-		t.Errorf("run without --wait: %v %q", err, out)
+	if out, err := run(t, "run", "-d", "--id", "r2", "--server", base, "--", "true"); err != nil || !strings.Contains(out, "r2") {
+		t.Errorf("run -d: %v %q", err, out)
 	}
-	_, err = run(t, "run", "--id", "r3", "--gpu", "1", "--model", "A100", "--wait=300ms", "--server", base, "--", "true")
+	_, err = run(t, "run", "--id", "r3", "--gpu", "1", "--model", "A100", "--wait=placed:300ms", "--server", base, "--", "true")
 	if err == nil || !strings.Contains(err.Error(), "task r3 not placed within 300ms (pending") {
 		t.Errorf("run on a model no node has: %v", err)
 	}
@@ -180,6 +176,7 @@ func TestRun(t *testing.T) {
 		{"run", "--model", "L4", "--server", base, "--", "true"},
 		{"run", "--env", "NOEQUALS", "--server", base, "--", "true"},
 		{"run", "extra", "--server", base, "--", "true"},
+		{"run", "-d", "--wait", "--server", base, "--", "true"},
 	} {
 		if _, err := run(t, args...); err == nil {
 			t.Errorf("%v: no error", args)
@@ -194,7 +191,7 @@ func TestRun(t *testing.T) {
 func TestRunConstraints(t *testing.T) {
 	base := servertest.Start(t, oneGPUNode)
 	args := []string{"run", "--id", "w1", "--label", "app=web", "--anti-affinity", "hetsched.io/node", "--host-port", "8080",
-		"--host-port", "53/udp", "--spread", "zone:2", "--affinity", "app=web@hetsched.io/node", "--no-preempt", "--wait", "300ms",
+		"--host-port", "53/udp", "--spread", "zone:2", "--affinity", "app=web@hetsched.io/node", "--no-preempt", "--wait", "placed:300ms",
 		"--server", base, "--", "./serve"}
 	if out, err := run(t, args...); err == nil {
 		t.Fatalf("w1 placed though no node has the zone its spread reads: %s", out)
@@ -242,7 +239,7 @@ func TestRunConstraints(t *testing.T) {
 func TestGetOutputs(t *testing.T) {
 	base := servertest.Start(t, oneGPUNode)
 	file := specFile(t, "two.yaml", "- {id: a, name: prep, resources: {cpu: \"1\"}}\n- {id: b, resources: {cpu: \"1\", nvidia.com/gpu: 1}}\n")
-	if _, err := run(t, "submit", "-f", file, "--wait", "--server", base); err != nil {
+	if _, err := run(t, "submit", "-f", file, "--wait=placed", "--server", base); err != nil {
 		t.Fatal(err)
 	}
 	job := specFile(t, "job.yaml", "id: etl\ngang: {minMember: 1}\ntasks:\n  - {id: x, resources: {cpu: \"1\"}}\n")

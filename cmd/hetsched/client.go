@@ -111,8 +111,12 @@ func newSubmit() *cobra.Command {
 	var file string
 	var wait waitFlag
 	submit := &cobra.Command{
-		Use:   "submit -f FILE [--wait[=DUR]]",
-		Short: "Submit a task or a task list (YAML or JSON; -f - reads standard input)",
+		Use:   "submit -f FILE [--wait[=DUR|placed[:DUR]]]",
+		Short: "Submit a task, a task list or a job (YAML or JSON; -f - reads standard input); --wait: until it ends, exiting with its code",
+		Example: `  hetsched submit -f examples/data-prep.yaml             # returns once it is durable
+  hetsched submit -f job.yaml --wait                      # as sbatch --wait: exit 0 only if every task succeeded
+  hetsched submit -f task.yaml --wait=1h                  # the same, giving up (exit 1) after an hour
+  hetsched submit -f task.yaml --wait=placed:30s          # only until it is placed`,
 		Args:  cobra.ArbitraryArgs, // only --wait's DUR, checked below
 		RunE: func(cmd *cobra.Command, args []string) error {
 			args, err := wait.takeArg(args)
@@ -133,12 +137,12 @@ func newSubmit() *cobra.Command {
 			if err := cli.NotTasks(body); err != nil {
 				return err
 			}
-			return cli.Submit(cmd.Context(), c, cmd.OutOrStdout(), body, wait.d, f.output)
+			return cli.Submit(cmd.Context(), c, cmd.OutOrStdout(), body, wait.m, f.output)
 		},
 	}
 	f.add(submit)
 	submit.Flags().StringVarP(&file, "file", "f", "", "task file")
-	wait.add(submit, "wait up to this long for placement (POST /schedule; --wait alone: 2s)")
+	wait.add(submit, "wait for the end and exit with the task's code (a job: 0 only if every task succeeded); =DUR: at most DUR; =placed[:DUR]: only for placement (default 2s)")
 	return submit
 }
 

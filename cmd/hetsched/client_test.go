@@ -21,7 +21,7 @@ func TestCLIAgainstARealServer(t *testing.T) {
   priority: 1
   resources: {cpu: "2", nvidia.com/gpu: 1}
 `), 0o600)
-	out, err := run(t, "submit", "-f", file, "--wait=2s", "--server", base)
+	out, err := run(t, "submit", "-f", file, "--wait=placed", "--server", base)
 	if err != nil {
 		t.Fatalf("submit: %v", err)
 	}

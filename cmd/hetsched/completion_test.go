@@ -66,7 +66,7 @@ func TestCompletionFromTheServer(t *testing.T) {
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("PUT queue: %v %v", err, resp)
 	}
-	if out, err := run(t, "run", "--id", "team-run", "--queue", "team-a", "--server", base, "--", "true"); err != nil {
+	if out, err := run(t, "run", "-d", "--id", "team-run", "--queue", "team-a", "--server", base, "--", "true"); err != nil {
 		t.Fatal(err, out)
 	}
 	const noFiles = ":4" // cobra.ShellCompDirectiveNoFileComp

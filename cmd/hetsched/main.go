@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -13,6 +14,14 @@ import (
 
 func main() {
 	if err := newRoot().Execute(); err != nil {
+		var exit *cli.ExitError
+		if errors.As(err, &exit) {
+			// The work's own exit code (run, submit --wait).
+			if exit.Err != nil {
+				fmt.Fprintln(os.Stderr, "hetsched:", exit.Err)
+			}
+			os.Exit(exit.Code)
+		}
 		fmt.Fprintln(os.Stderr, "hetsched:", err)
 		os.Exit(1)
 	}

@@ -2,6 +2,9 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -15,12 +18,14 @@ func newRun() *cobra.Command {
 	var spec cli.RunSpec
 	var wait waitFlag
 	var priority int
+	var detach bool
 	cmd := &cobra.Command{
 		Use:   "run [flags] -- CMD ARGS...",
-		Short: "Submit one command task without writing a file (--wait: until it is placed)",
-		Example: `  hetsched run --gpu 1 --model L4 --memory 16Gi --wait 30s -- python3 train.py --epochs 1
-  hetsched run --gpu 0.5 --env MODEL=small -- ./serve
-  hetsched run --label app=web --anti-affinity hetsched.io/node --host-port 8080 -- ./serve`,
+		Short: "Run one command task as srun does: its output streamed, Ctrl-C cancels it, the exit code is its (-d: submit and return)",
+		Example: `  hetsched run --gpu 1 --model H100 --memory 16Gi -- python3 train.py --epochs 1   # waits, streams, exits with its code
+  hetsched run -d --gpu 0.5 --env MODEL=small -- ./serve                            # submit and return (sbatch)
+  hetsched run --wait=placed:30s --gpu 1 -- ./job                                   # return once placed
+  hetsched run -d --label app=web --anti-affinity hetsched.io/node --host-port 8080 -- ./serve`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			before, command := args, []string(nil)
@@ -40,11 +45,17 @@ func newRun() *cobra.Command {
 			if cmd.Flags().Changed("priority") {
 				spec.Priority = &priority
 			}
+			if detach && wait.m.On {
+				return fmt.Errorf("--detach and --wait: give one")
+			}
 			c, err := f.client()
 			if err != nil {
 				return err
 			}
-			return cli.Run(cmd.Context(), c, cmd.OutOrStdout(), spec, wait.d, f.output)
+			// Ctrl-C (or SIGTERM) cancels the task the command follows.
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return cli.Run(ctx, c, cmd.OutOrStdout(), cmd.ErrOrStderr(), spec, wait.m, detach, f.output)
 		},
 	}
 	f.addAs(cmd, "request-timeout")
@@ -66,6 +77,7 @@ func newRun() *cobra.Command {
 	fl.StringArrayVar(&spec.AntiAffinity, "anti-affinity", nil, "TOPOLOGYKEY (hetsched.io/node: one per node) or SELECTOR@TOPOLOGYKEY: stay out of domains where such tasks run (repeatable)")
 	fl.StringArrayVar(&spec.Spread, "spread", nil, "TOPOLOGYKEY[:MAXSKEW]: keep the tasks with its labels even across the key's domains (repeatable)")
 	fl.BoolVar(&spec.NoPreempt, "no-preempt", false, "never evict other tasks for this one (preemptionPolicy never)")
-	wait.add(cmd, "wait up to this long for placement (--wait alone: 2s); not placed in time or failed: exit 1 with the reason")
+	fl.BoolVarP(&detach, "detach", "d", false, "submit and return (sbatch), without following the task")
+	wait.add(cmd, "instead of following the output: wait for the end (=DUR: at most DUR) or =placed[:DUR] for placement (default 2s); not placed in time or failed: exit non-zero with the reason")
 	return cmd
 }

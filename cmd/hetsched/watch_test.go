@@ -53,7 +53,7 @@ func TestGetWatch(t *testing.T) {
 	// A connection the transport dialled but did not use holds up the
 	// server's shutdown for 5s (net/http treats it as new, not idle).
 	t.Cleanup(http.DefaultTransport.(*http.Transport).CloseIdleConnections)
-	if _, err := run(t, "run", "--id", "old", "--server", base, "--", "true"); err != nil {
+	if _, err := run(t, "run", "-d", "--id", "old", "--server", base, "--", "true"); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -141,7 +141,7 @@ func TestNodesAndQueuesTablesInHumanUnits(t *testing.T) {
 	}
 	body := []byte(`{"tasks":[{"id":"a","queue":"team-a","resources":{"cpu":"1","memory":"80Gi","nvidia.com/gpu":0.5}},{"id":"b","queue":"team-a","resources":{"cpu":"500m","nvidia.com/gpu":1}}]}`)
 	var out bytes.Buffer
-	if err := Submit(ctx, c, &out, body, 2*time.Second, Table); err != nil {
+	if err := Submit(ctx, c, &out, body, WaitMode{On: true, Placed: true, Limit: 2 * time.Second}, Table); err != nil {
 		t.Fatalf("%v\n%s", err, out.String())
 	}
 	if !strings.Contains(out.String(), "gpu:0@500m") && !strings.Contains(out.String(), "gpu:1@500m") {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -184,12 +185,87 @@ func (r RunSpec) constraints(t map[string]any) error {
 	return nil
 }
 
-// Run submits one command task: with wait as Submit does (placement
-// within wait, or an error naming why not).
-func Run(ctx context.Context, c *Client, w io.Writer, r RunSpec, wait time.Duration, output string) error {
+// Run submits one command task. Detached, or with a wait mode, it is
+// Submit. Else it is Slurm's srun: it waits for the task to start,
+// streams its output to w while it runs, and returns an ExitError with
+// the task's code (nil when it succeeded); when ctx ends first (Ctrl-C)
+// it cancels the task and returns exit 130. note gets the task's final
+// state.
+func Run(ctx context.Context, c *Client, w, note io.Writer, r RunSpec, mode WaitMode, detach bool, output string) error {
 	body, err := r.Body()
 	if err != nil {
 		return err
 	}
-	return Submit(ctx, c, w, body, wait, output)
+	if detach || mode.On {
+		return Submit(ctx, c, w, body, mode, output)
+	}
+	var raw json.RawMessage
+	if _, err := c.Do(ctx, "POST", "/api/v1/tasks", body, &raw); err != nil {
+		return err
+	}
+	ids, err := submittedIDs(raw)
+	if err != nil {
+		return err
+	}
+	id := ids[0]
+	err = attach(ctx, c, w, note, id)
+	if ctx.Err() != nil {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if _, cerr := c.Do(cctx, "DELETE", "/api/v1/tasks/"+url.PathEscape(id), nil, nil); cerr != nil {
+			return fmt.Errorf("interrupted; cancelling task %s failed: %w", id, cerr)
+		}
+		fmt.Fprintf(note, "task %s cancelled\n", id)
+		return &ExitError{Code: 130}
+	}
+	return err
+}
+
+// attach follows task id: its output once it runs, then its end.
+func attach(ctx context.Context, c *Client, w, note io.Writer, id string) error {
+	path := "/api/v1/tasks/" + url.PathEscape(id)
+	var t task
+	// Until it runs (or ends without running).
+	if err := waitState(ctx, c, path, &t, func(s string) bool { return s == "running" || final(s) }); err != nil {
+		return err
+	}
+	if t.State == "running" || t.State == "succeeded" || t.State == "failed" || t.State == "timeout" {
+		if err := c.Stream(ctx, path+"/logs?follow=true", w, true); err != nil && ctx.Err() == nil {
+			fmt.Fprintf(note, "(the output could not be followed: %v)\n", err)
+		}
+	}
+	if err := waitState(ctx, c, path, &t, final); err != nil {
+		return err
+	}
+	line := fmt.Sprintf("task %s %s", t.ID, t.State)
+	if t.ExitCode != nil {
+		line += fmt.Sprintf(" (exit %d)", *t.ExitCode)
+	}
+	if t.State != "succeeded" && t.Reason != "" {
+		line += ": " + t.Reason
+	}
+	fmt.Fprintln(note, line)
+	if code := exitCodeOf(t); code != 0 {
+		return &ExitError{Code: code}
+	}
+	return nil
+}
+
+// waitState reads path until done says its state is reached.
+func waitState(ctx context.Context, c *Client, path string, t *task, done func(string) bool) error {
+	every := 100 * time.Millisecond
+	for {
+		if _, err := c.Do(ctx, "GET", path, nil, t); err != nil {
+			return err
+		}
+		if done(t.State) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(every):
+		}
+		every = min(2*every, pollEvery)
+	}
 }

@@ -51,13 +51,19 @@ func IsJob(body []byte) bool {
 	return ok && len(top) > 1
 }
 
-// Submit sends a file's tasks, or its job to POST /jobs; with wait, tasks
-// go to /schedule, which waits up to wait for placement, and a task not
-// placed by then, or ended without success, is an error (after the
-// answer is printed) that names its state and reason.
-func Submit(ctx context.Context, c *Client, w io.Writer, body []byte, wait time.Duration, output string) error {
+// Submit sends a file's tasks, or its job to POST /jobs, and waits as
+// wait says: for the end (each task's final state, printed; the first
+// that did not succeed gives the ExitError's code; a job that did not
+// succeed is exit 1), or for placement (tasks go to /schedule, which
+// waits up to the limit, and a task not placed by then, or ended without
+// success, is an error naming its state and reason).
+func Submit(ctx context.Context, c *Client, w io.Writer, body []byte, mode WaitMode, output string) error {
 	path := "/api/v1/tasks"
 	isJob := IsJob(body)
+	wait := time.Duration(0)
+	if mode.On && mode.Placed {
+		wait = mode.Limit
+	}
 	switch {
 	case isJob:
 		path = "/api/v1/jobs"
@@ -75,19 +81,33 @@ func Submit(ctx context.Context, c *Client, w io.Writer, body []byte, wait time.
 	if _, err := c.Do(ctx, "POST", path, body, &raw); err != nil {
 		return err
 	}
-	if isJob && output == Name {
+	if isJob {
 		var j job
 		if err := json.Unmarshal(raw, &j); err != nil {
 			return fmt.Errorf("unexpected answer: %w", err)
 		}
-		_, err := fmt.Fprintln(w, "job/"+j.ID)
-		return err
+		if output == Name {
+			fmt.Fprintln(w, "job/"+j.ID)
+		} else if err := printTasks(w, raw, output); err != nil {
+			return err
+		}
+		if mode.On {
+			return waitJob(ctx, c, w, j.ID, mode.Limit)
+		}
+		return nil
 	}
 	if err := printTasks(w, raw, output); err != nil {
 		return err
 	}
-	if wait > 0 && !isJob {
+	switch {
+	case wait > 0:
 		return unplaced(raw, wait)
+	case mode.On:
+		ids, err := submittedIDs(raw)
+		if err != nil {
+			return err
+		}
+		return waitTasks(ctx, c, w, ids, mode.Limit)
 	}
 	return nil
 }

@@ -33,6 +33,7 @@ type task struct {
 	Reason    string            `json:"reason"`
 	Submitted time.Time         `json:"submitted"`
 	Metadata  map[string]string `json:"metadata"`
+	ExitCode  *int              `json:"exitCode"`
 }
 
 // devices is the task's devices, short: the device type without its

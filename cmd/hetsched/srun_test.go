@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hetsched/hetsched/internal/cli"
+	"github.com/hetsched/hetsched/internal/server/servertest"
+)
+
+// exitCode is the code an error ends the command with (main's rule).
+func exitCode(err error) int {
+	var exit *cli.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &exit):
+		return exit.Code
+	}
+	return 1
+}
+
+// TestSubmitWaitsForTheEnd (issue 45 §1.1): submit --wait returns when the
+// work ends, with its exit code (sbatch --wait), not when it is placed;
+// --wait=DUR gives up after DUR; a job is exit 1 unless every task
+// succeeded.
+func TestSubmitWaitsForTheEnd(t *testing.T) {
+	base := servertest.Start(t, oneGPUNode)
+	lease := specFile(t, "lease.yaml", "id: held\nlease: 1h\nresources: {cpu: \"1\"}\n")
+	done := make(chan error, 1)
+	go func() {
+		_, err := run(t, "submit", "--wait", "-f", lease, "--server", base)
+		done <- err
+	}()
+	c := cli.NewClient(base, "", 10*time.Second)
+	until(t, func() string {
+		var v struct{ State string }
+		if _, err := c.Do(context.Background(), "GET", "/api/v1/tasks/held", nil, &v); err != nil || v.State != "scheduled" {
+			return fmt.Sprintf("held: %v %+v", err, v)
+		}
+		return ""
+	})
+	select {
+	case err := <-done:
+		t.Fatalf("submit --wait returned while the lease is held: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if _, err := run(t, "complete", "held", "--exit-code", "3", "--server", base); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if exitCode(err) != 3 {
+			t.Errorf("submit --wait of a task that exited 3: %v (code %d)", err, exitCode(err))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("submit --wait did not return after the task ended")
+	}
+	other := specFile(t, "other.yaml", "id: other\nlease: 1h\nresources: {cpu: \"1\"}\n")
+	if _, err := run(t, "submit", "--wait=500ms", "-f", other, "--server", base); exitCode(err) != 1 || !strings.Contains(err.Error(), "still scheduled after 500ms") {
+		t.Errorf("--wait=500ms on a task that goes on: %v", err)
+	}
+	job := specFile(t, "job.yaml", "id: pair\ntasks:\n  - {id: a, lease: 1h, resources: {cpu: \"1\"}}\n  - {id: b, lease: 1h, resources: {cpu: \"1\"}}\n")
+	go func() {
+		_, err := run(t, "submit", "--wait", "-f", job, "--server", base)
+		done <- err
+	}()
+	until(t, func() string {
+		var v struct{ State string }
+		if _, err := c.Do(context.Background(), "GET", "/api/v1/tasks/pair.b", nil, &v); err != nil || v.State != "scheduled" {
+			return fmt.Sprintf("pair.b: %v %+v", err, v)
+		}
+		return ""
+	})
+	for id, code := range map[string]string{"pair.a": "0", "pair.b": "2"} {
+		if _, err := run(t, "complete", id, "--exit-code", code, "--server", base); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case err := <-done:
+		if exitCode(err) != 1 || !strings.Contains(err.Error(), "b failed") {
+			t.Errorf("submit --wait of a job with a failed task: %v (code %d)", err, exitCode(err))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("submit --wait of a job did not return")
+	}
+}
+
+// TestRunIsLikeSrun (issue 45 §1.1, real processes under hetsched up):
+// run streams the command's output, exits with its code, and Ctrl-C (the
+// context's end) cancels the task.
+func TestRunIsLikeSrun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs commands under hetsched up")
+	}
+	base := startUpInProcess(t)
+	out, err := run(t, "run", "--id", "three", "--cpu", "100m", "--server", base, "--", "sh", "-c", "echo hello from the task; exit 3")
+	if exitCode(err) != 3 || !strings.Contains(out, "hello from the task") || !strings.Contains(out, "task three failed (exit 3)") {
+		t.Errorf("run of a command that exits 3: %v (code %d)\n%s", err, exitCode(err), out)
+	}
+	if out, err := run(t, "run", "--cpu", "100m", "--server", base, "--", "echo", "fine"); err != nil || !strings.Contains(out, "fine") {
+		t.Errorf("run of a command that succeeds: %v\n%s", err, out)
+	}
+
+	// Ctrl-C: the root's context ends while the task runs.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	root := newRoot()
+	var buf strings.Builder
+	root.SetOut(&buf)
+	root.SetErr(&buf)
+	root.SetArgs([]string{"run", "--id", "long", "--cpu", "100m", "--server", base, "--", "sh", "-c", "echo started; exec sleep 600"})
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	c := cli.NewClient(base, "", 10*time.Second)
+	until(t, func() string {
+		var v struct{ State string }
+		if _, err := c.Do(context.Background(), "GET", "/api/v1/tasks/long", nil, &v); err != nil || v.State != "running" {
+			return fmt.Sprintf("long: %v %+v", err, v)
+		}
+		return ""
+	})
+	cancel()
+	select {
+	case err := <-done:
+		if exitCode(err) != 130 {
+			t.Errorf("run interrupted: %v (code %d)", err, exitCode(err))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not return after Ctrl-C")
+	}
+	var v struct{ State string }
+	if _, err := c.Do(context.Background(), "GET", "/api/v1/tasks/long", nil, &v); err != nil || v.State != "cancelled" {
+		t.Errorf("the interrupted run's task: %v %+v, want cancelled", err, v)
+	}
+}
