@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -10,7 +11,9 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/hetsched/hetsched/internal/cli"
 	"github.com/hetsched/hetsched/internal/server/servertest"
 )
 
@@ -168,8 +171,12 @@ func TestRun(t *testing.T) {
 		t.Errorf("run -d: %v %q", err, out)
 	}
 	_, err = run(t, "run", "--id", "r3", "--gpu", "1", "--model", "A100", "--wait=placed:300ms", "--server", base, "--", "true")
-	if err == nil || !strings.Contains(err.Error(), "task r3 not placed within 300ms (pending") {
+	if err == nil || !strings.Contains(err.Error(), "no node has nvidia.com/gpu model A100; models here: L4") {
 		t.Errorf("run on a model no node has: %v", err)
+	}
+	_, err = run(t, "run", "--id", "r4", "--gpu", "2", "--wait=placed:300ms", "--server", base, "--", "true")
+	if err == nil || !strings.Contains(err.Error(), "task r4 not placed within 300ms (pending") {
+		t.Errorf("run of a task that cannot fit: %v", err)
 	}
 	for _, args := range [][]string{
 		{"run", "--server", base},
@@ -181,6 +188,45 @@ func TestRun(t *testing.T) {
 		if _, err := run(t, args...); err == nil {
 			t.Errorf("%v: no error", args)
 		}
+	}
+}
+
+// TestRunModelFamily (issue 45 §1.2): --model matches a model as the
+// nodes name it in any case, or its family (H100 for H100-80GB; A100 for
+// either A100); A10 is not A100's family; a model no node has is refused
+// at submission, naming those there are.
+func TestRunModelFamily(t *testing.T) {
+	gpu := func(name, model string) string {
+		return "  - name: " + name + "\n    capacity: {cpu: \"8\"}\n    devices:\n      - {type: nvidia.com/gpu, id: \"0\", model: " + model + "}\n"
+	}
+	h := gpu("h", "H100-80GB") + "      - {type: nvidia.com/gpu, id: \"1\", model: H100-80GB}\n"
+	base := servertest.Start(t, "nodes:\n"+h+gpu("a40", "A100-40GB")+gpu("a80", "A100-80GB"))
+	c := cli.NewClient(base, "", 10*time.Second)
+	for _, tc := range []struct{ id, model, node string }{
+		{"h1", "H100", "h"}, {"h2", "h100-80gb", "h"}, {"a1", "A100", ""},
+	} {
+		if out, err := run(t, "run", "--id", tc.id, "--gpu", "1", "--model", tc.model, "--wait=placed:5s", "--server", base, "--", "true"); err != nil {
+			t.Errorf("--model %s: %v\n%s", tc.model, err, out)
+			continue
+		}
+		var v struct {
+			Node         string
+			NodeSelector map[string]string
+			NodeAffinity []string
+		}
+		if _, err := c.Do(context.Background(), "GET", "/api/v1/tasks/"+tc.id, nil, &v); err != nil {
+			t.Fatal(err)
+		}
+		if tc.node != "" && v.Node != tc.node {
+			t.Errorf("--model %s: placed on %s, want %s", tc.model, v.Node, tc.node)
+		}
+		if tc.node == "" && (!strings.HasPrefix(v.Node, "a") || len(v.NodeAffinity) != 1 || !strings.Contains(v.NodeAffinity[0], "in (A100-40GB,A100-80GB)")) {
+			t.Errorf("--model %s: %+v, want either A100 node by a node affinity", tc.model, v)
+		}
+	}
+	_, err := run(t, "run", "--gpu", "1", "--model", "A10", "--server", base, "--", "true")
+	if err == nil || !strings.Contains(err.Error(), "models here: A100-40GB, A100-80GB, H100-80GB") {
+		t.Errorf("--model A10: %v", err)
 	}
 }
 

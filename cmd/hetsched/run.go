@@ -68,7 +68,7 @@ func newRun() *cobra.Command {
 	fl.StringVar(&spec.Memory, "memory", "", "memory (4Gi)")
 	fl.Float64Var(&spec.GPU, "gpu", 0, "GPUs ("+cli.GPUType+"); below 1 a share of one (0.5)")
 	fl.Float64Var(&spec.TPU, "tpu", 0, "TPUs ("+cli.TPUType+")")
-	fl.StringVar(&spec.Model, "model", "", "device model of --gpu or --tpu (node label <type>.model; A100|H100 for either)")
+	fl.StringVar(&spec.Model, "model", "", "device model of --gpu or --tpu: as the nodes name it (H100-80GB) or its family (H100; A100 is any A100 model there is); a model no node has is refused, naming those there are")
 	fl.StringArrayVar(&spec.Env, "env", nil, "KEY=VALUE in the command's environment (repeatable)")
 	fl.DurationVar(&spec.Timeout, "timeout", 0, "the task's maximum run time (then it is killed: state timeout)")
 	fl.StringArrayVar(&spec.Labels, "label", nil, "KEY=VALUE: a label of the task (its metadata), for other tasks' affinity and spread (repeatable)")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,7 +26,11 @@ type RunSpec struct {
 	CPU, Memory     string
 	GPU, TPU        float64
 	Model           string
-	Env             []string // K=V
+	// Models, when set, are the device models Model stands for
+	// (ResolveModel): one is a node selector, several a node affinity
+	// term (any of them).
+	Models []string
+	Env    []string // K=V
 	Timeout         time.Duration
 	Command         []string
 	// Placement constraints (API.md "Placement constraints"): Labels
@@ -64,15 +69,17 @@ func (r RunSpec) Body() ([]byte, error) {
 		t["resources"] = res
 	}
 	if r.Model != "" {
-		switch {
-		case r.GPU > 0 && r.TPU > 0:
-			return nil, fmt.Errorf("--model: ambiguous with both --gpu and --tpu")
-		case r.GPU > 0:
-			t["nodeSelector"] = map[string]string{GPUType + ".model": r.Model}
-		case r.TPU > 0:
-			t["nodeSelector"] = map[string]string{TPUType + ".model": r.Model}
+		typ, err := r.modelType()
+		if err != nil {
+			return nil, err
+		}
+		switch models := r.Models; {
+		case len(models) > 1:
+			t["nodeAffinity"] = []string{typ + ".model in (" + strings.Join(models, ",") + ")"}
+		case len(models) == 1:
+			t["nodeSelector"] = map[string]string{typ + ".model": models[0]}
 		default:
-			return nil, fmt.Errorf("--model: needs --gpu or --tpu (it selects their device model)")
+			t["nodeSelector"] = map[string]string{typ + ".model": r.Model}
 		}
 	}
 	if len(r.Env) > 0 {
@@ -104,6 +111,75 @@ func (r RunSpec) Body() ([]byte, error) {
 		return nil, err
 	}
 	return json.Marshal(t)
+}
+
+// modelType is the device type --model selects the model of.
+func (r RunSpec) modelType() (string, error) {
+	switch {
+	case r.GPU > 0 && r.TPU > 0:
+		return "", fmt.Errorf("--model: ambiguous with both --gpu and --tpu")
+	case r.GPU > 0:
+		return GPUType, nil
+	case r.TPU > 0:
+		return TPUType, nil
+	}
+	return "", fmt.Errorf("--model: needs --gpu or --tpu (it selects their device model)")
+}
+
+// ResolveModel finds the device models --model names among the
+// cluster's (GET /api/v1/cluster): the one it names exactly (in any
+// case), else those it is the family of ("H100" for H100-80GB; "A100"
+// for A100-40GB and A100-80GB: any of them). None is an error that lists
+// the models there are.
+func (r *RunSpec) ResolveModel(ctx context.Context, c *Client) error {
+	if r.Model == "" {
+		return nil
+	}
+	typ, err := r.modelType()
+	if err != nil {
+		return err
+	}
+	var cl struct {
+		Devices []struct{ Type, Model string } `json:"devices"`
+	}
+	if _, err := c.Do(ctx, "GET", "/api/v1/cluster", nil, &cl); err != nil {
+		return err
+	}
+	var all, family []string
+	for _, d := range cl.Devices {
+		if d.Type != typ || d.Model == "" || slices.Contains(all, d.Model) {
+			continue
+		}
+		all = append(all, d.Model)
+		if strings.EqualFold(d.Model, r.Model) {
+			r.Models = []string{d.Model}
+			return nil
+		}
+		if familyOf(r.Model, d.Model) {
+			family = append(family, d.Model)
+		}
+	}
+	if len(family) == 0 {
+		slices.Sort(all)
+		there := "none"
+		if len(all) > 0 {
+			there = strings.Join(all, ", ")
+		}
+		return fmt.Errorf("--model: no node has %s model %s; models here: %s", typ, r.Model, there)
+	}
+	slices.Sort(family)
+	r.Models = family
+	return nil
+}
+
+// familyOf reports whether name starts model's family: model, then a
+// separator ("H100" of "H100-80GB", not "A10" of "A100").
+func familyOf(name, model string) bool {
+	if len(model) <= len(name) || !strings.EqualFold(model[:len(name)], name) {
+		return false
+	}
+	c := model[len(name)]
+	return !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9')
 }
 
 // constraints adds the placement constraints' flags to task t.
@@ -192,6 +268,9 @@ func (r RunSpec) constraints(t map[string]any) error {
 // it cancels the task and returns exit 130. note gets the task's final
 // state.
 func Run(ctx context.Context, c *Client, w, note io.Writer, r RunSpec, mode WaitMode, detach bool, output string) error {
+	if err := r.ResolveModel(ctx, c); err != nil {
+		return err
+	}
 	body, err := r.Body()
 	if err != nil {
 		return err
