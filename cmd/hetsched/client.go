@@ -117,7 +117,7 @@ func newSubmit() *cobra.Command {
   hetsched submit -f job.yaml --wait                      # as sbatch --wait: exit 0 only if every task succeeded
   hetsched submit -f task.yaml --wait=1h                  # the same, giving up (exit 1) after an hour
   hetsched submit -f task.yaml --wait=placed:30s          # only until it is placed`,
-		Args:  cobra.ArbitraryArgs, // only --wait's DUR, checked below
+		Args: cobra.ArbitraryArgs, // only --wait's DUR, checked below
 		RunE: func(cmd *cobra.Command, args []string) error {
 			args, err := wait.takeArg(args)
 			if err != nil {

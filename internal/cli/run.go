@@ -29,10 +29,10 @@ type RunSpec struct {
 	// Models, when set, are the device models Model stands for
 	// (ResolveModel): one is a node selector, several a node affinity
 	// term (any of them).
-	Models []string
-	Env    []string // K=V
-	Timeout         time.Duration
-	Command         []string
+	Models  []string
+	Env     []string // K=V
+	Timeout time.Duration
+	Command []string
 	// Placement constraints (API.md "Placement constraints"): Labels
 	// (K=V, the task's metadata), HostPorts (PORT or PORT/PROTOCOL),
 	// Affinity and AntiAffinity (required: TOPOLOGYKEY for the tasks
