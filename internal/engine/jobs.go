@@ -206,6 +206,10 @@ func (e *Engine) cancelJob(id string, now time.Time) error {
 	if j == nil {
 		return errs.New(errs.NotFound, "id", "no job %q", id)
 	}
+	if st := e.jobStateNow(j); st != "pending" && st != "running" {
+		// Final, as a finished task is: its state is not rewritten.
+		return errs.New(errs.Conflict, "id", "job %q is already %s", id, st)
+	}
 	for _, tid := range j.TaskIDs {
 		if t, ok := e.c.Task(tid); ok && !t.State().Terminal() {
 			if err := e.c.Cancel(now, tid, "job "+id+" cancelled"); err != nil {

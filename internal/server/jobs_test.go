@@ -173,3 +173,42 @@ func TestDefaultLease(t *testing.T) {
 		t.Errorf("the lease that never expires: %v", m)
 	}
 }
+
+// TestFinishedJobIsFinal (issue 45 §1.3): cancelling a job that already
+// succeeded is 409 and leaves its state as it was; a job still running
+// is cancelled, and cancelling it again is 409 too.
+func TestFinishedJobIsFinal(t *testing.T) {
+	s := start(t, t.TempDir())
+	defer s.stop(t)
+	api := s.base + "/api/v1"
+	if code, m := call(t, "POST", api+"/jobs", `{"id":"done","tasks":[{"id":"a","lease":"1h","resources":{"cpu":"1"}}]}`); code != 201 {
+		t.Fatalf("submit: %d %v", code, m)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, m := call(t, "GET", api+"/tasks/done.a", ""); m["state"] == "scheduled" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("done.a not placed in 10s")
+		}
+	}
+	if code, m := call(t, "POST", api+"/tasks/done.a/complete", `{"exitCode":0}`); code != 200 {
+		t.Fatalf("complete: %d %v", code, m)
+	}
+	code, m := call(t, "DELETE", api+"/jobs/done", "")
+	if code != 409 || !strings.Contains(errMsg(m), "already succeeded") {
+		t.Errorf("cancel a succeeded job: %d %v, want 409", code, m)
+	}
+	if _, m := call(t, "GET", api+"/jobs/done", ""); m["state"] != "succeeded" {
+		t.Errorf("after the refused cancel: %v, want succeeded", m["state"])
+	}
+	if code, m := call(t, "POST", api+"/jobs", `{"id":"live","tasks":[{"id":"a","lease":"1h","resources":{"cpu":"1"}}]}`); code != 201 {
+		t.Fatalf("submit: %d %v", code, m)
+	}
+	if code, m := call(t, "DELETE", api+"/jobs/live", ""); code != 200 || m["state"] != "cancelled" {
+		t.Errorf("cancel a live job: %d %v", code, m)
+	}
+	if code, _ := call(t, "DELETE", api+"/jobs/live", ""); code != 409 {
+		t.Errorf("cancel it again: %d, want 409", code)
+	}
+}
