@@ -308,10 +308,10 @@ func TestGetOutputs(t *testing.T) {
 		args  []string
 		wants []string
 	}{
-		{[]string{"get", "tasks", "-o", "wide"}, []string{`(?m)^ID +NAME +QUEUE +PRIORITY +STATE +NODE +DEVICES +ATTEMPT +SUBMITTED +REASON$`,
+		{[]string{"get", "tasks", "-o", "wide"}, []string{`(?m)^ID +NAME +QUEUE +PRIORITY +STATE +NODE +DEVICES +ATTEMPT +AGE +REASON$`,
 			`(?m)^b +- +- +2 +scheduled +gpu-a +nvidia.com/gpu:0\(L4\) +0 +\d+s +$`, `(?m)^a +prep +- +2 +scheduled +gpu-a +- +0 +\d+s`}},
 		{[]string{"get", "nodes", "-o", "wide"}, []string{`(?m)^NAME +STATE +CAPACITY +ALLOCATED +TASKS +DEVICES +UTILIZATION +LABELS$`, `(?m)^gpu-a +ready +.* 3 +1×nvidia.com/gpu L4 +- +-$`}},
-		{[]string{"get", "jobs", "-o", "wide"}, []string{`(?m)^ID +NAME +QUEUE +PRIORITY +STATE +TASKS +GANG +FAILURE POLICY +SUBMITTED$`, `(?m)^etl +- +- +2 +\S+ +1 \(1 \w+\) +minMember 1 +failFast `}},
+		{[]string{"get", "jobs", "-o", "wide"}, []string{`(?m)^ID +NAME +QUEUE +PRIORITY +STATE +TASKS +GANG +FAILURE POLICY +AGE$`, `(?m)^etl +- +- +2 +\S+ +1 \(1 \w+\) +minMember 1 +failFast `}},
 		{[]string{"describe", "--help"}, []string{`table, wide \(more columns\), name \(kind/NAME per line\), json or yaml`}},
 	} {
 		out, err := run(t, append(c.args, "--server", base)...)
@@ -338,7 +338,7 @@ func TestGetSelectorChecked(t *testing.T) {
 		{[]string{"get", "tasks", "-l", "a=b,"}, "empty requirement"},
 		{[]string{"get", "jobs", "-l", "a=b"}, "--selector: jobs have no labels"},
 		{[]string{"get", "queues", "-l", "a"}, "--selector: queues have no labels"},
-		{[]string{"get", "pods"}, `get: unknown kind "pods" (tasks, jobs, nodes, queues, servers or services)`},
+		{[]string{"get", "pods"}, `get: unknown kind "pods" (tasks, jobs, nodes, queues, servers, services or cluster)`},
 	} {
 		_, err := run(t, append(c.args, "--server", "http://127.0.0.1:1", "--timeout", "1s")...)
 		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "cannot reach") {

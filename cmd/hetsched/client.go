@@ -2,7 +2,9 @@ package main
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -202,7 +204,7 @@ func newLogs() *cobra.Command {
 	var o cli.LogOptions
 	logs := &cobra.Command{
 		Use:   "logs ID [-f] [--attempt N | --previous]",
-		Short: "Print a task's output (-f follows it; --previous: the attempt before this one)",
+		Short: "Print a task's output, or every task's of a job, each line prefixed with its task (-f follows; --previous: the attempt before this one)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.AttemptSet = cmd.Flags().Changed("attempt")
@@ -213,7 +215,16 @@ func newLogs() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return cli.Logs(cmd.Context(), c, cmd.OutOrStdout(), args[0], o)
+			err = cli.Logs(cmd.Context(), c, cmd.OutOrStdout(), args[0], o)
+			var ae *cli.APIError
+			if errors.As(err, &ae) && ae.Status == http.StatusNotFound {
+				// Not a task: a job's?
+				if jerr := cli.JobLogs(cmd.Context(), c, cmd.OutOrStdout(), args[0], o); jerr == nil || !errors.As(jerr, &ae) || ae.Status != http.StatusNotFound {
+					return jerr
+				}
+				return fmt.Errorf("no task or job %q", args[0])
+			}
+			return err
 		},
 		ValidArgsFunction: completeName(&f, "task"),
 	}

@@ -74,7 +74,7 @@ func TestCompletionFromTheServer(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"get", ""}, "tasks jobs nodes queues servers services"},
+		{[]string{"get", ""}, "tasks jobs nodes queues servers services cluster"},
 		{[]string{"get", "n"}, "nodes"},
 		{[]string{"get", "tasks", ""}, ""},
 		{[]string{"describe", ""}, "task job node queue service"},

@@ -35,12 +35,12 @@ func TestDescribeKinds(t *testing.T) {
 		wants []string
 	}{
 		{[]string{"describe", "job", "etl"}, []string{`(?m)^ID: +etl$`, `(?m)^Name: +nightly$`, `(?m)^Queue: +team-a$`, `(?m)^Retries: +limit 2, backoff 5s$`,
-			`(?m)^Tasks: +2 \(1 blocked, 1 scheduled\)$`, `(?m)^Task List:\n  ID +PRIORITY +STATE +NODE +DEVICES +ATTEMPT +REASON\n`, `(?m)^  etl.extract +2 +scheduled +gpu-a +gpu:\d `, `(?m)^  etl.load +2 +blocked `}},
+			`(?m)^Tasks: +2 \(1 blocked, 1 scheduled\)$`, `(?m)^Task List:\n  ID +NAME +PRIORITY +STATE +NODE +DEVICES +ATTEMPT +AGE +REASON\n`, `(?m)^  etl.extract +\S+ +2 +scheduled +gpu-a +gpu:\d `, `(?m)^  etl.load +\S+ +2 +blocked `}},
 		{[]string{"describe", "node", "gpu-a"}, []string{`(?m)^Name: +gpu-a$`, `(?m)^State: +ready$`, `(?m)^Held By: +the static inventory$`, `(?m)^Labels: +rack=r1$`,
 			`(?m)^Derived Labels: +hetsched.io/node=gpu-a\n +nvidia.com/gpu.model=L4$`,
 			`(?m)^Resources:\n  RESOURCE +CAPACITY +ALLOCATED +UTILIZATION\n  cpu +8 +2 \(25%\) +-\n  memory +16Gi +4Gi \(25%\) +-\n  nvidia.com/gpu +2 +1 \(50%\) +-\n`,
 			`(?m)^Devices:\n  TYPE +MODEL +ID +MEMORY +TOPOLOGY +HEALTH +TASK\n`, `(?m)^  nvidia.com/gpu +L4 +\d +24Gi +- +healthy +etl.extract$`, `(?m)^  nvidia.com/gpu +L4 +\d +24Gi +- +healthy +-$`,
-			`(?m)^Tasks \(1\):\n  ID .*\n  etl.extract +2 +scheduled `}},
+			`(?m)^Tasks \(1\):\n  ID .*\n  etl.extract +\S+ +2 +scheduled `}},
 		{[]string{"describe", "queue", "team-a"}, []string{`(?m)^Name: +team-a$`, `(?m)^Parent: +root$`, `(?m)^Weight: +2$`,
 			`(?m)^Resources:\n  RESOURCE +GUARANTEED +MAX +USAGE +FAIR SHARE\n`, `(?m)^  nvidia.com/gpu +1 +2 +1 `, `(?m)^Pending: +2 \(\w+=1,\w+=1\)$`}},
 		{[]string{"describe", "queue", "team-a", "-o", "yaml"}, []string{`(?m)^name: team-a$`, `(?m)^weight: 2$`}},

@@ -12,12 +12,14 @@ import (
 )
 
 // getKinds are get's kinds (singulars are accepted too).
-func getKinds() []string { return []string{"tasks", "jobs", "nodes", "queues", "servers", "services"} }
+func getKinds() []string {
+	return []string{"tasks", "jobs", "nodes", "queues", "servers", "services", "cluster"}
+}
 
 // kindOf is the plural of a get kind, or "".
 func kindOf(arg string) string {
 	for _, k := range getKinds() {
-		if arg == k || arg+"s" == k {
+		if arg == k || arg+"s" == k || arg == "top" && k == "cluster" {
 			return k
 		}
 	}
@@ -30,17 +32,43 @@ func newGet() *cobra.Command {
 	var list cli.ListOptions
 	var watch bool
 	get := &cobra.Command{
-		Use:   "get tasks|jobs|nodes|queues|servers|services",
-		Short: "List tasks, jobs, nodes, queues, services or the control plane's servers (-w: then their changes as they happen)",
+		Use:   "get tasks|jobs|nodes|queues|servers|services|cluster [NAME]",
+		Short: "List tasks, jobs, nodes, queues, services or the control plane's servers, or one by NAME; cluster: capacity and allocation per resource and device model (-w: then their changes as they happen)",
 		Example: `  hetsched get tasks -w                      # the table, then a row per change
+  hetsched get tasks --state PD,R            # pending and running (squeue -t PD,R; or pending,running)
+  hetsched get task train-1                  # one row
   hetsched get tasks -l team=vision,tier!=low -o wide
-  hetsched get nodes -l nvidia.com/gpu.model=H100-80GB -o name`,
-		Args:              cobra.ExactArgs(1),
+  hetsched get nodes -l nvidia.com/gpu.model=H100-80GB -o name
+  hetsched get cluster                       # capacity, allocation and utilization per resource and device model`,
+		Args:              cobra.RangeArgs(1, 2),
 		ValidArgsFunction: completeKinds(getKinds()...),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			kind := kindOf(args[0])
 			if kind == "" {
-				return fmt.Errorf("get: unknown kind %q (tasks, jobs, nodes, queues, servers or services)", args[0])
+				return fmt.Errorf("get: unknown kind %q (tasks, jobs, nodes, queues, servers, services or cluster)", args[0])
+			}
+			if len(args) == 2 {
+				if watch || list.Selector != "" || list.State != "" {
+					return fmt.Errorf("get %s NAME: takes neither --watch, --selector nor --state", kind)
+				}
+				c, err := f.client()
+				if err != nil {
+					return err
+				}
+				return cli.GetOne(cmd.Context(), c, cmd.OutOrStdout(), kind, args[1], f.output)
+			}
+			if kind == "cluster" {
+				if watch || list.Selector != "" || list.State != "" {
+					return fmt.Errorf("get cluster: takes neither --watch, --selector nor --state")
+				}
+				c, err := f.client()
+				if err != nil {
+					return err
+				}
+				return cli.GetCluster(cmd.Context(), c, cmd.OutOrStdout(), f.output)
+			}
+			if list.State != "" {
+				list.State = cli.StateList(list.State)
 			}
 			if (kind == "servers" || kind == "services") && (watch || list.Selector != "") {
 				return fmt.Errorf("get %s: takes neither --watch nor --selector", kind)
@@ -82,7 +110,7 @@ func newGet() *cobra.Command {
 	}
 	f.add(get)
 	fl := get.Flags()
-	fl.StringVar(&list.State, "state", "", "only tasks (or jobs) in this state")
+	fl.StringVar(&list.State, "state", "", "only tasks in these states, comma-separated, by name or squeue's code (PD,R,CD,F,CA,TO); jobs: one state")
 	fl.StringVarP(&list.Selector, "selector", "l", "", "only tasks (by metadata) or nodes (by labels) that match: k=v,k!=v,k,!k")
 	fl.BoolVarP(&watch, "watch", "w", false, "after the list, print a row for each change until Ctrl-C")
 	fl.IntVar(&list.Limit, "limit", 100, "show at most this many tasks (standard error says when there are more)")

@@ -139,3 +139,85 @@ func TestRunIsLikeSrun(t *testing.T) {
 		t.Errorf("the interrupted run's task: %v %+v, want cancelled", err, v)
 	}
 }
+
+// TestGetOneStatesAndCluster (issue 45 §1.4): get KIND NAME prints that
+// one row; --state takes a list, by name or squeue's codes; get cluster
+// shows capacity and allocation per resource and device model.
+func TestGetOneStatesAndCluster(t *testing.T) {
+	base := servertest.Start(t, oneGPUNode)
+	file := specFile(t, "two.yaml", "- {id: a, name: prep, lease: 1h, resources: {cpu: \"1\"}}\n- {id: b, resources: {cpu: \"1\", nvidia.com/gpu: 2}}\n")
+	if _, err := run(t, "submit", "-f", file, "--server", base); err != nil {
+		t.Fatal(err)
+	}
+	job := specFile(t, "job.yaml", "id: etl\ntasks:\n  - {id: x, lease: 1h, resources: {cpu: \"1\"}}\n")
+	if _, err := run(t, "submit", "-f", job, "--server", base); err != nil {
+		t.Fatal(err)
+	}
+	until(t, func() string {
+		out, _ := run(t, "get", "task", "a", "--server", base)
+		if !strings.Contains(out, "scheduled") {
+			return "a not scheduled yet:\n" + out
+		}
+		return ""
+	})
+	for _, c := range []struct {
+		args      []string
+		want, not []string
+	}{
+		{[]string{"get", "task", "a"}, []string{"prep", "scheduled"}, []string{"\nb "}},
+		{[]string{"get", "node", "gpu-a"}, []string{"gpu-a", "ready"}, nil},
+		{[]string{"get", "job", "etl"}, []string{"etl"}, nil},
+		{[]string{"get", "tasks", "--state", "PD,R"}, []string{"\nb "}, []string{"prep"}},
+		{[]string{"get", "tasks", "--state", "pending,scheduled"}, []string{"\nb ", "prep"}, nil},
+		{[]string{"get", "cluster"}, []string{"RESOURCE", "cpu", "nvidia.com/gpu", "DEVICE", "L4"}, nil},
+		{[]string{"top"}, nil, nil},
+	} {
+		if c.args[0] == "top" {
+			continue // top is get cluster's other name: below
+		}
+		out, err := run(t, append(c.args, "--server", base)...)
+		if err != nil {
+			t.Errorf("%v: %v", c.args, err)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%v: lacks %q:\n%s", c.args, w, out)
+			}
+		}
+		for _, w := range c.not {
+			if strings.Contains(out, w) {
+				t.Errorf("%v: has %q:\n%s", c.args, w, out)
+			}
+		}
+	}
+	if out, err := run(t, "get", "top", "--server", base); err != nil || !strings.Contains(out, "RESOURCE") {
+		t.Errorf("get top: %v\n%s", err, out)
+	}
+	if _, err := run(t, "get", "task", "nosuch", "--server", base); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Errorf("get task nosuch: %v", err)
+	}
+	if _, err := run(t, "get", "tasks", "--state", "asleep", "--server", base); err == nil || !strings.Contains(err.Error(), "asleep") {
+		t.Errorf("--state asleep: %v", err)
+	}
+}
+
+// TestJobLogs (issue 45 §1.4, real processes under hetsched up): logs JOB
+// prints every task's output, each line prefixed with its task.
+func TestJobLogs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs commands under hetsched up")
+	}
+	base := startUpInProcess(t)
+	job := specFile(t, "job.yaml", "id: two\ntasks:\n  - {id: a, resources: {cpu: 100m}, command: [sh, -c, 'echo from a']}\n  - {id: b, resources: {cpu: 100m}, command: [sh, -c, 'echo from b']}\n")
+	if _, err := run(t, "submit", "-f", job, "--wait", "--server", base); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, "logs", "two", "--server", base)
+	if err != nil || !strings.Contains(out, "[two.a] from a") || !strings.Contains(out, "[two.b] from b") {
+		t.Errorf("logs two: %v\n%s", err, out)
+	}
+	if _, err := run(t, "logs", "nothing", "--server", base); err == nil || !strings.Contains(err.Error(), `no task or job "nothing"`) {
+		t.Errorf("logs of nothing: %v", err)
+	}
+}

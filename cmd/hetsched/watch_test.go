@@ -60,12 +60,12 @@ func TestGetWatch(t *testing.T) {
 	defer cancel()
 	var out childproc.SyncBuffer
 	done := runUntil(ctx, &out, "get", "tasks", "-w", "--server", base)
-	waitLines(t, &out, `^ID +PRIORITY +STATE +NODE +DEVICES +ATTEMPT +REASON$`, `^old +2 +scheduled +gpu-a `)
+	waitLines(t, &out, `^ID +NAME +PRIORITY +STATE +NODE +DEVICES +ATTEMPT +AGE +REASON$`, `^old +- +2 +scheduled +gpu-a `)
 	lease := specFile(t, "lease.yaml", "id: l1\nresources: {cpu: \"1\", nvidia.com/gpu: 1}\n")
 	if _, err := run(t, "submit", "-f", lease, "--server", base); err != nil {
 		t.Fatal(err)
 	}
-	waitLines(t, &out, `^l1 +2 +scheduled +gpu-a +gpu:0 `)
+	waitLines(t, &out, `^l1 +\S+ +2 +scheduled +gpu-a +gpu:0 `)
 	if _, err := run(t, "complete", "l1", "--server", base); err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestGetWatch(t *testing.T) {
 	if _, err := run(t, "submit", "-f", big, "--server", base); err != nil {
 		t.Fatal(err)
 	}
-	text := waitLines(t, &out, `^l1 +2 +scheduled `, `^l1 +2 +succeeded +gpu-a +gpu:0 `, `^big +2 +pending +0`)
+	text := waitLines(t, &out, `^l1 +\S+ +2 +scheduled `, `^l1 +\S+ +2 +succeeded +gpu-a +gpu:0 `, `^big +\S+ +2 +pending +0`)
 	if strings.Count(text, "PRIORITY") != 1 {
 		t.Errorf("the header is printed more than once:\n%s", text)
 	}

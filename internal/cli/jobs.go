@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // job is the part of a job view the CLI prints.
@@ -50,16 +51,20 @@ func (j job) failurePolicy() string {
 
 func jobHeader(wide bool) []string {
 	if wide {
-		return []string{"ID", "NAME", "QUEUE", "PRIORITY", "STATE", "TASKS", "GANG", "FAILURE POLICY", "SUBMITTED"}
+		return []string{"ID", "NAME", "QUEUE", "PRIORITY", "STATE", "TASKS", "GANG", "FAILURE POLICY", "AGE"}
 	}
-	return []string{"ID", "NAME", "QUEUE", "STATE", "TASKS", "SUBMITTED"}
+	return []string{"ID", "NAME", "QUEUE", "STATE", "TASKS", "AGE"}
 }
 
 func jobRow(j job, wide bool) []string {
-	if wide {
-		return []string{j.ID, dash(j.Name), dash(j.Queue), strconv.Itoa(prio(j.Priority)), j.State, counts(j.Counts), j.gang(), j.failurePolicy(), j.Submitted}
+	submitted := "-"
+	if t, err := time.Parse(time.RFC3339Nano, j.Submitted); err == nil {
+		submitted = age(t, time.Now())
 	}
-	return []string{j.ID, dash(j.Name), dash(j.Queue), j.State, counts(j.Counts), j.Submitted}
+	if wide {
+		return []string{j.ID, dash(j.Name), dash(j.Queue), strconv.Itoa(prio(j.Priority)), j.State, counts(j.Counts), j.gang(), j.failurePolicy(), submitted}
+	}
+	return []string{j.ID, dash(j.Name), dash(j.Queue), j.State, counts(j.Counts), submitted}
 }
 
 // GetJobs lists jobs (GET /api/v1/jobs), following the server's cursors up

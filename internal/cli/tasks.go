@@ -126,9 +126,9 @@ func (t task) fullDevices() string {
 // age, and shows the devices in full.
 func taskHeader(wide bool) []string {
 	if wide {
-		return []string{"ID", "NAME", "QUEUE", "PRIORITY", "STATE", "NODE", "DEVICES", "ATTEMPT", "SUBMITTED", "REASON"}
+		return []string{"ID", "NAME", "QUEUE", "PRIORITY", "STATE", "NODE", "DEVICES", "ATTEMPT", "AGE", "REASON"}
 	}
-	return []string{"ID", "PRIORITY", "STATE", "NODE", "DEVICES", "ATTEMPT", "REASON"}
+	return []string{"ID", "NAME", "PRIORITY", "STATE", "NODE", "DEVICES", "ATTEMPT", "AGE", "REASON"}
 }
 
 func taskRow(t task, wide bool, now time.Time) []string {
@@ -136,7 +136,7 @@ func taskRow(t task, wide bool, now time.Time) []string {
 	if wide {
 		return []string{t.ID, dash(t.Name), dash(t.Queue), p, t.State, dash(t.Node), t.fullDevices(), a, age(t.Submitted, now), t.Reason}
 	}
-	return []string{t.ID, p, t.State, t.Node, t.devices(), a, t.Reason}
+	return []string{t.ID, dash(t.Name), p, t.State, t.Node, t.devices(), a, age(t.Submitted, now), t.Reason}
 }
 
 // printTaskTable prints tasks as a table (output table or wide) or their

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -356,7 +357,7 @@ func (wt *watcher) emit(key string, row []string, raw json.RawMessage) error {
 func (wt *watcher) applyTasks(ctx context.Context, batch []event) error {
 	cache := map[string]*fetched{}
 	for _, ev := range batch {
-		if ev.Kind != "task" || (wt.o.List.State != "" && ev.State != wt.o.List.State) {
+		if ev.Kind != "task" || (wt.o.List.State != "" && !slices.Contains(strings.Split(wt.o.List.State, ","), ev.State)) {
 			continue
 		}
 		f := wt.refetch(ctx, cache, "/api/v1/tasks/"+url.PathEscape(ev.ID))

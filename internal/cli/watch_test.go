@@ -100,14 +100,14 @@ func TestWatchTasks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitOutput(t, all, `^w1 +2 +pending `, `^w2 +2 +pending `)
+	waitOutput(t, all, `^w1 +\S+ +2 +pending `, `^w2 +\S+ +2 +pending `)
 	startFleet(t, base)
-	text := waitOutput(t, all, `^w1 +2 +pending `, `^w1 +2 +scheduled +fk-1 `, `^w1 +2 +running +fk-1 `, `^w1 +2 +succeeded +fk-1 `)
+	text := waitOutput(t, all, `^w1 +\S+ +2 +pending `, `^w1 +\S+ +2 +scheduled +fk-1 `, `^w1 +\S+ +2 +running +fk-1 `, `^w1 +\S+ +2 +succeeded +fk-1 `)
 	if strings.Count(text, "ID ") != 1 {
 		t.Errorf("the header is printed more than once:\n%s", text)
 	}
-	waitOutput(t, all, `^w2 +2 +succeeded `)
-	wide := waitOutput(t, vision, `^ID +NAME +QUEUE +PRIORITY +STATE +NODE +DEVICES +ATTEMPT +SUBMITTED +REASON$`,
+	waitOutput(t, all, `^w2 +\S+ +2 +succeeded `)
+	wide := waitOutput(t, vision, `^ID +NAME +QUEUE +PRIORITY +STATE +NODE +DEVICES +ATTEMPT +AGE +REASON$`,
 		`^w1 +train +- +2 +pending `, `^w1 +train +- +2 +succeeded +fk-1 `)
 	if strings.Contains(wide, "w2") {
 		t.Errorf("--selector team=vision shows w2:\n%s", wide)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"time"
 
@@ -112,6 +113,8 @@ func (e *Engine) Nodes() []api.Node {
 // Filter selects tasks in a listing; empty fields match everything.
 type Filter struct {
 	State, Queue, Node, Tenant string
+	// States, when set, matches any of them (State is then ignored).
+	States []string
 	// Job, when set, lists that job's tasks (in the job's order) instead
 	// of every task.
 	Job string
@@ -125,7 +128,14 @@ type Filter struct {
 }
 
 func (f Filter) match(r *TaskRecord) bool {
-	return (f.State == "" || r.State == f.State) && (f.Queue == "" || r.Spec.Queue == f.Queue) &&
+	if len(f.States) > 0 {
+		if !slices.Contains(f.States, r.State) {
+			return false
+		}
+	} else if f.State != "" && r.State != f.State {
+		return false
+	}
+	return (f.Queue == "" || r.Spec.Queue == f.Queue) &&
 		(f.Node == "" || r.Node == f.Node) && (f.Tenant == "" || r.Tenant == f.Tenant) &&
 		(f.Selector.Empty() || f.Selector.MatchesMap(r.Spec.Metadata))
 }

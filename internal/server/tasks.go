@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"strings"
 
 	"net/http"
 	"net/url"
@@ -128,9 +129,13 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 		f.Tenant = p.Tenant
 	}
 	if f.State != "" {
-		if _, ok := core.ParseState(f.State); !ok {
-			writeError(w, errs.Invalid("state", "unknown state %q", f.State))
-			return
+		// One state, or several: pending,running (squeue -t PD,R).
+		for _, st := range strings.Split(f.State, ",") {
+			if _, ok := core.ParseState(st); !ok {
+				writeError(w, errs.Invalid("state", "unknown state %q", st))
+				return
+			}
+			f.States = append(f.States, st)
 		}
 	}
 	var err error
