@@ -309,9 +309,9 @@ func TestGetOutputs(t *testing.T) {
 		wants []string
 	}{
 		{[]string{"get", "tasks", "-o", "wide"}, []string{`(?m)^ID +NAME +QUEUE +PRIORITY +STATE +NODE +DEVICES +ATTEMPT +AGE +REASON$`,
-			`(?m)^b +- +- +2 +scheduled +gpu-a +nvidia.com/gpu:0\(L4\) +0 +\d+s +$`, `(?m)^a +prep +- +2 +scheduled +gpu-a +- +0 +\d+s`}},
+			`(?m)^b +- +default +2 +scheduled +gpu-a +gpu:0 \(L4\) +0 +\d+s +$`, `(?m)^a +prep +default +2 +scheduled +gpu-a +- +0 +\d+s`}},
 		{[]string{"get", "nodes", "-o", "wide"}, []string{`(?m)^NAME +STATE +CAPACITY +ALLOCATED +TASKS +DEVICES +UTILIZATION +LABELS$`, `(?m)^gpu-a +ready +.* 3 +1×nvidia.com/gpu L4 +- +-$`}},
-		{[]string{"get", "jobs", "-o", "wide"}, []string{`(?m)^ID +NAME +QUEUE +PRIORITY +STATE +TASKS +GANG +FAILURE POLICY +AGE$`, `(?m)^etl +- +- +2 +\S+ +1 \(1 \w+\) +minMember 1 +failFast `}},
+		{[]string{"get", "jobs", "-o", "wide"}, []string{`(?m)^ID +NAME +QUEUE +PRIORITY +STATE +TASKS +GANG +FAILURE POLICY +AGE$`, `(?m)^etl +- +default +2 +\S+ +1 \(1 \w+\) +minMember 1 +failFast `}},
 		{[]string{"describe", "--help"}, []string{`table, wide \(more columns\), name \(kind/NAME per line\), json or yaml`}},
 	} {
 		out, err := run(t, append(c.args, "--server", base)...)

@@ -76,8 +76,9 @@ func TestSubmitWaitsForTheEnd(t *testing.T) {
 		}
 		return ""
 	})
-	for id, code := range map[string]string{"pair.a": "0", "pair.b": "2"} {
-		if _, err := run(t, "complete", id, "--exit-code", code, "--server", base); err != nil {
+	// a first: b's failure cancels what of the job is left (failFast).
+	for _, c := range [][2]string{{"pair.a", "0"}, {"pair.b", "2"}} {
+		if _, err := run(t, "complete", c[0], "--exit-code", c[1], "--server", base); err != nil {
 			t.Fatal(err)
 		}
 	}

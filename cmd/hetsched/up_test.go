@@ -74,7 +74,7 @@ func TestUpRunsTheExamples(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatalf("up not ready in 60s:\n%s", out.String())
 	}
-	for _, want := range []string{"hetsched is up: " + base, "gpu-h100", "gpu-a100", "tpu-v5e", "cpu-1", "cpu-2", "(this machine)", "Ctrl-C",
+	for _, want := range []string{"hetsched is up: " + base, "web UI: " + base + "/ui/", "gpu-h100", "gpu-a100", "tpu-v5e", "cpu-1", "cpu-2", "(this machine)", "Ctrl-C",
 		"queues (the default tree", "├─ team-a ", "└─ team-b ", "max nvidia.com/gpu=12"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("banner lacks %q:\n%s", want, out.String())

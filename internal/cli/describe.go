@@ -238,7 +238,7 @@ func describeTask(p *page, raw json.RawMessage) error {
 	} else if tenant, _, ok := strings.Cut(t.ID, ":"); ok {
 		p.field("Tenant", tenant)
 	}
-	p.field("Queue", t.Queue)
+	p.field("Queue", queueOf(t.Queue))
 	p.field("Priority", tierName(prio(t.Priority)))
 	p.field("State", t.State)
 	p.field("Reason", t.Reason)

@@ -30,7 +30,7 @@ func describeJob(p *page, raw json.RawMessage) error {
 	}
 	p.field("ID", j.ID)
 	p.field("Name", j.Name)
-	p.field("Queue", j.Queue)
+	p.field("Queue", queueOf(j.Queue))
 	p.field("Priority", tierName(prio(j.Priority)))
 	p.field("State", j.State)
 	p.field("Failure Policy", j.failurePolicy())

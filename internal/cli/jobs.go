@@ -62,9 +62,9 @@ func jobRow(j job, wide bool) []string {
 		submitted = age(t, time.Now())
 	}
 	if wide {
-		return []string{j.ID, dash(j.Name), dash(j.Queue), strconv.Itoa(prio(j.Priority)), j.State, counts(j.Counts), j.gang(), j.failurePolicy(), submitted}
+		return []string{j.ID, dash(j.Name), queueOf(j.Queue), strconv.Itoa(prio(j.Priority)), j.State, counts(j.Counts), j.gang(), j.failurePolicy(), submitted}
 	}
-	return []string{j.ID, dash(j.Name), dash(j.Queue), j.State, counts(j.Counts), submitted}
+	return []string{j.ID, dash(j.Name), queueOf(j.Queue), j.State, counts(j.Counts), submitted}
 }
 
 // GetJobs lists jobs (GET /api/v1/jobs), following the server's cursors up

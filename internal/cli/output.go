@@ -255,3 +255,15 @@ func printObjects[T any](g *grid, objs []T, output string, header bool, kind str
 	}
 	return g.write(rows...)
 }
+
+// DefaultQueue names the queue of work that names none, as the server's
+// metrics, traces and web UI do.
+const DefaultQueue = "default"
+
+// queueOf is a task's, job's or service's queue as printed.
+func queueOf(q string) string {
+	if q == "" {
+		return DefaultQueue
+	}
+	return q
+}

@@ -84,7 +84,7 @@ func serviceRow(now time.Time) func(s svc, wide bool) []string {
 			if l := s.Status.LastScale; l != nil {
 				last = fmt.Sprintf("%d→%d %s ago", l.From, l.To, age(l.At, now))
 			}
-			return []string{s.Name, dash(s.Queue), ready, strconv.Itoa(s.Status.Desired), strconv.Itoa(s.Status.Replicas),
+			return []string{s.Name, queueOf(s.Queue), ready, strconv.Itoa(s.Status.Desired), strconv.Itoa(s.Status.Replicas),
 				s.autoscale(), last, dash(strings.Join(s.Template.Command, " ")), age(s.Created, now)}
 		}
 		return []string{s.Name, ready, strconv.Itoa(s.Status.Desired), strconv.Itoa(s.Status.Replicas), s.autoscale(), age(s.Created, now)}
@@ -124,7 +124,7 @@ func describeService(ctx context.Context, c *Client, p *page, raw json.RawMessag
 		return err
 	}
 	p.field("Name", s.Name)
-	p.field("Queue", s.Queue)
+	p.field("Queue", queueOf(s.Queue))
 	p.when("Created", &s.Created)
 	p.field("Generation", strconv.Itoa(s.Generation))
 	p.field("Command", strings.Join(s.Template.Command, " "))

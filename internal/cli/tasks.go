@@ -101,25 +101,29 @@ func idRanges(ids []string) string {
 	return strings.Join(out, ",")
 }
 
-// fullDevices is the task's devices in full: type:id, a share after "@"
-// and the model in parentheses ("nvidia.com/gpu:0@500m(L4)"); "-" for
-// none.
+// fullDevices is the task's devices compact, with their models: the
+// short form of devices, each group's model after it ("gpu:0-3
+// (H100-80GB)"); "-" for none.
 func (t task) fullDevices() string {
 	if len(t.Devices) == 0 {
 		return "-"
 	}
-	parts := make([]string, len(t.Devices))
-	for i, d := range t.Devices {
-		s := d.Type + ":" + d.ID
-		if d.Share != 0 && d.Share != 1000 {
-			s += fmt.Sprintf("@%dm", d.Share)
+	short := strings.Split(t.devices(), " ")
+	var out []string
+	k := 0
+	for i := 0; i < len(t.Devices) && k < len(short); k++ {
+		d := t.Devices[i]
+		j := i
+		for ; j < len(t.Devices) && t.Devices[j].Type == d.Type && t.Devices[j].Share == d.Share; j++ {
 		}
+		g := short[k]
 		if d.Model != "" {
-			s += "(" + d.Model + ")"
+			g += " (" + d.Model + ")"
 		}
-		parts[i] = s
+		out = append(out, g)
+		i = j
 	}
-	return strings.Join(parts, ",")
+	return strings.Join(out, ", ")
 }
 
 // taskHeader is the task table's header; wide adds the name, queue and
@@ -134,7 +138,7 @@ func taskHeader(wide bool) []string {
 func taskRow(t task, wide bool, now time.Time) []string {
 	p, a := strconv.Itoa(prio(t.Priority)), strconv.Itoa(t.Attempt)
 	if wide {
-		return []string{t.ID, dash(t.Name), dash(t.Queue), p, t.State, dash(t.Node), t.fullDevices(), a, age(t.Submitted, now), t.Reason}
+		return []string{t.ID, dash(t.Name), queueOf(t.Queue), p, t.State, dash(t.Node), t.fullDevices(), a, age(t.Submitted, now), t.Reason}
 	}
 	return []string{t.ID, dash(t.Name), p, t.State, t.Node, t.devices(), a, age(t.Submitted, now), t.Reason}
 }

@@ -300,6 +300,7 @@ func localNode() (localInfo, []string, error) {
 
 func printBanner(w io.Writer, url, dataDir string, nodes []api.Node, local localInfo, notes []string, queues []cli.QueueSpec, source string) {
 	fmt.Fprintf(w, "hetsched is up: %s\n", url)
+	fmt.Fprintf(w, "web UI: %s/ui/\n", url)
 	fmt.Fprintf(w, "data: %s (store, agent work dirs, and shared/: every task's $%s; delete it to start afresh)\n\n", dataDir, SharedDirEnv)
 	fmt.Fprintln(w, "nodes (each with an in-process agent; every command runs on this machine):")
 	for _, n := range nodes {
