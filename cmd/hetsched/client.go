@@ -60,7 +60,7 @@ func (f *clientFlags) addAs(cmd *cobra.Command, timeoutFlag string) {
 	if server == "" {
 		server = "http://127.0.0.1:7070"
 	}
-	cmd.Flags().StringVar(&f.server, "server", server, "API address, or several comma-separated (the servers of a replicated control plane: any of them answers, the next is tried when one cannot be reached) (default $HETSCHED_SERVER)")
+	cmd.Flags().StringVar(&f.server, "server", server, "API address, or several comma-separated (the servers of a replicated control plane: any of them answers, the next is tried when one cannot be reached); $HETSCHED_SERVER, when set, is the default")
 	cmd.Flags().StringVar(&f.token, "token", os.Getenv("HETSCHED_TOKEN"), "bearer token (default $HETSCHED_TOKEN)")
 	f.tls.add(cmd)
 	cmd.Flags().StringVarP(&f.output, "output", "o", cli.Table, cli.OutputHelp)

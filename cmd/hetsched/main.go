@@ -41,5 +41,6 @@ func newRoot() *cobra.Command {
 	root.AddCommand(newApply(), newKube())
 	root.AddCommand(newClientCommands()...)
 	root.AddCommand(newServiceCommands()...)
+	addExamples(root)
 	return root
 }

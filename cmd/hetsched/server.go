@@ -66,7 +66,8 @@ func newServer() *cobra.Command {
 	cmd.Flags().StringVar(&opt.MemoryLimit, "memory-limit", server.DefaultMemoryLimit, "Go runtime soft memory limit: a share of the machine's (or cgroup's) memory, a size like 20Gi, or off; GOMEMLIMIT wins when set")
 	cmd.Flags().DurationVar(&opt.ShareRound, "share-round", 0, "time-sharing policies (srtf, las): how often a task that may swap out a running one tries again (0: 1m)")
 	cmd.Flags().DurationVar(&opt.ShareMinRun, "share-min-run", 0, "time-sharing policies: a task runs at least this long before a better-ranked one swaps it out (0: 1m)")
-	cmd.Flags().DurationSliceVar(&opt.LASThresholds, "las-thresholds", nil, "las: the device-service thresholds (GPUs x time) between its queues, ascending (default 1h)")
+	cmd.Flags().DurationSliceVar(&opt.LASThresholds, "las-thresholds", nil, "las: the device-service thresholds (GPUs x time) between its queues, ascending; none given: one, 1h")
+	cmd.Flags().Lookup("las-thresholds").DefValue = "" // "(default [])" would say nothing
 	cmd.Flags().DurationVar(&opt.GavelRound, "gavel-round", 0, "gavel-rounds: the round length (0: 6m)")
 	cmd.Flags().StringVar(&opt.GavelObjective, "gavel-objective", "", "gavel-rounds: fairness (the default: heterogeneity-aware max-min fairness), throughput or agnostic")
 	cmd.Flags().IntVar(&starveFactor, "starve-factor", core.DefaultConfig().StarveFactor, "sjf, srtf: a task that waited this many times its expected runtime (or --starve-limit, the less) goes ahead of the others and, under srtf, runs to its end; 0: no such bound")

@@ -180,7 +180,8 @@ times. Traces are read from --traces (default ../shared/traces).`,
 	f.DurationVar(&fl.restartCost, "restart-cost", 0, "with --resume: each resumed attempt's checkpoint save and restore time")
 	f.DurationVar(&fl.shareRound, "share-round", 0, "srtf, las: how often blocked tasks try to swap a running one out (0: the core's 1m)")
 	f.DurationVar(&fl.shareMinRun, "share-min-run", 0, "srtf, las: the least a task runs before it may be swapped out (0: the core's 1m)")
-	f.DurationSliceVar(&fl.lasThresholds, "las-thresholds", nil, "las: the device-service thresholds between its queues, ascending (default 1h)")
+	f.DurationSliceVar(&fl.lasThresholds, "las-thresholds", nil, "las: the device-service thresholds between its queues, ascending; none given: one, 1h")
+	f.Lookup("las-thresholds").DefValue = "" // "(default [])" would say nothing
 	f.DurationVar(&fl.gavelRound, "gavel-round", 0, "gavel-rounds: the round length (0: 6m)")
 	f.StringVar(&fl.gavelObjective, "gavel-objective", "fairness", "gavel-rounds: fairness (heterogeneity-aware max-min fairness), throughput (total normalised throughput) or agnostic (max-min fairness taking every GPU model as equally fast: Gavel's baseline)")
 	f.IntVar(&fl.starveFactor, "starve-factor", core.DefaultConfig().StarveFactor, "sjf, srtf: a job that waited this many times its expected runtime (or --starve-limit, the less) goes ahead of the others and, under srtf, runs to its end; 0: no such bound")
