@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hetsched/hetsched/internal/cli"
 	"github.com/hetsched/hetsched/internal/server/servertest"
+	"github.com/hetsched/hetsched/internal/up"
 )
 
 // exitCode is the code an error ends the command with (main's rule).
@@ -220,5 +223,38 @@ func TestJobLogs(t *testing.T) {
 	}
 	if _, err := run(t, "logs", "nothing", "--server", base); err == nil || !strings.Contains(err.Error(), `no task or job "nothing"`) {
 		t.Errorf("logs of nothing: %v", err)
+	}
+}
+
+// TestUpServesAgentMetrics (issue 45 §1.7): up serves its agents' metrics
+// in one place, each series labelled with its node, the process's own
+// once.
+func TestUpServesAgentMetrics(t *testing.T) {
+	murl := make(chan string, 1)
+	base := startUpWith(t, func(o *up.Options) {
+		o.AgentMetrics = "127.0.0.1:0"
+		o.AgentMetricsReady = func(u string) { murl <- u }
+	})
+	_ = base
+	var u string
+	select {
+	case u = <-murl:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no agent metrics URL")
+	}
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	text := string(b)
+	for _, want := range []string{`hetsched_agent_connected{node="gpu-h100"} 1`, `hetsched_agent_connected{node="cpu-1"} 1`, "go_goroutines "} {
+		if !strings.Contains(text, want) {
+			t.Errorf("agent metrics lack %q", want)
+		}
+	}
+	if n := strings.Count(text, "\ngo_goroutines "); n != 1 {
+		t.Errorf("go_goroutines %d times, want once", n)
 	}
 }

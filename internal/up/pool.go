@@ -39,6 +39,7 @@ type inProcessPool struct {
 	ctx     context.Context
 	wg      *sync.WaitGroup
 	running map[string]func() // node -> stop (returns once its agent has)
+	set     *agentSet          // the agents whose metrics up serves
 }
 
 func newInProcessPool() *inProcessPool { return &inProcessPool{running: map[string]func(){}} }
@@ -74,6 +75,9 @@ func (p *inProcessPool) Add(_ context.Context, pool *api.NodePool, nodes []strin
 			_ = a.Run(ctx)
 		}()
 		p.running[name] = func() { cancel(); <-done }
+		if p.set != nil {
+			p.set.add(name, a)
+		}
 	}
 	return nil
 }
@@ -87,6 +91,9 @@ func (p *inProcessPool) Remove(_ context.Context, _ *api.NodePool, nodes []strin
 		p.mu.Unlock()
 		if stop != nil {
 			stop()
+		}
+		if p.set != nil {
+			p.set.remove(name)
 		}
 	}
 	return nil

@@ -59,6 +59,11 @@ type Options struct {
 	// PoolScaleOut and PoolScaleIn, when set, replace the node pool's
 	// scaleOutAfter and scaleInAfter (tests).
 	PoolScaleOut, PoolScaleIn time.Duration
+	// AgentMetrics is where the agents' metrics are served (default
+	// AgentMetricsAddr; "off": nowhere); AgentMetricsReady, when set, is
+	// told their URL.
+	AgentMetrics      string
+	AgentMetricsReady func(url string)
 }
 
 // SharedDirEnv names the directory every task of up finds in its
@@ -163,6 +168,8 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 			Shim:           opt.Shim, ShimEnv: shimEnv, KillOnExit: true, Logger: lg})
 	}
 	var agents []*agent.Agent
+	set := &agentSet{agents: map[string]*agent.Agent{}}
+	pool.set = set
 	for _, n := range nodes {
 		var mons []discover.Monitor
 		if n.Name == local.node.Name {
@@ -175,6 +182,7 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 			return fmt.Errorf("agent %s: %w", n.Name, err)
 		}
 		agents = append(agents, a)
+		set.add(n.Name, a)
 	}
 	var wg sync.WaitGroup
 	actx, stopAgents := context.WithCancel(context.Background())
@@ -219,6 +227,22 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 		return err
 	}
 	printBanner(out, url, opt.DataDir, nodes, local, notes, queues, source)
+	if opt.AgentMetrics != "off" {
+		addr := opt.AgentMetrics
+		if addr == "" {
+			addr = AgentMetricsAddr
+		}
+		murl, stopMetrics, err := serveAgentMetrics(set, addr)
+		if err != nil {
+			fmt.Fprintf(out, "agent metrics: not served (%v)\n", err)
+		} else {
+			defer stopMetrics()
+			fmt.Fprintf(out, "agent metrics: %s (every node's, labelled node; deploy/prometheus's hetsched-agent job)\n", murl)
+			if opt.AgentMetricsReady != nil {
+				opt.AgentMetricsReady(murl)
+			}
+		}
+	}
 	if opt.Ready != nil {
 		opt.Ready(url)
 	}
