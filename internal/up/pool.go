@@ -39,7 +39,7 @@ type inProcessPool struct {
 	ctx     context.Context
 	wg      *sync.WaitGroup
 	running map[string]func() // node -> stop (returns once its agent has)
-	set     *agentSet          // the agents whose metrics up serves
+	set     *agentSet         // the agents whose metrics up serves
 }
 
 func newInProcessPool() *inProcessPool { return &inProcessPool{running: map[string]func(){}} }
