@@ -52,6 +52,9 @@ type Options struct {
 	// on the same machine).
 	MetricsAddr       string
 	MetricsBestEffort bool
+	// Simulated: the node is simulated (hetsched up's fleet): its
+	// heartbeats carry no CPU or memory use (this machine's is not its).
+	Simulated bool
 	// Grace is the SIGTERM→SIGKILL grace of a killed task (default 10s),
 	// and of a checkpointed task that names none.
 	Grace time.Duration
@@ -394,8 +397,10 @@ func (a *Agent) nodes() []api.Node {
 }
 
 func (a *Agent) beats() []agentapi.Beat {
-	cpu, mem := a.host.sample()
-	b := agentapi.Beat{Node: a.opt.Node.Name, CPU: cpu, MemoryUsed: mem}
+	b := agentapi.Beat{Node: a.opt.Node.Name, Simulated: a.opt.Simulated}
+	if !a.opt.Simulated {
+		b.CPU, b.MemoryUsed = a.host.sample()
+	}
 	for _, m := range a.opt.Monitors {
 		s, err := m.Sample()
 		if err != nil {

@@ -148,6 +148,10 @@ type HeartbeatReply struct {
 // Beat is one node's heartbeat sample.
 type Beat struct {
 	Node string `json:"node"`
+	// Simulated says the node's CPU and memory are not measured (a
+	// simulated node, as hetsched up's fleet: its agent runs on another
+	// machine's): CPU and MemoryUsed are to be ignored.
+	Simulated bool `json:"simulated,omitempty"`
 	// CPU is the fraction of the node's CPU in use, 0..1.
 	CPU        float64 `json:"cpu"`
 	MemoryUsed int64   `json:"memoryUsed,omitempty"`
@@ -231,6 +235,7 @@ type DeviceBeat struct {
 // NodeUsage is a node's latest heartbeat, as GET /nodes shows it.
 type NodeUsage struct {
 	Agent         string                `json:"agent"`
+	Simulated     bool                  `json:"simulated,omitempty"`
 	LastHeartbeat time.Time             `json:"lastHeartbeat"`
 	CPU           float64               `json:"cpu"`
 	MemoryUsed    int64                 `json:"memoryUsed,omitempty"`

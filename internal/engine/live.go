@@ -166,6 +166,9 @@ func (s *samples) take() map[string]core.NodeUsage {
 // usageOf is a heartbeat sample as the core takes it.
 func usageOf(b *agentapi.Beat) core.NodeUsage {
 	u := core.NodeUsage{CPU: b.CPU}
+	if b.Simulated {
+		u.CPU = 0 // not measured: the core's view of the node stays idle
+	}
 	if len(b.Devices) > 0 {
 		u.Devices = make(map[string]float64, len(b.Devices))
 		for id, d := range b.Devices {

@@ -121,7 +121,7 @@ func (s *nodeSnapshot) metrics(ch chan<- prometheus.Metric) {
 			gauge(nodeCapacityDesc, baseUnits(r, n.cap[d]), n.name, string(r))
 			gauge(nodeAllocatedDesc, baseUnits(r, n.alloc[d]), n.name, string(r))
 		}
-		if n.heard {
+		if n.heard && !n.usage.Simulated { // a simulated node's CPU is not measured
 			gauge(nodeCPUUtilDesc, n.usage.CPU, n.name)
 			if n.usage.MemoryUsed > 0 {
 				gauge(nodeMemUsedDesc, float64(n.usage.MemoryUsed), n.name)

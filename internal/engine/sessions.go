@@ -162,7 +162,7 @@ func (s *sessions) beat(agent string, beats []agentapi.Beat, now time.Time) {
 	defer s.mu.Unlock()
 	for i := range beats {
 		b := &beats[i]
-		s.usage[b.Node] = agentapi.NodeUsage{Agent: agent, LastHeartbeat: now, CPU: b.CPU, MemoryUsed: b.MemoryUsed, Devices: b.Devices, Tasks: b.Tasks}
+		s.usage[b.Node] = agentapi.NodeUsage{Agent: agent, LastHeartbeat: now, CPU: b.CPU, MemoryUsed: b.MemoryUsed, Devices: b.Devices, Tasks: b.Tasks, Simulated: b.Simulated}
 	}
 }
 

@@ -563,9 +563,12 @@ func (c *nodeViewCmd) run(e *Engine, _ time.Time) {
 
 // utilizationOf summarizes a heartbeat per resource (NodeView.Utilization).
 func utilizationOf(n *api.Node, u *agentapi.NodeUsage) map[string]float64 {
-	out := map[string]float64{"cpu": u.CPU}
-	if mem := n.Capacity[resource.Memory]; mem > 0 && u.MemoryUsed > 0 {
-		out["memory"] = min(float64(u.MemoryUsed)/float64(mem), 1)
+	out := map[string]float64{}
+	if !u.Simulated { // a simulated node's CPU and memory are not measured
+		out["cpu"] = u.CPU
+		if mem := n.Capacity[resource.Memory]; mem > 0 && u.MemoryUsed > 0 {
+			out["memory"] = min(float64(u.MemoryUsed)/float64(mem), 1)
+		}
 	}
 	sum, count := map[string]float64{}, map[string]int{}
 	for _, d := range n.Devices {

@@ -160,7 +160,7 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 	}
 	nodes := append(fleet.Nodes, local.node)
 	newAgent := func(n api.Node, mons []discover.Monitor) (*agent.Agent, error) {
-		return agent.New(agent.Options{Server: url, Node: n, Monitors: mons,
+		return agent.New(agent.Options{Server: url, Node: n, Monitors: mons, Simulated: n.Name != local.node.Name,
 			WorkDir: agentWorkDir(opt.DataDir, n.Name), Grace: opt.Grace,
 			// One machine: every node's checkpoints in one place, so that a
 			// checkpointed task resumes on whichever node it lands.
