@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"path"
 	"runtime"
 	"strconv"
 	"strings"
@@ -71,22 +72,75 @@ func meminfoTotal(root fs.FS) (int64, error) {
 	return 0, fmt.Errorf("/proc/meminfo: no MemTotal")
 }
 
-// cgroupCPU reads the CPU quota in millicores: cgroup v2 cpu.max
-// ("max 100000" or "200000 100000"), else v1 cfs_quota/period.
-func cgroupCPU(root fs.FS) (int64, bool) {
-	if b, err := fs.ReadFile(root, "sys/fs/cgroup/cpu.max"); err == nil {
-		f := strings.Fields(string(b))
-		if len(f) == 2 && f[0] != "max" {
-			return quotaMilli(f[0], f[1])
+// cgroupDirs are the directories of this process's cgroup for
+// controller ("" for cgroup v2's unified hierarchy, "cpu" or "memory"
+// for v1's) under mount (sys/fs/cgroup, or sys/fs/cgroup/cpu), from the
+// process's own up to the mount's root, as /proc/self/cgroup names it
+// (the Go runtime and cAdvisor read it the same way): a limit anywhere
+// on the way binds the process. Unreadable: the mount's root alone.
+func cgroupDirs(root fs.FS, mount, controller string) []string {
+	b, err := fs.ReadFile(root, "proc/self/cgroup")
+	if err != nil {
+		return []string{mount}
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		if len(f) != 3 {
+			continue
 		}
-		return 0, false
+		match := controller == "" && f[0] == "0" && f[1] == ""
+		if controller != "" {
+			for _, c := range strings.Split(f[1], ",") {
+				match = match || c == controller
+			}
+		}
+		if !match {
+			continue
+		}
+		var dirs []string
+		for p := path.Clean("/" + f[2]); ; p = path.Dir(p) {
+			dirs = append(dirs, path.Join(mount, p))
+			if p == "/" {
+				return dirs
+			}
+		}
 	}
-	q, err1 := fs.ReadFile(root, "sys/fs/cgroup/cpu/cpu.cfs_quota_us")
-	p, err2 := fs.ReadFile(root, "sys/fs/cgroup/cpu/cpu.cfs_period_us")
-	if err1 != nil || err2 != nil {
-		return 0, false
+	return []string{mount}
+}
+
+// cgroupCPU reads the CPU quota in millicores, the least on the way from
+// this process's cgroup to the root: cgroup v2 cpu.max ("max 100000" or
+// "200000 100000"), else v1 cfs_quota/period.
+func cgroupCPU(root fs.FS) (int64, bool) {
+	best, found := int64(0), false
+	keep := func(v int64, ok bool) {
+		if ok && (!found || v < best) {
+			best, found = v, true
+		}
 	}
-	return quotaMilli(strings.TrimSpace(string(q)), strings.TrimSpace(string(p)))
+	if _, err := fs.Stat(root, "sys/fs/cgroup/cgroup.controllers"); err == nil || exists(root, "sys/fs/cgroup/cpu.max") {
+		for _, dir := range cgroupDirs(root, "sys/fs/cgroup", "") {
+			if b, err := fs.ReadFile(root, path.Join(dir, "cpu.max")); err == nil {
+				if f := strings.Fields(string(b)); len(f) == 2 && f[0] != "max" {
+					keep(quotaMilli(f[0], f[1]))
+				}
+			}
+		}
+		return best, found
+	}
+	for _, dir := range cgroupDirs(root, "sys/fs/cgroup/cpu", "cpu") {
+		q, err1 := fs.ReadFile(root, path.Join(dir, "cpu.cfs_quota_us"))
+		p, err2 := fs.ReadFile(root, path.Join(dir, "cpu.cfs_period_us"))
+		if err1 == nil && err2 == nil {
+			keep(quotaMilli(strings.TrimSpace(string(q)), strings.TrimSpace(string(p))))
+		}
+	}
+	return best, found
+}
+
+func exists(root fs.FS, name string) bool {
+	_, err := fs.Stat(root, name)
+	return err == nil
 }
 
 func quotaMilli(quota, period string) (int64, bool) {
@@ -102,22 +156,28 @@ func quotaMilli(quota, period string) (int64, bool) {
 // memory.limit_in_bytes (v1 reports "no limit" as a huge number, which
 // loses against MemTotal anyway).
 func cgroupMemory(root fs.FS) (int64, bool) {
-	for _, p := range []string{"sys/fs/cgroup/memory.max", "sys/fs/cgroup/memory/memory.limit_in_bytes"} {
+	files := []string{}
+	for _, dir := range cgroupDirs(root, "sys/fs/cgroup", "") {
+		files = append(files, path.Join(dir, "memory.max"))
+	}
+	for _, dir := range cgroupDirs(root, "sys/fs/cgroup/memory", "memory") {
+		files = append(files, path.Join(dir, "memory.limit_in_bytes"))
+	}
+	best, found := int64(0), false
+	for _, p := range files {
 		b, err := fs.ReadFile(root, p)
 		if err != nil {
 			continue
 		}
-		s := strings.TrimSpace(string(b))
-		if s == "max" {
-			return 0, false
+		v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil || v <= 0 { // "max", garbage
+			continue
 		}
-		v, err := strconv.ParseInt(s, 10, 64)
-		if err != nil || v <= 0 {
-			return 0, false
+		if !found || v < best {
+			best, found = v, true
 		}
-		return v, true
 	}
-	return 0, false
+	return best, found
 }
 
 // Local is this machine, as the OS reports it.

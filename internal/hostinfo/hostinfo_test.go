@@ -28,6 +28,16 @@ func TestHostCapacityTakesTheSmallerOfMachineAndCgroup(t *testing.T) {
 		{"v1 no quota", map[string]string{"sys/fs/cgroup/cpu/cpu.cfs_quota_us": "-1\n", "sys/fs/cgroup/cpu/cpu.cfs_period_us": "100000\n",
 			"sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712\n"}, 8000, 16384000 << 10, false},
 		{"garbage cgroup ignored", map[string]string{"sys/fs/cgroup/cpu.max": "lots\n", "sys/fs/cgroup/memory.max": "-5\n"}, 8000, 16384000 << 10, false},
+		// issue 45 §5: the process's own cgroup, from /proc/self/cgroup,
+		// and the least limit on the way up to the root.
+		{"v2 nested", map[string]string{"proc/self/cgroup": "0::/kubepods/pod1/ctr\n",
+			"sys/fs/cgroup/cgroup.controllers": "cpu memory\n", "sys/fs/cgroup/cpu.max": "max 100000\n",
+			"sys/fs/cgroup/kubepods/pod1/ctr/cpu.max": "50000 100000\n", "sys/fs/cgroup/kubepods/pod1/ctr/memory.max": "max\n",
+			"sys/fs/cgroup/kubepods/pod1/memory.max": "2147483648\n"}, 500, 2 << 30, false},
+		{"v1 nested", map[string]string{"proc/self/cgroup": "12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n",
+			"sys/fs/cgroup/cpu/cpu.cfs_quota_us": "-1\n", "sys/fs/cgroup/cpu/cpu.cfs_period_us": "100000\n",
+			"sys/fs/cgroup/cpu/docker/abc/cpu.cfs_quota_us": "300000\n", "sys/fs/cgroup/cpu/docker/abc/cpu.cfs_period_us": "100000\n",
+			"sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes": "536870912\n"}, 3000, 512 << 20, false},
 	}
 	for _, c := range cases {
 		fsys := fstest.MapFS{"proc/meminfo": {Data: []byte(meminfo)}}
