@@ -103,23 +103,30 @@ func TestTenantQueuesReclaimOverHTTP(t *testing.T) {
 	if p := views["team-b"].Pending; p["resources"]+p["queue_max"] != 2 {
 		t.Errorf("team-b waiting by reason: %v, want 2 (the evicted and the one at its max)", p)
 	}
-	var text string
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		text = string(scrapeAs(t, s.base, adminTok))
-		if strings.Contains(text, `hetsched_queue_fair_share{queue="team-a",resource="nvidia.com/gpu"} 1`) || time.Now().After(deadline) {
-			break
-		}
-	}
-	for _, want := range []string{
+	wants := []string{
 		`hetsched_preemptions_total{reason="reclaim"} 1`,
 		`hetsched_preemptions_total{reason="priority"} 0`,
 		`hetsched_queue_fair_share{queue="team-a",resource="nvidia.com/gpu"} 1`,
 		`hetsched_queue_usage{queue="team-b",resource="nvidia.com/gpu"} 1`,
 		`hetsched_pending_tasks_by_reason{queue="team-b",reason=`,
-	} {
-		if !strings.Contains(text, want) {
-			t.Errorf("scrape lacks %s", want)
+	}
+	// The queue gauges are refreshed apart from each other: wait for all
+	// of them (waiting for one flaked: the usage came a refresh later).
+	var lacking []string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		text := string(scrapeAs(t, s.base, adminTok))
+		lacking = lacking[:0]
+		for _, want := range wants {
+			if !strings.Contains(text, want) {
+				lacking = append(lacking, want)
+			}
 		}
+		if len(lacking) == 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	for _, want := range lacking {
+		t.Errorf("scrape lacks %s", want)
 	}
 }
 
