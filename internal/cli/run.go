@@ -316,14 +316,7 @@ func attach(ctx context.Context, c *Client, w, note io.Writer, id string) error 
 	if err := waitState(ctx, c, path, &t, final); err != nil {
 		return err
 	}
-	line := fmt.Sprintf("task %s %s", t.ID, t.State)
-	if t.ExitCode != nil {
-		line += fmt.Sprintf(" (exit %d)", *t.ExitCode)
-	}
-	if t.State != "succeeded" && t.Reason != "" {
-		line += ": " + t.Reason
-	}
-	fmt.Fprintln(note, line)
+	fmt.Fprintln(note, endLine(t))
 	if code := exitCodeOf(t); code != 0 {
 		return &ExitError{Code: code}
 	}

@@ -91,6 +91,18 @@ func exitCodeOf(t task) int {
 	return 1
 }
 
+// endLine says how a finished task ended: "task ID STATE (exit N): why".
+func endLine(t task) string {
+	line := fmt.Sprintf("task %s %s", t.ID, t.State)
+	if t.ExitCode != nil {
+		line += fmt.Sprintf(" (exit %d)", *t.ExitCode)
+	}
+	if t.State != "succeeded" && t.Reason != "" {
+		line += ": " + t.Reason
+	}
+	return line
+}
+
 // pollEvery bounds how often a wait reads a task or job again.
 const pollEvery = time.Second
 
@@ -133,14 +145,7 @@ func waitTasks(ctx context.Context, c *Client, w io.Writer, ids []string, limit 
 		if err := waitFinal(ctx, c, "/api/v1/tasks/"+url.PathEscape(id), limit, &t, func() string { return t.State }); err != nil {
 			return err
 		}
-		line := fmt.Sprintf("task %s %s", t.ID, t.State)
-		if t.ExitCode != nil {
-			line += fmt.Sprintf(" (exit %d)", *t.ExitCode)
-		}
-		if t.State != "succeeded" && t.Reason != "" {
-			line += ": " + t.Reason
-		}
-		fmt.Fprintln(w, line)
+		fmt.Fprintln(w, endLine(t))
 		if c := exitCodeOf(t); c != 0 {
 			if code == 0 {
 				code = c
