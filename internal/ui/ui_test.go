@@ -99,11 +99,11 @@ func TestUIInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := servertest.StartWith(t, nodesYAML, func(o *server.Options) { o.TokensFile = tokens })
-	if code := call(t, "PUT", base+"/api/v1/queues/team-a", adminTok, `{"name":"team-a","guaranteed":{"nvidia.com/gpu":1},"max":{"nvidia.com/gpu":2}}`, nil); code != 200 {
+	if code := call(t, "PUT", base+"/api/v1/queues/team-a", adminTok, `{"name":"team-a","guaranteed":{"nvidia.com/gpu":1,"memory":"1Gi"},"max":{"nvidia.com/gpu":2}}`, nil); code != 200 {
 		t.Fatalf("queue team-a: %d", code)
 	}
 	for _, s := range []struct{ tok, body string }{
-		{aTok, `{"id":"a1","priority":1,"resources":{"cpu":"1","nvidia.com/gpu":2}}`},
+		{aTok, `{"id":"a1","priority":1,"resources":{"cpu":"1","memory":"5Gi","nvidia.com/gpu":2}}`},
 		{aTok, `{"id":"a-waits","priority":1,"resources":{"cpu":"1","nvidia.com/gpu":2}}`},
 		{bTok, `{"id":"b1","priority":3,"resources":{"cpu":"1"}}`},
 	} {
@@ -221,6 +221,10 @@ func TestUIInChromium(t *testing.T) {
 	do("open the queues", chromedp.Navigate(base+"/ui/#/queues"), chromedp.WaitVisible(chromedp.CSS(`tr[data-queue="team-a"]`)))
 	used := text(`tr[data-queue="team-a"] div[data-resource="nvidia.com/gpu"] span[data-field="usage"]`)
 	borrowed := text(`tr[data-queue="team-a"] div[data-resource="nvidia.com/gpu"] span[data-field="borrowed"]`)
+	// issue 45 §4: in a person's units, not bytes (68719476736).
+	if mem := text(`tr[data-queue="team-a"] div[data-resource="memory"] span[data-field="borrowed"]`); mem != " borrowing 4Gi" {
+		t.Errorf("queues page: team-a borrows %q of memory, want 4Gi", mem)
+	}
 	shot("queues")
 	var qs struct {
 		Queues []struct {

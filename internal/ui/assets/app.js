@@ -117,6 +117,13 @@ function fmtResource(name, v) {
   return Number.isInteger(x) ? String(x) : x.toFixed(3).replace(/0+$/, "");
 }
 
+// fmtBase writes a quantity in base units (cores, devices, bytes) in a
+// person's units: bytes in Ki, Mi, Gi…, the rest to three decimals.
+function fmtBase(name, v) {
+  if (name === "memory" || name === "ephemeral-storage") return fmtBytes(v);
+  return String(+v.toFixed(3));
+}
+
 function fmtBytes(v) {
   const units = ["B", "Ki", "Mi", "Gi", "Ti", "Pi"];
   let i = 0;

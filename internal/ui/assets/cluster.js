@@ -152,7 +152,7 @@ VIEWS.queues = async () => {
         el("span", { "data-field": "guaranteed" }, (q.guaranteed || {})[r] || "0"), " guaranteed",
         isFinite(max) ? [" / ", el("span", { "data-field": "max" }, q.max[r]), " max"] : null, " ",
         bar(scale ? used / scale : 0),
-        borrowed > 0 ? el("span", { class: "muted", "data-field": "borrowed" }, " borrowing " + +borrowed.toFixed(3)) : null,
+        borrowed > 0 ? el("span", { class: "muted", "data-field": "borrowed" }, " borrowing " + fmtBase(r, borrowed)) : null,
         (q.fairShare || {})[r] !== undefined ? el("span", { class: "muted" }, " fair share " + q.fairShare[r]) : null);
     });
     const pending = Object.entries(q.pending || {}).filter(([, n]) => n > 0).map(([k, n]) => k + " " + n).join(", ");
