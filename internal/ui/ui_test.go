@@ -253,6 +253,10 @@ func TestUIInChromium(t *testing.T) {
 	do("open a waiting task", chromedp.Navigate(base+"/ui/#/tasks"), chromedp.WaitVisible(chromedp.CSS(`a[href="#/task/a-waits"]`)),
 		chromedp.Click(chromedp.CSS(`a[href="#/task/a-waits"]`)), chromedp.WaitVisible(chromedp.CSS(`#task[data-id="a-waits"]`)))
 	state, position := text(`dd[data-field="state"]`), text(`dd[data-field="position"]`)
+	// issue 45 §4: what it asked for, next to why it waits.
+	if req := text(`dd[data-field="requested"]`); req != "cpu=1, nvidia.com/gpu=2" {
+		t.Errorf("task page: requested %q, want cpu=1, nvidia.com/gpu=2", req)
+	}
 	shot("task")
 	var apiTask struct {
 		State    string

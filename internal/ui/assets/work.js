@@ -38,7 +38,7 @@ VIEWS.task = async id => {
   const t = await api("/api/v1/tasks/" + encodeURIComponent(id));
   const job = jobOf(t);
   const fields = [
-    ["State", t.state, "state"], ["Reason", t.reason, "reason"], ["Queue", t.queue || "default"],
+    ["State", t.state, "state"], ["Reason", t.reason, "reason"], ...requested(t), ["Queue", t.queue || "default"],
     ["Tier", tierName(t.priority)], ["Job", job ? el("a", { href: "#/job/" + encodeURIComponent(job) }, job) : undefined],
     ["Node", t.node ? el("a", { href: "#/node/" + encodeURIComponent(t.node) }, t.node) : undefined],
     ["Devices", (t.devices || []).map(d => d.type + ":" + d.id).join(", ")], ["Attempt", t.attempt],
@@ -59,6 +59,27 @@ VIEWS.task = async id => {
   el("section", { class: "card" }, el("h2", {}, "Earlier attempts"),
     attempts.length ? table(["attempt", "node", "started", "finished", "exit", "reason"], attempts) : el("p", { class: "muted" }, "None."))];
 };
+
+// requested are what a task asked for, next to its reason (issue 45 §4):
+// its resources, alternatives, node selector and affinity, tolerations
+// and placement constraints, each a field only when the task gives it.
+function requested(t) {
+  const kv = m => Object.entries(m || {}).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => k + "=" + v).join(", ");
+  const terms = (list, what) => (list || []).map(x => what + " " + (x.match || kv(x.selector)) + " by " + x.topologyKey +
+    (x.required ? " (required)" : x.weight ? " (weight " + x.weight + ")" : ""));
+  const out = [["Requested", kv(t.resources) || "nothing", "requested"]];
+  if ((t.alternatives || []).length) {
+    out.push(["Alternatives", t.alternatives.map(a => kv(a.resources) + (a.speed ? " (speed " + a.speed + ")" : "")).join("; "), "alternatives"]);
+  }
+  if (t.nodeSelector) out.push(["Node selector", kv(t.nodeSelector), "node-selector"]);
+  if ((t.nodeAffinity || []).length) out.push(["Node affinity", t.nodeAffinity.join(" or "), "node-affinity"]);
+  if ((t.tolerations || []).length) out.push(["Tolerations", t.tolerations.join(", "), "tolerations"]);
+  const constraints = [...terms(t.affinity, "near"), ...terms(t.antiAffinity, "away from"),
+    ...(t.spread || []).map(s => "spread " + (s.match || kv(s.selector)) + " by " + s.topologyKey + " (max skew " + s.maxSkew + ")"),
+    ...(t.hostPorts || []).map(p => "host port " + p.port + "/" + (p.protocol || "TCP"))];
+  if (constraints.length) out.push(["Constraints", constraints.join("; "), "constraints"]);
+  return out;
+}
 
 // jobOf is the job a job's task belongs to: its "job" metadata, when its
 // id is "<job>.<task>" (a standalone task's own "job" metadata is not one).
