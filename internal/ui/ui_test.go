@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -216,6 +217,44 @@ func TestUIInChromium(t *testing.T) {
 		t.Fatalf("submit a-live: %d", code)
 	}
 	do("see a live update", chromedp.WaitVisible(chromedp.CSS(`tr[data-id="a-live"]`)))
+
+	// issue 45 §4: newest first, with name, resources, devices, age and
+	// duration; a column's header sorts by it; search keeps the matches.
+	rowIDs := func() []string {
+		ids, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#tasks tbody tr")].map(r => r.dataset.id)`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	heads, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("#tasks thead th")].map(h => h.textContent)`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(heads, ","); got != "id,name,state,queue,tier,resources,devices,node,age,duration,reason" {
+		t.Errorf("task columns %s", got)
+	}
+	if ids := rowIDs(); len(ids) == 0 || ids[0] != "a-live" {
+		t.Errorf("tasks %v, want the newest (a-live) first", ids)
+	}
+	if res, devs := text(`tr[data-id="a1"] td[data-field="resources"]`), text(`tr[data-id="a1"] td[data-field="devices"]`); res != "cpu=1, gpu=2, memory=5Gi" || !strings.HasPrefix(devs, "gpu:") || !strings.HasSuffix(devs, "(L4)") {
+		t.Errorf("a1's row: resources %q, devices %q", res, devs)
+	}
+	do("sort by id", chromedp.Click(chromedp.CSS(`a[data-sort="id"]`)), chromedp.WaitVisible(chromedp.CSS(`a[data-sort="id"]`)))
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		ids := rowIDs()
+		if slices.IsSorted(ids) && len(ids) > 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("sorted by id: %v", ids)
+			break
+		}
+	}
+	do("search", chromedp.Navigate(base+"/ui/#/tasks?q=waits"), chromedp.WaitVisible(chromedp.CSS(`tr[data-id="a-waits"]`)))
+	if ids := rowIDs(); strings.Join(ids, ",") != "a-waits" {
+		t.Errorf("search waits: %v, want a-waits only", ids)
+	}
 
 	// Team a's queue: its usage against guarantee and max, as the API.
 	do("open the queues", chromedp.Navigate(base+"/ui/#/queues"), chromedp.WaitVisible(chromedp.CSS(`tr[data-queue="team-a"]`)))

@@ -12,24 +12,79 @@ const DAG_MAX = 300;
 // JOB_TASKS_MAX bounds the tasks a job's page reads at once.
 const JOB_TASKS_MAX = 2000;
 
+// TASK_COLUMNS are the task list's columns: header, the value it sorts
+// by, and the cell.
+const TASK_COLUMNS = [
+  ["id", t => t.id, t => taskLink(t.id)],
+  ["name", t => t.name || "", t => t.name || "-"],
+  ["state", t => t.state, t => t.state],
+  ["queue", t => t.queue || "default", t => t.queue || "default"],
+  ["tier", t => t.priority === undefined ? 2 : t.priority, t => tierName(t.priority)],
+  ["resources", t => resourcesOf(t), t => resourcesOf(t) || "-"],
+  ["devices", t => devicesOf(t), t => devicesOf(t) || "-"],
+  ["node", t => t.node || "", t => t.node ? el("a", { href: "#/node/" + encodeURIComponent(t.node) }, t.node) : "-"],
+  ["age", t => -new Date(t.submitted).getTime(), t => fmtDuration(Math.max(0, (Date.now() - new Date(t.submitted).getTime()) / 1000))],
+  ["duration", t => durationOf(t), t => t.started ? fmtDuration(durationOf(t)) : "-"],
+  ["reason", t => t.reason || "", t => t.reason || ""],
+];
+
+function resourcesOf(t) {
+  return Object.entries(t.resources || {}).map(([k, v]) => k.replace(/^.*\//, "") + "=" + v)
+    .sort().join(", ");
+}
+
+function devicesOf(t) {
+  const groups = new Map();
+  for (const d of t.devices || []) {
+    const k = d.type.replace(/^.*\//, "") + "|" + (d.model || "");
+    groups.set(k, [...(groups.get(k) || []), d.id]);
+  }
+  return [...groups].map(([k, ids]) => {
+    const [typ, model] = k.split("|");
+    return typ + ":" + ids.join(",") + (model ? " (" + model + ")" : "");
+  }).join(", ");
+}
+
+// durationOf is how long a task ran (so far), in seconds; -1 before it
+// started.
+function durationOf(t) {
+  if (!t.started) return -1;
+  const end = t.finished ? new Date(t.finished).getTime() : Date.now();
+  return Math.max(0, (end - new Date(t.started).getTime()) / 1000);
+}
+
+// The task list: newest first, one page of the server's; sort= (a
+// column, -column descending) orders the page, q= keeps the rows whose
+// id, name, node or reason hold it.
 VIEWS.tasks = async (_, params) => {
-  const q = new URLSearchParams({ limit: "100" });
+  const q = new URLSearchParams({ limit: "100", order: "newest" });
   for (const k of ["state", "queue", "node", "job", "cursor"]) if (params.get(k)) q.set(k, params.get(k));
   const page = await api("/api/v1/tasks?" + q.toString());
-  const rows = page.tasks.map(t => el("tr", { "data-id": t.id },
-    el("td", {}, taskLink(t.id)),
-    el("td", { class: "state-" + t.state, "data-field": "state" }, t.state),
-    el("td", {}, t.queue || "default"),
-    el("td", {}, tierName(t.priority)),
-    el("td", {}, t.node ? el("a", { href: "#/node/" + encodeURIComponent(t.node) }, t.node) : "-"),
-    el("td", { class: "muted" }, t.reason || "")));
+  let tasks = page.tasks;
+  const search = (params.get("q") || "").toLowerCase();
+  if (search) tasks = tasks.filter(t => [t.id, t.name, t.node, t.reason].some(s => (s || "").toLowerCase().includes(search)));
+  const sort = params.get("sort") || "";
+  const col = TASK_COLUMNS.find(c => c[0] === sort.replace(/^-/, ""));
+  if (col) {
+    const dir = sort.startsWith("-") ? -1 : 1;
+    tasks = [...tasks].sort((a, b) => { const x = col[1](a), y = col[1](b); return (x < y ? -1 : x > y ? 1 : 0) * dir; });
+  }
+  const rows = tasks.map(t => el("tr", { "data-id": t.id }, TASK_COLUMNS.map(([name, , cell]) =>
+    el("td", name === "state" ? { class: "state-" + t.state, "data-field": "state" } : name === "reason" ? { class: "muted" } : { "data-field": name }, cell(t)))));
   const form = filterForm("tasks", "task-filters", [
+    el("input", { name: "q", placeholder: "search id, name, node, reason", value: params.get("q") || "" }),
     selectField("state", TASK_STATES, params.get("state"), "any state"),
     el("input", { name: "queue", placeholder: "queue", value: params.get("queue") || "" }),
     el("input", { name: "node", placeholder: "node", value: params.get("node") || "" }),
     el("input", { name: "job", placeholder: "job", value: params.get("job") || "" })]);
+  const headers = TASK_COLUMNS.map(([name]) => {
+    const p = new URLSearchParams(params);
+    p.set("sort", sort === name ? "-" + name : name);
+    const mark = sort === name ? " \u25b2" : sort === "-" + name ? " \u25bc" : "";
+    return { label: el("a", { href: "#/tasks?" + p.toString(), "data-sort": name }, name + mark) };
+  });
   return [el("section", { class: "card" }, el("h2", {}, "Tasks"), form,
-    table(["id", "state", "queue", "tier", "node", "reason"], rows, { id: "tasks" }),
+    el("div", { class: "scroll" }, table(headers, rows, { id: "tasks" })),
     rows.length === 0 ? el("p", { class: "muted", id: "no-tasks" }, "No tasks.") : null,
     pager("tasks", params, page.cursor))];
 };
