@@ -174,7 +174,7 @@ func GetCluster(ctx context.Context, c *Client, w io.Writer, output string) erro
 	var cl struct {
 		Resources map[string]struct {
 			Capacity, Allocated int64
-			Utilization         float64
+			Utilization         *float64
 		} `json:"resources"`
 		Devices []struct {
 			Type, Model                  string
@@ -199,7 +199,11 @@ func GetCluster(ctx context.Context, c *Client, w io.Writer, output string) erro
 		if r.Capacity > 0 {
 			pct = strconv.Itoa(int(100*r.Allocated/r.Capacity)) + "%"
 		}
-		rows = append(rows, []string{n, readable(resource.Name(n), r.Capacity), readable(resource.Name(n), r.Allocated), pct, percent(r.Utilization)})
+		util := "-"
+		if r.Utilization != nil {
+			util = percent(*r.Utilization)
+		}
+		rows = append(rows, []string{n, readable(resource.Name(n), r.Capacity), readable(resource.Name(n), r.Allocated), pct, util})
 	}
 	g := &grid{w: w}
 	if err := g.write(rows...); err != nil {

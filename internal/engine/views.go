@@ -202,11 +202,53 @@ func (e *Engine) listNewest(f Filter, order []string, cursor, limit int) (out []
 	return out, 0
 }
 
-// ResourceSummary is one resource across the cluster, in canonical units.
+// ResourceSummary is one resource across the cluster, in canonical units:
+// Allocated is what placed tasks hold, AllocatedFraction of the capacity;
+// Utilization is what the agents measured in use, as a fraction of the
+// capacity of the nodes (or devices) that reported it (absent when none
+// did). Until issue 45, "utilization" was the allocated fraction.
 type ResourceSummary struct {
-	Capacity    int64   `json:"capacity"`
-	Allocated   int64   `json:"allocated"`
-	Utilization float64 `json:"utilization"`
+	Capacity          int64    `json:"capacity"`
+	Allocated         int64    `json:"allocated"`
+	AllocatedFraction float64  `json:"allocatedFraction"`
+	Utilization       *float64 `json:"utilization,omitempty"`
+}
+
+// measured sums the agents' measured use per resource dimension: used
+// and the capacity that reported it.
+type measured struct{ used, of [resource.MaxDims]float64 }
+
+// node adds a node's heartbeat: its CPU and memory use (not a simulated
+// node's) and its devices' utilization by type.
+func (m *measured) node(dims *resource.Dims, n *core.Node, u *agentapi.NodeUsage) {
+	c := n.Capacity()
+	if !u.Simulated {
+		if i, ok := dims.Lookup(resource.CPU); ok && c[i] > 0 {
+			m.used[i] += u.CPU * float64(c[i])
+			m.of[i] += float64(c[i])
+		}
+		if i, ok := dims.Lookup(resource.Memory); ok && c[i] > 0 && u.MemoryUsed > 0 {
+			m.used[i] += float64(u.MemoryUsed)
+			m.of[i] += float64(c[i])
+		}
+	}
+	for _, d := range n.Devices() {
+		if b, ok := u.Devices[d.ID]; ok {
+			if i, ok := dims.Lookup(resource.Name(d.Type)); ok {
+				m.used[i] += b.Utilization
+				m.of[i]++
+			}
+		}
+	}
+}
+
+// fraction is dimension i's measured use, nil when nothing reported it.
+func (m *measured) fraction(i int) *float64 {
+	if m.of[i] == 0 {
+		return nil
+	}
+	f := min(m.used[i]/m.of[i], 1)
+	return &f
 }
 
 // Summary is the cluster at a glance (GET /api/v1/cluster).
@@ -250,6 +292,7 @@ func (e *Engine) summarize() *Summary {
 	type typeModel struct{ typ, model string }
 	devs := map[typeModel]*DeviceSummary{}
 	utilSum := map[typeModel]float64{}
+	var use measured
 	for _, n := range e.c.Nodes() {
 		c, a := n.Capacity(), n.Allocated()
 		for i := 0; i < dims.Len(); i++ {
@@ -258,6 +301,9 @@ func (e *Engine) summarize() *Summary {
 		}
 		s.Nodes[n.State()]++
 		u, heard := e.sessions.usage[n.Name()] // the loop writes usage: it reads it without the lock
+		if heard {
+			use.node(dims, n, &u)
+		}
 		for _, d := range n.Devices() {
 			k := typeModel{d.Type, d.Model}
 			ds := devs[k]
@@ -289,9 +335,9 @@ func (e *Engine) summarize() *Summary {
 		return a.Type < b.Type || a.Type == b.Type && a.Model < b.Model
 	})
 	for i := 0; i < dims.Len(); i++ {
-		r := ResourceSummary{Capacity: capSum[i], Allocated: allocSum[i]}
+		r := ResourceSummary{Capacity: capSum[i], Allocated: allocSum[i], Utilization: use.fraction(i)}
 		if r.Capacity > 0 {
-			r.Utilization = float64(r.Allocated) / float64(r.Capacity)
+			r.AllocatedFraction = float64(r.Allocated) / float64(r.Capacity)
 		}
 		s.Resources[string(dims.Name(i))] = r
 	}

@@ -192,6 +192,11 @@ func TestUIInChromium(t *testing.T) {
 	if tasksHeld != fmt.Sprint(cluster.Tasks) {
 		t.Errorf("overview: %s tasks, the API says %d", tasksHeld, cluster.Tasks)
 	}
+	// issue 45 §4: the allocation and the measured use, each named so (no
+	// agent here: nothing measured).
+	if frac, util := text(`tr[data-resource="nvidia.com/gpu"] span[data-field="allocated-fraction"]`), text(`tr[data-resource="nvidia.com/gpu"] td[data-field="utilization"]`); frac != "100.0%" || util != "not reported" {
+		t.Errorf("overview GPUs: allocated %q, utilization %q; want 100.0%% and not reported", frac, util)
+	}
 	gpu := cluster.Resources["nvidia.com/gpu"]
 	if gpuCap != fmt.Sprint(gpu.Capacity/1000) || gpuAlloc != fmt.Sprint(gpu.Allocated/1000) {
 		t.Errorf("overview: GPUs %s allocated of %s, the API says %d of %d (milli)", gpuAlloc, gpuCap, gpu.Allocated, gpu.Capacity)

@@ -16,7 +16,8 @@ VIEWS.overview = async () => {
       el("td", {}, name),
       el("td", { class: "num", "data-field": "capacity" }, fmtResource(name, r.capacity)),
       el("td", { class: "num", "data-field": "allocated" }, fmtResource(name, r.allocated)),
-      el("td", {}, bar(r.utilization), " ", el("span", { "data-field": "utilization" }, pct(r.utilization))));
+      el("td", {}, bar(r.allocatedFraction || 0), " ", el("span", { "data-field": "allocated-fraction" }, pct(r.allocatedFraction || 0))),
+      el("td", { "data-field": "utilization" }, r.utilization === undefined ? "not reported" : pct(r.utilization)));
   });
   const devRows = (c.devices || []).map(d => el("tr", { "data-device": d.type + "/" + d.model },
     el("td", {}, d.type), el("td", {}, d.model || "-"),
@@ -34,7 +35,7 @@ VIEWS.overview = async () => {
         el("dt", {}, "Nodes"), el("dd", { id: "cluster-nodes" },
           states.map(s => el("a", { href: "#/nodes?state=" + encodeURIComponent(s), "data-state": s }, s + " " + c.nodes[s]), "  ")))),
     el("section", { class: "card" }, el("h2", {}, "Capacity and allocation"),
-      table(["resource", { label: "capacity", num: true }, { label: "allocated", num: true }, "utilization"], resRows, { id: "resources" })),
+      table(["resource", { label: "capacity", num: true }, { label: "allocated", num: true }, "allocated %", "utilization (measured)"], resRows, { id: "resources" })),
     el("section", { class: "card" }, el("h2", {}, "Devices by type and model"),
       devRows.length ? table(["type", "model", { label: "devices", num: true }, { label: "allocated", num: true }, "", { label: "unhealthy", num: true }, "utilization"], devRows, { id: "devices" })
         : el("p", { class: "muted" }, "No devices.")),
