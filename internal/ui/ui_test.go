@@ -328,6 +328,23 @@ func TestUIInChromium(t *testing.T) {
 	if errText := text("#error"); !strings.Contains(errText, "no task") {
 		t.Errorf("team a opening team b's task: %q", errText)
 	}
+	// issue 45 §4: the node page fits its cards at 1440×900 and on a
+	// phone (390×844): nothing wider than its card, no page-wide scroll.
+	for _, vp := range []struct{ w, h int64 }{{1440, 900}, {390, 844}} {
+		name := fmt.Sprintf("node-%dx%d", vp.w, vp.h)
+		do("open gpu-a at "+name, chromedp.EmulateViewport(vp.w, vp.h), chromedp.Navigate(base+"/ui/#/node/gpu-a"),
+			chromedp.WaitVisible(chromedp.CSS(`#node-tasks`)))
+		over, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[
+			...[...document.querySelectorAll("section.card")].filter(c => c.scrollWidth > c.clientWidth + 1).map(c => "card " + (c.querySelector("h2") || {}).textContent),
+			...(document.documentElement.scrollWidth > window.innerWidth + 1 ? ["the page scrolls sideways"] : [])]`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		shot(name)
+		if len(over) > 0 {
+			t.Errorf("node page at %s overflows: %v", name, over)
+		}
+	}
 	t.Logf("screenshots in %s", shots)
 }
 

@@ -67,10 +67,11 @@ function fill(e, attrs, children) {
   return e;
 }
 
+// table is a table that scrolls inside its card when it is wider.
 function table(headers, rows, attrs) {
-  return el("table", attrs,
+  return el("div", { class: "scroll" }, el("table", attrs,
     el("thead", {}, el("tr", {}, headers.map(h => el("th", { class: h.num ? "num" : null }, h.label || h)))),
-    el("tbody", {}, rows));
+    el("tbody", {}, rows)));
 }
 
 // filterForm is a form of filters whose submit moves to #/<path>?<its

@@ -84,7 +84,7 @@ VIEWS.tasks = async (_, params) => {
     return { label: el("a", { href: "#/tasks?" + p.toString(), "data-sort": name }, name + mark) };
   });
   return [el("section", { class: "card" }, el("h2", {}, "Tasks"), form,
-    el("div", { class: "scroll" }, table(headers, rows, { id: "tasks" })),
+    table(headers, rows, { id: "tasks" }),
     rows.length === 0 ? el("p", { class: "muted", id: "no-tasks" }, "No tasks.") : null,
     pager("tasks", params, page.cursor))];
 };
