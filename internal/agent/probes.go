@@ -7,11 +7,11 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/hetsched/hetsched/internal/agent/executor"
 	"github.com/hetsched/hetsched/internal/agentapi"
 	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/errs"
 	"github.com/hetsched/hetsched/internal/probe"
 )
 
@@ -34,17 +34,6 @@ const (
 	maxReason  = 512
 	probeTick  = 100 * time.Millisecond
 )
-
-// clip cuts s to at most n bytes, on a rune boundary.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
 
 // probeKinds index a replica's trackers.
 const (
@@ -310,7 +299,7 @@ func (p *prober) restarted(r *replicaProbes, now time.Time) bool {
 		r.paused = true
 		return true
 	}
-	r.runs, r.restarted = runs.Restarts, clip(runs.Reason, maxReason)
+	r.runs, r.restarted = runs.Restarts, errs.ClipTo(runs.Reason, maxReason)
 	r.reset(runs.Started)
 	p.schedule(r)
 	return true
@@ -341,7 +330,7 @@ func (p *prober) observe(res checkResult) {
 	name := probeKindNames[res.c.kind]
 	switch {
 	case res.err != nil:
-		r.reason = clip(name+" probe failed: "+res.err.Error(), maxReason)
+		r.reason = errs.ClipTo(name+" probe failed: "+res.err.Error(), maxReason)
 	case strings.HasPrefix(r.reason, name+" "):
 		r.reason = "" // the failing probe passes again
 	}

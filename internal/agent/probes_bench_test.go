@@ -3,13 +3,17 @@ package agent
 import (
 	"bufio"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hetsched/hetsched/internal/agent/executor"
 	"github.com/hetsched/hetsched/internal/agentapi"
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/probe"
@@ -151,10 +156,44 @@ func BenchmarkProbes10kReplicas(b *testing.B) {
 	}
 }
 
+// runsFiles is the executor's RunsOf as the prober pays for it before
+// each check: a lock, a lookup, and a read of the attempt's runs file,
+// which a replica that never restarted does not have.
+type runsFiles struct {
+	mu  sync.Mutex
+	dir map[string]string
+}
+
+func (r *runsFiles) RunsOf(task string, _ int) (executor.Runs, bool) {
+	r.mu.Lock()
+	dir, ok := r.dir[task]
+	r.mu.Unlock()
+	if !ok {
+		return executor.Runs{}, false
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "runs"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return executor.Runs{}, true
+	}
+	var runs executor.Runs
+	if err != nil || json.Unmarshal(b, &runs) != nil {
+		return executor.Runs{}, false
+	}
+	return runs, true
+}
+
+func (r *runsFiles) Restart(string, int, string) error { return nil }
+
 // benchProber measures a prober over probeReplicas replicas whose checks
-// are batched by tick.
+// are batched by tick; before each check it reads the replica's runs
+// file, as with a real executor.
 func benchProber(b *testing.B, kind string, ports []int, tick time.Duration) {
-	p := newProber(slog.New(slog.DiscardHandler), func() runsSource { return nil }, func() {})
+	runs := &runsFiles{dir: map[string]string{}}
+	dir := b.TempDir()
+	for i := range probeReplicas {
+		runs.dir["r"+strconv.Itoa(i)] = filepath.Join(dir, "r"+strconv.Itoa(i))
+	}
+	p := newProber(slog.New(slog.DiscardHandler), func() runsSource { return runs }, func() {})
 	p.tick = tick
 	for i := range probeReplicas {
 		delay := probePeriod * time.Duration(i) / probeReplicas

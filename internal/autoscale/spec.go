@@ -12,8 +12,8 @@
 //	               custom value the replicas report (target a value per
 //	               replica)
 //	sample         what one replica reported for one metric (missing: none)
-//	recommendation the replica count the metrics ask for now (the
-//	               stabilization windows and rate limits come after)
+//	recommendation the replica count the metrics ask for now, before
+//	               the stabilization windows and rate limits
 //	scale event    a change of the replica count this autoscaler decided,
 //	               what the rate limits count
 package autoscale

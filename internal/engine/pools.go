@@ -94,7 +94,7 @@ func (e *Engine) PutNodePool(ctx context.Context, p api.NodePool) (created bool,
 	if err := e.roomForWork(recordOverhead); err != nil {
 		return false, err
 	}
-	err = e.do(ctx, &serviceCmd{fn: func(e *Engine, _ time.Time) error {
+	err = e.do(ctx, &fnCmd{fn: func(e *Engine, _ time.Time) error {
 		old := e.pools.view(p.Name)
 		created = old == nil
 		if old != nil && sameJSON(*old, p) {
@@ -110,7 +110,7 @@ func (e *Engine) PutNodePool(ctx context.Context, p api.NodePool) (created bool,
 // DeleteNodePool forgets a pool: its nodes stay (plain nodes now) until an
 // admin releases them.
 func (e *Engine) DeleteNodePool(ctx context.Context, name string) error {
-	return e.do(ctx, &serviceCmd{fn: func(e *Engine, _ time.Time) error {
+	return e.do(ctx, &fnCmd{fn: func(e *Engine, _ time.Time) error {
 		if e.pools.view(name) == nil {
 			return errs.New(errs.NotFound, "name", "no node pool %q", name)
 		}

@@ -235,13 +235,13 @@ func (e *Engine) replicaOrder(id string) []string {
 	return out
 }
 
-// serviceCmd runs fn on the loop.
-type serviceCmd struct {
+// fnCmd runs fn on the loop (the services' and node pools' commands).
+type fnCmd struct {
 	answer
 	fn func(e *Engine, now time.Time) error
 }
 
-func (c *serviceCmd) run(e *Engine, now time.Time) { c.err = c.fn(e, now) }
+func (c *fnCmd) run(e *Engine, now time.Time) { c.err = c.fn(e, now) }
 
 // CreateService admits svc for tenant. The same spec again returns the
 // existing record (created false); another spec under the name is a
@@ -253,7 +253,7 @@ func (e *Engine) CreateService(ctx context.Context, tenant string, svc api.Servi
 	if err := e.roomForWork(recordOverhead); err != nil {
 		return nil, false, err
 	}
-	err = e.do(ctx, &serviceCmd{fn: func(e *Engine, now time.Time) error {
+	err = e.do(ctx, &fnCmd{fn: func(e *Engine, now time.Time) error {
 		id := QualifyID(tenant, svc.Name)
 		if old := e.svc.view(id); old != nil {
 			if old.Tenant == tenant && sameJSON(old.Spec, svc) {
@@ -296,7 +296,7 @@ func (e *Engine) UpdateService(ctx context.Context, id string, svc api.Service) 
 	if err := svc.Validate(); err != nil {
 		return nil, err
 	}
-	err = e.do(ctx, &serviceCmd{fn: func(e *Engine, now time.Time) error {
+	err = e.do(ctx, &fnCmd{fn: func(e *Engine, now time.Time) error {
 		old := e.svc.view(id)
 		if old == nil {
 			return errs.New(errs.NotFound, "name", "no service %q", svc.Name)
@@ -326,10 +326,10 @@ func (e *Engine) ScaleService(ctx context.Context, id string, n int) (rec *Servi
 	if n < 0 || n > api.MaxServiceReplicas {
 		return nil, errs.Invalid("replicas", "must be from 0 to %d, got %d", api.MaxServiceReplicas, n)
 	}
-	err = e.do(ctx, &serviceCmd{fn: func(e *Engine, now time.Time) error {
+	err = e.do(ctx, &fnCmd{fn: func(e *Engine, now time.Time) error {
 		old := e.svc.view(id)
 		if old == nil {
-			return errs.New(errs.NotFound, "name", "no service %q", LocalID(scopeOfID(id), id))
+			return errs.New(errs.NotFound, "name", "no service %q", id)
 		}
 		if old.Spec.Autoscale != nil {
 			return errs.Invalid("replicas", "service %q autoscales (%d..%d): change autoscale.min and max instead", old.Spec.Name, old.Spec.Autoscale.Min, old.Spec.Autoscale.Max)
@@ -348,22 +348,12 @@ func (e *Engine) ScaleService(ctx context.Context, id string, n int) (rec *Servi
 	return rec, err
 }
 
-// scopeOfID is the tenant part of a qualified id ("" when none).
-func scopeOfID(id string) string {
-	for i := 0; i < len(id); i++ {
-		if id[i] == TenantSep[0] {
-			return id[:i]
-		}
-	}
-	return ""
-}
-
 // DeleteService stops every replica of service id and deletes it.
 func (e *Engine) DeleteService(ctx context.Context, id string) error {
-	return e.do(ctx, &serviceCmd{fn: func(e *Engine, now time.Time) error {
+	return e.do(ctx, &fnCmd{fn: func(e *Engine, now time.Time) error {
 		old := e.svc.view(id)
 		if old == nil {
-			return errs.New(errs.NotFound, "name", "no service %q", LocalID(scopeOfID(id), id))
+			return errs.New(errs.NotFound, "name", "no service %q", id)
 		}
 		for tid := range e.svc.replicas[id] {
 			if r := e.current(tid); r != nil && !finished(r.State) {
@@ -405,7 +395,7 @@ func (e *Engine) ApplyService(ctx context.Context, id string, a ServiceApply) (m
 			return nil, err
 		}
 	}
-	err = e.do(ctx, &serviceCmd{fn: func(e *Engine, now time.Time) error {
+	err = e.do(ctx, &fnCmd{fn: func(e *Engine, now time.Time) error {
 		old := e.svc.view(id)
 		if old == nil {
 			return errs.New(errs.NotFound, "name", "no service %q", id)

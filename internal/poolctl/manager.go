@@ -242,7 +242,7 @@ func (m *Manager) waiting() []nodepool.Waiting {
 	recs, _ := m.cfg.Engine.List(engine.Filter{State: "pending"}, 0, nodepool.MaxCandidates)
 	out := make([]nodepool.Waiting, 0, len(recs))
 	for _, r := range recs {
-		if strings.Contains(r.Reason, "max reached") {
+		if engine.WaitCategory(r.Reason) == engine.WaitQueueMax {
 			continue // its queue is at its max: nodes would not help
 		}
 		out = append(out, nodepool.Waiting{Task: r.Spec, Since: r.Submitted})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/engine"
 	"github.com/hetsched/hetsched/internal/errs"
 	"github.com/hetsched/hetsched/internal/jsonread"
@@ -243,7 +244,7 @@ func (s *Server) serviceReplicas(w http.ResponseWriter, r *http.Request) {
 	}
 	out := []replicaState{}
 	for _, t := range s.eng.Replicas(rec.ID()) {
-		if t.State == "succeeded" || t.State == "failed" || t.State == "timeout" || t.State == "cancelled" || t.State == "expired" {
+		if st, ok := core.ParseState(t.State); ok && st.Terminal() {
 			continue
 		}
 		rs := replicaState{ID: engine.LocalID(p.scope(), t.Spec.ID), State: t.State, Node: t.Node, Revision: t.Spec.Metadata[engine.RevisionLabel]}

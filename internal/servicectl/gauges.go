@@ -5,7 +5,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/hetsched/hetsched/internal/engine"
 	"github.com/hetsched/hetsched/internal/service"
 )
 
@@ -35,15 +34,15 @@ func NewGauges(reg prometheus.Registerer) *Gauges {
 	return g
 }
 
-// set records service id's step.
-func (g *Gauges) set(id string, rec *engine.ServiceRecord, st service.Step) {
+// set records service id's step; scaled: it changed the desired count.
+func (g *Gauges) set(id string, st service.Step, scaled bool) {
 	if g == nil {
 		return
 	}
 	g.replicas.WithLabelValues(id, "desired").Set(float64(st.Status.Desired))
 	g.replicas.WithLabelValues(id, "current").Set(float64(st.Status.Replicas))
 	g.replicas.WithLabelValues(id, "ready").Set(float64(st.Status.Ready))
-	if ls := st.Status.LastScale; ls != nil && (rec.Status.LastScale == nil || !ls.At.Equal(rec.Status.LastScale.At)) {
+	if ls := st.Status.LastScale; scaled {
 		dir := "up"
 		if ls.To < ls.From {
 			dir = "down"

@@ -23,12 +23,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/hetsched/hetsched/internal/agentapi"
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/autoscale"
+	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/engine"
 	"github.com/hetsched/hetsched/internal/errs"
 	"github.com/hetsched/hetsched/internal/service"
@@ -130,7 +132,10 @@ func (m *Manager) Run(ctx context.Context) {
 // Pass looks at every service once.
 func (m *Manager) Pass(ctx context.Context, now time.Time) {
 	recs := m.cfg.Engine.Services("")
-	usage := m.cfg.Engine.Usage()
+	var usage map[string]agentapi.NodeUsage
+	if len(recs) > 0 {
+		usage = m.cfg.Engine.Usage() // a copy of every node's: only when a service reads it
+	}
 	seen := make(map[string]bool, len(recs))
 	for _, rec := range recs {
 		id := rec.ID()
@@ -169,14 +174,16 @@ func (m *Manager) step(ctx context.Context, now time.Time, rec *engine.ServiceRe
 	for _, r := range st.Stop {
 		a.Stop[r] = "stopped by service " + rec.Spec.Name + ": " + live.stopReason(r, st.Revision)
 	}
-	if ls := st.Status.LastScale; ls != nil && (rec.Status.LastScale == nil || !ls.At.Equal(rec.Status.LastScale.At)) {
+	ls := st.Status.LastScale
+	scaled := ls != nil && (rec.Status.LastScale == nil || !ls.At.Equal(rec.Status.LastScale.At))
+	if scaled {
 		msg := fmt.Sprintf("%d to %d replicas: %s", ls.From, ls.To, ls.Reason)
 		a.Notes = append(a.Notes, service.Note{At: now, Kind: "scaled", Message: msg})
 		a.Event, a.EventReason = "scaled", msg
-	} else if !sameEndpoints(rec.Endpoints, st.Endpoints) {
+	} else if !slices.Equal(rec.Endpoints, st.Endpoints) {
 		a.Event, a.EventReason = "endpoints", fmt.Sprintf("%d ready of %d", st.Status.Ready, st.Status.Desired)
 	}
-	m.cfg.Gauges.set(id, rec, st)
+	m.cfg.Gauges.set(id, st, scaled)
 	if a.Create == 0 && len(a.Stop) == 0 && a.Event == "" && sameStatus(rec.Status, st.Status) {
 		return nil // nothing to make, stop or publish: no command
 	}
@@ -294,11 +301,8 @@ func (m *Manager) address(node string) string {
 
 // ended reports whether a replica task's state is final.
 func ended(state string) bool {
-	switch state {
-	case "succeeded", "failed", "timeout", "cancelled", "expired", "skipped":
-		return true
-	}
-	return false
+	s, ok := core.ParseState(state)
+	return ok && s.Terminal()
 }
 
 func finishedAt(r *engine.TaskRecord, now time.Time) time.Time {
@@ -453,16 +457,4 @@ func sameStatus(a, b service.Status) bool {
 	}
 	x, y := a.LastScale, b.LastScale
 	return x.At.Equal(y.At) && x.From == y.From && x.To == y.To && x.Reason == y.Reason
-}
-
-func sameEndpoints(a, b []service.Endpoint) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

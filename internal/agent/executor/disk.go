@@ -209,6 +209,9 @@ type procStat struct {
 	State byte   // field 3: R, S, D, Z, ...
 	Pgrp  int    // field 5
 	Start uint64 // field 22
+	// CPUTicks is the CPU it and the children it waited for used, in
+	// clock ticks: utime, stime, cutime and cstime (fields 14-17).
+	CPUTicks uint64
 }
 
 func readProcStat(pid int) (procStat, error) {
@@ -230,7 +233,15 @@ func readProcStat(pid int) (procStat, error) {
 	if err1 != nil || err2 != nil || len(f[0]) != 1 {
 		return procStat{}, fmt.Errorf("/proc/%d/stat: malformed", pid)
 	}
-	return procStat{State: f[0][0], Pgrp: pgrp, Start: start}, nil
+	st := procStat{State: f[0][0], Pgrp: pgrp, Start: start}
+	for _, k := range []int{11, 12, 13, 14} { // utime stime cutime cstime (fields 14-17)
+		v, err := strconv.ParseUint(f[k], 10, 64)
+		if err != nil {
+			return procStat{}, fmt.Errorf("/proc/%d/stat: malformed", pid)
+		}
+		st.CPUTicks += v
+	}
+	return st, nil
 }
 
 // selfID is the calling process's procID.

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -192,30 +191,11 @@ func (x *Executor) CPU(task string, attempt int) (time.Duration, bool) {
 	if err != nil {
 		return 0, false
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(p.Pid) + "/stat")
-	if err != nil {
-		return 0, false
+	st, err := readProcStat(p.Pid)
+	if err != nil || p.Start != 0 && st.Start != p.Start {
+		return 0, false // gone, or the pid is another process's now
 	}
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return 0, false
-	}
-	if start, err := strconv.ParseUint(f[19], 10, 64); err != nil || p.Start != 0 && start != p.Start {
-		return 0, false // the pid is another process's now
-	}
-	var ticks uint64
-	for _, k := range []int{11, 12, 13, 14} { // utime stime cutime cstime (fields 14-17)
-		v, err := strconv.ParseUint(f[k], 10, 64)
-		if err != nil {
-			return 0, false
-		}
-		ticks += v
-	}
-	return time.Duration(ticks) * time.Second / clockTicks, true
+	return time.Duration(st.CPUTicks) * time.Second / clockTicks, true
 }
 
 // clockTicks is USER_HZ, the unit of /proc/PID/stat's times: 100 on every
