@@ -283,6 +283,7 @@ func TestRunConstraints(t *testing.T) {
 // TestGetOutputs: -o name prints kind/NAME per line; -o wide adds
 // columns; the -o help lists every format.
 func TestGetOutputs(t *testing.T) {
+	t.Setenv("USER", "ann") // without a token, the CLI names $USER as the user
 	base := servertest.Start(t, oneGPUNode)
 	file := specFile(t, "two.yaml", "- {id: a, name: prep, resources: {cpu: \"1\"}}\n- {id: b, resources: {cpu: \"1\", nvidia.com/gpu: 1}}\n")
 	if _, err := run(t, "submit", "-f", file, "--wait=placed", "--server", base); err != nil {
@@ -299,6 +300,8 @@ func TestGetOutputs(t *testing.T) {
 		{[]string{"get", "tasks", "-o", "name"}, "task/etl.x\ntask/b\ntask/a\n"},
 		{[]string{"get", "nodes", "-o", "name"}, "node/gpu-a\n"},
 		{[]string{"get", "jobs", "-o", "name"}, "job/etl\n"},
+		{[]string{"get", "tasks", "--user", "ann", "-o", "name"}, "task/etl.x\ntask/b\ntask/a\n"},
+		{[]string{"get", "tasks", "--user", "bob", "-o", "name"}, ""},
 	} {
 		if out, err := run(t, append(c.args, "--server", base)...); err != nil || out != c.want {
 			t.Errorf("%v: %v %q, want %q", c.args, err, out, c.want)
@@ -308,8 +311,8 @@ func TestGetOutputs(t *testing.T) {
 		args  []string
 		wants []string
 	}{
-		{[]string{"get", "tasks", "-o", "wide"}, []string{`(?m)^ID +NAME +QUEUE +PRIORITY +STATE +NODE +DEVICES +ATTEMPT +AGE +REASON$`,
-			`(?m)^b +- +default +2 +scheduled +gpu-a +gpu:0 \(L4\) +0 +\d+s +$`, `(?m)^a +prep +default +2 +scheduled +gpu-a +- +0 +\d+s`}},
+		{[]string{"get", "tasks", "-o", "wide"}, []string{`(?m)^ID +NAME +QUEUE +USER +PRIORITY +STATE +NODE +DEVICES +ATTEMPT +AGE +REASON$`,
+			`(?m)^b +- +default +ann +2 +scheduled +gpu-a +gpu:0 \(L4\) +0 +\d+s +$`, `(?m)^a +prep +default +ann +2 +scheduled +gpu-a +- +0 +\d+s`}},
 		{[]string{"get", "nodes", "-o", "wide"}, []string{`(?m)^NAME +STATE +CAPACITY +ALLOCATED +TASKS +DEVICES +UTILIZATION +LABELS$`, `(?m)^gpu-a +ready +.* 3 +1×nvidia.com/gpu L4 +- +-$`}},
 		{[]string{"get", "jobs", "-o", "wide"}, []string{`(?m)^ID +NAME +QUEUE +PRIORITY +STATE +TASKS +GANG +FAILURE POLICY +AGE$`, `(?m)^etl +- +default +2 +\S+ +1 \(1 \w+\) +minMember 1 +failFast `}},
 		{[]string{"describe", "--help"}, []string{`table, wide \(more columns\), name \(kind/NAME per line\), json or yaml`}},

@@ -108,9 +108,12 @@ func newClientCommands() []*cobra.Command {
 	return cmds
 }
 
+// dependencyHelp is --dependency's help.
+const dependencyHelp = "TYPE:ID,... as Slurm's: afterok (the default for a bare ID: once ID succeeded), afterany (once it ended), afternotok (once it ended without success); ID is a task or a job"
+
 func newSubmit() *cobra.Command {
 	var f clientFlags
-	var file string
+	var file, deps string
 	var wait waitFlag
 	submit := &cobra.Command{
 		Use:   "submit -f FILE [--wait[=DUR|placed[:DUR]]]",
@@ -118,7 +121,8 @@ func newSubmit() *cobra.Command {
 		Example: `  hetsched submit -f examples/data-prep.yaml             # returns once it is durable
   hetsched submit -f job.yaml --wait                      # as sbatch --wait: exit 0 only if every task succeeded
   hetsched submit -f task.yaml --wait=1h                  # the same, giving up (exit 1) after an hour
-  hetsched submit -f task.yaml --wait=placed:30s          # only until it is placed`,
+  hetsched submit -f task.yaml --wait=placed:30s          # only until it is placed
+  hetsched submit -f eval.yaml --dependency afterok:train # as sbatch --dependency`,
 		Args: cobra.ArbitraryArgs, // only --wait's DUR, checked below
 		RunE: func(cmd *cobra.Command, args []string) error {
 			args, err := wait.takeArg(args)
@@ -127,6 +131,10 @@ func newSubmit() *cobra.Command {
 			}
 			if len(args) > 0 {
 				return fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())
+			}
+			dependsOn, err := cli.ParseDependencyFlag(deps)
+			if err != nil {
+				return err
 			}
 			c, err := f.client()
 			if err != nil {
@@ -139,11 +147,19 @@ func newSubmit() *cobra.Command {
 			if err := cli.NotTasks(body); err != nil {
 				return err
 			}
+			user := ""
+			if c.Token == "" {
+				user = cli.LocalUser() // with a token, the server knows who it is
+			}
+			if body, err = cli.Amend(body, dependsOn, user); err != nil {
+				return err
+			}
 			return cli.Submit(cmd.Context(), c, cmd.OutOrStdout(), body, wait.m, f.output)
 		},
 	}
 	f.add(submit)
 	submit.Flags().StringVarP(&file, "file", "f", "", "task file")
+	submit.Flags().StringVar(&deps, "dependency", "", dependencyHelp+"; a job's are the job's own (none of its tasks starts before)")
 	wait.add(submit, "wait for the end and exit with the task's code (a job: 0 only if every task succeeded); =DUR: at most DUR; =placed[:DUR]: only for placement (default 2s)")
 	return submit
 }

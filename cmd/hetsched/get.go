@@ -36,6 +36,7 @@ func newGet() *cobra.Command {
 		Short: "List tasks, jobs, nodes, queues, services or the control plane's servers, or one by NAME; cluster: capacity and allocation per resource and device model (-w: then their changes as they happen)",
 		Example: `  hetsched get tasks -w                      # the table, then a row per change
   hetsched get tasks --state PD,R            # pending and running (squeue -t PD,R; or pending,running)
+  hetsched get tasks --user ann              # ann's tasks (squeue -u ann)
   hetsched get task train-1                  # one row
   hetsched get tasks -l team=vision,tier!=low -o wide
   hetsched get nodes -l nvidia.com/gpu.model=H100-80GB -o name
@@ -48,8 +49,8 @@ func newGet() *cobra.Command {
 				return fmt.Errorf("get: unknown kind %q (tasks, jobs, nodes, queues, servers, services or cluster)", args[0])
 			}
 			if len(args) == 2 {
-				if watch || list.Selector != "" || list.State != "" {
-					return fmt.Errorf("get %s NAME: takes neither --watch, --selector nor --state", kind)
+				if watch || list.Selector != "" || list.State != "" || list.User != "" {
+					return fmt.Errorf("get %s NAME: takes neither --watch, --selector, --state nor --user", kind)
 				}
 				c, err := f.client()
 				if err != nil {
@@ -58,8 +59,8 @@ func newGet() *cobra.Command {
 				return cli.GetOne(cmd.Context(), c, cmd.OutOrStdout(), kind, args[1], f.output)
 			}
 			if kind == "cluster" {
-				if watch || list.Selector != "" || list.State != "" {
-					return fmt.Errorf("get cluster: takes neither --watch, --selector nor --state")
+				if watch || list.Selector != "" || list.State != "" || list.User != "" {
+					return fmt.Errorf("get cluster: takes neither --watch, --selector, --state nor --user")
 				}
 				c, err := f.client()
 				if err != nil {
@@ -72,6 +73,9 @@ func newGet() *cobra.Command {
 			}
 			if (kind == "servers" || kind == "services") && (watch || list.Selector != "") {
 				return fmt.Errorf("get %s: takes neither --watch nor --selector", kind)
+			}
+			if list.User != "" && kind != "tasks" {
+				return fmt.Errorf("--user: only tasks are listed by user (hetsched history --user lists finished work)")
 			}
 			if list.Selector != "" && (kind == "jobs" || kind == "queues") {
 				return fmt.Errorf("--selector: %s have no labels (only tasks and nodes do)", kind)
@@ -111,6 +115,7 @@ func newGet() *cobra.Command {
 	f.add(get)
 	fl := get.Flags()
 	fl.StringVar(&list.State, "state", "", "only tasks in these states, comma-separated, by name or squeue's code (PD,R,CD,F,CA,TO); jobs: one state")
+	fl.StringVar(&list.User, "user", "", "only this user's tasks (squeue -u)")
 	fl.StringVarP(&list.Selector, "selector", "l", "", "only tasks (by metadata) or nodes (by labels) that match: k=v,k!=v,k,!k")
 	fl.BoolVarP(&watch, "watch", "w", false, "after the list, print a row for each change until Ctrl-C")
 	fl.IntVar(&list.Limit, "limit", 100, "show at most this many tasks (standard error says when there are more)")

@@ -19,12 +19,14 @@ func newRun() *cobra.Command {
 	var wait waitFlag
 	var priority int
 	var detach bool
+	var deps string
 	cmd := &cobra.Command{
 		Use:   "run [flags] -- CMD ARGS...",
 		Short: "Run one command task as srun does: its output streamed, Ctrl-C cancels it, the exit code is its (-d: submit and return)",
 		Example: `  hetsched run --gpu 1 --model H100 --memory 16Gi -- python3 train.py --epochs 1   # waits, streams, exits with its code
   hetsched run -d --gpu 0.5 --env MODEL=small -- ./serve                            # submit and return (sbatch)
   hetsched run --wait=placed:30s --gpu 1 -- ./job                                   # return once placed
+  hetsched run -d --dependency afterok:prep,afternotok:train -- ./report            # starts once prep succeeded and train failed
   hetsched run -d --label app=web --anti-affinity hetsched.io/node --host-port 8080 -- ./serve`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -48,9 +50,15 @@ func newRun() *cobra.Command {
 			if detach && wait.m.On {
 				return fmt.Errorf("--detach and --wait: give one")
 			}
+			if spec.Depends, err = cli.ParseDependencyFlag(deps); err != nil {
+				return err
+			}
 			c, err := f.client()
 			if err != nil {
 				return err
+			}
+			if c.Token == "" {
+				spec.User = cli.LocalUser() // with a token, the server knows who it is
 			}
 			// Ctrl-C (or SIGTERM) cancels the task the command follows.
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -77,6 +85,7 @@ func newRun() *cobra.Command {
 	fl.StringArrayVar(&spec.AntiAffinity, "anti-affinity", nil, "TOPOLOGYKEY (hetsched.io/node: one per node) or SELECTOR@TOPOLOGYKEY: stay out of domains where such tasks run (repeatable)")
 	fl.StringArrayVar(&spec.Spread, "spread", nil, "TOPOLOGYKEY[:MAXSKEW]: keep the tasks with its labels even across the key's domains (repeatable)")
 	fl.BoolVar(&spec.NoPreempt, "no-preempt", false, "never evict other tasks for this one (preemptionPolicy never)")
+	fl.StringVar(&deps, "dependency", "", dependencyHelp)
 	fl.BoolVarP(&detach, "detach", "d", false, "submit and return (sbatch), without following the task")
 	wait.add(cmd, "instead of following the output: wait for the end (=DUR: at most DUR) or =placed[:DUR] for placement (default 2s); not placed in time or failed: exit non-zero with the reason")
 	return cmd

@@ -224,7 +224,8 @@ func TestJobMemberGivenTwice(t *testing.T) {
 	j := Job{ID: "j", Name: "n", Queue: "q", Priority: intp(1), Tasks: []Task{{ID: "a"}, full},
 		Gang: &Gang{MinMember: 2, Timeout: Duration(time.Minute), Tasks: []string{"a"}, Topology: []string{"rack"},
 			RequiredTopology: "zone", SameModel: new(false), Disruption: DisruptMember},
-		FailurePolicy: Continue, Retries: &Retries{Limit: 2, Backoff: Duration(time.Second)}}
+		FailurePolicy: Continue, Retries: &Retries{Limit: 2, Backoff: Duration(time.Second)},
+		Depends: []string{"afterany:other"}, User: "ann"}
 	b, err := json.Marshal(&j)
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,12 @@ type Job struct {
 	Gang          *Gang    `json:"gang,omitempty"`
 	FailurePolicy string   `json:"failurePolicy,omitempty"`
 	Retries       *Retries `json:"retries,omitempty"`
+	// Depends are the job's dependencies on other tasks and jobs (typed
+	// as Task.Depends): no task of the job starts before they are met,
+	// and every task of it is skipped when one can no longer be.
+	Depends []string `json:"depends,omitempty"`
+	// User is who submitted it (Task.User); its tasks carry it.
+	User string `json:"user,omitempty"`
 }
 
 // Gang asks for all-or-nothing placement: at least MinMember of its tasks
@@ -90,6 +96,12 @@ func (j *Job) Validate() error {
 		if err := ValidateID("queue", j.Queue); err != nil {
 			return err
 		}
+	}
+	if err := validateDepends("depends", j.Depends, j.ID, j.ID+"."); err != nil {
+		return err
+	}
+	if err := ValidateUser("user", j.User); err != nil {
+		return err
 	}
 	if j.Priority != nil && (*j.Priority < 0 || *j.Priority > 3) {
 		return errs.Invalid("priority", "must be 0..3, got %d", *j.Priority)
@@ -164,8 +176,8 @@ func (j *Job) Validate() error {
 	}
 	for i := range j.Tasks {
 		for k, d := range j.Tasks[i].Depends {
-			if _, ok := index[d]; !ok {
-				return errs.Invalid(fmt.Sprintf("tasks[%d].depends[%d]", i, k), "%q is not a task of this job", d)
+			if _, ok := index[DependencyID(d)]; !ok {
+				return errs.Invalid(fmt.Sprintf("tasks[%d].depends[%d]", i, k), "%q is not a task of this job (the job's own depends names other tasks and jobs)", DependencyID(d))
 			}
 		}
 	}
@@ -201,7 +213,7 @@ func findCycle(tasks []Task, index map[string]int) []string {
 				stack = stack[:len(stack)-1]
 				continue
 			}
-			d := index[deps[top.next]]
+			d := index[DependencyID(deps[top.next])]
 			top.next++
 			switch color[d] {
 			case white:
@@ -292,15 +304,17 @@ func (j *Job) Expand() error {
 	expand := func(ids []string) []string {
 		grow := false
 		for _, d := range ids {
-			grow = grow || shards[d] != nil
+			grow = grow || shards[DependencyID(d)] != nil
 		}
 		if !grow {
 			return ids
 		}
 		res := make([]string, 0, len(ids))
 		for _, d := range ids {
-			if s := shards[d]; s != nil {
-				res = append(res, s...)
+			if s := shards[DependencyID(d)]; s != nil {
+				for _, id := range s {
+					res = append(res, WithDependencyID(d, id))
+				}
 			} else {
 				res = append(res, d)
 			}

@@ -35,6 +35,15 @@ func TestJobValidate(t *testing.T) {
 		{&Job{ID: "j", Tasks: []Task{dep("a")}, Gang: &Gang{MinMember: 1, RequiredTopology: "topology.kubernetes.io/zone", SameModel: new(false)}}, "", ""},
 		{&Job{ID: "j", Tasks: []Task{dep("a")}, Retries: &Retries{Limit: -1}}, "retries.limit", ""},
 		{&Job{ID: "bad id", Tasks: []Task{dep("a")}}, "id", ""},
+		{job(dep("a"), dep("b", "afterany:a"), dep("c", "afternotok:a", "afterok:b")), "", ""},
+		{job(dep("a", "afterany:b"), dep("b", "afternotok:a")), "tasks", "a → b → a"},
+		{job(dep("a", "afterany:zzz")), "tasks[0].depends[0]", "not a task of this job"},
+		{&Job{ID: "j", Tasks: []Task{dep("a")}, Depends: []string{"afterok:etl", "afternotok:train-3"}}, "", ""},
+		{&Job{ID: "j", Tasks: []Task{dep("a")}, Depends: []string{"afterany:j"}}, "depends[0]", "itself"},
+		{&Job{ID: "j", Tasks: []Task{dep("a")}, Depends: []string{"j.a"}}, "depends[0]", "a task of this job"},
+		{&Job{ID: "j", Tasks: []Task{dep("a")}, Depends: []string{"beforeok:x"}}, "", ""},
+		{&Job{ID: "j", Tasks: []Task{dep("a")}, Depends: []string{"afterwards:x"}}, "depends[0]", "unknown dependency type"},
+		{&Job{ID: "j", Tasks: []Task{dep("a")}, User: "a b"}, "user", ""},
 	}
 	for i, c := range cases {
 		err := c.j.Validate()

@@ -30,9 +30,14 @@ var TierNames = [4]string{"urgent", "high", "medium", "low"}
 
 // Task is a unit of work as submitted (API.md "Task").
 type Task struct {
-	ID           string        `json:"id,omitempty"`
-	Name         string        `json:"name,omitempty"`
-	Queue        string        `json:"queue,omitempty"`
+	ID    string `json:"id,omitempty"`
+	Name  string `json:"name,omitempty"`
+	Queue string `json:"queue,omitempty"`
+	// User is who submitted the task: set by the server from the
+	// caller's token (a token's user, else its tenant); with
+	// authentication off, the name the client gives (the CLI sends
+	// $USER). Accounting and `get tasks --user` go by it.
+	User         string        `json:"user,omitempty"`
 	Priority     *int          `json:"priority,omitempty"`
 	Resources    resource.List `json:"resources,omitempty"`
 	Alternatives []Alternative `json:"alternatives,omitempty"`
@@ -304,6 +309,19 @@ func validDNSSubdomain(s string) bool {
 	return true
 }
 
+// ValidateUser checks a user name ("" is none).
+func ValidateUser(field, user string) error {
+	if user == "" {
+		return nil
+	}
+	if len(user) > MaxIDLen || !alnum(user[0]) || strings.IndexFunc(user, func(r rune) bool {
+		return r >= 0x80 || !(alnum(byte(r)) || strings.ContainsRune("-_.@", r))
+	}) >= 0 {
+		return errs.Invalid(field, "%q must be 1-%d letters, digits, '-', '_', '.' or '@', starting with a letter or digit", truncate(user), MaxIDLen)
+	}
+	return nil
+}
+
 // ValidateID checks a client-chosen id.
 func ValidateID(field, id string) error {
 	if len(id) > MaxIDLen || !validID(id) {
@@ -398,6 +416,9 @@ func (t *Task) Validate() error {
 	}
 	if len(t.Name) > MaxIDLen {
 		return errs.Invalid("name", "at most %d characters", MaxIDLen)
+	}
+	if err := ValidateUser("user", t.User); err != nil {
+		return err
 	}
 	if err := ValidateText("name", t.Name); err != nil {
 		return err
@@ -523,22 +544,8 @@ func (t *Task) Validate() error {
 	if t.Lease != 0 && t.Timeout != 0 {
 		return errs.Invalid("timeout", "a lease ends when it is completed, cancelled or not renewed; timeout applies to tasks that run a command")
 	}
-	if len(t.Depends) > MaxDepends {
-		return errs.Invalid("depends", "at most %d dependencies", MaxDepends)
-	}
-	seen := make(map[string]bool, len(t.Depends))
-	for i, d := range t.Depends {
-		f := fmt.Sprintf("depends[%d]", i)
-		if err := ValidateID(f, d); err != nil {
-			return err
-		}
-		if d == t.ID && t.ID != "" {
-			return errs.Invalid(f, "a task cannot depend on itself")
-		}
-		if seen[d] {
-			return errs.Invalid(f, "duplicate dependency %q", d)
-		}
-		seen[d] = true
+	if err := validateDepends("depends", t.Depends, t.ID, ""); err != nil {
+		return err
 	}
 	if t.Checkpoint != nil {
 		if len(t.Command) == 0 {

@@ -91,6 +91,7 @@ func (t *Task) appendFast(b []byte) ([]byte, bool) {
 	str("id", t.ID)
 	str("name", t.Name)
 	str("queue", t.Queue)
+	str("user", t.User)
 	if t.Priority != nil {
 		key("priority")
 		b = strconv.AppendInt(b, int64(*t.Priority), 10)

@@ -103,7 +103,7 @@ func genTask() *rapid.Generator[Task] {
 			}
 			return &Locality{Nodes: strs(label + "-nodes"), Labels: smap(label + "-labels")}
 		}
-		task := Task{ID: s("id"), Name: s("name"), Queue: s("queue"), NodeSelector: smap("sel"), Tolerations: strs("tol"),
+		task := Task{ID: s("id"), Name: s("name"), Queue: s("queue"), User: s("user"), NodeSelector: smap("sel"), Tolerations: strs("tol"),
 			Command: strs("cmd"), Env: smap("env"), Duration: dur("d"), Timeout: dur("t"), QueueTimeout: dur("qt"), Lease: dur("l"),
 			Depends: strs("dep"), LocalityWait: dur("lw"), Shards: rapid.IntRange(-2, 3).Draw(rt, "shards"), Metadata: smap("md")}
 		if rapid.Bool().Draw(rt, "prio") {

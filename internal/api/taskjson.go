@@ -82,7 +82,7 @@ var taskFields = func() map[string]uint64 {
 		"tolerations", "command", "env", "duration", "timeout", "queueTimeout", "lease", "depends",
 		"preemptible", "metadata", "requeue", "locality", "localityWait", "shards", "inputs", "deviceClasses", "checkpoint",
 		"hostPorts", "affinity", "antiAffinity", "spread", "preferredNodeAffinity", "preemptionPolicy", "priorityValue",
-		"service", "liveness", "readiness", "startup"}
+		"service", "liveness", "readiness", "startup", "user"}
 	m := make(map[string]uint64, len(names))
 	for i, n := range names {
 		m[n] = 1 << i
@@ -99,6 +99,8 @@ func readTaskField(r *jsonread.Reader, t *Task, k string) error {
 		t.Name, err = readString(r, k)
 	case "queue":
 		t.Queue, err = readString(r, k)
+	case "user":
+		t.User, err = readString(r, k)
 	case "priority":
 		t.Priority, err = readIntPtr(r, k)
 	case "resources":

@@ -41,6 +41,10 @@ type RunSpec struct {
 	// labels), NoPreempt (preemptionPolicy never).
 	Labels, HostPorts, Affinity, AntiAffinity, Spread []string
 	NoPreempt                                         bool
+	// Depends are its dependencies (ParseDependencyFlag); User the user
+	// it names (LocalUser, sent when the client has no token).
+	Depends []string
+	User    string
 }
 
 // Body is the task's JSON for POST /tasks or /schedule.
@@ -99,7 +103,10 @@ func (r RunSpec) Body() ([]byte, error) {
 	if r.Timeout > 0 {
 		t["timeout"] = r.Timeout.String()
 	}
-	for k, v := range map[string]string{"id": r.ID, "name": r.Name, "queue": r.Queue} {
+	if len(r.Depends) > 0 {
+		t["depends"] = r.Depends
+	}
+	for k, v := range map[string]string{"id": r.ID, "name": r.Name, "queue": r.Queue, "user": r.User} {
 		if v != "" {
 			t[k] = v
 		}

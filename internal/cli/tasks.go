@@ -25,6 +25,7 @@ type task struct {
 	ID        string            `json:"id"`
 	Name      string            `json:"name"`
 	Queue     string            `json:"queue"`
+	User      string            `json:"user"`
 	Priority  *int              `json:"priority"`
 	State     string            `json:"state"`
 	Node      string            `json:"node"`
@@ -130,7 +131,7 @@ func (t task) fullDevices() string {
 // age, and shows the devices in full.
 func taskHeader(wide bool) []string {
 	if wide {
-		return []string{"ID", "NAME", "QUEUE", "PRIORITY", "STATE", "NODE", "DEVICES", "ATTEMPT", "AGE", "REASON"}
+		return []string{"ID", "NAME", "QUEUE", "USER", "PRIORITY", "STATE", "NODE", "DEVICES", "ATTEMPT", "AGE", "REASON"}
 	}
 	return []string{"ID", "NAME", "PRIORITY", "STATE", "NODE", "DEVICES", "ATTEMPT", "AGE", "REASON"}
 }
@@ -138,7 +139,7 @@ func taskHeader(wide bool) []string {
 func taskRow(t task, wide bool, now time.Time) []string {
 	p, a := strconv.Itoa(prio(t.Priority)), strconv.Itoa(t.Attempt)
 	if wide {
-		return []string{t.ID, dash(t.Name), queueOf(t.Queue), p, t.State, dash(t.Node), t.fullDevices(), a, age(t.Submitted, now), t.Reason}
+		return []string{t.ID, dash(t.Name), queueOf(t.Queue), dash(t.User), p, t.State, dash(t.Node), t.fullDevices(), a, age(t.Submitted, now), t.Reason}
 	}
 	return []string{t.ID, dash(t.Name), p, t.State, t.Node, t.devices(), a, age(t.Submitted, now), t.Reason}
 }
@@ -154,6 +155,7 @@ func printTaskTable(w io.Writer, tasks []task, output string) error {
 // ListOptions are get tasks' filter, paging and order.
 type ListOptions struct {
 	State    string
+	User     string // only this user's tasks
 	Selector string // label selector on the tasks' metadata (k=v,k!=v,k,!k)
 	Limit    int    // tasks shown (without All)
 	All      bool   // show every task (up to MaxList)
@@ -240,6 +242,9 @@ func listTasks(ctx context.Context, c *Client, q url.Values, limit int) (all []l
 // taskQuery is the GET /tasks filter of o, its selector checked.
 func taskQuery(o ListOptions) (url.Values, error) {
 	q := url.Values{}
+	if o.User != "" {
+		q.Set("user", o.User)
+	}
 	if o.State != "" {
 		q.Set("state", o.State)
 	}

@@ -371,10 +371,10 @@ func (wt *watcher) applyTasks(ctx context.Context, batch []event) error {
 				return fmt.Errorf("unexpected answer from %s: %w", wt.c.Server, err)
 			}
 			raw = overlay(f.raw, ev)
-		} else if !wt.sel.Empty() {
-			continue // its metadata is unknown
+		} else if !wt.sel.Empty() || wt.o.List.User != "" {
+			continue // its metadata and user are unknown
 		}
-		if !wt.sel.MatchesMap(t.Metadata) {
+		if !wt.sel.MatchesMap(t.Metadata) || (wt.o.List.User != "" && t.User != wt.o.List.User) {
 			continue
 		}
 		t.State, t.Node, t.Reason = ev.State, ev.Node, ev.Reason

@@ -107,8 +107,8 @@ func TestWatchTasks(t *testing.T) {
 		t.Errorf("the header is printed more than once:\n%s", text)
 	}
 	waitOutput(t, all, `^w2 +\S+ +2 +succeeded `)
-	wide := waitOutput(t, vision, `^ID +NAME +QUEUE +PRIORITY +STATE +NODE +DEVICES +ATTEMPT +AGE +REASON$`,
-		`^w1 +train +default +2 +pending `, `^w1 +train +default +2 +succeeded +fk-1 `)
+	wide := waitOutput(t, vision, `^ID +NAME +QUEUE +USER +PRIORITY +STATE +NODE +DEVICES +ATTEMPT +AGE +REASON$`,
+		`^w1 +train +default +- +2 +pending `, `^w1 +train +default +- +2 +succeeded +fk-1 `)
 	if strings.Contains(wide, "w2") {
 		t.Errorf("--selector team=vision shows w2:\n%s", wide)
 	}

@@ -348,6 +348,7 @@ func (c *Core) submit(now time.Time, spec *api.Task, j *job) error {
 			t.gang.failed++
 			t.gang.dirty = true
 		}
+		c.ended(t)
 	case len(deps) > 0:
 		c.waitFor(t, deps)
 	default:
@@ -361,7 +362,7 @@ func (c *Core) submit(now time.Time, spec *api.Task, j *job) error {
 // unset, in no queue). It
 // resolves the dependencies: deps are those not finished yet, skipReason
 // is set when one ended without success. Nothing changes on error.
-func (c *Core) admit(spec *api.Task, j *job) (t *Task, deps []*Task, skipReason string, err error) {
+func (c *Core) admit(spec *api.Task, j *job) (t *Task, deps []depWait, skipReason string, err error) {
 	if spec.ID == "" {
 		return nil, nil, "", errs.Invalid("id", "the core needs an id; the server assigns one")
 	}
@@ -389,20 +390,9 @@ func (c *Core) admit(spec *api.Task, j *job) (t *Task, deps []*Task, skipReason 
 			return nil, nil, "", err
 		}
 	}
-	for i, d := range spec.Depends {
-		dt, ok := c.tasks[d]
-		if !ok {
-			return nil, nil, "", errs.New(errs.InvalidArgument, "depends["+strconv.Itoa(i)+"]", "unknown task %q", d)
-		}
-		switch {
-		case dt.state == Succeeded:
-		case dt.state.Terminal():
-			if skipReason == "" {
-				skipReason = "dependency " + d + " " + dt.state.String()
-			}
-		default:
-			deps = append(deps, dt)
-		}
+	deps, skipReason, err = c.resolveDeps(spec)
+	if err != nil {
+		return nil, nil, "", err
 	}
 	cls, err := c.classFor(spec, c.leafOf(spec.Queue))
 	if err != nil {
@@ -430,15 +420,6 @@ func (c *Core) admit(spec *api.Task, j *job) (t *Task, deps []*Task, skipReason 
 		c.work.observe(&cls.opts[oi])
 	}
 	return t, deps, skipReason, nil
-}
-
-// waitFor makes t wait for deps (state blocked).
-func (c *Core) waitFor(t *Task, deps []*Task) {
-	t.state = Blocked
-	t.unmet = int32(len(deps))
-	for _, d := range deps {
-		d.dependent = append(d.dependent, t)
-	}
 }
 
 // lookup finds a task or returns NotFound naming the id field.

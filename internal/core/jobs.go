@@ -72,6 +72,11 @@ type job struct {
 	tasks      []*Task
 	failed     bool // fail-fast already cancelled the rest
 	gang       *gang
+	// open counts its tasks not ended, bad whether one ended without
+	// success; dependent are the tasks waiting on it (depends.go).
+	open      int32
+	bad       bool
+	dependent []depEdge
 }
 
 type gang struct {
@@ -185,6 +190,7 @@ func (c *Core) attachJob(t *Task, j *job) {
 	}
 	t.job = j
 	j.tasks = append(j.tasks, t)
+	j.open++
 	if g := j.gang; g != nil && g.want[t.id] {
 		delete(g.want, t.id)
 		t.gang = g

@@ -50,7 +50,7 @@ type Task struct {
 	whatIfGone bool
 	attempt    int32
 	unmet      int32
-	dependent  []*Task
+	dependent  []depEdge
 	reason     string
 
 	job      *job
@@ -143,50 +143,9 @@ func (c *Core) finish(t *Task, to State, reason string) {
 	t.reason = reason
 	c.stats.Finished++
 	c.out.Transitions = append(c.out.Transitions, Transition{Task: t.id, From: from, To: to, Reason: reason, Attempt: int(t.attempt)})
-	c.settleDependents(t)
+	c.ended(t)
 	if t.job != nil {
 		c.jobTaskEnded(t, from)
-	}
-}
-
-// settleDependents releases or skips the tasks waiting on t. Work is
-// proportional to t's out-degree plus the tasks skipped transitively.
-func (c *Core) settleDependents(t *Task) {
-	if len(t.dependent) == 0 {
-		return
-	}
-	if t.state == Succeeded {
-		for _, d := range t.dependent {
-			if d.state != Blocked {
-				continue
-			}
-			d.unmet--
-			if d.unmet == 0 {
-				c.enqueue(d)
-				c.out.Transitions = append(c.out.Transitions, Transition{Task: d.id, From: Blocked, To: Pending})
-			}
-		}
-		t.dependent = nil
-		return
-	}
-	stack := []*Task{t}
-	for len(stack) > 0 {
-		x := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		for _, d := range x.dependent {
-			if d.state != Blocked {
-				continue
-			}
-			d.state = Skipped
-			d.reason = "dependency " + x.id + " " + x.state.String()
-			c.out.Transitions = append(c.out.Transitions, Transition{Task: d.id, From: Blocked, To: Skipped, Reason: d.reason})
-			stack = append(stack, d)
-			if d.gang != nil {
-				d.gang.failed++ // counted now, judged by placeGangs
-				d.gang.dirty = true
-			}
-		}
-		x.dependent = nil
 	}
 }
 

@@ -109,6 +109,7 @@ func (e *Engine) submitJob(tenant string, j *api.Job, now time.Time) (string, er
 			return "", errs.Invalid("id", "at most %d characters for tenant %s's jobs", api.MaxIDLen-len(tenant)-len(TenantSep), tenant)
 		}
 		j.ID = QualifyID(tenant, j.ID)
+		j.Depends = qualifyDepends(tenant, j.Depends)
 	}
 	if old := e.jobView(j.ID); old != nil {
 		a, _ := json.Marshal(old.Spec)
@@ -134,13 +135,15 @@ func (e *Engine) submitJob(tenant string, j *api.Job, now time.Time) (string, er
 	for _, i := range order {
 		spec := j.Tasks[i] // a copy: the job keeps the ids as submitted
 		spec.ID = JobTaskID(j.ID, spec.ID)
-		spec.Depends = make([]string, len(j.Tasks[i].Depends))
-		for k, d := range j.Tasks[i].Depends {
-			spec.Depends[k] = JobTaskID(j.ID, d)
+		spec.Depends = make([]string, 0, len(j.Tasks[i].Depends)+len(j.Depends))
+		for _, d := range j.Tasks[i].Depends {
+			spec.Depends = append(spec.Depends, api.WithDependencyID(d, JobTaskID(j.ID, api.DependencyID(d))))
 		}
+		spec.Depends = append(spec.Depends, j.Depends...) // qualified with the job's id
 		if spec.Queue == "" {
 			spec.Queue = j.Queue
 		}
+		spec.User = j.User
 		if spec.Priority == nil {
 			spec.Priority = j.Priority
 		}
@@ -181,7 +184,7 @@ func topoOrder(tasks []api.Task) []int {
 	for i, t := range tasks {
 		for _, d := range t.Depends {
 			indeg[i]++
-			users[index[d]] = append(users[index[d]], i)
+			users[index[api.DependencyID(d)]] = append(users[index[api.DependencyID(d)]], i)
 		}
 	}
 	order := make([]int, 0, len(tasks))

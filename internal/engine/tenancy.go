@@ -59,14 +59,40 @@ func qualifyTask(tenant string, t *api.Task) error {
 		return errs.Invalid("id", "at most %d characters for tenant %s's tasks, got %d", api.MaxIDLen-len(tenant)-len(TenantSep), tenant, len(t.ID))
 	}
 	t.ID = QualifyID(tenant, t.ID)
-	if len(t.Depends) > 0 {
-		deps := make([]string, len(t.Depends)) // the caller's slice is left as it was
-		for i, d := range t.Depends {
-			deps[i] = QualifyID(tenant, d)
-		}
-		t.Depends = deps
-	}
+	t.Depends = qualifyDepends(tenant, t.Depends)
 	return nil
+}
+
+// qualifyDepends is deps (validated) with their ids qualified for tenant,
+// each keeping its type; a new slice, the caller's is left as it was. A
+// tenant whose name starts with "after" gets the type written out, so
+// that its name is never read as one.
+func qualifyDepends(tenant string, deps []string) []string {
+	if len(deps) == 0 || !scoped(tenant) {
+		return deps
+	}
+	out := make([]string, len(deps))
+	for i, d := range deps {
+		typ, id, _ := api.ParseDependency(d)
+		if d != id || strings.HasPrefix(tenant, "after") {
+			out[i] = typ + ":" + QualifyID(tenant, id)
+		} else {
+			out[i] = QualifyID(tenant, id)
+		}
+	}
+	return out
+}
+
+// LocalDepends is deps as a caller of scope names them.
+func LocalDepends(scope string, deps []string) []string {
+	if scope == "" || len(deps) == 0 {
+		return deps
+	}
+	out := make([]string, len(deps))
+	for i, d := range deps {
+		out[i] = api.WithDependencyID(d, LocalID(scope, api.DependencyID(d)))
+	}
+	return out
 }
 
 // tenantLabels is a task's labels (metadata) with api.MetaTenant set to
@@ -133,7 +159,7 @@ func LocalRecord(scope string, r *TaskRecord) *TaskRecord {
 	cp.Spec.ID = LocalID(scope, r.Spec.ID)
 	cp.Reason = LocalReason(scope, r.Reason)
 	if len(r.Spec.Depends) > 0 {
-		cp.Spec.Depends = LocalIDs(scope, r.Spec.Depends)
+		cp.Spec.Depends = LocalDepends(scope, r.Spec.Depends)
 	}
 	if j, ok := r.Spec.Metadata[JobMetadataKey]; ok {
 		m := make(map[string]string, len(r.Spec.Metadata))

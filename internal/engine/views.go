@@ -112,7 +112,7 @@ func (e *Engine) Nodes() []api.Node {
 
 // Filter selects tasks in a listing; empty fields match everything.
 type Filter struct {
-	State, Queue, Node, Tenant string
+	State, Queue, Node, Tenant, User string
 	// States, when set, matches any of them (State is then ignored).
 	States []string
 	// Job, when set, lists that job's tasks (in the job's order) instead
@@ -136,7 +136,7 @@ func (f Filter) match(r *TaskRecord) bool {
 		return false
 	}
 	return (f.Queue == "" || r.Spec.Queue == f.Queue) &&
-		(f.Node == "" || r.Node == f.Node) && (f.Tenant == "" || r.Tenant == f.Tenant) &&
+		(f.Node == "" || r.Node == f.Node) && (f.Tenant == "" || r.Tenant == f.Tenant) && (f.User == "" || r.Spec.User == f.User) &&
 		(f.Selector.Empty() || f.Selector.MatchesMap(r.Spec.Metadata))
 }
 

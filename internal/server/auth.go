@@ -37,6 +37,9 @@ type Token struct {
 	Token  string `json:"token"`
 	Role   string `json:"role"`
 	Tenant string `json:"tenant,omitempty"`
+	// User is who acts with the token: the user recorded on the work it
+	// submits (default: its tenant, or for an admin token "admin").
+	User string `json:"user,omitempty"`
 	// Rate (requests/s) and Burst limit the tenant's API calls, over all
 	// its tokens (a token bucket; 429 with Retry-After past it). Unset:
 	// the server's --tenant-rate, if any.
@@ -57,6 +60,9 @@ type TokensFile struct {
 type Principal struct {
 	Role   string
 	Tenant string // for tenants; DefaultTenant when auth is off
+	// User is who acts (Token.User); "" when auth is off, where the
+	// client names its user itself.
+	User string
 	// Nodes, for an agent, are the node names it may register, heartbeat
 	// and read assignments of: path.Match patterns from its token's
 	// nodes, or the DNS names of its certificate. Nil: any node.
@@ -100,6 +106,12 @@ func LoadTokens(file string) (*Auth, error) {
 		seen[t.Token] = true
 		if len(t.Nodes) > 0 && t.Role != RoleAgent {
 			return nil, errs.Invalid(field+".nodes", "only agent tokens are bound to nodes")
+		}
+		if t.User != "" && t.Role != RoleAdmin && t.Role != RoleTenant {
+			return nil, errs.Invalid(field+".user", "only admin and tenant tokens submit work, so only they name a user")
+		}
+		if err := api.ValidateUser(field+".user", t.User); err != nil {
+			return nil, err
 		}
 		if len(t.Nodes) > maxTokenNodes {
 			return nil, errs.Invalid(field+".nodes", "at most %d patterns", maxTokenNodes)
@@ -180,7 +192,33 @@ func (a *Auth) authenticate(r *http.Request) (Principal, error) {
 	if found == nil {
 		return Principal{}, errs.New(errs.Unauthenticated, "", "unknown token")
 	}
-	return Principal{Role: found.Role, Tenant: found.Tenant, Nodes: found.Nodes}, nil
+	return Principal{Role: found.Role, Tenant: found.Tenant, Nodes: found.Nodes, User: found.user()}, nil
+}
+
+// user is who acts with t (Token.User).
+func (t *Token) user() string {
+	switch {
+	case t.User != "":
+		return t.User
+	case t.Tenant != "":
+		return t.Tenant
+	}
+	return t.Role
+}
+
+// userOf is the user recorded on work p submits naming given: p's own,
+// else (auth off) the given one; a tenant's token may not name another
+// user (an admin's may, acting for them).
+func (p Principal) userOf(given string) (string, error) {
+	switch {
+	case p.User == "" || given == p.User:
+		return given, nil
+	case given == "":
+		return p.User, nil
+	case p.Role == RoleAdmin:
+		return given, nil
+	}
+	return "", errs.New(errs.PermissionDenied, "user", "this token acts as user %q; it may not submit as %q", p.User, given)
 }
 
 // maxTokenNodes bounds a token's node patterns.

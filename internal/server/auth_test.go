@@ -18,6 +18,7 @@ import (
 const (
 	adminTok = "admin-token-0123456789"
 	aTok     = "team-a-token-0123456789"
+	annTok   = "team-a-ann-token-0123456789"
 	bTok     = "team-b-token-0123456789"
 	agentTok = "agent-token-0123456789"
 	// boundTok is an agent token bound to nodes agn-*.
@@ -31,6 +32,7 @@ func startAuth(t *testing.T) *running {
 	os.WriteFile(tokens, []byte(`tokens:
   - {token: `+adminTok+`, role: admin}
   - {token: `+aTok+`, role: tenant, tenant: team-a}
+  - {token: `+annTok+`, role: tenant, tenant: team-a, user: ann}
   - {token: `+bTok+`, role: tenant, tenant: team-b}
   - {token: `+agentTok+`, role: agent}
   - {token: `+boundTok+`, role: agent, nodes: ["agn-*"]}
@@ -334,5 +336,51 @@ func TestTokensRateValidation(t *testing.T) {
 		if _, err := LoadTokens(p); errs.FieldOf(err) != c.field {
 			t.Errorf("%s: %v, want field %s", c.file, err, c.field)
 		}
+	}
+}
+
+// issue 45 §2: every task records its user: the token's (its user, else
+// its tenant, else its role), never another one a tenant names (an
+// admin may act for a user); a job's tasks are the job's user's; tasks
+// list by user.
+func TestUserFromToken(t *testing.T) {
+	s := startAuth(t)
+	defer s.stop(t)
+	api := s.base + "/api/v1"
+	for _, c := range []struct {
+		tok, body, want string
+		code            int
+	}{
+		{aTok, `{"id":"u1","resources":{"cpu":"1"}}`, "team-a", 201},
+		{annTok, `{"id":"u2","resources":{"cpu":"1"}}`, "ann", 201},
+		{annTok, `{"id":"u3","user":"ann","resources":{"cpu":"1"}}`, "ann", 201},
+		{annTok, `{"id":"u4","user":"bob","resources":{"cpu":"1"}}`, "", 403},
+		{aTok, `{"id":"u5","user":"ann","resources":{"cpu":"1"}}`, "", 403},
+		{adminTok, `{"id":"u6","user":"carol","resources":{"cpu":"1"}}`, "carol", 201},
+		{adminTok, `{"id":"u7","resources":{"cpu":"1"}}`, "admin", 201},
+		{annTok, `{"id":"u8","user":"a b","resources":{"cpu":"1"}}`, "", 400},
+	} {
+		code, m := callAs(t, c.tok, "POST", api+"/tasks", c.body)
+		if code != c.code || (c.want != "" && m["user"] != c.want) {
+			t.Errorf("%s: %d %v, want %d with user %q", c.body, code, m, c.code, c.want)
+		}
+		if code >= 400 && errField(m) != "user" {
+			t.Errorf("%s: the refusal names %q, not user", c.body, errField(m))
+		}
+	}
+	code, m := callAs(t, annTok, "POST", api+"/jobs", `{"id":"j","tasks":[{"id":"a","resources":{"cpu":"1"}}]}`)
+	if code != 201 || m["tasks"].([]any)[0].(map[string]any)["user"] != "ann" {
+		t.Errorf("ann's job: %d %v", code, m)
+	}
+	if code, m := callAs(t, annTok, "POST", api+"/jobs", `{"id":"j2","tasks":[{"id":"a","user":"bob","resources":{"cpu":"1"}}]}`); code != 400 || errField(m) != "tasks[0].user" {
+		t.Errorf("a job task naming another user: %d %v", code, m)
+	}
+	_, m = callAs(t, aTok, "GET", api+"/tasks?user=ann", "")
+	var ids []string
+	for _, x := range m["tasks"].([]any) {
+		ids = append(ids, x.(map[string]any)["id"].(string))
+	}
+	if strings.Join(ids, ",") != "u2,u3,j.a" {
+		t.Errorf("team-a's tasks of user ann: %v", ids)
 	}
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -94,9 +95,20 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	tenant := principalOf(w, r).Tenant
+	p := principalOf(w, r)
+	tenant := p.Tenant
 	if tenant == "" {
 		tenant = DefaultTenant
+	}
+	if j.User, err = p.userOf(j.User); err != nil {
+		writeError(w, err)
+		return
+	}
+	for i := range j.Tasks {
+		if j.Tasks[i].User != "" && j.Tasks[i].User != j.User {
+			writeError(w, errs.Invalid(fmt.Sprintf("tasks[%d].user", i), "a job's tasks are its user's (%q); name the user once, on the job", j.User))
+			return
+		}
 	}
 	id, err := s.eng.SubmitJob(r.Context(), tenant, j)
 	if err != nil {

@@ -85,7 +85,9 @@ func (s *Server) serviceBody(w http.ResponseWriter, r *http.Request, v any) (*en
 	b, err := readBody(w, r)
 	if err == nil {
 		if svc, isSvc := v.(*api.Service); isSvc {
-			*svc, err = decodeService(b)
+			if *svc, err = decodeService(b); err == nil {
+				svc.Template.User, err = p.userOf(svc.Template.User)
+			}
 		} else {
 			err = decodeStrict(b, v)
 		}
@@ -127,6 +129,10 @@ func (s *Server) createService(w http.ResponseWriter, r *http.Request) {
 	tenant := p.Tenant
 	if tenant == "" {
 		tenant = DefaultTenant
+	}
+	if svc.Template.User, err = p.userOf(svc.Template.User); err != nil {
+		writeError(w, errs.Prefix("template", err))
+		return
 	}
 	rec, created, err := s.eng.CreateService(r.Context(), tenant, svc)
 	if err != nil {

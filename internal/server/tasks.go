@@ -85,6 +85,17 @@ func (s *Server) admitTasks(w http.ResponseWriter, r *http.Request, tasks []api.
 	if tenant == "" {
 		tenant = DefaultTenant // admins submit as the default tenant
 	}
+	for i := range tasks {
+		u, err := p.userOf(tasks[i].User)
+		if err != nil {
+			if batch {
+				err = errs.Prefix("tasks["+strconv.Itoa(i)+"]", err)
+			}
+			writeError(w, err)
+			return nil, false, false
+		}
+		tasks[i].User = u
+	}
 	ids, perTask, err := s.eng.Submit(r.Context(), tenant, tasks)
 	if err != nil {
 		writeError(w, err)
@@ -120,11 +131,11 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request) {
 	writeTask(w, http.StatusCreated, engine.LocalRecord(scope, rec))
 }
 
-// listTasks is GET /api/v1/tasks?state=&queue=&node=&job=&limit=&cursor=.
+// listTasks is GET /api/v1/tasks?state=&queue=&node=&user=&job=&limit=&cursor=.
 func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	p := principalOf(w, r)
-	f := engine.Filter{State: q.Get("state"), Queue: q.Get("queue"), Node: q.Get("node")}
+	f := engine.Filter{State: q.Get("state"), Queue: q.Get("queue"), Node: q.Get("node"), User: q.Get("user")}
 	if p.Role != RoleAdmin {
 		f.Tenant = p.Tenant
 	}
