@@ -85,7 +85,7 @@ func (f *clientFlags) client() (*cli.Client, error) {
 }
 
 func newClientCommands() []*cobra.Command {
-	cmds := []*cobra.Command{newSubmit(), newRun(), newGet(), newDescribe(), newCancel(), newLogs(), newComplete(), newRenew(), newCompletion()}
+	cmds := []*cobra.Command{newSubmit(), newRun(), newGet(), newDescribe(), newCancel(), newLogs(), newComplete(), newRenew(), newCompletion(), newHistory(), newUsage()}
 	for _, action := range []string{"cordon", "uncordon", "drain"} {
 		var f clientFlags
 		action := action

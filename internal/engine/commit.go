@@ -57,7 +57,7 @@ func (b *commitBatch) reset() {
 // durably, and only then published.
 func (e *Engine) commitStaged(now time.Time) error {
 	e.stageOutput(now)
-	if e.staged.empty() && !e.svc.pending() && !e.pools.pending() {
+	if e.staged.empty() && !e.svc.pending() && !e.pools.pending() && !e.acct.pending() {
 		e.gauges.attempted(e.cfg.Now().Sub(now))
 		return nil
 	}
@@ -100,9 +100,10 @@ func (e *Engine) encode(b *commitBatch, now time.Time) error {
 		}
 		b.recs = append(b.recs, store.Record{Kind: KindQueue, Key: name, Value: v})
 	}
-	if err := e.encodeTasks(b); err != nil {
+	if err := e.encodeTasks(b, now); err != nil {
 		return err
 	}
+	e.encodeAccounting(b)
 	if err := e.encodeNodes(b); err != nil {
 		return err
 	}
@@ -122,8 +123,10 @@ func (e *Engine) encode(b *commitBatch, now time.Time) error {
 	return nil
 }
 
-// encodeTasks appends the staged task records, their values in the arena.
-func (e *Engine) encodeTasks(b *commitBatch) error {
+// encodeTasks appends the staged task records, their values in the arena,
+// and with a record entering a final state its accounting record (the
+// same value; accounting.go).
+func (e *Engine) encodeTasks(b *commitBatch, now time.Time) error {
 	if need := 256 * len(e.staged.tasks); cap(b.arena) < need {
 		b.arena = make([]byte, 0, need)
 	}
@@ -133,7 +136,11 @@ func (e *Engine) encodeTasks(b *commitBatch) error {
 		if b.arena, err = r.appendJSON(b.arena); err != nil {
 			return fmt.Errorf("encode task %s: %w", id, err)
 		}
-		b.recs = append(b.recs, store.Record{Kind: KindTask, Key: id, Value: b.arena[start:len(b.arena):len(b.arena)]})
+		v := b.arena[start:len(b.arena):len(b.arena)]
+		b.recs = append(b.recs, store.Record{Kind: KindTask, Key: id, Value: v})
+		if k, ok := e.accountable(id, r, now); ok {
+			b.recs = append(b.recs, store.Record{Kind: KindAccounting, Key: k, Value: v})
+		}
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -45,6 +46,10 @@ type Config struct {
 	// retention.go.
 	RetainFinished    time.Duration
 	RetainFinishedMax int
+	// RetainAccounting is how long the accounting records of finished
+	// tasks are kept (0: DefaultRetainAccounting; negative: for ever); see
+	// accounting.go.
+	RetainAccounting time.Duration
 	// Tracer, when set, traces the tasks submitted within a sampled span
 	// (tracing.go); nil traces nothing.
 	Tracer trace.Tracer
@@ -123,6 +128,8 @@ type Engine struct {
 	gauges  gauges
 	// ret is the finished work waiting for retention (retention.go).
 	ret retention
+	// acct is the accounting records' retention (accounting.go).
+	acct accounting
 	// tracing is the loop's task tracing (tracing.go); submitTrace the
 	// traceparent of the submission the loop is running (submitCmd).
 	tracing     taskTracing
@@ -160,8 +167,9 @@ func New(cfg Config, st store.Store) (*Engine, error) {
 		sessions: newSessions(cfg.HeartbeatInterval, cfg.MissedHeartbeats), live: newLiveness(), nudge: make(chan struct{}, 1),
 		staged: newStaging(), owner: map[string]string{}, admin: map[string]string{}, jobLast: map[string]string{},
 		waiting: newWaitCounts(), gauges: gauges{m: cfg.Metrics},
-		ret: retention{after: cfg.RetainFinished, max: cfg.RetainFinishedMax},
-		svc: newServiceState(), pools: newPoolState(),
+		ret:  retention{after: cfg.RetainFinished, max: cfg.RetainFinishedMax},
+		acct: accounting{retain: cmp.Or(cfg.RetainAccounting, DefaultRetainAccounting)},
+		svc:  newServiceState(), pools: newPoolState(),
 	}
 	if cfg.Tracer != nil {
 		e.tracing = taskTracing{tr: cfg.Tracer, policy: cfg.Core.Policy, reasons: map[string][]reasonEvent{}}

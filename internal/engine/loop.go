@@ -94,6 +94,7 @@ func (e *Engine) step(batch []command) error {
 	e.checkLiveness(now)
 	e.c.Tick(now)
 	e.retire(now)
+	e.purgeAccounting(now)
 	return e.commitStaged(now)
 }
 

@@ -384,3 +384,44 @@ func TestUserFromToken(t *testing.T) {
 		t.Errorf("team-a's tasks of user ann: %v", ids)
 	}
 }
+
+// issue 45 §2: accounting and usage are per tenant: a tenant reads its
+// own records (its ids local), never another's, and may not ask for
+// another tenant; an admin reads every tenant's.
+func TestAccountingPerTenant(t *testing.T) {
+	s := startAuth(t)
+	defer s.stop(t)
+	api := s.base + "/api/v1"
+	for _, c := range []struct{ tok, id string }{{aTok, "a1"}, {bTok, "b1"}} {
+		if code, m := callAs(t, c.tok, "POST", api+"/tasks", `{"id":"`+c.id+`","resources":{"cpu":"100000"}}`); code != 201 {
+			t.Fatalf("%s: %d %v", c.id, code, m)
+		}
+		if code, m := callAs(t, c.tok, "DELETE", api+"/tasks/"+c.id, ""); code != 200 {
+			t.Fatalf("cancel %s: %d %v", c.id, code, m)
+		}
+	}
+	ids := func(tok, query string) (int, []string) {
+		code, m := callAs(t, tok, "GET", api+"/accounting"+query, "")
+		var out []string
+		recs, _ := m["records"].([]any)
+		for _, r := range recs {
+			out = append(out, r.(map[string]any)["id"].(string)+"@"+r.(map[string]any)["tenant"].(string))
+		}
+		return code, out
+	}
+	if code, got := ids(aTok, ""); code != 200 || strings.Join(got, ",") != "a1@team-a" {
+		t.Errorf("team-a's history: %d %v", code, got)
+	}
+	if code, got := ids(adminTok, "?state=cancelled"); code != 200 || strings.Join(got, ",") != "team-a:a1@team-a,team-b:b1@team-b" {
+		t.Errorf("the admin's history: %d %v", code, got)
+	}
+	if code, _ := ids(aTok, "?tenant=team-b"); code != 403 {
+		t.Errorf("team-a asking for team-b's history: %d", code)
+	}
+	if code, m := callAs(t, bTok, "GET", api+"/usage?by=tenant,user", ""); code != 200 || m["total"] == nil {
+		t.Errorf("team-b's usage: %d %v", code, m)
+	}
+	if code, _ := callAs(t, agentTok, "GET", api+"/accounting", ""); code != 403 {
+		t.Errorf("an agent reading accounting: %d", code)
+	}
+}

@@ -148,6 +148,9 @@ type Options struct {
 	// RetainFinishedMax how many at most (0: no limit).
 	RetainFinished    time.Duration
 	RetainFinishedMax int
+	// RetainAccounting is how long finished tasks' accounting records
+	// are kept (0: engine.DefaultRetainAccounting; negative: for ever).
+	RetainAccounting time.Duration
 	// Replication (ha.go). Store is "pebble" (the default: an embedded
 	// store in DataDir) or "etcd" (EtcdEndpoints, with TLS by EtcdCA,
 	// EtcdCert and EtcdKey); HA runs an embedded etcd member named Name
@@ -503,7 +506,7 @@ func (p *prepared) startEngine(ctx context.Context, st store.Store) (*engine.Eng
 	eng, err := engine.New(engine.Config{Core: p.cfg, Logger: p.lg, Metrics: p.m, Tracer: tracer,
 		HeartbeatInterval: interval, MissedHeartbeats: missed, PauseCredit: true,
 		DefaultLease: defaultLeaseOf(p.opt.DefaultLease), RetainFinished: retainOf(p.opt.RetainFinished),
-		RetainFinishedMax: p.opt.RetainFinishedMax}, st)
+		RetainFinishedMax: p.opt.RetainFinishedMax, RetainAccounting: p.opt.RetainAccounting}, st)
 	if err != nil {
 		return nil, err
 	}

@@ -191,6 +191,8 @@ func (s *Server) table() []route {
 		{"GET /api/v1/events", s.guard(s.events, RoleTenant, RoleAgent)},
 		{"POST /api/v1/jobs", s.guard(s.submitJob, RoleTenant)},
 		{"GET /api/v1/jobs", s.guard(s.listJobs, RoleTenant)},
+		{"GET /api/v1/accounting", s.guard(s.history, RoleTenant)},
+		{"GET /api/v1/usage", s.guard(s.usage, RoleTenant)},
 		{"GET /api/v1/jobs/{id}", s.guard(s.getJob, RoleTenant)},
 		{"DELETE /api/v1/jobs/{id}", s.guard(s.cancelJob, RoleTenant)},
 		{"GET /api/v1/queues", s.guard(s.listQueues, RoleTenant)},

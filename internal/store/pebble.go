@@ -193,6 +193,11 @@ func (d *Disk) Get(ctx context.Context, kind, key string) ([]byte, bool, error) 
 
 // Load implements Store. fn's value is valid only during the call.
 func (d *Disk) Load(ctx context.Context, kind string, fn func(key string, value []byte) error) error {
+	return d.Scan(ctx, kind, "", "", func(k string, v []byte) (bool, error) { return true, fn(k, v) })
+}
+
+// Scan implements Scanner.
+func (d *Disk) Scan(ctx context.Context, kind, from, to string, fn func(key string, value []byte) (bool, error)) error {
 	if err := ValidateRecord(Record{Kind: kind, Key: "-"}); err != nil {
 		return err
 	}
@@ -202,7 +207,14 @@ func (d *Disk) Load(ctx context.Context, kind string, fn func(key string, value 
 		return ErrClosed
 	}
 	lo, hi := kindBounds(kind)
-	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	start, end := lo, hi
+	if from != "" {
+		start = dataKey(kind, from)
+	}
+	if to != "" {
+		end = dataKey(kind, to)
+	}
+	it, err := d.db.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
 	if err != nil {
 		return errs.Wrap(errs.Unavailable, "", err)
 	}
@@ -214,8 +226,12 @@ func (d *Disk) Load(ctx context.Context, kind string, fn func(key string, value 
 				return errs.Wrap(errs.Unavailable, "", err)
 			}
 		}
-		if err := fn(string(it.Key()[len(lo):]), it.Value()); err != nil {
+		more, err := fn(string(it.Key()[len(lo):]), it.Value())
+		if err != nil {
 			return err
+		}
+		if !more {
+			return nil
 		}
 	}
 	if err := it.Error(); err != nil {

@@ -76,6 +76,17 @@ type Store interface {
 	Close() error
 }
 
+// Scanner is a Store that reads a range of one kind's records.
+//
+// Contract: Scan yields the live records of kind whose keys k hold
+// from <= k < to (to "": to the kind's end) in key order, as Load does,
+// until fn returns false or an error (which Scan returns); fn's value is
+// valid only during the call. It sees every Commit that returned before
+// it started.
+type Scanner interface {
+	Scan(ctx context.Context, kind, from, to string, fn func(key string, value []byte) (more bool, err error)) error
+}
+
 // ErrClosed is returned by a store that was closed.
 var ErrClosed = errs.New(errs.Unavailable, "", "store is closed")
 

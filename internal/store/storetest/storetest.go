@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 
@@ -28,6 +29,54 @@ func Run(t *testing.T, open Opener) {
 	t.Run("BadInput", func(t *testing.T) { badInput(t, open) })
 	t.Run("Closed", func(t *testing.T) { closed(t, open) })
 	t.Run("KindsAreSeparate", func(t *testing.T) { kinds(t, open) })
+	t.Run("ScanRanges", func(t *testing.T) { scanRanges(t, open) })
+}
+
+// scanRanges: a Scanner yields [from, to) of one kind in key order, and
+// stops when told.
+func scanRanges(t *testing.T, open Opener) {
+	s := open(t, t.TempDir())
+	defer s.Close()
+	sc, ok := s.(store.Scanner)
+	if !ok {
+		t.Fatalf("%T is not a store.Scanner", s)
+	}
+	commit(t, s,
+		store.Record{Kind: "acct", Key: "b", Value: []byte("2")},
+		store.Record{Kind: "acct", Key: "a", Value: []byte("1")},
+		store.Record{Kind: "acct", Key: "c", Value: []byte("3")},
+		store.Record{Kind: "acct", Key: "d", Value: []byte("4")},
+		store.Record{Kind: "acct0", Key: "a", Value: []byte("x")},
+		store.Record{Kind: "acc", Key: "tz", Value: []byte("y")},
+	)
+	commit(t, s, store.Record{Kind: "acct", Key: "c"})
+	scan := func(from, to string, stopAfter int) string {
+		t.Helper()
+		var got []string
+		err := sc.Scan(context.Background(), "acct", from, to, func(k string, v []byte) (bool, error) {
+			got = append(got, k+"="+string(v))
+			return len(got) < stopAfter, nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(got, ",")
+	}
+	for _, c := range []struct {
+		from, to string
+		stop     int
+		want     string
+	}{
+		{"", "", 99, "a=1,b=2,d=4"},
+		{"b", "", 99, "b=2,d=4"},
+		{"a\x00", "d", 99, "b=2"},
+		{"", "", 2, "a=1,b=2"},
+		{"e", "", 99, ""},
+	} {
+		if got := scan(c.from, c.to, c.stop); got != c.want {
+			t.Errorf("Scan [%q, %q) stopping after %d: %s, want %s", c.from, c.to, c.stop, got, c.want)
+		}
+	}
 }
 
 func load(t *testing.T, s store.Store, kind string) map[string]string {
