@@ -9,6 +9,12 @@
         print([d.id for d in devices])
     for ev in c.watch(since=0):                     # the event stream
         print(ev.kind, ev.id, ev.state)
+    for r in c.history(since="7d", user="ann"):     # finished work, as sacct
+        print(r.id, r.state, r.model, r.device_hours)
+    print(c.usage(since="7d", by="queue,model").rows)  # as sreport
+
+With no token the client names its user as the CLI does ($USER); with a token
+the server knows who it is.
 
 Errors are APIError with the API's code, message and field.
 """
@@ -17,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import getpass
 import json
 import os
 import time
@@ -25,7 +32,7 @@ import urllib.parse
 import urllib.request
 from typing import Any, Iterator, Optional
 
-__all__ = ["Client", "APIError", "Task", "Job", "Device", "Event"]
+__all__ = ["Client", "APIError", "Task", "Job", "Device", "Event", "AccountingRecord", "UsageReport", "UsageRow"]
 
 DEFAULT_SERVER = "http://127.0.0.1:7070"
 FINAL = {"succeeded", "failed", "timeout", "cancelled", "expired", "skipped"}
@@ -63,6 +70,7 @@ class Task:
     reason: str = ""
     attempt: int = 0
     service: str = ""
+    user: str = ""
     raw: dict = dataclasses.field(default_factory=dict, repr=False)
 
     @classmethod
@@ -70,7 +78,7 @@ class Task:
         return cls(id=d.get("id", ""), state=d.get("state", ""), name=d.get("name", ""), queue=d.get("queue", ""),
                    node=d.get("node", ""), devices=[Device.of(x) for x in d.get("devices") or []],
                    exit_code=d.get("exitCode"), reason=d.get("reason", ""), attempt=d.get("attempt", 0),
-                   service=d.get("service", ""), raw=d)
+                   service=d.get("service", ""), user=d.get("user", ""), raw=d)
 
     @property
     def done(self) -> bool:
@@ -89,6 +97,58 @@ class Job:
     def of(cls, d: dict) -> "Job":
         return cls(id=d.get("id", ""), state=d.get("state", ""), counts=d.get("counts") or {},
                    tasks=[Task.of(t) for t in d.get("tasks") or []], raw=d)
+
+
+@dataclasses.dataclass
+class AccountingRecord:
+    """What is kept of a task once it ended (GET /api/v1/accounting)."""
+    id: str
+    state: str
+    user: str = ""
+    queue: str = ""
+    job: str = ""
+    tenant: str = ""
+    node: str = ""
+    model: str = ""
+    exit_code: Optional[int] = None
+    submitted: str = ""
+    started: str = ""
+    finished: str = ""
+    attempts: int = 0
+    cpu_hours: float = 0.0
+    device_hours: dict = dataclasses.field(default_factory=dict)
+    raw: dict = dataclasses.field(default_factory=dict, repr=False)
+
+    @classmethod
+    def of(cls, d: dict) -> "AccountingRecord":
+        return cls(id=d.get("id", ""), state=d.get("state", ""), user=d.get("user", ""), queue=d.get("queue", ""),
+                   job=d.get("job", ""), tenant=d.get("tenant", ""), node=d.get("node", ""), model=d.get("model", ""),
+                   exit_code=d.get("exitCode"), submitted=d.get("submitted", ""), started=d.get("started", ""),
+                   finished=d.get("finished", ""), attempts=d.get("attempts", 0), cpu_hours=d.get("cpuHours", 0.0),
+                   device_hours=d.get("deviceHours") or {}, raw=d)
+
+
+@dataclasses.dataclass
+class UsageRow:
+    group: dict
+    tasks: int
+    cpu_hours: float
+    device_hours: dict
+
+    @classmethod
+    def of(cls, d: dict) -> "UsageRow":
+        return cls(group=d.get("group") or {}, tasks=d.get("tasks", 0), cpu_hours=d.get("cpuHours", 0.0),
+                   device_hours=d.get("deviceHours") or {})
+
+
+@dataclasses.dataclass
+class UsageReport:
+    """What the work used over [since, until), grouped by the fields of by (GET /api/v1/usage)."""
+    since: str
+    until: str
+    by: list
+    rows: list
+    total: UsageRow
 
 
 @dataclasses.dataclass
@@ -128,10 +188,18 @@ class Client:
             raw = resp.read()
             return json.loads(raw) if raw else None
 
+    def _user(self, spec: dict) -> dict:
+        """spec naming the local user when no token does (as the CLI: $USER)."""
+        if self.token or "user" in spec:
+            return spec
+        with contextlib.suppress(Exception):
+            return dict(spec, user=getpass.getuser())
+        return spec
+
     # -- tasks --
     def submit(self, task: dict) -> Task:
         """Submit one task (API.md "Task"); returns it as the server has it."""
-        out = self._json("POST", "/api/v1/tasks", task)
+        out = self._json("POST", "/api/v1/tasks", self._user(task))
         ids = out.get("ids") or [out.get("id")]
         return self.task(ids[0])
 
@@ -139,20 +207,39 @@ class Client:
         return Task.of(self._json("GET", "/api/v1/tasks/" + urllib.parse.quote(task_id, safe="")))
 
     def tasks(self, state: str = "", queue: str = "", job: str = "", service: str = "", selector: str = "",
-              page: int = 1000) -> Iterator[Task]:
+              user: str = "", page: int = 1000) -> Iterator[Task]:
         """Every task matching the filters, page by page (state may list several: "pending,running")."""
-        q = {k: v for k, v in {"state": state, "queue": queue, "job": job, "service": service,
-                               "selector": selector, "limit": str(page)}.items() if v}
+        q = {"state": state, "queue": queue, "job": job, "service": service, "selector": selector, "user": user}
+        for t in self._pages("/api/v1/tasks", "tasks", q, page):
+            yield Task.of(t)
+
+    def _pages(self, path: str, key: str, q: dict, page: int) -> Iterator[dict]:
+        """Every item of a paged listing, following its cursors."""
+        q = {k: v for k, v in dict(q, limit=str(page)).items() if v}
         cursor = ""
         while True:
             if cursor:
                 q["cursor"] = cursor
-            out = self._json("GET", "/api/v1/tasks?" + urllib.parse.urlencode(q))
-            for t in out.get("tasks") or []:
-                yield Task.of(t)
+            out = self._json("GET", path + "?" + urllib.parse.urlencode(q))
+            yield from out.get(key) or []
             cursor = out.get("cursor", "")
             if not cursor:
                 return
+
+    # -- accounting --
+    def history(self, since: str = "", until: str = "", page: int = 1000, **filters: str) -> Iterator[AccountingRecord]:
+        """Finished work, oldest first, as sacct lists it: since and until are RFC 3339, a date or an age
+        ("7d", "36h"; default the last 24 hours); filters: user, queue, job, node, model, state, tenant."""
+        for r in self._pages("/api/v1/accounting", "records", dict(filters, since=since, until=until), page):
+            yield AccountingRecord.of(r)
+
+    def usage(self, since: str = "", until: str = "", by: str = "queue", **filters: str) -> UsageReport:
+        """What the work used over a range (default the last 7 days), grouped by the fields of by
+        (tenant, user, queue, model, node, state, job), as sreport reports it."""
+        q = {k: v for k, v in dict(filters, since=since, until=until, by=by).items() if v}
+        d = self._json("GET", "/api/v1/usage?" + urllib.parse.urlencode(q))
+        return UsageReport(since=d.get("since", ""), until=d.get("until", ""), by=d.get("by") or [],
+                           rows=[UsageRow.of(r) for r in d.get("rows") or []], total=UsageRow.of(d.get("total") or {}))
 
     def cancel(self, task_id: str) -> Task:
         return Task.of(self._json("DELETE", "/api/v1/tasks/" + urllib.parse.quote(task_id, safe="")))
@@ -190,7 +277,7 @@ class Client:
         res = dict(resources or {})
         if gpus:
             res["nvidia.com/gpu"] = gpus
-        spec = dict(task, resources=res)
+        spec = self._user(dict(task, resources=res))
         out = self._json("POST", "/api/v1/schedule?wait=" + urllib.parse.quote(wait), spec)
         t = Task.of(out if "id" in out else (out.get("tasks") or [{}])[0])
         if t.state not in ("scheduled", "running"):
@@ -207,7 +294,7 @@ class Client:
 
     # -- jobs --
     def submit_job(self, job: dict) -> Job:
-        return Job.of(self._json("POST", "/api/v1/jobs", job))
+        return Job.of(self._json("POST", "/api/v1/jobs", self._user(job)))
 
     def job(self, job_id: str) -> Job:
         return Job.of(self._json("GET", "/api/v1/jobs/" + urllib.parse.quote(job_id, safe="")))

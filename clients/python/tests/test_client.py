@@ -1,5 +1,6 @@
 """The Python client against a live server ($HETSCHED_TEST_SERVER), run by clients/python's Go test."""
 
+import getpass
 import os
 import sys
 import unittest
@@ -71,6 +72,29 @@ class ClientTest(unittest.TestCase):
         with self.assertRaises(APIError) as e:  # a lease runs no command: it has no logs
             list(self.c.logs("py-watched"))
         self.assertEqual(e.exception.code, "invalid_argument")
+
+    def test_history_and_usage(self):
+        with self.c.lease(gpus=1, id="py-acct", user="ann", wait="5s") as devices:
+            self.assertEqual(len(devices), 1)
+        self.c.wait("py-acct", timeout=10)
+        skipped = self.c.submit({"id": "py-after", "lease": "1h", "resources": {"cpu": "1"},
+                                 "depends": ["afternotok:py-acct"]})
+        self.assertEqual(skipped.state, "skipped")
+        self.assertEqual(skipped.user, getpass.getuser())  # no token: the client names the local user
+        recs = {r.id: r for r in self.c.history(since="1h", page=1)}
+        self.assertEqual(recs["py-acct"].user, "ann")
+        self.assertEqual(recs["py-acct"].state, "succeeded")
+        self.assertEqual(recs["py-acct"].model, "L4")
+        self.assertGreater(recs["py-acct"].device_hours["nvidia.com/gpu"], 0)
+        self.assertEqual(recs["py-after"].state, "skipped")
+        self.assertEqual([r.id for r in self.c.history(user="ann")], ["py-acct"])
+        rep = self.c.usage(since="1h", by="user,model", user="ann")
+        self.assertEqual(rep.by, ["user", "model"])
+        self.assertEqual([(r.group, r.tasks) for r in rep.rows], [({"user": "ann", "model": "L4"}, 1)])
+        self.assertGreater(rep.total.device_hours["nvidia.com/gpu"], 0)
+        with self.assertRaises(APIError) as e:
+            self.c.usage(by="colour")
+        self.assertEqual(e.exception.field, "by")
 
     def test_cluster(self):
         cl = self.c.cluster()
