@@ -92,6 +92,7 @@ func newServer() *cobra.Command {
 	cmd.Flags().StringVar(&opt.PprofListen, "pprof", "", "serve net/http/pprof (with mutex and block profiles) on this loopback address, e.g. 127.0.0.1:6060; off by default")
 	cmd.Flags().DurationVar(&opt.RetainFinished, "retain-finished", server.DefaultRetainFinished, "keep finished tasks and jobs (listed, readable, their history) this long after they finished, then delete them; negative: for ever")
 	cmd.Flags().IntVar(&opt.NodeMetricsLimit, "node-metrics-limit", 0, "export per-node and per-device series (allocation, utilization, health) while the fleet has at most this many nodes (0: 1000, -1: never)")
+	cmd.Flags().DurationVar(&opt.SeriesEvery, "series-every", server.DefaultSeriesEvery, "how often the server samples allocation, utilization and waiting tasks for its hour of in-memory history (the web UI's charts; GET /api/v1/series)")
 	cmd.Flags().DurationVar(&opt.RetainAccounting, "retain-accounting", engine.DefaultRetainAccounting, "keep the accounting records of finished work (history, usage) this long after it finished; negative: for ever")
 	cmd.Flags().IntVar(&opt.RetainFinishedMax, "retain-finished-max", 0, "keep at most this many finished tasks and jobs (a job with its tasks counts once), the newest; 0: no limit")
 	cmd.Flags().StringVar(&opt.Store, "store", "", "store backend: pebble (the default: embedded, in --data-dir) or etcd (the default with --ha) (--etcd-endpoints; several servers then share it, one leads)")

@@ -25,7 +25,7 @@ const (
 	boundTok = "bound-agent-token-0123456789"
 )
 
-func startAuth(t *testing.T) *running {
+func startAuth(t *testing.T, set ...func(*Options)) *running {
 	t.Helper()
 	dir := t.TempDir()
 	tokens := filepath.Join(dir, "tokens.yaml")
@@ -37,7 +37,11 @@ func startAuth(t *testing.T) *running {
   - {token: `+agentTok+`, role: agent}
   - {token: `+boundTok+`, role: agent, nodes: ["agn-*"]}
 `), 0o600)
-	return startWith(t, Options{DataDir: filepath.Join(dir, "data"), TokensFile: tokens})
+	opt := Options{DataDir: filepath.Join(dir, "data"), TokensFile: tokens}
+	for _, f := range set {
+		f(&opt)
+	}
+	return startWith(t, opt)
 }
 
 func callAs(t *testing.T, token, method, url, body string) (int, map[string]any) {
@@ -423,5 +427,56 @@ func TestAccountingPerTenant(t *testing.T) {
 	}
 	if code, _ := callAs(t, agentTok, "GET", api+"/accounting", ""); code != 403 {
 		t.Errorf("an agent reading accounting: %d", code)
+	}
+}
+
+// issue 45 §4: the server keeps an hour of samples in memory (GET
+// /api/v1/series): allocation per resource, waiting tasks per tier and
+// per queue; a tenant's carry only its own queues.
+func TestSeriesPerTenant(t *testing.T) {
+	s := startAuth(t, func(o *Options) { o.SeriesEvery = 20 * time.Millisecond })
+	defer s.stop(t)
+	api := s.base + "/api/v1"
+	for _, q := range []struct{ tok, body string }{
+		{adminTok, `{"name":"team-a-q","weight":1}`},
+	} {
+		if code, m := callAs(t, q.tok, "PUT", api+"/queues/team-a-q", q.body); code != 200 {
+			t.Fatalf("queue: %d %v", code, m)
+		}
+	}
+	if code, m := callAs(t, aTok, "POST", api+"/tasks", `{"id":"big","priority":3,"resources":{"cpu":"100000"}}`); code != 201 {
+		t.Fatalf("big: %d %v", code, m)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	var points []any
+	for time.Now().Before(deadline) {
+		code, m := callAs(t, adminTok, "GET", api+"/series", "")
+		if code != 200 {
+			t.Fatalf("series: %d %v", code, m)
+		}
+		points, _ = m["points"].([]any)
+		if n := len(points); n > 0 && points[n-1].(map[string]any)["pendingByTier"].(map[string]any)["low"] == float64(1) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(points) == 0 {
+		t.Fatal("no samples in 10 s")
+	}
+	last := points[len(points)-1].(map[string]any)
+	if last["pendingByTier"].(map[string]any)["low"] != float64(1) || last["allocated"].(map[string]any)["cpu"] == nil {
+		t.Errorf("the admin's latest sample: %v", last)
+	}
+	if _, ok := last["pendingByQueue"].(map[string]any)["team-a-q"]; !ok {
+		t.Errorf("the admin's sample lacks queue team-a-q: %v", last)
+	}
+	_, m := callAs(t, bTok, "GET", api+"/series", "")
+	for _, p := range m["points"].([]any) {
+		if q := p.(map[string]any)["pendingByQueue"]; q != nil && len(q.(map[string]any)) > 0 {
+			t.Fatalf("team-b sees another tenant's queues: %v", q)
+		}
+	}
+	if code, _ := callAs(t, aTok, "GET", api+"/series?since=yesterday", ""); code != 400 {
+		t.Errorf("a bad since: %d", code)
 	}
 }

@@ -151,6 +151,9 @@ type Options struct {
 	// RetainAccounting is how long finished tasks' accounting records
 	// are kept (0: engine.DefaultRetainAccounting; negative: for ever).
 	RetainAccounting time.Duration
+	// SeriesEvery is how often the server samples the cluster for its
+	// recent history (GET /api/v1/series; 0: DefaultSeriesEvery).
+	SeriesEvery time.Duration
 	// Replication (ha.go). Store is "pebble" (the default: an embedded
 	// store in DataDir) or "etcd" (EtcdEndpoints, with TLS by EtcdCA,
 	// EtcdCert and EtcdKey); HA runs an embedded etcd member named Name
@@ -546,6 +549,7 @@ func (p *prepared) newHandler(eng *engine.Engine, addr string) *Server {
 	handler := New(eng, p.cfg.Policy, p.lg, p.reg, p.m, p.auth)
 	handler.SetTracing(opt.Tracing)
 	handler.StartServices(p.svcGauges)
+	handler.StartSeries(opt.SeriesEvery)
 	handler.StartPools(poolctl.Config{Planner: nodepool.New(p.cfg), Providers: opt.PoolProviders,
 		Logger: p.lg, Period: opt.PoolPeriod, Gauges: p.poolGauge})
 	handler.browser = newBrowserGuard(p.auth == nil, addr, p.origins)

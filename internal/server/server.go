@@ -46,6 +46,7 @@ import (
 	"github.com/hetsched/hetsched/internal/engine"
 	"github.com/hetsched/hetsched/internal/errs"
 	"github.com/hetsched/hetsched/internal/metrics"
+	"github.com/hetsched/hetsched/internal/series"
 	"github.com/hetsched/hetsched/internal/servicectl"
 	"github.com/hetsched/hetsched/internal/ui"
 )
@@ -87,6 +88,13 @@ type Server struct {
 	// is closed when it has.
 	stopPools context.CancelFunc
 	poolsDone chan struct{}
+	// series is the recent history (StartSeries; nil: none kept),
+	// sampled every seriesEvery; stopSeries ends its sampling and
+	// seriesDone is closed when it has.
+	series      *series.Recorder
+	seriesEvery time.Duration
+	stopSeries  context.CancelFunc
+	seriesDone  chan struct{}
 }
 
 // Close ends long-lived streams (events) so that a graceful shutdown does
@@ -102,6 +110,10 @@ func (s *Server) Close() {
 		if s.stopPools != nil {
 			s.stopPools()
 			<-s.poolsDone
+		}
+		if s.stopSeries != nil {
+			s.stopSeries()
+			<-s.seriesDone
 		}
 	})
 }
@@ -193,6 +205,7 @@ func (s *Server) table() []route {
 		{"GET /api/v1/jobs", s.guard(s.listJobs, RoleTenant)},
 		{"GET /api/v1/accounting", s.guard(s.history, RoleTenant)},
 		{"GET /api/v1/usage", s.guard(s.usage, RoleTenant)},
+		{"GET /api/v1/series", s.guard(s.getSeries, RoleTenant)},
 		{"GET /api/v1/jobs/{id}", s.guard(s.getJob, RoleTenant)},
 		{"DELETE /api/v1/jobs/{id}", s.guard(s.cancelJob, RoleTenant)},
 		{"GET /api/v1/queues", s.guard(s.listQueues, RoleTenant)},

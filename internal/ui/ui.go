@@ -4,7 +4,7 @@
 //
 // Glossary:
 //   - Asset: a file of the UI (index.html, app.js, cluster.js, work.js,
-//     app.css), embedded in the binary: nothing is built or fetched at
+//     actions.js, app.css), embedded in the binary: nothing is built or fetched at
 //     build, test or run time.
 //   - View: one page of the UI, chosen by the URL's fragment (#/overview,
 //     #/queues, #/jobs, #/job/ID, #/tasks, #/task/ID, #/nodes,
@@ -14,6 +14,11 @@
 //     away closes its stream (a browser holds 6 connections per server).
 //   - Kept element: a part of a view marked data-keep (a filter form, a
 //     followed log) that a live render leaves in place, with the focus.
+//   - Action: a button that changes the cluster (cancel a task or job,
+//     cordon, drain or uncordon a node, set a queue's weight) through the
+//     API with the tab's token; the server's checks decide, and a
+//     refusal shows its message. It acts on a second, confirming click.
+//   - Chart: a line chart of the server's last hour (GET /api/v1/series).
 //   - Token: the bearer token a user enters once; the page keeps it in
 //     the tab's sessionStorage and sends it in the Authorization header
 //     (never a cookie, so no other page can make the browser use it).

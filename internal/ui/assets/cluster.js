@@ -8,7 +8,7 @@
 const HEATMAP_NODES = 50000;
 
 VIEWS.overview = async () => {
-  const [c, heat] = await Promise.all([api("/api/v1/cluster"), heatmap()]);
+  const [c, heat, hist] = await Promise.all([api("/api/v1/cluster"), heatmap(), seriesOf()]);
   const res = Object.keys(c.resources || {}).sort();
   const resRows = res.map(name => {
     const r = c.resources[name];
@@ -34,6 +34,7 @@ VIEWS.overview = async () => {
         el("dt", {}, "Tasks held"), el("dd", { id: "cluster-tasks" }, c.tasks),
         el("dt", {}, "Nodes"), el("dd", { id: "cluster-nodes" },
           states.map(s => el("a", { href: "#/nodes?state=" + encodeURIComponent(s), "data-state": s }, s + " " + c.nodes[s]), "  ")))),
+    historyCard(hist),
     el("section", { class: "card" }, el("h2", {}, "Capacity and allocation"),
       table(["resource", { label: "capacity", num: true }, { label: "allocated", num: true }, "allocated %", "utilization (measured)"], resRows, { id: "resources" })),
     el("section", { class: "card" }, el("h2", {}, "Devices by type and model"),
@@ -127,7 +128,7 @@ function legend(color, text) {
 // resource (usage above the guarantee is borrowed), its fair share, and
 // its waiting tasks by reason.
 VIEWS.queues = async () => {
-  const body = await api("/api/v1/queues");
+  const [body, hist] = await Promise.all([api("/api/v1/queues"), seriesOf()]);
   const qs = body.queues || [];
   const byName = new Map(qs.map(q => [q.name, q]));
   const depth = q => { let d = 0; for (let p = q.parent; p && byName.has(p) && d < 32; p = byName.get(p).parent) d++; return d; };
@@ -159,13 +160,14 @@ VIEWS.queues = async () => {
     const pending = Object.entries(q.pending || {}).filter(([, n]) => n > 0).map(([k, n]) => k + " " + n).join(", ");
     return el("tr", { "data-queue": q.name },
       el("td", {}, "\u2003".repeat(depth(q)), el("a", { href: "#/tasks?queue=" + encodeURIComponent(q.name) }, q.name)),
-      el("td", { class: "num" }, q.weight || 1),
+      el("td", { "data-field": "weight" }, weightForm(q)),
       el("td", {}, res.length ? res : "-"),
       el("td", { "data-field": "pending" }, pending || "-"));
   });
   return [el("section", { class: "card" }, el("h2", {}, "Queues"),
-    rows.length ? table(["queue", { label: "weight", num: true }, "used / guaranteed / max", "waiting"], rows, { id: "queues" })
-      : el("p", { class: "muted" }, "No queues: every task runs in the root's share."))];
+    rows.length ? table(["queue", "weight", "used / guaranteed / max", "waiting"], rows, { id: "queues" })
+      : el("p", { class: "muted" }, "No queues: every task runs in the root's share.")),
+  queueHistoryCard(hist)];
 };
 
 const NODE_STATES = ["ready", "notready", "cordoned", "draining"];
@@ -248,7 +250,8 @@ VIEWS.node = async name => {
         el("dt", {}, "CPU"), el("dd", {}, fmtResource("cpu", alloc.cpu || 0) + " of " + (cap.cpu || "0") + " allocated" + (n.utilization ? ", " + pct(n.utilization.cpu || 0) + " used" : "")),
         el("dt", {}, "Memory"), el("dd", {}, fmtBytes(alloc.memory || 0) + " of " + (cap.memory || "0") + " allocated"),
         el("dt", {}, "Labels"), el("dd", {}, Object.entries({ ...(n.labels || {}), ...(n.derivedLabels || {}) }).map(([k, v]) => k + "=" + v).join(", ") || "-"),
-        el("dt", {}, "Taints"), el("dd", {}, (n.taints || []).join(", ") || "-"))),
+        el("dt", {}, "Taints"), el("dd", {}, (n.taints || []).join(", ") || "-")),
+      nodeActions(n)),
     el("section", { class: "card" }, el("h2", {}, "Devices"),
       devRows.length ? table(["type", "id", "model", "memory", "health", "utilization", { label: "allocated", num: true }, "held by"], devRows, { id: "node-devices" })
         : el("p", { class: "muted" }, "No devices.")),
@@ -257,3 +260,15 @@ VIEWS.node = async name => {
       el("p", {}, el("a", { href: "#/tasks?node=" + encodeURIComponent(n.name) }, "All of this node's tasks →"))),
   ];
 };
+
+// nodeActions are the node's state changes its state allows: cordon
+// (no new placements), drain (move its tasks away too), uncordon.
+function nodeActions(n) {
+  const state = n.state || "ready";
+  const post = (verb, done) => async () => { await apiSend("POST", "/api/v1/nodes/" + encodeURIComponent(n.name) + "/" + verb, {}); return done; };
+  const buttons = [];
+  if (state === "ready") buttons.push(action("cordon", "Cordon", "Cordon " + n.name + "? Click again", post("cordon", "cordoned")));
+  if (state === "ready" || state === "cordoned") buttons.push(action("drain", "Drain", "Drain " + n.name + " (its tasks move)? Click again", post("drain", "draining")));
+  if (state === "cordoned" || state === "draining") buttons.push(action("uncordon", "Uncordon", "Uncordon " + n.name + "? Click again", post("uncordon", "ready")));
+  return buttons.length ? actionBar("node-actions-" + n.name, ...buttons) : null;
+}

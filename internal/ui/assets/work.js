@@ -108,8 +108,11 @@ VIEWS.task = async id => {
   const attempts = (t.attempts || []).map(a => el("tr", {},
     el("td", {}, a.attempt), el("td", {}, a.node || "-"), el("td", {}, fmtTime(a.started)),
     el("td", {}, fmtTime(a.finished)), el("td", {}, a.exitCode === undefined ? "-" : a.exitCode), el("td", {}, a.reason || "")));
+  const final = ["succeeded", "failed", "timeout", "cancelled", "expired", "skipped"].includes(t.state);
   return [el("section", { class: "card", id: "task", "data-id": t.id }, el("h2", {}, "Task " + t.id),
-    el("dl", {}, fields.map(([k, v, f]) => [el("dt", {}, k), el("dd", { "data-field": f || null }, v === undefined || v === "" || v === null ? "-" : v)]))),
+    el("dl", {}, fields.map(([k, v, f]) => [el("dt", {}, k), el("dd", { "data-field": f || null }, v === undefined || v === "" || v === null ? "-" : v)])),
+    final ? null : actionBar("task-actions-" + t.id, action("cancel-task", "Cancel task", "Cancel " + t.id + "? Click again",
+      async () => { await apiSend("DELETE", "/api/v1/tasks/" + encodeURIComponent(t.id)); return "cancelled"; }))),
   (t.command || []).length ? logTail(t) : null,
   el("section", { class: "card" }, el("h2", {}, "Earlier attempts"),
     attempts.length ? table(["attempt", "node", "started", "finished", "exit", "reason"], attempts) : el("p", { class: "muted" }, "None."))];
@@ -226,7 +229,10 @@ VIEWS.job = async id => {
       el("dt", {}, "Queue"), el("dd", {}, j.queue || "default"),
       el("dt", {}, "Tier"), el("dd", {}, tierName(j.priority)),
       el("dt", {}, "On failure"), el("dd", {}, (j.failurePolicy || "failFast") + (j.retries ? ", " + j.retries.limit + " retries" + (j.retries.backoff ? " after " + j.retries.backoff : "") : "")),
-      el("dt", {}, "Submitted"), el("dd", {}, fmtTime(j.submitted))))];
+      el("dt", {}, "Submitted"), el("dd", {}, fmtTime(j.submitted))),
+    ["succeeded", "failed", "cancelled"].includes(j.state) ? null : actionBar("job-actions-" + j.id,
+      action("cancel-job", "Cancel job", "Cancel every unfinished task of " + j.id + "? Click again",
+        async () => { await apiSend("DELETE", path); return "cancelled"; })))];
   if (j.gang) out.push(gangCard(j, tasks));
   if (size > JOB_TASKS_MAX) {
     out.push(el("section", { class: "card" }, el("h2", {}, "Tasks"),
