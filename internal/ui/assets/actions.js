@@ -68,6 +68,7 @@ function action(id, label, confirmLabel, run) {
       b.classList.remove("confirm");
       try {
         lastAction = { keep, ok: true, text: await run(), at: Date.now() };
+        b.closest(".actions").removeAttribute("data-keep"); // stale now: the next render, live or not, builds it anew
         route();
       } catch (err) {
         out.className = "action-result error";
@@ -96,6 +97,7 @@ function weightForm(q) {
     try {
       await apiSend("PUT", "/api/v1/queues/" + encodeURIComponent(q.name), body);
       lastAction = { keep, ok: true, text: "weight set to " + body.weight, at: Date.now() };
+      form.removeAttribute("data-keep"); // stale now: the next render builds it anew
       route();
     } catch (err) {
       out.className = "action-result error";
