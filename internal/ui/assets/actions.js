@@ -11,20 +11,6 @@
 // sample every 15 s of the last hour) as small SVG line charts.
 "use strict";
 
-// apiSend is api for a change: method, path and a JSON body.
-async function apiSend(method, path, body) {
-  const headers = authHeaders("application/json");
-  if (body !== undefined) headers["Content-Type"] = "application/json";
-  const resp = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: "no-store", credentials: "omit" });
-  let out = null;
-  try { out = await resp.json(); } catch (e) { out = null; }
-  if (!resp.ok) {
-    const err = out && out.error ? out.error : { code: String(resp.status), message: resp.statusText };
-    throw new ApiError(resp.status, err.code, err.message);
-  }
-  return out;
-}
-
 // lastAction is the answer of the latest action ({keep, ok, text, at}),
 // shown by the bar it came from (keep) in the renders of the next 10 s
 // (a render may be overtaken by a live one: each shows it).

@@ -34,15 +34,21 @@ function authHeaders(accept) {
   return headers;
 }
 
-async function api(path) {
-  const resp = await fetch(path, { headers: authHeaders("application/json"), cache: "no-store", credentials: "omit" });
-  let body = null;
-  try { body = await resp.json(); } catch (e) { body = null; }
+async function api(path) { return apiSend("GET", path); }
+
+// apiSend is a request with method and, unless undefined, a JSON body;
+// an answer other than 2xx is an ApiError.
+async function apiSend(method, path, body) {
+  const headers = authHeaders("application/json");
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const resp = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), cache: "no-store", credentials: "omit" });
+  let out = null;
+  try { out = await resp.json(); } catch (e) { out = null; }
   if (!resp.ok) {
-    const err = body && body.error ? body.error : { code: String(resp.status), message: resp.statusText };
+    const err = out && out.error ? out.error : { code: String(resp.status), message: resp.statusText };
     throw new ApiError(resp.status, err.code, err.message);
   }
-  return body;
+  return out;
 }
 
 // el builds an element: attributes, then children (strings become text).
