@@ -42,14 +42,25 @@ const (
 	purgeEvery = time.Hour
 )
 
-// accounting is the loop's accounting state.
-type accounting struct {
+// Accounting keeps the accounting records: the loop's writes and purges,
+// and the reads (accounting_read.go), which need the store, the clock and
+// a walk over the placed tasks (running work's usage), nothing else of the
+// engine.
+type Accounting struct {
+	st       store.Store
+	volatile bool // st keeps nothing: no records
+	now      func() time.Time
+	log      interface{ Warn(string, ...any) }
+	// placed calls its argument with every placed task (Engine.eachPlaced).
+	placed func(func(*TaskRecord))
+
+	// The loop's own (purge):
 	retain    time.Duration // < 0: for ever
 	nextPurge time.Time
 	forget    []string // keys to delete in this step
 }
 
-func (a *accounting) pending() bool { return len(a.forget) > 0 }
+func (a *Accounting) pending() bool { return len(a.forget) > 0 }
 
 // accountingKey is a record's store key: its finish time (Unix
 // nanoseconds, 19 digits: sorts as time does until 2286) and its id.
@@ -145,13 +156,10 @@ func modelOf(devs []api.DeviceRef) string {
 }
 
 // accountable reports whether the staged record r of task id enters a
-// final state in this step (its accounting record is written with it),
-// and its key.
-func (e *Engine) accountable(id string, r *TaskRecord, now time.Time) (string, bool) {
-	if !finished(r.State) {
-		return "", false
-	}
-	if old := e.tasks[id]; old != nil && finished(old.State) {
+// final state in this step (old: its published record, nil for a new
+// task), so that its accounting record is written with it, and its key.
+func accountable(id string, r, old *TaskRecord, now time.Time) (string, bool) {
+	if !finished(r.State) || old != nil && finished(old.State) {
 		return "", false
 	}
 	at := now
@@ -184,33 +192,33 @@ func decodeAccounting(k string, v []byte) (api.AccountingRecord, error) {
 	return accountingOf(r, at), nil
 }
 
-// encodeAccounting appends the deletions of the purged accounting records.
-func (e *Engine) encodeAccounting(b *commitBatch) {
-	for _, k := range e.acct.forget {
+// encode appends the deletions of the purged accounting records.
+func (a *Accounting) encode(b *commitBatch) {
+	for _, k := range a.forget {
 		b.recs = append(b.recs, store.Record{Kind: KindAccounting, Key: k})
 	}
-	e.acct.forget = e.acct.forget[:0]
+	a.forget = a.forget[:0]
 }
 
 // purgeAccounting stages the deletion of records past the retention, at
 // most purgeBatch; with more to go, it looks again at the next step.
-func (e *Engine) purgeAccounting(now time.Time) {
-	if e.volatile || e.acct.retain < 0 || now.Before(e.acct.nextPurge) {
+func (a *Accounting) purge(now time.Time) {
+	if a.volatile || a.retain < 0 || now.Before(a.nextPurge) {
 		return
 	}
-	e.acct.nextPurge = now.Add(purgeEvery)
-	cut := accountingTimeKey(now.Add(-e.acct.retain))
-	err := scanStore(context.Background(), e.st, KindAccounting, "", cut, func(k string, _ []byte) (bool, error) {
-		e.acct.forget = append(e.acct.forget, k)
-		return len(e.acct.forget) < purgeBatch, nil
+	a.nextPurge = now.Add(purgeEvery)
+	cut := accountingTimeKey(now.Add(-a.retain))
+	err := scanStore(context.Background(), a.st, KindAccounting, "", cut, func(k string, _ []byte) (bool, error) {
+		a.forget = append(a.forget, k)
+		return len(a.forget) < purgeBatch, nil
 	})
 	if err != nil {
-		e.log.Warn("accounting: looking for expired records failed", "err", err)
-		e.acct.forget = e.acct.forget[:0]
+		a.log.Warn("accounting: looking for expired records failed", "err", err)
+		a.forget = a.forget[:0]
 		return
 	}
-	if len(e.acct.forget) == purgeBatch {
-		e.acct.nextPurge = now // more: the next step goes on
+	if len(a.forget) == purgeBatch {
+		a.nextPurge = now // more: the next step goes on
 	}
 }
 

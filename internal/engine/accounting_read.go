@@ -46,8 +46,8 @@ func (q *AccountingQuery) match(a *api.AccountingRecord) bool {
 // History lists the accounting records of the tasks that finished in
 // [q.Since, q.Until), oldest first, at most q.Limit; next continues the
 // listing ("" at its end).
-func (e *Engine) History(ctx context.Context, q AccountingQuery) (out []api.AccountingRecord, next string, err error) {
-	if e.volatile {
+func (a *Accounting) History(ctx context.Context, q AccountingQuery) (out []api.AccountingRecord, next string, err error) {
+	if a.volatile {
 		return nil, "", errNoAccounting()
 	}
 	from, to := accountingTimeKey(q.Since), ""
@@ -61,14 +61,14 @@ func (e *Engine) History(ctx context.Context, q AccountingQuery) (out []api.Acco
 		from = max(from, q.Cursor+"\x00")
 	}
 	scanned := 0
-	err = scanStore(ctx, e.st, KindAccounting, from, to, func(k string, v []byte) (bool, error) {
+	err = scanStore(ctx, a.st, KindAccounting, from, to, func(k string, v []byte) (bool, error) {
 		scanned++
-		a, err := decodeAccounting(k, v)
+		rec, err := decodeAccounting(k, v)
 		if err != nil {
 			return false, err
 		}
-		if q.match(&a) {
-			out = append(out, a)
+		if q.match(&rec) {
+			out = append(out, rec)
 		}
 		if len(out) >= q.Limit || scanned >= maxHistoryScan {
 			next = k
@@ -88,36 +88,40 @@ const store0MaxKey = 1024
 // UsageReport is the usage of the work matching q (by its record's fields) in
 // [q.Since, q.Until): every run of a finished task, and of a placed one
 // until now, counts for its time inside the range, grouped by q.By.
-func (e *Engine) UsageReport(ctx context.Context, q AccountingQuery) (*api.UsageReport, error) {
-	if e.volatile {
+func (a *Accounting) UsageReport(ctx context.Context, q AccountingQuery) (*api.UsageReport, error) {
+	if a.volatile {
 		return nil, errNoAccounting()
 	}
-	now := e.cfg.Now()
+	now := a.now()
 	if q.Until.IsZero() || q.Until.After(now) {
 		q.Until = now
 	}
 	u := newUsage(q)
 	scanned := 0
-	err := scanStore(ctx, e.st, KindAccounting, accountingTimeKey(q.Since), "", func(k string, v []byte) (bool, error) {
+	err := scanStore(ctx, a.st, KindAccounting, accountingTimeKey(q.Since), "", func(k string, v []byte) (bool, error) {
 		if scanned++; scanned > maxUsageScan {
 			return false, errs.Invalid("since", "the range holds more than %d finished tasks: narrow it", maxUsageScan)
 		}
-		a, err := decodeAccounting(k, v)
+		rec, err := decodeAccounting(k, v)
 		if err != nil {
 			return false, err
 		}
-		u.add(&a)
+		u.add(&rec)
 		return true, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	e.eachPlaced(func(r *TaskRecord) {
-		a := accountingOf(r, now)
-		u.add(&a)
+	a.placed(func(r *TaskRecord) {
+		rec := accountingOf(r, now)
+		u.add(&rec)
 	})
 	return u.report(), nil
 }
+
+// Accounting is the engine's accounting records, to read (History,
+// UsageReport).
+func (e *Engine) Accounting() *Accounting { return e.acct }
 
 // eachPlaced calls fn with every placed task (scheduled or running),
 // holding mu for reading over one chunk of the listing order at a time.

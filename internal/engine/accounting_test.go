@@ -79,7 +79,7 @@ func TestAccountingOutlivesRetention(t *testing.T) {
 
 	check := func(e *Engine) {
 		t.Helper()
-		all, next, err := e.History(ctx, AccountingQuery{Since: t0, Limit: 100})
+		all, next, err := e.Accounting().History(ctx, AccountingQuery{Since: t0, Limit: 100})
 		if err != nil || next != "" || len(all) != 3 {
 			t.Fatalf("history: %d records, next %q, %v", len(all), next, err)
 		}
@@ -97,24 +97,24 @@ func TestAccountingOutlivesRetention(t *testing.T) {
 			t.Errorf("huge's record: %+v", huge)
 		}
 		// Pages of one, and filters.
-		page, next, err := e.History(ctx, AccountingQuery{Since: t0, Limit: 1})
+		page, next, err := e.Accounting().History(ctx, AccountingQuery{Since: t0, Limit: 1})
 		if err != nil || len(page) != 1 || page[0].ID != "train" || next == "" {
 			t.Fatalf("page 1: %v %q %v", page, next, err)
 		}
-		page, _, _ = e.History(ctx, AccountingQuery{Since: t0, Limit: 1, Cursor: next})
+		page, _, _ = e.Accounting().History(ctx, AccountingQuery{Since: t0, Limit: 1, Cursor: next})
 		if len(page) != 1 || page[0].ID != "eval" {
 			t.Errorf("page 2: %v", page)
 		}
-		bob, _, _ := e.History(ctx, AccountingQuery{Since: t0, Limit: 100, User: "bob"})
-		failed, _, _ := e.History(ctx, AccountingQuery{Since: t0, Limit: 100, States: []string{"failed", "cancelled"}})
-		later, _, _ := e.History(ctx, AccountingQuery{Since: t0.Add(150 * time.Minute), Limit: 100})
+		bob, _, _ := e.Accounting().History(ctx, AccountingQuery{Since: t0, Limit: 100, User: "bob"})
+		failed, _, _ := e.Accounting().History(ctx, AccountingQuery{Since: t0, Limit: 100, States: []string{"failed", "cancelled"}})
+		later, _, _ := e.Accounting().History(ctx, AccountingQuery{Since: t0.Add(150 * time.Minute), Limit: 100})
 		if len(bob) != 1 || bob[0].ID != "eval" || len(failed) != 2 || len(later) != 2 {
 			t.Errorf("filtered: bob %v, failed or cancelled %d, finished after 2.5h %d", bob, len(failed), len(later))
 		}
 		// Usage from t0+1h: train's second hour, eval's hour, serve's
 		// 62 minutes so far.
 		serve := 62.0 / 60
-		rep, err := e.UsageReport(ctx, AccountingQuery{Since: t0.Add(time.Hour), By: []string{"user", "model"}})
+		rep, err := e.Accounting().UsageReport(ctx, AccountingQuery{Since: t0.Add(time.Hour), By: []string{"user", "model"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,7 +145,7 @@ func TestAccountingOutlivesRetention(t *testing.T) {
 	e, st = openAccounting(t, dir, clk, 48*time.Hour)
 	defer st.Close()
 	defer e.Close()
-	if all, _, err := e.History(ctx, AccountingQuery{Since: t0, Limit: 100}); err != nil || len(all) != 0 {
+	if all, _, err := e.Accounting().History(ctx, AccountingQuery{Since: t0, Limit: 100}); err != nil || len(all) != 0 {
 		t.Errorf("after 48 hours: %d records, %v", len(all), err)
 	}
 }

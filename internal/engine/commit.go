@@ -103,7 +103,7 @@ func (e *Engine) encode(b *commitBatch, now time.Time) error {
 	if err := e.encodeTasks(b, now); err != nil {
 		return err
 	}
-	e.encodeAccounting(b)
+	e.acct.encode(b)
 	if err := e.encodeNodes(b); err != nil {
 		return err
 	}
@@ -138,7 +138,7 @@ func (e *Engine) encodeTasks(b *commitBatch, now time.Time) error {
 		}
 		v := b.arena[start:len(b.arena):len(b.arena)]
 		b.recs = append(b.recs, store.Record{Kind: KindTask, Key: id, Value: v})
-		if k, ok := e.accountable(id, r, now); ok {
+		if k, ok := accountable(id, r, e.tasks[id], now); ok {
 			b.recs = append(b.recs, store.Record{Kind: KindAccounting, Key: k, Value: v})
 		}
 	}

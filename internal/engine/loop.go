@@ -94,7 +94,7 @@ func (e *Engine) step(batch []command) error {
 	e.checkLiveness(now)
 	e.c.Tick(now)
 	e.retire(now)
-	e.purgeAccounting(now)
+	e.acct.purge(now)
 	return e.commitStaged(now)
 }
 

@@ -71,7 +71,7 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	aq.Cursor = q.Get("cursor")
-	recs, next, err := s.eng.History(r.Context(), aq)
+	recs, next, err := s.eng.Accounting().History(r.Context(), aq)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -119,7 +119,7 @@ func (s *Server) usage(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	rep, err := s.eng.UsageReport(r.Context(), aq)
+	rep, err := s.eng.Accounting().UsageReport(r.Context(), aq)
 	if err != nil {
 		writeError(w, err)
 		return
