@@ -36,6 +36,12 @@ type Device struct {
 	Simulated bool `json:"simulated,omitempty"`
 }
 
+// NodesFile is a static node inventory's format (the server's --nodes
+// file, the benchmarks' fleets).
+type NodesFile struct {
+	Nodes []Node `json:"nodes"`
+}
+
 // DeviceRef names one concrete device of a placement. Share is the
 // fraction of the device in milli-units (1000 = the whole device). The
 // core places tasks on DeviceRefs (api.DeviceRef is this type); records,

@@ -14,7 +14,6 @@ import (
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/childproc"
 	"github.com/hetsched/hetsched/internal/resource"
-	"github.com/hetsched/hetsched/internal/server"
 )
 
 // BatchOptions configures Batch.
@@ -264,7 +263,7 @@ func startOn64CPUNodes(bin string, n int, extra []string) (srv *childproc.Child,
 	for i := range nodes {
 		nodes[i] = api.Node{Name: "node-" + strconv.Itoa(i), Capacity: resource.List{resource.CPU: 64000, resource.Memory: 256 << 30}}
 	}
-	b, err := json.Marshal(server.NodesFile{Nodes: nodes})
+	b, err := json.Marshal(api.NodesFile{Nodes: nodes})
 	if err == nil {
 		err = os.WriteFile(dir+"/nodes.json", b, 0o644)
 	}

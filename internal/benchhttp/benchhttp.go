@@ -19,16 +19,16 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/benchcore"
 	"github.com/hetsched/hetsched/internal/childproc"
 	"github.com/hetsched/hetsched/internal/loadgen"
-	"github.com/hetsched/hetsched/internal/server"
 )
 
 // WriteNodesFile writes n fleet nodes (benchcore's 10k-node mix) as a
 // --nodes file.
 func WriteNodesFile(path string, n int) error {
-	b, err := json.Marshal(server.NodesFile{Nodes: benchcore.FleetNodes(n)})
+	b, err := json.Marshal(api.NodesFile{Nodes: benchcore.FleetNodes(n)})
 	if err != nil {
 		return err
 	}

@@ -39,8 +39,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/hetsched/hetsched/internal/childproc"
-	"github.com/hetsched/hetsched/internal/kube"
 	"github.com/hetsched/hetsched/internal/kube/kubetest"
+	"github.com/hetsched/hetsched/internal/kube/kubewire"
 )
 
 // Schedulers a run can use.
@@ -592,15 +592,15 @@ func (r *Result) perPodSyscalls(start, end childproc.Syscalls) {
 }
 
 // bareBinder binds the pods of its namespace to the nodes in turn, as the
-// driver's watch sees them (kube.TurnBinder: no decision).
+// driver's watch sees them (kubewire.TurnBinder: no decision).
 type bareBinder struct {
-	kube.TurnBinder
+	kubewire.TurnBinder
 	ns    string
 	queue chan *corev1.Pod
 }
 
 func newBareBinder(cs kubernetes.Interface, ns string, n, nodes int) *bareBinder {
-	b := &bareBinder{TurnBinder: kube.TurnBinder{Client: cs, Timeout: 10 * time.Second}, ns: ns, queue: make(chan *corev1.Pod, n+1024)}
+	b := &bareBinder{TurnBinder: kubewire.TurnBinder{Client: cs, Timeout: 10 * time.Second}, ns: ns, queue: make(chan *corev1.Pod, n+1024)}
 	for i := range nodes {
 		b.Nodes = append(b.Nodes, nodeName(i))
 	}

@@ -1,6 +1,7 @@
 package core
 
 import (
+	"slices"
 	"strconv"
 	"time"
 
@@ -431,16 +432,30 @@ func (c *Core) lookup(id string) (*Task, error) {
 	return t, nil
 }
 
-// Cancel cancels a task that is not finished; a placed task's resources are
-// freed (its executor is told by the Transition).
-func (c *Core) Cancel(now time.Time, id, reason string) error {
+// taskIn is the preamble of a task event: the clock advanced to now, the
+// task id looked up (NotFound), and its state one of states, or, with no
+// states, not final (else a Conflict: "task ID is STATE" followed by why).
+func (c *Core) taskIn(now time.Time, id, why string, states ...State) (*Task, error) {
 	c.advance(now)
 	t, err := c.lookup(id)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if t.state.Terminal() {
-		return errs.New(errs.Conflict, "id", "task %q is already %s", id, t.state)
+	switch {
+	case len(states) == 0 && t.state.Terminal():
+		return nil, errs.New(errs.Conflict, "id", "task %q is already %s", id, t.state)
+	case len(states) > 0 && !slices.Contains(states, t.state):
+		return nil, errs.New(errs.Conflict, "id", "task %q is %s%s", id, t.state, why)
+	}
+	return t, nil
+}
+
+// Cancel cancels a task that is not finished; a placed task's resources are
+// freed (its executor is told by the Transition).
+func (c *Core) Cancel(now time.Time, id, reason string) error {
+	t, err := c.taskIn(now, id, "")
+	if err != nil {
+		return err
 	}
 	if reason == "" {
 		reason = "cancelled"
@@ -487,13 +502,9 @@ func (c *Core) ForgetJob(id string) error {
 
 // TaskStarted records that the executor started a scheduled task.
 func (c *Core) TaskStarted(now time.Time, id string) error {
-	c.advance(now)
-	t, err := c.lookup(id)
+	t, err := c.taskIn(now, id, ", not scheduled", Scheduled)
 	if err != nil {
 		return err
-	}
-	if t.state != Scheduled {
-		return errs.New(errs.Conflict, "id", "task %q is %s, not scheduled", id, t.state)
 	}
 	t.state = Running
 	t.started = c.now
@@ -512,13 +523,9 @@ func (c *Core) TaskStarted(now time.Time, id string) error {
 
 // TaskFinished records how a scheduled or running task ended.
 func (c *Core) TaskFinished(now time.Time, id string, r Result) error {
-	c.advance(now)
-	t, err := c.lookup(id)
+	t, err := c.taskIn(now, id, ", not running", Scheduled, Running)
 	if err != nil {
 		return err
-	}
-	if t.state != Scheduled && t.state != Running {
-		return errs.New(errs.Conflict, "id", "task %q is %s, not running", id, t.state)
 	}
 	start := t.started
 	to := Succeeded
@@ -544,13 +551,9 @@ func (c *Core) TaskFinished(now time.Time, id string, r Result) error {
 // (its agent fenced it after losing the server, its supervisor died):
 // attempt + 1, or failed with the reason when it must not be re-queued.
 func (c *Core) TaskLost(now time.Time, id, reason string) error {
-	c.advance(now)
-	t, err := c.lookup(id)
+	t, err := c.taskIn(now, id, ", not running", Scheduled, Running)
 	if err != nil {
 		return err
-	}
-	if t.state != Scheduled && t.state != Running {
-		return errs.New(errs.Conflict, "id", "task %q is %s, not running", id, t.state)
 	}
 	c.requeue(t, Pending, reason)
 	c.schedule()
@@ -559,13 +562,9 @@ func (c *Core) TaskLost(now time.Time, id, reason string) error {
 
 // Renew extends a lease by its lease duration from now.
 func (c *Core) Renew(now time.Time, id string) error {
-	c.advance(now)
-	t, err := c.lookup(id)
+	t, err := c.taskIn(now, id, ": only a placed lease can be renewed", Scheduled, Running)
 	if err != nil {
 		return err
-	}
-	if t.state != Scheduled && t.state != Running {
-		return errs.New(errs.Conflict, "id", "task %q is %s: only a placed lease can be renewed", id, t.state)
 	}
 	if t.lease == 0 {
 		return errs.Invalid("lease", "task %q has no lease to renew", id)

@@ -36,4 +36,9 @@
 //	recover.go   rebuilding from the store
 //	tenancy.go   tenant-scoped ids and their localization
 //	disk.go      the store's disk reserve
+//	accounting.go, accounting_read.go
+//	             the accounting records (type Accounting): written with a
+//	             task's end, purged by the loop, read as history and usage
+//	front.go     what a front end needs of the core's types, named here
+//	             (a front end reaches the core only through the engine)
 package engine

@@ -128,8 +128,8 @@ type Engine struct {
 	gauges  gauges
 	// ret is the finished work waiting for retention (retention.go).
 	ret retention
-	// acct is the accounting records' retention (accounting.go).
-	acct accounting
+	// acct keeps the accounting records (accounting.go).
+	acct *Accounting
 	// tracing is the loop's task tracing (tracing.go); submitTrace the
 	// traceparent of the submission the loop is running (submitCmd).
 	tracing     taskTracing
@@ -168,9 +168,10 @@ func New(cfg Config, st store.Store) (*Engine, error) {
 		staged: newStaging(), owner: map[string]string{}, admin: map[string]string{}, jobLast: map[string]string{},
 		waiting: newWaitCounts(), gauges: gauges{m: cfg.Metrics},
 		ret:  retention{after: cfg.RetainFinished, max: cfg.RetainFinishedMax},
-		acct: accounting{retain: cmp.Or(cfg.RetainAccounting, DefaultRetainAccounting)},
+		acct: &Accounting{retain: cmp.Or(cfg.RetainAccounting, DefaultRetainAccounting)},
 		svc:  newServiceState(), pools: newPoolState(),
 	}
+	e.acct.st, e.acct.volatile, e.acct.now, e.acct.log, e.acct.placed = st, e.volatile, cfg.Now, cfg.Logger, e.eachPlaced
 	if cfg.Tracer != nil {
 		e.tracing = taskTracing{tr: cfg.Tracer, policy: cfg.Core.Policy, reasons: map[string][]reasonEvent{}}
 	}

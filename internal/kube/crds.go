@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/hetsched/hetsched/internal/api"
-	"github.com/hetsched/hetsched/internal/core"
+	"github.com/hetsched/hetsched/internal/engine"
 	"github.com/hetsched/hetsched/internal/resource"
 )
 
@@ -383,7 +383,7 @@ func (s *Scheduler) applySchedule(ctx context.Context) {
 	s.mu.Unlock()
 	s.replanInvalid()
 	if policy != "" {
-		c := core.DefaultConfig()
+		c := engine.DefaultCoreConfig()
 		c.Policy = policy
 		if err := c.Validate(); err != nil {
 			// An unknown policy is refused where it is written, and the

@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/hetsched/hetsched/internal/api"
-	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/engine"
 )
 
@@ -650,7 +649,7 @@ func (s *Scheduler) apply(ctx context.Context, b *podBatch) {
 		e := b.end[i]
 		var err error
 		if e.finished {
-			err = s.eng.Finished(ctx, e.id, core.Result{ExitCode: e.code})
+			err = s.eng.Finished(ctx, e.id, engine.Result{ExitCode: e.code})
 		}
 		if !e.finished || err != nil {
 			err = s.eng.Cancel(ctx, e.id)

@@ -28,7 +28,6 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/hetsched/hetsched/internal/api"
-	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/engine"
 	"github.com/hetsched/hetsched/internal/errs"
 	"github.com/hetsched/hetsched/internal/metrics"
@@ -136,11 +135,11 @@ func clientConfig(opt Options) (*rest.Config, error) {
 
 // CoreConfig is the core's configuration under hetsched kube: the
 // defaults, with NoExecute taints' evictions left to Kubernetes' taint
-// manager (core.Config.KeepOnNoExecute), as kube-scheduler leaves them,
+// manager (engine.CoreConfig.KeepOnNoExecute), as kube-scheduler leaves them,
 // and every pod allowed to evict pods of a smaller priority, whatever its
-// tier (core.Config.PreemptAllTiers), as kube-scheduler allows it.
-func CoreConfig() core.Config {
-	c := core.DefaultConfig()
+// tier (engine.CoreConfig.PreemptAllTiers), as kube-scheduler allows it.
+func CoreConfig() engine.CoreConfig {
+	c := engine.DefaultCoreConfig()
 	c.KeepOnNoExecute = true
 	c.PreemptAllTiers = true
 	return c
@@ -236,7 +235,7 @@ func Run(ctx context.Context, out io.Writer, opt Options) error {
 // Scheduler that asks for a rebuild (ErrRebuild: a Queue deleted, the
 // ResourceSchedule's policy) is followed by a new engine and Scheduler,
 // rebuilt from the cluster.
-func schedule(ctx context.Context, lg *slog.Logger, cs kubernetes.Interface, dyn dynamic.Interface, watch *rest.Config, ccfg core.Config, m *metrics.Metrics, reg prometheus.Registerer, tiers PriorityTiers, opt Options) error {
+func schedule(ctx context.Context, lg *slog.Logger, cs kubernetes.Interface, dyn dynamic.Interface, watch *rest.Config, ccfg engine.CoreConfig, m *metrics.Metrics, reg prometheus.Registerer, tiers PriorityTiers, opt Options) error {
 	base := ccfg.Policy
 	pause := time.Second
 	for {
@@ -268,7 +267,7 @@ func schedule(ctx context.Context, lg *slog.Logger, cs kubernetes.Interface, dyn
 }
 
 // scheduleOnce runs one engine and its Scheduler.
-func scheduleOnce(ctx context.Context, lg *slog.Logger, cs kubernetes.Interface, dyn dynamic.Interface, watch *rest.Config, ccfg core.Config, base string, m *metrics.Metrics, reg prometheus.Registerer, tiers PriorityTiers, opt Options) error {
+func scheduleOnce(ctx context.Context, lg *slog.Logger, cs kubernetes.Interface, dyn dynamic.Interface, watch *rest.Config, ccfg engine.CoreConfig, base string, m *metrics.Metrics, reg prometheus.Registerer, tiers PriorityTiers, opt Options) error {
 	st, err := OpenMemStore(lg)
 	if err != nil {
 		return err

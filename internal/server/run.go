@@ -206,15 +206,10 @@ func readConfigFile(field, path string, v any) error {
 	return nil
 }
 
-// NodesFile is the --nodes file format.
-type NodesFile struct {
-	Nodes []api.Node `json:"nodes"`
-}
-
 // LoadNodesFile reads and validates a --nodes file (YAML or JSON; unknown
 // fields are errors).
 func LoadNodesFile(path string) ([]api.Node, error) {
-	var f NodesFile
+	var f api.NodesFile
 	if err := readConfigFile("nodes", path, &f); err != nil {
 		return nil, err
 	}
