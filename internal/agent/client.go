@@ -18,7 +18,6 @@ package agent
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -130,21 +129,7 @@ func (c *client) do(ctx context.Context, method, path string, in, out any) error
 // newRequest is a request to base with body (JSON; nil for none) and the
 // client's credentials.
 func (c *client) newRequest(ctx context.Context, base, method, path string, body []byte) (*http.Request, error) {
-	var r io.Reader
-	if body != nil {
-		r = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, base+path, r)
-	if err != nil {
-		return nil, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	return req, nil
+	return serverlist.NewRequest(ctx, method, base+path, body, c.token)
 }
 
 // doAt is do against base alone, decoding the answer into out (nil: none);
@@ -296,11 +281,7 @@ func (c *client) stream(ctx context.Context, agent string, gen uint64, idle time
 	defer cancel()
 	path := "/api/v1/agents/" + url.PathEscape(agent) + "/assignments?generation=" + strconv.FormatUint(gen, 10)
 	resp, err := c.send(c.long, func(base string) (*http.Request, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
-		if err == nil && c.token != "" {
-			req.Header.Set("Authorization", "Bearer "+c.token)
-		}
-		return req, err
+		return c.newRequest(ctx, base, http.MethodGet, path, nil)
 	})
 	if err != nil {
 		return err

@@ -121,11 +121,7 @@ func (c *Client) Stream(ctx context.Context, path string, w io.Writer, follow bo
 		hc.Timeout = 0
 	}
 	resp, err := c.roundTrip(&hc, func(base string) (*http.Request, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
-		if err == nil && c.Token != "" {
-			req.Header.Set("Authorization", "Bearer "+c.Token)
-		}
-		return req, err
+		return serverlist.NewRequest(ctx, http.MethodGet, base+path, nil, c.Token)
 	})
 	if err != nil {
 		return err
@@ -159,17 +155,7 @@ func apiError(status int, body io.Reader) error {
 // Do sends a request and decodes a JSON answer into out (when non-nil).
 func (c *Client) Do(ctx context.Context, method, path string, body []byte, out any) (int, error) {
 	resp, err := c.roundTrip(c.HTTP, func(base string) (*http.Request, error) {
-		req, err := http.NewRequestWithContext(ctx, method, base+path, bytes.NewReader(body))
-		if err != nil {
-			return nil, err
-		}
-		if body != nil {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		if c.Token != "" {
-			req.Header.Set("Authorization", "Bearer "+c.Token)
-		}
-		return req, nil
+		return serverlist.NewRequest(ctx, method, base+path, body, c.Token)
 	})
 	if err != nil {
 		return 0, err

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/hetsched/hetsched/internal/serverlist"
 )
 
 // event is one change of GET /api/v1/events (the server's engine.Event).
@@ -95,15 +97,11 @@ func (s *stream) connect(ctx context.Context) (*conn, error) {
 	hc := *s.c.HTTP
 	hc.Timeout = 0 // the stream lasts as long as the watch
 	resp, err := s.c.roundTrip(&hc, func(base string) (*http.Request, error) {
-		req, err := http.NewRequestWithContext(cctx, http.MethodGet, base+path, nil)
-		if err != nil {
-			return nil, err
+		req, err := serverlist.NewRequest(cctx, http.MethodGet, base+path, nil, s.c.Token)
+		if err == nil {
+			req.Header.Set("Accept", "text/event-stream")
 		}
-		req.Header.Set("Accept", "text/event-stream")
-		if s.c.Token != "" {
-			req.Header.Set("Authorization", "Bearer "+s.c.Token)
-		}
-		return req, nil
+		return req, err
 	})
 	if err != nil {
 		timer.Stop()

@@ -195,6 +195,15 @@ func (a *Auth) authenticate(r *http.Request) (Principal, error) {
 	return Principal{Role: found.Role, Tenant: found.Tenant, Nodes: found.Nodes, User: found.user()}, nil
 }
 
+// owner is the tenant that owns what p submits: its own, or for an
+// admin (and with authentication off) the default tenant.
+func (p Principal) owner() string {
+	if p.Tenant == "" {
+		return DefaultTenant
+	}
+	return p.Tenant
+}
+
 // user is who acts with t (Token.User).
 func (t *Token) user() string {
 	switch {

@@ -96,10 +96,7 @@ func (s *Server) submitJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := principalOf(w, r)
-	tenant := p.Tenant
-	if tenant == "" {
-		tenant = DefaultTenant
-	}
+	tenant := p.owner()
 	if j.User, err = p.userOf(j.User); err != nil {
 		writeError(w, err)
 		return

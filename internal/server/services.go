@@ -126,10 +126,7 @@ func (s *Server) createService(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := principalOf(w, r)
-	tenant := p.Tenant
-	if tenant == "" {
-		tenant = DefaultTenant
-	}
+	tenant := p.owner()
 	if svc.Template.User, err = p.userOf(svc.Template.User); err != nil {
 		writeError(w, errs.Prefix("template", err))
 		return

@@ -81,10 +81,7 @@ func (s *Server) submitTasks(w http.ResponseWriter, r *http.Request) (ids []stri
 // admitTasks submits decoded tasks on behalf of the request's tenant.
 func (s *Server) admitTasks(w http.ResponseWriter, r *http.Request, tasks []api.Task, batch bool) ([]string, bool, bool) {
 	p := principalOf(w, r)
-	tenant := p.Tenant
-	if tenant == "" {
-		tenant = DefaultTenant // admins submit as the default tenant
-	}
+	tenant := p.owner()
 	for i := range tasks {
 		u, err := p.userOf(tasks[i].User)
 		if err != nil {

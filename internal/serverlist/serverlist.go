@@ -9,8 +9,11 @@
 package serverlist
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -99,4 +102,25 @@ func (l *List) Send(hc *http.Client, newReq func(base string) (*http.Request, er
 func neverSent(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
+}
+
+// NewRequest is the request every client of the API sends: method to url
+// with the bearer token (none when empty) and, unless body is nil, body as
+// JSON.
+func NewRequest(ctx context.Context, method, url string, body []byte, token string) (*http.Request, error) {
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, r)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	return req, nil
 }

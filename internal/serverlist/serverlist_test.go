@@ -65,3 +65,19 @@ func TestSendFailsOver(t *testing.T) {
 		t.Fatalf("every server refused: %v", err)
 	}
 }
+
+// NewRequest carries the token and a JSON body only when given.
+func TestNewRequest(t *testing.T) {
+	ctx := context.Background()
+	r, err := NewRequest(ctx, http.MethodPost, "http://127.0.0.1:1/api/v1/tasks", []byte(`{}`), "tok")
+	if err != nil || r.Header.Get("Authorization") != "Bearer tok" || r.Header.Get("Content-Type") != "application/json" || r.ContentLength != 2 {
+		t.Errorf("with a body and a token: %v %v", r.Header, err)
+	}
+	r, err = NewRequest(ctx, http.MethodGet, "http://127.0.0.1:1/api/v1/tasks", nil, "")
+	if err != nil || r.Header.Get("Authorization") != "" || r.Header.Get("Content-Type") != "" || r.Body != nil {
+		t.Errorf("without: %v %v", r.Header, err)
+	}
+	if _, err := NewRequest(ctx, "GET", "http://[::1", nil, ""); err == nil {
+		t.Error("a bad URL made a request")
+	}
+}
