@@ -103,7 +103,7 @@ chosen alternative's speed.`,
 				return err
 			}
 			fleet.Nodes = append(fleet.Nodes, demo.LocalNode())
-			work, err := demo.DefaultWorkload()
+			work, err := demo.DefaultWaves()
 			if err != nil {
 				return err
 			}

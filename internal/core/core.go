@@ -36,7 +36,7 @@ type Core struct {
 	cs     CycleState // what plugins see outside a search (Reserve, QueueSort)
 
 	modelSpeed map[string]ewma
-	work       workload
+	work       requestMix
 
 	sc         searchCtx       // the search context (placement.go), reused
 	jr         journal         // undo log of the open checkpoints (journal.go)

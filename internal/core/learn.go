@@ -155,13 +155,13 @@ func clampRange(x, lo, hi float64) float64 {
 	return x
 }
 
-// ObserveWorkload counts a request into the workload distribution that
+// ObserveRequest counts a request into the request mix that
 // fragmentation-aware scoring protects (FGD's "typical pods") without
 // submitting anything: an operator who knows the coming mix, or a replay
 // that knows its trace, declares it up front instead of letting it be
 // learned from arrivals. Bad resource names are refused; names no node
 // offers are ignored (no node can be fragmented for them).
-func (c *Core) ObserveWorkload(now time.Time, spec *api.Task) error {
+func (c *Core) ObserveRequest(now time.Time, spec *api.Task) error {
 	c.advance(now)
 	if err := api.ValidateRequest("resources", spec.Resources); err != nil {
 		return err

@@ -17,10 +17,10 @@ type workType struct {
 	k     int   // devices needed
 }
 
-// workload keeps the popularity of request types (FGD's target workload,
-// taken from the tasks submitted so far). Bounded: at most maxWorkTypes
-// distinct types are tracked.
-type workload struct {
+// requestMix keeps the popularity of request types (what FGD calls its
+// target workload), taken from the tasks submitted so far. Bounded: at
+// most maxWorkTypes distinct types are tracked.
+type requestMix struct {
 	types map[[3]int64]*workType
 	top   []*workType
 	total int64
@@ -36,7 +36,7 @@ const (
 	fgdTopTypes = 64
 )
 
-func (w *workload) observe(o *Option) {
+func (w *requestMix) observe(o *Option) {
 	dim, milli := -1, int64(0)
 	if len(o.devs) > 0 {
 		dim, milli = o.devs[0].dim, o.devs[0].milli
@@ -64,7 +64,7 @@ func (w *workload) observe(o *Option) {
 
 // topTypes returns the most popular types that together cover fgdCoverage
 // of the workload (at most fgdTopTypes).
-func (w *workload) topTypes() []*workType {
+func (w *requestMix) topTypes() []*workType {
 	if w.dirty > 256 || (w.dirty > 0 && w.total < 4096) {
 		w.top = w.top[:0]
 		for _, t := range w.types {

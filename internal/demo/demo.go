@@ -34,13 +34,9 @@ var workloadYAML []byte
 //go:embed queues.yaml
 var queuesYAML []byte
 
-// Fleet is the --nodes file format.
-type Fleet struct {
-	Nodes []api.Node `json:"nodes"`
-}
-
-// Workload is waves of tasks arriving at simulated times.
-type Workload struct {
+// Waves are waves of tasks arriving at simulated times (the demo's own
+// file; the simulator's traces are trace.Workload).
+type Waves struct {
 	Arrivals []Arrival `json:"arrivals"`
 }
 
@@ -51,8 +47,8 @@ type Arrival struct {
 }
 
 // DefaultFleet returns the embedded fleet.
-func DefaultFleet() (Fleet, error) {
-	var f Fleet
+func DefaultFleet() (api.NodesFile, error) {
+	var f api.NodesFile
 	if err := yaml.UnmarshalStrict(fleetYAML, &f); err != nil {
 		return f, fmt.Errorf("embedded fleet: %w", err)
 	}
@@ -80,9 +76,9 @@ func DefaultQueues() ([]api.Queue, error) {
 	return f.Queues, nil
 }
 
-// DefaultWorkload returns the embedded workload.
-func DefaultWorkload() (Workload, error) {
-	var w Workload
+// DefaultWaves returns the embedded waves.
+func DefaultWaves() (Waves, error) {
+	var w Waves
 	if err := yaml.UnmarshalStrict(workloadYAML, &w); err != nil {
 		return w, fmt.Errorf("embedded workload: %w", err)
 	}
@@ -177,7 +173,7 @@ func (h *finishHeap) Pop() any {
 }
 
 // Run drives a fresh core with fleet and workload, printing decisions to w.
-func Run(w io.Writer, fleet Fleet, work Workload, opt Options) (Summary, error) {
+func Run(w io.Writer, fleet api.NodesFile, work Waves, opt Options) (Summary, error) {
 	cfg := core.DefaultConfig()
 	if opt.Policy != "" {
 		cfg.Policy = opt.Policy

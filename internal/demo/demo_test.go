@@ -11,7 +11,7 @@ import (
 	"github.com/hetsched/hetsched/internal/resource"
 )
 
-func fixture(t *testing.T) (Fleet, Workload) {
+func fixture(t *testing.T) (api.NodesFile, Waves) {
 	t.Helper()
 	f, err := DefaultFleet()
 	if err != nil {
@@ -19,7 +19,7 @@ func fixture(t *testing.T) (Fleet, Workload) {
 	}
 	// A fixed stand-in for this machine keeps the run deterministic.
 	f.Nodes = append(f.Nodes, api.Node{Name: "local-test", Capacity: resource.List{resource.CPU: 4000, resource.Memory: 8 << 30}})
-	w, err := DefaultWorkload()
+	w, err := DefaultWaves()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestDefaultFleetMatchesTheBrief(t *testing.T) {
 	}
 }
 
-func TestRunPlacesTheWholeWorkload(t *testing.T) {
+func TestRunPlacesEveryWave(t *testing.T) {
 	f, w := fixture(t)
 	var out bytes.Buffer
 	s, err := Run(&out, f, w, Options{})

@@ -45,7 +45,7 @@ type Config struct {
 	// policies that learn from load.
 	NoObserve bool
 	// KnownWorkload declares every job's request to the core before the
-	// run (core.ObserveWorkload), as the FGD reference knows its pod list;
+	// run (core.ObserveRequest), as the FGD reference knows its pod list;
 	// otherwise fragmentation-aware scoring learns the mix from arrivals.
 	KnownWorkload bool
 	// Profile declares each job's run time on each device model it lists
@@ -397,7 +397,7 @@ func (r *run) setup() error {
 	}
 	if r.cfg.KnownWorkload {
 		for i := range r.cfg.Workload.Jobs {
-			if err := r.c.ObserveWorkload(r.epoch, &r.cfg.Workload.Jobs[i].Task); err != nil {
+			if err := r.c.ObserveRequest(r.epoch, &r.cfg.Workload.Jobs[i].Task); err != nil {
 				return fmt.Errorf("workload %s: %w", r.cfg.Workload.Name, err)
 			}
 		}

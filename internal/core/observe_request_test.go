@@ -11,9 +11,9 @@ import (
 	"github.com/hetsched/hetsched/internal/resource"
 )
 
-// TestObserveWorkload: declared requests count into the workload mix
+// TestObserveRequest: declared requests count into the request mix
 // without creating tasks; a bad resource name is refused, naming it.
-func TestObserveWorkload(t *testing.T) {
+func TestObserveRequest(t *testing.T) {
 	c, err := New(DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -23,7 +23,7 @@ func TestObserveWorkload(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 3; i++ {
-		if err := c.ObserveWorkload(epoch, &api.Task{Resources: resource.List{resource.CPU: 1000, "nvidia.com/gpu": 500}}); err != nil {
+		if err := c.ObserveRequest(epoch, &api.Task{Resources: resource.List{resource.CPU: 1000, "nvidia.com/gpu": 500}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -35,7 +35,7 @@ func TestObserveWorkload(t *testing.T) {
 			t.Errorf("type %+v", *wt)
 		}
 	}
-	err = c.ObserveWorkload(epoch, &api.Task{Resources: resource.List{"bad name!": 1}})
+	err = c.ObserveRequest(epoch, &api.Task{Resources: resource.List{"bad name!": 1}})
 	var e *errs.Error
 	if !errors.As(err, &e) || !strings.HasPrefix(e.Field, "resources") {
 		t.Errorf("bad name: %v", err)
