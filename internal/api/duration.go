@@ -3,6 +3,32 @@
 // and autoscale specs), with field-level validation.
 // The server, CLI, simulator and core share these types; the core converts a
 // validated spec into its own compact form once, at submission.
+//
+// Glossary:
+//   - Task: the unit of work, one name everywhere (a pod under hetsched
+//     kube becomes one, a job holds some, a service's replica is one). A
+//     task with a command is run by the agent of its node; one without is
+//     a lease: its holder uses the devices itself.
+//   - Lease (here): a task without a command, and the time it is held
+//     without a renewal (Task.Lease). The control plane's own leases
+//     (leadership, etcd sessions) are not this.
+//   - Alternative: another way to run a task (other resources, a speed);
+//     the placed one is "chosen".
+//   - Job: tasks with dependencies on each other, optionally a gang, a
+//     failure policy and retries. Gang: members placed all at once or not.
+//   - Dependency: a task's or job's wait for another's end, typed as
+//     Slurm's (afterok, afterany, afternotok: depends.go).
+//   - Service: a template kept at a replica count (autoscaled, probed,
+//     rolled out).
+//   - Node, Device: a machine and one of its countable accelerators;
+//     DeviceRef: one device of a placement (Share in milli-devices).
+//   - Queue: a node of a tenant's hierarchical queue tree (guarantees,
+//     max, weight).
+//   - User: who submitted a task; Tenant (the server's): who owns it.
+//   - AccountingRecord: what is kept of a task once it ended; UsageReport:
+//     what work used over a range.
+//   - Request (here): a resource request (Task.Resources), never an HTTP
+//     request.
 package api
 
 import (

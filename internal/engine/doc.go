@@ -12,6 +12,24 @@
 //   - A store failure stops the engine: nothing after it is acknowledged,
 //     because memory and disk could differ. A restart rebuilds from disk.
 //
+// Glossary:
+//   - Command: one request to the loop (commands.go), one type each; it
+//     runs on the loop and is answered after its step's commit.
+//   - Step: one turn of the loop over a batch of commands: stage, encode,
+//     durable commit, publish, answer (loop.go states each obligation).
+//   - Staged: a step's changes before its commit (staging.go);
+//     published: what readers see after it.
+//   - Record: a task, node, job or service as the store keeps it and the
+//     API shows it (TaskRecord, NodeRecord, JobRecord, ServiceRecord).
+//   - Session: an agent's registration and its assignment stream
+//     (sessions.go); assignment: a task an agent is to run; holder: the
+//     agent that registered a node.
+//   - Event: one change in the event ring, numbered (events.go).
+//   - Retention: finished work retired after --retain-finished
+//     (retention.go); accounting record: what outlives it (accounting.go).
+//   - Scoped id: a tenant's id qualified as "tenant:id" (tenancy.go).
+//   - Volatile: an engine whose store keeps nothing (store.Discard).
+//
 // Where things live, by what they own:
 //
 //	engine.go    Config, Engine (its state, by owner), New, Close

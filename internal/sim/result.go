@@ -3,6 +3,17 @@
 // scheduling core as the server (internal/core), one run per policy and
 // seed, and measures what operators compare policies by. Time is
 // simulated; the core never sees the wall clock.
+//
+// Glossary:
+//   - Workload: a trace's jobs in arrival order (trace.Workload), the one
+//     meaning of the word in the tree; a job here is a trace's job, whose
+//     Task the run submits.
+//   - Cluster: the nodes a run places on (trace.Cluster).
+//   - Run: one policy and one seed over a workload and a cluster (Config,
+//     Result); Sample: the cluster's state at one simulated time.
+//   - Ideal: the reference bound a run is compared with (IdealSRTF,
+//     ideal.go).
+//   - Report: the tables and SVG/HTML pages of runs (package report).
 package sim
 
 // Stats summarises a sample of durations or sizes (seconds unless named).

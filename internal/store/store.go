@@ -35,8 +35,21 @@
 // print a Report of every log (and table) and, with consent, salvage the
 // records before the damage, keeping the damaged files aside.
 //
-// An etcd backend (for HA) will implement the same Store interface and pass
-// the same contract suite (package storetest).
+// An etcd backend (package etcdstore, for HA) implements the same Store
+// interface and passes the same contract suite (package storetest).
+//
+// Glossary:
+//   - Record: one object, by kind (task, node, queue, job, acct, meta …)
+//     and key; a nil value deletes it.
+//   - Commit: records applied atomically and made durable (fsynced) before
+//     it returns: "acknowledged" means a commit returned nil.
+//   - Disk: the Pebble backend; Discard: a store that keeps nothing (a
+//     volatile engine).
+//   - Reserve: the free space below which the engine refuses API writes
+//     (507) while its own small commits go on.
+//   - Mark (ACKED): the acknowledged high-water mark, so that a restart
+//     can tell a torn tail from lost acknowledged commits (hwm.go).
+//   - Scanner: a store that reads a range of one kind's keys in order.
 package store
 
 import (
