@@ -333,7 +333,7 @@ func elect(ctx context.Context, lg *slog.Logger, cs kubernetes.Interface, opt Op
 		Client:     cs.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
 	}
-	ld, rd, rp, err := leaseTimings(opt.LeaseDuration, opt.RenewDeadline, opt.RetryPeriod)
+	ld, rd, rp, err := leadershipTimings(opt.LeaseDuration, opt.RenewDeadline, opt.RetryPeriod)
 	if err != nil {
 		return err
 	}
@@ -417,10 +417,10 @@ func serveMetrics(addr string, reg *prometheus.Registry, ma metricsAccess, ready
 	}, nil
 }
 
-// leaseTimings fills in kube-scheduler's timings (15 s, 10 s, 2 s) where
+// leadershipTimings fills in kube-scheduler's timings (15 s, 10 s, 2 s) where
 // none is given, scaled to a given lease duration, and checks that they
 // nest: retry < renew deadline < lease duration.
-func leaseTimings(ld, rd, rp time.Duration) (time.Duration, time.Duration, time.Duration, error) {
+func leadershipTimings(ld, rd, rp time.Duration) (time.Duration, time.Duration, time.Duration, error) {
 	if ld == 0 {
 		ld = 15 * time.Second
 	}

@@ -353,7 +353,7 @@ func TestLeaseTimings(t *testing.T) {
 		{[3]time.Duration{3 * time.Second, 2 * time.Second, 2 * time.Second}, [3]time.Duration{}, "retry-period"},
 		{[3]time.Duration{-time.Second}, [3]time.Duration{}, "negative"},
 	} {
-		ld, rd, rp, err := leaseTimings(tc.in[0], tc.in[1], tc.in[2])
+		ld, rd, rp, err := leadershipTimings(tc.in[0], tc.in[1], tc.in[2])
 		if tc.err != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("%v: error %v, want one on %s", tc.in, err, tc.err)

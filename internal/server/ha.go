@@ -143,7 +143,7 @@ type replica struct {
 	// (shedRaft).
 	member *etcdmember.Member
 	// renewed is when etcd last renewed this leader's election lease
-	// (unix ns; holdLease): past freshFor the leader answers nothing.
+	// (unix ns; holdLeadership): past freshFor the leader answers nothing.
 	renewed atomic.Int64
 }
 
@@ -155,10 +155,11 @@ type replica struct {
 // that held.
 func (r *replica) freshFor() time.Duration { return time.Duration(r.ttl) * time.Second }
 
-// holdLease keeps the leader's election lease alive until ctx ends, and
-// records each renewal (renewed). The term must end when the returned
+// holdLeadership keeps the leader's term alive (the etcd lease its
+// election key is bound to) until ctx ends, and records each renewal
+// (renewed). The term must end when the returned
 // channel yields why: etcd says the lease is gone, or it could not be
-// confirmed for leaseGiveUp TTLs.
+// confirmed for leadershipGiveUp TTLs.
 //
 // clientv3 gives a keep-alive up once no answer came within the TTL, and
 // an etcd election (its raft leader paused or lost) takes about that
@@ -171,9 +172,9 @@ func (r *replica) freshFor() time.Duration { return time.Duration(r.ttl) * time.
 //
 // A term holds its lease this way from the start of its campaign (a
 // standby's campaign ended too when etcd's raft leadership moved).
-func (r *replica) holdLease(ctx context.Context, lease clientv3.LeaseID) *leaseHold {
+func (r *replica) holdLeadership(ctx context.Context, lease clientv3.LeaseID) *leadershipHold {
 	r.renewed.Store(time.Now().UnixNano())
-	h := &leaseHold{done: make(chan struct{})}
+	h := &leadershipHold{done: make(chan struct{})}
 	go func() {
 		for ctx.Err() == nil {
 			if ch, err := r.cli.KeepAlive(ctx, lease); err == nil {
@@ -191,9 +192,9 @@ func (r *replica) holdLease(ctx context.Context, lease clientv3.LeaseID) *leaseH
 	return h
 }
 
-// leaseHold is a term's election lease as holdLease keeps it: done is
-// closed when it ended, err then says why.
-type leaseHold struct {
+// leadershipHold is a term's leadership as holdLeadership keeps it: done
+// is closed when it ended, err then says why.
+type leadershipHold struct {
 	done chan struct{}
 	err  error
 }
@@ -228,12 +229,12 @@ func (r *replica) shedRaft(ctx context.Context) {
 // raft.
 const shedEvery = time.Second
 
-// leaseGiveUp is how many TTLs without a renewal end a term whose lease
+// leadershipGiveUp is how many TTLs without a renewal end a term whose lease
 // etcd could not be asked about (no quorum).
-const leaseGiveUp = 3
+const leadershipGiveUp = 3
 
 // renewOnce renews lease once, retrying, after its keep-alive was given
-// up; it fails when etcd says the lease is gone or after leaseGiveUp TTLs
+// up; it fails when etcd says the lease is gone or after leadershipGiveUp TTLs
 // without a renewal, and ends quietly with ctx.
 func (r *replica) renewOnce(ctx context.Context, lease clientv3.LeaseID) error {
 	for ctx.Err() == nil {
@@ -250,7 +251,7 @@ func (r *replica) renewOnce(ctx context.Context, lease clientv3.LeaseID) error {
 		case ctx.Err() != nil:
 			return nil
 		}
-		if since := time.Since(time.Unix(0, r.renewed.Load())); since > leaseGiveUp*r.freshFor() {
+		if since := time.Since(time.Unix(0, r.renewed.Load())); since > leadershipGiveUp*r.freshFor() {
 			return fmt.Errorf("the election lease could not be renewed for %s (etcd unreachable, or no quorum): %w", since.Round(time.Millisecond), err)
 		}
 		sleepCtx(ctx, 100*time.Millisecond)
@@ -431,7 +432,7 @@ func (r *replica) term(ctx context.Context) error {
 	go r.watchLeader(octx)
 	kctx, stopHolding := context.WithCancel(ctx)
 	defer stopHolding()
-	hold := r.holdLease(kctx, sess.Lease())
+	hold := r.holdLeadership(kctx, sess.Lease())
 	cctx, stopCampaign := context.WithCancel(ctx)
 	go func() {
 		select {
@@ -461,7 +462,7 @@ func (r *replica) term(ctx context.Context) error {
 }
 
 // lead runs the engine on st while this server holds the election.
-func (r *replica) lead(ctx context.Context, st *etcdstore.Store, el *concurrency.Election, hold *leaseHold) error {
+func (r *replica) lead(ctx context.Context, st *etcdstore.Store, el *concurrency.Election, hold *leadershipHold) error {
 	t0 := time.Now()
 	if err := st.Lead(ctx, &etcdstore.Fence{Key: el.Key(), Rev: el.Rev()}); err != nil {
 		return fmt.Errorf("take over the store: %w", err)
