@@ -51,6 +51,10 @@ type draClaimRef struct {
 	uid       types.UID
 	allocated bool      // already allocated when the task was made
 	group     *groupRef // the Kubernetes PodGroup it is reserved for (a group's claim), or nil: the pod
+	// written is the claim as this scheduler's allocation left it (nil:
+	// the allocation was not its write), for when the informer has not
+	// caught up with its own write (claimsAfterPod).
+	written *resourcev1.ResourceClaim
 }
 
 // draPlan is how a pod's task stands for its claims: the claims, and per
@@ -449,9 +453,13 @@ func (s *Scheduler) writeClaims(ctx context.Context, req bindRequest, plan *draP
 		case ref.group == nil && !reservedFor(claim, req.uid):
 			claim.Status.ReservedFor = append(claim.Status.ReservedFor, resourcev1.ResourceClaimConsumerReference{Resource: "pods", Name: podName, UID: req.uid})
 		}
-		if err := s.updateClaim(ctx, claim, w.allocated); err != nil {
+		updated, err := s.updateClaim(ctx, claim, w.allocated)
+		if err != nil {
 			s.releaseClaims(ctx, req, written)
 			return nil, err
+		}
+		if w.allocated {
+			w.ref.written = updated
 		}
 		written = append(written, w)
 	}
@@ -459,8 +467,8 @@ func (s *Scheduler) writeClaims(ctx context.Context, req bindRequest, plan *draP
 }
 
 // updateClaim writes a claim's status (its finalizer first, when it gets
-// an allocation).
-func (s *Scheduler) updateClaim(ctx context.Context, claim *resourcev1.ResourceClaim, allocating bool) error {
+// an allocation) and returns the claim as written.
+func (s *Scheduler) updateClaim(ctx context.Context, claim *resourcev1.ResourceClaim, allocating bool) (*resourcev1.ResourceClaim, error) {
 	api := s.client.ResourceV1().ResourceClaims(claim.Namespace)
 	if allocating && !slices.Contains(claim.Finalizers, claimFinalizer) {
 		status := claim.Status
@@ -472,15 +480,18 @@ func (s *Scheduler) updateClaim(ctx context.Context, claim *resourcev1.ResourceC
 			return err
 		})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		claim = updated
 		claim.Status = status
 	}
-	return s.retry(ctx, func(ctx context.Context) error {
-		_, err := api.UpdateStatus(ctx, claim, metav1.UpdateOptions{})
+	var out *resourcev1.ResourceClaim
+	err := s.retry(ctx, func(ctx context.Context) error {
+		var err error
+		out, err = api.UpdateStatus(ctx, claim, metav1.UpdateOptions{})
 		return err
 	})
+	return out, err
 }
 
 // allocation builds a claim's allocation from the placement's devices.
@@ -620,7 +631,13 @@ func (s *Scheduler) claimsAfterPod(st *podState, b *podBatch) bool {
 		}
 		ns, name, _ := strings.Cut(ref.key, "/")
 		claim, err := s.draClaimLst.ResourceClaims(ns).Get(name)
-		if err != nil || claim.UID != ref.uid || claim.Status.Allocation == nil || s.draPseudo[ref.uid] != "" {
+		if err != nil || claim.UID != ref.uid || s.draPseudo[ref.uid] != "" {
+			continue
+		}
+		if claim.Status.Allocation == nil && olderThan(claim, ref.written) {
+			claim = ref.written // the informer has not seen this scheduler's own allocation yet
+		}
+		if claim.Status.Allocation == nil {
 			continue
 		}
 		a, err := s.claimTask(claim)
@@ -636,6 +653,19 @@ func (s *Scheduler) claimsAfterPod(st *podState, b *podBatch) bool {
 	}
 	st.draHeld = nil
 	return displaced
+}
+
+// olderThan reports whether seen is a version of the claim from before
+// written (nil: false). Resource versions are opaque to clients, but the
+// API server's, from etcd, are increasing integers; when either is not
+// one, nothing is assumed.
+func olderThan(seen, written *resourcev1.ResourceClaim) bool {
+	if written == nil || written.UID != seen.UID {
+		return false
+	}
+	a, err1 := strconv.ParseUint(seen.ResourceVersion, 10, 64)
+	b, err2 := strconv.ParseUint(written.ResourceVersion, 10, 64)
+	return err1 == nil && err2 == nil && a < b
 }
 
 // reconcileClaims brings claim tasks in line with changed claims: an
