@@ -35,10 +35,11 @@ func (h Host) Capacity() (resource.List, error) {
 		return nil, err
 	}
 	cpuMilli := int64(h.NumCPU) * 1000
-	if q, ok := cgroupCPU(h.Root); ok && q < cpuMilli {
+	self := selfCgroup(h.Root) // read once for both limits
+	if q, ok := cgroupCPU(h.Root, self); ok && q < cpuMilli {
 		cpuMilli = q
 	}
-	if m, ok := cgroupMemory(h.Root); ok && m < memTotal {
+	if m, ok := cgroupMemory(h.Root, self); ok && m < memTotal {
 		memTotal = m
 	}
 	if cpuMilli <= 0 {
@@ -72,54 +73,62 @@ func meminfoTotal(root fs.FS) (int64, error) {
 	return 0, fmt.Errorf("/proc/meminfo: no MemTotal")
 }
 
+// selfCgroup is this process's cgroup per controller, as
+// /proc/self/cgroup names it ("" keys cgroup v2's unified hierarchy; v1's
+// lines key each of their controllers); nil when it cannot be read.
+func selfCgroup(root fs.FS) map[string]string {
+	b, err := fs.ReadFile(root, "proc/self/cgroup")
+	if err != nil {
+		return nil
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.SplitN(line, ":", 3)
+		switch {
+		case len(f) != 3:
+		case f[0] == "0" && f[1] == "":
+			out[""] = f[2]
+		default:
+			for _, c := range strings.Split(f[1], ",") {
+				out[c] = f[2]
+			}
+		}
+	}
+	return out
+}
+
 // cgroupDirs are the directories of this process's cgroup for
 // controller ("" for cgroup v2's unified hierarchy, "cpu" or "memory"
 // for v1's) under mount (sys/fs/cgroup, or sys/fs/cgroup/cpu), from the
 // process's own up to the mount's root, as /proc/self/cgroup names it
-// (the Go runtime and cAdvisor read it the same way): a limit anywhere
-// on the way binds the process. Unreadable: the mount's root alone.
-func cgroupDirs(root fs.FS, mount, controller string) []string {
-	b, err := fs.ReadFile(root, "proc/self/cgroup")
-	if err != nil {
+// (self; the Go runtime and cAdvisor read it the same way): a limit
+// anywhere on the way binds the process. Unknown: the mount's root alone.
+func cgroupDirs(self map[string]string, mount, controller string) []string {
+	p, ok := self[controller]
+	if !ok {
 		return []string{mount}
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.SplitN(line, ":", 3)
-		if len(f) != 3 {
-			continue
-		}
-		match := controller == "" && f[0] == "0" && f[1] == ""
-		if controller != "" {
-			for _, c := range strings.Split(f[1], ",") {
-				match = match || c == controller
-			}
-		}
-		if !match {
-			continue
-		}
-		var dirs []string
-		for p := path.Clean("/" + f[2]); ; p = path.Dir(p) {
-			dirs = append(dirs, path.Join(mount, p))
-			if p == "/" {
-				return dirs
-			}
+	var dirs []string
+	for p = path.Clean("/" + p); ; p = path.Dir(p) {
+		dirs = append(dirs, path.Join(mount, p))
+		if p == "/" {
+			return dirs
 		}
 	}
-	return []string{mount}
 }
 
 // cgroupCPU reads the CPU quota in millicores, the least on the way from
 // this process's cgroup to the root: cgroup v2 cpu.max ("max 100000" or
 // "200000 100000"), else v1 cfs_quota/period.
-func cgroupCPU(root fs.FS) (int64, bool) {
+func cgroupCPU(root fs.FS, self map[string]string) (int64, bool) {
 	best, found := int64(0), false
 	keep := func(v int64, ok bool) {
 		if ok && (!found || v < best) {
 			best, found = v, true
 		}
 	}
-	if _, err := fs.Stat(root, "sys/fs/cgroup/cgroup.controllers"); err == nil || exists(root, "sys/fs/cgroup/cpu.max") {
-		for _, dir := range cgroupDirs(root, "sys/fs/cgroup", "") {
+	if exists(root, "sys/fs/cgroup/cgroup.controllers") || exists(root, "sys/fs/cgroup/cpu.max") {
+		for _, dir := range cgroupDirs(self, "sys/fs/cgroup", "") {
 			if b, err := fs.ReadFile(root, path.Join(dir, "cpu.max")); err == nil {
 				if f := strings.Fields(string(b)); len(f) == 2 && f[0] != "max" {
 					keep(quotaMilli(f[0], f[1]))
@@ -128,7 +137,7 @@ func cgroupCPU(root fs.FS) (int64, bool) {
 		}
 		return best, found
 	}
-	for _, dir := range cgroupDirs(root, "sys/fs/cgroup/cpu", "cpu") {
+	for _, dir := range cgroupDirs(self, "sys/fs/cgroup/cpu", "cpu") {
 		q, err1 := fs.ReadFile(root, path.Join(dir, "cpu.cfs_quota_us"))
 		p, err2 := fs.ReadFile(root, path.Join(dir, "cpu.cfs_period_us"))
 		if err1 == nil && err2 == nil {
@@ -155,12 +164,12 @@ func quotaMilli(quota, period string) (int64, bool) {
 // cgroupMemory reads the memory limit: v2 memory.max, else v1
 // memory.limit_in_bytes (v1 reports "no limit" as a huge number, which
 // loses against MemTotal anyway).
-func cgroupMemory(root fs.FS) (int64, bool) {
+func cgroupMemory(root fs.FS, self map[string]string) (int64, bool) {
 	files := []string{}
-	for _, dir := range cgroupDirs(root, "sys/fs/cgroup", "") {
+	for _, dir := range cgroupDirs(self, "sys/fs/cgroup", "") {
 		files = append(files, path.Join(dir, "memory.max"))
 	}
-	for _, dir := range cgroupDirs(root, "sys/fs/cgroup/memory", "memory") {
+	for _, dir := range cgroupDirs(self, "sys/fs/cgroup/memory", "memory") {
 		files = append(files, path.Join(dir, "memory.limit_in_bytes"))
 	}
 	best, found := int64(0), false
