@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/resource"
 )
 
@@ -224,9 +225,8 @@ func GetCluster(ctx context.Context, c *Client, w io.Writer, output string) erro
 			return err
 		}
 	}
-	tiers := []string{"urgent", "high", "medium", "low"}
 	var pend []string
-	for _, tier := range tiers {
+	for _, tier := range api.TierNames {
 		if n := cl.Pending[tier]; n > 0 {
 			pend = append(pend, fmt.Sprintf("%d %s", n, tier))
 		}

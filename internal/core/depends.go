@@ -113,12 +113,12 @@ func (c *Core) waitFor(t *Task, waits []depWait) {
 }
 
 // ended settles what waits on t, which just entered a terminal state, and
-// on its job if that ended with it; skips cascade.
+// on its job if that ended with it; skips cascade (the worklist holds
+// only what a settle skipped, so an ending with nothing to skip
+// allocates nothing).
 func (c *Core) ended(t *Task) {
-	stack := []*Task{t}
-	for len(stack) > 0 {
-		x := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
+	var stack []*Task
+	for x := t; x != nil; {
 		edges := x.dependent
 		x.dependent = nil
 		stack = c.settle(edges, x.state == Succeeded, x.id, x.state.String(), stack)
@@ -130,6 +130,10 @@ func (c *Core) ended(t *Task) {
 				j.dependent = nil
 				stack = c.settle(edges, !j.bad, j.id, j.outcome(), stack)
 			}
+		}
+		x = nil
+		if n := len(stack); n > 0 {
+			x, stack = stack[n-1], stack[:n-1]
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,7 +51,7 @@ type Accounting struct {
 	st       store.Store
 	volatile bool // st keeps nothing: no records
 	now      func() time.Time
-	log      interface{ Warn(string, ...any) }
+	log      *slog.Logger
 	// placed calls its argument with every placed task (Engine.eachPlaced).
 	placed func(func(*TaskRecord))
 
@@ -80,9 +81,9 @@ func accountingOf(r *TaskRecord, now time.Time) api.AccountingRecord {
 	a := api.AccountingRecord{ID: r.Spec.ID, Name: r.Spec.Name, Job: r.Spec.Metadata[JobMetadataKey], Tenant: r.Tenant,
 		User: r.Spec.User, Queue: queueName(r), Priority: r.Spec.PriorityOrDefault(), State: r.State,
 		ExitCode: r.ExitCode, Reason: r.Reason, Node: r.Node, Devices: r.Devices, Model: modelOf(r.Devices),
-		Submitted: r.Submitted, Started: r.Started, Finished: finishedAt(r), Attempts: r.Attempt + 1}
-	if r.Finished == nil {
-		a.Finished = now
+		Submitted: r.Submitted, Started: r.Started, Finished: now, Attempts: r.Attempt + 1}
+	if r.Finished != nil {
+		a.Finished = *r.Finished
 	}
 	if r.Scheduled == nil && r.Started == nil {
 		a.Attempts = r.Attempt // never placed this time
@@ -156,10 +157,14 @@ func modelOf(devs []api.DeviceRef) string {
 }
 
 // accountable reports whether the staged record r of task id enters a
-// final state in this step (old: its published record, nil for a new
-// task), so that its accounting record is written with it, and its key.
-func accountable(id string, r, old *TaskRecord, now time.Time) (string, bool) {
-	if !finished(r.State) || old != nil && finished(old.State) {
+// final state in this step (published: the records before it; looked up
+// only for a final r), so that its accounting record is written with it,
+// and its key.
+func accountable(id string, r *TaskRecord, published map[string]*TaskRecord, now time.Time) (string, bool) {
+	if !finished(r.State) {
+		return "", false
+	}
+	if old := published[id]; old != nil && finished(old.State) {
 		return "", false
 	}
 	at := now

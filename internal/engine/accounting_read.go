@@ -9,6 +9,7 @@ import (
 
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/errs"
+	"github.com/hetsched/hetsched/internal/store"
 )
 
 // AccountingQuery selects accounting records: those of tasks that
@@ -55,7 +56,7 @@ func (a *Accounting) History(ctx context.Context, q AccountingQuery) (out []api.
 		to = accountingTimeKey(q.Until)
 	}
 	if q.Cursor != "" {
-		if len(q.Cursor) > store0MaxKey || strings.ContainsRune(q.Cursor, 0) {
+		if len(q.Cursor) > store.MaxKeyLen || strings.ContainsRune(q.Cursor, 0) {
 			return nil, "", errs.Invalid("cursor", "not a cursor of this listing")
 		}
 		from = max(from, q.Cursor+"\x00")
@@ -81,9 +82,6 @@ func (a *Accounting) History(ctx context.Context, q AccountingQuery) (out []api.
 	}
 	return out, next, nil
 }
-
-// store0MaxKey bounds a cursor (a store key).
-const store0MaxKey = 1024
 
 // UsageReport is the usage of the work matching q (by its record's fields) in
 // [q.Since, q.Until): every run of a finished task, and of a placed one
@@ -158,8 +156,7 @@ func (u *usage) add(a *api.AccountingRecord) {
 	if !u.q.match(a) {
 		return
 	}
-	counted := map[*api.UsageRow]bool{}
-	any := false
+	var counted []*api.UsageRow // the groups a's runs fell in (a task counts once in each)
 	for _, run := range a.Runs {
 		if !run.To.After(u.q.Since) || !run.From.Before(u.q.Until) {
 			continue
@@ -167,13 +164,12 @@ func (u *usage) add(a *api.AccountingRecord) {
 		g := u.group(a, run)
 		addRunUsage(&g.CPUHours, &g.DeviceHours, a.Resources, run, u.q.Since, u.q.Until)
 		addRunUsage(&u.total.CPUHours, &u.total.DeviceHours, a.Resources, run, u.q.Since, u.q.Until)
-		if !counted[g] {
-			counted[g] = true
+		if !slices.Contains(counted, g) {
+			counted = append(counted, g)
 			g.Tasks++
 		}
-		any = true
 	}
-	if any {
+	if len(counted) > 0 {
 		u.total.Tasks++
 	}
 }

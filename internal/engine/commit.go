@@ -138,7 +138,7 @@ func (e *Engine) encodeTasks(b *commitBatch, now time.Time) error {
 		}
 		v := b.arena[start:len(b.arena):len(b.arena)]
 		b.recs = append(b.recs, store.Record{Kind: KindTask, Key: id, Value: v})
-		if k, ok := accountable(id, r, e.tasks[id], now); ok {
+		if k, ok := accountable(id, r, e.tasks, now); ok {
 			b.recs = append(b.recs, store.Record{Kind: KindAccounting, Key: k, Value: v})
 		}
 	}

@@ -16,20 +16,22 @@
 // (a render may be overtaken by a live one: each shows it).
 let lastAction = null;
 
-// showLast writes lastAction into out when it belongs to keep.
-function showLast(keep, out) {
+// resultOf is the place an action's answer shows, with lastAction's
+// when it belongs to keep.
+function resultOf(keep) {
+  const out = el("span", { class: "action-result", "data-field": "action-result", role: "status" });
   if (lastAction && lastAction.keep === keep && Date.now() - lastAction.at < 10000) {
     out.textContent = lastAction.text;
     out.classList.add(lastAction.ok ? "ok" : "error");
   }
+  return out;
 }
 
 // actionBar is a row of action buttons with the place their answers
 // show; it is kept across live re-renders (data-keep) so that a button
 // waiting for its confirming click stays armed.
 function actionBar(keep, ...buttons) {
-  const out = el("span", { class: "action-result", "data-field": "action-result", role: "status" });
-  showLast(keep, out);
+  const out = resultOf(keep);
   return el("div", { class: "actions", "data-keep": keep }, buttons.map(b => b(keep, out)), out);
 }
 
@@ -70,8 +72,7 @@ function action(id, label, confirmLabel, run) {
 // queue as it is, its weight changed), kept while it is typed in.
 function weightForm(q) {
   const keep = "weight-" + q.name;
-  const out = el("span", { class: "action-result", "data-field": "action-result", role: "status" });
-  showLast(keep, out);
+  const out = resultOf(keep);
   const input = el("input", { type: "number", name: "weight", min: "0.001", step: "any", value: String(q.weight || 1), size: 5, "aria-label": "weight of " + q.name });
   const form = el("form", { class: "weight", "data-keep": keep, "data-queue": q.name }, input, el("button", { type: "submit" }, "Set"), out);
   form.addEventListener("submit", async ev => {
