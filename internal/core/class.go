@@ -53,6 +53,20 @@ type selTerm struct {
 	values []string
 }
 
+// classTable holds the scheduling classes by request hash, the runtime
+// classes (what the learner keys runtimes by) by name and by metadata,
+// and the classes that ask for resources no node offers yet. The core
+// calls it at named points: classFor and runtimeClassFor when a task is
+// admitted, resolveClasses when a node brings new resources.
+type classTable struct {
+	c          *Core
+	byHash     map[uint64][]*class
+	rtByName   map[string]*runtimeClass
+	rtByMeta   map[string]*runtimeClass
+	rtByClass  map[*class]*runtimeClass
+	unresolved []*class // classes requesting resources no node offers yet
+}
+
 // class is a scheduling class: tasks with the same options, selector and
 // tolerations are interchangeable for placement, so one failed attempt
 // stands for all of them until capacity changes.
@@ -259,14 +273,15 @@ func buildClass(key string, spec *api.Task, dims *resource.Dims, vecs []resource
 // classFor returns the scheduling class of a spec, creating it when new.
 // Classes are found by a hash of the options' vectors, selector and
 // tolerations, and confirmed by comparing them.
-func (c *Core) classFor(spec *api.Task, leaf *queueNode) (*class, error) {
+func (ct *classTable) classFor(spec *api.Task, leaf *queueNode) (*class, error) {
+	c := ct.c
 	var vecs [1 + api.MaxAlternatives]resource.Vector
 	var unknown [1 + api.MaxAlternatives][]unknownRes
 	if len(spec.Alternatives) > api.MaxAlternatives {
 		return nil, errs.Invalid("alternatives", "at most %d alternatives", api.MaxAlternatives)
 	}
 	var err error
-	if unknown[0], err = c.vectorOf(&vecs[0], "resources", spec.Resources); err != nil {
+	if unknown[0], err = ct.vectorOf(&vecs[0], "resources", spec.Resources); err != nil {
 		return nil, err
 	}
 	h := uint64(14695981039346656037)
@@ -285,7 +300,7 @@ func (c *Core) classFor(spec *api.Task, leaf *queueNode) (*class, error) {
 	mixOpt(&vecs[0], unknown[0])
 	mixClasses(spec.DeviceClasses)
 	for i, a := range spec.Alternatives {
-		if unknown[i+1], err = c.vectorOf(&vecs[i+1], "alternatives["+strconv.Itoa(i)+"].resources", a.Resources); err != nil {
+		if unknown[i+1], err = ct.vectorOf(&vecs[i+1], "alternatives["+strconv.Itoa(i)+"].resources", a.Resources); err != nil {
 			return nil, err
 		}
 		if a.Speed < 0 || math.IsNaN(a.Speed) || math.IsInf(a.Speed, 0) {
@@ -317,7 +332,7 @@ func (c *Core) classFor(spec *api.Task, leaf *queueNode) (*class, error) {
 		mix(strHash(extra))
 	}
 	nopts := 1 + len(spec.Alternatives)
-	for _, cl := range c.classes[h] {
+	for _, cl := range ct.byHash[h] {
 		if cl.leaf == leaf && cl.extra == extra && cl.matches(spec, vecs[:nopts], unknown[:nopts]) {
 			return cl, nil
 		}
@@ -349,19 +364,20 @@ func (c *Core) classFor(spec *api.Task, leaf *queueNode) (*class, error) {
 	}
 	for _, u := range unknown[:nopts] {
 		if len(u) > 0 {
-			c.unresolved = append(c.unresolved, cl)
+			ct.unresolved = append(ct.unresolved, cl)
 			break
 		}
 	}
-	c.classes[h] = append(c.classes[h], cl)
+	ct.byHash[h] = append(ct.byHash[h], cl)
 	return cl, nil
 }
 
 // resolveClasses gives dims to the unknown resources of classes once nodes
 // offer them (called when the name table grows).
-func (c *Core) resolveClasses() {
-	keep := c.unresolved[:0]
-	for _, cl := range c.unresolved {
+func (ct *classTable) resolveClasses() {
+	c := ct.c
+	keep := ct.unresolved[:0]
+	for _, cl := range ct.unresolved {
 		left := false
 		for oi := range cl.opts {
 			cl.opts[oi].resolve(c.dims)
@@ -371,7 +387,7 @@ func (c *Core) resolveClasses() {
 			keep = append(keep, cl)
 		}
 	}
-	c.unresolved = keep
+	ct.unresolved = keep
 }
 
 // reqHash hashes an option's request (its vector and its unknown
@@ -412,7 +428,8 @@ func strHash(s string) uint64 {
 // vectorOf converts a list into v. Names no node has offered are not
 // interned (tasks must not use up the name table): they come back, sorted,
 // as unknown resources.
-func (c *Core) vectorOf(v *resource.Vector, field string, l resource.List) ([]unknownRes, error) {
+func (ct *classTable) vectorOf(v *resource.Vector, field string, l resource.List) ([]unknownRes, error) {
+	c := ct.c
 	var unknown []unknownRes
 	for k, q := range l {
 		if i, ok := c.dims.Lookup(k); ok {
@@ -499,19 +516,19 @@ func joinValues(vs []string) string {
 }
 
 // runtimeClassFor finds the runtime-prediction class of a spec.
-func (c *Core) runtimeClassFor(spec *api.Task, cls *class) *runtimeClass {
+func (ct *classTable) runtimeClassFor(spec *api.Task, cls *class) *runtimeClass {
 	var m map[string]*runtimeClass
 	var k string
 	switch {
 	case spec.Metadata["class"] != "":
-		m, k = c.rtByMeta, spec.Metadata["class"]
+		m, k = ct.rtByMeta, spec.Metadata["class"]
 	case spec.Name != "":
-		m, k = c.rtByName, spec.Name
+		m, k = ct.rtByName, spec.Name
 	default:
-		rc := c.rtByClass[cls]
+		rc := ct.rtByClass[cls]
 		if rc == nil {
 			rc = &runtimeClass{key: cls.key}
-			c.rtByClass[cls] = rc
+			ct.rtByClass[cls] = rc
 		}
 		return rc
 	}

@@ -411,7 +411,7 @@ func (ci *constraintIndex) change(tm *term, n *Node, sign int32) {
 	if len(tm.blocked) == 0 {
 		return
 	}
-	if ci.c.journaling() {
+	if ci.c.jr.journaling() {
 		ci.c.jr.woken = append(ci.c.jr.woken, tm)
 		return
 	}
@@ -422,7 +422,7 @@ func (ci *constraintIndex) change(tm *term, n *Node, sign int32) {
 func (ci *constraintIndex) wakeTerm(tm *term) {
 	for _, r := range tm.blocked {
 		if r.q.blocked && r.q.gen == r.gen {
-			ci.c.unblock(r.q)
+			ci.c.wk.unblock(r.q)
 		}
 	}
 	clear(tm.blocked)

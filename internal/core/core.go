@@ -18,16 +18,8 @@ type Core struct {
 	idx    *index
 	tasks  map[string]*Task
 
-	classes   map[uint64][]*class
-	rtByName  map[string]*runtimeClass
-	rtByMeta  map[string]*runtimeClass
-	rtByClass map[*class]*runtimeClass
-
-	tiers [4]tier
-	bands [nBands]bandState
-	// bypass counts, per raised band, the placements that passed over its
-	// active work since its last placement (queue.go).
-	bypass [nBands]int
+	ct     classTable // the scheduling and runtime classes (class.go)
+	lv     levels     // the tiers' pending tasks and the bands' batches (queue.go)
 	timers timers
 	seq    uint64
 	now    int64
@@ -35,32 +27,18 @@ type Core struct {
 	spare  Output     // the buffer handed out by the previous TakeOutput
 	cs     CycleState // what plugins see outside a search (Reserve, QueueSort)
 
-	modelSpeed map[string]ewma
-	work       requestMix
+	lr learner // runtimes and speeds learned from finished tasks, the request mix (learn.go)
 
-	sc         searchCtx       // the search context (placement.go), reused
-	jr         journal         // undo log of the open checkpoints (journal.go)
-	cf         coreFilters     // the dynamic filters every policy runs first (plugins_filter.go)
-	cons       constraintIndex // the placement constraints' state (constraints.go)
-	deferred   []*classQueue   // dispatch's scratch: the queues it deferred (reused)
-	blockedAll []blockRef
-	pinned     map[pinKey][]blockRef // pinned classes by the identity value they wait on
-	unresolved []*class              // classes requesting resources no node offers yet
-	// blockedHigh lists the blocked queues whose head may preempt (urgent
-	// and high) or reclaim, retried at highRetryAt.
-	blockedHigh []blockRef
-	highRetryAt int64
-	// blockedShare lists the blocked queues whose head may swap out a
-	// running task under a time-sharing policy, retried at shareRetryAt
-	// (every TimeShareRound).
-	blockedShare []blockRef
-	shareRetryAt int64
-	// promotions are las's starvation deadlines (promote.go).
-	promotions promoteHeap
-	// gavel-rounds (gavel.go): the next round's time, and whether a round
-	// is placing now (its gate opens).
-	nextRound int64
-	inRound   bool
+	pl       placer          // the placement search (placement.go)
+	pe       preemptor       // preemption's and time-sharing's what-ifs (preempt.go)
+	jr       journal         // undo log of the open checkpoints (journal.go)
+	cf       coreFilters     // the dynamic filters every policy runs first (plugins_filter.go)
+	cons     constraintIndex // the placement constraints' state (constraints.go)
+	deferred []*classQueue   // dispatch's scratch: the queues it deferred (reused)
+	wk       waker           // the blocked class queues and what wakes them (schedule.go)
+	// promo holds the starvation deadlines: las's promotions and the
+	// starvation bound (promote.go).
+	promo promoter
 	// placedN counts the tasks placed on nodes.
 	placedN int
 	// deviceDims are the resource dims some node has (or had) device
@@ -72,26 +50,12 @@ type Core struct {
 	callPlaced int // placements made by the current input
 
 	// jobs (jobs.go)
-	jobs     map[string]*job
-	gangWait []*gang // gangs with pending members
-	// gangTold lists the gangs whose members' reason changed since the
-	// last TakeOutput, which reports each member (gangReport).
-	gangTold []*gang
-	capSeq   uint64 // bumps when capacity may have appeared (wake)
-	// tryGang's scratch: the ready members it tries, and a class's search
-	// state saved around each member's try (reused).
-	gangReady []*Task
-	gangSaved searchState
-	gp        gangPreemption   // gang preemption's plans (gangpreempt.go)
-	gr        gangReservations // gang reservations (gangreserve.go)
-	slotsBuf  []modelSlots     // gangSlots' scratch
-	// locality (locality.go)
-	locHeap locHeap
-	// tenant queues (queues.go)
-	queueTree   map[string]*queueNode
-	rootQ       *queueNode
-	queueSeq    int
-	sharesDirty bool // recompute shares and re-order lanes at the next schedule
+	jb     jobBook   // the jobs and the tasks' dependencies (jobs.go, depends.go)
+	eta    estimator // where pending tasks stand (eta.go)
+	gs     gangs     // the gangs' waiting, tries, reservations and preemption (gangs.go)
+	capSeq uint64    // bumps when capacity may have appeared (wake)
+	loc    locality  // the tasks' locality waits (locality.go)
+	qs     queues    // the tenant queues (queues.go)
 
 	stats Stats
 }
@@ -115,23 +79,29 @@ func New(cfg Config) (*Core, error) {
 		return nil, err
 	}
 	c := &Core{
-		cfg:        cfg,
-		dims:       resource.NewDims(),
-		idx:        newIndex(cfg.IdentityLabels),
-		tasks:      make(map[string]*Task, cfg.TaskCapacityHint),
-		classes:    map[uint64][]*class{},
-		rtByName:   map[string]*runtimeClass{},
-		rtByMeta:   map[string]*runtimeClass{},
-		rtByClass:  map[*class]*runtimeClass{},
-		modelSpeed: map[string]ewma{},
-		pinned:     map[pinKey][]blockRef{},
-		jobs:       map[string]*job{},
-		queueTree:  map[string]*queueNode{},
-		rootQ:      newRootQueue(),
+		cfg:   cfg,
+		dims:  resource.NewDims(),
+		idx:   newIndex(cfg.IdentityLabels),
+		tasks: make(map[string]*Task, cfg.TaskCapacityHint),
+		qs:    newQueues(),
 	}
 	c.cs.core = c
-	for i := range c.bands {
-		c.bands[i].since = -1
+	c.promo.c = c
+	c.gs.c = c
+	c.qs.c = c
+	c.pl.c = c
+	c.pe.c = c
+	c.jr.c = c
+	c.lr = learner{c: c, speed: map[string]ewma{}}
+	c.wk = waker{c: c, pinned: map[pinKey][]blockRef{}}
+	c.loc.c = c
+	c.lv.c = c
+	c.eta.c = c
+	c.jb = jobBook{c: c, jobs: map[string]*job{}}
+	c.ct = classTable{c: c, byHash: map[uint64][]*class{}, rtByName: map[string]*runtimeClass{},
+		rtByMeta: map[string]*runtimeClass{}, rtByClass: map[*class]*runtimeClass{}}
+	for i := range c.lv.bands {
+		c.lv.bands[i].since = -1
 	}
 	c.policy = newPolicy(c, cfg.Policy)
 	c.cf = newCoreFilters(c, c.policy.Picker)
@@ -155,7 +125,7 @@ func (c *Core) Stats() Stats { return c.stats }
 // them. The returned slices are reused by the core at the next TakeOutput
 // call: copy what must outlive it.
 func (c *Core) TakeOutput() Output {
-	c.gangReport()
+	c.gs.gangReport()
 	o := c.out
 	c.out = c.spare
 	c.out.reset()
@@ -187,10 +157,10 @@ func (c *Core) NumTasks() int { return len(c.tasks) }
 // counts in the level it waits in (PendingByTier counts by native tier).
 func (c *Core) Pending() [4]int {
 	var p [4]int
-	for i := range c.tiers {
-		p[i] = c.tiers[i].count
+	for i := range c.lv.tiers {
+		p[i] = c.lv.tiers[i].count
 	}
-	c.gangPending(&p)
+	c.gs.gangPending(&p)
 	return p
 }
 
@@ -199,15 +169,15 @@ func (c *Core) Pending() [4]int {
 // wait raised one tier up by aging (Pending counts those in the tier
 // they were raised into).
 func (c *Core) PendingByTier() (native, raised [4]int) {
-	for l := range c.tiers {
-		own := c.tiers[l].count - c.tiers[l].raised
+	for l := range c.lv.tiers {
+		own := c.lv.tiers[l].count - c.lv.tiers[l].raised
 		native[l] += own
-		if l+1 < len(c.tiers) {
-			native[l+1] += c.tiers[l].raised
-			raised[l+1] = c.tiers[l].raised
+		if l+1 < len(c.lv.tiers) {
+			native[l+1] += c.lv.tiers[l].raised
+			raised[l+1] = c.lv.tiers[l].raised
 		}
 	}
-	c.gangPending(&native)
+	c.gs.gangPending(&native)
 	return native, raised
 }
 
@@ -224,52 +194,32 @@ func (c *Core) advance(now time.Time) {
 func (c *Core) Tick(now time.Time) {
 	c.advance(now)
 	c.fireTimers()
-	c.firePromotions()
-	c.fireLocality()
-	c.gangTimeouts()
+	c.promo.fire()
+	c.loc.fireLocality()
+	c.gs.gangTimeouts()
 	// Due batches go before aging, so that a task is raised only when its
 	// own tier's dispatch did not place it.
 	c.schedule()
-	c.age()
+	c.lv.age()
 	if c.retrySet && c.now >= c.retryAt {
 		c.retrySet = false
 	}
-	if len(c.blockedHigh) > 0 && c.now >= c.highRetryAt {
-		refs := c.blockedHigh
-		c.blockedHigh = nil
-		c.unblockRefs(refs)
-	}
-	if len(c.blockedShare) > 0 && c.now >= c.shareRetryAt {
-		refs := c.blockedShare
-		c.blockedShare = nil
-		c.unblockRefs(refs)
-	}
-	if r := c.policy.Rounds; r != nil && c.now >= c.nextRound && c.roundsDue() {
-		r.round()
-		c.nextRound = c.now + int64(c.cfg.GavelRound)
-	}
-	c.schedule()
-}
-
-// roundsDue reports whether a round has work: tasks wait or run.
-func (c *Core) roundsDue() bool {
-	if c.placedN > 0 {
-		return true
-	}
-	for i := range c.tiers {
-		if c.tiers[i].count > 0 {
-			return true
+	c.wk.unblockRefs(c.wk.highRetry.due(c.now))
+	c.wk.unblockRefs(c.wk.shareRetry.due(c.now))
+	if r := c.policy.Rounds; r != nil {
+		if at, ok := r.Next(c.now); ok && c.now >= at {
+			r.Round(c.now)
 		}
 	}
-	return false
+	c.schedule()
 }
 
 // unblockRefs reactivates the class queues refs name that are still
 // blocked since they were listed.
-func (c *Core) unblockRefs(refs []blockRef) {
+func (wk *waker) unblockRefs(refs []blockRef) {
 	for _, r := range refs {
 		if r.q.blocked && r.q.gen == r.gen {
-			c.unblock(r.q)
+			wk.unblock(r.q)
 		}
 	}
 }
@@ -289,39 +239,41 @@ func (c *Core) NextWakeup() (time.Time, bool) {
 	}
 	for l := 2; l < 4; l++ {
 		// Raised bands are never batched: only native batches wait.
-		if bs := &c.bands[bandOf(l, false)]; bs.active > 0 && bs.since >= 0 {
+		if bs := &c.lv.bands[bandOf(l, false)]; bs.active > 0 && bs.since >= 0 {
 			consider(bs.since + int64(c.cfg.Tiers[l].Window))
 		}
 		// Only native tasks age (a task is raised at most once).
-		if h := c.tiers[l].aging[0].head; h != nil {
-			if th := c.agingThreshold(h); th > 0 {
+		if h := c.lv.tiers[l].aging[0].head; h != nil {
+			if th := c.lv.agingThreshold(h); th > 0 {
 				consider(h.levelSince + th + 1) // raised once past the threshold
 			}
 		}
 	}
-	if len(c.blockedHigh) > 0 {
-		consider(c.highRetryAt)
+	if d, has := c.wk.highRetry.next(); has {
+		consider(d)
 	}
-	if len(c.blockedShare) > 0 {
-		consider(c.shareRetryAt)
+	if d, has := c.wk.shareRetry.next(); has {
+		consider(d)
 	}
 	if c.retrySet {
 		consider(c.retryAt)
 	}
-	if d, has := c.nextGangTimeout(); has {
+	if d, has := c.gs.nextGangTimeout(); has {
 		consider(d)
 	}
-	if d, has := c.gr.next(c); has {
+	if d, has := c.gs.gr.next(c); has {
 		consider(d)
 	}
-	if d, has := c.locHeap.next(); has {
+	if d, has := c.loc.heap.next(); has {
 		consider(d)
 	}
-	if len(c.promotions) > 0 {
-		consider(c.promotions[0].at)
+	if d, has := c.promo.next(); has {
+		consider(d)
 	}
-	if c.policy.Rounds != nil && c.roundsDue() {
-		consider(max(c.nextRound, c.now))
+	if r := c.policy.Rounds; r != nil {
+		if d, has := r.Next(c.now); has {
+			consider(d)
+		}
 	}
 	if !ok {
 		return time.Time{}, false
@@ -349,9 +301,9 @@ func (c *Core) submit(now time.Time, spec *api.Task, j *job) error {
 			t.gang.failed++
 			t.gang.dirty = true
 		}
-		c.ended(t)
+		c.jb.ended(t)
 	case len(deps) > 0:
-		c.waitFor(t, deps)
+		c.jb.waitFor(t, deps)
 	default:
 		c.enqueue(t)
 	}
@@ -391,11 +343,11 @@ func (c *Core) admit(spec *api.Task, j *job) (t *Task, deps []depWait, skipReaso
 			return nil, nil, "", err
 		}
 	}
-	deps, skipReason, err = c.resolveDeps(spec)
+	deps, skipReason, err = c.jb.resolveDeps(spec)
 	if err != nil {
 		return nil, nil, "", err
 	}
-	cls, err := c.classFor(spec, c.leafOf(spec.Queue))
+	cls, err := c.ct.classFor(spec, c.qs.leafOf(spec.Queue))
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -408,17 +360,17 @@ func (c *Core) admit(spec *api.Task, j *job) (t *Task, deps []depWait, skipReaso
 		queueTTL: int64(spec.QueueTimeout), lease: int64(lease),
 		cqpos: -1, tpos: -1, npos: -1, chosen: -1, leaf: cls.leaf,
 	}
-	t.rt = c.runtimeClassFor(spec, cls)
+	t.rt = c.ct.runtimeClassFor(spec, cls)
 	if spec.Locality != nil {
-		if err := c.setLocality(t, spec); err != nil {
+		if err := c.loc.setLocality(t, spec); err != nil {
 			return nil, nil, "", err
 		}
 	}
 	c.tasks[t.id] = t
-	c.attachJob(t, j)
+	c.jb.attachJob(t, j)
 	c.stats.Submitted++
 	for oi := range cls.opts {
-		c.work.observe(&cls.opts[oi])
+		c.lr.mix.observe(&cls.opts[oi])
 	}
 	return t, deps, skipReason, nil
 }
@@ -481,7 +433,7 @@ func (c *Core) Forget(id string) error {
 // ForgetJob drops a job whose tasks have all finished, with its tasks,
 // from memory (retention: the store deletes their records).
 func (c *Core) ForgetJob(id string) error {
-	j := c.jobs[id]
+	j := c.jb.jobs[id]
 	if j == nil {
 		return errs.New(errs.NotFound, "job", "no job %q", id)
 	}
@@ -496,7 +448,7 @@ func (c *Core) ForgetJob(id string) error {
 	for _, t := range j.tasks {
 		delete(c.tasks, t.id)
 	}
-	delete(c.jobs, id)
+	delete(c.jb.jobs, id)
 	return nil
 }
 
@@ -511,8 +463,8 @@ func (c *Core) TaskStarted(now time.Time, id string) error {
 	if t.node != nil && t.node.hold != nil {
 		// A held node's backfill counts from its start: the hold may no
 		// longer add up (a reservation never outlives its reason).
-		c.gr.epoch++
-		c.gr.sweep(c)
+		c.gs.gr.epoch++
+		c.gs.gr.sweep(c)
 	}
 	c.out.Transitions = append(c.out.Transitions, Transition{Task: id, From: Scheduled, To: Running, Attempt: int(t.attempt)})
 	if t.timeout > 0 && t.lease == 0 {
@@ -540,7 +492,7 @@ func (c *Core) TaskFinished(now time.Time, id string, r Result) error {
 		}
 	}
 	if to == Succeeded {
-		c.learnFinished(t, c.now-start)
+		c.lr.learnFinished(t, c.now-start)
 	}
 	c.finish(t, to, reason)
 	c.schedule()
@@ -598,7 +550,7 @@ func (c *Core) ObserveNode(now time.Time, name string, u NodeUsage) error {
 	n.load.util.add(load)
 	n.load.reserved = 0
 	// The sample may lift a load-based filter: retry what could fit here.
-	c.wake(n)
+	c.wk.wake(n)
 	c.schedule()
 	return nil
 }

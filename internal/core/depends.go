@@ -58,7 +58,8 @@ type depWait struct {
 
 // resolveDeps finds spec's dependencies: waits are those not ended yet;
 // skip is set (to why) when one ended the wrong way. Nothing changes.
-func (c *Core) resolveDeps(spec *api.Task) (waits []depWait, skip string, err error) {
+func (jb *jobBook) resolveDeps(spec *api.Task) (waits []depWait, skip string, err error) {
+	c := jb.c
 	for i, d := range spec.Depends {
 		f := "depends[" + strconv.Itoa(i) + "]"
 		typ, id, err := api.ParseDependency(d)
@@ -67,7 +68,7 @@ func (c *Core) resolveDeps(spec *api.Task) (waits []depWait, skip string, err er
 		}
 		k := depKinds[typ]
 		dt, isTask := c.tasks[id]
-		dj, isJob := c.jobs[id]
+		dj, isJob := jb.jobs[id]
 		var ended, ok bool
 		var how string
 		switch {
@@ -99,7 +100,7 @@ func (c *Core) resolveDeps(spec *api.Task) (waits []depWait, skip string, err er
 func depSkipReason(d, how string) string { return "dependency " + d + " " + how }
 
 // waitFor makes t wait for waits (state blocked).
-func (c *Core) waitFor(t *Task, waits []depWait) {
+func (jb *jobBook) waitFor(t *Task, waits []depWait) {
 	t.state = Blocked
 	t.unmet = int32(len(waits))
 	for _, w := range waits {
@@ -116,19 +117,19 @@ func (c *Core) waitFor(t *Task, waits []depWait) {
 // on its job if that ended with it; skips cascade (the worklist holds
 // only what a settle skipped, so an ending with nothing to skip
 // allocates nothing).
-func (c *Core) ended(t *Task) {
+func (jb *jobBook) ended(t *Task) {
 	var stack []*Task
 	for x := t; x != nil; {
 		edges := x.dependent
 		x.dependent = nil
-		stack = c.settle(edges, x.state == Succeeded, x.id, x.state.String(), stack)
+		stack = jb.settle(edges, x.state == Succeeded, x.id, x.state.String(), stack)
 		if j := x.job; j != nil {
 			j.open--
 			j.bad = j.bad || x.state != Succeeded
 			if j.ended() {
 				edges := j.dependent
 				j.dependent = nil
-				stack = c.settle(edges, !j.bad, j.id, j.outcome(), stack)
+				stack = jb.settle(edges, !j.bad, j.id, j.outcome(), stack)
 			}
 		}
 		x = nil
@@ -140,7 +141,8 @@ func (c *Core) ended(t *Task) {
 
 // settle releases or skips the tasks of edges on src, which ended as how
 // (a success or not), and returns stack with the tasks it skipped.
-func (c *Core) settle(edges []depEdge, succeeded bool, src, how string, stack []*Task) []*Task {
+func (jb *jobBook) settle(edges []depEdge, succeeded bool, src, how string, stack []*Task) []*Task {
+	c := jb.c
 	for _, e := range edges {
 		d := e.t
 		if d.state != Blocked {

@@ -14,6 +14,12 @@ import (
 // scheduling input: its walks are bounded (maxPositionScan, maxETANodes,
 // maxETATasks), and past a bound it says less rather than walking on.
 
+// estimator walks the class queues and the running tasks' expected ends
+// for QueueInfo and HeadEstimates: reads, bounded, never inputs.
+type estimator struct {
+	c *Core
+}
+
 // QueueInfo is where a pending task stands.
 type QueueInfo struct {
 	// Position is the task's place (1 = next) among the waiting tasks of
@@ -52,11 +58,11 @@ func (c *Core) QueueInfo(id string) (QueueInfo, bool) {
 	var info QueueInfo
 	info.Position, info.PositionAtMost = queuePosition(t.cq, t)
 	for l := 0; l < int(t.level); l++ {
-		info.Ahead += c.tiers[l].count
+		info.Ahead += c.lv.tiers[l].count
 	}
 	// Its class's tasks in the bands served before its own go first.
 	budget := maxETATasks
-	if ns, ok := c.estimateStart(t, info.Position+sameClassAhead(t), &budget, nil); ok {
+	if ns, ok := c.eta.estimateStart(t, info.Position+sameClassAhead(t), &budget, nil); ok {
 		info.EstimatedStart = time.Unix(0, ns)
 	}
 	return info, true
@@ -117,14 +123,14 @@ type release struct {
 // earliest over its options (QueueInfo.EstimatedStart). budget bounds the
 // nodes and running tasks it looks at (and is lowered by them): past it,
 // there is no estimate.
-func (c *Core) estimateStart(t *Task, position int, budget *int, walks etaWalks) (int64, bool) {
+func (es *estimator) estimateStart(t *Task, position int, budget *int, walks etaWalks) (int64, bool) {
 	best, found := int64(0), false
 	for oi := range t.cls.opts {
 		o := &t.cls.opts[oi]
 		if len(o.unknown) > 0 {
 			continue
 		}
-		if at, ok := c.estimateOption(t, o, position, budget, walks); ok && (!found || at < best) {
+		if at, ok := es.estimateOption(t, o, position, budget, walks); ok && (!found || at < best) {
 			best, found = at, true
 		}
 	}
@@ -146,7 +152,8 @@ type etaWalks map[string]*etaWalk
 // walkFor returns the walk of o's groups (cached in walks when not nil),
 // lowering budget by the nodes and tasks a new walk looks at; nil past
 // the budget.
-func (c *Core) walkFor(o *Option, walks etaWalks, budget *int) *etaWalk {
+func (es *estimator) walkFor(o *Option, walks etaWalks, budget *int) *etaWalk {
+	c := es.c
 	var key []byte
 	if walks != nil {
 		for _, g := range o.groups {
@@ -175,7 +182,7 @@ func (c *Core) walkFor(o *Option, walks etaWalks, budget *int) *etaWalk {
 		}
 		for _, rt := range n.tasks {
 			ro := &rt.cls.opts[optIndex(rt.chosen)]
-			end := rt.started + int64(c.expectedOn(rt, ro, n))
+			end := rt.started + int64(c.lr.expectedOn(rt, ro, n))
 			w.rels = append(w.rels, release{end: max(end, c.now), node: i, req: &ro.req})
 		}
 		if len(w.rels) > *budget {
@@ -200,9 +207,10 @@ func (c *Core) walkFor(o *Option, walks etaWalks, budget *int) *etaWalk {
 }
 
 // estimateOption is estimateStart for one option.
-func (c *Core) estimateOption(t *Task, o *Option, position int, budget *int, walks etaWalks) (int64, bool) {
-	c.refreshGroups(t, o) // the cache an attempt would refresh the same way
-	w := c.walkFor(o, walks, budget)
+func (es *estimator) estimateOption(t *Task, o *Option, position int, budget *int, walks etaWalks) (int64, bool) {
+	c := es.c
+	c.pl.refreshGroups(t, o) // the cache an attempt would refresh the same way
+	w := es.walkFor(o, walks, budget)
 	if w == nil {
 		return 0, false
 	}
@@ -264,7 +272,7 @@ type HeadEstimate struct {
 func (c *Core) HeadEstimates(budget int) []HeadEstimate {
 	var out []HeadEstimate
 	walks := etaWalks{}
-	for _, r := range c.blockedAll {
+	for _, r := range c.wk.all {
 		if budget <= 0 {
 			break
 		}
@@ -273,7 +281,7 @@ func (c *Core) HeadEstimates(budget int) []HeadEstimate {
 			continue
 		}
 		t := q.head()
-		if ns, ok := c.estimateStart(t, 1+sameClassAhead(t), &budget, walks); ok {
+		if ns, ok := c.eta.estimateStart(t, 1+sameClassAhead(t), &budget, walks); ok {
 			out = append(out, HeadEstimate{Task: t.id, Start: time.Unix(0, ns)})
 		}
 	}

@@ -33,7 +33,7 @@ func (c *Core) FairShares() map[string]resource.List {
 			}
 		}
 	}
-	for _, list := range c.classes {
+	for _, list := range c.ct.byHash {
 		for _, cl := range list {
 			for _, cq := range cl.classQueues() {
 				if cq != nil && cq.size() > 0 {
@@ -42,7 +42,7 @@ func (c *Core) FairShares() map[string]resource.List {
 			}
 		}
 	}
-	for _, g := range c.gangWait {
+	for _, g := range c.gs.wait {
 		for _, m := range g.ready {
 			addPending(m.leaf, &m.cls.opts[0].req, 1)
 		}
@@ -53,10 +53,10 @@ func (c *Core) FairShares() map[string]resource.List {
 			kids[q.parent] = append(kids[q.parent], q)
 		}
 	}
-	share := map[*queueNode]*resource.Vector{c.rootQ: &resource.Vector{}}
-	*share[c.rootQ] = c.idx.total
+	share := map[*queueNode]*resource.Vector{c.qs.root: &resource.Vector{}}
+	*share[c.qs.root] = c.idx.total
 	// Parents before children: walk down from the root.
-	stack := []*queueNode{c.rootQ}
+	stack := []*queueNode{c.qs.root}
 	for len(stack) > 0 {
 		p := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
@@ -73,8 +73,8 @@ func (c *Core) FairShares() map[string]resource.List {
 			stack = append(stack, k)
 		}
 	}
-	res := make(map[string]resource.List, len(c.queueTree))
-	for name, q := range c.queueTree {
+	res := make(map[string]resource.List, len(c.qs.tree))
+	for name, q := range c.qs.tree {
 		res[name] = c.dims.List(share[q])
 	}
 	return res
@@ -82,8 +82,8 @@ func (c *Core) FairShares() map[string]resource.List {
 
 // allQueueNodes lists the root, the queues and their own-task leaves.
 func allQueueNodes(c *Core) []*queueNode {
-	out := []*queueNode{c.rootQ, c.rootQ.self}
-	for _, q := range c.queueTree {
+	out := []*queueNode{c.qs.root, c.qs.root.self}
+	for _, q := range c.qs.tree {
 		out = append(out, q, q.self)
 	}
 	return out

@@ -111,7 +111,7 @@ func gangDeviceDims(ready []*Task) []int {
 // and mixed models or no device asked), else once per domain of
 // gangDomains (sc.dom set, the affinity's anchor as it was) until a try
 // reports true; it reports whether one did.
-func (c *Core) inGangDomains(g *gang, sc *searchCtx, ready []*Task, aff *gangAffinity, try func() bool) bool {
+func (gs *gangs) inGangDomains(g *gang, sc *searchCtx, ready []*Task, aff *gangAffinity, try func() bool) bool {
 	var dims []int
 	if !g.mixed {
 		dims = gangDeviceDims(ready)
@@ -120,7 +120,7 @@ func (c *Core) inGangDomains(g *gang, sc *searchCtx, ready []*Task, aff *gangAff
 		return try()
 	}
 	anchor := aff.anchor
-	doms := c.gangDomains(g, sc, ready, dims)
+	doms := gs.gangDomains(g, sc, ready, dims)
 	for i := range doms {
 		sc.dom, aff.anchor = &doms[i], anchor
 		ok := try()
@@ -135,7 +135,8 @@ func (c *Core) inGangDomains(g *gang, sc *searchCtx, ready []*Task, aff *gangAff
 // gangDomains lists the domains a try of g places in, in order (see the
 // file's comment); dims are the device dims its model signatures are made
 // of (none: any model).
-func (c *Core) gangDomains(g *gang, sc *searchCtx, ready []*Task, dims []int) []gangDomain {
+func (gs *gangs) gangDomains(g *gang, sc *searchCtx, ready []*Task, dims []int) []gangDomain {
+	c := gs.c
 	key := g.required
 	identity := key != "" && c.idx.identity[key]
 	// Each group's domain (label value, model signature), once per try.
@@ -184,7 +185,7 @@ func (c *Core) gangDomains(g *gang, sc *searchCtx, ready []*Task, dims []int) []
 	if !identity {
 		for oi := range t.cls.opts {
 			o := &t.cls.opts[oi]
-			c.refreshGroups(t, o)
+			c.pl.refreshGroups(t, o)
 			for _, grp := range o.groups {
 				if grp.indexed == 0 || !labelled[grp.id] {
 					continue
@@ -212,9 +213,9 @@ func (c *Core) gangDomains(g *gang, sc *searchCtx, ready []*Task, dims []int) []
 	}
 	// 2. First, the policy's choice for the first member, searched
 	// unrestricted (only where there is a choice).
-	cp := c.checkpoint()
-	c.gangSaved.save(t.cls)
-	if c.tryPlace(sc, t) == placed && labelled[t.node.group.id] && (!identity || t.node.labels[key] != "") {
+	cp := c.jr.checkpoint()
+	gs.saved.save(t.cls)
+	if c.pl.tryPlace(sc, t) == placed && labelled[t.node.group.id] && (!identity || t.node.labels[key] != "") {
 		first := of(t.node)
 		if i := slices.IndexFunc(out, func(x gangDomain) bool { return x.value == first.value && x.models == first.models }); i >= 0 {
 			out = slices.Insert(slices.Delete(out, i, i+1), 0, first)
@@ -222,8 +223,8 @@ func (c *Core) gangDomains(g *gang, sc *searchCtx, ready []*Task, dims []int) []
 			out = slices.Insert(out, 0, first)
 		}
 	}
-	c.gangSaved.restore(t.cls)
-	c.rollback(cp)
+	gs.saved.restore(t.cls)
+	c.jr.rollback(cp)
 	return out[:min(len(out), maxGangDomains)]
 }
 
@@ -231,9 +232,9 @@ func (c *Core) gangDomains(g *gang, sc *searchCtx, ready []*Task, dims []int) []
 // checkpoint kept only if g then has MinMember placed (else rolled back):
 // once, or once per domain until one holds the gang (inGangDomains).
 // newly is what the kept try placed, or the most any try placed.
-func (c *Core) placeGangMembers(g *gang, sc *searchCtx, ready []*Task, aff *gangAffinity) (newly int, deferredTry, kept bool) {
-	kept = c.inGangDomains(g, sc, ready, aff, func() bool {
-		n, def, ok := c.attemptGang(g, sc, ready, aff)
+func (gs *gangs) placeGangMembers(g *gang, sc *searchCtx, ready []*Task, aff *gangAffinity) (newly int, deferredTry, kept bool) {
+	kept = gs.inGangDomains(g, sc, ready, aff, func() bool {
+		n, def, ok := gs.attemptGang(g, sc, ready, aff)
 		if ok {
 			newly, deferredTry = n, def
 		} else {
@@ -247,12 +248,13 @@ func (c *Core) placeGangMembers(g *gang, sc *searchCtx, ready []*Task, aff *gang
 // attemptGang is one try of g's ready members in the search sc (its
 // domain, if any): kept when g then has MinMember placed, else rolled
 // back.
-func (c *Core) attemptGang(g *gang, sc *searchCtx, ready []*Task, aff *gangAffinity) (newly int, deferredTry, kept bool) {
-	cp := c.checkpoint()
+func (gs *gangs) attemptGang(g *gang, sc *searchCtx, ready []*Task, aff *gangAffinity) (newly int, deferredTry, kept bool) {
+	c := gs.c
+	cp := c.jr.checkpoint()
 	for _, t := range ready {
-		c.gangSaved.save(t.cls)
-		res := c.tryPlace(sc, t)
-		c.gangSaved.restore(t.cls)
+		gs.saved.save(t.cls)
+		res := c.pl.tryPlace(sc, t)
+		gs.saved.restore(t.cls)
 		switch res {
 		case placed:
 			newly++
@@ -266,9 +268,9 @@ func (c *Core) attemptGang(g *gang, sc *searchCtx, ready []*Task, aff *gangAffin
 	if g.placed+g.done+newly >= g.min || g.byMember && g.started && newly > 0 {
 		// Started with disruption "member": a member placed back is
 		// progress, the others run already.
-		c.keep(cp)
+		c.jr.keep(cp)
 		return newly, deferredTry, true
 	}
-	c.rollback(cp)
+	c.jr.rollback(cp)
 	return newly, deferredTry, false
 }

@@ -62,27 +62,27 @@ func (gp *gangPreemption) start(c *Core, g *gang) bool {
 // that make room, or reports false. The state is as it was when it
 // returns.
 func (gp *gangPreemption) plan(c *Core, g *gang, need int) bool {
-	ready, aff := c.gangTryStart(g)
-	defer c.gangTryEnd(ready)
-	sc := c.beginSearch(true, aff)
+	ready, aff := c.gs.gangTryStart(g)
+	defer c.gs.gangTryEnd(ready)
+	sc := c.pl.beginSearch(true, aff)
 	defer sc.endSearch()
 	sc.reserving = gp.wait
 	defer func() { sc.reserving = false }()
-	return c.inGangDomains(g, sc, ready, aff, func() bool { return gp.planIn(c, g, need, sc, ready, aff) })
+	return c.gs.inGangDomains(g, sc, ready, aff, func() bool { return gp.planIn(c, g, need, sc, ready, aff) })
 }
 
 // planIn is plan in the search sc (its domain, if any).
 func (gp *gangPreemption) planIn(c *Core, g *gang, need int, sc *searchCtx, ready []*Task, aff *gangAffinity) bool {
 	gp.places, gp.victims = gp.places[:0], gp.victims[:0]
-	cp := c.checkpoint()
+	cp := c.jr.checkpoint()
 	sc.gangBase, sc.gangGone, sc.gangOwn = &cp, sc.gangGone[:0], g
 	for i, t := range ready {
 		if len(gp.places) == need || len(gp.places)+len(ready)-i < need {
 			break // done, or too few members left to reach need
 		}
-		c.gangSaved.save(t.cls)
-		res := c.tryPlace(sc, t)
-		c.gangSaved.restore(t.cls)
+		c.gs.saved.save(t.cls)
+		res := c.pl.tryPlace(sc, t)
+		c.gs.saved.restore(t.cls)
 		if res == placed || gp.planMember(c, sc, t) {
 			gp.places = append(gp.places, gangPlace{t: t, o: &t.cls.opts[optIndex(t.chosen)], n: t.node})
 			if aff.anchor == nil {
@@ -91,7 +91,7 @@ func (gp *gangPreemption) planIn(c *Core, g *gang, need int, sc *searchCtx, read
 		}
 	}
 	ok := len(gp.places) == need
-	c.rollback(cp)
+	c.jr.rollback(cp)
 	sc.gangBase, sc.gangGone, sc.gangOwn = nil, sc.gangGone[:0], nil
 	return ok
 }
@@ -100,12 +100,12 @@ func (gp *gangPreemption) planIn(c *Core, g *gang, need int, sc *searchCtx, read
 // tryPreempt), takes its victims away what-if and places t there what-if.
 // It reports whether t got a place.
 func (gp *gangPreemption) planMember(c *Core, sc *searchCtx, t *Task) bool {
-	if !gp.wait && !c.mayPreempt(t) {
+	if !gp.wait && !c.pe.mayPreempt(t) {
 		return false
 	}
 	w := preemptWalk{sc: sc, t: t, wait: gp.wait}
 	for oi := range t.cls.opts {
-		if !c.preemptOption(&w, &t.cls.opts[oi]) {
+		if !c.pe.preemptOption(&w, &t.cls.opts[oi]) {
 			break
 		}
 	}
@@ -116,18 +116,18 @@ func (gp *gangPreemption) planMember(c *Core, sc *searchCtx, t *Task) bool {
 	for _, v := range plan.victims {
 		if gp.wait {
 			// Waited for: it alone ends (its gang's others need not).
-			c.whatIfEvict(v)
+			c.jr.whatIfEvict(v)
 			sc.gangGone = append(sc.gangGone, v)
 			gp.victims = append(gp.victims, gangVictim{v: v, by: t})
 			continue
 		}
 		for _, x := range evictedWith(sc, v, sc.gangGone, nil) {
-			c.whatIfEvict(x)
+			c.jr.whatIfEvict(x)
 			sc.gangGone = append(sc.gangGone, x)
 		}
 		gp.victims = append(gp.victims, gangVictim{v: v, by: t})
 	}
-	if c.checkNode(sc, t, plan.o, plan.n) != nil {
+	if c.pl.checkNode(sc, t, plan.o, plan.n) != nil {
 		// Cannot happen: the walk proved the fit with these victims gone.
 		return false
 	}
@@ -140,25 +140,25 @@ func (gp *gangPreemption) planMember(c *Core, sc *searchCtx, t *Task) bool {
 func (gp *gangPreemption) carryOut(c *Core, g *gang) bool {
 	for _, x := range gp.victims {
 		if x.v.state == Scheduled || x.v.state == Running {
-			c.evict(x.v, x.by, x.v.node)
+			c.pe.evict(x.v, x.by, x.v.node)
 		}
 	}
 	// The victims went back to pending: serve them soon (they may fit
 	// elsewhere), as a preemption's pass does.
 	c.retrySoon()
-	sc := c.beginSearch(true, nil)
+	sc := c.pl.beginSearch(true, nil)
 	defer sc.endSearch()
-	cp := c.checkpoint()
+	cp := c.jr.checkpoint()
 	for _, p := range gp.places {
-		if p.t.state != Pending || p.t.gang != g || c.checkNode(sc, p.t, p.o, p.n) != nil {
+		if p.t.state != Pending || p.t.gang != g || c.pl.checkNode(sc, p.t, p.o, p.n) != nil {
 			// An eviction's consequences changed what the plan proved
 			// (a victim's job failing fast cancelled a member, say).
-			c.rollback(cp)
+			c.jr.rollback(cp)
 			return false
 		}
 		c.commit(p.t, p.o, p.n, sc.cs.picked)
 	}
-	c.keep(cp)
+	c.jr.keep(cp)
 	c.stats.Attempts += uint64(len(gp.places))
 	g.placed += len(gp.places)
 	g.started = true

@@ -76,9 +76,11 @@ type gangHold struct {
 // starts (gangReservations.epoch).
 type holdStamp struct{ capSeq, placed, epoch uint64 }
 
-func (c *Core) holdStamp() holdStamp { return holdStamp{c.capSeq, c.stats.Placed, c.gr.epoch} }
+func (gs *gangs) holdStamp() holdStamp {
+	return holdStamp{gs.c.capSeq, gs.c.stats.Placed, gs.gr.epoch}
+}
 
-// gangReservations holds the core's reservations (Core.gr).
+// gangReservations holds the core's reservations (gangs.gr).
 type gangReservations struct {
 	active  []*gangReservation
 	scratch []*gangReservation // holdingFrom's
@@ -95,10 +97,11 @@ type gangReservations struct {
 // expectedEnd is when running task v is expected to end: its placement
 // (or start) plus the least of its timeout and its runtime: the one it
 // declares, else the one the core expects (learn.go).
-func (c *Core) expectedEnd(v *Task) int64 {
+func (gs *gangs) expectedEnd(v *Task) int64 {
+	c := gs.c
 	d := v.duration
 	if d <= 0 {
-		d = int64(c.expectedOn(v, &v.cls.opts[optIndex(v.chosen)], v.node))
+		d = int64(c.lr.expectedOn(v, &v.cls.opts[optIndex(v.chosen)], v.node))
 	}
 	if v.timeout > 0 {
 		d = min(d, v.timeout)
@@ -122,7 +125,8 @@ func declaredRuntime(t *Task) int64 {
 // must wait for, those ending first taken first, until o fits; the plan
 // is kept in w when it starts earlier (then waits for fewer tasks) than
 // w's.
-func (c *Core) waitOn(w *preemptWalk, o *Option, n *Node) {
+func (pe *preemptor) waitOn(w *preemptWalk, o *Option, n *Node) {
+	c := pe.c
 	t, sc := w.t, w.sc
 	if h := n.hold; h != nil && h.r.g != t.gang {
 		return // held for another gang
@@ -141,14 +145,14 @@ func (c *Core) waitOn(w *preemptWalk, o *Option, n *Node) {
 		cands = append(cands, v)
 	}
 	ends := func(a, b *Task) int {
-		return cmp.Or(cmp.Compare(c.expectedEnd(a), c.expectedEnd(b)), cmp.Compare(a.seq, b.seq))
+		return cmp.Or(cmp.Compare(c.gs.expectedEnd(a), c.gs.expectedEnd(b)), cmp.Compare(a.seq, b.seq))
 	}
 	slices.SortFunc(cands, ends)
 	sc.victims = cands
-	cp := c.checkpoint()
+	cp := c.jr.checkpoint()
 	end, taken, fits := c.now, 0, false
 	for {
-		st := c.checkNode(sc, t, o, n)
+		st := c.pl.checkNode(sc, t, o, n)
 		if st == nil {
 			fits = true
 			break
@@ -157,11 +161,11 @@ func (c *Core) waitOn(w *preemptWalk, o *Option, n *Node) {
 			break
 		}
 		v := cands[taken]
-		c.whatIfEvict(v)
-		end = max(end, c.expectedEnd(v))
+		c.jr.whatIfEvict(v)
+		end = max(end, c.gs.expectedEnd(v))
 		taken++
 	}
-	c.rollback(cp)
+	c.jr.rollback(cp)
 	if !fits {
 		return
 	}
@@ -186,7 +190,7 @@ func (gr *gangReservations) filter(c *Core, sc *searchCtx, t *Task, o *Option, n
 	if sc.reserving {
 		return r.st // another gang's reservation plan: never a held node
 	}
-	if t.prio < r.prio || c.backfills(t, r.start) {
+	if t.prio < r.prio || c.gs.backfills(t, r.start) {
 		return nil
 	}
 	if !h.fitsWith(c, o) {
@@ -228,7 +232,7 @@ func (gr *gangReservations) holdingFrom(c *Core, g *gang) []*gangReservation {
 	}
 	p := gangPrio(g)
 	for _, r := range gr.active {
-		if r.g == g || p < r.prio || slices.ContainsFunc(g.ready, func(t *Task) bool { return c.backfills(t, r.start) }) {
+		if r.g == g || p < r.prio || slices.ContainsFunc(g.ready, func(t *Task) bool { return c.gs.backfills(t, r.start) }) {
 			continue
 		}
 		out = append(out, r)
@@ -245,8 +249,8 @@ func (gr *gangReservations) holdingFrom(c *Core, g *gang) []*gangReservation {
 func (gr *gangReservations) heldRoom(c *Core, rs []*gangReservation) resource.Vector {
 	// Most often every reservation holds from every gang: that answer is
 	// kept while nothing changed (as freeingLater's).
-	all := len(rs) == len(gr.active) && !c.journaling()
-	if all && gr.roomOK && gr.roomAt == c.holdStamp() {
+	all := len(rs) == len(gr.active) && !c.jr.journaling()
+	if all && gr.roomOK && gr.roomAt == c.gs.holdStamp() {
 		return gr.room
 	}
 	var held resource.Vector
@@ -263,7 +267,7 @@ func (gr *gangReservations) heldRoom(c *Core, rs []*gangReservation) resource.Ve
 		}
 	}
 	if all {
-		gr.room, gr.roomAt, gr.roomOK = held, c.holdStamp(), true
+		gr.room, gr.roomAt, gr.roomOK = held, c.gs.holdStamp(), true
 	}
 	return held
 }
@@ -289,8 +293,8 @@ func heldSlots(c *Core, rs []*gangReservation, o *Option, grp *group, nb int) in
 func (h *gangHold) freeingLater(c *Core) resource.Vector {
 	// Outside a what-if the answer stands as long as its stamp: the
 	// bounds of every waiting gang read it at each change.
-	cache := !c.journaling()
-	if cache && h.laterOK && h.laterAt == c.holdStamp() {
+	cache := !c.jr.journaling()
+	if cache && h.laterOK && h.laterAt == c.gs.holdStamp() {
 		return h.later
 	}
 	var v resource.Vector
@@ -300,7 +304,7 @@ func (h *gangHold) freeingLater(c *Core) resource.Vector {
 		}
 	}
 	if cache {
-		h.later, h.laterAt, h.laterOK = v, c.holdStamp(), true
+		h.later, h.laterAt, h.laterOK = v, c.gs.holdStamp(), true
 	}
 	return v
 }
@@ -310,20 +314,21 @@ func (h *gangHold) freeingLater(c *Core) resource.Vector {
 // since (of the gang's tier or below, ending by then by what it declares).
 func (h *gangHold) frees(c *Core, x *Task) bool {
 	r := h.r
-	return slices.Contains(h.wait, x) || x.prio >= r.prio && x.started >= r.at && c.backfillsFrom(x, startOf(x), r.start)
+	return slices.Contains(h.wait, x) || x.prio >= r.prio && x.started >= r.at && c.gs.backfillsFrom(x, startOf(x), r.start)
 }
 
 // backfills reports whether t, placed now, ends by start (its timeout,
 // else its declared duration, fits in the time left).
-func (c *Core) backfills(t *Task, start int64) bool {
-	return c.backfillsFrom(t, c.now, start)
+func (gs *gangs) backfills(t *Task, start int64) bool {
+	c := gs.c
+	return gs.backfillsFrom(t, c.now, start)
 }
 
 // backfillsFrom is backfills for t placed at from. It reads what t
 // declares, as given, never what the core learned since of its class: a
 // backfill's promise is not revised when a later estimate moves, or a
 // hold would stop adding up under it.
-func (c *Core) backfillsFrom(t *Task, from, start int64) bool {
+func (gs *gangs) backfillsFrom(t *Task, from, start int64) bool {
 	d := declaredRuntime(t)
 	return d > 0 && from+d <= start
 }
@@ -336,7 +341,7 @@ func (gr *gangReservations) pass(c *Core) {
 		return
 	}
 	var best *gang
-	for _, g := range c.gangWait {
+	for _, g := range c.gs.wait {
 		if gr.due(c, g) && (best == nil || gangBefore(g, best)) {
 			best = g
 		}
@@ -405,7 +410,7 @@ func (gr *gangReservations) next(c *Core) (int64, bool) {
 	}
 	var best int64
 	ok := false
-	for _, g := range c.gangWait {
+	for _, g := range c.gs.wait {
 		if !gr.eligible(c, g) {
 			continue
 		}
@@ -424,7 +429,7 @@ func (gr *gangReservations) reserve(c *Core, g *gang) {
 	if need <= 0 || len(g.ready) < need {
 		return
 	}
-	gp := &c.gp
+	gp := &c.gs.gp
 	gp.wait = true
 	ok := gp.plan(c, g, need)
 	gp.wait = false
@@ -449,7 +454,7 @@ func (gr *gangReservations) reserve(c *Core, g *gang) {
 	for _, v := range gp.victims {
 		h := hold(v.v.node)
 		h.wait = append(h.wait, v.v)
-		r.start = max(r.start, c.expectedEnd(v.v))
+		r.start = max(r.start, c.gs.expectedEnd(v.v))
 		r.waits++
 	}
 	for _, h := range r.holds {
@@ -488,14 +493,14 @@ func (gr *gangReservations) release(c *Core, r *gangReservation) {
 	for _, h := range r.holds {
 		if h.n.hold == h {
 			h.n.hold = nil
-			c.wake(h.n)
+			c.wk.wake(h.n)
 			if grp := h.n.group; grp != nil && h.n.bucket >= 0 {
 				// Those it could not wake waited on the node's group,
 				// perhaps for the hold: they try again, so that their
 				// reason no longer names it.
 				for _, ref := range grp.blocked {
 					if ref.q.blocked && ref.q.gen == ref.gen {
-						c.unblock(ref.q)
+						c.wk.unblock(ref.q)
 					}
 				}
 				clear(grp.blocked)

@@ -125,10 +125,10 @@ func checkReservations(t rapid.TB, c *Core) {
 // holds at most one and only while it waits unstarted, and every hold's
 // members would fit once what it waits for ends.
 func checkReservationInvariants(c *Core) error {
-	if n := len(c.gr.active); n > c.cfg.GangReservations {
+	if n := len(c.gs.gr.active); n > c.cfg.GangReservations {
 		return fmt.Errorf("%d reservations held, GangReservations %d", n, c.cfg.GangReservations)
 	}
-	for _, r := range c.gr.active {
+	for _, r := range c.gs.gr.active {
 		if r.g.resv != r {
 			return fmt.Errorf("the reservation of gang %s is not its gang's", r.g.job.id)
 		}

@@ -85,8 +85,11 @@ type gavelJob struct {
 // GavelRounds is gavel-rounds' round plugin and gate.
 type GavelRounds struct {
 	c    *Core
-	jobs map[*Task]*gavelJob
-	last int64 // the previous round's time (0: none yet)
+	next int64 // the next round's time
+	// placing is set while a round places: its gate is open.
+	placing bool
+	jobs    map[*Task]*gavelJob
+	last    int64 // the previous round's time (0: none yet)
 	// worker is, per model, the time the tasks received on it since the
 	// allocation last changed (the seeds of the tasks there then
 	// included); rounds counts the agnostic baseline's rounds (its order).
@@ -120,10 +123,37 @@ func (g *GavelRounds) manages(t *Task) bool {
 	return len(devs) > 0
 }
 
+// Gate implements RoundPolicy: outside a round, a task the rounds manage
+// waits, but for the last round's overflow.
+func (g *GavelRounds) Gate(t *Task) bool { return !g.placing && g.manages(t) && !g.overflow[t] }
+
+// Next implements RoundPolicy: a round is due every Config.GavelRound
+// while tasks wait or run.
+func (g *GavelRounds) Next(now int64) (int64, bool) {
+	if !g.busy() {
+		return 0, false
+	}
+	return max(g.next, now), true
+}
+
+// busy reports whether a round has work: tasks wait or run.
+func (g *GavelRounds) busy() bool {
+	c := g.c
+	if c.placedN > 0 {
+		return true
+	}
+	for i := range c.lv.tiers {
+		if c.lv.tiers[i].count > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // Filter implements FilterPlugin: outside a round, no task the rounds
 // manage fits.
 func (g *GavelRounds) Filter(_ *CycleState, t *Task, _ *Option, _ *Node) *Status {
-	if g.c.inRound || !g.manages(t) || g.overflow[t] {
+	if !g.Gate(t) {
 		return nil
 	}
 	return NewUnschedulable(GavelWaitReason + " (every " + g.c.cfg.GavelRound.String() + ")")
@@ -151,9 +181,11 @@ type gavelCand struct {
 	pinned bool      // running and not preemptible, or with no checkpoint: keeps its place
 }
 
-// round runs one round at c.now.
-func (g *GavelRounds) round() {
+// Round implements RoundPolicy: it runs one round at now (the core's
+// time) and sets the next one Config.GavelRound later.
+func (g *GavelRounds) Round(now int64) {
 	c := g.c
+	g.next = now + int64(c.cfg.GavelRound)
 	models, byName := g.models()
 	cands := g.candidates(models, byName)
 	g.account(cands, models)
@@ -167,7 +199,7 @@ func (g *GavelRounds) round() {
 	// stays deterministic).
 	for _, t := range g.overflowList {
 		if q := t.cq; q != nil && q.blocked {
-			c.unblock(q)
+			c.wk.unblock(q)
 		}
 	}
 	g.last = c.now
@@ -233,13 +265,13 @@ func (g *GavelRounds) candidates(models []*gavelModel, byName map[string]int) []
 			k.pinned = true // runs on a model the round does not know
 		}
 		k.rate, k.x = make([]float64, len(models)), make([]float64, len(models))
-		c.refreshGroups(t, o)
+		c.pl.refreshGroups(t, o)
 		var even, sum float64
 		for mi, m := range models {
 			if !g.usable(o, m) {
 				continue
 			}
-			if rt := c.expectedOnModel(t, o, m.name); rt > 0 {
+			if rt := c.lr.expectedOnModel(t, o, m.name); rt > 0 {
 				k.rate[mi] = 1 / rt
 				if c.cfg.GavelObjective == "agnostic" {
 					k.rate[mi] = 1 // every model as fast as any
@@ -281,9 +313,9 @@ func (g *GavelRounds) candidates(models []*gavelModel, byName map[string]int) []
 	clear(g.overflow)
 	clear(g.overflowList)
 	g.overflowList = g.overflowList[:0]
-	for l := range c.tiers {
-		for li := range c.tiers[l].aging {
-			for t := c.tiers[l].aging[li].head; t != nil; t = t.lnext {
+	for l := range c.lv.tiers {
+		for li := range c.lv.tiers[l].aging {
+			for t := c.lv.tiers[l].aging[li].head; t != nil; t = t.lnext {
 				if t.state != Pending || t.backoff || t.gready || t.cq == nil {
 					continue
 				}
@@ -595,8 +627,8 @@ func (g *GavelRounds) execute(cands []*gavelCand, models []*gavelModel, choices 
 		c.out.Preemptions = append(c.out.Preemptions, Preemption{Victim: k.t.id, Node: n.name, Reason: PreemptShare})
 		c.requeue(k.t, Preempted, why)
 	}
-	c.inRound = true
-	defer func() { c.inRound = false }()
+	g.placing = true
+	defer func() { g.placing = false }()
 	for _, k := range cands {
 		if k.assign >= 0 && k.model < 0 {
 			g.place(k, models[k.assign])
@@ -622,12 +654,12 @@ func (g *GavelRounds) place(k *gavelCand, m *gavelModel) bool {
 	if t.state != Pending || t.cq == nil {
 		return false
 	}
-	sc := c.beginSearch(true, nil)
+	sc := c.pl.beginSearch(true, nil)
 	for _, n := range m.nodes {
 		if n.group == nil || n.group.id >= len(k.o.groupSet) || !k.o.groupSet[n.group.id] {
 			continue // its static filters (selectors, taints) refuse the node
 		}
-		if c.checkNode(sc, t, k.o, n) == nil {
+		if c.pl.checkNode(sc, t, k.o, n) == nil {
 			c.commit(t, k.o, n, sc.cs.picked)
 			return true
 		}

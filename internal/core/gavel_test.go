@@ -23,7 +23,7 @@ func TestGavelCountsRestartWhenTheTasksChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := c.policy.Rounds
+	g := c.policy.Rounds.(*GavelRounds)
 	half := int64(cfg.GavelRound) / 2
 	models := []*gavelModel{{name: "A"}, {name: "B"}}
 	t1, t2 := &Task{id: "t1"}, &Task{id: "t2"}
@@ -75,7 +75,7 @@ func TestGavelModelOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g := c.policy.Rounds
+		g := c.policy.Rounds.(*GavelRounds)
 		models := []*gavelModel{{name: "K80"}, {name: "V100"}, {name: "P100"}}
 		cands := []*gavelCand{{rate: []float64{0.5, 2, 1}}, {rate: []float64{0.4, 1.5, 1.1}}}
 		var ranks [][]int

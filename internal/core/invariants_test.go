@@ -28,8 +28,8 @@ func checkInvariants(c *Core) error {
 	if err := checkTiers(c, pendingAt); err != nil {
 		return err
 	}
-	for b := range c.bands {
-		bs := &c.bands[b]
+	for b := range c.lv.bands {
+		bs := &c.lv.bands[b]
 		if bs.active != activeAt[b] {
 			return fmt.Errorf("band %d: active %d, tasks in active queues %d", b, bs.active, activeAt[b])
 		}
@@ -295,8 +295,8 @@ func checkTaskStates(c *Core, placedOn map[*Task]*Node) (pendingAt [4]int, activ
 // checkTiers: each level's aging lists hold its pending tasks in entry
 // order, and its count agrees.
 func checkTiers(c *Core, pendingAt [4]int) error {
-	for l := range c.tiers {
-		tr := &c.tiers[l]
+	for l := range c.lv.tiers {
+		tr := &c.lv.tiers[l]
 		if tr.count != pendingAt[l] {
 			return fmt.Errorf("level %d: count %d, pending tasks %d", l, tr.count, pendingAt[l])
 		}
@@ -341,7 +341,7 @@ func checkTiers(c *Core, pendingAt [4]int) error {
 //     started gang has, with the members that succeeded since, at least
 //     MinMember; failed counts the members that ended without success;
 //     the ready list holds only gang-ready members; waiting says whether
-//     the gang is in Core.gangWait (once), and a gang with ready members
+//     the gang is in gangs.wait (once), and a gang with ready members
 //     waits;
 //   - locality: a task with a locality class is in it or in its own
 //     class; one pending in its locality class has not spent the
@@ -351,19 +351,19 @@ func checkJobInvariants(c *Core) error {
 	if c.jr.open != 0 || len(c.jr.entries) != 0 || len(c.jr.places) != 0 || len(c.jr.queues) != 0 {
 		return fmt.Errorf("journal left open after an input: %d checkpoints, %d entries", c.jr.open, len(c.jr.entries))
 	}
-	if c.sc.aff != nil {
+	if c.pl.sc.aff != nil {
 		return fmt.Errorf("gang affinity left set after an input")
 	}
 	inWait := map[*gang]int{}
-	for _, g := range c.gangWait {
+	for _, g := range c.gs.wait {
 		inWait[g]++
 		if inWait[g] > 1 {
-			return fmt.Errorf("gang of job %s listed twice in gangWait", g.job.id)
+			return fmt.Errorf("gang of job %s listed twice in gangs.wait", g.job.id)
 		}
 	}
 	locLive := map[*Task]bool{}
-	for i, e := range c.locHeap.h {
-		if i > 0 && e.at < c.locHeap.h[(i-1)/2].at {
+	for i, e := range c.loc.heap.h {
+		if i > 0 && e.at < c.loc.heap.h[(i-1)/2].at {
 			return fmt.Errorf("locality heap order broken at %d", i)
 		}
 		if e.t.attempt == e.attempt {
@@ -420,9 +420,9 @@ func checkJobInvariants(c *Core) error {
 }
 
 // checkGangs: the per-job and per-gang bookkeeping (see
-// checkJobInvariants); inWait counts each gang's entries in gangWait.
+// checkJobInvariants); inWait counts each gang's entries in gangs.wait.
 func checkGangs(c *Core, inWait map[*gang]int) error {
-	for _, j := range c.jobs {
+	for _, j := range c.jb.jobs {
 		for _, t := range j.tasks {
 			if t.job != j {
 				return fmt.Errorf("job %s lists task %s of another job", j.id, t.id)
@@ -484,7 +484,7 @@ func checkGangs(c *Core, inWait map[*gang]int) error {
 			return err
 		}
 		if g.waiting != (inWait[g] == 1) {
-			return fmt.Errorf("gang of job %s: waiting %v, in gangWait %v", j.id, g.waiting, inWait[g] == 1)
+			return fmt.Errorf("gang of job %s: waiting %v, in gangs.wait %v", j.id, g.waiting, inWait[g] == 1)
 		}
 		if len(g.ready) > 0 && !g.waiting {
 			return fmt.Errorf("gang of job %s has ready members but is not waiting", j.id)
@@ -540,12 +540,12 @@ func checkQueueInvariants(c *Core) error {
 	if free != c.idx.free {
 		return fmt.Errorf("cluster free %s, schedulable nodes have %s free", c.dims.Format(&c.idx.free), c.dims.Format(&free))
 	}
-	if !c.sharesDirty && !c.idx.totalChanged {
+	if !c.qs.dirty && !c.idx.totalChanged {
 		for _, q := range all {
 			if q.parent == nil {
 				continue
 			}
-			if sh, under := c.shareOf(q); sh != q.share || under != q.under {
+			if sh, under := c.qs.shareOf(q); sh != q.share || under != q.under {
 				return fmt.Errorf("queue %s (leaf %v): share %v under %v, usage says %v %v", q.name, q.leaf, q.share, q.under, sh, under)
 			}
 		}
@@ -578,7 +578,7 @@ func checkLanes(c *Core) error {
 				if int(k.pos) != i || k.node.parent != q || int(k.band) != l {
 					return fmt.Errorf("queue %s band %d kid %d inconsistent (pos %d)", q.name, l, i, k.pos)
 				}
-				if i > 0 && !c.sharesDirty && !c.idx.totalChanged && (byFair{}).less(k, ln.kids[(i-1)/2]) {
+				if i > 0 && !c.qs.dirty && !c.idx.totalChanged && (byFair{}).less(k, ln.kids[(i-1)/2]) {
 					return fmt.Errorf("queue %s band %d: fair order broken at %d", q.name, l, i)
 				}
 			}

@@ -368,7 +368,7 @@ func TestLocalityMoveKeepsAgingOrder(t *testing.T) {
 // when it began waiting; after the gang started and then restarted, the
 // timeout must count from the restart.
 //
-// Bug: g.since is set only when the gang enters gangWait (gangEnqueue,
+// Bug: g.since is set only when the gang enters gangs.wait (gangEnqueue,
 // jobs.go:250) and a gang that keeps ready members stays there while it
 // runs; gangMemberLeft's restart does not reset it, so gangTimeouts fails
 // the gang at the first Tick after a restart. Sequence: node 2 cpu; gang

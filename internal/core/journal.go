@@ -3,9 +3,9 @@ package core
 // The journal: tries that may be undone run between a checkpoint and its
 // rollback or keep, in the manner of KAI-Scheduler's Statement:
 //
-//	cp := c.checkpoint()
+//	cp := c.jr.checkpoint()
 //	… commit members, or evict victims what-if …
-//	c.rollback(cp) // or c.keep(cp)
+//	c.jr.rollback(cp) // or c.jr.keep(cp)
 //
 // While a checkpoint is open, every change the core makes through commit
 // (a placement) and through whatIfEvict (a what-if eviction of a placed
@@ -63,6 +63,7 @@ type checkpoint struct {
 
 // journal is the undo log of the open checkpoints.
 type journal struct {
+	c       *Core
 	entries []jentry
 	places  []placeWas // what each placement replaced
 	queues  []queueWas // what placements replaced in the queues
@@ -119,10 +120,11 @@ type queueWas struct {
 }
 
 // checkpoint opens a checkpoint.
-func (c *Core) checkpoint() checkpoint {
-	c.jr.open++
+func (jr *journal) checkpoint() checkpoint {
+	c := jr.c
+	jr.open++
 	return checkpoint{
-		mark: len(c.jr.entries), places: len(c.jr.places), queues: len(c.jr.queues), woken: len(c.jr.woken),
+		mark: len(jr.entries), places: len(jr.places), queues: len(jr.queues), woken: len(jr.woken),
 		stats: c.stats, callPlaced: c.callPlaced,
 		placements: len(c.out.Placements), preemptions: len(c.out.Preemptions),
 		transitions: len(c.out.Transitions), unschedulable: len(c.out.Unschedulable),
@@ -130,48 +132,50 @@ func (c *Core) checkpoint() checkpoint {
 }
 
 // journaling reports whether changes are being recorded.
-func (c *Core) journaling() bool { return c.jr.open > 0 }
+func (jr *journal) journaling() bool { return jr.open > 0 }
 
 // keep closes cp keeping every placement made since it (an enclosing
 // checkpoint may still roll them back).
-func (c *Core) keep(cp checkpoint) {
-	c.jr.open--
-	if c.jr.open == 0 {
-		clear(c.jr.entries)
-		c.jr.entries = c.jr.entries[:0]
-		clear(c.jr.places)
-		c.jr.places = c.jr.places[:0]
-		c.jr.queues = c.jr.queues[:0]
-		for _, tm := range c.jr.woken {
+func (jr *journal) keep(cp checkpoint) {
+	c := jr.c
+	jr.open--
+	if jr.open == 0 {
+		clear(jr.entries)
+		jr.entries = jr.entries[:0]
+		clear(jr.places)
+		jr.places = jr.places[:0]
+		jr.queues = jr.queues[:0]
+		for _, tm := range jr.woken {
 			c.cons.wakeTerm(tm)
 		}
-		clear(c.jr.woken)
-		c.jr.woken = c.jr.woken[:0]
+		clear(jr.woken)
+		jr.woken = jr.woken[:0]
 	}
 }
 
 // rollback closes cp undoing every change recorded since it, newest
 // first, and restores the counters and the output as they were.
-func (c *Core) rollback(cp checkpoint) {
-	for i := len(c.jr.entries) - 1; i >= cp.mark; i-- {
-		e := &c.jr.entries[i]
+func (jr *journal) rollback(cp checkpoint) {
+	c := jr.c
+	for i := len(jr.entries) - 1; i >= cp.mark; i-- {
+		e := &jr.entries[i]
 		switch e.kind {
 		case jPlace:
-			c.unplace(e, &c.jr.places[e.at])
+			jr.unplace(e, &jr.places[e.at])
 		case jWhatIf:
 			if e.evicted {
-				c.applyWhatIf(e.t, e.n, e.o, 1)
+				jr.applyWhatIf(e.t, e.n, e.o, 1)
 			}
 		}
 		*e = jentry{}
 	}
-	c.jr.entries = c.jr.entries[:cp.mark]
-	clear(c.jr.places[cp.places:])
-	c.jr.places = c.jr.places[:cp.places]
-	c.jr.queues = c.jr.queues[:cp.queues]
-	clear(c.jr.woken[cp.woken:])
-	c.jr.woken = c.jr.woken[:cp.woken]
-	c.jr.open--
+	jr.entries = jr.entries[:cp.mark]
+	clear(jr.places[cp.places:])
+	jr.places = jr.places[:cp.places]
+	jr.queues = jr.queues[:cp.queues]
+	clear(jr.woken[cp.woken:])
+	jr.woken = jr.woken[:cp.woken]
+	jr.open--
 	c.stats, c.callPlaced = cp.stats, cp.callPlaced
 	o := &c.out
 	if len(o.Placements) > cp.placements {
@@ -196,11 +200,11 @@ func (c *Core) rollback(cp checkpoint) {
 // queues' usage, under the open checkpoint: the what-if step of
 // preemption (v stays on its node and keeps its state). It returns the
 // entry recording it, for whatIfSet.
-func (c *Core) whatIfEvict(v *Task) int {
+func (jr *journal) whatIfEvict(v *Task) int {
 	o := &v.cls.opts[optIndex(v.chosen)]
-	c.jr.entries = append(c.jr.entries, jentry{kind: jWhatIf, evicted: true, t: v, n: v.node, o: o})
-	c.applyWhatIf(v, v.node, o, -1)
-	return len(c.jr.entries) - 1
+	jr.entries = append(jr.entries, jentry{kind: jWhatIf, evicted: true, t: v, n: v.node, o: o})
+	jr.applyWhatIf(v, v.node, o, -1)
+	return len(jr.entries) - 1
 }
 
 // whatIfSet gives back (evicted false) or takes away again the what-if
@@ -208,8 +212,8 @@ func (c *Core) whatIfEvict(v *Task) int {
 // says what rollback has to undo. The entry must have been recorded since
 // the innermost open checkpoint (an enclosing one's entries are its
 // history, which an inner rollback would not undo).
-func (c *Core) whatIfSet(i int, evicted bool) {
-	e := &c.jr.entries[i]
+func (jr *journal) whatIfSet(i int, evicted bool) {
+	e := &jr.entries[i]
 	if e.evicted == evicted {
 		return
 	}
@@ -218,7 +222,7 @@ func (c *Core) whatIfSet(i int, evicted bool) {
 	if evicted {
 		sign = -1
 	}
-	c.applyWhatIf(e.t, e.n, e.o, sign)
+	jr.applyWhatIf(e.t, e.n, e.o, sign)
 }
 
 // applyWhatIf adds (sign 1) or takes away (sign -1) v's allocation on n
@@ -227,7 +231,8 @@ func (c *Core) whatIfSet(i int, evicted bool) {
 // terms: evicting it may free a port or lift a conflict, as
 // kube-scheduler's preemption finds by removing its victims; the wakes
 // this causes wait for the checkpoint's keep, and a rollback drops them).
-func (c *Core) applyWhatIf(v *Task, n *Node, o *Option, sign int64) {
+func (jr *journal) applyWhatIf(v *Task, n *Node, o *Option, sign int64) {
+	c := jr.c
 	v.whatIfGone = sign < 0
 	c.cons.reserve(v, n, int32(sign))
 	rawAdd(n, v, o, v.devs, sign)
@@ -241,10 +246,10 @@ func (c *Core) applyWhatIf(v *Task, n *Node, o *Option, sign int64) {
 
 // usedAt returns what q held of dim d at cp: its usage now plus what the
 // what-if evictions in effect since cp took away.
-func (c *Core) usedAt(cp checkpoint, q *queueNode, d int) int64 {
+func (jr *journal) usedAt(cp checkpoint, q *queueNode, d int) int64 {
 	u := q.used[d]
-	for i := cp.mark; i < len(c.jr.entries); i++ {
-		if e := &c.jr.entries[i]; e.kind == jWhatIf && e.evicted && inSubtree(e.t.leaf, q) {
+	for i := cp.mark; i < len(jr.entries); i++ {
+		if e := &jr.entries[i]; e.kind == jWhatIf && e.evicted && inSubtree(e.t.leaf, q) {
 			u += e.o.req[d]
 		}
 	}
@@ -253,11 +258,11 @@ func (c *Core) usedAt(cp checkpoint, q *queueNode, d int) int64 {
 
 // recordPlace records what commit is about to change to place gang-ready
 // t on n with o.
-func (c *Core) recordPlace(t *Task, o *Option, n *Node) {
+func (jr *journal) recordPlace(t *Task, o *Option, n *Node) {
 	w := placeWas{state: t.state, chosen: t.chosen, locDone: t.locDone, npos: t.npos, started: t.started,
 		reason: t.reason, devs: t.devs, tkind: t.tkind, deadline: t.deadline,
 		readyAt: -1, gangReason: t.gang.reason,
-		tasks: n.tasks, bucket: n.bucket, pos: n.pos, queuesAt: len(c.jr.queues)}
+		tasks: n.tasks, bucket: n.bucket, pos: n.pos, queuesAt: len(jr.queues)}
 	if n.group != nil {
 		w.gmax = n.group.max
 	}
@@ -268,14 +273,15 @@ func (c *Core) recordPlace(t *Task, o *Option, n *Node) {
 		}
 	}
 	for q := t.leaf; q != nil; q = q.parent {
-		c.jr.queues = append(c.jr.queues, queueWas{picked: q.picked, share: q.share, under: q.under})
+		jr.queues = append(jr.queues, queueWas{picked: q.picked, share: q.share, under: q.under})
 	}
-	c.jr.places = append(c.jr.places, w)
-	c.jr.entries = append(c.jr.entries, jentry{kind: jPlace, at: len(c.jr.places) - 1, t: t, n: n, o: o})
+	jr.places = append(jr.places, w)
+	jr.entries = append(jr.entries, jentry{kind: jPlace, at: len(jr.places) - 1, t: t, n: n, o: o})
 }
 
 // unplace undoes a recorded commit (the reverse of commit's steps).
-func (c *Core) unplace(e *jentry, w *placeWas) {
+func (jr *journal) unplace(e *jentry, w *placeWas) {
+	c := jr.c
 	t, n, o := e.t, e.n, e.o
 	c.cons.reserve(t, n, -1)
 	for i := len(c.policy.Reserve) - 1; i >= 0; i-- {
@@ -292,10 +298,10 @@ func (c *Core) unplace(e *jentry, w *placeWas) {
 		for d := range o.req {
 			q.used[d] -= o.req[d]
 		}
-		was := &c.jr.queues[i]
+		was := &jr.queues[i]
 		i++
 		q.picked, q.share, q.under = was.picked, was.share, was.under
-		c.reorderLanes(q)
+		c.qs.reorderLanes(q)
 	}
 	n.tasks[len(n.tasks)-1] = nil
 	n.tasks = w.tasks

@@ -146,7 +146,7 @@ var snapOpts = []cmp.Option{cmpopts.EquateApprox(0, 1e-9), cmp.AllowUnexported(b
 func snapshotCore(c *Core) coreSnap {
 	s := coreSnap{Tasks: map[string]taskSnap{}, Queues: map[string]queueSnap{}, Gangs: map[string]gangSnap{},
 		ClassQueues: map[string]cqSnap{}, Total: c.idx.total, TotalChanged: c.idx.totalChanged,
-		Bands: c.bands, Bypass: c.bypass, Stats: c.stats, CallPlaced: c.callPlaced, CapSeq: c.capSeq,
+		Bands: c.lv.bands, Bypass: c.lv.bypass, Stats: c.stats, CallPlaced: c.callPlaced, CapSeq: c.capSeq,
 		Output: formatOutput(c.out), Journal: [4]int{len(c.jr.entries), len(c.jr.places), len(c.jr.queues), c.jr.open},
 		OutLens: [4]int{len(c.out.Placements), len(c.out.Preemptions), len(c.out.Transitions), len(c.out.Unschedulable)}}
 	for _, n := range c.idx.order {
@@ -199,7 +199,7 @@ func snapshotCore(c *Core) coreSnap {
 		}
 		s.Queues[queueKey(q)] = qs
 	}
-	for id, j := range c.jobs {
+	for id, j := range c.jb.jobs {
 		g := j.gang
 		if g == nil {
 			continue
@@ -212,7 +212,7 @@ func snapshotCore(c *Core) coreSnap {
 		}
 		s.Gangs[id] = gs
 	}
-	for _, list := range c.classes {
+	for _, list := range c.ct.byHash {
 		for _, cl := range list {
 			for _, q := range cl.classQueues() {
 				if q == nil {
@@ -236,10 +236,10 @@ func snapshotCore(c *Core) coreSnap {
 		s.Timers = append(s.Timers, fmt.Sprintf("%d %d %s %d", t.deadline, t.seq, t.id, t.tkind))
 	}
 	sort.Strings(s.Timers)
-	for l := range c.tiers {
-		s.TierCount[l] = c.tiers[l].count
-		for r := range c.tiers[l].aging {
-			for x := c.tiers[l].aging[r].head; x != nil; x = x.lnext {
+	for l := range c.lv.tiers {
+		s.TierCount[l] = c.lv.tiers[l].count
+		for r := range c.lv.tiers[l].aging {
+			for x := c.lv.tiers[l].aging[r].head; x != nil; x = x.lnext {
 				s.Tiers[l][r] = append(s.Tiers[l][r], x.id)
 			}
 		}
@@ -314,7 +314,7 @@ func journalCase(t *rapid.T) *runner {
 // gangReady lists the members waiting in their gangs' ready lists.
 func gangReady(c *Core) []*Task {
 	var out []*Task
-	for _, g := range c.gangWait {
+	for _, g := range c.gs.wait {
 		out = append(out, g.ready...)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].seq < out[j].seq })
@@ -337,8 +337,8 @@ func journalPlace(t *rapid.T, c *Core) bool {
 		if n.bucket < 0 {
 			continue
 		}
-		sc := c.beginSearch(false, nil)
-		if c.checkNode(sc, m, o, n) == nil {
+		sc := c.pl.beginSearch(false, nil)
+		if c.pl.checkNode(sc, m, o, n) == nil {
 			c.commit(m, o, n, sc.cs.picked)
 			return true
 		}
@@ -379,19 +379,19 @@ func journalWhatIf(t *rapid.T, c *Core, w whatIfs, mark int) {
 	case 0:
 		if len(placed) > 0 {
 			v := rapid.SampledFrom(placed).Draw(t, "victim")
-			w.evicted[v] = c.whatIfEvict(v)
+			w.evicted[v] = c.jr.whatIfEvict(v)
 		}
 	case 1:
 		if ks := keys(w.evicted); len(ks) > 0 {
 			v := rapid.SampledFrom(ks).Draw(t, "reprieved")
-			c.whatIfSet(w.evicted[v], false)
+			c.jr.whatIfSet(w.evicted[v], false)
 			w.returned[v] = w.evicted[v]
 			delete(w.evicted, v)
 		}
 	case 2:
 		if ks := keys(w.returned); len(ks) > 0 {
 			v := rapid.SampledFrom(ks).Draw(t, "retaken")
-			c.whatIfSet(w.returned[v], true)
+			c.jr.whatIfSet(w.returned[v], true)
 			w.evicted[v] = w.returned[v]
 			delete(w.returned, v)
 		}
@@ -413,14 +413,14 @@ func journalSteps(t *rapid.T, c *Core, depth int, cp checkpoint, w whatIfs) int 
 			}
 			before := snapshotCore(c)
 			was := w.clone()
-			icp := c.checkpoint()
+			icp := c.jr.checkpoint()
 			inner := journalSteps(t, c, depth+1, icp, w)
 			if rapid.Bool().Draw(t, "keepInner") {
-				c.keep(icp) // the outer checkpoint still rolls it back
+				c.jr.keep(icp) // the outer checkpoint still rolls it back
 				made += inner
 				continue
 			}
-			c.rollback(icp)
+			c.jr.rollback(icp)
 			clear(w.evicted)
 			maps.Copy(w.evicted, was.evicted)
 			clear(w.returned)
@@ -451,9 +451,9 @@ func TestPropertyJournalRollback(t *testing.T) {
 		c.advance(r.now.Add(time.Millisecond)) // a try happens within an input
 		c.TakeOutput()
 		before := snapshotCore(c)
-		cp := c.checkpoint()
+		cp := c.jr.checkpoint()
 		made := journalSteps(t, c, 1, cp, whatIfs{map[*Task]int{}, map[*Task]int{}})
-		c.rollback(cp)
+		c.jr.rollback(cp)
 		if d := cmp.Diff(before, snapshotCore(c), snapOpts...); d != "" {
 			t.Fatalf("rollback after %d placements and what-ifs did not restore the state at the checkpoint (-before +after):\n%s", made, d)
 		}
@@ -502,9 +502,9 @@ func TestJournalConstraintWakes(t *testing.T) {
 		}
 		c.advance(now.Add(time.Millisecond))
 		m, n := c.tasks["g.0"], c.idx.nodes["n1"]
-		cp := c.checkpoint()
-		sc := c.beginSearch(false, nil)
-		if st := c.checkNode(sc, m, &m.cls.opts[0], n); st != nil {
+		cp := c.jr.checkpoint()
+		sc := c.pl.beginSearch(false, nil)
+		if st := c.pl.checkNode(sc, m, &m.cls.opts[0], n); st != nil {
 			t.Fatalf("g.0 does not fit n1: %v", st.Reason)
 		}
 		c.commit(m, &m.cls.opts[0], n, sc.cs.picked)
@@ -512,9 +512,9 @@ func TestJournalConstraintWakes(t *testing.T) {
 			t.Fatalf("keep=%v: a journaled placement woke client's queue before its checkpoint closed", keep)
 		}
 		if keep {
-			c.keep(cp)
+			c.jr.keep(cp)
 		} else {
-			c.rollback(cp)
+			c.jr.rollback(cp)
 		}
 		if q.blocked == keep {
 			t.Fatalf("keep=%v: client's queue blocked=%v after the checkpoint closed", keep, q.blocked)

@@ -69,9 +69,22 @@ type loadStats struct {
 	reserved float64
 }
 
+// learner holds what the core learns from finished tasks and observed
+// requests: runtimes by runtime class, speeds by class and device model
+// (modelSpeed), and the mix of requests (FGD's target workload). The
+// placement plugins and the starvation bound ask it for expected
+// runtimes; the core feeds it at learnFinished, ObserveRequest and
+// ObserveRuntime.
+type learner struct {
+	c     *Core
+	speed map[string]ewma // by class and model
+	mix   requestMix
+}
+
 // expectedRuntime returns the runtime (ns) the core expects for t at speed
 // 1.0: its estimate, else its runtime class's history, else the default.
-func (c *Core) expectedRuntime(t *Task) int64 {
+func (lr *learner) expectedRuntime(t *Task) int64 {
+	c := lr.c
 	if t.duration > 0 {
 		return t.duration
 	}
@@ -93,35 +106,35 @@ func modelOf(o *Option, n *Node) string {
 }
 
 // expectedOn returns the expected runtime (ns) of t using option o on n.
-func (c *Core) expectedOn(t *Task, o *Option, n *Node) float64 {
-	return c.expectedOnModel(t, o, modelOf(o, n))
+func (lr *learner) expectedOn(t *Task, o *Option, n *Node) float64 {
+	return lr.expectedOnModel(t, o, modelOf(o, n))
 }
 
 // expectedOnModel returns the expected runtime (ns) of t using option o
 // on a device model: its class's measured run time there, else its
 // expected runtime over the model's learned speed.
-func (c *Core) expectedOnModel(t *Task, o *Option, model string) float64 {
+func (lr *learner) expectedOnModel(t *Task, o *Option, model string) float64 {
 	if t.rt != nil {
 		if e, ok := t.rt.byModel[model]; ok && e.n > 0 {
 			return e.v
 		}
 	}
 	f := 1.0
-	if e, ok := c.modelSpeed[model]; ok && e.n > 0 {
+	if e, ok := lr.speed[model]; ok && e.n > 0 {
 		f = e.v
 	}
-	return float64(c.expectedRuntime(t)) / (o.Speed * f)
+	return float64(lr.expectedRuntime(t)) / (o.Speed * f)
 }
 
 // learnFinished updates runtime prediction, per-model speed and the node's
 // latency factor from a task that ran for runtime ns.
-func (c *Core) learnFinished(t *Task, runtime int64) {
+func (lr *learner) learnFinished(t *Task, runtime int64) {
 	if runtime <= 0 || t.node == nil {
 		return
 	}
 	o := &t.cls.opts[optIndex(t.chosen)]
 	model := modelOf(o, t.node)
-	expected := c.expectedOn(t, o, t.node)
+	expected := lr.expectedOn(t, o, t.node)
 	if t.rt != nil {
 		// Normalise to speed 1.0 so that history from any option predicts
 		// the baseline.
@@ -136,11 +149,11 @@ func (c *Core) learnFinished(t *Task, runtime int64) {
 	if t.duration > 0 {
 		// How much faster than declared this model ran.
 		declared := float64(t.duration) / o.Speed
-		e := c.modelSpeed[model]
+		e := lr.speed[model]
 		// One odd run (a lease returned at once, a crash reported as
 		// success) must not swing a model's factor without bound.
 		e.add(clampRange(declared/float64(runtime), 0.1, 10))
-		c.modelSpeed[model] = e
+		lr.speed[model] = e
 	}
 	t.node.load.latency.add(clampRange(expected/float64(runtime), 0.05, 1))
 }
@@ -167,11 +180,11 @@ func (c *Core) ObserveRequest(now time.Time, spec *api.Task) error {
 		return err
 	}
 	var o Option
-	if _, err := c.vectorOf(&o.req, "resources", spec.Resources); err != nil {
+	if _, err := c.ct.vectorOf(&o.req, "resources", spec.Resources); err != nil {
 		return err
 	}
 	o.computeDevs(c.dims)
-	c.work.observe(&o)
+	c.lr.mix.observe(&o)
 	return nil
 }
 
@@ -193,10 +206,10 @@ func (c *Core) ObserveRuntime(now time.Time, class, model string, runtime time.D
 	if runtime <= 0 {
 		return errs.Invalid("runtime", "must be positive, got %s", runtime)
 	}
-	rc := c.rtByMeta[class]
+	rc := c.ct.rtByMeta[class]
 	if rc == nil {
 		rc = &runtimeClass{key: class}
-		c.rtByMeta[class] = rc
+		c.ct.rtByMeta[class] = rc
 	}
 	if rc.byModel == nil {
 		rc.byModel = map[string]ewma{}

@@ -16,8 +16,18 @@ import (
 // costs no scan: nodes named by name are found through the node-name
 // index, and the move is one heap entry per task.
 
+// locality holds the deadlines of the tasks waiting for their data's
+// nodes. The core calls it at named points: setLocality when a task is
+// admitted, enterLocality when it becomes pending, fireLocality at each
+// Tick, heap.next for NextWakeup.
+type locality struct {
+	c    *Core
+	heap locHeap
+}
+
 // setLocality gives t its locality class (called by admit).
-func (c *Core) setLocality(t *Task, spec *api.Task) error {
+func (lo *locality) setLocality(t *Task, spec *api.Task) error {
+	c := lo.c
 	loc := *spec
 	sel := maps.Clone(spec.NodeSelector)
 	if sel == nil {
@@ -35,7 +45,7 @@ func (c *Core) setLocality(t *Task, spec *api.Task) error {
 		}
 	}
 	loc.NodeSelector = sel
-	lc, err := c.classFor(&loc, t.leaf)
+	lc, err := c.ct.classFor(&loc, t.leaf)
 	if err != nil {
 		return err
 	}
@@ -52,21 +62,23 @@ func (c *Core) setLocality(t *Task, spec *api.Task) error {
 
 // enterLocality puts a task being enqueued into its locality class while
 // the preference is not spent, else into its own class (enqueue calls it).
-func (c *Core) enterLocality(t *Task) {
+func (lo *locality) enterLocality(t *Task) {
+	c := lo.c
 	if t.locDone {
 		t.cls = t.baseCls
 		return
 	}
 	t.cls = t.locCls
-	c.locHeap.push(locEntry{at: c.now + t.locWait, t: t, attempt: t.attempt})
+	lo.heap.push(locEntry{at: c.now + t.locWait, t: t, attempt: t.attempt})
 }
 
 // fireLocality moves the tasks whose locality wait ended to their own
 // class, keeping their place in time (aging and batching count from their
 // enqueue).
-func (c *Core) fireLocality() {
+func (lo *locality) fireLocality() {
+	c := lo.c
 	for {
-		e, ok := c.locHeap.popDue(c.now)
+		e, ok := lo.heap.popDue(c.now)
 		if !ok {
 			return
 		}
@@ -85,7 +97,7 @@ func (c *Core) fireLocality() {
 		// It joins the tail of its level's aging list, so its aging
 		// restarts now (the list is ordered by levelSince).
 		t.levelSince = c.now
-		c.pushLevel(t)
+		c.lv.pushLevel(t)
 	}
 }
 

@@ -26,7 +26,7 @@ func (c *Core) UpsertNode(now time.Time, spec *api.Node) error {
 		return err
 	}
 	if c.dims.Len() != nd {
-		c.resolveClasses()
+		c.ct.resolveClasses()
 	}
 	for i := range n.devices {
 		c.deviceDims[n.devices[i].dim] = true
@@ -44,10 +44,10 @@ func (c *Core) UpsertNode(now time.Time, spec *api.Node) error {
 		c.replaceNode(old, n)
 	}
 	if c.idx.version != ver {
-		c.wakeAll()
+		c.wk.wakeAll()
 	}
 	if n.group != nil {
-		c.wake(n)
+		c.wk.wake(n)
 	}
 	c.schedule()
 	return nil
@@ -186,7 +186,7 @@ func (c *Core) SetNodeState(now time.Time, name, state string) error {
 		if n.bucket < 0 && n.group != nil {
 			n.group.insert(n)
 		}
-		c.wake(n)
+		c.wk.wake(n)
 	default:
 		if n.group != nil {
 			n.group.remove(n)
@@ -230,9 +230,9 @@ func (c *Core) SetDeviceHealth(now time.Time, node, typ, id string, healthy bool
 	n.recomputeCapacity()
 	c.idx.attach(n, c.dims)
 	if c.idx.version != ver {
-		c.wakeAll()
+		c.wk.wakeAll()
 	}
-	c.wake(n)
+	c.wk.wake(n)
 	c.schedule()
 	return nil
 }

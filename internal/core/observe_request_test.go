@@ -27,10 +27,10 @@ func TestObserveRequest(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if c.work.total != 3 || len(c.work.types) != 1 || c.NumTasks() != 0 {
-		t.Errorf("total %d, types %d, tasks %d", c.work.total, len(c.work.types), c.NumTasks())
+	if c.lr.mix.total != 3 || len(c.lr.mix.types) != 1 || c.NumTasks() != 0 {
+		t.Errorf("total %d, types %d, tasks %d", c.lr.mix.total, len(c.lr.mix.types), c.NumTasks())
 	}
-	for _, wt := range c.work.types {
+	for _, wt := range c.lr.mix.types {
 		if wt.milli != 500 || wt.cpu != 1000 || wt.count != 3 {
 			t.Errorf("type %+v", *wt)
 		}
@@ -56,7 +56,7 @@ func TestObserveRuntime(t *testing.T) {
 	if err := c.ObserveRuntime(epoch, "resnet", "K80", 60*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	rc := c.rtByMeta["resnet"]
+	rc := c.ct.rtByMeta["resnet"]
 	if rc == nil || rc.byModel["V100"].v != float64(10*time.Minute) || rc.byModel["K80"].v != float64(60*time.Minute) {
 		t.Fatalf("runtime class %+v", rc)
 	}

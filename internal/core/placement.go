@@ -24,8 +24,19 @@ type candidate struct {
 
 func optIndex(chosen int8) int { return int(chosen) + 1 }
 
+// placer is the placement search: it walks the compatible groups of a
+// task's options, runs the policy's filters and scores on the nodes it
+// visits, and commits the best fit through the core (commit, journaled in
+// a what-if). The core calls it at named points: beginSearch at the start
+// of an attempt, tryPlace for each task a pass tries, checkNode where a
+// caller tests one node (gavel rounds, preemption, gang reservations).
+type placer struct {
+	c  *Core
+	sc searchCtx // the search context, reused
+}
+
 // searchCtx is what one attempt's search carries from step to step: how it
-// searches and the buffers it reuses. The core owns one (Core.sc), so that
+// searches and the buffers it reuses. The placer owns one (placer.sc), so that
 // the hot path allocates nothing, but no step reads it through the Core:
 // beginSearch resets it at the start of an attempt and hands it to
 // tryPlace, and every step that needs it (checkNode, consider,
@@ -65,8 +76,9 @@ type searchCtx struct {
 
 // beginSearch resets the core's search context for one attempt (full: no
 // visit budget; aff: a gang try's affinity) and returns it.
-func (c *Core) beginSearch(full bool, aff *gangAffinity) *searchCtx {
-	sc := &c.sc
+func (pl *placer) beginSearch(full bool, aff *gangAffinity) *searchCtx {
+	c := pl.c
+	sc := &pl.sc
 	sc.cs.core, sc.cs.now = c, c.now
 	sc.cs.picked = sc.cs.picked[:0]
 	sc.full, sc.aff = full, aff
@@ -79,14 +91,15 @@ func (sc *searchCtx) endSearch() { sc.full, sc.aff = false, nil }
 
 // refreshGroups recomputes the groups that pass the policy's static filters
 // for o, when the set of groups changed since the last time.
-func (c *Core) refreshGroups(t *Task, o *Option) {
+func (pl *placer) refreshGroups(t *Task, o *Option) {
+	c := pl.c
 	if o.groupsOK && o.groupsVer == c.idx.version {
 		return
 	}
 	o.groups = o.groups[:0]
 	o.groupSet = o.groupSet[:0]
 	for _, g := range c.idx.glist {
-		ok := c.staticCheck(t, o, g) == nil
+		ok := pl.staticCheck(t, o, g) == nil
 		if ok {
 			o.groups = append(o.groups, g)
 		}
@@ -96,7 +109,8 @@ func (c *Core) refreshGroups(t *Task, o *Option) {
 	o.groupsOK = true
 }
 
-func (c *Core) staticCheck(t *Task, o *Option, g *group) *Status {
+func (pl *placer) staticCheck(t *Task, o *Option, g *group) *Status {
+	c := pl.c
 	for _, f := range c.policy.Static {
 		if st := f.Filter(&c.cs, t, o, g.tmpl); !st.IsSuccess() {
 			return st
@@ -105,7 +119,8 @@ func (c *Core) staticCheck(t *Task, o *Option, g *group) *Status {
 	return nil
 }
 
-func (c *Core) sampleSize() int {
+func (pl *placer) sampleSize() int {
+	c := pl.c
 	if c.policy.SampleSize > 0 {
 		return c.policy.SampleSize
 	}
@@ -114,27 +129,28 @@ func (c *Core) sampleSize() int {
 
 // tryPlace searches the compatible groups of every option of t and commits
 // the best-scoring fit.
-func (c *Core) tryPlace(sc *searchCtx, t *Task) outcome {
-	if t.leaf != nil && c.overQueueMax(t) {
+func (pl *placer) tryPlace(sc *searchCtx, t *Task) outcome {
+	c := pl.c
+	if t.leaf != nil && c.qs.overQueueMax(t) {
 		return unfit // node-independent: no walk can find a fit
 	}
-	if r := c.policy.Rounds; r != nil && !c.inRound && r.manages(t) && !r.overflow[t] {
+	if r := c.policy.Rounds; r != nil && r.Gate(t) {
 		return unfit // placed in rounds only (gavel.go), but for a round's overflow
 	}
 	if len(t.cls.identity) > 0 {
-		return c.identityPlace(sc, t)
+		return pl.identityPlace(sc, t)
 	}
 	if c.policy.Order == Rotate {
-		return c.rotatePlace(sc, t)
+		return pl.rotatePlace(sc, t)
 	}
 	best := candidate{pref: math.MinInt64, score: math.MinInt64}
 	complete := true
-	sample := c.sampleSize()
+	sample := pl.sampleSize()
 	for _, oi := range t.cls.optOrder {
 		o := &t.cls.opts[oi]
-		c.refreshGroups(t, o)
+		pl.refreshGroups(t, o)
 		for _, g := range o.groups {
-			if !c.searchGroup(sc, t, o, g, sample, &best) {
+			if !pl.searchGroup(sc, t, o, g, sample, &best) {
 				complete = false
 			}
 		}
@@ -184,16 +200,17 @@ func termsMatch(terms []selTerm, labels map[string]string, skip map[string]bool)
 
 // identityPlace places a task that selects nodes by identity label: the
 // candidates come from the index of that label's values, never from a scan.
-func (c *Core) identityPlace(sc *searchCtx, t *Task) outcome {
+func (pl *placer) identityPlace(sc *searchCtx, t *Task) outcome {
+	c := pl.c
 	best := candidate{pref: math.MinInt64, score: math.MinInt64}
 	term := t.cls.identity[0]
 	for _, oi := range t.cls.optOrder {
 		o := &t.cls.opts[oi]
-		c.refreshGroups(t, o)
+		pl.refreshGroups(t, o)
 		for _, v := range term.values {
 			for _, n := range c.idx.byIdentity[term.key][v] {
 				if n.bucket >= 0 && o.hasGroup(n.group) {
-					c.consider(sc, t, o, n, &best)
+					pl.consider(sc, t, o, n, &best)
 				}
 			}
 		}
@@ -214,11 +231,12 @@ func (c *Core) identityPlace(sc *searchCtx, t *Task) outcome {
 // MaxVisit compatible nodes are checked per attempt, and after an attempt
 // that ran out of budget the next one checks a whole turn. A task is unfit
 // only after a whole turn within one attempt found nothing.
-func (c *Core) rotatePlace(sc *searchCtx, t *Task) outcome {
+func (pl *placer) rotatePlace(sc *searchCtx, t *Task) outcome {
+	c := pl.c
 	possible := false
 	for oi := range t.cls.opts {
 		o := &t.cls.opts[oi]
-		c.refreshGroups(t, o)
+		pl.refreshGroups(t, o)
 		for _, g := range o.groups {
 			if g.indexed > 0 && g.needBucket(o.req[g.primary]) <= g.max {
 				possible = true
@@ -275,7 +293,7 @@ func (c *Core) rotatePlace(sc *searchCtx, t *Task) outcome {
 				continue
 			}
 			compatible = true
-			if c.checkNode(sc, t, o, n) == nil {
+			if pl.checkNode(sc, t, o, n) == nil {
 				if guard && len(n.devices) > 0 {
 					if fallback == nil {
 						fallback, fallbackOpt, fallbackPos = n, o, pos
@@ -342,7 +360,8 @@ func (o *Option) scan(g *group) *scanState {
 // around, and looks at every node, so a task is declared unfit only after a
 // complete walk within one attempt. Searches stay exhaustive while fits are
 // only found beyond the budget.
-func (c *Core) searchGroup(sc *searchCtx, t *Task, o *Option, g *group, sample int, best *candidate) bool {
+func (pl *placer) searchGroup(sc *searchCtx, t *Task, o *Option, g *group, sample int, best *candidate) bool {
+	c := pl.c
 	if g.indexed == 0 || !o.req.Fits(&g.maxCap) || sc.dom != nil && !sc.dom.holdsGroup(g) {
 		return true
 	}
@@ -354,7 +373,7 @@ func (c *Core) searchGroup(sc *searchCtx, t *Task, o *Option, g *group, sample i
 	if c.policy.Order == LeastAllocatedFirst {
 		first, end, step = g.max, nb-1, -1
 		if c.policy.KeepRoom {
-			if cut := c.roomCut(g, o); cut > nb && c.probeBelow(sc, t, o, g, nb, cut, sample, best) {
+			if cut := pl.roomCut(g, o); cut > nb && pl.probeBelow(sc, t, o, g, nb, cut, sample, best) {
 				return true
 			}
 		}
@@ -396,7 +415,7 @@ func (c *Core) searchGroup(sc *searchCtx, t *Task, o *Option, g *group, sample i
 		pos := (start + visited) % total
 		visited++
 		i++
-		if c.consider(sc, t, o, n, best) {
+		if pl.consider(sc, t, o, n, best) {
 			if st.exhaustive {
 				st.hint = pos
 				st.exhaustive = pos >= c.cfg.MaxVisit
@@ -415,8 +434,9 @@ func (c *Core) searchGroup(sc *searchCtx, t *Task, o *Option, g *group, sample i
 
 // consider checks n for o and keeps it in best when it scores higher
 // (ties keep the earlier node, so results are deterministic).
-func (c *Core) consider(sc *searchCtx, t *Task, o *Option, n *Node, best *candidate) bool {
-	if c.checkNode(sc, t, o, n) != nil {
+func (pl *placer) consider(sc *searchCtx, t *Task, o *Option, n *Node, best *candidate) bool {
+	c := pl.c
+	if pl.checkNode(sc, t, o, n) != nil {
 		return false
 	}
 	var s int64
@@ -445,7 +465,8 @@ func (c *Core) consider(sc *searchCtx, t *Task, o *Option, n *Node, best *candid
 // (coreFilters) and then the policy's (Policy.Filters), and returns the
 // first failure; on success the devices DeviceFit picked are in
 // sc.cs.picked.
-func (c *Core) checkNode(sc *searchCtx, t *Task, o *Option, n *Node) *Status {
+func (pl *placer) checkNode(sc *searchCtx, t *Task, o *Option, n *Node) *Status {
+	c := pl.c
 	cs, cf := &sc.cs, &c.cf
 	if d := sc.dom; d != nil && (!d.holdsNode(n) || n.group == nil || !d.holdsGroup(n.group)) {
 		return errOutsideDomain
@@ -472,7 +493,7 @@ func (c *Core) checkNode(sc *searchCtx, t *Task, o *Option, n *Node) *Status {
 		}
 	}
 	if n.hold != nil {
-		if st := c.gr.filter(c, sc, t, o, n); st != nil {
+		if st := c.gs.gr.filter(c, sc, t, o, n); st != nil {
 			return st
 		}
 	}
@@ -490,8 +511,8 @@ var errOutsideDomain = NewUnresolvable("outside the gang's domain")
 // commit places pending t on n with devs; under a checkpoint it records
 // what it changes (journal.go).
 func (c *Core) commit(t *Task, o *Option, n *Node, devs []devShare) {
-	if c.journaling() {
-		c.recordPlace(t, o, n)
+	if c.jr.journaling() {
+		c.jr.recordPlace(t, o, n)
 	}
 	delay := c.now - t.enqueued
 	wait := c.now - attemptStart(t)
@@ -558,7 +579,7 @@ func rawAdd(n *Node, t *Task, o *Option, devs []devShare, sign int64) {
 func (c *Core) allocate(t *Task, n *Node, o *Option, devs []devShare) {
 	rawAdd(n, t, o, devs, 1)
 	if t.leaf != nil {
-		c.queueAdd(t, o, 1)
+		c.qs.queueAdd(t, o, 1)
 	}
 	t.devs = append(t.devs[:0], devs...)
 	t.node = n
@@ -585,7 +606,7 @@ func (c *Core) release(t *Task, wake bool) {
 	c.cons.reserve(t, n, -1)
 	rawAdd(n, t, o, t.devs, -1)
 	if t.leaf != nil {
-		c.queueAdd(t, o, -1)
+		c.qs.queueAdd(t, o, -1)
 	}
 	last := len(n.tasks) - 1
 	if int(t.npos) != last {
@@ -601,7 +622,7 @@ func (c *Core) release(t *Task, wake bool) {
 	if n.group != nil {
 		n.group.rebucket(n)
 		if wake {
-			c.wake(n)
+			c.wk.wake(n)
 		}
 	}
 }

@@ -19,14 +19,14 @@ func BenchmarkCheckNode(b *testing.B) {
 	for _, kind := range []string{"gpu", "cpu"} {
 		c, t, nodes := checkNodeCluster(b, kind == "gpu")
 		o := &t.cls.opts[0]
-		sc := c.beginSearch(false, nil)
+		sc := c.pl.beginSearch(false, nil)
 		perNode := func(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(nodes)), "ns/node")
 		}
 		b.Run(kind+"/direct", func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				for _, n := range nodes {
-					c.checkNode(sc, t, o, n)
+					c.pl.checkNode(sc, t, o, n)
 				}
 			}
 			perNode(b)

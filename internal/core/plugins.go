@@ -146,9 +146,10 @@ type Policy struct {
 	Reserve   []ReservePlugin
 	QueueSort QueueSortPlugin // nil: submission order
 	TimeShare TimeSharePlugin // nil: a placed task keeps its place
-	// Rounds, when set, places work only in rounds (gavel-rounds): its
-	// gate is one of Filters.
-	Rounds *GavelRounds
+	// Rounds, when set, places the work it manages only in rounds
+	// (gavel-rounds): its gate is one of Filters too, so that reasons name
+	// it.
+	Rounds RoundPolicy
 	Picker SharePicker
 	// SampleSize overrides Config.SampleSize when > 0.
 	SampleSize int
@@ -167,4 +168,21 @@ type Policy struct {
 	// speed, ties in the order given) and the first that fits anywhere wins:
 	// the earliest expected completion among the options that fit now.
 	CompareOptions bool
+}
+
+// RoundPolicy places the work it manages only in rounds (gavel-rounds).
+// The core calls it at two named points: at each Tick, Next says whether
+// a round is due and Round runs it (placing through the core's search and
+// journal); at each placement, Gate says whether a task waits for the
+// next round. It holds its own state (the round's time, whether one is
+// placing now).
+type RoundPolicy interface {
+	Plugin
+	// Next is when the next round is due, at or after now; ok=false while
+	// no round has work (nothing waits or runs).
+	Next(now int64) (at int64, ok bool)
+	// Round runs a round at now.
+	Round(now int64)
+	// Gate reports whether t waits for the next round.
+	Gate(t *Task) bool
 }

@@ -117,7 +117,7 @@ func (*Fragmentation) Name() string { return "Fragmentation" }
 
 // nodeFrag is the popularity-weighted fragmentation of n (milli-devices).
 func (f *Fragmentation) nodeFrag(n *Node) float64 {
-	types := f.c.work.topTypes()
+	types := f.c.lr.mix.topTypes()
 	var all int64
 	for i := range n.devices {
 		if d := &n.devices[i]; d.Healthy {

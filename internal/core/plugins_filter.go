@@ -174,7 +174,7 @@ func (p QueueQuota) Filter(_ *CycleState, t *Task, o *Option, _ *Node) *Status {
 	if t.leaf == nil {
 		return nil
 	}
-	return p.c.queueCheck(t, o)
+	return p.c.qs.queueCheck(t, o)
 }
 
 // NodeResourcesFit checks the node's free resources, as the Kubernetes

@@ -86,13 +86,13 @@ func TestFilterStatusCodes(t *testing.T) {
 		{"queue max", submit("quota", resource.List{resource.CPU: 2000}, nil, "q"), UnschedulableAndUnresolvable},
 	}
 	for _, tc := range cases {
-		sc := c.beginSearch(false, nil)
-		st := c.checkNode(sc, tc.task, &tc.task.cls.opts[0], a)
+		sc := c.pl.beginSearch(false, nil)
+		st := c.pl.checkNode(sc, tc.task, &tc.task.cls.opts[0], a)
 		if st == nil || st.Code != tc.code {
 			t.Errorf("%s: status %+v, want code %d", tc.name, st, tc.code)
 		}
 	}
-	if st := c.checkNode(c.beginSearch(false, nil), cases[0].task, &cases[0].task.cls.opts[0], a); st.IsUnresolvable() {
+	if st := c.pl.checkNode(c.pl.beginSearch(false, nil), cases[0].task, &cases[0].task.cls.opts[0], a); st.IsUnresolvable() {
 		t.Errorf("insufficient cpu is resolvable, got %+v", st)
 	}
 }

@@ -107,11 +107,11 @@ func (*ExpectedCompletion) Name() string { return "ExpectedCompletion" }
 // Score implements ScorePlugin: 25 per unit of speed-up over the baseline,
 // capped at 100.
 func (p *ExpectedCompletion) Score(_ *CycleState, t *Task, o *Option, n *Node) (int64, *Status) {
-	exp := p.c.expectedOn(t, o, n)
+	exp := p.c.lr.expectedOn(t, o, n)
 	if exp <= 0 {
 		return 100, nil
 	}
-	rel := float64(p.c.expectedRuntime(t)) / exp
+	rel := float64(p.c.lr.expectedRuntime(t)) / exp
 	s := int64(25 * rel)
 	if s > 100 {
 		s = 100
@@ -143,12 +143,12 @@ func (p *ShortestRemaining) Rank(t *Task) int64 {
 		var rank int64
 		for _, m := range g.members {
 			if !m.state.Terminal() {
-				rank = max(rank, p.c.expectedRuntime(m)-p.c.attained(m))
+				rank = max(rank, p.c.lr.expectedRuntime(m)-p.c.attained(m))
 			}
 		}
 		return rank
 	}
-	return max(0, p.c.expectedRuntime(t)-p.c.attained(t))
+	return max(0, p.c.lr.expectedRuntime(t)-p.c.attained(t))
 }
 
 // LeastAttained is las's order and time-share rank (Tiresias' discretized
@@ -211,4 +211,4 @@ type ShortestFirst struct{ c *Core }
 func (*ShortestFirst) Name() string { return "ShortestFirst" }
 
 // SortKey implements QueueSortPlugin.
-func (p *ShortestFirst) SortKey(_ *CycleState, t *Task) int64 { return p.c.expectedRuntime(t) }
+func (p *ShortestFirst) SortKey(_ *CycleState, t *Task) int64 { return p.c.lr.expectedRuntime(t) }

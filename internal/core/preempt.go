@@ -42,6 +42,16 @@ import (
 // nodes. Victims go back to pending with "preempted by T", their attempt
 // counted; they are never lost.
 
+// preemptor plans and makes evictions: priority preemption, reclaim and
+// time-sharing's swaps (the policy's TimeSharePlugin ranks). The core
+// calls it at named points: mayPreempt when a task blocks (which retry
+// list it joins), tryPreempt when a blocked head is retried, evictable
+// and victimsOn from gang preemption and reservations. It changes
+// nothing but through the core's journal.
+type preemptor struct {
+	c *Core
+}
+
 // PreemptReason says why a task was evicted.
 type PreemptReason string
 
@@ -122,11 +132,12 @@ type preemptMode struct {
 }
 
 // preemptModeOf says what t may evict with option o.
-func (c *Core) preemptModeOf(t *Task, o *Option) preemptMode {
+func (pe *preemptor) preemptModeOf(t *Task, o *Option) preemptMode {
+	c := pe.c
 	if t.noPreempt {
 		return preemptMode{}
 	}
-	return preemptMode{priority: c.cfg.byPriority(t), reclaim: c.mayReclaim(t, o), timeshare: c.mayShare(t)}
+	return preemptMode{priority: c.cfg.byPriority(t), reclaim: pe.mayReclaim(t, o), timeshare: pe.mayShare(t)}
 }
 
 // byPriority reports whether t may evict less important tasks: it is
@@ -137,7 +148,8 @@ func (cfg *Config) byPriority(t *Task) bool {
 
 // mayShare reports whether pending t may swap out running tasks under the
 // time-sharing policy: there is one, and t's rank is not its ceiling.
-func (c *Core) mayShare(t *Task) bool {
+func (pe *preemptor) mayShare(t *Task) bool {
+	c := pe.c
 	ts := c.policy.TimeShare
 	if ts == nil {
 		return false
@@ -151,7 +163,7 @@ func (c *Core) mayShare(t *Task) bool {
 // mayReclaim reports whether t's queue (the nearest ancestor with a
 // guarantee) stays within its guarantee of every guaranteed resource o
 // asks for, and o asks for at least one.
-func (c *Core) mayReclaim(t *Task, o *Option) bool {
+func (pe *preemptor) mayReclaim(t *Task, o *Option) bool {
 	q := reclaimQueue(t)
 	if q == nil {
 		return false
@@ -171,15 +183,16 @@ func (c *Core) mayReclaim(t *Task, o *Option) bool {
 
 // mayPreempt reports whether t may evict anything: it is urgent or high,
 // may swap out under time-sharing, or some option may reclaim.
-func (c *Core) mayPreempt(t *Task) bool {
+func (pe *preemptor) mayPreempt(t *Task) bool {
+	c := pe.c
 	if t.noPreempt {
 		return false
 	}
-	if c.cfg.byPriority(t) || c.mayShare(t) {
+	if c.cfg.byPriority(t) || pe.mayShare(t) {
 		return true
 	}
 	for oi := range t.cls.opts {
-		if c.mayReclaim(t, &t.cls.opts[oi]) {
+		if pe.mayReclaim(t, &t.cls.opts[oi]) {
 			return true
 		}
 	}
@@ -189,10 +202,11 @@ func (c *Core) mayPreempt(t *Task) bool {
 // tryPreempt finds victims for t and, when it finds a plan, evicts them and
 // places t. evicted reports whether it evicted anything; done whether t
 // needs nothing more (placed, or settled by an eviction's consequences).
-func (c *Core) tryPreempt(t *Task) (done, evicted bool) {
-	w := preemptWalk{sc: c.beginSearch(false, nil), t: t}
+func (pe *preemptor) tryPreempt(t *Task) (done, evicted bool) {
+	c := pe.c
+	w := preemptWalk{sc: c.pl.beginSearch(false, nil), t: t}
 	for oi := range t.cls.opts {
-		if !c.preemptOption(&w, &t.cls.opts[oi]) {
+		if !pe.preemptOption(&w, &t.cls.opts[oi]) {
 			break // the walk's budget is spent
 		}
 	}
@@ -202,7 +216,7 @@ func (c *Core) tryPreempt(t *Task) (done, evicted bool) {
 	plan := &w.plan
 	for _, v := range plan.victims {
 		if v.state == Scheduled || v.state == Running {
-			c.evict(v, t, plan.n)
+			pe.evict(v, t, plan.n)
 		}
 	}
 	if t.state != Pending || t.cq == nil {
@@ -210,7 +224,7 @@ func (c *Core) tryPreempt(t *Task) (done, evicted bool) {
 		// not restart failed, and its job failed fast, cancelling t).
 		return true, true
 	}
-	if c.checkNode(w.sc, t, plan.o, plan.n) != nil {
+	if c.pl.checkNode(w.sc, t, plan.o, plan.n) != nil {
 		// Cannot happen: the what-if proved the fit on this exact state.
 		return false, true
 	}
@@ -235,25 +249,26 @@ type preemptWalk struct {
 // preemptOption walks the nodes where t's option o may evict enough,
 // keeping the best plan in w; it reports false when the walk's budget is
 // spent (no further option is tried).
-func (c *Core) preemptOption(w *preemptWalk, o *Option) bool {
+func (pe *preemptor) preemptOption(w *preemptWalk, o *Option) bool {
+	c := pe.c
 	t := w.t
-	if st := c.queueCheck(t, o); st.IsUnresolvable() {
+	if st := c.qs.queueCheck(t, o); st.IsUnresolvable() {
 		return true // evicting others' work cannot lift its queue's max
 	}
-	m := c.preemptModeOf(t, o)
+	m := pe.preemptModeOf(t, o)
 	if w.wait {
 		m = preemptMode{wait: true}
 	} else if !m.priority && !m.reclaim && !m.timeshare {
 		return true
 	}
-	c.refreshGroups(t, o)
+	c.pl.refreshGroups(t, o)
 	if len(t.cls.identity) > 0 {
 		// Pinned: only the nodes the identity index names.
 		term := t.cls.identity[0]
 		for _, v := range term.values {
 			for _, n := range c.idx.byIdentity[term.key][v] {
 				if n.bucket >= 0 && o.hasGroup(n.group) && identityMatch(t.cls, n) {
-					c.preemptOn(w, o, m, n)
+					pe.preemptOn(w, o, m, n)
 				}
 			}
 		}
@@ -272,7 +287,7 @@ func (c *Core) preemptOption(w *preemptWalk, o *Option) bool {
 				if t.cls.perNode() && !identityMatch(t.cls, n) {
 					continue
 				}
-				c.preemptOn(w, o, m, n)
+				pe.preemptOn(w, o, m, n)
 			}
 		}
 	}
@@ -281,20 +296,20 @@ func (c *Core) preemptOption(w *preemptWalk, o *Option) bool {
 
 // preemptOn finds the victims on n that let o fit, and keeps them as w's
 // plan when they beat it.
-func (c *Core) preemptOn(w *preemptWalk, o *Option, m preemptMode, n *Node) {
+func (pe *preemptor) preemptOn(w *preemptWalk, o *Option, m preemptMode, n *Node) {
 	t := w.t
 	if m.wait {
-		c.waitOn(w, o, n)
+		pe.waitOn(w, o, n)
 		return
 	}
-	if !c.potentialFits(t, o, n, m) {
+	if !pe.potentialFits(t, o, n, m) {
 		return
 	}
-	victims, ok := c.victimsOn(w.sc, t, o, n, m)
+	victims, ok := pe.victimsOn(w.sc, t, o, n, m)
 	if (!ok || len(victims) == 0) && m.reclaim && m.priority {
 		// The reclaim plan spares t's own queue; priority alone may evict
 		// its less important work.
-		victims, ok = c.victimsOn(w.sc, t, o, n, preemptMode{priority: true})
+		victims, ok = pe.victimsOn(w.sc, t, o, n, preemptMode{priority: true})
 	}
 	if !ok || len(victims) == 0 {
 		return
@@ -311,13 +326,14 @@ func (c *Core) preemptOn(w *preemptWalk, o *Option, m preemptMode, n *Node) {
 
 // evict sends v (and the other placed members of its gang) back to pending
 // for t.
-func (c *Core) evict(v, t *Task, n *Node) {
+func (pe *preemptor) evict(v, t *Task, n *Node) {
+	c := pe.c
 	why := "preempted by " + t.id
 	reason := PreemptReclaim
 	switch {
 	case c.cfg.byPriority(t) && importance(v) < importance(t):
 		reason = PreemptPriority
-	case c.policy.TimeShare != nil && c.shareVictim(t, v):
+	case c.policy.TimeShare != nil && pe.shareVictim(t, v):
 		reason = PreemptShare
 	}
 	g := v.gang
@@ -350,7 +366,8 @@ func (c *Core) evict(v, t *Task, n *Node) {
 
 // potentialFits reports whether o could fit on n if every task m may evict
 // left (a bound: the victims' own checks decide).
-func (c *Core) potentialFits(t *Task, o *Option, n *Node, m preemptMode) bool {
+func (pe *preemptor) potentialFits(t *Task, o *Option, n *Node, m preemptMode) bool {
+	c := pe.c
 	from := int(t.prio) + 1
 	switch {
 	case m.reclaim:
@@ -401,7 +418,8 @@ func borrowing(q *queueNode, d int) bool {
 
 // priorityVictim reports whether t may evict v for priority: v, and every
 // other placed member of its gang (evicted with it), is less important.
-func (c *Core) priorityVictim(t, v *Task) bool {
+func (pe *preemptor) priorityVictim(t, v *Task) bool {
+	c := pe.c
 	if !c.cfg.byPriority(t) || importance(v) >= importance(t) {
 		return false
 	}
@@ -419,17 +437,19 @@ func (c *Core) priorityVictim(t, v *Task) bool {
 // policy: v, and every other placed member of its gang (evicted with it),
 // is of t's tier or below, ranks worse than t, and has run
 // TimeShareMinRun.
-func (c *Core) shareVictim(t, v *Task) bool {
+func (pe *preemptor) shareVictim(t, v *Task) bool {
+	c := pe.c
 	ts := c.policy.TimeShare
 	if ts == nil {
 		return false
 	}
-	return c.shareVictimOf(ts.Rank(t), t, v)
+	return pe.shareVictimOf(ts.Rank(t), t, v)
 }
 
 // shareVictimOf is shareVictim with t's rank given (a walk over many
 // candidates ranks t once).
-func (c *Core) shareVictimOf(rank int64, t, v *Task) bool {
+func (pe *preemptor) shareVictimOf(rank int64, t, v *Task) bool {
+	c := pe.c
 	ts := c.policy.TimeShare
 	ok := func(m *Task) bool {
 		return m.prio >= t.prio && ts.Rank(m) > rank && c.now-startOf(m) >= int64(c.cfg.TimeShareMinRun)
@@ -469,7 +489,8 @@ func inSubtree(leaf, q *queueNode) bool {
 
 // reclaimVictim reports whether t may take back from v: v's side is
 // borrowing a resource that both ask for.
-func (c *Core) reclaimVictim(t *Task, o *Option, v *Task) bool {
+func (pe *preemptor) reclaimVictim(t *Task, o *Option, v *Task) bool {
+	c := pe.c
 	b := siblingBelow(t, v)
 	if b == nil {
 		return false
@@ -513,7 +534,8 @@ func evictedWith(sc *searchCtx, v *Task, taken, ghosts []*Task) []*Task {
 // Without it, tasks evicted each other in turn for ever: an urgent task
 // evicted a queue's work down below its guarantee, and that work reclaimed
 // its place back.
-func (c *Core) keepsGuarantees(cp checkpoint, t *Task, o *Option, xs, ghosts, taken []*Task) bool {
+func (pe *preemptor) keepsGuarantees(cp checkpoint, t *Task, o *Option, xs, ghosts, taken []*Task) bool {
+	c := pe.c
 	v := xs[0]
 	for _, x := range xs {
 		for q := x.leaf; q != nil; q = q.parent {
@@ -536,7 +558,7 @@ func (c *Core) keepsGuarantees(cp checkpoint, t *Task, o *Option, xs, ghosts, ta
 				if inSubtree(t.leaf, q) {
 					after += o.req[g.dim]
 				}
-				if after < min(c.usedAt(cp, q, g.dim), g.max) {
+				if after < min(c.jr.usedAt(cp, q, g.dim), g.max) {
 					return false
 				}
 			}
@@ -550,7 +572,8 @@ func (c *Core) keepsGuarantees(cp checkpoint, t *Task, o *Option, xs, ghosts, ta
 // most important down. A candidate's eligibility is judged as it is taken,
 // against what the victims before it already freed. The what-if runs under
 // a checkpoint that is rolled back before returning.
-func (c *Core) victimsOn(sc *searchCtx, t *Task, o *Option, n *Node, m preemptMode) ([]*Task, bool) {
+func (pe *preemptor) victimsOn(sc *searchCtx, t *Task, o *Option, n *Node, m preemptMode) ([]*Task, bool) {
+	c := pe.c
 	cands := sc.victims[:0]
 	var rank int64
 	shareOnly := m.timeshare && !m.priority && !m.reclaim
@@ -558,16 +581,16 @@ func (c *Core) victimsOn(sc *searchCtx, t *Task, o *Option, n *Node, m preemptMo
 		rank = c.policy.TimeShare.Rank(t)
 	}
 	for _, v := range n.tasks {
-		if !c.evictable(v) || !(m.priority && importance(v) < importance(t) || m.reclaim || m.timeshare && v.prio >= t.prio) {
+		if !pe.evictable(v) || !(m.priority && importance(v) < importance(t) || m.reclaim || m.timeshare && v.prio >= t.prio) {
 			continue
 		}
 		if v.whatIfGone || sc.gangBase != nil && v.gang != nil && v.gang == sc.gangOwn {
 			continue // a gang's plan: its own task, or taken already
 		}
-		if shareOnly && !c.shareVictimOf(rank, t, v) {
+		if shareOnly && !pe.shareVictimOf(rank, t, v) {
 			continue // the only reason it could go does not hold: no what-if
 		}
-		if !(inGang(v) && c.gangProtected(v)) {
+		if !(inGang(v) && pe.gangProtected(v)) {
 			cands = append(cands, v)
 		}
 	}
@@ -581,7 +604,7 @@ func (c *Core) victimsOn(sc *searchCtx, t *Task, o *Option, n *Node, m preemptMo
 	taken := cands[:0] // the evicted, in order (reuses cands' front)
 	sc.takenAt = sc.takenAt[:0]
 	fits := false
-	cp := c.checkpoint()
+	cp := c.jr.checkpoint()
 	var gq *queueNode
 	if m.reclaim {
 		gq = reclaimQueue(t)
@@ -592,7 +615,7 @@ func (c *Core) victimsOn(sc *searchCtx, t *Task, o *Option, n *Node, m preemptMo
 		base = *sc.gangBase
 	}
 	for _, v := range cands {
-		if !(m.priority && c.priorityVictim(t, v) || m.reclaim && c.reclaimVictim(t, o, v) || m.timeshare && c.shareVictimOf(rank, t, v)) {
+		if !(m.priority && pe.priorityVictim(t, v) || m.reclaim && pe.reclaimVictim(t, o, v) || m.timeshare && pe.shareVictimOf(rank, t, v)) {
 			continue
 		}
 		xs := evictedWith(sc, v, taken, ghosts)
@@ -605,13 +628,13 @@ func (c *Core) victimsOn(sc *searchCtx, t *Task, o *Option, n *Node, m preemptMo
 			// the same guarantee, could reclaim its place back).
 			continue
 		}
-		if !c.keepsGuarantees(base, t, o, xs, ghosts, taken) {
+		if !pe.keepsGuarantees(base, t, o, xs, ghosts, taken) {
 			continue
 		}
 		ghosts = append(ghosts, xs[1:]...)
-		sc.takenAt = append(sc.takenAt, c.whatIfEvict(v))
+		sc.takenAt = append(sc.takenAt, c.jr.whatIfEvict(v))
 		taken = append(taken, v)
-		st := c.checkNode(sc, t, o, n)
+		st := c.pl.checkNode(sc, t, o, n)
 		if st == nil {
 			fits = true
 			break
@@ -622,7 +645,7 @@ func (c *Core) victimsOn(sc *searchCtx, t *Task, o *Option, n *Node, m preemptMo
 	}
 	sc.ghosts = ghosts[:0]
 	if !fits {
-		c.rollback(cp)
+		c.jr.rollback(cp)
 		return nil, false
 	}
 	// Reprieve: give each victim back, the most important first, unless
@@ -632,29 +655,30 @@ func (c *Core) victimsOn(sc *searchCtx, t *Task, o *Option, n *Node, m preemptMo
 	// runs after an unfit search), where t did not fit.
 	victims := append(sc.kept[:0], taken[len(taken)-1])
 	for i := len(taken) - 2; i >= 0; i-- {
-		c.whatIfSet(sc.takenAt[i], false)
-		if c.checkNode(sc, t, o, n) != nil {
-			c.whatIfSet(sc.takenAt[i], true)
+		c.jr.whatIfSet(sc.takenAt[i], false)
+		if c.pl.checkNode(sc, t, o, n) != nil {
+			c.jr.whatIfSet(sc.takenAt[i], true)
 			victims = append(victims, taken[i])
 		}
 	}
-	c.rollback(cp)
+	c.jr.rollback(cp)
 	sc.kept = victims
 	return victims, true
 }
 
 // evictable reports whether v may be evicted at all: it is preemptible and
 // has run PreemptMinRuntime.
-func (c *Core) evictable(v *Task) bool {
+func (pe *preemptor) evictable(v *Task) bool {
+	c := pe.c
 	return v.preemptible && c.now-startOf(v) >= int64(c.cfg.PreemptMinRuntime)
 }
 
 // gangProtected reports whether a placed member of v's gang may not be
 // evicted: evicting v evicts the whole gang, so one member that is not
 // preemptible, or has not run PreemptMinRuntime, protects them all.
-func (c *Core) gangProtected(v *Task) bool {
+func (pe *preemptor) gangProtected(v *Task) bool {
 	for _, m := range v.gang.members {
-		if (m.state == Scheduled || m.state == Running) && !c.evictable(m) {
+		if (m.state == Scheduled || m.state == Running) && !pe.evictable(m) {
 			return true
 		}
 	}

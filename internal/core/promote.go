@@ -18,9 +18,19 @@ import (
 // (sjf, srtf: Config.StarveFactor, StarveLimit) shares the heap: a task
 // whose bound passed while it waits is marked starved and re-keyed ahead
 // of every task of its class queues not starved, the longest waiting
-// first (sortKeyOf); under srtf it also ranks first, so it runs to its
+// first (promoter.sortKey); under srtf it also ranks first, so it runs to its
 // end once placed. Aging raises every waiter of a level alike, so without
 // it the longest job could stay last for ever (sjf left one 18.5 days).
+//
+// The promoter holds the deadlines; the core calls it at named points:
+// schedule when a task becomes pending, sortKey when it is keyed in a
+// class queue, fire at each Tick, next for NextWakeup.
+
+// promoter holds the starvation deadlines of the pending tasks.
+type promoter struct {
+	c   *Core
+	due promoteHeap
+}
 
 // promotion is one starvation deadline: las's promotion, or (starve)
 // the starvation bound.
@@ -51,28 +61,31 @@ func (h *promoteHeap) Pop() any {
 }
 
 // promotes reports whether t, just made pending, may be promoted.
-func (c *Core) promotes(t *Task) bool {
+func (p *promoter) promotes(t *Task) bool {
+	c := p.c
 	la, ok := c.policy.TimeShare.(*LeastAttained)
 	return ok && c.cfg.LASPromote > 0 && t.gang == nil && t.lastRun > 0 && la.Rank(t) > 0
 }
 
-// schedulePromotion sets t's starvation deadline when it may be promoted,
-// or its starvation bound when its policy has one.
-func (c *Core) schedulePromotion(t *Task) {
-	if c.promotes(t) {
-		heap.Push(&c.promotions, promotion{at: c.now + int64(c.cfg.LASPromote)*t.lastRun, t: t, attempt: t.attempt})
+// schedule sets t's starvation deadline when it may be promoted, or its
+// starvation bound when its policy has one.
+func (p *promoter) schedule(t *Task) {
+	c := p.c
+	if p.promotes(t) {
+		heap.Push(&p.due, promotion{at: c.now + int64(c.cfg.LASPromote)*t.lastRun, t: t, attempt: t.attempt})
 		return
 	}
-	if bound := c.starveBound(t); bound > 0 {
-		heap.Push(&c.promotions, promotion{at: c.now + bound, t: t, attempt: t.attempt, starve: true})
+	if bound := p.bound(t); bound > 0 {
+		heap.Push(&p.due, promotion{at: c.now + bound, t: t, attempt: t.attempt, starve: true})
 	}
 }
 
-// starveBound is how long pending t may wait before it is starved (0:
-// no bound): under a policy that orders pending tasks, other than las,
+// bound is how long pending t may wait before it is starved (0: no
+// bound): under a policy that orders pending tasks, other than las,
 // StarveFactor times its expected runtime or StarveLimit, the less.
 // Gang members wait as their gang does (no class queue orders them).
-func (c *Core) starveBound(t *Task) int64 {
+func (p *promoter) bound(t *Task) int64 {
+	c := p.c
 	if c.policy.QueueSort == nil || t.gang != nil || c.cfg.StarveFactor == 0 && c.cfg.StarveLimit == 0 {
 		return 0
 	}
@@ -80,31 +93,40 @@ func (c *Core) starveBound(t *Task) int64 {
 		return 0
 	}
 	bound := int64(c.cfg.StarveLimit)
-	if exp := int64(c.cfg.StarveFactor) * c.expectedRuntime(t); c.cfg.StarveFactor > 0 && exp > 0 && (bound == 0 || exp < bound) {
+	if exp := int64(c.cfg.StarveFactor) * c.lr.expectedRuntime(t); c.cfg.StarveFactor > 0 && exp > 0 && (bound == 0 || exp < bound) {
 		bound = exp
 	}
 	return bound
 }
 
-// sortKeyOf is t's key in its class queue: the policy's, or for a starved
+// sortKey is t's key in its class queue: the policy's, or for a starved
 // task one below every policy key, earlier arrivals first.
-func (c *Core) sortKeyOf(t *Task) int64 {
+func (p *promoter) sortKey(t *Task) int64 {
 	if t.starved {
 		return math.MinInt64/2 + t.enqueued
 	}
-	return c.policy.QueueSort.SortKey(&c.cs, t)
+	return p.c.policy.QueueSort.SortKey(&p.c.cs, t)
 }
 
-// firePromotions promotes the tasks whose starvation deadline passed and
-// still wait in the attempt it was set for.
-func (c *Core) firePromotions() {
-	for len(c.promotions) > 0 && c.promotions[0].at <= c.now {
-		p := heap.Pop(&c.promotions).(promotion)
-		t := p.t
-		if t.state != Pending || t.attempt != p.attempt || t.backoff || t.gready || t.cq == nil || p.starve && t.starved {
+// next returns the earliest deadline, ok=false when none.
+func (p *promoter) next() (int64, bool) {
+	if len(p.due) == 0 {
+		return 0, false
+	}
+	return p.due[0].at, true
+}
+
+// fire promotes the tasks whose starvation deadline passed and still
+// wait in the attempt it was set for.
+func (p *promoter) fire() {
+	c := p.c
+	for len(p.due) > 0 && p.due[0].at <= c.now {
+		pr := heap.Pop(&p.due).(promotion)
+		t := pr.t
+		if t.state != Pending || t.attempt != pr.attempt || t.backoff || t.gready || t.cq == nil || pr.starve && t.starved {
 			continue
 		}
-		if p.starve {
+		if pr.starve {
 			t.starved = true
 			c.stats.Starved++
 		} else {
@@ -115,13 +137,13 @@ func (c *Core) firePromotions() {
 		// level's aging list and its band stay as they are.
 		q := t.cq
 		q.removeAt(int(t.cqpos))
-		t.sortKey = c.sortKeyOf(t)
+		t.sortKey = p.sortKey(t)
 		q.push(t)
 		switch {
 		case q.blocked:
-			c.unblock(q) // its new head may swap out what it could not
+			c.wk.unblock(q) // its new head may swap out what it could not
 		case q.hpos >= 0:
-			c.hfix(q)
+			c.qs.hfix(q)
 		}
 	}
 }

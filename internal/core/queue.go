@@ -141,6 +141,19 @@ func (q *classQueue) removeAt(i int) {
 }
 
 // tier holds one level's pending tasks in entry order (for aging):
+// levels holds the pending tasks by level: each tier's aging lists and
+// counts, the bands' batch windows, and the raised bands' bypass counts.
+// The core calls it at named points: pushLevel when a task becomes
+// pending, due and notePlaced when a pass dispatches, age at each Tick.
+type levels struct {
+	c     *Core
+	tiers [4]tier
+	bands [nBands]bandState
+	// bypass counts, per raised band, the placements that passed over its
+	// active work since its last placement.
+	bypass [nBands]int
+}
+
 // aging[0] holds tasks at their native level, aging[1] tasks raised into it,
 // so that each list is ordered by levelSince. Only aging[0] is walked by
 // age(): a task is raised at most once.

@@ -39,6 +39,24 @@ import (
 // schedule). A class refused by a max is woken when a task of a queue that
 // hit its max releases (wakeAll: rare, only after a refusal).
 
+// queues is the tenant queue tree: the quotas, the usage below each
+// queue, and the fair order of the bands' pending work. The core calls it
+// at named points: leafOf when a task is admitted, queueCheck and
+// overQueueMax in a placement search, queueAdd when a placement is made or
+// released (journaled in a what-if), laneJoin and laneLeave when a class
+// queue's pending work appears or drains, top when a band dispatches.
+type queues struct {
+	c     *Core
+	tree  map[string]*queueNode
+	root  *queueNode
+	seq   int
+	dirty bool // recompute shares and re-order lanes at the next schedule
+}
+
+func newQueues() queues {
+	return queues{tree: map[string]*queueNode{}, root: newRootQueue()}
+}
+
 type queueNode struct {
 	name   string
 	parent *queueNode
@@ -91,11 +109,11 @@ func newRootQueue() *queueNode {
 }
 
 // leafOf returns the leaf where a task of queue name waits.
-func (c *Core) leafOf(name string) *queueNode {
-	if q := c.queueTree[name]; q != nil {
+func (qs *queues) leafOf(name string) *queueNode {
+	if q := qs.tree[name]; q != nil {
 		return q.self
 	}
-	return c.rootQ.self
+	return qs.root.self
 }
 
 // SetQueue adds or updates a queue (its parent first). Unknown resource
@@ -103,50 +121,51 @@ func (c *Core) leafOf(name string) *queueNode {
 // parent carries its usage and its pending work along.
 func (c *Core) SetQueue(now time.Time, q *api.Queue) error {
 	c.advance(now)
-	parent := c.rootQ
+	parent := c.qs.root
 	if q.Parent != "" && q.Parent != api.RootQueue {
-		if parent = c.queueTree[q.Parent]; parent == nil {
+		if parent = c.qs.tree[q.Parent]; parent == nil {
 			return errs.Invalid("parent", "no queue %q", q.Parent)
 		}
 	}
 	if q.Name == "" || q.Name == api.RootQueue {
 		return errs.Invalid("name", "must name a queue other than the root")
 	}
-	n := c.queueTree[q.Name]
+	n := c.qs.tree[q.Name]
 	for p := parent; p != nil; p = p.parent {
 		if n != nil && p == n {
 			return errs.Invalid("parent", "queue %q cannot move under its own descendant %q", q.Name, q.Parent)
 		}
 	}
-	limits, err := c.dimLimits("max", q.Max)
+	limits, err := c.qs.dimLimits("max", q.Max)
 	if err != nil {
 		return err
 	}
-	guar, err := c.dimLimits("guaranteed", q.Guaranteed)
+	guar, err := c.qs.dimLimits("guaranteed", q.Guaranteed)
 	if err != nil {
 		return err
 	}
 	if n == nil {
-		c.queueSeq++
-		n = newQueueNode(q.Name, parent, false, c.queueSeq)
-		n.self = newQueueNode(q.Name, n, true, c.queueSeq)
-		c.queueTree[q.Name] = n
+		c.qs.seq++
+		n = newQueueNode(q.Name, parent, false, c.qs.seq)
+		n.self = newQueueNode(q.Name, n, true, c.qs.seq)
+		c.qs.tree[q.Name] = n
 	} else if n.parent != parent {
-		c.reparent(n, parent)
+		c.qs.reparent(n, parent)
 	}
 	n.limits, n.guar = limits, guar
 	n.weight = q.Weight
 	if n.weight <= 0 {
 		n.weight = 1
 	}
-	c.sharesDirty = true
+	c.qs.dirty = true
 	// A raised max may let refused classes in.
-	c.wakeAll()
+	c.wk.wakeAll()
 	c.schedule()
 	return nil
 }
 
-func (c *Core) dimLimits(field string, l resource.List) ([]dimLimit, error) {
+func (qs *queues) dimLimits(field string, l resource.List) ([]dimLimit, error) {
+	c := qs.c
 	var out []dimLimit
 	names := make([]resource.Name, 0, len(l))
 	for name := range l {
@@ -164,10 +183,10 @@ func (c *Core) dimLimits(field string, l resource.List) ([]dimLimit, error) {
 }
 
 // reparent moves n (with its usage and its lanes) under p.
-func (c *Core) reparent(n, p *queueNode) {
+func (qs *queues) reparent(n, p *queueNode) {
 	for l := range n.ln {
 		if n.ln[l].pos >= 0 {
-			c.laneLeave(&n.ln[l])
+			qs.laneLeave(&n.ln[l])
 		}
 	}
 	for a := n.parent; a != nil; a = a.parent {
@@ -179,14 +198,15 @@ func (c *Core) reparent(n, p *queueNode) {
 	}
 	for l := range n.ln {
 		if len(n.ln[l].kids) > 0 {
-			c.laneJoin(&n.ln[l])
+			qs.laneJoin(&n.ln[l])
 		}
 	}
 }
 
 // queueCheck reports whether o fits under the max of t's queue and of its
 // ancestors.
-func (c *Core) queueCheck(t *Task, o *Option) *Status {
+func (qs *queues) queueCheck(t *Task, o *Option) *Status {
+	c := qs.c
 	for q := t.leaf; q != nil; q = q.parent {
 		for _, l := range q.limits {
 			if q.used[l.dim]+o.req[l.dim] > l.max {
@@ -202,12 +222,12 @@ func (c *Core) queueCheck(t *Task, o *Option) *Status {
 
 // overQueueMax reports whether every option of t is over a queue max, so
 // that an attempt fails before walking any node.
-func (c *Core) overQueueMax(t *Task) bool {
-	if t.leaf.parent == c.rootQ && len(c.rootQ.limits) == 0 {
+func (qs *queues) overQueueMax(t *Task) bool {
+	if t.leaf.parent == qs.root && len(qs.root.limits) == 0 {
 		return false // a task of no queue: no max applies
 	}
 	for oi := range t.cls.opts {
-		if c.queueCheck(t, &t.cls.opts[oi]) == nil {
+		if qs.queueCheck(t, &t.cls.opts[oi]) == nil {
 			return false
 		}
 	}
@@ -217,7 +237,8 @@ func (c *Core) overQueueMax(t *Task) bool {
 // queueAdd charges (sign 1) or refunds (sign -1) o's request to t's queue
 // and its ancestors and re-orders their lanes; a refund to a queue that
 // refused a placement wakes the blocked classes.
-func (c *Core) queueAdd(t *Task, o *Option, sign int64) {
+func (qs *queues) queueAdd(t *Task, o *Option, sign int64) {
+	c := qs.c
 	wake := false
 	for q := t.leaf; q != nil; q = q.parent {
 		for i := range o.req {
@@ -230,25 +251,25 @@ func (c *Core) queueAdd(t *Task, o *Option, sign int64) {
 		if sign > 0 {
 			q.picked = c.stats.Placed
 		}
-		c.refreshShare(q)
+		qs.refreshShare(q)
 	}
 	if wake {
-		c.wakeAll()
+		c.wk.wakeAll()
 	}
 }
 
 // refreshShare recomputes q's share and re-orders it among its siblings.
-func (c *Core) refreshShare(q *queueNode) {
+func (qs *queues) refreshShare(q *queueNode) {
 	if q.parent == nil {
 		return
 	}
-	q.share, q.under = c.shareOf(q)
-	c.reorderLanes(q)
+	q.share, q.under = qs.shareOf(q)
+	qs.reorderLanes(q)
 }
 
 // reorderLanes restores q's place among its siblings in every band's lane
 // after its share or guarantee flag changed.
-func (c *Core) reorderLanes(q *queueNode) {
+func (qs *queues) reorderLanes(q *queueNode) {
 	if q.parent == nil {
 		return
 	}
@@ -265,7 +286,8 @@ func (c *Core) reorderLanes(q *queueNode) {
 
 // shareOf returns q's weighted dominant share of the cluster's schedulable
 // capacity, and whether q is below its guarantee.
-func (c *Core) shareOf(q *queueNode) (float64, bool) {
+func (qs *queues) shareOf(q *queueNode) (float64, bool) {
+	c := qs.c
 	var dom float64
 	tot := &c.idx.total
 	for i := 0; i < c.dims.Len(); i++ {
@@ -287,12 +309,13 @@ func (c *Core) shareOf(q *queueNode) (float64, bool) {
 
 // refreshAllShares recomputes every share and re-orders every lane (the
 // cluster's capacity or a queue's weight or guarantee changed).
-func (c *Core) refreshAllShares() {
-	c.sharesDirty = false
+func (qs *queues) refreshAllShares() {
+	c := qs.c
+	qs.dirty = false
 	all := allQueueNodes(c)
 	for _, q := range all {
 		if q.parent != nil {
-			q.share, q.under = c.shareOf(q)
+			q.share, q.under = qs.shareOf(q)
 		}
 	}
 	for _, q := range all {
@@ -329,7 +352,7 @@ func (byFair) setPos(x *lane, i int) { x.pos = int32(i) }
 
 // laneJoin links a lane that became non-empty into its parent's, and on
 // up while the parents were empty.
-func (c *Core) laneJoin(ln *lane) {
+func (qs *queues) laneJoin(ln *lane) {
 	for ln.node.parent != nil {
 		p := &ln.node.parent.ln[ln.band]
 		ln.pos = int32(len(p.kids))
@@ -344,7 +367,7 @@ func (c *Core) laneJoin(ln *lane) {
 
 // laneLeave unlinks a lane that became empty from its parent's, and on up
 // while the parents become empty.
-func (c *Core) laneLeave(ln *lane) {
+func (qs *queues) laneLeave(ln *lane) {
 	for ln.node.parent != nil && ln.pos >= 0 {
 		p := &ln.node.parent.ln[ln.band]
 		p.kids = heapRemove[*lane, byFair](p.kids, int(ln.pos))
@@ -357,39 +380,39 @@ func (c *Core) laneLeave(ln *lane) {
 }
 
 // hpush makes q active: it joins its leaf's lane in its band.
-func (c *Core) hpush(q *classQueue) {
+func (qs *queues) hpush(q *classQueue) {
 	ln := &q.cls.leaf.ln[q.band]
 	q.hpos = int32(len(ln.cqs))
 	ln.cqs = append(ln.cqs, q)
 	heapUp[*classQueue, byHead](ln.cqs, int(q.hpos))
 	if len(ln.cqs) == 1 {
-		c.laneJoin(ln)
+		qs.laneJoin(ln)
 	}
 }
 
 // hremove takes an active q out of its leaf's lane.
-func (c *Core) hremove(q *classQueue) {
+func (qs *queues) hremove(q *classQueue) {
 	ln := &q.cls.leaf.ln[q.band]
 	ln.cqs = heapRemove[*classQueue, byHead](ln.cqs, int(q.hpos))
 	q.hpos = -1
 	if len(ln.cqs) == 0 {
-		c.laneLeave(ln)
+		qs.laneLeave(ln)
 	}
 }
 
 // hfix restores order after q's head changed.
-func (c *Core) hfix(q *classQueue) {
+func (qs *queues) hfix(q *classQueue) {
 	heapFix[*classQueue, byHead](q.cls.leaf.ln[q.band].cqs, int(q.hpos))
 }
 
 // hasActive reports whether band b has an active class queue.
-func (c *Core) hasActive(b int) bool { return len(c.rootQ.ln[b].kids) > 0 }
+func (qs *queues) hasActive(b int) bool { return len(qs.root.ln[b].kids) > 0 }
 
 // top returns the class queue band b serves next: the fair-order walk
 // from the root to a leaf, then the leaf's first head. Band b must have
 // an active class queue.
-func (c *Core) top(b int) *classQueue {
-	ln := &c.rootQ.ln[b]
+func (qs *queues) top(b int) *classQueue {
+	ln := &qs.root.ln[b]
 	for !ln.node.leaf {
 		ln = ln.kids[0]
 	}
@@ -399,7 +422,7 @@ func (c *Core) top(b int) *classQueue {
 // QueueUsage returns what the placed tasks of a queue (and its
 // descendants) hold, by resource.
 func (c *Core) QueueUsage(name string) (resource.List, bool) {
-	q := c.queueTree[name]
+	q := c.qs.tree[name]
 	if q == nil {
 		return nil, false
 	}

@@ -14,12 +14,12 @@ const explainVisit = 512
 // insufficient nvidia.com/gpu, 4000 nodeSelector mismatch". Static reasons
 // are counted per group and capacity shortfalls per bucket, so the cost is
 // O(groups × buckets) plus at most explainVisit node checks.
-func (c *Core) explain(t *Task) string {
-	sc := c.beginSearch(false, nil)
+func (pl *placer) explain(t *Task) string {
+	sc := pl.beginSearch(false, nil)
 	var parts []string
 	for oi := range t.cls.opts {
 		o := &t.cls.opts[oi]
-		s := c.explainOption(sc, t, o)
+		s := pl.explainOption(sc, t, o)
 		if len(t.cls.opts) > 1 {
 			name := "resources"
 			if o.Index >= 0 {
@@ -32,10 +32,11 @@ func (c *Core) explain(t *Task) string {
 	return strings.Join(parts, "; ")
 }
 
-func (c *Core) explainOption(sc *searchCtx, t *Task, o *Option) string {
+func (pl *placer) explainOption(sc *searchCtx, t *Task, o *Option) string {
+	c := pl.c
 	if t.leaf != nil {
 		// Over its queue's max, no node can take it: say that alone.
-		if st := c.queueCheck(t, o); st != nil {
+		if st := c.qs.queueCheck(t, o); st != nil {
 			return st.Reason
 		}
 	}
@@ -52,10 +53,10 @@ func (c *Core) explainOption(sc *searchCtx, t *Task, o *Option) string {
 				switch {
 				case n.bucket < 0:
 					counts["node not ready, cordoned or draining"]++
-				case c.staticCheck(t, o, n.group) != nil:
-					counts[c.staticCheck(t, o, n.group).Reason]++
+				case pl.staticCheck(t, o, n.group) != nil:
+					counts[pl.staticCheck(t, o, n.group).Reason]++
 				default:
-					if st := c.checkNode(sc, t, o, n); st != nil {
+					if st := pl.checkNode(sc, t, o, n); st != nil {
 						counts[st.Reason]++
 					} else {
 						counts["fits now (retry pending)"]++
@@ -72,7 +73,7 @@ func (c *Core) explainOption(sc *searchCtx, t *Task, o *Option) string {
 		if g.members == 0 {
 			continue
 		}
-		if st := c.staticCheck(t, o, g); st != nil {
+		if st := pl.staticCheck(t, o, g); st != nil {
 			counts[st.Reason] += g.members
 			continue
 		}
@@ -99,7 +100,7 @@ func (c *Core) explainOption(sc *searchCtx, t *Task, o *Option) string {
 					break
 				}
 				budget--
-				if st := c.checkNode(sc, t, o, n); st != nil {
+				if st := pl.checkNode(sc, t, o, n); st != nil {
 					counts[st.Reason]++
 				} else {
 					counts["fits now (retry pending)"]++

@@ -40,7 +40,7 @@ func (ci *constraintIndex) classNow(cl *class, t *Task) *class {
 	}
 	spec := *cl.proto
 	spec.Metadata = t.labels
-	nc, err := ci.c.classFor(&spec, t.leaf)
+	nc, err := ci.c.ct.classFor(&spec, t.leaf)
 	if err != nil {
 		return cl // the prototype made a class once: it does again
 	}
@@ -74,7 +74,7 @@ func (ci *constraintIndex) reclassStale() {
 	}
 	ci.stale = false
 	var stale []*class
-	for h, list := range c.classes {
+	for h, list := range c.ct.byHash {
 		keep := list[:0]
 		for _, cl := range list {
 			if cl.stale() {
@@ -85,9 +85,9 @@ func (ci *constraintIndex) reclassStale() {
 		}
 		clear(list[len(keep):])
 		if len(keep) == 0 {
-			delete(c.classes, h)
+			delete(c.ct.byHash, h)
 		} else {
-			c.classes[h] = keep
+			c.ct.byHash[h] = keep
 		}
 	}
 	var moving []*Task
@@ -101,7 +101,7 @@ func (ci *constraintIndex) reclassStale() {
 	// The stale classes came out of a map: the tasks move in the order
 	// they came, so that they queue again in one order (determinism).
 	slices.SortFunc(moving, func(a, b *Task) int { return cmp.Compare(a.seq, b.seq) })
-	for _, j := range c.jobs {
+	for _, j := range c.jb.jobs {
 		if g := j.gang; g != nil {
 			for _, t := range g.ready {
 				ci.refreshClass(t) // gang members wait in no class queue
@@ -118,6 +118,6 @@ func (ci *constraintIndex) reclassStale() {
 		c.unqueue(t)
 		t.cls = nc
 		t.levelSince = c.now
-		c.pushLevel(t)
+		c.lv.pushLevel(t)
 	}
 }

@@ -53,7 +53,7 @@ func (c *Core) Restore(now time.Time, spec *api.Task, s Saved) error {
 	}
 	var j *job
 	if s.Job != "" {
-		if j = c.jobs[s.Job]; j == nil {
+		if j = c.jb.jobs[s.Job]; j == nil {
 			return errs.New(errs.NotFound, "job", "no job %q: restore jobs before their tasks", s.Job)
 		}
 	}
@@ -83,19 +83,19 @@ func (c *Core) Restore(now time.Time, spec *api.Task, s Saved) error {
 	case s.State.Terminal():
 		t.state = s.State
 		t.reason = s.Reason
-		c.ended(t)
+		c.jb.ended(t)
 	case skipReason != "":
 		t.state = Skipped
 		t.reason = skipReason
 		c.out.Transitions = append(c.out.Transitions, Transition{Task: t.id, From: s.State, To: Skipped, Reason: skipReason, Attempt: int(t.attempt)})
-		c.ended(t)
+		c.jb.ended(t)
 	case len(deps) > 0:
-		c.waitFor(t, deps)
+		c.jb.waitFor(t, deps)
 	case s.State == Scheduled || s.State == Running:
 		if why := c.restorePlacement(t, s); why != "" && t.noRequeue {
 			t.state, t.reason = Failed, why+" (requeue: false)"
 			c.out.Transitions = append(c.out.Transitions, Transition{Task: t.id, From: s.State, To: Failed, Reason: t.reason, Attempt: int(t.attempt)})
-			c.ended(t)
+			c.jb.ended(t)
 		} else if why != "" {
 			t.attempt++
 			c.out.Transitions = append(c.out.Transitions, Transition{Task: t.id, From: s.State, To: Pending, Reason: why, Attempt: int(t.attempt)})

@@ -457,15 +457,15 @@ func (h *harness) submit(t *testing.T, td *datadriven.TestData) (answer string, 
 // queues prints each queue's usage, weighted dominant share, whether it is
 // below its guarantee, and its fair share.
 func (h *harness) queues() string {
-	names := make([]string, 0, len(h.c.queueTree))
-	for n := range h.c.queueTree {
+	names := make([]string, 0, len(h.c.qs.tree))
+	for n := range h.c.qs.tree {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	fair := h.c.FairShares()
 	var b strings.Builder
 	for _, n := range names {
-		q := h.c.queueTree[n]
+		q := h.c.qs.tree[n]
 		fmt.Fprintf(&b, "%s used=%s share=%.3f under=%v fair=%s\n", n, h.c.dims.Format(&q.used), q.share, q.under, fair[n])
 	}
 	return b.String()

@@ -12,7 +12,8 @@ import (
 // tier's target are raised (age).
 
 // queueOf returns the class queue of cls at level, creating it.
-func (c *Core) queueOf(cls *class, level int, raised bool) *classQueue {
+func (lv *levels) queueOf(cls *class, level int, raised bool) *classQueue {
+	c := lv.c
 	r := 0
 	if raised {
 		r = 1
@@ -35,29 +36,30 @@ func (c *Core) enqueue(t *Task) {
 	t.reason = ""
 	t.starved = false
 	if c.policy.QueueSort != nil {
-		t.sortKey = c.sortKeyOf(t)
+		t.sortKey = c.promo.sortKey(t)
 	}
 	if t.queueTTL > 0 {
 		c.timers.set(t, timerQueue, c.now+t.queueTTL)
 	}
-	c.schedulePromotion(t)
+	c.promo.schedule(t)
 	if t.cls.stale() {
 		c.cons.refreshClass(t) // its labels part it from its class now
 	}
 	if t.locCls != nil {
-		c.enterLocality(t)
+		c.loc.enterLocality(t)
 	}
 	if t.gang != nil {
-		c.gangEnqueue(t)
+		c.gs.gangEnqueue(t)
 		return
 	}
-	c.pushLevel(t)
+	c.lv.pushLevel(t)
 }
 
 // pushLevel puts t into its class queue at t.level.
-func (c *Core) pushLevel(t *Task) {
-	q := c.queueOf(t.cls, int(t.level), t.raised > 0)
-	c.tiers[t.level].listAppend(t)
+func (lv *levels) pushLevel(t *Task) {
+	c := lv.c
+	q := lv.queueOf(t.cls, int(t.level), t.raised > 0)
+	lv.tiers[t.level].listAppend(t)
 	wasEmpty := q.size() == 0
 	q.push(t)
 	if q.blocked {
@@ -65,11 +67,11 @@ func (c *Core) pushLevel(t *Task) {
 			// Time-sharing: a new head ranks better than the one whose
 			// failure blocked the queue, and may swap out what that
 			// one could not. It tries now.
-			c.unblock(q)
+			c.wk.unblock(q)
 		}
 		return
 	}
-	bs := &c.bands[q.band]
+	bs := &lv.bands[q.band]
 	if bs.active == 0 {
 		bs.since = c.now
 	}
@@ -77,9 +79,9 @@ func (c *Core) pushLevel(t *Task) {
 	switch {
 	case q.deferred:
 	case wasEmpty:
-		c.hpush(q)
+		c.qs.hpush(q)
 	default:
-		c.hfix(q)
+		c.qs.hfix(q)
 	}
 }
 
@@ -87,20 +89,20 @@ func (c *Core) pushLevel(t *Task) {
 // gang's ready list).
 func (c *Core) unqueue(t *Task) {
 	if t.gready {
-		c.gangUnqueue(t)
+		c.gs.gangUnqueue(t)
 		return
 	}
 	q := t.cq
-	c.tiers[t.level].listRemove(t)
+	c.lv.tiers[t.level].listRemove(t)
 	q.removeAt(int(t.cqpos))
-	bs := &c.bands[q.band]
+	bs := &c.lv.bands[q.band]
 	if !q.blocked {
 		bs.active--
 		if q.hpos >= 0 {
 			if q.size() == 0 {
-				c.hremove(q)
+				c.qs.hremove(q)
 			} else {
-				c.hfix(q)
+				c.qs.hfix(q)
 			}
 		}
 	}
@@ -112,9 +114,9 @@ func (c *Core) unqueue(t *Task) {
 // schedule dispatches every band that is due, in band order (queue.go).
 func (c *Core) schedule() {
 	c.cons.reclassStale()
-	if c.sharesDirty || c.idx.totalChanged {
+	if c.qs.dirty || c.idx.totalChanged {
 		c.idx.totalChanged = false
-		c.refreshAllShares()
+		c.qs.refreshAllShares()
 	}
 	// A reclaim may evict tasks more important than the reclaimer: their
 	// bands were served already in this pass. Another pass serves them,
@@ -127,15 +129,15 @@ func (c *Core) schedule() {
 	}
 	if end == passLimit {
 		c.retryAt, c.retrySet = c.now, true
-		c.gr.sweep(c)
-		c.showGangReasons()
+		c.gs.gr.sweep(c)
+		c.gs.showGangReasons()
 		return
 	}
-	if len(c.gangWait) > 0 {
-		c.placeGangs()
-		c.showGangReasons()
+	if len(c.gs.wait) > 0 {
+		c.gs.placeGangs()
+		c.gs.showGangReasons()
 	} else {
-		c.gr.sweep(c)
+		c.gs.gr.sweep(c)
 	}
 }
 
@@ -155,7 +157,7 @@ func (c *Core) servePass() passEnd {
 		if c.callPlaced >= c.cfg.MaxPlacementsPerCall {
 			return passLimit
 		}
-		if c.due(b) && c.dispatch(b) && b > 0 {
+		if c.lv.due(b) && c.dispatch(b) && b > 0 {
 			return passEvicted
 		}
 	}
@@ -165,14 +167,15 @@ func (c *Core) servePass() passEnd {
 // due reports whether band b has active work to dispatch now: the native
 // band of a batched tier waits until its batch holds BatchSize tasks or
 // has collected for Window; every other band is due when it has work.
-func (c *Core) due(b int) bool {
-	if !c.hasActive(b) {
+func (lv *levels) due(b int) bool {
+	c := lv.c
+	if !c.qs.hasActive(b) {
 		return false
 	}
 	if bandRaised(b) {
 		return true
 	}
-	bs := &c.bands[b]
+	bs := &lv.bands[b]
 	tc := &c.cfg.Tiers[bandLevel(b)]
 	return bs.resume || tc.BatchSize <= 1 || bs.active >= tc.BatchSize || c.now-bs.since >= int64(tc.Window)
 }
@@ -182,39 +185,39 @@ func (c *Core) due(b int) bool {
 // behind b has been passed over AgedBypass times, its head goes instead of
 // b's (see bypassed). It reports whether a preemption evicted tasks.
 func (c *Core) dispatch(b int) (evicted bool) {
-	bs := &c.bands[b]
+	bs := &c.lv.bands[b]
 	c.deferred = c.deferred[:0]
 	bs.resume = false
-	for c.hasActive(b) {
+	for c.qs.hasActive(b) {
 		if c.callPlaced >= c.cfg.MaxPlacementsPerCall {
 			c.retryAt, c.retrySet = c.now, true
 			bs.resume = true
 			break
 		}
-		q := c.top(b)
-		if r := c.bypassed(b); r > 0 {
-			q = c.top(r)
+		q := c.qs.top(b)
+		if r := c.lv.bypassed(b); r > 0 {
+			q = c.qs.top(r)
 		}
 		t := q.head()
 		c.stats.Attempts++
 		before := c.stats.Placed
-		r := c.tryPlace(c.beginSearch(false, nil), t)
+		r := c.pl.tryPlace(c.pl.beginSearch(false, nil), t)
 		if r == deferred && t.prio <= api.PriorityHigh {
 			// Urgent and high work does not wait a retry interval for the
 			// rest of its search: it completes now (then may preempt).
 			c.stats.Deferrals++
-			r = c.tryPlace(c.beginSearch(true, nil), t)
+			r = c.pl.tryPlace(c.pl.beginSearch(true, nil), t)
 		}
 		switch r {
 		case placed:
 		case deferred:
 			c.stats.Deferrals++
-			c.hremove(q)
+			c.qs.hremove(q)
 			q.deferred = true
 			c.deferred = append(c.deferred, q)
 		case unfit:
-			if c.mayPreempt(t) {
-				done, ev := c.tryPreempt(t)
+			if c.pe.mayPreempt(t) {
+				done, ev := c.pe.tryPreempt(t)
 				evicted = evicted || ev
 				if done {
 					break
@@ -223,16 +226,16 @@ func (c *Core) dispatch(b int) (evicted bool) {
 			c.block(q, t)
 		}
 		if c.stats.Placed != before {
-			c.notePlaced(q.band)
+			c.lv.notePlaced(q.band)
 		}
 	}
 	for _, q := range c.deferred {
 		q.deferred = false
 		if q.size() > 0 && !q.blocked && q.hpos < 0 {
-			c.hpush(q)
+			c.qs.hpush(q)
 		}
 		// The search budget ran out: resume soon, batch or not.
-		c.bands[q.band].resume = true
+		c.lv.bands[q.band].resume = true
 	}
 	if len(c.deferred) > 0 {
 		c.retrySoon()
@@ -255,17 +258,18 @@ func bandLevel(b int) int { return (b + 1) / 2 }
 // placement. Urgent work (band 0) is never held back. When both raised
 // bands qualify, the one whose head was raised first goes (then the
 // earlier submitted).
-func (c *Core) bypassed(b int) int {
+func (lv *levels) bypassed(b int) int {
+	c := lv.c
 	if b == 0 {
 		return 0
 	}
 	best := 0
 	var bh *Task
 	for _, r := range raisedBands {
-		if r <= b || c.bypass[r] < c.cfg.AgedBypass || !c.hasActive(r) {
+		if r <= b || lv.bypass[r] < c.cfg.AgedBypass || !c.qs.hasActive(r) {
 			continue
 		}
-		h := c.top(r).head()
+		h := c.qs.top(r).head()
 		if best == 0 || h.levelSince < bh.levelSince || h.levelSince == bh.levelSince && h.seq < bh.seq {
 			best, bh = r, h
 		}
@@ -277,13 +281,14 @@ func (c *Core) bypassed(b int) int {
 // resets pb's own count, and counts one bypass of every raised band behind
 // pb that has active work (placements from urgent, band 0, are not
 // counted: urgent work never yields).
-func (c *Core) notePlaced(pb int) {
+func (lv *levels) notePlaced(pb int) {
+	c := lv.c
 	for _, r := range raisedBands {
 		switch {
 		case r == pb:
-			c.bypass[r] = 0
-		case r > pb && pb > 0 && c.hasActive(r):
-			c.bypass[r]++
+			lv.bypass[r] = 0
+		case r > pb && pb > 0 && c.qs.hasActive(r):
+			lv.bypass[r]++
 		}
 	}
 }
@@ -292,50 +297,17 @@ func (c *Core) notePlaced(pb int) {
 func (c *Core) block(q *classQueue, t *Task) {
 	c.stats.Blocks++
 	if q.hpos >= 0 {
-		c.hremove(q)
+		c.qs.hremove(q)
 	}
 	q.blocked = true
 	q.gen++
-	bs := &c.bands[q.band]
+	bs := &c.lv.bands[q.band]
 	if bs.active -= q.size(); bs.active == 0 {
 		bs.since = -1
 	}
-	ref := blockRef{q: q, gen: q.gen}
-	if id := q.cls.identity; len(id) > 0 {
-		// Pinned: wait on the identity value (whichever node carries it,
-		// now or later), so that releases elsewhere in the groups do not
-		// walk past every pinned class.
-		for _, v := range id[0].values {
-			k := pinKey{id[0].key, v}
-			c.pinned[k] = appendRef(c.pinned[k], ref)
-		}
-	} else {
-		for oi := range q.cls.opts {
-			for _, g := range q.cls.opts[oi].groups {
-				g.blocked = appendRef(g.blocked, ref)
-			}
-		}
-	}
-	c.blockedAll = appendRef(c.blockedAll, ref)
-	if q.cls.cons != nil {
-		c.cons.blockOn(q.cls.cons, ref)
-	}
-	switch {
-	case t.prio <= 1 || c.policy.TimeShare == nil && c.mayPreempt(t):
-		if len(c.blockedHigh) == 0 {
-			c.highRetryAt = c.now + int64(c.cfg.PreemptRetry)
-		}
-		c.blockedHigh = appendRef(c.blockedHigh, ref)
-	case c.mayPreempt(t):
-		// Time-sharing: the next round tries again (running tasks'
-		// ranks and protections change with time).
-		if len(c.blockedShare) == 0 {
-			c.shareRetryAt = c.now + int64(c.cfg.TimeShareRound)
-		}
-		c.blockedShare = appendRef(c.blockedShare, ref)
-	}
+	c.wk.park(q, t)
 	c.out.Unfit = append(c.out.Unfit, UnfitAttempt{Task: t.id, Priority: int(t.prio), Wait: durationOf(c.now - attemptStart(t))})
-	reason := c.explain(t)
+	reason := c.pl.explain(t)
 	switch {
 	case reason != q.lastReason:
 		// Reported to every waiting task when the reason changes, not at
@@ -379,18 +351,73 @@ func appendRef(refs []blockRef, r blockRef) []blockRef {
 	return append(refs, r)
 }
 
+// waker holds the blocked class queues and wakes them when capacity that
+// may help them appears. A blocked queue is listed (park) where the
+// changes that may help it look: the identity value it is pinned to or
+// the groups its options may use, the list of all, its constraint terms,
+// and a retry list when its head may preempt or swap. The core calls it
+// at named points: park when a queue blocks, wake when a node's
+// resources free, wakeAll when the groups change, unblockRefs when a
+// retry list is due.
+type waker struct {
+	c      *Core
+	all    []blockRef
+	pinned map[pinKey][]blockRef // pinned classes by the identity value they wait on
+	// highRetry lists the blocked queues whose head may preempt (urgent
+	// and high) or reclaim, retried after Config.PreemptRetry.
+	highRetry retryList
+	// shareRetry lists the blocked queues whose head may swap out a
+	// running task under a time-sharing policy, retried every
+	// Config.TimeShareRound.
+	shareRetry retryList
+}
+
+// park lists blocked q, whose head is t, where a wake may find it.
+func (wk *waker) park(q *classQueue, t *Task) {
+	c := wk.c
+	ref := blockRef{q: q, gen: q.gen}
+	if id := q.cls.identity; len(id) > 0 {
+		// Pinned: wait on the identity value (whichever node carries it,
+		// now or later), so that releases elsewhere in the groups do not
+		// walk past every pinned class.
+		for _, v := range id[0].values {
+			k := pinKey{id[0].key, v}
+			wk.pinned[k] = appendRef(wk.pinned[k], ref)
+		}
+	} else {
+		for oi := range q.cls.opts {
+			for _, g := range q.cls.opts[oi].groups {
+				g.blocked = appendRef(g.blocked, ref)
+			}
+		}
+	}
+	wk.all = appendRef(wk.all, ref)
+	if q.cls.cons != nil {
+		c.cons.blockOn(q.cls.cons, ref)
+	}
+	switch {
+	case t.prio <= 1 || c.policy.TimeShare == nil && c.pe.mayPreempt(t):
+		wk.highRetry.add(ref, c.now, int64(c.cfg.PreemptRetry))
+	case c.pe.mayPreempt(t):
+		// Time-sharing: the next round tries again (running tasks'
+		// ranks and protections change with time).
+		wk.shareRetry.add(ref, c.now, int64(c.cfg.TimeShareRound))
+	}
+}
+
 // wake reactivates the class queues blocked on n's group that could use
 // n's free resources now; the others stay blocked. The cost is one vector
 // comparison per blocked class of the group, so a release never retries
 // classes it cannot help.
-func (c *Core) wake(n *Node) {
+func (wk *waker) wake(n *Node) {
+	c := wk.c
 	c.capSeq++
 	g := n.group
 	if g == nil || n.bucket < 0 {
 		return
 	}
-	g.blocked = c.wakeRefs(g.blocked, g, n)
-	if len(c.pinned) == 0 {
+	g.blocked = wk.wakeRefs(g.blocked, g, n)
+	if len(wk.pinned) == 0 {
 		return
 	}
 	for k, v := range n.labels {
@@ -398,11 +425,11 @@ func (c *Core) wake(n *Node) {
 			continue
 		}
 		pk := pinKey{k, v}
-		if refs, ok := c.pinned[pk]; ok {
-			if refs = c.wakeRefs(refs, g, n); len(refs) == 0 {
-				delete(c.pinned, pk)
+		if refs, ok := wk.pinned[pk]; ok {
+			if refs = wk.wakeRefs(refs, g, n); len(refs) == 0 {
+				delete(wk.pinned, pk)
 			} else {
-				c.pinned[pk] = refs
+				wk.pinned[pk] = refs
 			}
 		}
 	}
@@ -413,14 +440,14 @@ type pinKey struct{ key, value string }
 
 // wakeRefs unblocks the live queues of refs that could fit n and returns
 // the refs still waiting.
-func (c *Core) wakeRefs(refs []blockRef, g *group, n *Node) []blockRef {
+func (wk *waker) wakeRefs(refs []blockRef, g *group, n *Node) []blockRef {
 	keep := refs[:0]
 	for _, r := range refs {
 		if !r.q.blocked || r.q.gen != r.gen {
 			continue // stale
 		}
-		if c.couldFit(r.q.cls, g, n) {
-			c.unblock(r.q)
+		if wk.couldFit(r.q.cls, g, n) {
+			wk.unblock(r.q)
 			continue
 		}
 		keep = append(keep, r)
@@ -433,7 +460,8 @@ func (c *Core) wakeRefs(refs []blockRef, g *group, n *Node) []blockRef {
 
 // couldFit reports whether some option of cls that may use g fits n's free
 // resources by vector (devices are checked by the attempt itself).
-func (c *Core) couldFit(cls *class, g *group, n *Node) bool {
+func (wk *waker) couldFit(cls *class, g *group, n *Node) bool {
+	c := wk.c
 	if cls.perNode() && !identityMatch(cls, n) {
 		return false
 	}
@@ -458,23 +486,25 @@ func (c *Core) couldFit(cls *class, g *group, n *Node) bool {
 }
 
 // wakeAll reactivates every blocked class queue (the set of groups changed).
-func (c *Core) wakeAll() {
+func (wk *waker) wakeAll() {
+	c := wk.c
 	c.capSeq++
-	for _, r := range c.blockedAll {
+	for _, r := range wk.all {
 		if r.q.blocked && r.q.gen == r.gen {
-			c.unblock(r.q)
+			wk.unblock(r.q)
 		}
 	}
-	c.blockedAll = c.blockedAll[:0]
+	wk.all = wk.all[:0]
 }
 
-func (c *Core) unblock(q *classQueue) {
+func (wk *waker) unblock(q *classQueue) {
+	c := wk.c
 	q.blocked = false
 	q.woken = c.now
 	if q.size() == 0 {
 		return
 	}
-	bs := &c.bands[q.band]
+	bs := &c.lv.bands[q.band]
 	// The woken tasks have waited already: the batch counts from the
 	// entry of the queue's head (its oldest task in FIFO order), so that
 	// capacity that comes back is not left to less important work for
@@ -484,14 +514,15 @@ func (c *Core) unblock(q *classQueue) {
 	}
 	bs.active += q.size()
 	if !q.deferred {
-		c.hpush(q)
+		c.qs.hpush(q)
 	}
 }
 
 // agingThreshold is how long t must wait at its level before it is raised;
 // 0 means never: urgent and high tasks, and tasks raised once already
 // (aging raises a task at most one level, queue.go).
-func (c *Core) agingThreshold(t *Task) int64 {
+func (lv *levels) agingThreshold(t *Task) int64 {
+	c := lv.c
 	if t.level <= api.PriorityHigh || t.raised > 0 {
 		return 0
 	}
@@ -502,15 +533,16 @@ func (c *Core) agingThreshold(t *Task) int64 {
 // one level (the number goes down: medium to 1, low to 2), oldest first.
 // Raised tasks are not raised again: they wait in their level's raised
 // band, which the bounded bypass keeps from starving (queue.go).
-func (c *Core) age() {
+func (lv *levels) age() {
+	c := lv.c
 	for l := 3; l >= 2; l-- {
-		tr := &c.tiers[l]
+		tr := &lv.tiers[l]
 		for {
 			h := tr.aging[0].head
 			if h == nil {
 				break
 			}
-			th := c.agingThreshold(h)
+			th := lv.agingThreshold(h)
 			if th == 0 || c.now-h.levelSince <= th {
 				break // not waited past the threshold yet
 			}
@@ -519,7 +551,37 @@ func (c *Core) age() {
 			h.raised = 1
 			h.levelSince = c.now
 			c.stats.Aged++
-			c.pushLevel(h)
+			lv.pushLevel(h)
 		}
 	}
+}
+
+// retryList is a list of blocked class queues retried together at one
+// time: those whose head may preempt or reclaim (Core.highRetry), or swap
+// out a running task under time-sharing (Core.shareRetry).
+type retryList struct {
+	refs []blockRef
+	at   int64
+}
+
+// add lists ref; the first ref of an empty list sets the list's time to
+// now+after.
+func (l *retryList) add(ref blockRef, now, after int64) {
+	if len(l.refs) == 0 {
+		l.at = now + after
+	}
+	l.refs = appendRef(l.refs, ref)
+}
+
+// next returns the list's time, ok=false when it is empty.
+func (l *retryList) next() (int64, bool) { return l.at, len(l.refs) > 0 }
+
+// due takes the list's refs when its time has come (nil before).
+func (l *retryList) due(now int64) []blockRef {
+	if len(l.refs) == 0 || now < l.at {
+		return nil
+	}
+	refs := l.refs
+	l.refs = nil
+	return refs
 }

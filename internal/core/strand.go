@@ -25,8 +25,8 @@ import "github.com/hetsched/hetsched/internal/resource"
 // roomCut returns the bucket of g from which nodes could hold the largest
 // request of g's primary resource seen that g's largest node could hold,
 // when that request is larger than o's; 0 when there is none.
-func (c *Core) roomCut(g *group, o *Option) int {
-	big := c.largestSeen(g)
+func (pl *placer) roomCut(g *group, o *Option) int {
+	big := pl.largestSeen(g)
 	if big <= o.req[g.primary] {
 		return 0
 	}
@@ -36,8 +36,9 @@ func (c *Core) roomCut(g *group, o *Option) int {
 // largestSeen is the largest request of g's primary resource among the
 // workload's types that g's largest node could hold (cached per group
 // until a new type is seen).
-func (c *Core) largestSeen(g *group) int64 {
-	w := &c.work
+func (pl *placer) largestSeen(g *group) int64 {
+	c := pl.c
+	w := &c.lr.mix
 	if g.roomTypes == len(w.types) {
 		return g.roomBig
 	}
@@ -63,7 +64,8 @@ func (c *Core) largestSeen(g *group) int64 {
 // probeBelow walks g's buckets below cut, emptiest first, for o (at most
 // MaxVisit nodes unless the search is complete) and keeps the best fit in
 // best; it reports whether it found one (the search of g is then done).
-func (c *Core) probeBelow(sc *searchCtx, t *Task, o *Option, g *group, nb, cut, sample int, best *candidate) bool {
+func (pl *placer) probeBelow(sc *searchCtx, t *Task, o *Option, g *group, nb, cut, sample int, best *candidate) bool {
+	c := pl.c
 	limit := c.cfg.MaxVisit
 	if sc.full || c.policy.FullWalk {
 		limit = -1
@@ -75,7 +77,7 @@ func (c *Core) probeBelow(sc *searchCtx, t *Task, o *Option, g *group, nb, cut, 
 				return found > 0
 			}
 			visited++
-			if c.consider(sc, t, o, n, best) {
+			if pl.consider(sc, t, o, n, best) {
 				if found++; found >= sample {
 					return true
 				}

@@ -126,7 +126,7 @@ func (t *Task) ownReason() string {
 // settles its dependents.
 func (c *Core) finish(t *Task, to State, reason string) {
 	from := t.state
-	if c.retry(t, from, to, reason) {
+	if c.jb.retry(t, from, to, reason) {
 		return
 	}
 	switch {
@@ -143,9 +143,9 @@ func (c *Core) finish(t *Task, to State, reason string) {
 	t.reason = reason
 	c.stats.Finished++
 	c.out.Transitions = append(c.out.Transitions, Transition{Task: t.id, From: from, To: to, Reason: reason, Attempt: int(t.attempt)})
-	c.ended(t)
+	c.jb.ended(t)
 	if t.job != nil {
-		c.jobTaskEnded(t, from)
+		c.jb.jobTaskEnded(t, from)
 	}
 }
 
@@ -170,7 +170,7 @@ func (c *Core) requeue(t *Task, to State, reason string) {
 	c.enqueue(t)
 	t.reason = reason
 	if t.gang != nil && (from == Scheduled || from == Running) {
-		c.gangMemberLeft(t, to, reason)
+		c.gs.gangMemberLeft(t, to, reason)
 	}
 }
 

@@ -9,12 +9,12 @@ package core
 // for metrics and status pages.
 func (c *Core) Waiting(fn func(queue, reason string, n int)) {
 	name := func(q *queueNode) string {
-		if q == c.rootQ.self {
+		if q == c.qs.root.self {
 			return ""
 		}
 		return q.name
 	}
-	for _, list := range c.classes {
+	for _, list := range c.ct.byHash {
 		for _, cl := range list {
 			for _, cq := range cl.classQueues() {
 				if cq == nil || cq.size() == 0 {
@@ -28,11 +28,11 @@ func (c *Core) Waiting(fn func(queue, reason string, n int)) {
 			}
 		}
 	}
-	for _, g := range c.gangWait {
+	for _, g := range c.gs.wait {
 		if len(g.ready) == 0 {
 			continue
 		}
-		r := c.gangWaitReason(g)
+		r := c.gs.gangWaitReason(g)
 		for _, m := range g.ready {
 			fn(name(m.leaf), r, 1)
 		}
