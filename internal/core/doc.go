@@ -73,4 +73,41 @@
 // may be undone (a gang's; preemption's and reclaim's what-if evictions)
 // runs between a journal checkpoint and its rollback or keep
 // (journal.go).
+//
+// # Parts
+//
+// The Core is a coordinator: it takes the inputs, keeps the tasks, the
+// nodes' index and the output, and calls its parts at named points. Each
+// part is a type with its own state and a back reference to the Core for
+// what it needs of the rest; none changes tentative state but through
+// the journal.
+//
+//	ct    classTable  the scheduling and runtime classes (class.go)
+//	lv    levels      the tiers' pending tasks, the bands' batches and
+//	                  bypass counts (queue.go)
+//	qs    queues      the tenant queue tree: quotas, usage, fair order
+//	                  (queues.go)
+//	pl    placer      the placement search (placement.go, strand.go,
+//	                  reasons.go)
+//	pe    preemptor   priority preemption, reclaim and time-sharing's
+//	                  swaps (preempt.go)
+//	wk    waker       the blocked class queues and what wakes them; the
+//	                  retry lists (schedule.go)
+//	jb    jobBook     the jobs, retries and dependencies (jobs.go,
+//	                  depends.go)
+//	gs    gangs       the gangs' tries, reservations and preemption
+//	                  (gangs.go, gangdomain.go, gangreserve.go,
+//	                  gangpreempt.go)
+//	jr    journal     checkpoints, rollback, what-if evictions (journal.go)
+//	lr    learner     learned runtimes and speeds, the request mix
+//	                  (learn.go)
+//	loc   locality    the locality waits (locality.go)
+//	promo promoter    starvation deadlines: las's promotions, the
+//	                  starvation bound (promote.go)
+//	eta   estimator   where a pending task stands (eta.go)
+//
+// The policy's research parts are plugins behind small interfaces
+// (plugins.go): QueueSortPlugin (the pending order), TimeSharePlugin (a
+// time-sharing rank: las, srtf) and RoundPolicy (gavel-rounds: Next,
+// Round, Gate), each holding its own state.
 package core

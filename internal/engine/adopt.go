@@ -67,10 +67,10 @@ func (e *Engine) Adopt(ctx context.Context, tenant string, work []Adoption) ([]e
 // adopt restores one adopted task as running on its node.
 func (e *Engine) adopt(tenant string, a *Adoption, specJSON []byte, now time.Time) error {
 	spec := &a.Task
-	if e.current(spec.ID) != nil {
+	if e.staged.current(spec.ID) != nil {
 		return errs.New(errs.Conflict, "id", "task %q exists", spec.ID)
 	}
-	if spec.Queue != "" && e.queueView()[spec.Queue] == nil {
+	if spec.Queue != "" && e.staged.queueView()[spec.Queue] == nil {
 		return errs.Invalid("queue", "no queue %q", spec.Queue)
 	}
 	s := core.Saved{State: core.Running, Node: a.Node, Devices: a.Devices, AnyDevices: a.Devices == nil, Chosen: -1, Started: now}
@@ -85,6 +85,6 @@ func (e *Engine) adopt(tenant string, a *Adoption, specJSON []byte, now time.Tim
 	}
 	e.seq++
 	r := &TaskRecord{Spec: *spec, Tenant: tenant, Seq: e.seq, Chosen: -1, Submitted: now, spec: specJSON}
-	e.stageState(r, spec.ID, now)
+	e.staged.stageState(r, spec.ID, now)
 	return nil
 }

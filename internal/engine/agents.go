@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/hetsched/hetsched/internal/agentapi"
@@ -40,10 +41,40 @@ const (
 	defaultInterval = 2 * time.Second
 )
 
+// agents is the engine's side of the agent protocol: the agents'
+// sessions (registrations, assignment feeds, latest heartbeats), their
+// nodes' liveness, and the usage samples the heartbeats' lane records
+// for the loop. Its exported methods are the protocol's calls (the
+// server's agent API calls them on the Engine, which embeds it); the
+// loop calls checkLiveness at each step. Registration and status run as
+// loop commands; heartbeats of registered agents take the lane without
+// entering the loop.
+type agents struct {
+	e *Engine
+	// sessions is the agents' state (its own lock, sessions.go); live
+	// their nodes' liveness and samples the usage the heartbeats' lane
+	// recorded for the loop (their own locks, live.go), nudge its
+	// wakeup.
+	sessions sessions
+	live     liveness
+	samples  samples
+	nudge    chan struct{}
+	// laneNodes mirrors the published nodes (name -> *api.Node,
+	// published and never changed after) for the heartbeats' lane, which
+	// must not wait for the read model's lock while a bulk submission's
+	// records are published under it.
+	laneNodes sync.Map
+	// lastStep is when the previous liveness check ran, and lastTracked
+	// whether agents' nodes were tracked then (loop-only; PauseCredit).
+	lastStep    time.Time
+	lastTracked bool
+}
+
 // Register records an agent and its nodes (upserting them, ready unless an
 // admin cordoned or drained them) and returns the liveness rules. A new
 // registration of the same agent supersedes the old one: its stream ends.
-func (e *Engine) Register(ctx context.Context, reg agentapi.Registration) (*agentapi.RegisterReply, error) {
+func (a *agents) Register(ctx context.Context, reg agentapi.Registration) (*agentapi.RegisterReply, error) {
+	e := a.e
 	if err := api.ValidateID("agent", reg.Agent); err != nil {
 		return nil, err
 	}
@@ -66,7 +97,7 @@ func (e *Engine) Register(ctx context.Context, reg agentapi.Registration) (*agen
 		return nil, err
 	}
 	return &agentapi.RegisterReply{Agent: reg.Agent, Cluster: e.cluster, Generation: cmd.gen,
-		HeartbeatInterval: api.Duration(e.sessions.interval), MissedHeartbeats: e.sessions.missed}, nil
+		HeartbeatInterval: api.Duration(a.sessions.interval), MissedHeartbeats: a.sessions.missed}, nil
 }
 
 // registerCmd registers an agent and its nodes.
@@ -79,7 +110,8 @@ type registerCmd struct {
 func (c *registerCmd) run(e *Engine, now time.Time) { c.gen, c.err = e.register(c.reg, now) }
 
 // register runs on the loop.
-func (e *Engine) register(reg *agentapi.Registration, now time.Time) (uint64, error) {
+func (a *agents) register(reg *agentapi.Registration, now time.Time) (uint64, error) {
+	e := a.e
 	for i := range reg.Nodes { // all or nothing: no node is taken before every one may be
 		if err := e.mayTake(reg.Agent, reg.Nodes[i].Name, now); err != nil {
 			return 0, errs.Prefix("nodes["+itoa(i)+"]", err)
@@ -87,7 +119,7 @@ func (e *Engine) register(reg *agentapi.Registration, now time.Time) (uint64, er
 	}
 	for i := range reg.Nodes {
 		n := reg.Nodes[i]
-		prev := e.currentNode(n.Name)
+		prev := e.staged.currentNode(n.Name)
 		switch {
 		case prev != nil && (prev.State == api.NodeCordoned || prev.State == api.NodeDraining):
 			n.State = prev.State // an admin's decision outlives the agent
@@ -102,9 +134,9 @@ func (e *Engine) register(reg *agentapi.Registration, now time.Time) (uint64, er
 		}
 		e.staged.nodes[n.Name] = &n
 		e.staged.holders[n.Name] = reg.Agent
-		e.live.heard(n.Name, now)
+		a.live.heard(n.Name, now)
 	}
-	return e.sessions.register(reg), nil
+	return a.sessions.register(reg), nil
 }
 
 // Heartbeat records an agent's samples. A node the agent did not register
@@ -112,7 +144,8 @@ func (e *Engine) register(reg *agentapi.Registration, now time.Time) (uint64, er
 // has no registration of, but that holds every node named (a failover:
 // the new leader knows the holders from the store, not the sessions), is
 // noted as heard and answered Register (agentapi.HeartbeatReply).
-func (e *Engine) Heartbeat(ctx context.Context, agent string, beats []agentapi.Beat) (agentapi.HeartbeatReply, error) {
+func (a *agents) Heartbeat(ctx context.Context, agent string, beats []agentapi.Beat) (agentapi.HeartbeatReply, error) {
+	e := a.e
 	if len(beats) > agentapi.MaxAgentNodes {
 		return agentapi.HeartbeatReply{}, errs.Invalid("nodes", "at most %d nodes per heartbeat", agentapi.MaxAgentNodes)
 	}
@@ -143,8 +176,9 @@ func (c *heartbeatCmd) run(e *Engine, now time.Time) {
 
 // heartbeat runs on the loop. It reports register when the agent is not
 // registered but holds every node of beats, which it noted as heard.
-func (e *Engine) heartbeat(agent string, beats []agentapi.Beat, now time.Time) (register bool, err error) {
-	known, missing := e.sessions.checkBeats(agent, beats)
+func (a *agents) heartbeat(agent string, beats []agentapi.Beat, now time.Time) (register bool, err error) {
+	e := a.e
+	known, missing := a.sessions.checkBeats(agent, beats)
 	if !known {
 		return e.heardUnregistered(agent, beats, now)
 	}
@@ -160,7 +194,8 @@ func (e *Engine) heartbeat(agent string, beats []agentapi.Beat, now time.Time) (
 // agent's re-registration through a failover as silence: agents fence by
 // their own clock from their last acknowledged heartbeat) and the agent is
 // told to register; otherwise NotFound, and nothing is noted.
-func (e *Engine) heardUnregistered(agent string, beats []agentapi.Beat, now time.Time) (bool, error) {
+func (a *agents) heardUnregistered(agent string, beats []agentapi.Beat, now time.Time) (bool, error) {
+	e := a.e
 	if len(beats) == 0 {
 		return false, errs.New(errs.NotFound, "agent", "agent %q is not registered (register again)", agent)
 	}
@@ -169,17 +204,18 @@ func (e *Engine) heardUnregistered(agent string, beats []agentapi.Beat, now time
 			return false, errs.New(errs.NotFound, "agent", "agent %q is not registered (register again)", agent)
 		}
 	}
-	e.live.heardAll(beats, now)
+	a.live.heardAll(beats, now)
 	return true, nil
 }
 
 // recordBeats applies a registered agent's samples: liveness, a notready
 // node's return, device health and usage.
-func (e *Engine) recordBeats(agent string, beats []agentapi.Beat, now time.Time) error {
+func (a *agents) recordBeats(agent string, beats []agentapi.Beat, now time.Time) error {
+	e := a.e
 	for i := range beats {
 		b := &beats[i]
-		e.live.heard(b.Node, now)
-		spec := e.currentNode(b.Node)
+		a.live.heard(b.Node, now)
+		spec := e.staged.currentNode(b.Node)
 		if spec == nil {
 			continue
 		}
@@ -225,21 +261,22 @@ func (e *Engine) recordBeats(agent string, beats []agentapi.Beat, now time.Time)
 			return err
 		}
 	}
-	e.sessions.beat(agent, beats, now)
+	a.sessions.beat(agent, beats, now)
 	return nil
 }
 
 // checkLiveness marks notready every agent node whose heartbeats stopped.
 // It runs on the loop at most twice per heartbeat interval.
-func (e *Engine) checkLiveness(now time.Time) {
+func (a *agents) checkLiveness(now time.Time) {
+	e := a.e
 	if e.cfg.PauseCredit {
 		e.creditPause(now)
 	}
-	expired := e.live.expired(now, e.sessions.interval, e.sessions.deadline())
+	expired := a.live.expired(now, a.sessions.interval, a.sessions.deadline())
 	for name, last := range expired {
-		spec := e.currentNode(name)
+		spec := e.staged.currentNode(name)
 		if spec == nil {
-			e.live.forget(name)
+			a.live.forget(name)
 			continue
 		}
 		if spec.State == api.NodeNotReady {
@@ -256,7 +293,7 @@ func (e *Engine) checkLiveness(now time.Time) {
 		if spec.State == api.NodeCordoned || spec.State == api.NodeDraining {
 			e.staged.admin[name] = spec.State
 		}
-		e.log.Warn("node notready: heartbeats stopped", "node", name, "last", last, "missed", e.sessions.missed)
+		e.log.Warn("node notready: heartbeats stopped", "node", name, "last", last, "missed", a.sessions.missed)
 	}
 }
 
@@ -275,25 +312,27 @@ const pauseSlack = 500 * time.Millisecond
 // notready and re-queued their running tasks, its election lease still
 // valid). Agents fence by their own clock, from their last acknowledged
 // heartbeat, so the credit only makes the server the more patient side.
-func (e *Engine) creditPause(now time.Time) {
-	last, tracked := e.lastStep, e.lastTracked
-	e.lastStep, e.lastTracked = now, e.live.tracked()
+func (a *agents) creditPause(now time.Time) {
+	e := a.e
+	last, tracked := a.lastStep, a.lastTracked
+	a.lastStep, a.lastTracked = now, a.live.tracked()
 	if last.IsZero() || !tracked {
 		return // the loop had no liveness timer: idle, not paused
 	}
-	gap := now.Sub(last) - e.sessions.interval/2
+	gap := now.Sub(last) - a.sessions.interval/2
 	if gap <= pauseSlack {
 		return
 	}
 	// Heard before the gap, not in this step (nor on the heartbeats'
 	// lane meanwhile: those were received).
-	if credited := e.live.credit(last, gap); credited > 0 {
+	if credited := a.live.credit(last, gap); credited > 0 {
 		e.log.Warn("the scheduler could not run for a while (paused, or a long step): agents' heartbeat deadlines are extended by as much", "gap", gap.Round(time.Millisecond), "nodes", credited)
 	}
 }
 
 // adminState is the state a notready node returns to ("" is ready).
-func (e *Engine) adminState(name string) string {
+func (a *agents) adminState(name string) string {
+	e := a.e
 	if a, ok := e.staged.admin[name]; ok {
 		return a
 	}
@@ -301,7 +340,8 @@ func (e *Engine) adminState(name string) string {
 }
 
 // AgentStatus applies an agent's task reports.
-func (e *Engine) AgentStatus(ctx context.Context, agent string, ups []agentapi.StatusUpdate) ([]agentapi.StatusResult, error) {
+func (a *agents) AgentStatus(ctx context.Context, agent string, ups []agentapi.StatusUpdate) ([]agentapi.StatusResult, error) {
+	e := a.e
 	if len(ups) > agentapi.MaxStatusBatch {
 		return nil, errs.Invalid("updates", "at most %d updates per report", agentapi.MaxStatusBatch)
 	}
@@ -323,7 +363,7 @@ func (e *Engine) AgentStatus(ctx context.Context, agent string, ups []agentapi.S
 			}
 		}
 	}
-	if !e.sessions.known(agent) {
+	if !a.sessions.known(agent) {
 		// Not "stale": a restarted server has not seen the agent register
 		// yet, and the agent keeps these reports until it has.
 		return nil, errs.New(errs.NotFound, "agent", "agent %q is not registered (register again)", agent)
@@ -350,11 +390,12 @@ func (c *agentStatusCmd) run(e *Engine, now time.Time) {
 // agentStatus runs on the loop. Each update is checked against the core's
 // state at that moment (not the published record, which lags within a
 // step): an earlier update in the same batch may have moved the task on.
-func (e *Engine) agentStatus(agent string, ups []agentapi.StatusUpdate, now time.Time) []agentapi.StatusResult {
+func (a *agents) agentStatus(agent string, ups []agentapi.StatusUpdate, now time.Time) []agentapi.StatusResult {
+	e := a.e
 	out := make([]agentapi.StatusResult, len(ups))
 	for i, u := range ups {
 		out[i].Task = u.Task
-		r := e.current(u.Task)
+		r := e.staged.current(u.Task)
 		s, ok := e.c.SavedState(u.Task)
 		switch {
 		case r == nil || !ok:
@@ -373,7 +414,7 @@ func (e *Engine) agentStatus(agent string, ups []agentapi.StatusUpdate, now time
 			out[i].Reason = "attempt " + itoa(u.Attempt) + " is over; the task is on attempt " + itoa(s.Attempt)
 			continue
 		}
-		if e.sessions.servedBy(s.Node) != agent {
+		if a.sessions.servedBy(s.Node) != agent {
 			out[i].Reason = "task is placed on node " + s.Node + ", not served by this agent"
 			continue
 		}
@@ -422,16 +463,17 @@ const maxStopSeconds = 86400
 // drained, preempted) in the attempt's history entry, if that entry has
 // none yet and the agent serves the node it ran on. It reports whether it
 // did.
-func (e *Engine) endedAttemptStatus(agent string, r *TaskRecord, u agentapi.StatusUpdate) bool {
+func (a *agents) endedAttemptStatus(agent string, r *TaskRecord, u agentapi.StatusUpdate) bool {
+	e := a.e
 	if u.State == agentapi.StatusRunning || u.State == agentapi.StatusLost {
 		return false // no outcome to keep
 	}
 	for i := len(r.Attempts) - 1; i >= 0; i-- {
-		a := r.Attempts[i]
-		if a.Attempt != u.Attempt {
+		at := r.Attempts[i]
+		if at.Attempt != u.Attempt {
 			continue
 		}
-		if a.ExitCode != nil || e.sessions.servedBy(a.Node) != agent {
+		if at.ExitCode != nil || a.sessions.servedBy(at.Node) != agent {
 			return false
 		}
 		code := u.ExitCode
@@ -444,7 +486,7 @@ func (e *Engine) endedAttemptStatus(agent string, r *TaskRecord, u agentapi.Stat
 		if st := u.Stop; st != nil {
 			stop := *st
 			cp.Attempts[i].Stop = &stop
-			if a.State == AttemptPreempted && cp.Preemption != nil {
+			if at.State == AttemptPreempted && cp.Preemption != nil {
 				p := *cp.Preemption
 				p.StopSeconds += stop.Seconds
 				cp.Preemption = &p
@@ -463,20 +505,21 @@ var ErrSuperseded = errs.New(errs.Conflict, "agent", "the agent registered again
 // AgentStream sends an agent's assignments to send until ctx ends, the
 // agent registers again (ErrSuperseded) or send fails. The first message is
 // a snapshot; a ping goes out after each idle keepAlive.
-func (e *Engine) AgentStream(ctx context.Context, agent string, gen uint64, keepAlive time.Duration, send func(*agentapi.AgentMessage) error) error {
-	return e.sessions.stream(ctx, agent, gen, keepAlive, send, e.done)
+func (a *agents) AgentStream(ctx context.Context, agent string, gen uint64, keepAlive time.Duration, send func(*agentapi.AgentMessage) error) error {
+	e := a.e
+	return a.sessions.stream(ctx, agent, gen, keepAlive, send, e.done)
 }
 
 // AgentLogs returns where the agent serving node keeps its task logs.
-func (e *Engine) AgentLogs(node string) (url, token string, ok bool) { return e.sessions.logsOf(node) }
+func (a *agents) AgentLogs(node string) (url, token string, ok bool) { return a.sessions.logsOf(node) }
 
 // Usage returns the latest heartbeat of each agent node.
-func (e *Engine) Usage() map[string]agentapi.NodeUsage { return e.sessions.usageAll() }
+func (a *agents) Usage() map[string]agentapi.NodeUsage { return a.sessions.usageAll() }
 
 // TaskBeat is what the latest heartbeat of node said of task (its CPU,
 // and a replica's probe states).
-func (e *Engine) TaskBeat(node, task string) (agentapi.TaskBeat, bool) {
-	return e.sessions.taskBeat(node, task)
+func (a *agents) TaskBeat(node, task string) (agentapi.TaskBeat, bool) {
+	return a.sessions.taskBeat(node, task)
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }

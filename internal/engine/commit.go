@@ -56,7 +56,7 @@ func (b *commitBatch) reset() {
 // core's decisions are staged, the staged records encoded, committed
 // durably, and only then published.
 func (e *Engine) commitStaged(now time.Time) error {
-	e.stageOutput(now)
+	e.staged.stageOutput(now)
 	if e.staged.empty() && !e.svc.pending() && !e.pools.pending() && !e.acct.pending() {
 		e.gauges.attempted(e.cfg.Now().Sub(now))
 		return nil
@@ -312,21 +312,4 @@ func (e *Engine) publishEvents(b *commitBatch, now time.Time) {
 		l.add(ev)
 	}
 	e.publishServiceEvents(l)
-}
-
-// wakeWaiters closes the channels of those waiting on the changed tasks.
-// A waiter registers before it reads the record, so it either reads the
-// new record or is woken here.
-func (e *Engine) wakeWaiters(changes []change) {
-	e.waitMu.Lock()
-	defer e.waitMu.Unlock()
-	if len(e.waiters) == 0 {
-		return
-	}
-	for _, c := range changes {
-		if ch, ok := e.waiters[c.id]; ok {
-			close(ch)
-			delete(e.waiters, c.id)
-		}
-	}
 }

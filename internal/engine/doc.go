@@ -1,8 +1,9 @@
 // Package engine owns a scheduling core for a server: one goroutine applies
 // commands to the core in batches, commits every change the batch caused to
 // the store in one durable commit, and only then answers the commands and
-// publishes the decisions. Reads are served from a copy of the task records
-// that the loop updates after each commit, so they never wait for the loop.
+// publishes the decisions. Reads are served from the read model
+// (published.go), which the loop updates after each commit, so they never
+// wait for the loop.
 //
 // Contracts:
 //   - A command that returned nil is durable: its effect, and every
@@ -18,7 +19,8 @@
 //   - Step: one turn of the loop over a batch of commands: stage, encode,
 //     durable commit, publish, answer (loop.go states each obligation).
 //   - Staged: a step's changes before its commit (staging.go);
-//     published: what readers see after it.
+//     published: what readers see after it, the read model
+//     (published.go).
 //   - Record: a task, node, job or service as the store keeps it and the
 //     API shows it (TaskRecord, NodeRecord, JobRecord, ServiceRecord).
 //   - Session: an agent's registration and its assignment stream
@@ -30,9 +32,21 @@
 //   - Scoped id: a tenant's id qualified as "tenant:id" (tenancy.go).
 //   - Volatile: an engine whose store keeps nothing (store.Discard).
 //
+// The Engine is a coordinator: the loop, the commit path and the
+// recovery are its own; the rest are parts it holds, each with its state
+// and a back reference for what it asks of the loop. It embeds the read
+// model and the parts that serve a front end, so that their exported
+// methods are the Engine's: published (the durable records, read without
+// the loop), agents (the agent protocol), taskCommands, jobCommands,
+// serviceCommands, poolCommands (the commands by noun) and loopViews (the
+// reads that need the core). staging (staged), Accounting (acct),
+// retention (ret), taskTracing (tracing) and gauges are held by name.
+//
 // Where things live, by what they own:
 //
 //	engine.go    Config, Engine (its state, by owner), New, Close
+//	published.go the read model: records, listing orders, waiters (its
+//	             own lock)
 //	loop.go      the loop and its step: the commit path's order and its
 //	             guarantee (step)
 //	commands.go  the command interface and how commands are sent
@@ -48,7 +62,8 @@
 //	             streams, usage, liveness (its own lock)
 //	events.go    the event ring (its own lock)
 //	gauges.go    metrics: decision counters, gauges, waiting counts
-//	views.go     reads: records, listings, summary, node views
+//	views.go     the loop's reads (loopViews): summary, node views, a
+//	             task's place in its queue
 //	record.go, recordjson.go
 //	             the store's records and their encoding
 //	recover.go   rebuilding from the store

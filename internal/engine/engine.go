@@ -3,13 +3,11 @@ package engine
 import (
 	"cmp"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/core"
 	"github.com/hetsched/hetsched/internal/errs"
 	"github.com/hetsched/hetsched/internal/metrics"
@@ -69,46 +67,22 @@ type Engine struct {
 	log      *slog.Logger
 	cmds     chan command
 	quit     chan struct{}
-	done     chan struct{}
 
-	// The published state: what readers see, changed only by publish
-	// after a durable commit.
-	mu     sync.RWMutex // guards tasks, order, nodes, queues, jobs, jobOrder and fatal for readers
-	tasks  map[string]*TaskRecord
-	order  []string // task ids in submission order (for listing)
-	nodes  map[string]*api.Node
-	queues map[string]*api.Queue
-	jobs   map[string]*JobRecord
-	// jobOrder is the job ids in submission order (for listing).
-	jobOrder []string
-	// svc is the services (services.go): published under mu, staged by
-	// the loop.
-	svc serviceState
-	// pools are the node pools (pools.go): published under mu, staged
-	// by the loop.
-	pools poolState
-	fatal error
-	// waitMu guards waiters: for each task someone waits on, one channel
-	// that the commit publishing the task's next change closes. It is not
-	// mu, so that registering a waiter never blocks the readers or the
-	// loop's publication.
-	waitMu  sync.Mutex
-	waiters map[string]chan struct{}
+	// published is the read model: what readers see, changed only by
+	// publish after a durable commit (published.go).
+	published
 	// events is the ring of recent events (its own lock, events.go).
 	events eventLog
-	// sessions is the agents' state (its own lock, sessions.go); live
-	// their nodes' liveness and samples the usage the heartbeats' lane
-	// recorded for the loop (their own locks, live.go), nudge its
-	// wakeup.
-	sessions sessions
-	live     liveness
-	samples  samples
-	nudge    chan struct{}
-	// laneNodes mirrors nodes (name -> *api.Node, published and never
-	// changed after) for the heartbeats' lane, which must not wait for
-	// mu while a bulk submission's records are published under it.
-	laneNodes sync.Map
-	cluster   string // the store's cluster id (meta cluster.id), set by recover
+	// agents is the engine's side of the agent protocol (agents.go).
+	agents
+	// The commands and loop reads, by noun; each reaches the loop
+	// through the Engine.
+	taskCommands
+	jobCommands
+	serviceCommands
+	poolCommands
+	loopViews
+	cluster string // the store's cluster id (meta cluster.id), set by recover
 
 	// lastSummary is the summary the loop computed last (Summarize).
 	lastSummary atomic.Pointer[Summary]
@@ -136,10 +110,6 @@ type Engine struct {
 	submitTrace string
 	// gaugesDone is closed when gaugeDiskLoop ended (at once without one).
 	gaugesDone chan struct{}
-	// lastStep is when the previous liveness check ran, and lastTracked
-	// whether agents' nodes were tracked then (loop-only; PauseCredit).
-	lastStep    time.Time
-	lastTracked bool
 }
 
 // New opens an engine on st, rebuilding the core from what st holds, and
@@ -161,16 +131,17 @@ func New(cfg Config, st store.Store) (*Engine, error) {
 	e := &Engine{
 		cfg: cfg, st: st, log: cfg.Logger, c: c,
 		volatile: isVolatile(st),
-		cmds:     make(chan command, cfg.MaxBatch), quit: make(chan struct{}), done: make(chan struct{}),
-		tasks: map[string]*TaskRecord{}, nodes: map[string]*api.Node{}, queues: map[string]*api.Queue{}, jobs: map[string]*JobRecord{},
-		waiters:  map[string]chan struct{}{},
-		sessions: newSessions(cfg.HeartbeatInterval, cfg.MissedHeartbeats), live: newLiveness(), nudge: make(chan struct{}, 1),
-		staged: newStaging(), owner: map[string]string{}, admin: map[string]string{}, jobLast: map[string]string{},
+		cmds:     make(chan command, cfg.MaxBatch), quit: make(chan struct{}),
+		published: newPublished(),
+		agents:    agents{sessions: newSessions(cfg.HeartbeatInterval, cfg.MissedHeartbeats), live: newLiveness(), nudge: make(chan struct{}, 1)},
+		staged:    newStaging(), owner: map[string]string{}, admin: map[string]string{}, jobLast: map[string]string{},
 		waiting: newWaitCounts(), gauges: gauges{m: cfg.Metrics},
 		ret:  retention{after: cfg.RetainFinished, max: cfg.RetainFinishedMax},
 		acct: &Accounting{retain: cmp.Or(cfg.RetainAccounting, DefaultRetainAccounting)},
-		svc:  newServiceState(), pools: newPoolState(),
 	}
+	e.agents.e = e
+	e.staged.e = e
+	e.taskCommands.e, e.jobCommands.e, e.serviceCommands.e, e.poolCommands.e, e.loopViews.e = e, e, e, e, e
 	e.acct.st, e.acct.volatile, e.acct.now, e.acct.log, e.acct.placed = st, e.volatile, cfg.Now, cfg.Logger, e.eachPlaced
 	if cfg.Tracer != nil {
 		e.tracing = taskTracing{tr: cfg.Tracer, policy: cfg.Core.Policy, reasons: map[string][]reasonEvent{}}

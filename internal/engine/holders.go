@@ -26,7 +26,7 @@ import (
 // holderOf is the agent holding node ("" for the static inventory) and
 // whether the node exists. Runs on the loop.
 func (e *Engine) holderOf(node string) (agent string, exists bool) {
-	if e.currentNode(node) == nil {
+	if e.staged.currentNode(node) == nil {
 		return "", false
 	}
 	if a, ok := e.staged.holders[node]; ok {

@@ -77,14 +77,21 @@ func coreJob(j *api.Job) core.JobSpec {
 	return spec
 }
 
+// jobCommands are the jobs' commands (submit, cancel) and the job
+// events of a step (jobChanges). The Engine embeds it.
+type jobCommands struct {
+	e *Engine
+}
+
 // submitJob admits a whole job in one step: validated first, tasks
 // submitted dependencies first, all committed together.
-func (e *Engine) submitJob(tenant string, j *api.Job, now time.Time) (string, error) {
+func (jc *jobCommands) submitJob(tenant string, j *api.Job, now time.Time) (string, error) {
+	e := jc.e
 	if j.ID == "" {
 		for {
 			e.seq++
 			id := "j" + strconv.FormatUint(e.seq, 36)
-			if e.jobView(QualifyID(tenant, id)) == nil {
+			if e.staged.jobView(QualifyID(tenant, id)) == nil {
 				j.ID = id
 				break
 			}
@@ -111,7 +118,7 @@ func (e *Engine) submitJob(tenant string, j *api.Job, now time.Time) (string, er
 		j.ID = QualifyID(tenant, j.ID)
 		j.Depends = qualifyDepends(tenant, j.Depends)
 	}
-	if old := e.jobView(j.ID); old != nil {
+	if old := e.staged.jobView(j.ID); old != nil {
 		a, _ := json.Marshal(old.Spec)
 		b, _ := json.Marshal(j)
 		if old.Tenant == tenant && bytes.Equal(a, b) {
@@ -120,7 +127,7 @@ func (e *Engine) submitJob(tenant string, j *api.Job, now time.Time) (string, er
 		return "", errs.New(errs.Conflict, "id", "job %q exists with a different spec", j.ID)
 	}
 	for i, t := range j.Tasks {
-		if e.current(JobTaskID(j.ID, t.ID)) != nil {
+		if e.staged.current(JobTaskID(j.ID, t.ID)) != nil {
 			return "", errs.New(errs.Conflict, fmt.Sprintf("tasks[%d].id", i), "task %q exists", JobTaskID(j.ID, t.ID))
 		}
 		if len(JobTaskID(j.ID, t.ID)) > api.MaxIDLen {
@@ -204,8 +211,9 @@ func topoOrder(tasks []api.Task) []int {
 }
 
 // cancelJob cancels every unfinished task of a job.
-func (e *Engine) cancelJob(id string, now time.Time) error {
-	j := e.jobView(id)
+func (jc *jobCommands) cancelJob(id string, now time.Time) error {
+	e := jc.e
+	j := e.staged.jobView(id)
 	if j == nil {
 		return errs.New(errs.NotFound, "id", "no job %q", id)
 	}
@@ -240,42 +248,6 @@ type JobEntry struct {
 	State string
 }
 
-// ListJobs returns up to limit jobs matching f in submission order from
-// position cursor, and the cursor of the next page (0: no more). One call
-// looks at no more than maxListScan tasks in all.
-func (e *Engine) ListJobs(f JobFilter, cursor, limit int) (out []JobEntry, next int) {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	if cursor < 0 || cursor > len(e.jobOrder) {
-		cursor = len(e.jobOrder)
-	}
-	i, scanned := cursor, 0
-	for ; i < len(e.jobOrder) && len(out) < limit && scanned < maxListScan; i++ {
-		j := e.jobs[e.jobOrder[i]]
-		if j == nil || (f.Tenant != "" && j.Tenant != f.Tenant) || (f.Queue != "" && j.Spec.Queue != f.Queue) {
-			continue
-		}
-		tasks := make([]*TaskRecord, 0, len(j.TaskIDs))
-		states := make([]string, 0, len(j.TaskIDs))
-		for _, tid := range j.TaskIDs {
-			if r := e.tasks[tid]; r != nil {
-				tasks = append(tasks, r)
-				states = append(states, r.State)
-			}
-		}
-		scanned += 1 + len(j.TaskIDs)
-		st := j.State(states)
-		if f.State != "" && st != f.State {
-			continue
-		}
-		out = append(out, JobEntry{Job: j, Tasks: tasks, State: st})
-	}
-	if i < len(e.jobOrder) {
-		return out, i
-	}
-	return out, 0
-}
-
 // submitJobCmd admits a job.
 type submitJobCmd struct {
 	answer
@@ -287,7 +259,8 @@ type submitJobCmd struct {
 func (c *submitJobCmd) run(e *Engine, now time.Time) { c.id, c.err = e.submitJob(c.tenant, c.job, now) }
 
 // SubmitJob admits a job owned by tenant; nil means it is durable.
-func (e *Engine) SubmitJob(ctx context.Context, tenant string, j api.Job) (string, error) {
+func (jc *jobCommands) SubmitJob(ctx context.Context, tenant string, j api.Job) (string, error) {
+	e := jc.e
 	if err := e.roomForWork(jobSize(&j)); err != nil {
 		return "", err
 	}
@@ -307,7 +280,8 @@ type cancelJobCmd struct {
 func (c *cancelJobCmd) run(e *Engine, now time.Time) { c.err = e.cancelJob(c.id, now) }
 
 // CancelJob cancels a job's unfinished tasks.
-func (e *Engine) CancelJob(ctx context.Context, id string) error {
+func (jc *jobCommands) CancelJob(ctx context.Context, id string) error {
+	e := jc.e
 	return e.do(ctx, &cancelJobCmd{id: id})
 }
 
@@ -347,27 +321,11 @@ func JobState(states []string) string {
 	}
 }
 
-// Job returns a job and its tasks' records (do not modify them).
-func (e *Engine) Job(id string) (*JobRecord, []*TaskRecord, bool) {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	j, ok := e.jobs[id]
-	if !ok {
-		return nil, nil, false
-	}
-	tasks := make([]*TaskRecord, 0, len(j.TaskIDs))
-	for _, tid := range j.TaskIDs {
-		if r := e.tasks[tid]; r != nil {
-			tasks = append(tasks, r)
-		}
-	}
-	return j, tasks, true
-}
-
 // jobChanges are the events of the jobs whose state the staged records
 // change (each job's state is worked out once per step, over its tasks).
 // Runs on the loop, before the commit.
-func (e *Engine) jobChanges(now time.Time) []Event {
+func (jc *jobCommands) jobChanges(now time.Time) []Event {
+	e := jc.e
 	var touched map[string]bool
 	for _, r := range e.staged.tasks {
 		if j := r.Spec.Metadata[JobMetadataKey]; j != "" {
@@ -385,7 +343,7 @@ func (e *Engine) jobChanges(now time.Time) []Event {
 	}
 	var out []Event
 	for id := range touched {
-		j := e.jobView(id)
+		j := e.staged.jobView(id)
 		if j == nil {
 			continue
 		}
@@ -399,10 +357,11 @@ func (e *Engine) jobChanges(now time.Time) []Event {
 }
 
 // jobStateNow is j's state from the loop's latest task records.
-func (e *Engine) jobStateNow(j *JobRecord) string {
+func (jc *jobCommands) jobStateNow(j *JobRecord) string {
+	e := jc.e
 	states := make([]string, 0, len(j.TaskIDs))
 	for _, tid := range j.TaskIDs {
-		if r := e.current(tid); r != nil {
+		if r := e.staged.current(tid); r != nil {
 			states = append(states, r.State)
 		}
 	}

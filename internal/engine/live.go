@@ -223,7 +223,7 @@ func healthChanges(spec *api.Node, b *agentapi.Beat) bool {
 // loop, at each step).
 func (e *Engine) observeSamples(now time.Time) {
 	for node, u := range e.samples.take() {
-		if e.currentNode(node) == nil {
+		if e.staged.currentNode(node) == nil {
 			continue // released meanwhile
 		}
 		if err := e.c.ObserveNode(now, node, u); err != nil {

@@ -63,7 +63,7 @@ type nodeStateCmd struct {
 
 func (c *nodeStateCmd) run(e *Engine, now time.Time) {
 	if c.err = e.c.SetNodeState(now, c.name, c.state); c.err == nil {
-		n := *e.currentNode(c.name)
+		n := *e.staged.currentNode(c.name)
 		n.State = c.state
 		e.staged.nodes[c.name] = &n
 	}

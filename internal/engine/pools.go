@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/hetsched/hetsched/internal/api"
@@ -40,7 +38,15 @@ func (s *poolState) view(name string) *api.NodePool {
 	return s.recs[name]
 }
 
-func (e *Engine) encodePools(b *commitBatch) error {
+// poolCommands are the node pools' commands (put, delete) and their part
+// of the loop's step (encode, publish, recover). The Engine embeds it;
+// its state is the read model's pools.
+type poolCommands struct {
+	e *Engine
+}
+
+func (pc *poolCommands) encodePools(b *commitBatch) error {
+	e := pc.e
 	for name, p := range e.pools.staged {
 		if p == nil {
 			b.recs = append(b.recs, store.Record{Kind: KindNodePool, Key: name})
@@ -56,7 +62,8 @@ func (e *Engine) encodePools(b *commitBatch) error {
 }
 
 // publishPools publishes the staged pools (under mu) and clears them.
-func (e *Engine) publishPools() {
+func (pc *poolCommands) publishPools() {
+	e := pc.e
 	for name, p := range e.pools.staged {
 		if p == nil {
 			delete(e.pools.recs, name)
@@ -67,27 +74,17 @@ func (e *Engine) publishPools() {
 	clear(e.pools.staged)
 }
 
-func (e *Engine) recoverPools(ctx context.Context) error {
+func (pc *poolCommands) recoverPools(ctx context.Context) error {
+	e := pc.e
 	return loadJSON(ctx, e.st, KindNodePool, func(key string, p *api.NodePool) error {
 		e.pools.recs[key] = p
 		return nil
 	})
 }
 
-// NodePools lists the pools by name.
-func (e *Engine) NodePools() []api.NodePool {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	out := make([]api.NodePool, 0, len(e.pools.recs))
-	for _, p := range e.pools.recs {
-		out = append(out, *p)
-	}
-	slices.SortFunc(out, func(a, b api.NodePool) int { return strings.Compare(a.Name, b.Name) })
-	return out
-}
-
 // PutNodePool creates or replaces a pool (validated); created says which.
-func (e *Engine) PutNodePool(ctx context.Context, p api.NodePool) (created bool, err error) {
+func (pc *poolCommands) PutNodePool(ctx context.Context, p api.NodePool) (created bool, err error) {
+	e := pc.e
 	if err := p.Validate(); err != nil {
 		return false, err
 	}
@@ -109,7 +106,8 @@ func (e *Engine) PutNodePool(ctx context.Context, p api.NodePool) (created bool,
 
 // DeleteNodePool forgets a pool: its nodes stay (plain nodes now) until an
 // admin releases them.
-func (e *Engine) DeleteNodePool(ctx context.Context, name string) error {
+func (pc *poolCommands) DeleteNodePool(ctx context.Context, name string) error {
+	e := pc.e
 	return e.do(ctx, &fnCmd{fn: func(e *Engine, _ time.Time) error {
 		if e.pools.view(name) == nil {
 			return errs.New(errs.NotFound, "name", "no node pool %q", name)

@@ -83,7 +83,7 @@ func (e *Engine) waitingByReason() map[string]map[string]int {
 // queueViews runs on the loop: the queues tenant may see ("" or default:
 // all), by name.
 func (e *Engine) queueViews(tenant string) []QueueView {
-	all := e.queueView()
+	all := e.staged.queueView()
 	fair := e.c.FairShares()
 	waiting := e.waitingByReason()
 	e.mu.RLock()
@@ -147,7 +147,7 @@ func (e *Engine) putQueue(tenant string, q *api.Queue, now time.Time) error {
 	if err := q.Validate(); err != nil {
 		return err
 	}
-	all := e.queueView()
+	all := e.staged.queueView()
 	if err := api.ValidateQueueTree(q, all); err != nil {
 		return err
 	}

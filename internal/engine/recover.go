@@ -181,7 +181,7 @@ func (e *Engine) recoverTasks(ctx context.Context, now time.Time) ([]*TaskRecord
 		e.jobLast[id] = e.jobStateNow(j)
 	}
 	for _, r := range recs {
-		e.refreshRecovered(r.Spec.ID, now)
+		e.staged.refreshRecovered(r.Spec.ID, now)
 	}
 	return recs, nil
 }

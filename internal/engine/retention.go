@@ -88,7 +88,7 @@ func (e *Engine) retire(now time.Time) {
 	}
 	for _, x := range e.ret.due(now) {
 		if x.job {
-			j := e.jobView(x.id)
+			j := e.staged.jobView(x.id)
 			if j == nil {
 				continue
 			}
@@ -102,7 +102,7 @@ func (e *Engine) retire(now time.Time) {
 			e.staged.forgetJobs[x.id] = true
 			continue
 		}
-		if r := e.current(x.id); r == nil || inJob(r) {
+		if r := e.staged.current(x.id); r == nil || inJob(r) {
 			continue
 		}
 		if err := e.c.Forget(x.id); err != nil {

@@ -1,12 +1,10 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
-	"slices"
 	"strconv"
 	"time"
 
@@ -80,8 +78,18 @@ func (s *serviceState) view(id string) *ServiceRecord {
 	return s.recs[id]
 }
 
+// serviceCommands are the services' commands (create, update, scale,
+// delete, apply) and their part of the loop's step: staging a service's
+// record, encoding and publishing it with the commit, indexing its
+// replicas, recovering them. The Engine embeds it; its state is the read
+// model's svc (published under its lock, staged by the loop).
+type serviceCommands struct {
+	e *Engine
+}
+
 // stage stages r with an event (kind service, state) when state is set.
-func (e *Engine) stageService(id string, r *ServiceRecord, state, reason string, now time.Time) {
+func (sv *serviceCommands) stageService(id string, r *ServiceRecord, state, reason string, now time.Time) {
+	e := sv.e
 	e.svc.staged[id] = r
 	if state != "" {
 		tenant := ""
@@ -95,7 +103,8 @@ func (e *Engine) stageService(id string, r *ServiceRecord, state, reason string,
 }
 
 // encodeServices appends the staged service records to b.
-func (e *Engine) encodeServices(b *commitBatch) error {
+func (sv *serviceCommands) encodeServices(b *commitBatch) error {
+	e := sv.e
 	for id, r := range e.svc.staged {
 		if r == nil {
 			b.recs = append(b.recs, store.Record{Kind: KindService, Key: id})
@@ -112,7 +121,8 @@ func (e *Engine) encodeServices(b *commitBatch) error {
 
 // publishServices publishes the staged records and indexes the batch's
 // new replica tasks; under mu.
-func (e *Engine) publishServices(changes []change) {
+func (sv *serviceCommands) publishServices(changes []change) {
+	e := sv.e
 	for id, r := range e.svc.staged {
 		if r == nil {
 			delete(e.svc.recs, id)
@@ -127,7 +137,8 @@ func (e *Engine) publishServices(changes []change) {
 	}
 }
 
-func (e *Engine) indexReplica(r *TaskRecord) {
+func (sv *serviceCommands) indexReplica(r *TaskRecord) {
+	e := sv.e
 	id := QualifyID(r.Tenant, r.Spec.Service)
 	set := e.svc.replicas[id]
 	if set == nil {
@@ -138,7 +149,8 @@ func (e *Engine) indexReplica(r *TaskRecord) {
 }
 
 // unindexReplica drops a forgotten task from its service's index; under mu.
-func (e *Engine) unindexReplica(r *TaskRecord) {
+func (sv *serviceCommands) unindexReplica(r *TaskRecord) {
+	e := sv.e
 	if r == nil || r.Spec.Service == "" {
 		return
 	}
@@ -153,7 +165,8 @@ func (e *Engine) unindexReplica(r *TaskRecord) {
 
 // publishServiceEvents adds the staged service events (between begin and
 // end of the event log) and clears the staging.
-func (e *Engine) publishServiceEvents(l *eventLog) {
+func (sv *serviceCommands) publishServiceEvents(l *eventLog) {
+	e := sv.e
 	for _, ev := range e.svc.events {
 		l.add(ev)
 	}
@@ -163,7 +176,8 @@ func (e *Engine) publishServiceEvents(l *eventLog) {
 
 // recoverServices loads the service records and indexes the replicas of
 // the recovered tasks.
-func (e *Engine) recoverServices(ctx context.Context, recs []*TaskRecord) error {
+func (sv *serviceCommands) recoverServices(ctx context.Context, recs []*TaskRecord) error {
+	e := sv.e
 	if err := loadJSON(ctx, e.st, KindService, func(key string, r *ServiceRecord) error {
 		e.svc.recs[key] = r
 		return nil
@@ -178,63 +192,6 @@ func (e *Engine) recoverServices(ctx context.Context, recs []*TaskRecord) error 
 	return nil
 }
 
-// Services lists the services of tenant ("" for all), by id.
-func (e *Engine) Services(tenant string) []*ServiceRecord {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	out := make([]*ServiceRecord, 0, len(e.svc.recs))
-	for _, r := range e.svc.recs {
-		if tenant == "" || r.Tenant == tenant {
-			out = append(out, r)
-		}
-	}
-	slices.SortFunc(out, func(a, b *ServiceRecord) int {
-		if a.ID() < b.ID() {
-			return -1
-		}
-		return 1
-	})
-	return out
-}
-
-// Service is the published record of service id.
-func (e *Engine) Service(id string) (*ServiceRecord, bool) {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	r, ok := e.svc.recs[id]
-	return r, ok
-}
-
-// Replicas lists service id's replica tasks (live, and finished ones not
-// yet forgotten) in submission order.
-func (e *Engine) Replicas(id string) []*TaskRecord {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	ids := e.replicaOrder(id)
-	out := make([]*TaskRecord, len(ids))
-	for i, tid := range ids {
-		out[i] = e.tasks[tid]
-	}
-	return out
-}
-
-// replicaOrder is service id's replica ids in submission order; under mu.
-func (e *Engine) replicaOrder(id string) []string {
-	set := e.svc.replicas[id]
-	recs := make([]*TaskRecord, 0, len(set))
-	for tid := range set {
-		if r := e.tasks[tid]; r != nil {
-			recs = append(recs, r)
-		}
-	}
-	slices.SortFunc(recs, func(a, b *TaskRecord) int { return cmp.Compare(a.Seq, b.Seq) })
-	out := make([]string, len(recs))
-	for i, r := range recs {
-		out[i] = r.Spec.ID
-	}
-	return out
-}
-
 // fnCmd runs fn on the loop (the services' and node pools' commands).
 type fnCmd struct {
 	answer
@@ -246,7 +203,8 @@ func (c *fnCmd) run(e *Engine, now time.Time) { c.err = c.fn(e, now) }
 // CreateService admits svc for tenant. The same spec again returns the
 // existing record (created false); another spec under the name is a
 // conflict.
-func (e *Engine) CreateService(ctx context.Context, tenant string, svc api.Service) (rec *ServiceRecord, created bool, err error) {
+func (sv *serviceCommands) CreateService(ctx context.Context, tenant string, svc api.Service) (rec *ServiceRecord, created bool, err error) {
+	e := sv.e
 	if err := svc.Validate(); err != nil {
 		return nil, false, err
 	}
@@ -276,11 +234,12 @@ func (e *Engine) CreateService(ctx context.Context, tenant string, svc api.Servi
 
 // checkServiceQueue refuses a queue that does not exist or is another
 // tenant's, as a task's submission would.
-func (e *Engine) checkServiceQueue(tenant string, svc *api.Service) error {
+func (sv *serviceCommands) checkServiceQueue(tenant string, svc *api.Service) error {
+	e := sv.e
 	if svc.Queue == "" {
 		return nil
 	}
-	all := e.queueView()
+	all := e.staged.queueView()
 	if all[svc.Queue] == nil {
 		return errs.Invalid("queue", "no queue %q", svc.Queue)
 	}
@@ -292,7 +251,8 @@ func (e *Engine) checkServiceQueue(tenant string, svc *api.Service) error {
 
 // UpdateService replaces service id's spec (PUT): a changed template is
 // rolled out by its controller. The name cannot change.
-func (e *Engine) UpdateService(ctx context.Context, id string, svc api.Service) (rec *ServiceRecord, err error) {
+func (sv *serviceCommands) UpdateService(ctx context.Context, id string, svc api.Service) (rec *ServiceRecord, err error) {
+	e := sv.e
 	if err := svc.Validate(); err != nil {
 		return nil, err
 	}
@@ -322,7 +282,8 @@ func (e *Engine) UpdateService(ctx context.Context, id string, svc api.Service) 
 
 // ScaleService sets service id's replica count by hand (POST …/scale);
 // refused for a service that autoscales.
-func (e *Engine) ScaleService(ctx context.Context, id string, n int) (rec *ServiceRecord, err error) {
+func (sv *serviceCommands) ScaleService(ctx context.Context, id string, n int) (rec *ServiceRecord, err error) {
+	e := sv.e
 	if n < 0 || n > api.MaxServiceReplicas {
 		return nil, errs.Invalid("replicas", "must be from 0 to %d, got %d", api.MaxServiceReplicas, n)
 	}
@@ -349,14 +310,15 @@ func (e *Engine) ScaleService(ctx context.Context, id string, n int) (rec *Servi
 }
 
 // DeleteService stops every replica of service id and deletes it.
-func (e *Engine) DeleteService(ctx context.Context, id string) error {
+func (sv *serviceCommands) DeleteService(ctx context.Context, id string) error {
+	e := sv.e
 	return e.do(ctx, &fnCmd{fn: func(e *Engine, now time.Time) error {
 		old := e.svc.view(id)
 		if old == nil {
 			return errs.New(errs.NotFound, "name", "no service %q", id)
 		}
 		for tid := range e.svc.replicas[id] {
-			if r := e.current(tid); r != nil && !finished(r.State) {
+			if r := e.staged.current(tid); r != nil && !finished(r.State) {
 				if err := e.c.Cancel(now, tid, "service "+old.Spec.Name+" deleted"); err != nil {
 					return err
 				}
@@ -389,7 +351,8 @@ type ServiceApply struct {
 
 // ApplyService carries out a controller's decision for service id. It
 // returns the ids of the replicas it made.
-func (e *Engine) ApplyService(ctx context.Context, id string, a ServiceApply) (made []string, err error) {
+func (sv *serviceCommands) ApplyService(ctx context.Context, id string, a ServiceApply) (made []string, err error) {
+	e := sv.e
 	if a.Create > 0 {
 		if err := e.roomForWork(int64(a.Create) * recordOverhead); err != nil {
 			return nil, err
@@ -409,7 +372,7 @@ func (e *Engine) ApplyService(ctx context.Context, id string, a ServiceApply) (m
 					return errs.Invalid("stop", "task %q is not a replica of service %q", tid, id)
 				}
 			}
-			if r := e.current(tid); r != nil && !finished(r.State) {
+			if r := e.staged.current(tid); r != nil && !finished(r.State) {
 				if err := e.c.Cancel(now, tid, why); err != nil {
 					return err
 				}
@@ -441,7 +404,8 @@ func (e *Engine) ApplyService(ctx context.Context, id string, a ServiceApply) (m
 // the template as a task of the service's queue, labelled with the
 // service and revision, spread over nodes and zones unless the template
 // says how to place replicas apart.
-func (e *Engine) makeReplica(rec *ServiceRecord, tmpl api.Task, rev string, now time.Time) (string, error) {
+func (sv *serviceCommands) makeReplica(rec *ServiceRecord, tmpl api.Task, rev string, now time.Time) (string, error) {
+	e := sv.e
 	t := tmpl
 	name := rec.Spec.Name
 	t.ID = name + "-" + strconv.FormatUint(rec.NextReplica, 10)

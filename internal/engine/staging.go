@@ -14,6 +14,7 @@ import (
 // staged sets, commits them and publishes them, then clears them.
 // Loop-owned.
 type staging struct {
+	e      *Engine
 	tasks  map[string]*TaskRecord
 	nodes  map[string]*api.Node // nil: the node was released (holders.go)
 	queues map[string]*api.Queue
@@ -34,54 +35,62 @@ func newStaging() staging {
 }
 
 // empty reports whether there is nothing to commit.
-func (s *staging) empty() bool {
-	return len(s.tasks) == 0 && len(s.nodes) == 0 && len(s.queues) == 0 && len(s.jobs) == 0 &&
-		len(s.forget) == 0 && len(s.forgetJobs) == 0
+func (sg *staging) empty() bool {
+	return len(sg.tasks) == 0 && len(sg.nodes) == 0 && len(sg.queues) == 0 && len(sg.jobs) == 0 &&
+		len(sg.forget) == 0 && len(sg.forgetJobs) == 0
 }
 
-func (s *staging) clear() {
-	clear(s.tasks)
-	clear(s.nodes)
-	clear(s.queues)
-	clear(s.jobs)
-	clear(s.holders)
-	clear(s.admin)
-	clear(s.forget)
-	clear(s.forgetJobs)
+func (sg *staging) clear() {
+	clear(sg.tasks)
+	clear(sg.nodes)
+	clear(sg.queues)
+	clear(sg.jobs)
+	clear(sg.holders)
+	clear(sg.admin)
+	clear(sg.forget)
+	clear(sg.forgetJobs)
 }
+
+// The loop stages through these: its view of a record (current,
+// currentNode, queueView, jobView) and the staging of what the core's
+// output changed (stageOutput, refresh, stage).
 
 // current returns the loop's latest record of a task (staged or published).
-func (e *Engine) current(id string) *TaskRecord {
-	if r, ok := e.staged.tasks[id]; ok {
+func (sg *staging) current(id string) *TaskRecord {
+	e := sg.e
+	if r, ok := sg.tasks[id]; ok {
 		return r
 	}
 	return e.tasks[id]
 }
 
-func (e *Engine) currentNode(name string) *api.Node {
-	if n, ok := e.staged.nodes[name]; ok {
+func (sg *staging) currentNode(name string) *api.Node {
+	e := sg.e
+	if n, ok := sg.nodes[name]; ok {
 		return n
 	}
 	return e.nodes[name]
 }
 
 // queueView is the loop's latest queues (staged over published).
-func (e *Engine) queueView() map[string]*api.Queue {
-	if len(e.staged.queues) == 0 {
+func (sg *staging) queueView() map[string]*api.Queue {
+	e := sg.e
+	if len(sg.queues) == 0 {
 		return e.queues
 	}
-	all := make(map[string]*api.Queue, len(e.queues)+len(e.staged.queues))
+	all := make(map[string]*api.Queue, len(e.queues)+len(sg.queues))
 	for k, v := range e.queues {
 		all[k] = v
 	}
-	for k, v := range e.staged.queues {
+	for k, v := range sg.queues {
 		all[k] = v
 	}
 	return all
 }
 
-func (e *Engine) jobView(id string) *JobRecord {
-	if r, ok := e.staged.jobs[id]; ok {
+func (sg *staging) jobView(id string) *JobRecord {
+	e := sg.e
+	if r, ok := sg.jobs[id]; ok {
 		return r
 	}
 	return e.jobs[id]
@@ -89,25 +98,26 @@ func (e *Engine) jobView(id string) *JobRecord {
 
 // stageOutput stages the records of the tasks the core's decisions of this
 // step changed (the first step of the commit path).
-func (e *Engine) stageOutput(now time.Time) {
+func (sg *staging) stageOutput(now time.Time) {
+	e := sg.e
 	out := e.c.TakeOutput()
 	e.gauges.count(&out)
 	e.gauges.coreEvents(e.c.Stats())
 	for _, p := range out.Placements {
-		e.refresh(p.Task, now)
+		sg.refresh(p.Task, now)
 	}
 	for _, tr := range out.Transitions {
-		e.refresh(tr.Task, now)
+		sg.refresh(tr.Task, now)
 	}
 	for _, p := range out.Preemptions {
-		e.refresh(p.Victim, now)
+		sg.refresh(p.Victim, now)
 	}
 	for _, u := range out.Unschedulable {
 		// Every waiting task of the class shows why it waits.
-		e.refresh(u.Sample, now)
+		sg.refresh(u.Sample, now)
 		for _, id := range u.Tasks {
 			if id != u.Sample {
-				e.refresh(id, now)
+				sg.refresh(id, now)
 			}
 		}
 	}
@@ -116,23 +126,23 @@ func (e *Engine) stageOutput(now time.Time) {
 // refresh stages a new record of task id from the core's state, when
 // that state differs from the record's (a published record is copied only
 // then: recovery refreshes every task and most are unchanged).
-func (e *Engine) refresh(id string, now time.Time) { e.refreshKeeping(id, now, false) }
+func (sg *staging) refresh(id string, now time.Time) { sg.refreshKeeping(id, now, false) }
 
 // refreshRecovered is refresh for a record just restored: a difference
 // in the reason alone is left as it is. The core gives a restored waiting
 // task its class's reason at its first schedule pass, which follows;
 // staging the reason it has before that (none) would rewrite every
 // waiting task's record at every restart, and again at that pass.
-func (e *Engine) refreshRecovered(id string, now time.Time) { e.refreshKeeping(id, now, true) }
+func (sg *staging) refreshRecovered(id string, now time.Time) { sg.refreshKeeping(id, now, true) }
 
 // refreshKeeping stages a task whose core view differs from its record;
 // with keepReason a difference in the reason alone does not count.
-func (e *Engine) refreshKeeping(id string, now time.Time, keepReason bool) {
-	old := e.current(id)
+func (sg *staging) refreshKeeping(id string, now time.Time, keepReason bool) {
+	old := sg.current(id)
 	if old == nil {
 		return
 	}
-	v, ok := e.coreView(id, old)
+	v, ok := sg.coreView(id, old)
 	if !ok || v.same(old) {
 		return
 	}
@@ -140,17 +150,17 @@ func (e *Engine) refreshKeeping(id string, now time.Time, keepReason bool) {
 		return
 	}
 	r := old
-	if e.staged.tasks[id] != old {
+	if sg.tasks[id] != old {
 		cp := *old
 		r = &cp
 	}
-	e.stage(r, v, id, now)
+	sg.stage(r, v, id, now)
 }
 
 // stageState brings a new record up to date with the core and stages it.
-func (e *Engine) stageState(r *TaskRecord, id string, now time.Time) {
-	if v, ok := e.coreView(id, r); ok {
-		e.stage(r, v, id, now)
+func (sg *staging) stageState(r *TaskRecord, id string, now time.Time) {
+	if v, ok := sg.coreView(id, r); ok {
+		sg.stage(r, v, id, now)
 	}
 }
 
@@ -164,7 +174,8 @@ type taskView struct {
 	cause *string
 }
 
-func (e *Engine) coreView(id string, r *TaskRecord) (taskView, bool) {
+func (sg *staging) coreView(id string, r *TaskRecord) (taskView, bool) {
+	e := sg.e
 	s, ok := e.c.SavedState(id)
 	if !ok {
 		return taskView{}, false
@@ -199,7 +210,8 @@ func (v taskView) sameButReason(r *TaskRecord) bool {
 // restartedAfterPreemption adds, when r's attempt that started last
 // before this one was preempted, the time from that eviction to now (its
 // successor running) to r's preemption cost.
-func (e *Engine) restartedAfterPreemption(r *TaskRecord, now time.Time) {
+func (sg *staging) restartedAfterPreemption(r *TaskRecord, now time.Time) {
+	e := sg.e
 	if r.Preemption == nil {
 		return
 	}
@@ -223,7 +235,8 @@ func sameCause(a, b *string) bool { return a == b || a != nil && b != nil && *a 
 
 // stage writes v into r (not yet published), stamps the times of a state
 // change and stages r.
-func (e *Engine) stage(r *TaskRecord, v taskView, id string, now time.Time) {
+func (sg *staging) stage(r *TaskRecord, v taskView, id string, now time.Time) {
+	e := sg.e
 	prev, prevReason, s := r.State, r.Reason, v.s
 	var ended *Attempt
 	if s.Attempt != r.Attempt && r.Node != "" {
@@ -247,7 +260,7 @@ func (e *Engine) stage(r *TaskRecord, v taskView, id string, now time.Time) {
 		if r.Scheduled == nil { // placed and started within one step
 			r.Scheduled = r.Started
 		}
-		e.restartedAfterPreemption(r, now)
+		sg.restartedAfterPreemption(r, now)
 	case s.State.Terminal() && prev != v.state:
 		r.Finished = timePtr(now)
 	case s.State == core.Pending:
@@ -256,5 +269,5 @@ func (e *Engine) stage(r *TaskRecord, v taskView, id string, now time.Time) {
 	if e.tracing.on() {
 		e.tracing.staged(r, prev, prevReason, ended, now)
 	}
-	e.staged.tasks[id] = r
+	sg.tasks[id] = r
 }

@@ -45,9 +45,17 @@ func (c *submitCmd) run(e *Engine, now time.Time) {
 	}
 }
 
+// taskCommands are the tasks' commands (submit, cancel, started,
+// finished, renew) and what admission needs (defaults, the encoded
+// spec). The Engine embeds it; each command runs on the loop.
+type taskCommands struct {
+	e *Engine
+}
+
 // Submit admits tasks owned by tenant. It returns each task's id
 // (generated when empty) and error; a nil error means the task is durable.
-func (e *Engine) Submit(ctx context.Context, tenant string, tasks []api.Task) ([]string, []error, error) {
+func (tc *taskCommands) Submit(ctx context.Context, tenant string, tasks []api.Task) ([]string, []error, error) {
+	e := tc.e
 	if err := e.roomForWork(0); err != nil {
 		return nil, nil, err // below the reserve: not worth encoding
 	}
@@ -82,8 +90,9 @@ func (e *Engine) Submit(ctx context.Context, tenant string, tasks []api.Task) ([
 // submit admits one task: a new id, or the same spec again (idempotent),
 // or a conflict. prepared says spec went through prepare (validated, and
 // specJSON is its encoding); else it is validated and encoded here.
-func (e *Engine) submit(tenant string, spec *api.Task, specJSON []byte, prepared bool, now time.Time, job string) (string, error) {
-	if spec.Queue == "" && tenant != "" && tenant != DefaultTenant && e.queueView()[tenant] != nil {
+func (tc *taskCommands) submit(tenant string, spec *api.Task, specJSON []byte, prepared bool, now time.Time, job string) (string, error) {
+	e := tc.e
+	if spec.Queue == "" && tenant != "" && tenant != DefaultTenant && e.staged.queueView()[tenant] != nil {
 		// A tenant's task that names no queue goes to the tenant's own.
 		spec.Queue = tenant
 		specJSON, prepared = nil, false
@@ -95,7 +104,7 @@ func (e *Engine) submit(tenant string, spec *api.Task, specJSON []byte, prepared
 		}
 	}
 	if spec.Queue != "" {
-		all := e.queueView()
+		all := e.staged.queueView()
 		if all[spec.Queue] == nil {
 			return "", errs.Invalid("queue", "no queue %q", spec.Queue)
 		}
@@ -107,12 +116,12 @@ func (e *Engine) submit(tenant string, spec *api.Task, specJSON []byte, prepared
 		for {
 			e.seq++
 			id := QualifyID(tenant, "t"+strconv.FormatUint(e.seq, 36))
-			if e.current(id) == nil {
+			if e.staged.current(id) == nil {
 				spec.ID = id
 				break
 			}
 		}
-	} else if old := e.current(spec.ID); old != nil {
+	} else if old := e.staged.current(spec.ID); old != nil {
 		if old.Tenant != tenant {
 			return "", errs.New(errs.Conflict, "id", "task id %q is in use", spec.ID)
 		}
@@ -134,14 +143,15 @@ func (e *Engine) submit(tenant string, spec *api.Task, specJSON []byte, prepared
 	}
 	e.seq++
 	r := &TaskRecord{Spec: *spec, Tenant: tenant, Seq: e.seq, Chosen: -1, Submitted: now, spec: specJSON, Trace: e.submitTrace}
-	e.stageState(r, spec.ID, now)
+	e.staged.stageState(r, spec.ID, now)
 	return spec.ID, nil
 }
 
 // defaultLease gives a lease (a task without a command) that names no
 // lease and no timeout (which ends a lease too) the server's default, so that a forgotten lease does not hold its
 // devices for ever; the task's view shows the lease it got.
-func (e *Engine) defaultLease(t *api.Task) {
+func (tc *taskCommands) defaultLease(t *api.Task) {
+	e := tc.e
 	if len(t.Command) == 0 && t.Lease == 0 && t.Timeout == 0 && e.cfg.DefaultLease > 0 {
 		t.Lease = api.Duration(e.cfg.DefaultLease)
 	}
@@ -154,7 +164,8 @@ func errNotReplica() error {
 
 // prepareFor validates a spec, qualifies its ids for tenant (tenancy.go)
 // and returns its JSON encoding for the store (encodeSpec).
-func (e *Engine) prepareFor(tenant string, spec *api.Task) ([]byte, error) {
+func (tc *taskCommands) prepareFor(tenant string, spec *api.Task) ([]byte, error) {
+	e := tc.e
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
@@ -166,7 +177,8 @@ func (e *Engine) prepareFor(tenant string, spec *api.Task) ([]byte, error) {
 
 // prepare validates a spec (its ids already qualified) and returns its
 // JSON encoding for the store (encodeSpec).
-func (e *Engine) prepare(spec *api.Task) ([]byte, error) {
+func (tc *taskCommands) prepare(spec *api.Task) ([]byte, error) {
+	e := tc.e
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
@@ -179,7 +191,8 @@ func (e *Engine) prepare(spec *api.Task) ([]byte, error) {
 // (TaskRecord.appendJSON). For the Kubernetes front end that is one JSON
 // encoding less per pod: 3.6 % of a --cpu-profile of `bench kube`'s
 // window (0.08 of 2.20 s).
-func (e *Engine) encodeSpec(spec *api.Task) ([]byte, error) {
+func (tc *taskCommands) encodeSpec(spec *api.Task) ([]byte, error) {
+	e := tc.e
 	if e.volatile {
 		return nil, nil
 	}
@@ -201,7 +214,8 @@ func (c *cancelCmd) run(e *Engine, now time.Time) {
 }
 
 // Cancel cancels a task.
-func (e *Engine) Cancel(ctx context.Context, id string) error {
+func (tc *taskCommands) Cancel(ctx context.Context, id string) error {
+	e := tc.e
 	return e.do(ctx, &cancelCmd{id: id})
 }
 
@@ -222,7 +236,8 @@ func (c *startedCmd) run(e *Engine, now time.Time) {
 }
 
 // Started records that a task's executor started it.
-func (e *Engine) Started(ctx context.Context, id string) error {
+func (tc *taskCommands) Started(ctx context.Context, id string) error {
+	e := tc.e
 	errs, err := e.StartedMany(ctx, []string{id})
 	if err != nil {
 		return err
@@ -235,7 +250,8 @@ func (e *Engine) Started(ctx context.Context, id string) error {
 // end that starts many tasks a second (the Kubernetes one: a bound pod is
 // a started task) sends them together, as one command, rather than one
 // engine step each.
-func (e *Engine) StartedMany(ctx context.Context, ids []string) ([]error, error) {
+func (tc *taskCommands) StartedMany(ctx context.Context, ids []string) ([]error, error) {
+	e := tc.e
 	cmd := &startedCmd{ids: ids}
 	if err := e.do(ctx, cmd); err != nil {
 		return nil, err
@@ -252,7 +268,7 @@ type finishedCmd struct {
 
 func (c *finishedCmd) run(e *Engine, now time.Time) {
 	if c.err = e.c.TaskFinished(now, c.id, c.result); c.err == nil {
-		r := *e.current(c.id)
+		r := *e.staged.current(c.id)
 		code := c.result.ExitCode
 		r.ExitCode = &code
 		e.staged.tasks[c.id] = &r // the state follows from the core's transition
@@ -260,7 +276,8 @@ func (c *finishedCmd) run(e *Engine, now time.Time) {
 }
 
 // Finished records how a task ended.
-func (e *Engine) Finished(ctx context.Context, id string, r core.Result) error {
+func (tc *taskCommands) Finished(ctx context.Context, id string, r core.Result) error {
+	e := tc.e
 	return e.do(ctx, &finishedCmd{id: id, result: r})
 }
 
@@ -273,6 +290,7 @@ type renewCmd struct {
 func (c *renewCmd) run(e *Engine, now time.Time) { c.err = e.c.Renew(now, c.id) }
 
 // Renew extends a lease.
-func (e *Engine) Renew(ctx context.Context, id string) error {
+func (tc *taskCommands) Renew(ctx context.Context, id string) error {
+	e := tc.e
 	return e.do(ctx, &renewCmd{id: id})
 }

@@ -9,38 +9,8 @@ import (
 	"github.com/hetsched/hetsched/internal/agentapi"
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/core"
-	"github.com/hetsched/hetsched/internal/errs"
 	"github.com/hetsched/hetsched/internal/resource"
 )
-
-// Task returns the durable record of a task (do not modify it).
-func (e *Engine) Task(id string) (*TaskRecord, bool) {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	r, ok := e.tasks[id]
-	return r, ok
-}
-
-// NumTasks returns how many task records the engine holds.
-func (e *Engine) NumTasks() int {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	return len(e.tasks)
-}
-
-// WaitChange returns a channel closed at the next durable change of task
-// id (or at once if the task is unknown). Every caller waiting on the same
-// task shares one channel.
-func (e *Engine) WaitChange(id string) <-chan struct{} {
-	e.mu.RLock()
-	_, ok := e.tasks[id]
-	fatal := e.fatal
-	e.mu.RUnlock()
-	if !ok || fatal != nil {
-		return closedCh
-	}
-	return e.waitChange(id)
-}
 
 // closedCh is a closed channel.
 var closedCh = func() chan struct{} {
@@ -49,66 +19,11 @@ var closedCh = func() chan struct{} {
 	return ch
 }()
 
-// waitChange registers interest in task id's next published change.
-func (e *Engine) waitChange(id string) <-chan struct{} {
-	e.waitMu.Lock()
-	ch, ok := e.waiters[id]
-	if !ok {
-		ch = make(chan struct{})
-		e.waiters[id] = ch
-	}
-	e.waitMu.Unlock()
-	return ch
-}
-
-// WaitPlaced waits until task id is no longer pending or blocked, or ctx
-// ends, and returns its latest record.
-func (e *Engine) WaitPlaced(ctx context.Context, id string) (*TaskRecord, error) {
-	r, ok := e.Task(id)
-	for {
-		if !ok {
-			return nil, errs.New(errs.NotFound, "id", "no task %q", id)
-		}
-		if !r.Waiting() {
-			return r, nil
-		}
-		// Register, then read again: the commit that changes the task
-		// publishes it before it wakes the registered waiters.
-		ch := e.waitChange(id)
-		if r, ok = e.Task(id); !ok || !r.Waiting() {
-			continue
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return r, nil
-		case <-e.done:
-			return r, ErrStopped
-		}
-		r, ok = e.Task(id)
-	}
-}
-
-// Stopped returns a channel closed once the engine has stopped.
-func (e *Engine) Stopped() <-chan struct{} { return e.done }
-
 // Waiting reports whether the task waits for a placement (pending or
 // blocked).
 func (r *TaskRecord) Waiting() bool { return r.State == stPending || r.State == stBlocked }
 
 var stPending, stBlocked = core.Pending.String(), core.Blocked.String()
-
-// Nodes returns the durable node specs, by name.
-func (e *Engine) Nodes() []api.Node {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	out := make([]api.Node, 0, len(e.nodes))
-	for _, n := range e.nodes {
-		out = append(out, *n)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
-}
 
 // Filter selects tasks in a listing; empty fields match everything.
 type Filter struct {
@@ -143,64 +58,6 @@ func (f Filter) match(r *TaskRecord) bool {
 // maxListScan bounds the records one listing call looks at, matching or
 // not, so that a rare filter over a million tasks cannot hold the lock.
 const maxListScan = 100_000
-
-// List returns up to limit tasks matching f in submission order, starting
-// after position cursor; next is the cursor of the following page (0 when
-// the listing is complete).
-func (e *Engine) List(f Filter, cursor, limit int) (out []*TaskRecord, next int) {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	order := e.order
-	if f.Job != "" {
-		order = nil
-		if j := e.jobs[f.Job]; j != nil {
-			order = j.TaskIDs
-		}
-	}
-	if f.Service != "" {
-		order = e.replicaOrder(f.Service)
-	}
-	if f.Newest {
-		return e.listNewest(f, order, cursor, limit)
-	}
-	if cursor < 0 || cursor > len(order) {
-		cursor = len(order)
-	}
-	i := cursor
-	for scanned := 0; i < len(order) && len(out) < limit && scanned < maxListScan; i++ {
-		scanned++
-		if r := e.tasks[order[i]]; r != nil && f.match(r) {
-			out = append(out, r)
-		}
-	}
-	if i < len(order) {
-		return out, i
-	}
-	return out, 0
-}
-
-// listNewest is List newest first. Its cursor is one more than the
-// index of the next task to look at (0: start at the newest), so tasks
-// submitted while a client pages do not shift its pages.
-func (e *Engine) listNewest(f Filter, order []string, cursor, limit int) (out []*TaskRecord, next int) {
-	i := len(order) - 1
-	switch {
-	case cursor < 0 || cursor > len(order):
-		return nil, 0 // not a cursor of this listing
-	case cursor > 0:
-		i = cursor - 1
-	}
-	for scanned := 0; i >= 0 && len(out) < limit && scanned < maxListScan; i-- {
-		scanned++
-		if r := e.tasks[order[i]]; r != nil && f.match(r) {
-			out = append(out, r)
-		}
-	}
-	if i >= 0 {
-		return out, i + 1
-	}
-	return out, 0
-}
 
 // ResourceSummary is one resource across the cluster, in canonical units:
 // Allocated is what placed tasks hold, AllocatedFraction of the capacity;
@@ -285,7 +142,17 @@ type DeviceSummary struct {
 	Utilization *float64 `json:"utilization,omitempty"`
 }
 
-func (e *Engine) summarize() *Summary {
+// loopViews are the reads that need the core's state (which only the
+// loop may touch): the cluster summary, the node views, a task's place in
+// its queue. Each runs as a loop command, bounded by readWait where a
+// stale answer is allowed. The Engine embeds it; the reads of durable
+// records need no loop (published.go).
+type loopViews struct {
+	e *Engine
+}
+
+func (lv *loopViews) summarize() *Summary {
+	e := lv.e
 	s := &Summary{Policy: e.cfg.Core.Policy, Nodes: map[string]int{}, Resources: map[string]ResourceSummary{}, Pending: map[string]int{}, PendingRaised: map[string]int{}}
 	dims := e.c.Dims()
 	var capSum, allocSum [resource.MaxDims]int64
@@ -355,7 +222,8 @@ func (e *Engine) summarize() *Summary {
 // It waits for the loop at most readWait: past that, while the loop runs a
 // long step, it answers the summary the loop published last, marked
 // Stale (only the very first summary waits for the loop in full).
-func (e *Engine) Summarize(ctx context.Context) (*Summary, error) {
+func (lv *loopViews) Summarize(ctx context.Context) (*Summary, error) {
+	e := lv.e
 	cmd := &summaryCmd{}
 	err := e.read(ctx, cmd, readWait)
 	if err == errBusy {
@@ -382,29 +250,6 @@ func (c *summaryCmd) run(e *Engine, now time.Time) {
 	c.out = e.summarize()
 	c.out.AsOf = now
 	e.lastSummary.Store(c.out) // readers never change it: Summarize copies before marking
-}
-
-// Queues returns the queues (by name) a tenant may see ("" or "default":
-// all).
-func (e *Engine) Queues(tenant string) []api.Queue {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	out := make([]api.Queue, 0, len(e.queues))
-	for name, q := range e.queues {
-		if tenant == "" || tenant == DefaultTenant || api.QueueOwner(name, e.queues) == tenant {
-			out = append(out, *q)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
-}
-
-// Err returns why the engine stopped (a failed store commit), or nil while
-// it runs.
-func (e *Engine) Err() error {
-	e.mu.RLock()
-	defer e.mu.RUnlock()
-	return e.fatal
 }
 
 // NodeView is a node as GET /api/v1/nodes shows it: its durable spec plus
@@ -444,7 +289,8 @@ func (v *NodeView) Label(k string) (string, bool) {
 
 // nodeView is node name's view; the caller holds e.mu for reading and
 // runs on the loop (usage is written by the loop only).
-func (e *Engine) nodeView(name string, spec *api.Node, dims *resource.Dims) NodeView {
+func (lv *loopViews) nodeView(name string, spec *api.Node, dims *resource.Dims) NodeView {
+	e := lv.e
 	v := NodeView{Node: *spec, Allocated: map[string]int64{}, Agent: e.owner[name]}
 	v.State = stateOf(spec)
 	if n, ok := e.c.Node(name); ok {
@@ -508,7 +354,8 @@ type NodeQuery struct {
 // keeps, at most q.Limit; next is the name to continue after ("" at the
 // end); total counts every node q keeps, on every page. Without Match
 // only the page's views are built.
-func (e *Engine) NodePage(ctx context.Context, q NodeQuery) (page []NodeView, next string, total int, err error) {
+func (lv *loopViews) NodePage(ctx context.Context, q NodeQuery) (page []NodeView, next string, total int, err error) {
+	e := lv.e
 	cmd := &nodePageCmd{q: q}
 	if err := e.read(ctx, cmd, viewWait); err != nil {
 		return nil, "", 0, err
@@ -528,7 +375,8 @@ type nodePageCmd struct {
 func (c *nodePageCmd) run(e *Engine, _ time.Time) { c.out, c.next, c.total = e.nodePage(c.q) }
 
 // nodePage runs on the loop.
-func (e *Engine) nodePage(q NodeQuery) (out []NodeView, next string, total int) {
+func (lv *loopViews) nodePage(q NodeQuery) (out []NodeView, next string, total int) {
+	e := lv.e
 	dims := e.c.Dims()
 	e.mu.RLock()
 	defer e.mu.RUnlock()
@@ -576,13 +424,15 @@ func (e *Engine) nodePage(q NodeQuery) (out []NodeView, next string, total int) 
 
 // NodeViews returns every node with its allocation and usage, computed by
 // the loop, in name order.
-func (e *Engine) NodeViews(ctx context.Context) ([]NodeView, error) {
+func (lv *loopViews) NodeViews(ctx context.Context) ([]NodeView, error) {
+	e := lv.e
 	page, _, _, err := e.NodePage(ctx, NodeQuery{})
 	return page, err
 }
 
 // NodeViewOf returns node name's view; false when there is none.
-func (e *Engine) NodeViewOf(ctx context.Context, name string) (NodeView, bool, error) {
+func (lv *loopViews) NodeViewOf(ctx context.Context, name string) (NodeView, bool, error) {
+	e := lv.e
 	cmd := &nodeViewCmd{name: name}
 	if err := e.read(ctx, cmd, viewWait); err != nil {
 		return NodeView{}, false, err
@@ -631,7 +481,8 @@ func utilizationOf(n *api.Node, u *agentapi.NodeUsage) map[string]float64 {
 
 // QueueInfo reports where pending task id stands (core.QueueInfo),
 // computed by the loop; false when it is not pending in a class queue.
-func (e *Engine) QueueInfo(ctx context.Context, id string) (core.QueueInfo, bool, error) {
+func (lv *loopViews) QueueInfo(ctx context.Context, id string) (core.QueueInfo, bool, error) {
+	e := lv.e
 	cmd := &queueInfoCmd{id: id}
 	if err := e.read(ctx, cmd, viewWait); err != nil {
 		return core.QueueInfo{}, false, err
