@@ -57,6 +57,7 @@ const statusEvery = 5 * time.Second
 
 // crds reads hetsched's Queues and ResourceSchedule.
 type crds struct {
+	s                 *Scheduler
 	queues, schedules cache.GenericLister
 }
 
@@ -80,7 +81,7 @@ func (s *Scheduler) startCRDs(ctx context.Context) error {
 	if err != nil || ls == nil {
 		return err
 	}
-	s.crds = &crds{queues: ls[0], schedules: ls[1]}
+	s.crds = &crds{s: s, queues: ls[0], schedules: ls[1]}
 	return nil
 }
 
@@ -95,17 +96,18 @@ func (s *Scheduler) rebuild(why string) {
 
 // reconcileCRDs applies changed Queues (parents before children) and the
 // ResourceSchedule.
-func (s *Scheduler) reconcileCRDs(ctx context.Context, keys []string) {
-	if s.crds == nil || len(keys) == 0 {
+func (cr *crds) reconcileCRDs(ctx context.Context, keys []string) {
+	if cr == nil || len(keys) == 0 {
 		return
 	}
+	s := cr.s
 	var queues []*unstructured.Unstructured
 	for _, k := range keys {
 		if k == "" {
-			s.applySchedule(ctx)
+			cr.applySchedule(ctx)
 			continue
 		}
-		o, err := s.crds.queues.Get(k)
+		o, err := cr.queues.Get(k)
 		if err != nil {
 			continue
 		}
@@ -128,24 +130,25 @@ func (s *Scheduler) reconcileCRDs(ctx context.Context, keys []string) {
 				continue
 			}
 			applied = true
-			s.setQueueCondition(ctx, u, nil)
+			cr.setQueueCondition(ctx, u, nil)
 		}
 		if len(next) == len(queues) {
 			for _, u := range next {
-				s.setQueueCondition(ctx, u, errs[u.GetName()])
+				cr.setQueueCondition(ctx, u, errs[u.GetName()])
 			}
 			break
 		}
 		queues = next
 	}
 	if applied {
-		s.replanInvalid()
+		cr.replanInvalid()
 	}
 }
 
 // replanInvalid marks dirty the pods that could not be tasks (a queue
 // they name may exist now).
-func (s *Scheduler) replanInvalid() {
+func (cr *crds) replanInvalid() {
+	s := cr.s
 	s.mu.Lock()
 	var keys []string
 	for _, st := range s.byUID {
@@ -205,12 +208,12 @@ func quantities(u *unstructured.Unstructured, field string) (resource.List, erro
 }
 
 // setQueueCondition writes the Queue's Accepted condition (err: why not).
-func (s *Scheduler) setQueueCondition(ctx context.Context, u *unstructured.Unstructured, err error) {
+func (cr *crds) setQueueCondition(ctx context.Context, u *unstructured.Unstructured, err error) {
 	cond := map[string]any{"type": "Accepted", "status": "True", "reason": "Applied", "message": "in the engine's queue tree"}
 	if err != nil {
 		cond = map[string]any{"type": "Accepted", "status": "False", "reason": "Invalid", "message": err.Error()}
 	}
-	s.writeQueueStatus(ctx, u.GetName(), func(st map[string]any) { st["conditions"] = []any{withTime(cond, st)} })
+	cr.writeQueueStatus(ctx, u.GetName(), func(st map[string]any) { st["conditions"] = []any{withTime(cond, st)} })
 }
 
 // withTime keeps the condition's transition time when its status holds.
@@ -229,18 +232,19 @@ func withTime(cond map[string]any, st map[string]any) map[string]any {
 
 // writeQueueStatus changes a Queue's status with edit and writes it when
 // it differs from what it was.
-func (s *Scheduler) writeQueueStatus(ctx context.Context, name string, edit func(map[string]any)) {
-	o, err := s.crds.queues.Get(name)
+func (cr *crds) writeQueueStatus(ctx context.Context, name string, edit func(map[string]any)) {
+	o, err := cr.queues.Get(name)
 	if err != nil {
 		return
 	}
-	s.writeStatus(ctx, QueueResource, o.(*unstructured.Unstructured), edit)
+	cr.writeStatus(ctx, QueueResource, o.(*unstructured.Unstructured), edit)
 }
 
 // writeStatus changes a copy of u's status with edit and writes it
 // through the status subresource when it differs (a conflict is left to
 // the next round: the informer brings the newer object).
-func (s *Scheduler) writeStatus(ctx context.Context, gvr schema.GroupVersionResource, u *unstructured.Unstructured, edit func(map[string]any)) {
+func (cr *crds) writeStatus(ctx context.Context, gvr schema.GroupVersionResource, u *unstructured.Unstructured, edit func(map[string]any)) {
+	s := cr.s
 	u = u.DeepCopy()
 	st, _, _ := unstructured.NestedMap(u.Object, "status")
 	if st == nil {
@@ -267,10 +271,11 @@ func deepCopyMap(m map[string]any) map[string]any {
 
 // statusLoop brings every Queue's usage, fair share and waiting counts up
 // to date every statusEvery.
-func (s *Scheduler) statusLoop(ctx context.Context) {
-	if s.crds == nil {
+func (cr *crds) statusLoop(ctx context.Context) {
+	if cr == nil {
 		return
 	}
+	s := cr.s
 	t := time.NewTicker(statusEvery)
 	defer t.Stop()
 	for {
@@ -284,7 +289,7 @@ func (s *Scheduler) statusLoop(ctx context.Context) {
 			continue
 		}
 		for _, v := range views {
-			if _, err := s.crds.queues.Get(v.Name); err != nil {
+			if _, err := cr.queues.Get(v.Name); err != nil {
 				continue // a queue of the --queues file
 			}
 			usage, share := quantityMap(v.Usage), quantityMap(v.FairShare)
@@ -292,7 +297,7 @@ func (s *Scheduler) statusLoop(ctx context.Context) {
 			for k, n := range v.Pending {
 				pending[k] = int64(n)
 			}
-			s.writeQueueStatus(ctx, v.Name, func(st map[string]any) {
+			cr.writeQueueStatus(ctx, v.Name, func(st map[string]any) {
 				st["usage"], st["fairShare"], st["pending"] = usage, share, pending
 			})
 		}
@@ -360,12 +365,13 @@ func readSchedule(u *unstructured.Unstructured) (*schedulePolicy, error) {
 
 // applySchedule takes the ResourceSchedule's tiers and namespaces' queues
 // (for pods submitted from now on), and rebuilds for another policy.
-func (s *Scheduler) applySchedule(ctx context.Context) {
-	o, err := s.crds.schedules.Get(ResourceScheduleName)
+func (cr *crds) applySchedule(ctx context.Context) {
+	s := cr.s
+	o, err := cr.schedules.Get(ResourceScheduleName)
 	var p *schedulePolicy
 	if err == nil {
 		if p, err = readSchedule(o.(*unstructured.Unstructured)); err != nil {
-			s.writeScheduleStatus(ctx, o.(*unstructured.Unstructured), err)
+			cr.writeScheduleStatus(ctx, o.(*unstructured.Unstructured), err)
 			return
 		}
 	}
@@ -381,14 +387,14 @@ func (s *Scheduler) applySchedule(ctx context.Context) {
 	}
 	s.pods.tiers, s.nsQueues = tiers, ns
 	s.mu.Unlock()
-	s.replanInvalid()
+	cr.replanInvalid()
 	if policy != "" {
 		c := engine.DefaultCoreConfig()
 		c.Policy = policy
 		if err := c.Validate(); err != nil {
 			// An unknown policy is refused where it is written, and the
 			// engine keeps the base one (no rebuild loop on it).
-			s.writeScheduleStatus(ctx, o.(*unstructured.Unstructured), err)
+			cr.writeScheduleStatus(ctx, o.(*unstructured.Unstructured), err)
 			return
 		}
 	}
@@ -400,18 +406,18 @@ func (s *Scheduler) applySchedule(ctx context.Context) {
 		return
 	}
 	if o != nil {
-		s.writeScheduleStatus(ctx, o.(*unstructured.Unstructured), nil)
+		cr.writeScheduleStatus(ctx, o.(*unstructured.Unstructured), nil)
 	}
 }
 
 // writeScheduleStatus writes the ResourceSchedule's observed generation
 // and Accepted condition.
-func (s *Scheduler) writeScheduleStatus(ctx context.Context, u *unstructured.Unstructured, err error) {
+func (cr *crds) writeScheduleStatus(ctx context.Context, u *unstructured.Unstructured, err error) {
 	cond := map[string]any{"type": "Accepted", "status": "True", "reason": "Applied", "message": "applied to pods submitted from now on"}
 	if err != nil {
 		cond = map[string]any{"type": "Accepted", "status": "False", "reason": "Invalid", "message": err.Error()}
 	}
-	s.writeStatus(ctx, ResourceScheduleResource, u, func(st map[string]any) {
+	cr.writeStatus(ctx, ResourceScheduleResource, u, func(st map[string]any) {
 		st["observedGeneration"] = u.GetGeneration()
 		st["conditions"] = []any{withTime(cond, st)}
 	})

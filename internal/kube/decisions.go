@@ -33,11 +33,37 @@ type bindRequest struct {
 // again (as kube-scheduler does on every failed attempt, but bounded).
 const reportEvery = time.Minute
 
+// decisions carries the engine's decisions back to the cluster: it
+// watches the engine's events, binds placed pods (after the claims and
+// the evictions they wait for), evicts preempted pods within their
+// disruption budgets, and writes why a pod waits. Its state is the bind
+// path's; the pod state it reads and changes is the Scheduler's, under
+// its lock, as are evictions and held.
+type decisions struct {
+	s      *Scheduler
+	binds  chan bindRequest
+	starts *startBatch // bound pods' tasks to report started
+	// evictions counts, per node, the pods asked to leave it that are
+	// still there (under Scheduler.mu). A pod placed on such a node is
+	// bound once its node's evictions are done (bindAfterEvictions), and
+	// not at all when a PodDisruptionBudget kept one (keepPod displaces
+	// it).
+	evictions   map[string]int
+	evictChange chan struct{} // closed and replaced when it changes
+	// held are the placements waiting for their node's evictions, by
+	// node and pod (under Scheduler.mu).
+	held map[string]map[types.UID]bindRequest
+	// conds writes the pods' PodScheduled=False conditions, the latest
+	// per pod (coalesce.go).
+	conds latest[condition]
+}
+
 // decisionLoop reads the engine's events and carries its decisions on
 // the Scheduler's tasks to the cluster: a placement becomes a Binding, a
 // reason for waiting an event and a PodScheduled=False condition, the end
 // of a bound pod's task (preempted, its node lost) an eviction.
-func (s *Scheduler) decisionLoop(ctx context.Context, since uint64) {
+func (dn *decisions) decisionLoop(ctx context.Context, since uint64) {
+	s := dn.s
 	for {
 		evs, next, err := s.eng.Events(ctx, since, 4096)
 		if ctx.Err() != nil || errors.Is(err, engine.ErrStopped) {
@@ -47,7 +73,7 @@ func (s *Scheduler) decisionLoop(ctx context.Context, since uint64) {
 			// Fell behind the engine's event history: look at every task.
 			s.log.Warn("decisions fell behind the engine's events; checking every task", "err", err)
 			since = s.eng.LatestEvent()
-			s.recheckAll(ctx)
+			dn.recheckAll(ctx)
 			continue
 		}
 		since = next
@@ -56,19 +82,20 @@ func (s *Scheduler) decisionLoop(ctx context.Context, since uint64) {
 		// counted (bindAfterEvictions).
 		for _, ev := range evs {
 			if ev.Kind == "task" && ev.State != "scheduled" {
-				s.decide(ctx, ev.ID)
+				dn.decide(ctx, ev.ID)
 			}
 		}
 		for _, ev := range evs {
 			if ev.Kind == "task" && ev.State == "scheduled" {
-				s.decide(ctx, ev.ID)
+				dn.decide(ctx, ev.ID)
 			}
 		}
 	}
 }
 
 // recheckAll decides on every tracked task from its record.
-func (s *Scheduler) recheckAll(ctx context.Context) {
+func (dn *decisions) recheckAll(ctx context.Context) {
+	s := dn.s
 	s.mu.Lock()
 	ids := make([]string, 0, len(s.tasks))
 	for id := range s.tasks {
@@ -76,13 +103,14 @@ func (s *Scheduler) recheckAll(ctx context.Context) {
 	}
 	s.mu.Unlock()
 	for _, id := range ids {
-		s.decide(ctx, id)
+		dn.decide(ctx, id)
 	}
 }
 
 // decide acts on a task's current record (an event says it changed; the
 // record, published before the event, is at least as new).
-func (s *Scheduler) decide(ctx context.Context, id string) {
+func (dn *decisions) decide(ctx context.Context, id string) {
+	s := dn.s
 	rec, ok := s.eng.Task(id)
 	if !ok {
 		return
@@ -97,22 +125,22 @@ func (s *Scheduler) decide(ctx context.Context, id string) {
 	case rec.State == "scheduled" && !st.bound && st.binding == "":
 		st.binding = id
 		req := bindRequest{uid: st.uid, key: st.key, task: id, node: rec.Node, devices: rec.Devices, chosen: rec.Chosen}
-		if s.evictions[rec.Node] > 0 {
+		if dn.evictions[rec.Node] > 0 {
 			// Placed where pods still leave (preempted for it, say): held
 			// (under mu, so that a refused eviction finds and displaces
 			// it, keepPod) until they left.
-			if s.held[rec.Node] == nil {
-				s.held[rec.Node] = map[types.UID]bindRequest{}
+			if dn.held[rec.Node] == nil {
+				dn.held[rec.Node] = map[types.UID]bindRequest{}
 			}
-			s.held[rec.Node][req.uid] = req
+			dn.held[rec.Node][req.uid] = req
 			s.mu.Unlock()
 			s.bg.Add(1)
-			go func() { defer s.bg.Done(); s.bindAfterEvictions(ctx, req) }()
+			go func() { defer s.bg.Done(); dn.bindAfterEvictions(ctx, req) }()
 			return
 		}
 		s.mu.Unlock()
 		select {
-		case s.binds <- req:
+		case dn.binds <- req:
 		case <-ctx.Done():
 		}
 		return
@@ -126,7 +154,7 @@ func (s *Scheduler) decide(ctx context.Context, id string) {
 		}
 		key := st.key
 		s.mu.Unlock()
-		s.reportUnschedulable(ctx, key, st.uid, rec.Reason)
+		dn.reportUnschedulable(ctx, key, st.uid, rec.Reason)
 		return
 	case st.bound && (isTerminal(rec.State) || rec.State == "pending" && len(rec.Attempts) > 0):
 		// The engine ended a running pod's task (preempted, say), or sent
@@ -143,8 +171,8 @@ func (s *Scheduler) decide(ctx context.Context, id string) {
 		// Claims it allocated stay allocated until deallocated: counted
 		// by claim tasks from now on.
 		for _, ref := range st.draHeld {
-			if s.draHolders[ref.uid] == id {
-				delete(s.draHolders, ref.uid)
+			if s.dra.holders[ref.uid] == id {
+				delete(s.dra.holders, ref.uid)
 			}
 			s.dirty.add(&s.dirty.claims, ref.key)
 		}
@@ -153,12 +181,12 @@ func (s *Scheduler) decide(ctx context.Context, id string) {
 		evict := !st.evicting
 		if evict {
 			st.evicting = true
-			s.evictions[st.node]++
+			dn.evictions[st.node]++
 		}
 		s.mu.Unlock()
 		if evict {
 			s.bg.Add(1)
-			go func() { defer s.bg.Done(); s.evict(ctx, key, uid, rec.Reason) }()
+			go func() { defer s.bg.Done(); dn.evict(ctx, key, uid, rec.Reason) }()
 		}
 		return
 	case isTerminal(rec.State):
@@ -173,7 +201,7 @@ func (s *Scheduler) decide(ctx context.Context, id string) {
 		}
 		key := st.key
 		s.mu.Unlock()
-		s.reportUnschedulable(ctx, key, st.uid, rec.Reason)
+		dn.reportUnschedulable(ctx, key, st.uid, rec.Reason)
 		s.dirty.addPodKey(key)
 		return
 	}
@@ -189,13 +217,13 @@ func isTerminal(state string) bool {
 }
 
 // bindWorker binds pods until ctx ends.
-func (s *Scheduler) bindWorker(ctx context.Context) {
+func (dn *decisions) bindWorker(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case req := <-s.binds:
-			s.bindOne(ctx, req)
+		case req := <-dn.binds:
+			dn.bindOne(ctx, req)
 		}
 	}
 }
@@ -204,7 +232,8 @@ func (s *Scheduler) bindWorker(ctx context.Context) {
 // only while the request is still its pod's (its task has not ended
 // meanwhile); the request's mark (podState.binding) is cleared whatever
 // happens.
-func (s *Scheduler) bindOne(ctx context.Context, req bindRequest) {
+func (dn *decisions) bindOne(ctx context.Context, req bindRequest) {
+	s := dn.s
 	s.mu.Lock()
 	st := s.byUID[req.uid]
 	if st == nil || st.binding != req.task || st.task != req.task {
@@ -223,7 +252,7 @@ func (s *Scheduler) bindOne(ctx context.Context, req bindRequest) {
 		// informer update must not count their devices again).
 		for _, c := range plan.claims {
 			if !c.allocated {
-				s.draHolders[c.uid] = req.task
+				s.dra.holders[c.uid] = req.task
 			}
 		}
 	}
@@ -232,15 +261,15 @@ func (s *Scheduler) bindOne(ctx context.Context, req bindRequest) {
 	var written []writtenClaim
 	var err error
 	if plan != nil && len(plan.claims) > 0 {
-		written, err = s.writeClaims(ctx, req, plan)
+		written, err = s.dra.writeClaims(ctx, req, plan)
 	}
 	if err == nil {
 		// Its volumes' claims are bound for the node before the pod is.
 		err = s.bindVolumes(ctx, req)
 	}
 	if err == nil {
-		if err = s.bind(ctx, req); err != nil && len(written) > 0 {
-			s.releaseClaims(ctx, req, written)
+		if err = dn.bind(ctx, req); err != nil && len(written) > 0 {
+			s.dra.releaseClaims(ctx, req, written)
 			written = nil
 		}
 	}
@@ -261,8 +290,8 @@ func (s *Scheduler) bindOne(ctx context.Context, req bindRequest) {
 		// Not the task's after all: a claim left allocated is counted by a
 		// claim task.
 		for _, c := range plan.claims {
-			if s.draHolders[c.uid] == req.task {
-				delete(s.draHolders, c.uid)
+			if s.dra.holders[c.uid] == req.task {
+				delete(s.dra.holders, c.uid)
 				s.dirty.add(&s.dirty.claims, c.key)
 			}
 		}
@@ -294,8 +323,8 @@ func (s *Scheduler) bindOne(ctx context.Context, req bindRequest) {
 			s.gangBound(ctx, st.gang, g, req.node)
 		}
 		s.mu.Unlock()
-		s.starts.add(req.task)
-		s.reportScheduled(req)
+		dn.starts.add(req.task)
+		dn.reportScheduled(req)
 		return
 	case ctx.Err() != nil:
 		s.mu.Unlock()
@@ -314,12 +343,13 @@ func (s *Scheduler) bindOne(ctx context.Context, req bindRequest) {
 		s.log.Warn("binding failed", "pod", req.key, "node", req.node, "err", err)
 		why = "binding to node " + req.node + " failed: " + err.Error()
 	}
-	s.unplace(ctx, st, req, why)
+	dn.unplace(ctx, st, req, why)
 }
 
 // reportScheduled records the Scheduled event of a bound pod, as
 // kube-scheduler's binder does.
-func (s *Scheduler) reportScheduled(req bindRequest) {
+func (dn *decisions) reportScheduled(req bindRequest) {
+	s := dn.s
 	ns, name, _ := cache.SplitMetaNamespaceKey(req.key)
 	pod, err := s.podLst.Pods(ns).Get(name)
 	if err != nil || pod.UID != req.uid {
@@ -330,7 +360,8 @@ func (s *Scheduler) reportScheduled(req bindRequest) {
 
 // reportStarted tells the engine that bound pods' tasks started (one
 // command for the batch, startBatch).
-func (s *Scheduler) reportStarted(ctx context.Context, ids []string) {
+func (dn *decisions) reportStarted(ctx context.Context, ids []string) {
+	s := dn.s
 	errs, err := s.eng.StartedMany(ctx, ids)
 	if ctx.Err() != nil {
 		return
@@ -350,7 +381,8 @@ func (s *Scheduler) reportStarted(ctx context.Context, ids []string) {
 // unplace gives up a placement that was not bound: the task is cancelled
 // and the pod, when it still waits, submitted again. Called with mu held;
 // releases it.
-func (s *Scheduler) unplace(ctx context.Context, st *podState, req bindRequest, why string) {
+func (dn *decisions) unplace(ctx context.Context, st *podState, req bindRequest, why string) {
+	s := dn.s
 	if st.binding == req.task {
 		st.binding = ""
 	}
@@ -361,7 +393,7 @@ func (s *Scheduler) unplace(ctx context.Context, st *podState, req bindRequest, 
 		s.log.Debug("cancelling an unbound pod's task", "task", req.task, "err", cerr)
 	}
 	if why != "" {
-		s.reportUnschedulable(ctx, req.key, req.uid, why)
+		dn.reportUnschedulable(ctx, req.key, req.uid, why)
 	}
 	s.dirty.addPodKey(req.key)
 }
@@ -371,14 +403,15 @@ func (s *Scheduler) unplace(ctx context.Context, st *podState, req bindRequest, 
 // displaces this placement (its task ends) and the pod waits again.
 // Meanwhile the pod says what it waits for, at once (as kube-scheduler
 // reports a preemptor).
-func (s *Scheduler) bindAfterEvictions(ctx context.Context, req bindRequest) {
-	s.reportUnschedulable(ctx, req.key, req.uid, "placed on node "+req.node+", waiting for the pods evicted there to leave")
+func (dn *decisions) bindAfterEvictions(ctx context.Context, req bindRequest) {
+	s := dn.s
+	dn.reportUnschedulable(ctx, req.key, req.uid, "placed on node "+req.node+", waiting for the pods evicted there to leave")
 	defer func() {
 		s.mu.Lock()
-		if h := s.held[req.node]; h[req.uid].task == req.task {
+		if h := dn.held[req.node]; h[req.uid].task == req.task {
 			delete(h, req.uid)
 			if len(h) == 0 {
-				delete(s.held, req.node)
+				delete(dn.held, req.node)
 			}
 		}
 		s.mu.Unlock()
@@ -393,11 +426,11 @@ func (s *Scheduler) bindAfterEvictions(ctx context.Context, req bindRequest) {
 			s.mu.Unlock() // gone, or displaced by keepPod
 			return
 		}
-		if s.evictions[req.node] == 0 {
+		if dn.evictions[req.node] == 0 {
 			s.mu.Unlock()
 			break
 		}
-		ch := s.evictChange
+		ch := dn.evictChange
 		s.mu.Unlock()
 		select {
 		case <-ctx.Done():
@@ -406,24 +439,25 @@ func (s *Scheduler) bindAfterEvictions(ctx context.Context, req bindRequest) {
 		}
 	}
 	select {
-	case s.binds <- req:
+	case dn.binds <- req:
 	case <-ctx.Done():
 	}
 }
 
 // evictionDone counts an eviction on node as over (under mu): the pod
 // left, or stays (refused).
-func (s *Scheduler) evictionDone(node string) {
-	if s.evictions[node]--; s.evictions[node] <= 0 {
-		delete(s.evictions, node)
+func (dn *decisions) evictionDone(node string) {
+	if dn.evictions[node]--; dn.evictions[node] <= 0 {
+		delete(dn.evictions, node)
 	}
-	close(s.evictChange)
-	s.evictChange = make(chan struct{})
+	close(dn.evictChange)
+	dn.evictChange = make(chan struct{})
 }
 
 // bind posts the pod's Binding, with its devices in the annotation,
 // through the binder; transient failures are tried again, up to 5 times.
-func (s *Scheduler) bind(ctx context.Context, req bindRequest) error {
+func (dn *decisions) bind(ctx context.Context, req bindRequest) error {
+	s := dn.s
 	ns, name, _ := cache.SplitMetaNamespaceKey(req.key)
 	var ann map[string]string
 	if len(req.devices) > 0 {
@@ -466,7 +500,8 @@ func transient(err error) bool {
 // reportUnschedulable tells the pod's readers why it waits: a
 // FailedScheduling event (what `kubectl describe pod` shows) and the
 // PodScheduled=False condition with reason Unschedulable.
-func (s *Scheduler) reportUnschedulable(ctx context.Context, key string, uid types.UID, why string) {
+func (dn *decisions) reportUnschedulable(ctx context.Context, key string, uid types.UID, why string) {
+	s := dn.s
 	ns, name, _ := cache.SplitMetaNamespaceKey(key)
 	pod, err := s.podLst.Pods(ns).Get(name)
 	if err != nil || pod.UID != uid || pod.Spec.NodeName != "" {
@@ -474,7 +509,7 @@ func (s *Scheduler) reportUnschedulable(ctx context.Context, key string, uid typ
 	}
 	msg := "hetsched: " + why
 	s.recorder.Eventf(pod, nil, corev1.EventTypeWarning, "FailedScheduling", "Scheduling", "%s", msg)
-	s.setUnschedulable(ctx, key, uid, msg)
+	dn.setUnschedulable(ctx, key, uid, msg)
 }
 
 // setUnschedulable writes the pod's PodScheduled=False condition with
@@ -482,13 +517,15 @@ func (s *Scheduler) reportUnschedulable(ctx context.Context, key string, uid typ
 // replaces one not written yet: the condition ends with the latest. Each
 // write is for the pod of uid, still unbound (checked before it, and the
 // uid is the patch's precondition).
-func (s *Scheduler) setUnschedulable(ctx context.Context, key string, uid types.UID, msg string) {
-	s.conds.set(ctx, &s.bg, key, condition{uid: uid, msg: msg}, s.writeUnschedulable)
+func (dn *decisions) setUnschedulable(ctx context.Context, key string, uid types.UID, msg string) {
+	s := dn.s
+	dn.conds.set(ctx, &s.bg, key, condition{uid: uid, msg: msg}, dn.writeUnschedulable)
 }
 
 // writeUnschedulable patches the PodScheduled=False condition of want
 // on the pod of key, still unbound.
-func (s *Scheduler) writeUnschedulable(ctx context.Context, key string, want condition) {
+func (dn *decisions) writeUnschedulable(ctx context.Context, key string, want condition) {
+	s := dn.s
 	ns, name, _ := cache.SplitMetaNamespaceKey(key)
 	if p, err := s.podLst.Pods(ns).Get(name); err != nil || p.UID != want.uid || p.Spec.NodeName != "" {
 		return
@@ -517,14 +554,15 @@ type condition struct {
 }
 
 // reportInvalid reports a pod whose spec hetsched cannot place.
-func (s *Scheduler) reportInvalid(ctx context.Context, st *podState) {
+func (dn *decisions) reportInvalid(ctx context.Context, st *podState) {
+	s := dn.s
 	s.mu.Lock()
 	why, key, uid := st.invalid, st.key, st.uid
 	again := why != st.reported
 	st.reported, st.reportedAt = why, time.Now()
 	s.mu.Unlock()
 	if again && why != "" {
-		s.reportUnschedulable(ctx, key, uid, why)
+		dn.reportUnschedulable(ctx, key, uid, why)
 	}
 }
 
@@ -532,7 +570,8 @@ func (s *Scheduler) reportInvalid(ctx context.Context, st *podState) {
 // that PodDisruptionBudgets hold; a refusal for a budget (429) is tried
 // again until Config.EvictionTimeout, then the pod is kept (keepPod). A
 // Preempted event says why it must go.
-func (s *Scheduler) evict(ctx context.Context, key string, uid types.UID, why string) {
+func (dn *decisions) evict(ctx context.Context, key string, uid types.UID, why string) {
+	s := dn.s
 	ns, name, _ := cache.SplitMetaNamespaceKey(key)
 	pod, err := s.podLst.Pods(ns).Get(name)
 	if err != nil || pod.UID != uid || pod.DeletionTimestamp != nil {
@@ -566,7 +605,7 @@ func (s *Scheduler) evict(ctx context.Context, key string, uid types.UID, why st
 			s.m.evictions.WithLabelValues("refused").Inc()
 			s.log.Warn("eviction failed", "pod", key, "err", err)
 			s.recorder.Eventf(pod, nil, corev1.EventTypeWarning, "FailedEviction", "Evicting", "hetsched: %v", err)
-			s.keepPod(ctx, pod)
+			dn.keepPod(ctx, pod)
 			return
 		}
 		select {
@@ -582,7 +621,8 @@ func (s *Scheduler) evict(ctx context.Context, key string, uid types.UID, why st
 // whose eviction was refused for good. The placements waiting for it to
 // leave its node are given up, in the same engine step (Displace), and
 // their pods wait again.
-func (s *Scheduler) keepPod(ctx context.Context, pod *corev1.Pod) {
+func (dn *decisions) keepPod(ctx context.Context, pod *corev1.Pod) {
+	s := dn.s
 	s.mu.Lock()
 	st := s.byUID[pod.UID]
 	if st == nil || !st.evicting {
@@ -590,10 +630,10 @@ func (s *Scheduler) keepPod(ctx context.Context, pod *corev1.Pod) {
 		return
 	}
 	st.evicting, st.keep = false, true
-	s.evictionDone(st.node)
+	dn.evictionDone(st.node)
 	var displaced []bindRequest
 	var ids []string
-	for uid, req := range s.held[st.node] {
+	for uid, req := range dn.held[st.node] {
 		if w := s.byUID[uid]; w != nil && w.task == req.task {
 			if w.binding == req.task {
 				w.binding = ""
@@ -604,15 +644,15 @@ func (s *Scheduler) keepPod(ctx context.Context, pod *corev1.Pod) {
 			ids = append(ids, req.task)
 		}
 	}
-	delete(s.held, st.node)
+	delete(dn.held, st.node)
 	id := s.newTaskID(st)
-	a := engine.Adoption{Task: s.adoptedTask(pod, id), Node: st.node, Devices: adoptedDevices(pod, s.cfg.SchedulerName), Displace: ids}
+	a := engine.Adoption{Task: s.rec.adoptedTask(pod, id), Node: st.node, Devices: adoptedDevices(pod, s.cfg.SchedulerName), Displace: ids}
 	s.mu.Unlock()
 	if errs, err := s.eng.Adopt(ctx, "", []engine.Adoption{a}); err == nil && errs[0] != nil {
 		s.log.Warn("could not count a kept pod again", "pod", a.Task.Name, "err", errs[0])
 	}
 	for _, req := range displaced {
-		s.reportUnschedulable(ctx, req.key, req.uid, "a PodDisruptionBudget kept "+pod.Namespace+"/"+pod.Name+", which had to leave node "+req.node+" for it")
+		dn.reportUnschedulable(ctx, req.key, req.uid, "a PodDisruptionBudget kept "+pod.Namespace+"/"+pod.Name+", which had to leave node "+req.node+" for it")
 		s.dirty.addPodKey(req.key)
 	}
 }

@@ -522,7 +522,7 @@ func (s *Scheduler) startDRA(ctx context.Context) error {
 			return
 		}
 		if sl.Spec.NodeName == nil {
-			if s.dra.warnOnce("slice not node-local " + sl.Spec.Driver) {
+			if s.dra.devices.warnOnce("slice not node-local " + sl.Spec.Driver) {
 				s.log.Warn("DRA ResourceSlice left out: only node-local slices (spec.nodeName) are modelled", "slice", sl.Name, "driver", sl.Spec.Driver)
 			}
 			return
@@ -542,33 +542,33 @@ func (s *Scheduler) startDRA(ctx context.Context) error {
 	}
 	classInf := rf.DeviceClasses().Informer()
 	if _, err := classInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { s.wakeDRAWaiting() },
-		UpdateFunc: func(any, any) { s.wakeDRAWaiting() },
+		AddFunc:    func(any) { s.dra.wakeDRAWaiting() },
+		UpdateFunc: func(any, any) { s.dra.wakeDRAWaiting() },
 	}); err != nil {
 		return err
 	}
-	s.draSlices = sliceInf.GetIndexer()
-	s.draClaimLst = rf.ResourceClaims().Lister()
-	s.draClassLst = rf.DeviceClasses().Lister()
+	s.dra.slices = sliceInf.GetIndexer()
+	s.dra.claimLst = rf.ResourceClaims().Lister()
+	s.dra.classLst = rf.DeviceClasses().Lister()
 	return nil
 }
 
 // wakeDRAWaiting looks again at the pods waiting for devices to match.
-func (s *Scheduler) wakeDRAWaiting() {
-	s.mu.Lock()
-	keys := drainKeys(&s.draNoDevice)
-	s.mu.Unlock()
+func (da *draAllocator) wakeDRAWaiting() {
+	da.mu.Lock()
+	keys := drainKeys(&da.noDevice)
+	da.mu.Unlock()
 	for _, k := range keys {
-		s.dirty.addPodKey(k)
+		da.dirty.addPodKey(k)
 	}
 }
 
 // nodeSlices is the ResourceSlices of a node.
-func (s *Scheduler) nodeSlices(node string) []*resourcev1.ResourceSlice {
-	if s.draSlices == nil {
+func (da *draAllocator) nodeSlices(node string) []*resourcev1.ResourceSlice {
+	if da.slices == nil {
 		return nil
 	}
-	objs, err := s.draSlices.ByIndex(sliceNodeIndex, node)
+	objs, err := da.slices.ByIndex(sliceNodeIndex, node)
 	if err != nil {
 		return nil
 	}

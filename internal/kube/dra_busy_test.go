@@ -41,12 +41,11 @@ func busyDeviceScheduler(t *testing.T) (*Scheduler, *fake.Clientset, *resourcev1
 		}
 	}
 	cs := fake.NewClientset(mine.DeepCopy(), other.DeepCopy())
-	s := &Scheduler{
-		cfg: Config{RequestTimeout: 5 * time.Second}, client: cs, dra: d,
-		draClassLst: resourcelisters.NewDeviceClassLister(classes), draClaimLst: resourcelisters.NewResourceClaimLister(claims),
-		draInUse: map[draDevice]claimUse{}, draAllocs: map[string][]draDevice{},
-	}
-	s.noteAllocation("ns/other", other)
+	s := &Scheduler{cfg: Config{RequestTimeout: 5 * time.Second}, client: cs}
+	s.dra = newDRAAllocator(s)
+	s.dra.devices = d
+	s.dra.classLst, s.dra.claimLst = resourcelisters.NewDeviceClassLister(classes), resourcelisters.NewResourceClaimLister(claims)
+	s.dra.noteAllocation("ns/other", other)
 	return s, cs, mine
 }
 
@@ -67,7 +66,7 @@ func TestDRAPlacementOnDeviceAnotherClaimHoldsIsRefused(t *testing.T) {
 	}
 
 	s, cs, mine := busyDeviceScheduler(t)
-	written, err := s.writeClaims(ctx, req("gpu-0"), plan)
+	written, err := s.dra.writeClaims(ctx, req("gpu-0"), plan)
 	var busy *deviceBusyError
 	if !errors.As(err, &busy) {
 		t.Fatalf("placement on gpu-0, which ns/other holds: wrote %d claims, err %v; want a deviceBusyError", len(written), err)
@@ -79,12 +78,12 @@ func TestDRAPlacementOnDeviceAnotherClaimHoldsIsRefused(t *testing.T) {
 		t.Errorf("a refused placement wrote %d claims and made the API calls %v", len(written), cs.Actions())
 	}
 	// The allocation itself refuses, whatever calls it.
-	if a, err := s.allocation(req("gpu-0"), mine, plan.options[0], 0, map[api.DeviceRef]bool{}); !errors.As(err, &busy) || a != nil {
+	if a, err := s.dra.allocation(req("gpu-0"), mine, plan.options[0], 0, map[api.DeviceRef]bool{}); !errors.As(err, &busy) || a != nil {
 		t.Errorf("allocation on gpu-0: %v, %v; want none and a deviceBusyError", a, err)
 	}
 
 	s, cs, _ = busyDeviceScheduler(t)
-	written, err = s.writeClaims(ctx, req("gpu-1"), plan)
+	written, err = s.dra.writeClaims(ctx, req("gpu-1"), plan)
 	if err != nil || len(written) != 1 || !written[0].allocated {
 		t.Fatalf("placement on the free gpu-1: wrote %v, err %v; want ns/mine allocated", written, err)
 	}

@@ -3,15 +3,20 @@ package kube
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	resourcelisters "k8s.io/client-go/listers/resource/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/hetsched/hetsched/internal/api"
 	"github.com/hetsched/hetsched/internal/engine"
@@ -43,6 +48,69 @@ type draUse struct {
 	count   int
 	dcName  string // the DeviceClass (its config goes into the allocation)
 	reqName string // the request the claim's config names
+}
+
+// draAllocator is the Scheduler's DRA side, as kube-scheduler's
+// DynamicResources plugin: it turns a pod's ResourceClaims into the
+// options of its task (withClaims), writes the claims' allocations before
+// the Binding (writeClaims) and releases them when a bind fails, keeps a
+// claim task for each allocated claim no pod's task holds, and knows
+// which claim holds each allocated device. It reaches the pod state only
+// through draPods and the pod state's lock: a claim's state and the pods
+// using it change together, under that one lock.
+type draAllocator struct {
+	pods   draPods
+	mu     *sync.Mutex // the pod state's lock (Scheduler.mu): guards the maps below
+	dirty  *dirtySet   // where it marks pods, nodes and claims to look at again
+	log    *slog.Logger
+	client kubernetes.Interface
+	// devices is the DRA devices and selectors (its own lock); the
+	// listers are nil where the cluster does not serve resource.k8s.io/v1.
+	devices  *draState
+	claimLst resourcelisters.ResourceClaimLister
+	classLst resourcelisters.DeviceClassLister
+	slices   cache.Indexer // ResourceSlices, indexed by node
+
+	// Claims (under mu): holders is the pod task holding an allocated
+	// claim's devices, by claim uid; pseudo the claim task holding them
+	// when no pod's task does; claimUID a claim task's claim by key;
+	// waiting the pods waiting for a claim to change, by claim key;
+	// noDevice the pods waiting for devices to match their claims;
+	// unmapped allocated claims whose devices are not known yet.
+	holders  map[types.UID]string
+	pseudo   map[types.UID]string
+	claimUID map[string]types.UID
+	waiting  map[string]map[string]bool
+	noDevice map[string]bool
+	unmapped map[string]bool
+	// planned are the tracked pods whose task has a claims plan.
+	planned map[types.UID]*podState
+	// inUse is the claim each allocated device is for, allocs each
+	// allocated claim's devices (from the claims informer).
+	inUse  map[draDevice]claimUse
+	allocs map[string][]draDevice
+	seq    int
+	// seen is the DRA state version the waiting pods were last looked at
+	// against (the reconcile loop's alone).
+	seen uint64
+}
+
+// draPods is what the DRA allocator asks of the Scheduler's pod state.
+type draPods interface {
+	// groupClaim resolves a pod's claim made for its PodGroup
+	// (workloads.go).
+	groupClaim(pod *corev1.Pod, pc *corev1.PodResourceClaim) (name string, g *groupRef, wait string)
+	// apply sends a batch of task changes to the engine (reconcile.go).
+	apply(ctx context.Context, b *podBatch)
+	// retry runs an API call with the Scheduler's retries (decisions.go).
+	retry(ctx context.Context, call func(context.Context) error) error
+}
+
+func newDRAAllocator(s *Scheduler) *draAllocator {
+	return &draAllocator{pods: s, mu: &s.mu, dirty: &s.dirty, log: s.log, client: s.client, devices: newDRAState(),
+		holders: map[types.UID]string{}, pseudo: map[types.UID]string{}, claimUID: map[string]types.UID{},
+		waiting: map[string]map[string]bool{}, noDevice: map[string]bool{}, unmapped: map[string]bool{},
+		inUse: map[draDevice]claimUse{}, allocs: map[string][]draDevice{}, planned: map[types.UID]*podState{}}
 }
 
 // draClaimRef is one of a pod's claims.
@@ -84,22 +152,22 @@ type draChoice struct {
 // carries its requests: with sharer set, the pod is not that member, and
 // its task leaves the group's unallocated claims out (its gang keeps it
 // on the carrier's node).
-func (s *Scheduler) withClaims(pod *corev1.Pod, t api.Task, sharer bool) (_ api.Task, _ *draPlan, wait string, err error) {
+func (da *draAllocator) withClaims(pod *corev1.Pod, t api.Task, sharer bool) (_ api.Task, _ *draPlan, wait string, err error) {
 	if len(pod.Spec.ResourceClaims) == 0 {
 		return t, nil, "", nil
 	}
-	if s.draClaimLst == nil {
+	if da.claimLst == nil {
 		return t, nil, "", fmt.Errorf("resourceClaims: the cluster does not serve resource.k8s.io/v1 ResourceClaims")
 	}
 	speeds, err := parseDRASpeeds(pod.Annotations[AnnotationDRASpeeds])
 	if err != nil {
 		return t, nil, "", err
 	}
-	plan := &draPlan{version: s.dra.currentVersion()}
+	plan := &draPlan{version: da.devices.currentVersion()}
 	pinned := ""
 	var perRequest [][]draChoice
 	for i, pc := range pod.Spec.ResourceClaims {
-		name, group, w := s.groupClaim(pod, &pc)
+		name, group, w := da.pods.groupClaim(pod, &pc)
 		if group == nil {
 			name, w = claimName(pod, &pc)
 		}
@@ -110,9 +178,9 @@ func (s *Scheduler) withClaims(pod *corev1.Pod, t api.Task, sharer bool) (_ api.
 			continue // the template made no claim for this pod
 		}
 		key := pod.Namespace + "/" + name
-		claim, gerr := s.draClaimLst.ResourceClaims(pod.Namespace).Get(name)
+		claim, gerr := da.claimLst.ResourceClaims(pod.Namespace).Get(name)
 		if gerr != nil || claim.DeletionTimestamp != nil {
-			s.waitForClaim(key, pod)
+			da.waitForClaim(key, pod)
 			if gerr != nil {
 				return t, nil, "waiting for ResourceClaim " + key + " to exist", nil
 			}
@@ -132,7 +200,7 @@ func (s *Scheduler) withClaims(pod *corev1.Pod, t api.Task, sharer bool) (_ api.
 				return t, nil, "", fmt.Errorf("resourceClaims[%d]: claim %s is allocated on node %s, another of the pod's on %s", i, key, node, pinned)
 			}
 			if len(claim.Status.ReservedFor) >= maxReservedFor && !reservedFor(claim, consumer) {
-				s.waitForClaim(key, pod)
+				da.waitForClaim(key, pod)
 				return t, nil, "ResourceClaim " + key + " is in use by the most pods it may have", nil
 			}
 			pinned = node
@@ -144,12 +212,12 @@ func (s *Scheduler) withClaims(pod *corev1.Pod, t api.Task, sharer bool) (_ api.
 			continue // allocated by the gang's carrier, on the node this pod shares
 		}
 		plan.claims = append(plan.claims, ref)
-		choices, w, cerr := s.claimChoices(claim, len(plan.claims)-1, speeds)
+		choices, w, cerr := da.claimChoices(claim, len(plan.claims)-1, speeds)
 		if cerr != nil {
 			return t, nil, "", fmt.Errorf("resourceClaims[%d]: claim %s: %v", i, key, cerr)
 		}
 		if w != "" {
-			s.markDRAWaiting(pod)
+			da.markDRAWaiting(pod)
 			return t, nil, "ResourceClaim " + key + ": " + w, nil
 		}
 		perRequest = append(perRequest, choices...)
@@ -243,7 +311,7 @@ func conflicts(uses []draUse, u draUse) bool {
 }
 
 // claimChoices lists, per request of an unallocated claim, its choices.
-func (s *Scheduler) claimChoices(claim *resourcev1.ResourceClaim, ci int, speeds map[string]float64) ([][]draChoice, string, error) {
+func (da *draAllocator) claimChoices(claim *resourcev1.ResourceClaim, ci int, speeds map[string]float64) ([][]draChoice, string, error) {
 	spec := &claim.Spec.Devices
 	if len(spec.Constraints) > 0 {
 		return nil, "", fmt.Errorf("constraints (matchAttribute, distinctAttribute) are not supported by hetsched yet")
@@ -284,16 +352,16 @@ func (s *Scheduler) claimChoices(claim *resourcev1.ResourceClaim, ci int, speeds
 			if count > api.MaxNodeDevices {
 				return nil, "", fmt.Errorf("requests[%d]: count %d is more than a node may hold", ri, count)
 			}
-			dc, err := s.draClassLst.Get(sr.DeviceClassName)
+			dc, err := da.classLst.Get(sr.DeviceClassName)
 			if err != nil {
 				missing = append(missing, "DeviceClass "+sr.DeviceClassName+" does not exist")
 				continue
 			}
-			sel, err := s.dra.selector(dc, sr.Selectors)
+			sel, err := da.devices.selector(dc, sr.Selectors)
 			if err != nil {
 				return nil, "", fmt.Errorf("requests[%d]: %v", ri, err)
 			}
-			drivers := s.dra.driversOf(sel)
+			drivers := da.devices.driversOf(sel)
 			if len(drivers) == 0 {
 				missing = append(missing, "no device matches request "+names[si])
 				continue
@@ -385,22 +453,22 @@ func reservedFor(claim *resourcev1.ResourceClaim, uid types.UID) bool {
 }
 
 // waitForClaim notes that the pod waits for the claim to change (under mu).
-func (s *Scheduler) waitForClaim(key string, pod *corev1.Pod) {
-	m := s.draWaiting[key]
+func (da *draAllocator) waitForClaim(key string, pod *corev1.Pod) {
+	m := da.waiting[key]
 	if m == nil {
-		if len(s.draWaiting) >= 1<<16 {
+		if len(da.waiting) >= 1<<16 {
 			return // bounded; the pod is looked at again on its own changes
 		}
 		m = map[string]bool{}
-		s.draWaiting[key] = m
+		da.waiting[key] = m
 	}
 	m[pod.Namespace+"/"+pod.Name] = true
 }
 
 // markDRAWaiting notes that the pod waits for devices to appear (under mu).
-func (s *Scheduler) markDRAWaiting(pod *corev1.Pod) {
-	if len(s.draNoDevice) < 1<<16 {
-		s.draNoDevice[pod.Namespace+"/"+pod.Name] = true
+func (da *draAllocator) markDRAWaiting(pod *corev1.Pod) {
+	if len(da.noDevice) < 1<<16 {
+		da.noDevice[pod.Namespace+"/"+pod.Name] = true
 	}
 }
 
@@ -414,7 +482,7 @@ type writtenClaim struct {
 // engine placed it on and reserves every claim for the pod, as
 // kube-scheduler's DynamicResources plugin does before the Binding. On an
 // error the claims written so far are released.
-func (s *Scheduler) writeClaims(ctx context.Context, req bindRequest, plan *draPlan) ([]writtenClaim, error) {
+func (da *draAllocator) writeClaims(ctx context.Context, req bindRequest, plan *draPlan) ([]writtenClaim, error) {
 	ns, podName, _ := strings.Cut(req.key, "/")
 	oi := req.chosen + 1
 	if oi < 0 || oi >= len(plan.options) {
@@ -424,27 +492,27 @@ func (s *Scheduler) writeClaims(ctx context.Context, req bindRequest, plan *draP
 	var written []writtenClaim
 	for ci, ref := range plan.claims {
 		_, name, _ := strings.Cut(ref.key, "/")
-		claim, err := s.draClaimLst.ResourceClaims(ns).Get(name)
+		claim, err := da.claimLst.ResourceClaims(ns).Get(name)
 		if err != nil || claim.UID != ref.uid {
-			s.releaseClaims(ctx, req, written)
+			da.releaseClaims(ctx, req, written)
 			return nil, apierrors.NewConflict(resourcev1.Resource("resourceclaims"), name, fmt.Errorf("claim changed"))
 		}
 		claim = claim.DeepCopy()
 		w := writtenClaim{ref: ref}
 		if claim.Status.Allocation == nil {
 			if ref.allocated {
-				s.releaseClaims(ctx, req, written)
+				da.releaseClaims(ctx, req, written)
 				return nil, apierrors.NewConflict(resourcev1.Resource("resourceclaims"), name, fmt.Errorf("claim deallocated"))
 			}
-			a, err := s.allocation(req, claim, plan.options[oi], ci, taken)
+			a, err := da.allocation(req, claim, plan.options[oi], ci, taken)
 			if err != nil {
-				s.releaseClaims(ctx, req, written)
+				da.releaseClaims(ctx, req, written)
 				return nil, err
 			}
 			claim.Status.Allocation = a
 			w.allocated = true
 		} else if node, err := allocationNode(claim.Status.Allocation); err != nil || node != req.node {
-			s.releaseClaims(ctx, req, written)
+			da.releaseClaims(ctx, req, written)
 			return nil, apierrors.NewConflict(resourcev1.Resource("resourceclaims"), name, fmt.Errorf("claim allocated elsewhere"))
 		}
 		switch {
@@ -453,9 +521,9 @@ func (s *Scheduler) writeClaims(ctx context.Context, req bindRequest, plan *draP
 		case ref.group == nil && !reservedFor(claim, req.uid):
 			claim.Status.ReservedFor = append(claim.Status.ReservedFor, resourcev1.ResourceClaimConsumerReference{Resource: "pods", Name: podName, UID: req.uid})
 		}
-		updated, err := s.updateClaim(ctx, claim, w.allocated)
+		updated, err := da.updateClaim(ctx, claim, w.allocated)
 		if err != nil {
-			s.releaseClaims(ctx, req, written)
+			da.releaseClaims(ctx, req, written)
 			return nil, err
 		}
 		if w.allocated {
@@ -468,13 +536,13 @@ func (s *Scheduler) writeClaims(ctx context.Context, req bindRequest, plan *draP
 
 // updateClaim writes a claim's status (its finalizer first, when it gets
 // an allocation) and returns the claim as written.
-func (s *Scheduler) updateClaim(ctx context.Context, claim *resourcev1.ResourceClaim, allocating bool) (*resourcev1.ResourceClaim, error) {
-	api := s.client.ResourceV1().ResourceClaims(claim.Namespace)
+func (da *draAllocator) updateClaim(ctx context.Context, claim *resourcev1.ResourceClaim, allocating bool) (*resourcev1.ResourceClaim, error) {
+	api := da.client.ResourceV1().ResourceClaims(claim.Namespace)
 	if allocating && !slices.Contains(claim.Finalizers, claimFinalizer) {
 		status := claim.Status
 		claim.Finalizers = append(claim.Finalizers, claimFinalizer)
 		var updated *resourcev1.ResourceClaim
-		err := s.retry(ctx, func(ctx context.Context) error {
+		err := da.pods.retry(ctx, func(ctx context.Context) error {
 			var err error
 			updated, err = api.Update(ctx, claim, metav1.UpdateOptions{})
 			return err
@@ -486,7 +554,7 @@ func (s *Scheduler) updateClaim(ctx context.Context, claim *resourcev1.ResourceC
 		claim.Status = status
 	}
 	var out *resourcev1.ResourceClaim
-	err := s.retry(ctx, func(ctx context.Context) error {
+	err := da.pods.retry(ctx, func(ctx context.Context) error {
 		var err error
 		out, err = api.UpdateStatus(ctx, claim, metav1.UpdateOptions{})
 		return err
@@ -495,7 +563,7 @@ func (s *Scheduler) updateClaim(ctx context.Context, claim *resourcev1.ResourceC
 }
 
 // allocation builds a claim's allocation from the placement's devices.
-func (s *Scheduler) allocation(req bindRequest, claim *resourcev1.ResourceClaim, uses []draUse, ci int, taken map[api.DeviceRef]bool) (*resourcev1.AllocationResult, error) {
+func (da *draAllocator) allocation(req bindRequest, claim *resourcev1.ResourceClaim, uses []draUse, ci int, taken map[api.DeviceRef]bool) (*resourcev1.AllocationResult, error) {
 	a := &resourcev1.AllocationResult{NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
 		MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{req.node}}},
 	}}}}
@@ -513,11 +581,11 @@ func (s *Scheduler) allocation(req bindRequest, claim *resourcev1.ResourceClaim,
 			if d.Type != u.typ || taken[d] {
 				continue
 			}
-			ref, devClasses, ok := s.dra.lookup(req.node, d.Type, d.ID)
+			ref, devClasses, ok := da.devices.lookup(req.node, d.Type, d.ID)
 			if !ok || !slices.Contains(devClasses, u.class) {
 				continue
 			}
-			if other := s.claimUsing(ref, claim.UID); other != "" {
+			if other := da.claimUsing(ref, claim.UID); other != "" {
 				return nil, &deviceBusyError{device: ref, claim: other}
 			}
 			taken[d] = true
@@ -533,7 +601,7 @@ func (s *Scheduler) allocation(req bindRequest, claim *resourcev1.ResourceClaim,
 		classes[u.dcName] = append(classes[u.dcName], u.request)
 	}
 	for _, name := range classOrder {
-		dc, err := s.draClassLst.Get(name)
+		dc, err := da.classLst.Get(name)
 		if err != nil {
 			return nil, fmt.Errorf("DeviceClass %s: %v", name, err)
 		}
@@ -551,12 +619,12 @@ func (s *Scheduler) allocation(req bindRequest, claim *resourcev1.ResourceClaim,
 // the claims' consumers, and an allocation this Scheduler made for it goes
 // when no one else uses the claim. Failures are logged: a claim left
 // allocated is counted where it is (a claim task).
-func (s *Scheduler) releaseClaims(ctx context.Context, req bindRequest, written []writtenClaim) {
+func (da *draAllocator) releaseClaims(ctx context.Context, req bindRequest, written []writtenClaim) {
 	ns, _, _ := strings.Cut(req.key, "/")
 	for _, w := range written {
 		_, name, _ := strings.Cut(w.ref.key, "/")
-		err := s.retry(ctx, func(ctx context.Context) error {
-			claim, err := s.client.ResourceV1().ResourceClaims(ns).Get(ctx, name, metav1.GetOptions{})
+		err := da.pods.retry(ctx, func(ctx context.Context) error {
+			claim, err := da.client.ResourceV1().ResourceClaims(ns).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
@@ -571,18 +639,18 @@ func (s *Scheduler) releaseClaims(ctx context.Context, req bindRequest, written 
 			if w.allocated && len(claim.Status.ReservedFor) == 0 {
 				claim.Status.Allocation = nil
 			}
-			_, err = s.client.ResourceV1().ResourceClaims(ns).UpdateStatus(ctx, claim, metav1.UpdateOptions{})
+			_, err = da.client.ResourceV1().ResourceClaims(ns).UpdateStatus(ctx, claim, metav1.UpdateOptions{})
 			return err
 		})
 		if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
-			s.log.Warn("could not release a claim of a pod that was not bound", "claim", w.ref.key, "pod", req.key, "err", err)
+			da.log.Warn("could not release a claim of a pod that was not bound", "claim", w.ref.key, "pod", req.key, "err", err)
 		}
 	}
 }
 
 // claimTask is the task that holds an allocated claim's devices while no
 // pod's task does.
-func (s *Scheduler) claimTask(claim *resourcev1.ResourceClaim) (engine.Adoption, error) {
+func (da *draAllocator) claimTask(claim *resourcev1.ResourceClaim) (engine.Adoption, error) {
 	node, err := allocationNode(claim.Status.Allocation)
 	if err != nil {
 		return engine.Adoption{}, err
@@ -590,16 +658,16 @@ func (s *Scheduler) claimTask(claim *resourcev1.ResourceClaim) (engine.Adoption,
 	var devs []api.DeviceRef
 	res := resource.List{}
 	for _, r := range claim.Status.Allocation.Devices.Results {
-		d, ok := s.dra.hetschedDevice(node, draDevice{driver: r.Driver, pool: r.Pool, name: r.Device})
+		d, ok := da.devices.hetschedDevice(node, draDevice{driver: r.Driver, pool: r.Pool, name: r.Device})
 		if !ok {
 			return engine.Adoption{}, fmt.Errorf("device %s/%s/%s is not in node %s's ResourceSlices", r.Driver, r.Pool, r.Device, node)
 		}
 		devs = append(devs, d)
 		res[resource.Name(d.Type)] += 1000
 	}
-	s.draSeq++
+	da.seq++
 	t := api.Task{
-		ID:          "claim-" + string(claim.UID) + "-" + strconv.Itoa(s.draSeq),
+		ID:          "claim-" + string(claim.UID) + "-" + strconv.Itoa(da.seq),
 		Lease:       api.NoExpiry,
 		Resources:   res,
 		Tolerations: []string{"*"},
@@ -620,18 +688,18 @@ func (s *Scheduler) claimTask(claim *resourcev1.ResourceClaim) (engine.Adoption,
 // the task ends (under mu): in the same engine step (the adoption
 // displaces the task), so that nothing takes the devices in between. It
 // reports whether it did, and so ended the task.
-func (s *Scheduler) claimsAfterPod(st *podState, b *podBatch) bool {
+func (da *draAllocator) claimsAfterPod(st *podState, b *podBatch) bool {
 	if len(st.draHeld) == 0 {
 		return false
 	}
 	displaced := false
 	for _, ref := range st.draHeld {
-		if s.draHolders[ref.uid] == st.task {
-			delete(s.draHolders, ref.uid)
+		if da.holders[ref.uid] == st.task {
+			delete(da.holders, ref.uid)
 		}
 		ns, name, _ := strings.Cut(ref.key, "/")
-		claim, err := s.draClaimLst.ResourceClaims(ns).Get(name)
-		if err != nil || claim.UID != ref.uid || s.draPseudo[ref.uid] != "" {
+		claim, err := da.claimLst.ResourceClaims(ns).Get(name)
+		if err != nil || claim.UID != ref.uid || da.pseudo[ref.uid] != "" {
 			continue
 		}
 		if claim.Status.Allocation == nil && olderThan(claim, ref.written) {
@@ -640,15 +708,15 @@ func (s *Scheduler) claimsAfterPod(st *podState, b *podBatch) bool {
 		if claim.Status.Allocation == nil {
 			continue
 		}
-		a, err := s.claimTask(claim)
+		a, err := da.claimTask(claim)
 		if err != nil {
-			s.log.Warn("an allocated claim's devices are not counted", "claim", ref.key, "err", err)
+			da.log.Warn("an allocated claim's devices are not counted", "claim", ref.key, "err", err)
 			continue
 		}
 		a.Displace = []string{st.task}
 		b.adopt = append(b.adopt, a)
-		s.draPseudo[ref.uid] = a.Task.ID
-		s.draClaimUID[ref.key] = ref.uid
+		da.pseudo[ref.uid] = a.Task.ID
+		da.claimUID[ref.key] = ref.uid
 		displaced = true
 	}
 	st.draHeld = nil
@@ -671,53 +739,53 @@ func olderThan(seen, written *resourcev1.ResourceClaim) bool {
 // reconcileClaims brings claim tasks in line with changed claims: an
 // allocated claim no pod's task holds gets one, a deallocated or deleted
 // claim's goes; pods waiting for a claim are looked at again.
-func (s *Scheduler) reconcileClaims(ctx context.Context, keys []string) {
+func (da *draAllocator) reconcileClaims(ctx context.Context, keys []string) {
 	if len(keys) == 0 {
 		return
 	}
 	var b podBatch
-	s.mu.Lock()
+	da.mu.Lock()
 	for _, key := range keys {
-		for p := range s.draWaiting[key] {
-			s.dirty.addPodKey(p)
+		for p := range da.waiting[key] {
+			da.dirty.addPodKey(p)
 		}
-		delete(s.draWaiting, key)
+		delete(da.waiting, key)
 		ns, name, _ := strings.Cut(key, "/")
-		claim, err := s.draClaimLst.ResourceClaims(ns).Get(name)
+		claim, err := da.claimLst.ResourceClaims(ns).Get(name)
 		if err != nil {
-			s.noteAllocation(key, nil)
+			da.noteAllocation(key, nil)
 		} else {
-			s.noteAllocation(key, claim)
+			da.noteAllocation(key, claim)
 		}
-		if old, ok := s.draClaimUID[key]; ok && (err != nil || claim.UID != old || claim.Status.Allocation == nil) {
-			if id := s.draPseudo[old]; id != "" {
+		if old, ok := da.claimUID[key]; ok && (err != nil || claim.UID != old || claim.Status.Allocation == nil) {
+			if id := da.pseudo[old]; id != "" {
 				b.end = append(b.end, endTask{id: id})
-				delete(s.draPseudo, old)
+				delete(da.pseudo, old)
 			}
-			delete(s.draClaimUID, key)
+			delete(da.claimUID, key)
 		}
 		if err != nil || claim.Status.Allocation == nil {
 			continue
 		}
 		for _, r := range claim.Status.ReservedFor {
-			s.dirty.addPodKey(ns + "/" + r.Name)
+			da.dirty.addPodKey(ns + "/" + r.Name)
 		}
-		if s.draHolders[claim.UID] != "" || s.draPseudo[claim.UID] != "" {
+		if da.holders[claim.UID] != "" || da.pseudo[claim.UID] != "" {
 			continue
 		}
-		a, err := s.claimTask(claim)
+		a, err := da.claimTask(claim)
 		if err != nil {
-			s.log.Warn("an allocated claim's devices are not counted yet", "claim", key, "err", err)
-			s.draUnmapped[key] = true
+			da.log.Warn("an allocated claim's devices are not counted yet", "claim", key, "err", err)
+			da.unmapped[key] = true
 			continue
 		}
-		delete(s.draUnmapped, key)
+		delete(da.unmapped, key)
 		b.adopt = append(b.adopt, a)
-		s.draPseudo[claim.UID] = a.Task.ID
-		s.draClaimUID[key] = claim.UID
+		da.pseudo[claim.UID] = a.Task.ID
+		da.claimUID[key] = claim.UID
 	}
-	s.mu.Unlock()
-	s.apply(ctx, &b)
+	da.mu.Unlock()
+	da.pods.apply(ctx, &b)
 }
 
 // deviceBusyError says a device the engine chose is still allocated to
@@ -734,10 +802,10 @@ func (e *deviceBusyError) Error() string {
 
 // claimUsing is the key of the claim other than self whose allocation
 // holds the device ("" when none).
-func (s *Scheduler) claimUsing(d draDevice, self types.UID) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if u, ok := s.draInUse[d]; ok && u.uid != self {
+func (da *draAllocator) claimUsing(d draDevice, self types.UID) string {
+	da.mu.Lock()
+	defer da.mu.Unlock()
+	if u, ok := da.inUse[d]; ok && u.uid != self {
 		return u.key
 	}
 	return ""
@@ -751,13 +819,13 @@ type claimUse struct {
 
 // noteAllocation records which devices an allocated claim holds (under
 // mu); a nil claim forgets the key's.
-func (s *Scheduler) noteAllocation(key string, claim *resourcev1.ResourceClaim) {
-	for _, d := range s.draAllocs[key] {
-		if s.draInUse[d].key == key {
-			delete(s.draInUse, d)
+func (da *draAllocator) noteAllocation(key string, claim *resourcev1.ResourceClaim) {
+	for _, d := range da.allocs[key] {
+		if da.inUse[d].key == key {
+			delete(da.inUse, d)
 		}
 	}
-	delete(s.draAllocs, key)
+	delete(da.allocs, key)
 	if claim == nil || claim.Status.Allocation == nil {
 		return
 	}
@@ -765,30 +833,30 @@ func (s *Scheduler) noteAllocation(key string, claim *resourcev1.ResourceClaim) 
 	for _, r := range claim.Status.Allocation.Devices.Results {
 		d := draDevice{driver: r.Driver, pool: r.Pool, name: r.Device}
 		devs = append(devs, d)
-		s.draInUse[d] = claimUse{key: key, uid: claim.UID}
+		da.inUse[d] = claimUse{key: key, uid: claim.UID}
 	}
-	s.draAllocs[key] = devs
+	da.allocs[key] = devs
 }
 
 // waitForBusyDevice unplaces a placement whose device another claim still
 // holds: the pod waits for that claim to change (under mu; releases it).
 func (s *Scheduler) waitForBusyDevice(ctx context.Context, st *podState, req bindRequest, busy *deviceBusyError) {
 	ns, name, _ := strings.Cut(req.key, "/")
-	_, stillBusy := s.draInUse[busy.device]
+	_, stillBusy := s.dra.inUse[busy.device]
 	if pod, err := s.podLst.Pods(ns).Get(name); err == nil && stillBusy {
-		s.waitForClaim(busy.claim, pod)
+		s.dra.waitForClaim(busy.claim, pod)
 	}
 	if st.binding == req.task {
 		st.binding = ""
 	}
 	delete(s.tasks, req.task)
 	st.task = ""
-	s.setPlan(st, nil)
+	s.dra.setPlan(st, nil)
 	s.mu.Unlock()
 	if err := s.eng.Cancel(ctx, req.task); err != nil && ctx.Err() == nil {
 		s.log.Debug("cancelling a placement on a busy device", "task", req.task, "err", err)
 	}
-	s.reportUnschedulable(ctx, req.key, req.uid, busy.Error())
+	s.dec.reportUnschedulable(ctx, req.key, req.uid, busy.Error())
 	if !stillBusy {
 		s.dirty.addPodKey(req.key)
 	}
@@ -796,21 +864,21 @@ func (s *Scheduler) waitForBusyDevice(ctx context.Context, st *podState, req bin
 
 // retryUnmapped marks the allocated claims whose devices were not known
 // changed again (a node's slices may have brought them).
-func (s *Scheduler) retryUnmapped() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for k := range s.draUnmapped {
-		s.dirty.add(&s.dirty.claims, k)
+func (da *draAllocator) retryUnmapped() {
+	da.mu.Lock()
+	defer da.mu.Unlock()
+	for k := range da.unmapped {
+		da.dirty.add(&da.dirty.claims, k)
 	}
 }
 
 // setPlan sets the claims plan of st's task (under mu), keeping the set
 // of pods with one (draPods: what draRecheck looks at, not every pod).
-func (s *Scheduler) setPlan(st *podState, plan *draPlan) {
+func (da *draAllocator) setPlan(st *podState, plan *draPlan) {
 	st.dra = plan
 	if plan == nil {
-		delete(s.draPods, st.uid)
+		delete(da.planned, st.uid)
 	} else {
-		s.draPods[st.uid] = st
+		da.planned[st.uid] = st
 	}
 }

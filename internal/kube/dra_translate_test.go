@@ -150,26 +150,27 @@ func TestDRACombineAndSpeeds(t *testing.T) {
 // device is busy, the claim's own is not, and a deallocated or deleted
 // claim frees its devices.
 func TestDRADevicesInUse(t *testing.T) {
-	s := &Scheduler{draInUse: map[draDevice]claimUse{}, draAllocs: map[string][]draDevice{}}
+	s := &Scheduler{}
+	s.dra = newDRAAllocator(s)
 	claim := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "a", UID: "uid-a"}}
 	claim.Status.Allocation = &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{
 		{Request: "gpu", Driver: "gpu.example.com", Pool: "n1", Device: "gpu-0"},
 	}}}
-	s.noteAllocation("ns/a", claim)
+	s.dra.noteAllocation("ns/a", claim)
 	gpu0 := draDevice{"gpu.example.com", "n1", "gpu-0"}
-	if got := s.claimUsing(gpu0, "uid-b"); got != "ns/a" {
+	if got := s.dra.claimUsing(gpu0, "uid-b"); got != "ns/a" {
 		t.Errorf("gpu-0 for another claim: busy with %q, want ns/a", got)
 	}
-	if got := s.claimUsing(gpu0, "uid-a"); got != "" {
+	if got := s.dra.claimUsing(gpu0, "uid-a"); got != "" {
 		t.Errorf("gpu-0 for its own claim: busy with %q", got)
 	}
-	if got := s.claimUsing(draDevice{"gpu.example.com", "n1", "gpu-1"}, "uid-b"); got != "" {
+	if got := s.dra.claimUsing(draDevice{"gpu.example.com", "n1", "gpu-1"}, "uid-b"); got != "" {
 		t.Errorf("gpu-1: busy with %q", got)
 	}
 	claim.Status.Allocation = nil
-	s.noteAllocation("ns/a", claim)
-	if got := s.claimUsing(gpu0, "uid-b"); got != "" || len(s.draAllocs) != 0 {
-		t.Errorf("after deallocation: busy with %q, allocations %v", got, s.draAllocs)
+	s.dra.noteAllocation("ns/a", claim)
+	if got := s.dra.claimUsing(gpu0, "uid-b"); got != "" || len(s.dra.allocs) != 0 {
+		t.Errorf("after deallocation: busy with %q, allocations %v", got, s.dra.allocs)
 	}
 	err := error(&deviceBusyError{device: gpu0, claim: "ns/a"})
 	if !strings.Contains(err.Error(), "gpu.example.com/n1/gpu-0") || !strings.Contains(err.Error(), "ns/a") {

@@ -19,11 +19,23 @@ import (
 	"github.com/hetsched/hetsched/internal/engine"
 )
 
+// reconciler brings the cluster to the engine: the changed nodes become
+// the engine's nodes, the changed pods its tasks (planned in batches, a
+// gang's members together), and hetsched's resources its queues. The pod
+// state it changes is the Scheduler's, under its lock.
+type reconciler struct {
+	s *Scheduler
+	// sent is the node as last sent to the engine (the reconcile loop's
+	// alone: not under the lock).
+	sent map[string]api.Node
+}
+
 // reconcileLoop brings the engine in line with the informers' view of the
 // cluster, one batch of changed keys at a time: nodes first (pods need
 // them), then pods: ended ones leave, running ones are adopted, waiting
 // ones are submitted, each kind in one engine command.
-func (s *Scheduler) reconcileLoop(ctx context.Context) {
+func (rn *reconciler) reconcileLoop(ctx context.Context) {
+	s := rn.s
 	for {
 		select {
 		case <-ctx.Done():
@@ -31,29 +43,30 @@ func (s *Scheduler) reconcileLoop(ctx context.Context) {
 		case <-s.dirty.notify:
 		}
 		pods, nodes, queues, claims := s.dirty.take()
-		s.reconcileCRDs(ctx, queues)
-		if err := s.reconcileNodes(ctx, nodes); err != nil && ctx.Err() == nil {
+		s.crds.reconcileCRDs(ctx, queues)
+		if err := rn.reconcileNodes(ctx, nodes); err != nil && ctx.Err() == nil {
 			s.log.Warn("could not update nodes; trying again", "err", err)
-			s.retryNodesLater(ctx, nodes)
+			rn.retryNodesLater(ctx, nodes)
 		}
-		if len(nodes) > 0 && s.draSlices != nil {
-			s.retryUnmapped()
+		if len(nodes) > 0 && s.dra.slices != nil {
+			s.dra.retryUnmapped()
 			claims = append(claims, s.dirty.takeClaims()...)
 		}
-		s.reconcileClaims(ctx, claims)
-		if v := s.dra.currentVersion(); v != s.draSeen {
+		s.dra.reconcileClaims(ctx, claims)
+		if v := s.dra.devices.currentVersion(); v != s.dra.seen {
 			// Which devices DRA selectors match changed: pods waiting on
 			// devices, claims whose devices were unknown and pending pods
 			// whose options may differ are looked at again.
-			s.draSeen = v
-			pods = append(pods, s.draRecheck()...)
+			s.dra.seen = v
+			pods = append(pods, s.dra.draRecheck()...)
 		}
-		s.reconcilePods(ctx, pods)
+		rn.reconcilePods(ctx, pods)
 	}
 }
 
 // retryNodesLater marks nodes dirty again after a pause.
-func (s *Scheduler) retryNodesLater(ctx context.Context, nodes []string) {
+func (rn *reconciler) retryNodesLater(ctx context.Context, nodes []string) {
+	s := rn.s
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
@@ -70,13 +83,14 @@ func (s *Scheduler) retryNodesLater(ctx context.Context, nodes []string) {
 
 // reconcileNodes sends the changed nodes to the engine and removes the
 // deleted ones.
-func (s *Scheduler) reconcileNodes(ctx context.Context, names []string) error {
+func (rn *reconciler) reconcileNodes(ctx context.Context, names []string) error {
+	s := rn.s
 	var up []api.Node
 	var gone []string
 	for _, name := range names {
 		n, err := s.nodeLst.Get(name)
 		if apierrors.IsNotFound(err) {
-			if _, ok := s.sent[name]; ok {
+			if _, ok := rn.sent[name]; ok {
 				gone = append(gone, name)
 			}
 			continue
@@ -89,14 +103,14 @@ func (s *Scheduler) reconcileNodes(ctx context.Context, names []string) error {
 		if len(dropped) > 0 {
 			s.log.Debug("node: not carried over", "node", name, "what", dropped)
 		}
-		if s.draSlices != nil {
-			hn.Devices = append(hn.Devices, s.dra.translate(name, s.nodeSlices(name), api.MaxNodeDevices-len(hn.Devices), s.log.Warn)...)
+		if s.dra.slices != nil {
+			hn.Devices = append(hn.Devices, s.dra.devices.translate(name, s.dra.nodeSlices(name), api.MaxNodeDevices-len(hn.Devices), s.log.Warn)...)
 		}
 		if err := hn.Validate(); err != nil {
 			s.log.Warn("node cannot be scheduled onto", "node", name, "err", err)
 			continue
 		}
-		if old, ok := s.sent[name]; ok && reflect.DeepEqual(old, hn) {
+		if old, ok := rn.sent[name]; ok && reflect.DeepEqual(old, hn) {
 			continue
 		}
 		up = append(up, hn)
@@ -108,15 +122,15 @@ func (s *Scheduler) reconcileNodes(ctx context.Context, names []string) error {
 			return err
 		}
 		for _, n := range batch {
-			s.sent[n.Name] = n
+			rn.sent[n.Name] = n
 		}
 	}
 	for _, name := range gone {
 		if _, err := s.eng.ReleaseNode(ctx, name); err != nil {
 			return err
 		}
-		delete(s.sent, name)
-		s.dra.drop(name)
+		delete(rn.sent, name)
+		s.dra.devices.drop(name)
 	}
 	return nil
 }
@@ -145,28 +159,29 @@ type endTask struct {
 }
 
 // reconcilePods brings changed pods' tasks up to date.
-func (s *Scheduler) reconcilePods(ctx context.Context, keys []string) {
+func (rn *reconciler) reconcilePods(ctx context.Context, keys []string) {
+	s := rn.s
 	var b podBatch
 	s.mu.Lock()
 	for _, key := range keys {
-		s.planPod(key, &b)
+		rn.planPod(key, &b)
 	}
 	s.mu.Unlock()
 	if s.csi.takeResync() {
 		// A pod asked for a CSI driver's attach resource no node offered
 		// yet: every node offers it before its task arrives.
-		names := slices.Collect(maps.Keys(s.sent))
-		if err := s.reconcileNodes(ctx, names); err != nil && ctx.Err() == nil {
+		names := slices.Collect(maps.Keys(rn.sent))
+		if err := rn.reconcileNodes(ctx, names); err != nil && ctx.Err() == nil {
 			s.log.Warn("could not update nodes; trying again", "err", err)
-			s.retryNodesLater(ctx, names)
+			rn.retryNodesLater(ctx, names)
 		}
 	}
-	if nodes := s.dra.takeResync(); len(nodes) > 0 {
+	if nodes := s.dra.devices.takeResync(); len(nodes) > 0 {
 		// New DRA selectors: their devices carry their classes in the
 		// engine before tasks asking for them arrive.
-		if err := s.reconcileNodes(ctx, nodes); err != nil && ctx.Err() == nil {
+		if err := rn.reconcileNodes(ctx, nodes); err != nil && ctx.Err() == nil {
 			s.log.Warn("could not update nodes; trying again", "err", err)
-			s.retryNodesLater(ctx, nodes)
+			rn.retryNodesLater(ctx, nodes)
 		}
 	}
 	s.apply(ctx, &b)
@@ -175,7 +190,8 @@ func (s *Scheduler) reconcilePods(ctx context.Context, keys []string) {
 // planPod decides, under mu, what one pod's change asks of the engine;
 // it registers new task ids before they are submitted, so that their
 // first decision finds its pod.
-func (s *Scheduler) planPod(key string, b *podBatch) {
+func (rn *reconciler) planPod(key string, b *podBatch) {
+	s := rn.s
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return
@@ -216,14 +232,14 @@ func (s *Scheduler) planPod(key string, b *podBatch) {
 			st.task = ""
 			id := s.newTaskID(st)
 			st.counted = now
-			b.adopt = append(b.adopt, engine.Adoption{Task: s.adoptedTask(pod, id), Node: pod.Spec.NodeName,
+			b.adopt = append(b.adopt, engine.Adoption{Task: rn.adoptedTask(pod, id), Node: pod.Spec.NodeName,
 				Devices: adoptedDevices(pod, s.cfg.SchedulerName), Displace: []string{old}})
 			return
 		}
 		if st.bound || st.binding != "" {
 			return
 		}
-		s.leaveGang(st)
+		rn.leaveGang(st)
 		// Bound by someone else (another scheduler, or this one before a
 		// restart): count it where it runs.
 		if st.task != "" {
@@ -232,24 +248,24 @@ func (s *Scheduler) planPod(key string, b *podBatch) {
 		st.bound, st.node = true, pod.Spec.NodeName
 		st.counted = countedAs(pod)
 		id := s.newTaskID(st)
-		b.adopt = append(b.adopt, engine.Adoption{Task: s.adoptedTask(pod, id), Node: pod.Spec.NodeName, Devices: adoptedDevices(pod, s.cfg.SchedulerName)})
+		b.adopt = append(b.adopt, engine.Adoption{Task: rn.adoptedTask(pod, id), Node: pod.Spec.NodeName, Devices: adoptedDevices(pod, s.cfg.SchedulerName)})
 	case pod.Spec.SchedulerName != s.cfg.SchedulerName || pod.DeletionTimestamp != nil:
 		// Not this scheduler's to place, or on its way out.
 	case len(pod.Spec.SchedulingGates) > 0:
 		// Gated (a queue controller such as Kueue holds it): not placed
 		// until its gates are gone, as kube-scheduler does.
 		if st != nil && st.task != "" && st.binding == "" {
-			s.leaveGang(st)
+			rn.leaveGang(st)
 			s.untrackTask(st, b, false, 0)
 		}
 	default:
 		if st == nil {
 			st = s.track(pod)
 		}
-		if st.task != "" && st.binding == "" && st.dra != nil && !st.inGangJob() && st.dra.version != s.dra.currentVersion() {
+		if st.task != "" && st.binding == "" && st.dra != nil && !st.inGangJob() && st.dra.version != s.dra.devices.currentVersion() {
 			// Its claims' options were made from other devices: made again,
 			// the task is replaced when they changed.
-			_, plan, wait, err := s.withClaims(pod, api.Task{}, false)
+			_, plan, wait, err := s.dra.withClaims(pod, api.Task{}, false)
 			if err == nil && wait == "" && plan != nil && plan.key == st.dra.key {
 				st.dra.version = plan.version
 				return
@@ -270,15 +286,16 @@ func (s *Scheduler) planPod(key string, b *podBatch) {
 				st.volVersion = s.vol.version.Load()
 			}
 		}
-		if st.task != "" || st.binding != "" || st.gang != "" && s.gangWaiting(st) {
+		if st.task != "" || st.binding != "" || st.gang != "" && rn.gangWaiting(st) {
 			return
 		}
-		s.planWaiting(pod, st, b)
+		rn.planWaiting(pod, st, b)
 	}
 }
 
 // planWaiting submits a waiting pod's task, or adds it to its gang.
-func (s *Scheduler) planWaiting(pod *corev1.Pod, st *podState, b *podBatch) {
+func (rn *reconciler) planWaiting(pod *corev1.Pod, st *podState, b *podBatch) {
+	s := rn.s
 	gs, wait, err := s.gangOf(pod)
 	if err != nil {
 		st.invalid = err.Error()
@@ -289,7 +306,7 @@ func (s *Scheduler) planWaiting(pod *corev1.Pod, st *podState, b *podBatch) {
 		b.gathering = append(b.gathering, gathering{st: st, why: wait})
 		return
 	}
-	t, plan, wait, err := s.podTask(pod, "", false)
+	t, plan, wait, err := rn.podTask(pod, "", false)
 	if err != nil {
 		st.invalid = err.Error()
 		b.invalid = append(b.invalid, st)
@@ -312,7 +329,7 @@ func (s *Scheduler) planWaiting(pod *corev1.Pod, st *podState, b *podBatch) {
 		b.gathering = append(b.gathering, gathering{st: st, why: wait})
 		return
 	}
-	s.setPlan(st, plan)
+	s.dra.setPlan(st, plan)
 	if t.Queue == "" {
 		t.Queue = s.nsQueues[pod.Namespace]
 	}
@@ -360,12 +377,13 @@ func (s *Scheduler) planWaiting(pod *corev1.Pod, st *podState, b *podBatch) {
 		b.gathering = append(b.gathering, gathering{st: st, why: "waiting for gang " + gs.display() + ": " + strconv.Itoa(len(g.waiting)) + " of its " + strconv.Itoa(gs.min) + " pods exist"})
 		return
 	}
-	s.formGang(gang, g, pod.Namespace, t, b)
+	rn.formGang(gang, g, pod.Namespace, t, b)
 }
 
 // formGang submits a gang's waiting members as one job with a gang of
 // g.spec.min, or leaves them gathering when fewer than that can still go.
-func (s *Scheduler) formGang(gang string, g *gangState, ns string, first api.Task, b *podBatch) {
+func (rn *reconciler) formGang(gang string, g *gangState, ns string, first api.Task, b *podBatch) {
+	s := rn.s
 	g.jobs++
 	g.seq++ // job ids are never reused: an ended job keeps its id
 	job := api.Job{ID: gangJobID(gang, g.seq), Gang: g.spec.gang(), FailurePolicy: api.Continue}
@@ -379,7 +397,7 @@ func (s *Scheduler) formGang(gang string, g *gangState, ns string, first api.Tas
 		if err != nil || mp.UID != uid || mp.Spec.NodeName != "" || mp.DeletionTimestamp != nil {
 			continue
 		}
-		mt, plan, wait, err := s.podTask(mp, string(uid), len(job.Tasks) > 0)
+		mt, plan, wait, err := rn.podTask(mp, string(uid), len(job.Tasks) > 0)
 		if err != nil {
 			m.invalid = err.Error()
 			b.invalid = append(b.invalid, m)
@@ -389,7 +407,7 @@ func (s *Scheduler) formGang(gang string, g *gangState, ns string, first api.Tas
 			b.gathering = append(b.gathering, gathering{st: m, why: wait})
 			continue
 		}
-		s.setPlan(m, plan)
+		s.dra.setPlan(m, plan)
 		if mt.Queue == "" {
 			mt.Queue = s.nsQueues[ns]
 		}
@@ -422,7 +440,8 @@ func (s *Scheduler) formGang(gang string, g *gangState, ns string, first api.Tas
 
 // leaveGang takes st out of its gang's gathering (it was bound by someone
 // else, say).
-func (s *Scheduler) leaveGang(st *podState) {
+func (rn *reconciler) leaveGang(st *podState) {
+	s := rn.s
 	g := s.gangs[st.gang]
 	if g == nil {
 		return
@@ -436,7 +455,8 @@ func (s *Scheduler) leaveGang(st *podState) {
 }
 
 // gangWaiting reports whether st waits in its gang for more members.
-func (s *Scheduler) gangWaiting(st *podState) bool {
+func (rn *reconciler) gangWaiting(st *podState) bool {
+	s := rn.s
 	g := s.gangs[st.gang]
 	if g == nil {
 		return false
@@ -488,18 +508,18 @@ func (s *Scheduler) newTaskID(st *podState) string {
 func (s *Scheduler) endPod(st *podState, b *podBatch, finished bool, code int) {
 	if st.evicting {
 		st.evicting = false
-		s.evictionDone(st.node)
+		s.dec.evictionDone(st.node)
 	}
 	if st.task != "" {
 		s.untrackTask(st, b, finished, code)
 	}
 	if g := s.gangs[st.gang]; g != nil {
-		s.leaveGang(st)
+		s.rec.leaveGang(st)
 		if g.members--; g.members <= 0 {
 			delete(s.gangs, st.gang) // its last pod went: the name may start afresh
 		}
 	}
-	s.setPlan(st, nil)
+	s.dra.setPlan(st, nil)
 	delete(s.byUID, st.uid)
 	if s.byKey[st.key] == st.uid {
 		delete(s.byKey, st.key)
@@ -511,17 +531,18 @@ func (s *Scheduler) endPod(st *podState, b *podBatch, finished bool, code int) {
 // same step (claimsAfterPod).
 func (s *Scheduler) untrackTask(st *podState, b *podBatch, finished bool, code int) {
 	delete(s.tasks, st.task)
-	if !s.claimsAfterPod(st, b) {
+	if !s.dra.claimsAfterPod(st, b) {
 		b.end = append(b.end, endTask{id: st.task, finished: finished, code: code})
 	}
 	st.task = ""
-	s.setPlan(st, nil)
+	s.dra.setPlan(st, nil)
 }
 
 // podTask is a waiting pod's task with its claims (withClaims).
 // sharer: the pod shares its PodGroup's unallocated claims with the
 // gang member that allocates them (withClaims).
-func (s *Scheduler) podTask(pod *corev1.Pod, id string, sharer bool) (api.Task, *draPlan, string, error) {
+func (rn *reconciler) podTask(pod *corev1.Pod, id string, sharer bool) (api.Task, *draPlan, string, error) {
+	s := rn.s
 	t, err := s.pods.task(pod, id)
 	if err != nil {
 		return t, nil, "", err
@@ -530,22 +551,22 @@ func (s *Scheduler) podTask(pod *corev1.Pod, id string, sharer bool) (api.Task, 
 	if wait, err := s.volumeTerms(pod, &t); err != nil || wait != "" {
 		return t, nil, wait, err
 	}
-	return s.withClaims(pod, t, sharer)
+	return s.dra.withClaims(pod, t, sharer)
 }
 
 // draRecheck is the pods to look at again after DRA devices changed
 // (under its own lock), and marks unmapped claims to be tried again.
-func (s *Scheduler) draRecheck() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := drainKeys(&s.draNoDevice)
-	for _, st := range s.draPods {
+func (da *draAllocator) draRecheck() []string {
+	da.mu.Lock()
+	defer da.mu.Unlock()
+	out := drainKeys(&da.noDevice)
+	for _, st := range da.planned {
 		if st.task != "" && st.binding == "" && !st.bound {
 			out = append(out, st.key)
 		}
 	}
-	for k := range s.draUnmapped {
-		s.dirty.add(&s.dirty.claims, k)
+	for k := range da.unmapped {
+		da.dirty.add(&da.dirty.claims, k)
 	}
 	return out
 }
@@ -567,7 +588,8 @@ func exitCode(pod *corev1.Pod) int {
 // adoptedTask is the task that counts a running pod: its request,
 // pinned to its node, taking any taint; a pod of another scheduler is not
 // preemptible (hetsched does not evict what it did not place).
-func (s *Scheduler) adoptedTask(pod *corev1.Pod, id string) api.Task {
+func (rn *reconciler) adoptedTask(pod *corev1.Pod, id string) api.Task {
+	s := rn.s
 	// It may go back to waiting (Requeue): one that does not fit where it
 	// runs waits there to be counted; one the engine sends back otherwise
 	// (preempted) is evicted (decide).
@@ -643,7 +665,7 @@ func adoptedDevices(pod *corev1.Pod, scheduler string) []api.DeviceRef {
 // adoptions, then new work.
 func (s *Scheduler) apply(ctx context.Context, b *podBatch) {
 	if len(b.end) > 0 {
-		s.starts.flush(ctx) // a bound pod's task starts before it ends
+		s.dec.starts.flush(ctx) // a bound pod's task starts before it ends
 	}
 	parallel(64, len(b.end), func(i int) {
 		e := b.end[i]
@@ -706,10 +728,10 @@ func (s *Scheduler) apply(ctx context.Context, b *podBatch) {
 		}
 	}
 	for _, st := range b.invalid {
-		s.reportInvalid(ctx, st)
+		s.dec.reportInvalid(ctx, st)
 	}
 	for _, g := range b.gathering {
-		s.reportUnschedulable(ctx, g.st.key, g.st.uid, g.why)
+		s.dec.reportUnschedulable(ctx, g.st.key, g.st.uid, g.why)
 	}
 }
 
@@ -724,7 +746,7 @@ func (s *Scheduler) submitFailed(ctx context.Context, id string, err error) {
 	}
 	s.mu.Unlock()
 	if st != nil && ctx.Err() == nil {
-		s.reportInvalid(ctx, st)
+		s.dec.reportInvalid(ctx, st)
 	}
 }
 

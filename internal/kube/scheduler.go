@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/hetsched/hetsched/internal/kube/kubewire"
-	"k8s.io/client-go/informers/internalinterfaces"
 	"log/slog"
 	"maps"
 	"reflect"
 	"sync"
 	"time"
+
+	"github.com/hetsched/hetsched/internal/kube/kubewire"
+	"k8s.io/client-go/informers/internalinterfaces"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -22,7 +23,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	schedlisters "k8s.io/client-go/listers/scheduling/v1"
 	schedv1a2listers "k8s.io/client-go/listers/scheduling/v1alpha2"
 	"k8s.io/client-go/tools/cache"
@@ -108,13 +108,14 @@ type Scheduler struct {
 	// groupConds writes their conditions (workloads.go).
 	k8sGroupLst schedv1a2listers.PodGroupLister
 	groupConds  latest[metav1.Condition]
-	// dra is the DRA devices and selectors; the listers are nil where the
-	// cluster does not serve resource.k8s.io/v1.
-	dra         *draState
-	draClaimLst resourcelisters.ResourceClaimLister
-	draClassLst resourcelisters.DeviceClassLister
-	draSlices   cache.Indexer // ResourceSlices, indexed by node
-	crds        *crds         // nil without hetsched.io resources
+	// dra is the DRA allocator (dra.go, dra_claims.go); its listers are
+	// nil where the cluster does not serve resource.k8s.io/v1.
+	dra  *draAllocator
+	crds *crds // hetsched.io's Queues and ResourceSchedule (crds.go); nil where not served
+	// rec brings pods and nodes to the engine (reconcile.go); dec carries
+	// the engine's decisions back (decisions.go).
+	rec reconciler
+	dec decisions
 	// rebuildCh ends Run with ErrRebuild.
 	rebuildCh chan struct{}
 	// bg counts the goroutines Run started besides its loops (evictions,
@@ -125,56 +126,14 @@ type Scheduler struct {
 	// when Run returns).
 	factories []dynamicinformer.DynamicSharedInformerFactory
 	dirty     dirtySet // pods and nodes to reconcile (its own lock)
-	binds     chan bindRequest
-	starts    *startBatch // bound pods' tasks to report started
 
 	mu    sync.Mutex // guards the fields below
 	byUID map[types.UID]*podState
 	byKey map[string]types.UID // namespace/name -> uid of the pod tracked under it
 	tasks map[string]types.UID // task id -> pod
 	gangs map[string]*gangState
-	// evictions counts, per node, the pods asked to leave it that are
-	// still there. A pod placed on such a node is bound once its node's
-	// evictions are done (bindAfterEvictions), and not at all when a
-	// PodDisruptionBudget kept one (keepPod displaces it).
-	evictions   map[string]int
-	evictChange chan struct{} // closed and replaced when it changes
-	// held are the placements waiting for their node's evictions, by
-	// node and pod.
-	held map[string]map[types.UID]bindRequest
-
-	// conds writes the pods' PodScheduled=False conditions, the latest
-	// per pod (coalesce.go).
-	conds latest[condition]
-
-	// sent is the node as last sent to the engine (the reconcile loop's
-	// alone: not under mu).
-	sent map[string]api.Node
 	// nsQueues is the ResourceSchedule's queue per namespace (under mu).
 	nsQueues map[string]string
-
-	// Claims (under mu): draHolders is the pod task holding an allocated
-	// claim's devices, by claim uid; draPseudo the claim task holding them
-	// when no pod's task does; draClaimUID a claim task's claim by key;
-	// draWaiting the pods waiting for a claim to change, by claim key;
-	// draNoDevice the pods waiting for devices to match their claims;
-	// draUnmapped allocated claims whose devices are not known yet.
-	draHolders  map[types.UID]string
-	draPseudo   map[types.UID]string
-	draClaimUID map[string]types.UID
-	draWaiting  map[string]map[string]bool
-	draNoDevice map[string]bool
-	draUnmapped map[string]bool
-	// draPods are the tracked pods whose task has a claims plan.
-	draPods map[types.UID]*podState
-	// draInUse is the claim each allocated device is for, draAllocs each
-	// allocated claim's devices (from the claims informer).
-	draInUse  map[draDevice]claimUse
-	draAllocs map[string][]draDevice
-	draSeq    int
-	// draSeen is the DRA state version the waiting pods were last looked
-	// at against (the reconcile loop's alone).
-	draSeen uint64
 }
 
 // podState is what the Scheduler tracks of one pod.
@@ -272,21 +231,17 @@ func New(cfg Config) (*Scheduler, error) {
 		dirty:     newDirtySet(),
 		rebuildCh: make(chan struct{}, 1),
 		m:         newKubeMetrics(cfg.Registerer),
-		binds:     make(chan bindRequest, 4096),
 		byUID:     map[types.UID]*podState{}, byKey: map[string]types.UID{}, tasks: map[string]types.UID{},
-		gangs: map[string]*gangState{}, sent: map[string]api.Node{},
-		evictions: map[string]int{}, evictChange: make(chan struct{}),
-		held: map[string]map[types.UID]bindRequest{},
-
-		dra:        newDRAState(),
-		draHolders: map[types.UID]string{}, draPseudo: map[types.UID]string{}, draClaimUID: map[string]types.UID{},
-		draWaiting: map[string]map[string]bool{}, draNoDevice: map[string]bool{}, draUnmapped: map[string]bool{},
-		draInUse: map[draDevice]claimUse{}, draAllocs: map[string][]draDevice{}, draPods: map[types.UID]*podState{},
+		gangs: map[string]*gangState{},
 	}
+	s.rec = reconciler{s: s, sent: map[string]api.Node{}}
+	s.dec = decisions{s: s, binds: make(chan bindRequest, 4096), evictions: map[string]int{}, evictChange: make(chan struct{}),
+		held: map[string]map[types.UID]bindRequest{}}
+	s.dra = newDRAAllocator(s)
 	if s.binder = cfg.Binder; s.binder == nil {
 		s.binder, _ = kubewire.NewBinder(kubewire.BindClientGo, cfg.Client)
 	}
-	s.starts = newStartBatch(s.reportStarted)
+	s.dec.starts = newStartBatch(s.dec.reportStarted)
 	s.factory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithTransform(trimCached))
 	if cfg.PodInformer != nil {
 		// Registered before the listers ask the factory for it.
@@ -378,7 +333,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	if err := s.startCRDs(ctx); err != nil {
 		return err
 	}
-	s.log.Info("informers synced", "podGroups", s.groups != nil, "k8sPodGroups", s.k8sGroupLst != nil, "dra", s.draClaimLst != nil, "nodes", len(nodeInf.GetStore().ListKeys()), "pods", len(podInf.GetStore().ListKeys()))
+	s.log.Info("informers synced", "podGroups", s.groups != nil, "k8sPodGroups", s.k8sGroupLst != nil, "dra", s.dra.claimLst != nil, "nodes", len(nodeInf.GetStore().ListKeys()), "pods", len(podInf.GetStore().ListKeys()))
 
 	var wg sync.WaitGroup
 	// The decision loop reads the engine's events from here: the
@@ -387,12 +342,12 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	since := s.eng.LatestEvent()
 	var err error
 	wg.Add(4 + s.cfg.BindWorkers)
-	go func() { defer wg.Done(); s.starts.run(ctx) }()
-	go func() { defer wg.Done(); s.reconcileLoop(ctx) }()
-	go func() { defer wg.Done(); s.statusLoop(ctx) }()
-	go func() { defer wg.Done(); s.decisionLoop(ctx, since) }()
+	go func() { defer wg.Done(); s.dec.starts.run(ctx) }()
+	go func() { defer wg.Done(); s.rec.reconcileLoop(ctx) }()
+	go func() { defer wg.Done(); s.crds.statusLoop(ctx) }()
+	go func() { defer wg.Done(); s.dec.decisionLoop(ctx, since) }()
 	for range s.cfg.BindWorkers {
-		go func() { defer wg.Done(); s.bindWorker(ctx) }()
+		go func() { defer wg.Done(); s.dec.bindWorker(ctx) }()
 	}
 	select {
 	case <-ctx.Done():
