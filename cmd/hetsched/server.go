@@ -109,7 +109,7 @@ func newServer() *cobra.Command {
 	cmd.Flags().StringVar(&opt.PeerCert, "peer-cert", "", "with --ha on https:// --peers: this server's etcd member certificate (hetsched certs member --name NAME); the members accept only each other's")
 	cmd.Flags().StringVar(&opt.PeerKey, "peer-key", "", "the private key of --peer-cert")
 	cmd.Flags().DurationVar(&opt.EtcdStartTimeout, "etcd-start-timeout", 2*time.Minute, "with --ha: how long the embedded etcd member waits at start for a quorum of --peers (a member refused by the others, say for a certificate of another CA, fails after it)")
-	cmd.Flags().DurationVar(&opt.ElectionTTL, "election-ttl", server.DefaultElectionTTL, "the leader's election lease: a leader etcd has not heard from for this long loses leadership (whole seconds, at least 2s)")
+	cmd.Flags().DurationVar(&opt.ElectionTTL, "election-ttl", server.DefaultElectionTTL, "the leadership grant (an etcd lease): a leader etcd has not heard from for this long loses leadership (whole seconds, at least 2s)")
 	cmd.Flags().StringVar(&opt.EtcdPrefix, "etcd-prefix", "/hetsched/", "prefix of this control plane's etcd keys (two control planes on one etcd need two)")
 	return cmd
 }

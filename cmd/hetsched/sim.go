@@ -232,7 +232,7 @@ func runSim(cmd *cobra.Command, fl *simFlags) error {
 	}
 	results := make([]sim.Result, len(keys))
 	errs := make([]error, len(keys))
-	bar := newProgressBar(cmd.ErrOrStderr(), fl.progress && len(work.Jobs) >= 10000, len(keys)*len(work.Jobs))
+	bar := newProgressBar(cmd.ErrOrStderr(), fl.progress && len(work.Arrivals) >= 10000, len(keys)*len(work.Arrivals))
 	workers := fl.parallel
 	if workers <= 0 {
 		workers = min(runtime.GOMAXPROCS(0), len(keys))

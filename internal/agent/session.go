@@ -10,6 +10,7 @@ import (
 
 	"github.com/hetsched/hetsched/internal/agentapi"
 	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/serverlist"
 )
 
 // runner is what an agent does with its assignments: run real processes
@@ -86,17 +87,6 @@ func (b *backoff) next() time.Duration {
 
 func (b *backoff) reset() { b.cur = 0 }
 
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // run keeps the session up until ctx ends.
 func (s *session) run(ctx context.Context) {
 	var wg sync.WaitGroup
@@ -132,7 +122,7 @@ func (s *session) run(ctx context.Context) {
 			if ctx.Err() == nil {
 				s.log.Warn("register failed; retrying", "err", err)
 			}
-			sleep(ctx, bo.next())
+			serverlist.Sleep(ctx, bo.next())
 			continue
 		}
 		if s.onRegister != nil {
@@ -173,7 +163,7 @@ func (s *session) run(ctx context.Context) {
 		// than what is left of the fence deadline after a leader froze):
 		// heartbeats go on while the agent waits to register again.
 		keep = s.keepBeating(ctx)
-		sleep(ctx, bo.next())
+		serverlist.Sleep(ctx, bo.next())
 	}
 }
 
@@ -283,7 +273,7 @@ func (s *session) keepBeating(ctx context.Context) (stop func()) {
 			} else {
 				wait = minHedge // every server failed (no leader yet): soon again
 			}
-			if !sleep(ctx, wait) {
+			if !serverlist.Sleep(ctx, wait) {
 				return
 			}
 		}
@@ -384,7 +374,7 @@ func (r *reporter) run(ctx context.Context, c *client, agent string, log *slog.L
 				return
 			}
 			log.Warn("status report failed; retrying", "updates", n, "err", err)
-			sleep(ctx, bo.next())
+			serverlist.Sleep(ctx, bo.next())
 			continue
 		}
 		bo.reset()

@@ -222,11 +222,11 @@ func TestDecodeTaskKnowsEveryField(t *testing.T) {
 			names = append(names, p)
 		}
 	}
-	table := slices.Clone(taskFieldNames)
+	table := slices.Clone(taskMembers.names)
 	sort.Strings(names)
 	sort.Strings(table)
 	if !slices.Equal(names, table) {
-		t.Errorf("taskFields %v, Task's json members %v", table, names)
+		t.Errorf("taskMembers %v, Task's json members %v", table, names)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -34,61 +33,21 @@ func ReadTask(r *jsonread.Reader) (Task, error) {
 	return t, nil
 }
 
-// taskFieldNames are the members of a task object, for suggestions.
-var taskFieldNames = func() []string {
-	out := make([]string, 0, len(taskFields))
-	for k := range taskFields {
-		out = append(out, k)
-	}
-	return out
-}()
-
 // DecodeTask is ReadTask without Validate, for tasks that were validated
 // when they were accepted (the store's records): a later, stricter rule
 // must not stop a restart.
 func DecodeTask(r *jsonread.Reader) (Task, error) {
 	var t Task
-	if r.Peek() == jsonread.Null {
-		_ = r.ReadNull()
-		return t, nil
-	}
-	obj, err := r.ReadObject()
-	if err != nil {
-		return t, syntax("", err)
-	}
-	var seen uint64
-	for obj.Next() {
-		k := obj.Key()
-		bit, ok := taskFields[k]
-		if !ok {
-			return t, UnknownField(truncate(k), k, taskFieldNames)
-		}
-		if seen&bit != 0 {
-			return t, errs.Invalid(k, "given twice")
-		}
-		seen |= bit
-		if err := readTaskField(r, &t, k); err != nil {
-			return t, err
-		}
-	}
-	if err := obj.Err(); err != nil {
-		return t, syntax("", err)
-	}
-	return t, nil
+	_, err := taskMembers.readObject(r, "", "an object", func(k, _ string) error { return readTaskField(r, &t, k) })
+	return t, err
 }
 
-var taskFields = func() map[string]uint64 {
-	names := []string{"id", "name", "queue", "priority", "resources", "alternatives", "nodeSelector", "nodeAffinity",
-		"tolerations", "command", "env", "duration", "timeout", "queueTimeout", "lease", "depends",
-		"preemptible", "metadata", "requeue", "locality", "localityWait", "shards", "inputs", "deviceClasses", "checkpoint",
-		"hostPorts", "affinity", "antiAffinity", "spread", "preferredNodeAffinity", "preemptionPolicy", "priorityValue",
-		"service", "liveness", "readiness", "startup", "user"}
-	m := make(map[string]uint64, len(names))
-	for i, n := range names {
-		m[n] = 1 << i
-	}
-	return m
-}()
+// taskMembers are the members of a task object.
+var taskMembers = newMembers("id", "name", "queue", "priority", "resources", "alternatives", "nodeSelector", "nodeAffinity",
+	"tolerations", "command", "env", "duration", "timeout", "queueTimeout", "lease", "depends",
+	"preemptible", "metadata", "requeue", "locality", "localityWait", "shards", "inputs", "deviceClasses", "checkpoint",
+	"hostPorts", "affinity", "antiAffinity", "spread", "preferredNodeAffinity", "preemptionPolicy", "priorityValue",
+	"service", "liveness", "readiness", "startup", "user")
 
 func readTaskField(r *jsonread.Reader, t *Task, k string) error {
 	var err error
@@ -227,43 +186,22 @@ func openObject(r *jsonread.Reader, field, want string) (*jsonread.ObjectIter, e
 	return obj, nil
 }
 
-// checkpointFields are the members of a checkpoint object.
-var checkpointFields = []string{"signal", "grace", "dir"}
+// checkpointMembers are the members of a checkpoint object.
+var checkpointMembers = newMembers("signal", "grace", "dir")
 
 // readCheckpoint reads {"signal": ..., "grace": ..., "dir": ...}.
 func readCheckpoint(r *jsonread.Reader, field string) (*Checkpoint, error) {
-	obj, err := openObject(r, field, "an object")
-	if obj == nil {
-		return nil, err
-	}
-	c := &Checkpoint{}
-	var seen [3]bool
-	for obj.Next() {
-		k := obj.Key()
-		n := slices.Index(checkpointFields, k)
-		if n < 0 {
-			return nil, UnknownField(field+"."+truncate(k), k, checkpointFields)
+	return readNew(r, field, &checkpointMembers, func(c *Checkpoint, k, f string) (err error) {
+		switch k {
+		case "signal":
+			c.Signal, err = readString(r, f)
+		case "grace":
+			c.Grace, err = readDuration(r, f)
+		case "dir":
+			c.Dir, err = readString(r, f)
 		}
-		if seen[n] {
-			return nil, errs.Invalid(field+"."+k, "given twice")
-		}
-		seen[n] = true
-		switch n {
-		case 0:
-			c.Signal, err = readString(r, field+".signal")
-		case 1:
-			c.Grace, err = readDuration(r, field+".grace")
-		case 2:
-			c.Dir, err = readString(r, field+".dir")
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	if err := obj.Err(); err != nil {
-		return nil, syntax(field, err)
-	}
-	return c, nil
+		return err
+	})
 }
 
 // syntax wraps a reader error as an invalid argument on field.
@@ -463,74 +401,24 @@ func readResources(r *jsonread.Reader, field string) (resource.List, error) {
 	return l, nil
 }
 
+// alternativeMembers are the members of an alternative.
+var alternativeMembers = newMembers("resources", "speed", "deviceClasses")
+
 func readAlternatives(r *jsonread.Reader, field string) ([]Alternative, error) {
-	if null(r) {
-		return nil, nil
-	}
-	if r.Peek() != jsonread.Array {
-		return nil, wrongType(r, field, "a list of alternatives")
-	}
-	arr, err := r.ReadArray()
-	if err != nil {
-		return nil, syntax(field, err)
-	}
-	out := []Alternative{}
-	for arr.Next() {
-		f := field + "[" + strconv.Itoa(arr.Index()) + "]"
-		if len(out) >= MaxAlternatives {
-			return nil, errs.Invalid(field, "at most %d alternatives", MaxAlternatives)
-		}
-		var a Alternative
-		if !null(r) {
-			if r.Peek() != jsonread.Object {
-				return nil, wrongType(r, f, "an object")
+	return readObjects(r, field, "a list of alternatives", "alternatives", MaxAlternatives, func(f string) (a Alternative, err error) {
+		_, err = alternativeMembers.readObject(r, f, "an object", func(k, f string) (err error) {
+			switch k {
+			case "resources":
+				a.Resources, err = readResources(r, f)
+			case "speed":
+				a.Speed, err = readFloat(r, f)
+			case "deviceClasses":
+				a.DeviceClasses, err = readStringMap(r, f)
 			}
-			obj, err := r.ReadObject()
-			if err != nil {
-				return nil, syntax(f, err)
-			}
-			var seen [3]bool
-			for obj.Next() {
-				k := obj.Key()
-				switch k {
-				case "resources":
-					if seen[0] {
-						return nil, errs.Invalid(f+"."+k, "given twice")
-					}
-					seen[0] = true
-					if a.Resources, err = readResources(r, f+".resources"); err != nil {
-						return nil, err
-					}
-				case "speed":
-					if seen[1] {
-						return nil, errs.Invalid(f+"."+k, "given twice")
-					}
-					seen[1] = true
-					if a.Speed, err = readFloat(r, f+".speed"); err != nil {
-						return nil, err
-					}
-				case "deviceClasses":
-					if seen[2] {
-						return nil, errs.Invalid(f+"."+k, "given twice")
-					}
-					seen[2] = true
-					if a.DeviceClasses, err = readStringMap(r, f+".deviceClasses"); err != nil {
-						return nil, err
-					}
-				default:
-					return nil, errs.Invalid(f+"."+truncate(k), "unknown field")
-				}
-			}
-			if err := obj.Err(); err != nil {
-				return nil, syntax(f, err)
-			}
-		}
-		out = append(out, a)
-	}
-	if err := arr.Err(); err != nil {
-		return nil, syntax(field, err)
-	}
-	return out, nil
+			return err
+		})
+		return a, err
+	})
 }
 
 func readFloat(r *jsonread.Reader, field string) (float64, error) {
@@ -551,102 +439,37 @@ func readFloat(r *jsonread.Reader, field string) (float64, error) {
 	return v, nil
 }
 
+// localityMembers are the members of a locality.
+var localityMembers = newMembers("nodes", "labels")
+
 // readLocality reads {"nodes": [...], "labels": {...}}.
 func readLocality(r *jsonread.Reader, field string) (*Locality, error) {
-	obj, err := openObject(r, field, "an object")
-	if obj == nil {
-		return nil, err
-	}
-	l := &Locality{}
-	var seen [2]bool
-	for obj.Next() {
-		k := obj.Key()
+	return readNew(r, field, &localityMembers, func(l *Locality, k, f string) (err error) {
 		switch k {
 		case "nodes":
-			if seen[0] {
-				return nil, errs.Invalid(field+"."+k, "given twice")
-			}
-			seen[0] = true
-			if l.Nodes, err = readStrings(r, field+".nodes"); err != nil {
-				return nil, err
-			}
+			l.Nodes, err = readStrings(r, f)
 		case "labels":
-			if seen[1] {
-				return nil, errs.Invalid(field+"."+k, "given twice")
-			}
-			seen[1] = true
-			if l.Labels, err = readStringMap(r, field+".labels"); err != nil {
-				return nil, err
-			}
-		default:
-			return nil, errs.Invalid(field+"."+k, "unknown field")
+			l.Labels, err = readStringMap(r, f)
 		}
-	}
-	if err := obj.Err(); err != nil {
-		return nil, syntax(field, err)
-	}
-	return l, nil
+		return err
+	})
 }
+
+// inputMembers are the members of an input.
+var inputMembers = newMembers("name", "locality")
 
 // readInputs reads [{"name": ..., "locality": {...}}, ...].
 func readInputs(r *jsonread.Reader, field string) ([]Input, error) {
-	if null(r) {
-		return nil, nil
-	}
-	if r.Peek() != jsonread.Array {
-		return nil, wrongType(r, field, "a list of inputs")
-	}
-	arr, err := r.ReadArray()
-	if err != nil {
-		return nil, syntax(field, err)
-	}
-	out := []Input{}
-	for arr.Next() {
-		f := field + "[" + strconv.Itoa(arr.Index()) + "]"
-		if len(out) >= MaxShards {
-			return nil, errs.Invalid(field, "at most %d inputs", MaxShards)
-		}
-		var in Input
-		if !null(r) {
-			if r.Peek() != jsonread.Object {
-				return nil, wrongType(r, f, "an object")
+	return readObjects(r, field, "a list of inputs", "inputs", MaxShards, func(f string) (in Input, err error) {
+		_, err = inputMembers.readObject(r, f, "an object", func(k, f string) (err error) {
+			switch k {
+			case "name":
+				in.Name, err = readString(r, f)
+			case "locality":
+				in.Locality, err = readLocality(r, f)
 			}
-			obj, err := r.ReadObject()
-			if err != nil {
-				return nil, syntax(f, err)
-			}
-			var seen [2]bool
-			for obj.Next() {
-				k := obj.Key()
-				switch k {
-				case "name":
-					if seen[0] {
-						return nil, errs.Invalid(f+"."+k, "given twice")
-					}
-					seen[0] = true
-					if in.Name, err = readString(r, f+".name"); err != nil {
-						return nil, err
-					}
-				case "locality":
-					if seen[1] {
-						return nil, errs.Invalid(f+"."+k, "given twice")
-					}
-					seen[1] = true
-					if in.Locality, err = readLocality(r, f+".locality"); err != nil {
-						return nil, err
-					}
-				default:
-					return nil, errs.Invalid(f+"."+k, "unknown field")
-				}
-			}
-			if err := obj.Err(); err != nil {
-				return nil, syntax(f, err)
-			}
-		}
-		out = append(out, in)
-	}
-	if err := arr.Err(); err != nil {
-		return nil, syntax(field, err)
-	}
-	return out, nil
+			return err
+		})
+		return in, err
+	})
 }

@@ -226,7 +226,7 @@ func haSetup(ctx context.Context, opt HAOptions, setup, nodes string, logf func(
 			continue
 		}
 		for _, line := range strings.Split(p.Stderr(), "\n") {
-			if strings.Contains(line, "msg=leading") || strings.Contains(line, "revoked its election lease") || strings.Contains(line, "engine recovered") {
+			if strings.Contains(line, "msg=leading") || strings.Contains(line, "revoked its leadership grant") || strings.Contains(line, "engine recovered") {
 				logf("  %s\n", line)
 			}
 		}

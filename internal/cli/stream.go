@@ -160,7 +160,7 @@ func (s *stream) run(ctx context.Context, first *conn, out chan<- event) error {
 		if failures > maxReconnects {
 			return fmt.Errorf("the event stream of %s failed %d times in a row; the last: %w", s.c.Server, maxReconnects, last)
 		}
-		if !sleepCtx(ctx, min(s.retry<<min(failures-1, 8), maxRetry)) {
+		if !serverlist.Sleep(ctx, min(s.retry<<min(failures-1, 8), maxRetry)) {
 			return nil
 		}
 		var err error
@@ -188,18 +188,6 @@ func refusedSince(err error) bool {
 func sendEvent(ctx context.Context, out chan<- event, ev event) bool {
 	select {
 	case out <- ev:
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// sleep waits d or until ctx ends (false).
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
 		return true
 	case <-ctx.Done():
 		return false

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hetsched/hetsched/internal/api"
+	"github.com/hetsched/hetsched/internal/serverlist"
 )
 
 // Limits of a watch.
@@ -279,7 +280,7 @@ func (wt *watcher) apply(ctx context.Context, batch []event) error {
 	}
 	for _, ev := range batch {
 		if ev.Kind == "task" || ev.Kind == "job" {
-			if !sleepCtx(ctx, time.Until(wt.listed.Add(queueEvery))) {
+			if !serverlist.Sleep(ctx, time.Until(wt.listed.Add(queueEvery))) {
 				return nil
 			}
 			return wt.listQueues(ctx, false)

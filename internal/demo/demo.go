@@ -37,11 +37,11 @@ var queuesYAML []byte
 // Waves are waves of tasks arriving at simulated times (the demo's own
 // file; the simulator's traces are trace.Workload).
 type Waves struct {
-	Arrivals []Arrival `json:"arrivals"`
+	Arrivals []Wave `json:"arrivals"`
 }
 
-// Arrival is one wave.
-type Arrival struct {
+// Wave is tasks arriving together, At a simulated time.
+type Wave struct {
 	At    api.Duration `json:"at"`
 	Tasks []api.Task   `json:"tasks"`
 }
@@ -192,7 +192,7 @@ func Run(w io.Writer, fleet api.NodesFile, work Waves, opt Options) (Summary, er
 		}
 	}
 	specs := map[string]*api.Task{}
-	arrivals := append([]Arrival(nil), work.Arrivals...)
+	arrivals := append([]Wave(nil), work.Arrivals...)
 	sort.SliceStable(arrivals, func(i, j int) bool { return arrivals[i].At < arrivals[j].At })
 	var s Summary
 	var delays [4][]time.Duration

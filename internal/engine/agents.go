@@ -309,7 +309,7 @@ const pauseSlack = 500 * time.Millisecond
 // frozen VM) or a step that took long: heartbeats sent meanwhile could not
 // be received, and a node must not be declared notready for the server's
 // own silence (a leader resumed from a 4 s freeze marked every node
-// notready and re-queued their running tasks, its election lease still
+// notready and re-queued their running tasks, its leadership grant still
 // valid). Agents fence by their own clock, from their last acknowledged
 // heartbeat, so the credit only makes the server the more patient side.
 func (a *agents) creditPause(now time.Time) {

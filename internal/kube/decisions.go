@@ -18,9 +18,9 @@ import (
 	"github.com/hetsched/hetsched/internal/engine"
 )
 
-// bindRequest asks a bind worker to bind a pod where the engine placed
-// its task.
-type bindRequest struct {
+// placedPod is a pod whose task the engine placed, for a bind worker to
+// bind there (a Binding, after its claims and volumes).
+type placedPod struct {
 	uid     types.UID
 	key     string
 	task    string
@@ -41,7 +41,7 @@ const reportEvery = time.Minute
 // its lock, as are evictions and held.
 type decisions struct {
 	s      *Scheduler
-	binds  chan bindRequest
+	binds  chan placedPod
 	starts *startBatch // bound pods' tasks to report started
 	// evictions counts, per node, the pods asked to leave it that are
 	// still there (under Scheduler.mu). A pod placed on such a node is
@@ -52,7 +52,7 @@ type decisions struct {
 	evictChange chan struct{} // closed and replaced when it changes
 	// held are the placements waiting for their node's evictions, by
 	// node and pod (under Scheduler.mu).
-	held map[string]map[types.UID]bindRequest
+	held map[string]map[types.UID]placedPod
 	// conds writes the pods' PodScheduled=False conditions, the latest
 	// per pod (coalesce.go).
 	conds latest[condition]
@@ -124,23 +124,23 @@ func (dn *decisions) decide(ctx context.Context, id string) {
 	switch {
 	case rec.State == "scheduled" && !st.bound && st.binding == "":
 		st.binding = id
-		req := bindRequest{uid: st.uid, key: st.key, task: id, node: rec.Node, devices: rec.Devices, chosen: rec.Chosen}
+		pp := placedPod{uid: st.uid, key: st.key, task: id, node: rec.Node, devices: rec.Devices, chosen: rec.Chosen}
 		if dn.evictions[rec.Node] > 0 {
 			// Placed where pods still leave (preempted for it, say): held
 			// (under mu, so that a refused eviction finds and displaces
 			// it, keepPod) until they left.
 			if dn.held[rec.Node] == nil {
-				dn.held[rec.Node] = map[types.UID]bindRequest{}
+				dn.held[rec.Node] = map[types.UID]placedPod{}
 			}
-			dn.held[rec.Node][req.uid] = req
+			dn.held[rec.Node][pp.uid] = pp
 			s.mu.Unlock()
 			s.bg.Add(1)
-			go func() { defer s.bg.Done(); dn.bindAfterEvictions(ctx, req) }()
+			go func() { defer s.bg.Done(); dn.bindAfterEvictions(ctx, pp) }()
 			return
 		}
 		s.mu.Unlock()
 		select {
-		case dn.binds <- req:
+		case dn.binds <- pp:
 		case <-ctx.Done():
 		}
 		return
@@ -222,8 +222,8 @@ func (dn *decisions) bindWorker(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case req := <-dn.binds:
-			dn.bindOne(ctx, req)
+		case pp := <-dn.binds:
+			dn.bindOne(ctx, pp)
 		}
 	}
 }
@@ -232,15 +232,15 @@ func (dn *decisions) bindWorker(ctx context.Context) {
 // only while the request is still its pod's (its task has not ended
 // meanwhile); the request's mark (podState.binding) is cleared whatever
 // happens.
-func (dn *decisions) bindOne(ctx context.Context, req bindRequest) {
+func (dn *decisions) bindOne(ctx context.Context, pp placedPod) {
 	s := dn.s
 	s.mu.Lock()
-	st := s.byUID[req.uid]
-	if st == nil || st.binding != req.task || st.task != req.task {
-		if st != nil && st.binding == req.task {
+	st := s.byUID[pp.uid]
+	if st == nil || st.binding != pp.task || st.task != pp.task {
+		if st != nil && st.binding == pp.task {
 			st.binding = "" // its task ended before the Binding: it waits again
 			s.mu.Unlock()
-			s.dirty.addPodKey(req.key)
+			s.dirty.addPodKey(pp.key)
 			return
 		}
 		s.mu.Unlock()
@@ -252,7 +252,7 @@ func (dn *decisions) bindOne(ctx context.Context, req bindRequest) {
 		// informer update must not count their devices again).
 		for _, c := range plan.claims {
 			if !c.allocated {
-				s.dra.holders[c.uid] = req.task
+				s.dra.holders[c.uid] = pp.task
 			}
 		}
 	}
@@ -261,15 +261,15 @@ func (dn *decisions) bindOne(ctx context.Context, req bindRequest) {
 	var written []writtenClaim
 	var err error
 	if plan != nil && len(plan.claims) > 0 {
-		written, err = s.dra.writeClaims(ctx, req, plan)
+		written, err = s.dra.writeClaims(ctx, pp, plan)
 	}
 	if err == nil {
 		// Its volumes' claims are bound for the node before the pod is.
-		err = s.bindVolumes(ctx, req)
+		err = s.bindVolumes(ctx, pp)
 	}
 	if err == nil {
-		if err = dn.bind(ctx, req); err != nil && len(written) > 0 {
-			s.dra.releaseClaims(ctx, req, written)
+		if err = dn.bind(ctx, pp); err != nil && len(written) > 0 {
+			s.dra.releaseClaims(ctx, pp, written)
 			written = nil
 		}
 	}
@@ -285,12 +285,12 @@ func (dn *decisions) bindOne(ctx context.Context, req bindRequest) {
 		s.m.bindings.WithLabelValues("failed").Inc()
 	}
 	s.mu.Lock()
-	st = s.byUID[req.uid]
-	if plan != nil && (err != nil || st == nil || st.task != req.task) {
+	st = s.byUID[pp.uid]
+	if plan != nil && (err != nil || st == nil || st.task != pp.task) {
 		// Not the task's after all: a claim left allocated is counted by a
 		// claim task.
 		for _, c := range plan.claims {
-			if s.dra.holders[c.uid] == req.task {
+			if s.dra.holders[c.uid] == pp.task {
 				delete(s.dra.holders, c.uid)
 				s.dirty.add(&s.dirty.claims, c.key)
 			}
@@ -300,31 +300,31 @@ func (dn *decisions) bindOne(ctx context.Context, req bindRequest) {
 		s.mu.Unlock() // the pod went away meanwhile
 		return
 	}
-	if st.binding == req.task {
+	if st.binding == pp.task {
 		st.binding = ""
 	}
-	if st.task != req.task {
+	if st.task != pp.task {
 		// Its task ended while the Binding was in flight: a bound pod is
 		// adopted where it went (the informer's update), a waiting one is
 		// submitted again.
 		s.mu.Unlock()
-		s.dirty.addPodKey(req.key)
+		s.dirty.addPodKey(pp.key)
 		return
 	}
 	switch {
 	case err == nil:
-		st.bound, st.node = true, req.node
+		st.bound, st.node = true, pp.node
 		for _, w := range written {
 			if w.allocated {
 				st.draHeld = append(st.draHeld, w.ref)
 			}
 		}
 		if g := s.gangs[st.gang]; g != nil {
-			s.gangBound(ctx, st.gang, g, req.node)
+			s.gangBound(ctx, st.gang, g, pp.node)
 		}
 		s.mu.Unlock()
-		dn.starts.add(req.task)
-		dn.reportScheduled(req)
+		dn.starts.add(pp.task)
+		dn.reportScheduled(pp)
 		return
 	case ctx.Err() != nil:
 		s.mu.Unlock()
@@ -332,7 +332,7 @@ func (dn *decisions) bindOne(ctx context.Context, req bindRequest) {
 	}
 	var busy *deviceBusyError
 	if errors.As(err, &busy) {
-		s.waitForBusyDevice(ctx, st, req, busy)
+		s.waitForBusyDevice(ctx, st, pp, busy)
 		return
 	}
 	// Not bound: the pod is gone, bound by someone else (the informer will
@@ -340,22 +340,22 @@ func (dn *decisions) bindOne(ctx context.Context, req bindRequest) {
 	// submitted again).
 	why := ""
 	if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		s.log.Warn("binding failed", "pod", req.key, "node", req.node, "err", err)
-		why = "binding to node " + req.node + " failed: " + err.Error()
+		s.log.Warn("binding failed", "pod", pp.key, "node", pp.node, "err", err)
+		why = "binding to node " + pp.node + " failed: " + err.Error()
 	}
-	dn.unplace(ctx, st, req, why)
+	dn.unplace(ctx, st, pp, why)
 }
 
 // reportScheduled records the Scheduled event of a bound pod, as
 // kube-scheduler's binder does.
-func (dn *decisions) reportScheduled(req bindRequest) {
+func (dn *decisions) reportScheduled(pp placedPod) {
 	s := dn.s
-	ns, name, _ := cache.SplitMetaNamespaceKey(req.key)
+	ns, name, _ := cache.SplitMetaNamespaceKey(pp.key)
 	pod, err := s.podLst.Pods(ns).Get(name)
-	if err != nil || pod.UID != req.uid {
+	if err != nil || pod.UID != pp.uid {
 		return // gone meanwhile: no pod to tell
 	}
-	s.recorder.Eventf(pod, nil, corev1.EventTypeNormal, "Scheduled", "Binding", "Successfully assigned %s to %s", req.key, req.node)
+	s.recorder.Eventf(pod, nil, corev1.EventTypeNormal, "Scheduled", "Binding", "Successfully assigned %s to %s", pp.key, pp.node)
 }
 
 // reportStarted tells the engine that bound pods' tasks started (one
@@ -381,21 +381,21 @@ func (dn *decisions) reportStarted(ctx context.Context, ids []string) {
 // unplace gives up a placement that was not bound: the task is cancelled
 // and the pod, when it still waits, submitted again. Called with mu held;
 // releases it.
-func (dn *decisions) unplace(ctx context.Context, st *podState, req bindRequest, why string) {
+func (dn *decisions) unplace(ctx context.Context, st *podState, pp placedPod, why string) {
 	s := dn.s
-	if st.binding == req.task {
+	if st.binding == pp.task {
 		st.binding = ""
 	}
-	delete(s.tasks, req.task)
+	delete(s.tasks, pp.task)
 	st.task = ""
 	s.mu.Unlock()
-	if cerr := s.eng.Cancel(ctx, req.task); cerr != nil && ctx.Err() == nil {
-		s.log.Debug("cancelling an unbound pod's task", "task", req.task, "err", cerr)
+	if cerr := s.eng.Cancel(ctx, pp.task); cerr != nil && ctx.Err() == nil {
+		s.log.Debug("cancelling an unbound pod's task", "task", pp.task, "err", cerr)
 	}
 	if why != "" {
-		dn.reportUnschedulable(ctx, req.key, req.uid, why)
+		dn.reportUnschedulable(ctx, pp.key, pp.uid, why)
 	}
-	s.dirty.addPodKey(req.key)
+	s.dirty.addPodKey(pp.key)
 }
 
 // bindAfterEvictions binds a pod placed on a node that pods still leave,
@@ -403,30 +403,30 @@ func (dn *decisions) unplace(ctx context.Context, st *podState, req bindRequest,
 // displaces this placement (its task ends) and the pod waits again.
 // Meanwhile the pod says what it waits for, at once (as kube-scheduler
 // reports a preemptor).
-func (dn *decisions) bindAfterEvictions(ctx context.Context, req bindRequest) {
+func (dn *decisions) bindAfterEvictions(ctx context.Context, pp placedPod) {
 	s := dn.s
-	dn.reportUnschedulable(ctx, req.key, req.uid, "placed on node "+req.node+", waiting for the pods evicted there to leave")
+	dn.reportUnschedulable(ctx, pp.key, pp.uid, "placed on node "+pp.node+", waiting for the pods evicted there to leave")
 	defer func() {
 		s.mu.Lock()
-		if h := dn.held[req.node]; h[req.uid].task == req.task {
-			delete(h, req.uid)
+		if h := dn.held[pp.node]; h[pp.uid].task == pp.task {
+			delete(h, pp.uid)
 			if len(h) == 0 {
-				delete(dn.held, req.node)
+				delete(dn.held, pp.node)
 			}
 		}
 		s.mu.Unlock()
 	}()
 	for {
 		s.mu.Lock()
-		st := s.byUID[req.uid]
-		if st == nil || st.task != req.task {
-			if st != nil && st.binding == req.task {
+		st := s.byUID[pp.uid]
+		if st == nil || st.task != pp.task {
+			if st != nil && st.binding == pp.task {
 				st.binding = ""
 			}
 			s.mu.Unlock() // gone, or displaced by keepPod
 			return
 		}
-		if dn.evictions[req.node] == 0 {
+		if dn.evictions[pp.node] == 0 {
 			s.mu.Unlock()
 			break
 		}
@@ -439,7 +439,7 @@ func (dn *decisions) bindAfterEvictions(ctx context.Context, req bindRequest) {
 		}
 	}
 	select {
-	case dn.binds <- req:
+	case dn.binds <- pp:
 	case <-ctx.Done():
 	}
 }
@@ -456,15 +456,15 @@ func (dn *decisions) evictionDone(node string) {
 
 // bind posts the pod's Binding, with its devices in the annotation,
 // through the binder; transient failures are tried again, up to 5 times.
-func (dn *decisions) bind(ctx context.Context, req bindRequest) error {
+func (dn *decisions) bind(ctx context.Context, pp placedPod) error {
 	s := dn.s
-	ns, name, _ := cache.SplitMetaNamespaceKey(req.key)
+	ns, name, _ := cache.SplitMetaNamespaceKey(pp.key)
 	var ann map[string]string
-	if len(req.devices) > 0 {
-		ann = map[string]string{AnnotationDevices: formatDevices(req.devices)}
+	if len(pp.devices) > 0 {
+		ann = map[string]string{AnnotationDevices: formatDevices(pp.devices)}
 	}
 	return s.retry(ctx, func(ctx context.Context) error {
-		return s.binder.Bind(ctx, ns, name, req.uid, req.node, ann)
+		return s.binder.Bind(ctx, ns, name, pp.uid, pp.node, ann)
 	})
 }
 
@@ -631,17 +631,17 @@ func (dn *decisions) keepPod(ctx context.Context, pod *corev1.Pod) {
 	}
 	st.evicting, st.keep = false, true
 	dn.evictionDone(st.node)
-	var displaced []bindRequest
+	var displaced []placedPod
 	var ids []string
-	for uid, req := range dn.held[st.node] {
-		if w := s.byUID[uid]; w != nil && w.task == req.task {
-			if w.binding == req.task {
+	for uid, pp := range dn.held[st.node] {
+		if w := s.byUID[uid]; w != nil && w.task == pp.task {
+			if w.binding == pp.task {
 				w.binding = ""
 			}
 			w.task = ""
-			delete(s.tasks, req.task)
-			displaced = append(displaced, req)
-			ids = append(ids, req.task)
+			delete(s.tasks, pp.task)
+			displaced = append(displaced, pp)
+			ids = append(ids, pp.task)
 		}
 	}
 	delete(dn.held, st.node)
@@ -651,8 +651,8 @@ func (dn *decisions) keepPod(ctx context.Context, pod *corev1.Pod) {
 	if errs, err := s.eng.Adopt(ctx, "", []engine.Adoption{a}); err == nil && errs[0] != nil {
 		s.log.Warn("could not count a kept pod again", "pod", a.Task.Name, "err", errs[0])
 	}
-	for _, req := range displaced {
-		dn.reportUnschedulable(ctx, req.key, req.uid, "a PodDisruptionBudget kept "+pod.Namespace+"/"+pod.Name+", which had to leave node "+req.node+" for it")
-		s.dirty.addPodKey(req.key)
+	for _, pp := range displaced {
+		dn.reportUnschedulable(ctx, pp.key, pp.uid, "a PodDisruptionBudget kept "+pod.Namespace+"/"+pod.Name+", which had to leave node "+pp.node+" for it")
+		s.dirty.addPodKey(pp.key)
 	}
 }

@@ -60,13 +60,13 @@ func TestDRAPlacementOnDeviceAnotherClaimHoldsIsRefused(t *testing.T) {
 		claims:  []draClaimRef{{key: "ns/mine", uid: "uid-mine"}},
 		options: [][]draUse{{{claim: 0, request: "gpu", typ: "gpu.example.com/dra", class: "gpu", count: 1, dcName: "gpu"}}},
 	}
-	req := func(id string) bindRequest {
-		return bindRequest{uid: "pod-uid", key: "ns/p", task: "pod-uid", node: "n1", chosen: -1,
+	pp := func(id string) placedPod {
+		return placedPod{uid: "pod-uid", key: "ns/p", task: "pod-uid", node: "n1", chosen: -1,
 			devices: []api.DeviceRef{{Type: "gpu.example.com/dra", ID: id}}}
 	}
 
 	s, cs, mine := busyDeviceScheduler(t)
-	written, err := s.dra.writeClaims(ctx, req("gpu-0"), plan)
+	written, err := s.dra.writeClaims(ctx, pp("gpu-0"), plan)
 	var busy *deviceBusyError
 	if !errors.As(err, &busy) {
 		t.Fatalf("placement on gpu-0, which ns/other holds: wrote %d claims, err %v; want a deviceBusyError", len(written), err)
@@ -78,12 +78,12 @@ func TestDRAPlacementOnDeviceAnotherClaimHoldsIsRefused(t *testing.T) {
 		t.Errorf("a refused placement wrote %d claims and made the API calls %v", len(written), cs.Actions())
 	}
 	// The allocation itself refuses, whatever calls it.
-	if a, err := s.dra.allocation(req("gpu-0"), mine, plan.options[0], 0, map[api.DeviceRef]bool{}); !errors.As(err, &busy) || a != nil {
+	if a, err := s.dra.allocation(pp("gpu-0"), mine, plan.options[0], 0, map[api.DeviceRef]bool{}); !errors.As(err, &busy) || a != nil {
 		t.Errorf("allocation on gpu-0: %v, %v; want none and a deviceBusyError", a, err)
 	}
 
 	s, cs, _ = busyDeviceScheduler(t)
-	written, err = s.dra.writeClaims(ctx, req("gpu-1"), plan)
+	written, err = s.dra.writeClaims(ctx, pp("gpu-1"), plan)
 	if err != nil || len(written) != 1 || !written[0].allocated {
 		t.Fatalf("placement on the free gpu-1: wrote %v, err %v; want ns/mine allocated", written, err)
 	}

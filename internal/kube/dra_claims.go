@@ -482,11 +482,11 @@ type writtenClaim struct {
 // engine placed it on and reserves every claim for the pod, as
 // kube-scheduler's DynamicResources plugin does before the Binding. On an
 // error the claims written so far are released.
-func (da *draAllocator) writeClaims(ctx context.Context, req bindRequest, plan *draPlan) ([]writtenClaim, error) {
-	ns, podName, _ := strings.Cut(req.key, "/")
-	oi := req.chosen + 1
+func (da *draAllocator) writeClaims(ctx context.Context, pp placedPod, plan *draPlan) ([]writtenClaim, error) {
+	ns, podName, _ := strings.Cut(pp.key, "/")
+	oi := pp.chosen + 1
 	if oi < 0 || oi >= len(plan.options) {
-		return nil, fmt.Errorf("the placement's option %d is not the plan's", req.chosen)
+		return nil, fmt.Errorf("the placement's option %d is not the plan's", pp.chosen)
 	}
 	taken := map[api.DeviceRef]bool{}
 	var written []writtenClaim
@@ -494,36 +494,36 @@ func (da *draAllocator) writeClaims(ctx context.Context, req bindRequest, plan *
 		_, name, _ := strings.Cut(ref.key, "/")
 		claim, err := da.claimLst.ResourceClaims(ns).Get(name)
 		if err != nil || claim.UID != ref.uid {
-			da.releaseClaims(ctx, req, written)
+			da.releaseClaims(ctx, pp, written)
 			return nil, apierrors.NewConflict(resourcev1.Resource("resourceclaims"), name, fmt.Errorf("claim changed"))
 		}
 		claim = claim.DeepCopy()
 		w := writtenClaim{ref: ref}
 		if claim.Status.Allocation == nil {
 			if ref.allocated {
-				da.releaseClaims(ctx, req, written)
+				da.releaseClaims(ctx, pp, written)
 				return nil, apierrors.NewConflict(resourcev1.Resource("resourceclaims"), name, fmt.Errorf("claim deallocated"))
 			}
-			a, err := da.allocation(req, claim, plan.options[oi], ci, taken)
+			a, err := da.allocation(pp, claim, plan.options[oi], ci, taken)
 			if err != nil {
-				da.releaseClaims(ctx, req, written)
+				da.releaseClaims(ctx, pp, written)
 				return nil, err
 			}
 			claim.Status.Allocation = a
 			w.allocated = true
-		} else if node, err := allocationNode(claim.Status.Allocation); err != nil || node != req.node {
-			da.releaseClaims(ctx, req, written)
+		} else if node, err := allocationNode(claim.Status.Allocation); err != nil || node != pp.node {
+			da.releaseClaims(ctx, pp, written)
 			return nil, apierrors.NewConflict(resourcev1.Resource("resourceclaims"), name, fmt.Errorf("claim allocated elsewhere"))
 		}
 		switch {
 		case ref.group != nil && !reservedFor(claim, ref.group.uid):
 			claim.Status.ReservedFor = append(claim.Status.ReservedFor, ref.group.consumer())
-		case ref.group == nil && !reservedFor(claim, req.uid):
-			claim.Status.ReservedFor = append(claim.Status.ReservedFor, resourcev1.ResourceClaimConsumerReference{Resource: "pods", Name: podName, UID: req.uid})
+		case ref.group == nil && !reservedFor(claim, pp.uid):
+			claim.Status.ReservedFor = append(claim.Status.ReservedFor, resourcev1.ResourceClaimConsumerReference{Resource: "pods", Name: podName, UID: pp.uid})
 		}
 		updated, err := da.updateClaim(ctx, claim, w.allocated)
 		if err != nil {
-			da.releaseClaims(ctx, req, written)
+			da.releaseClaims(ctx, pp, written)
 			return nil, err
 		}
 		if w.allocated {
@@ -563,9 +563,9 @@ func (da *draAllocator) updateClaim(ctx context.Context, claim *resourcev1.Resou
 }
 
 // allocation builds a claim's allocation from the placement's devices.
-func (da *draAllocator) allocation(req bindRequest, claim *resourcev1.ResourceClaim, uses []draUse, ci int, taken map[api.DeviceRef]bool) (*resourcev1.AllocationResult, error) {
+func (da *draAllocator) allocation(pp placedPod, claim *resourcev1.ResourceClaim, uses []draUse, ci int, taken map[api.DeviceRef]bool) (*resourcev1.AllocationResult, error) {
 	a := &resourcev1.AllocationResult{NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-		MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{req.node}}},
+		MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{pp.node}}},
 	}}}}
 	classes := map[string][]string{} // DeviceClass -> the requests that used it
 	var classOrder []string
@@ -574,14 +574,14 @@ func (da *draAllocator) allocation(req bindRequest, claim *resourcev1.ResourceCl
 			continue
 		}
 		need := u.count
-		for _, d := range req.devices {
+		for _, d := range pp.devices {
 			if need == 0 {
 				break
 			}
 			if d.Type != u.typ || taken[d] {
 				continue
 			}
-			ref, devClasses, ok := da.devices.lookup(req.node, d.Type, d.ID)
+			ref, devClasses, ok := da.devices.lookup(pp.node, d.Type, d.ID)
 			if !ok || !slices.Contains(devClasses, u.class) {
 				continue
 			}
@@ -593,7 +593,7 @@ func (da *draAllocator) allocation(req bindRequest, claim *resourcev1.ResourceCl
 			a.Devices.Results = append(a.Devices.Results, resourcev1.DeviceRequestAllocationResult{Request: u.request, Driver: ref.driver, Pool: ref.pool, Device: ref.name})
 		}
 		if need > 0 {
-			return nil, fmt.Errorf("request %s: the placement on %s lacks %d of its devices", u.request, req.node, need)
+			return nil, fmt.Errorf("request %s: the placement on %s lacks %d of its devices", u.request, pp.node, need)
 		}
 		if _, ok := classes[u.dcName]; !ok {
 			classOrder = append(classOrder, u.dcName)
@@ -619,8 +619,8 @@ func (da *draAllocator) allocation(req bindRequest, claim *resourcev1.ResourceCl
 // the claims' consumers, and an allocation this Scheduler made for it goes
 // when no one else uses the claim. Failures are logged: a claim left
 // allocated is counted where it is (a claim task).
-func (da *draAllocator) releaseClaims(ctx context.Context, req bindRequest, written []writtenClaim) {
-	ns, _, _ := strings.Cut(req.key, "/")
+func (da *draAllocator) releaseClaims(ctx context.Context, pp placedPod, written []writtenClaim) {
+	ns, _, _ := strings.Cut(pp.key, "/")
 	for _, w := range written {
 		_, name, _ := strings.Cut(w.ref.key, "/")
 		err := da.pods.retry(ctx, func(ctx context.Context) error {
@@ -634,7 +634,7 @@ func (da *draAllocator) releaseClaims(ctx context.Context, req bindRequest, writ
 			claim.Status.ReservedFor = slices.DeleteFunc(claim.Status.ReservedFor, func(r resourcev1.ResourceClaimConsumerReference) bool {
 				// The pod's own; a group's only when this bind allocated
 				// the claim for it.
-				return r.UID == req.uid || w.allocated && w.ref.group != nil && r.UID == w.ref.group.uid
+				return r.UID == pp.uid || w.allocated && w.ref.group != nil && r.UID == w.ref.group.uid
 			})
 			if w.allocated && len(claim.Status.ReservedFor) == 0 {
 				claim.Status.Allocation = nil
@@ -643,7 +643,7 @@ func (da *draAllocator) releaseClaims(ctx context.Context, req bindRequest, writ
 			return err
 		})
 		if err != nil && !apierrors.IsNotFound(err) && ctx.Err() == nil {
-			da.log.Warn("could not release a claim of a pod that was not bound", "claim", w.ref.key, "pod", req.key, "err", err)
+			da.log.Warn("could not release a claim of a pod that was not bound", "claim", w.ref.key, "pod", pp.key, "err", err)
 		}
 	}
 }
@@ -840,25 +840,25 @@ func (da *draAllocator) noteAllocation(key string, claim *resourcev1.ResourceCla
 
 // waitForBusyDevice unplaces a placement whose device another claim still
 // holds: the pod waits for that claim to change (under mu; releases it).
-func (s *Scheduler) waitForBusyDevice(ctx context.Context, st *podState, req bindRequest, busy *deviceBusyError) {
-	ns, name, _ := strings.Cut(req.key, "/")
+func (s *Scheduler) waitForBusyDevice(ctx context.Context, st *podState, pp placedPod, busy *deviceBusyError) {
+	ns, name, _ := strings.Cut(pp.key, "/")
 	_, stillBusy := s.dra.inUse[busy.device]
 	if pod, err := s.podLst.Pods(ns).Get(name); err == nil && stillBusy {
 		s.dra.waitForClaim(busy.claim, pod)
 	}
-	if st.binding == req.task {
+	if st.binding == pp.task {
 		st.binding = ""
 	}
-	delete(s.tasks, req.task)
+	delete(s.tasks, pp.task)
 	st.task = ""
 	s.dra.setPlan(st, nil)
 	s.mu.Unlock()
-	if err := s.eng.Cancel(ctx, req.task); err != nil && ctx.Err() == nil {
-		s.log.Debug("cancelling a placement on a busy device", "task", req.task, "err", err)
+	if err := s.eng.Cancel(ctx, pp.task); err != nil && ctx.Err() == nil {
+		s.log.Debug("cancelling a placement on a busy device", "task", pp.task, "err", err)
 	}
-	s.dec.reportUnschedulable(ctx, req.key, req.uid, busy.Error())
+	s.dec.reportUnschedulable(ctx, pp.key, pp.uid, busy.Error())
 	if !stillBusy {
-		s.dirty.addPodKey(req.key)
+		s.dirty.addPodKey(pp.key)
 	}
 }
 

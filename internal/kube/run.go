@@ -87,7 +87,7 @@ type Options struct {
 // ErrLostLeadership ends Run when another replica took the lease: the
 // process exits and its restart rebuilds from the cluster, as
 // kube-scheduler does.
-var ErrLostLeadership = errors.New("kube: lost the leader lease")
+var ErrLostLeadership = errors.New("kube: lost leadership: another replica holds the Lease")
 
 // RESTConfig loads the client configuration: the kubeconfig file named,
 // else $KUBECONFIG, else in-cluster, else ~/.kube/config.
@@ -145,7 +145,7 @@ func CoreConfig() engine.CoreConfig {
 	return c
 }
 
-// Run is `hetsched kube`: it serves metrics, takes the leader lease (when
+// Run is `hetsched kube`: it serves metrics, takes leadership through its Lease (when
 // asked), and schedules until ctx ends or the lease is lost.
 func Run(ctx context.Context, out io.Writer, opt Options) error {
 	lg := opt.Logger

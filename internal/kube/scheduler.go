@@ -235,8 +235,8 @@ func New(cfg Config) (*Scheduler, error) {
 		gangs: map[string]*gangState{},
 	}
 	s.rec = reconciler{s: s, sent: map[string]api.Node{}}
-	s.dec = decisions{s: s, binds: make(chan bindRequest, 4096), evictions: map[string]int{}, evictChange: make(chan struct{}),
-		held: map[string]map[types.UID]bindRequest{}}
+	s.dec = decisions{s: s, binds: make(chan placedPod, 4096), evictions: map[string]int{}, evictChange: make(chan struct{}),
+		held: map[string]map[types.UID]placedPod{}}
 	s.dra = newDRAAllocator(s)
 	if s.binder = cfg.Binder; s.binder == nil {
 		s.binder, _ = kubewire.NewBinder(kubewire.BindClientGo, cfg.Client)

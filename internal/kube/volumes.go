@@ -419,10 +419,10 @@ func (s *Scheduler) podsUsing(ns, claim string) []string {
 }
 
 // bindVolumes binds the claims of the pod req places, before its Binding.
-func (s *Scheduler) bindVolumes(ctx context.Context, req bindRequest) error {
-	ns, name, _ := cache.SplitMetaNamespaceKey(req.key)
+func (s *Scheduler) bindVolumes(ctx context.Context, pp placedPod) error {
+	ns, name, _ := cache.SplitMetaNamespaceKey(pp.key)
 	pod, err := s.podLst.Pods(ns).Get(name)
-	if err != nil || pod.UID != req.uid || len(podClaims(pod)) == 0 {
+	if err != nil || pod.UID != pp.uid || len(podClaims(pod)) == 0 {
 		return nil
 	}
 	_, plan, wait, err := s.vol.plan(pod, s.podsUsing)
@@ -435,13 +435,13 @@ func (s *Scheduler) bindVolumes(ctx context.Context, req bindRequest) error {
 	if len(plan.static) == 0 && len(plan.provision) == 0 {
 		return nil
 	}
-	node, err := s.nodeLst.Get(req.node)
+	node, err := s.nodeLst.Get(pp.node)
 	if err != nil {
-		return fmt.Errorf("node %s: %w", req.node, err)
+		return fmt.Errorf("node %s: %w", pp.node, err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
-	return s.vol.bind(cctx, s.client, req.node, node.Labels, plan)
+	return s.vol.bind(cctx, s.client, pp.node, node.Labels, plan)
 }
 
 // replanVolumes marks the pods whose tasks or waits were made from

@@ -31,7 +31,7 @@ import (
 // member): every server campaigns in one etcd election; the leader reads
 // the store and runs the engine, the others are standbys that keep a warm
 // copy of the store (etcdstore's tail) and pass clients on to the leader
-// (proxy.go). A term is one leadership: it ends when the election lease
+// (proxy.go). A term is one leadership: it ends when the leadership grant
 // is lost (etcd did not hear from this server within ElectionTTL), when a
 // commit fails (the fence refused it: another server leads; or etcd did
 // not answer: its outcome is unknown), or at shutdown; the server then
@@ -40,7 +40,7 @@ import (
 //	open the store (standby: tail) ──► campaign ──won──► Lead (catch up, fence)
 //	        ▲                                               │
 //	        │                                        start the engine, serve
-//	        └──── step down: stop the engine ◄── lease lost │ commit failed │ shutdown
+//	        └──── step down: stop the engine ◄── grant lost │ commit failed │ shutdown
 
 // Store backends (--store).
 const (
@@ -48,7 +48,7 @@ const (
 	StoreEtcd   = "etcd"
 )
 
-// DefaultElectionTTL is the election lease's TTL: a leader that etcd does
+// DefaultElectionTTL is the leadership grant's TTL: a leader that etcd does
 // not hear from for this long loses its leadership (etcd's minimum with
 // its default timing is 2 s).
 const DefaultElectionTTL = 2 * time.Second
@@ -102,7 +102,7 @@ func (opt Options) checkReplication() error {
 		return errs.Invalid("etcd-endpoints", "--store etcd needs the etcd cluster's client URLs (--etcd-endpoints http://h1:2379,...), or --ha to run a member here")
 	}
 	if opt.ElectionTTL < 0 || (opt.ElectionTTL > 0 && opt.ElectionTTL < 2*time.Second) || opt.ElectionTTL%time.Second != 0 {
-		return errs.Invalid("election-ttl", "whole seconds, at least 2s (etcd's minimum lease), got %s", opt.ElectionTTL)
+		return errs.Invalid("election-ttl", "whole seconds, at least 2s (etcd's minimum TTL), got %s", opt.ElectionTTL)
 	}
 	if opt.Advertise != "" {
 		u, err := url.Parse(opt.Advertise)
@@ -134,7 +134,7 @@ type replica struct {
 
 	cur    atomic.Pointer[Server]          // the API while this server leads
 	leader atomic.Pointer[serverEntry]     // the leader as last observed
-	seen   atomic.Pointer[observed]        // the observed leader and its election lease, together
+	seen   atomic.Pointer[observed]        // the observed leader and its leadership grant, together
 	copy   atomic.Pointer[etcdstore.Store] // the term's store: a standby's warm copy
 	proxy  *leaderProxy
 	local  *Server // the standby's own routes: guard, metrics
@@ -142,47 +142,47 @@ type replica struct {
 	// etcd): while this server leads, it sheds etcd's raft leadership
 	// (shedRaft).
 	member *etcdmember.Member
-	// renewed is when etcd last renewed this leader's election lease
+	// renewed is when etcd last renewed this leader's leadership grant
 	// (unix ns; holdLeadership): past freshFor the leader answers nothing.
 	renewed atomic.Int64
 }
 
-// freshFor is how long after its lease's last renewal a leader still
-// answers: the TTL, past which etcd may have expired the lease and
+// freshFor is how long after its grant's last renewal a leader still
+// answers: the TTL, past which etcd may have expired the grant and
 // another server lead (a leader paused past it answered heartbeats it no
 // longer owned when it resumed). Three quarters of it refused agents'
-// registrations while an etcd election delayed the renewals of a lease
+// registrations while an etcd election delayed the renewals of a grant
 // that held.
 func (r *replica) freshFor() time.Duration { return time.Duration(r.ttl) * time.Second }
 
-// holdLeadership keeps the leader's term alive (the etcd lease its
+// holdLeadership keeps the leader's term alive (the etcd grant its
 // election key is bound to) until ctx ends, and records each renewal
 // (renewed). The term must end when the returned
-// channel yields why: etcd says the lease is gone, or it could not be
+// channel yields why: etcd says the grant is gone, or it could not be
 // confirmed for leadershipGiveUp TTLs.
 //
 // clientv3 gives a keep-alive up once no answer came within the TTL, and
 // an etcd election (its raft leader paused or lost) takes about that
-// long while every lease lives on (a new raft leader extends them all):
+// long while every grant lives on (a new raft leader extends them all):
 // ending the term then made leaders change several times in a row after
 // one was frozen, each new one knowing no agent. So a keep-alive given up
-// is followed by single renewals until one answers (the lease held: the
-// term goes on) or etcd says the lease is gone. Meanwhile, the leader
+// is followed by single renewals until one answers (the grant held: the
+// term goes on) or etcd says the grant is gone. Meanwhile, the leader
 // answers nothing past freshFor.
 //
-// A term holds its lease this way from the start of its campaign (a
+// A term holds its grant this way from the start of its campaign (a
 // standby's campaign ended too when etcd's raft leadership moved).
-func (r *replica) holdLeadership(ctx context.Context, lease clientv3.LeaseID) *leadershipHold {
+func (r *replica) holdLeadership(ctx context.Context, grant clientv3.LeaseID) *leadershipHold {
 	r.renewed.Store(time.Now().UnixNano())
 	h := &leadershipHold{done: make(chan struct{})}
 	go func() {
 		for ctx.Err() == nil {
-			if ch, err := r.cli.KeepAlive(ctx, lease); err == nil {
+			if ch, err := r.cli.KeepAlive(ctx, grant); err == nil {
 				for range ch {
 					r.renewed.Store(time.Now().UnixNano())
 				}
 			}
-			if err := r.renewOnce(ctx, lease); err != nil {
+			if err := r.renewOnce(ctx, grant); err != nil {
 				h.err = err
 				close(h.done)
 				return
@@ -202,8 +202,8 @@ type leadershipHold struct {
 // shedRaft keeps etcd's raft leadership off this server's member while it
 // leads (etcdmember.ShedRaftLeadership), looking every shedEvery, until
 // ctx ends: a leader paused or cut off then holds only its own election
-// lease, which etcd expires (or a standby revokes) without an etcd
-// election first, and no other lease's renewals stall.
+// grant, which etcd expires (or a standby revokes) without an etcd
+// election first, and no other grant's renewals stall.
 func (r *replica) shedRaft(ctx context.Context) {
 	t := time.NewTicker(shedEvery)
 	defer t.Stop()
@@ -229,30 +229,30 @@ func (r *replica) shedRaft(ctx context.Context) {
 // raft.
 const shedEvery = time.Second
 
-// leadershipGiveUp is how many TTLs without a renewal end a term whose lease
+// leadershipGiveUp is how many TTLs without a renewal end a term whose grant
 // etcd could not be asked about (no quorum).
 const leadershipGiveUp = 3
 
-// renewOnce renews lease once, retrying, after its keep-alive was given
-// up; it fails when etcd says the lease is gone or after leadershipGiveUp TTLs
+// renewOnce renews grant once, retrying, after its keep-alive was given
+// up; it fails when etcd says the grant is gone or after leadershipGiveUp TTLs
 // without a renewal, and ends quietly with ctx.
-func (r *replica) renewOnce(ctx context.Context, lease clientv3.LeaseID) error {
+func (r *replica) renewOnce(ctx context.Context, grant clientv3.LeaseID) error {
 	for ctx.Err() == nil {
 		tctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err := r.cli.KeepAliveOnce(tctx, lease)
+		_, err := r.cli.KeepAliveOnce(tctx, grant)
 		cancel()
 		switch {
 		case err == nil:
 			r.renewed.Store(time.Now().UnixNano())
-			r.lg.Info("the election lease held through a pause of etcd's keep-alives (an etcd election?): leading on")
+			r.lg.Info("the leadership grant held through a pause of etcd's keep-alives (an etcd election?): leading on")
 			return nil
 		case errors.Is(err, rpctypes.ErrLeaseNotFound) || errors.Is(err, rpctypes.ErrGRPCLeaseNotFound):
-			return errors.New("the election lease ended (etcd did not hear from this server within its TTL)")
+			return errors.New("the leadership grant ended (etcd did not hear from this server within its TTL)")
 		case ctx.Err() != nil:
 			return nil
 		}
 		if since := time.Since(time.Unix(0, r.renewed.Load())); since > leadershipGiveUp*r.freshFor() {
-			return fmt.Errorf("the election lease could not be renewed for %s (etcd unreachable, or no quorum): %w", since.Round(time.Millisecond), err)
+			return fmt.Errorf("the leadership grant could not be renewed for %s (etcd unreachable, or no quorum): %w", since.Round(time.Millisecond), err)
 		}
 		sleepCtx(ctx, 100*time.Millisecond)
 	}
@@ -400,7 +400,7 @@ func (r *replica) run(ctx context.Context) error {
 }
 
 // term is one round: open the store as a standby, campaign, and when
-// elected lead until the lease or the engine ends.
+// elected lead until the grant or the engine ends.
 func (r *replica) term(ctx context.Context) error {
 	st, err := etcdstore.Open(ctx, r.cli, etcdstore.Options{Prefix: r.prefix + "store/", Logger: r.lg})
 	if err != nil {
@@ -409,17 +409,17 @@ func (r *replica) term(ctx context.Context) error {
 	defer st.Close()
 	r.copy.Store(st)
 	defer r.copy.Store(nil)
-	// The lease is granted under ctx (without a quorum that waits, and
+	// The grant is made under ctx (without a quorum that waits, and
 	// shutdown must end the wait), but the session is not tied to ctx:
-	// closing it at shutdown revokes the lease (resigning at once), which
+	// closing it at shutdown revokes the grant (resigning at once), which
 	// a cancelled context would prevent.
 	gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	lease, err := r.cli.Grant(gctx, int64(r.ttl))
+	grant, err := r.cli.Grant(gctx, int64(r.ttl))
 	cancel()
 	if err != nil {
-		return fmt.Errorf("grant an election lease: %w", err)
+		return fmt.Errorf("ask etcd for a leadership grant: %w", err)
 	}
-	sess, err := concurrency.NewSession(r.cli, concurrency.WithTTL(r.ttl), concurrency.WithLease(lease.ID))
+	sess, err := concurrency.NewSession(r.cli, concurrency.WithTTL(r.ttl), concurrency.WithLease(grant.ID))
 	if err != nil {
 		return fmt.Errorf("open an election session: %w", err)
 	}
@@ -450,7 +450,7 @@ func (r *replica) term(ctx context.Context) error {
 	case err = <-won:
 	case <-cctx.Done():
 		err = ctx.Err()
-		if err == nil { // the lease ended
+		if err == nil { // the grant ended
 			err = fmt.Errorf("while campaigning: %w", hold.err)
 		}
 	}
@@ -505,7 +505,7 @@ func (r *replica) lead(ctx context.Context, st *etcdstore.Store, el *concurrency
 	return why
 }
 
-// resignEarlier revokes the election leases of this server's earlier
+// resignEarlier revokes the leadership grants of this server's earlier
 // incarnations (a process killed, then restarted with the same name and
 // URL): their keys would otherwise hold the election, or a place in it,
 // until their TTL. Another server never has this server's name and URL.
@@ -522,7 +522,7 @@ func (r *replica) resignEarlier(ctx context.Context, mine clientv3.LeaseID) {
 			continue
 		}
 		_, err := r.cli.Revoke(tctx, clientv3.LeaseID(kv.Lease))
-		r.lg.Info("revoked the election lease of this server's earlier run", "lease", kv.Lease, "err", err)
+		r.lg.Info("revoked the leadership grant of this server's earlier run", "grant", kv.Lease, "err", err)
 	}
 }
 
@@ -537,7 +537,7 @@ func (r *replica) observe(ctx context.Context, el *concurrency.Election) {
 			r.lg.Warn("the election's leader value is not a server", "value", errs.Clip(string(resp.Kvs[0].Value)))
 			continue
 		}
-		r.seen.Store(&observed{leader: e, lease: resp.Kvs[0].Lease})
+		r.seen.Store(&observed{leader: e, grant: resp.Kvs[0].Lease})
 		if prev := r.leader.Swap(&e); prev == nil || *prev != e {
 			r.proxy.leaderChanged()
 		}
@@ -549,13 +549,13 @@ func (r *replica) observe(ctx context.Context, el *concurrency.Election) {
 // times in a row (nothing listens there: the process died), or it does
 // not answer within probeTimeout silentProbes times in a row (paused,
 // frozen, cut off from this standby), the standby revokes the leader's
-// election lease instead of waiting for it to expire, so that a new
+// leadership grant instead of waiting for it to expire, so that a new
 // leader is elected in about a second (plus etcd's own election when the
-// process held etcd's raft leader too). A frozen leader kept its lease
+// process held etcd's raft leader too). A frozen leader kept its grant
 // until etcd expired it, which took 3–8 s and more, past the agents'
 // fence deadline: every running task was killed. This never risks two
-// leaders: a leader whose lease is gone cannot commit (the store's
-// fence), answers nothing once its lease is not renewed (freshFor), and
+// leaders: a leader whose grant is gone cannot commit (the store's
+// fence), answers nothing once its grant is not renewed (freshFor), and
 // steps down when its session ends.
 const (
 	probeEvery    = 200 * time.Millisecond
@@ -581,7 +581,7 @@ func (r *replica) watchLeader(ctx context.Context) {
 			// Another leader, or another term of it: its own count.
 			counting, refused, silent = o, 0, 0
 		}
-		if o == nil || o.leader == r.self || o.lease == 0 {
+		if o == nil || o.leader == r.self || o.grant == 0 {
 			continue
 		}
 		e := &o.leader
@@ -608,19 +608,19 @@ func (r *replica) watchLeader(ctx context.Context) {
 			continue // a new leader meanwhile: it is not the one probed
 		}
 		err := r.revoke(ctx, o)
-		r.lg.Warn(why+": revoked its election lease", "leader", e.Name, "url", e.URL, "err", err)
+		r.lg.Warn(why+": revoked its leadership grant", "leader", e.Name, "url", e.URL, "err", err)
 		r.seen.CompareAndSwap(o, nil)
 		r.proxy.leaderChanged() // requests held by the silent leader are answered "retry"
 	}
 }
 
 // observed is a leader as the election's observation gave it, with its
-// election lease: read together, so that a probe of one leader never
-// revokes another's lease (the two were read apart, and a new leader's
-// lease was revoked for the silence of the frozen one before it).
+// leadership grant: read together, so that a probe of one leader never
+// revokes another's grant (the two were read apart, and a new leader's
+// grant was revoked for the silence of the frozen one before it).
 type observed struct {
 	leader serverEntry
-	lease  int64
+	grant  int64
 }
 
 // probeLeader asks base's /healthz; any HTTP answer is life.
@@ -645,14 +645,14 @@ func isTimeout(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
-// revoke revokes o's lease, trying again for up to 10 s while o is the
+// revoke revokes o's grant, trying again for up to 10 s while o is the
 // observed leader: while etcd elects a new raft leader (the dead process
 // held it too) a request is dropped, and an attempt gets no answer.
 func (r *replica) revoke(ctx context.Context, o *observed) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		tctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err := r.cli.Revoke(tctx, clientv3.LeaseID(o.lease))
+		_, err := r.cli.Revoke(tctx, clientv3.LeaseID(o.grant))
 		cancel()
 		if err == nil || errors.Is(err, rpctypes.ErrLeaseNotFound) || errors.Is(err, rpctypes.ErrGRPCLeaseNotFound) {
 			return nil

@@ -26,9 +26,9 @@ import (
 func (r *replica) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if s := r.cur.Load(); s != nil {
 		if since := time.Since(time.Unix(0, r.renewed.Load())); since > r.freshFor() && req.URL.Path != "/healthz" {
-			// Its election lease may have run out (paused, cut off): it
+			// Its leadership grant may have run out (paused, cut off): it
 			// acknowledges nothing until etcd renews it, or another leads.
-			writeError(w, errs.New(errs.Unavailable, "", "this server's leadership is unconfirmed: etcd last renewed its election lease %s ago: retry (another server may be taking over)", since.Round(time.Millisecond)))
+			writeError(w, errs.New(errs.Unavailable, "", "this server's leadership is unconfirmed: etcd last renewed its leadership grant %s ago: retry (another server may be taking over)", since.Round(time.Millisecond)))
 			return
 		}
 		s.ServeHTTP(w, req)

@@ -163,7 +163,7 @@ type Options struct {
 	// servers' certificates (for passing requests on over TLS, and, with
 	// HA on https:// peers, of the members' certificates), PeerCert and
 	// PeerKey this member's certificate (certs.KindMember) and key,
-	// ElectionTTL the election lease's TTL, EtcdPrefix the keys' prefix.
+	// ElectionTTL the leadership grant's TTL, EtcdPrefix the keys' prefix.
 	Store                     string
 	EtcdEndpoints             []string
 	EtcdCA, EtcdCert, EtcdKey string

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"time"
 )
 
 // List is a client's servers and the one it asks first. Safe for
@@ -123,4 +124,17 @@ func NewRequest(ctx context.Context, method, url string, body []byte, token stri
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	return req, nil
+}
+
+// Sleep waits d, or until ctx ends (false): the pause of every client's
+// retry loop.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }

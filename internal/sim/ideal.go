@@ -60,12 +60,12 @@ func runIdeal(cfg Config) (Result, error) {
 		perNode = max(perNode, g)
 		res.GPUs += g
 	}
-	jobs := make([]*idealJob, 0, len(cfg.Workload.Jobs))
-	for _, j := range cfg.Workload.Jobs {
+	jobs := make([]*idealJob, 0, len(cfg.Workload.Arrivals))
+	for _, j := range cfg.Workload.Arrivals {
 		if j.Duration <= 0 {
 			return Result{}, fmt.Errorf("%s: job %s has no duration (the reference needs every run time)", IdealSRTF, j.ID)
 		}
-		arr := int64(j.Arrival)
+		arr := int64(j.At)
 		if sc := cfg.ArrivalScale; sc > 0 && sc != 1 {
 			arr = int64(float64(arr) * sc)
 		}
@@ -76,7 +76,7 @@ func runIdeal(cfg Config) (Result, error) {
 		}
 		jobs = append(jobs, &idealJob{id: j.ID, arrival: arr, left: int64(j.Duration), gpus: g})
 	}
-	res.Jobs = len(cfg.Workload.Jobs)
+	res.Jobs = len(cfg.Workload.Arrivals)
 	slices.SortStableFunc(jobs, func(a, b *idealJob) int { return cmp.Compare(a.arrival, b.arrival) })
 	var active, done []*idealJob
 	next, now := 0, int64(0)

@@ -22,7 +22,7 @@ func TestIdealSRTFRepacksAtEveryEvent(t *testing.T) {
 	cpu := gpuJob(3, 0, h, 0)
 	huge := gpuJob(4, 0, h, 24)
 	r, err := Run(Config{Policy: IdealSRTF, Cluster: trace.Cluster{Nodes: []api.Node{gpuNode("a", "A100", 8), gpuNode("b", "A100", 8)}},
-		Workload: trace.Workload{Jobs: []trace.Job{wide, short, pair, cpu, huge}}})
+		Workload: trace.Workload{Arrivals: []trace.Arrival{wide, short, pair, cpu, huge}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestIdealSRTFRepacksAtEveryEvent(t *testing.T) {
 		t.Errorf("JCT by width %+v; want the wide job's 13 h apart from the others' (1, 1, 3 h)", r.JCTByWidth)
 	}
 	if _, err := Run(Config{Policy: IdealSRTF, FGD: true, Cluster: trace.Cluster{Nodes: []api.Node{gpuNode("a", "A100", 8)}},
-		Workload: trace.Workload{Jobs: []trace.Job{short}}}); err == nil {
+		Workload: trace.Workload{Arrivals: []trace.Arrival{short}}}); err == nil {
 		t.Error("the fgd protocol was accepted for the reference bound")
 	}
 }
@@ -52,7 +52,7 @@ func TestJCTByWidth(t *testing.T) {
 	nodes := []api.Node{gpuNode("a", "A100", 8), gpuNode("b", "A100", 8)}
 	for _, pol := range []string{"least-allocated", IdealSRTF} {
 		r, err := Run(Config{Policy: pol, KnownDurations: true, Cluster: trace.Cluster{Nodes: nodes},
-			Workload: trace.Workload{Jobs: []trace.Job{gpuJob(0, 0, 2*h, 16), gpuJob(1, 0, h, 4), gpuJob(2, 3*h, h, 8)}}})
+			Workload: trace.Workload{Arrivals: []trace.Arrival{gpuJob(0, 0, 2*h, 16), gpuJob(1, 0, h, 4), gpuJob(2, 3*h, h, 8)}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -60,7 +60,7 @@ func TestJCTByWidth(t *testing.T) {
 			t.Errorf("%s: JCT by width %+v, want 2 one-node jobs and the 16-GPU one", pol, r.JCTByWidth)
 		}
 		r, err = Run(Config{Policy: pol, KnownDurations: true, Cluster: trace.Cluster{Nodes: nodes},
-			Workload: trace.Workload{Jobs: []trace.Job{gpuJob(1, 0, h, 4)}}})
+			Workload: trace.Workload{Arrivals: []trace.Arrival{gpuJob(1, 0, h, 4)}}})
 		if err != nil {
 			t.Fatal(err)
 		}

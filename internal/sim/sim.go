@@ -93,7 +93,7 @@ type Config struct {
 // (all placed at once); it is placed with its first task and done with its
 // last.
 type job struct {
-	j         *trace.Job
+	j         *trace.Arrival
 	id        string
 	arrival   int64 // ns of simulated time
 	placed    int64 // -1 until placed
@@ -291,7 +291,7 @@ func (r *run) setup() error {
 			r.dimIndex[i] = d
 		}
 	}
-	order := make([]int, len(r.cfg.Workload.Jobs))
+	order := make([]int, len(r.cfg.Workload.Arrivals))
 	for i := range order {
 		order[i] = i
 	}
@@ -305,12 +305,12 @@ func (r *run) setup() error {
 			limit := int64(r.cfg.StopAt * float64(r.capVec[r.gpuDim]))
 			var sum int64
 			for _, oi := range order {
-				sum += r.cfg.Workload.Jobs[oi].Task.Resources[trace.GPU]
+				sum += r.cfg.Workload.Arrivals[oi].Task.Resources[trace.GPU]
 			}
-			for extra := 0; sum < limit && extra < 4*len(r.cfg.Workload.Jobs); extra++ {
-				oi := rng.IntN(len(r.cfg.Workload.Jobs))
+			for extra := 0; sum < limit && extra < 4*len(r.cfg.Workload.Arrivals); extra++ {
+				oi := rng.IntN(len(r.cfg.Workload.Arrivals))
 				order = append(order, oi)
-				sum += r.cfg.Workload.Jobs[oi].Task.Resources[trace.GPU]
+				sum += r.cfg.Workload.Arrivals[oi].Task.Resources[trace.GPU]
 			}
 		}
 	}
@@ -322,12 +322,12 @@ func (r *run) setup() error {
 		}
 	}
 	for k, oi := range order {
-		tj := &r.cfg.Workload.Jobs[oi]
-		j := &job{j: tj, id: "j" + strconv.Itoa(oi), placed: -1, done: -1, arrival: int64(tj.Arrival)}
+		tj := &r.cfg.Workload.Arrivals[oi]
+		j := &job{j: tj, id: "j" + strconv.Itoa(oi), placed: -1, done: -1, arrival: int64(tj.At)}
 		if tj.ID != "" {
 			j.id = tj.ID
 		}
-		if k >= len(r.cfg.Workload.Jobs) {
+		if k >= len(r.cfg.Workload.Arrivals) {
 			j.id += "~" + strconv.Itoa(k) // a drawn copy
 		}
 		if r.cfg.FGD {
@@ -396,15 +396,15 @@ func (r *run) setup() error {
 		}
 	}
 	if r.cfg.KnownWorkload {
-		for i := range r.cfg.Workload.Jobs {
-			if err := r.c.ObserveRequest(r.epoch, &r.cfg.Workload.Jobs[i].Task); err != nil {
+		for i := range r.cfg.Workload.Arrivals {
+			if err := r.c.ObserveRequest(r.epoch, &r.cfg.Workload.Arrivals[i].Task); err != nil {
 				return fmt.Errorf("workload %s: %w", r.cfg.Workload.Name, err)
 			}
 		}
 	}
 	if r.cfg.Profile {
-		for i := range r.cfg.Workload.Jobs {
-			j := &r.cfg.Workload.Jobs[i]
+		for i := range r.cfg.Workload.Arrivals {
+			j := &r.cfg.Workload.Arrivals[i]
 			class := j.Task.Metadata["class"]
 			if class == "" {
 				continue

@@ -24,9 +24,9 @@ func gpuNode(name, model string, gpus int) api.Node {
 	return n
 }
 
-func gpuJob(i int, arrival, dur time.Duration, gpus int64) trace.Job {
+func gpuJob(i int, arrival, dur time.Duration, gpus int64) trace.Arrival {
 	p := 2
-	return trace.Job{ID: "job" + strconv.Itoa(i), Arrival: arrival, Duration: dur,
+	return trace.Arrival{ID: "job" + strconv.Itoa(i), At: arrival, Duration: dur,
 		Task: api.Task{Priority: &p, Resources: resource.List{resource.CPU: 1000, "nvidia.com/gpu": gpus * 1000}}}
 }
 
@@ -36,13 +36,13 @@ func near(a, b float64) bool { return math.Abs(a-b) < 1e-6 }
 // GPUs all run at once: JCT 10 s (plus the medium tier's batch window),
 // makespan and GPU utilization follow.
 func TestRunMeasures(t *testing.T) {
-	var jobs []trace.Job
+	var jobs []trace.Arrival
 	for i := 0; i < 10; i++ {
 		jobs = append(jobs, gpuJob(i, time.Duration(i)*time.Second, 10*time.Second, 1))
 	}
 	r, err := Run(Config{Policy: "least-allocated",
 		Cluster:  trace.Cluster{Name: "c", Nodes: []api.Node{gpuNode("a", "A100", 8), gpuNode("b", "A100", 8)}},
-		Workload: trace.Workload{Name: "w", Jobs: jobs}})
+		Workload: trace.Workload{Name: "w", Arrivals: jobs}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestRunTimeByModel(t *testing.T) {
 	j.ByModel = map[string]time.Duration{"V100": 20 * time.Second, "K80": 80 * time.Second}
 	j.Task.NodeSelector = map[string]string{"gpu.model": "K80"}
 	r, err := Run(Config{Cluster: trace.Cluster{Nodes: []api.Node{gpuNode("v", "V100", 1), gpuNode("k", "K80", 1)}},
-		Workload: trace.Workload{Jobs: []trace.Job{j}}})
+		Workload: trace.Workload{Arrivals: []trace.Arrival{j}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,13 +87,13 @@ func TestRunTimeByModel(t *testing.T) {
 // GPU demand reaches 130 % of the capacity; the allocation ratio is taken
 // at each point; a seed reorders the jobs, the same seed the same way.
 func TestFGDProtocol(t *testing.T) {
-	var jobs []trace.Job
+	var jobs []trace.Arrival
 	for i := 0; i < 40; i++ {
 		jobs = append(jobs, gpuJob(i, 0, time.Hour, int64(1+i%3)))
 	}
 	cfg := Config{FGD: true, Seed: 7,
 		Cluster:  trace.Cluster{Nodes: []api.Node{gpuNode("a", "A100", 8), gpuNode("b", "A100", 8)}},
-		Workload: trace.Workload{Jobs: jobs}}
+		Workload: trace.Workload{Arrivals: jobs}}
 	r, err := Run(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +132,7 @@ func TestWideJobRunsAsGang(t *testing.T) {
 	small := gpuJob(0, 0, 30*time.Second, 4)
 	wide := gpuJob(1, time.Second, 10*time.Second, 16)
 	r, err := Run(Config{Cluster: trace.Cluster{Nodes: []api.Node{gpuNode("a", "A100", 8), gpuNode("b", "A100", 8)}},
-		Workload: trace.Workload{Jobs: []trace.Job{small, wide}}})
+		Workload: trace.Workload{Arrivals: []trace.Arrival{small, wide}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestWideJobRunsAsGang(t *testing.T) {
 // TestEveryPolicyCompletesTheWork: each registered policy runs a mixed
 // workload to completion through the same core.
 func TestEveryPolicyCompletesTheWork(t *testing.T) {
-	var jobs []trace.Job
+	var jobs []trace.Arrival
 	for i := 0; i < 60; i++ {
 		j := gpuJob(i, time.Duration(i)*500*time.Millisecond, time.Duration(5+i%7)*time.Second, int64(i%3))
 		j.Task.Queue = "q" + strconv.Itoa(i%2)
@@ -160,7 +160,7 @@ func TestEveryPolicyCompletesTheWork(t *testing.T) {
 	}
 	nodes := []api.Node{gpuNode("a", "A100", 4), gpuNode("b", "V100", 4), gpuNode("c", "V100", 2)}
 	for _, p := range strings.Split(core.PolicyNames(), ", ") {
-		r, err := Run(Config{Policy: p, Cluster: trace.Cluster{Nodes: nodes}, Workload: trace.Workload{Jobs: jobs}})
+		r, err := Run(Config{Policy: p, Cluster: trace.Cluster{Nodes: nodes}, Workload: trace.Workload{Arrivals: jobs}})
 		if err != nil {
 			t.Fatalf("%s: %v", p, err)
 		}
@@ -177,7 +177,7 @@ func TestEveryPolicyCompletesTheWork(t *testing.T) {
 // TestFairnessSeesAHog: one queue with all the work and one with a
 // trickle are far from equal shares.
 func TestFairnessSeesAHog(t *testing.T) {
-	var jobs []trace.Job
+	var jobs []trace.Arrival
 	for i := 0; i < 40; i++ {
 		j := gpuJob(i, time.Duration(i)*time.Second, 20*time.Second, 1)
 		j.Task.Queue = "big"
@@ -186,7 +186,7 @@ func TestFairnessSeesAHog(t *testing.T) {
 		}
 		jobs = append(jobs, j)
 	}
-	r, err := Run(Config{Cluster: trace.Cluster{Nodes: []api.Node{gpuNode("a", "A100", 8)}}, Workload: trace.Workload{Jobs: jobs}})
+	r, err := Run(Config{Cluster: trace.Cluster{Nodes: []api.Node{gpuNode("a", "A100", 8)}}, Workload: trace.Workload{Arrivals: jobs}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,11 +198,11 @@ func TestFairnessSeesAHog(t *testing.T) {
 // TestSeries: the time series samples the whole run on an even time grid,
 // in order, with the demand present falling back to zero as jobs complete.
 func TestSeries(t *testing.T) {
-	var jobs []trace.Job
+	var jobs []trace.Arrival
 	for i := 0; i < 50; i++ {
 		jobs = append(jobs, gpuJob(i, time.Duration(i)*time.Second, 30*time.Second, 1))
 	}
-	r, err := Run(Config{MaxSamples: 40, Cluster: trace.Cluster{Nodes: []api.Node{gpuNode("a", "A100", 8)}}, Workload: trace.Workload{Jobs: jobs}})
+	r, err := Run(Config{MaxSamples: 40, Cluster: trace.Cluster{Nodes: []api.Node{gpuNode("a", "A100", 8)}}, Workload: trace.Workload{Arrivals: jobs}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,13 +229,13 @@ func TestSeries(t *testing.T) {
 // SLO (attainment is over every submitted job), is counted unfinished
 // and left out of JCT; the tier's job count says so.
 func TestUnplacedJobsCount(t *testing.T) {
-	jobs := []trace.Job{gpuJob(0, 0, 10*time.Second, 1), gpuJob(1, time.Second, 10*time.Second, 4)}
+	jobs := []trace.Arrival{gpuJob(0, 0, 10*time.Second, 1), gpuJob(1, time.Second, 10*time.Second, 4)}
 	for i := range jobs {
 		jobs[i].Task.Priority = ptrInt(0)
 	}
 	r, err := Run(Config{Policy: "least-allocated",
 		Cluster:  trace.Cluster{Name: "c", Nodes: []api.Node{gpuNode("a", "A100", 2)}},
-		Workload: trace.Workload{Name: "w", Jobs: jobs}})
+		Workload: trace.Workload{Name: "w", Arrivals: jobs}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +255,7 @@ func TestUnplacedJobsCount(t *testing.T) {
 // waiting for the only GPU; learning them, it cannot tell them apart and
 // keeps arrival order.
 func TestKnownDurations(t *testing.T) {
-	jobs := []trace.Job{
+	jobs := []trace.Arrival{
 		gpuJob(0, 0, 100*time.Second, 1),            // holds the GPU
 		gpuJob(1, time.Second, 1000*time.Second, 1), // long, first in line
 		gpuJob(2, 2*time.Second, 10*time.Second, 1), // short, second
@@ -264,7 +264,7 @@ func TestKnownDurations(t *testing.T) {
 	for _, known := range []bool{false, true} {
 		r, err := Run(Config{Policy: "sjf", KnownDurations: known,
 			Cluster:  trace.Cluster{Name: "c", Nodes: []api.Node{gpuNode("a", "A100", 1)}},
-			Workload: trace.Workload{Name: "w", Jobs: jobs}})
+			Workload: trace.Workload{Name: "w", Arrivals: jobs}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -290,12 +290,12 @@ func ptrInt(v int) *int { return &v }
 // Resume the long job's next attempt runs only the work left, after the
 // restart cost; without it, all of it again.
 func TestSRTFResumesFromCheckpoint(t *testing.T) {
-	jobs := []trace.Job{gpuJob(0, 0, 100*time.Second, 1), gpuJob(1, 70*time.Second, 10*time.Second, 1)}
+	jobs := []trace.Arrival{gpuJob(0, 0, 100*time.Second, 1), gpuJob(1, 70*time.Second, 10*time.Second, 1)}
 	end := map[bool]float64{}
 	for _, resume := range []bool{false, true} {
 		r, err := Run(Config{Policy: "srtf", KnownDurations: true, Resume: resume, RestartCost: 5 * time.Second,
 			Cluster:  trace.Cluster{Name: "c", Nodes: []api.Node{gpuNode("a", "A100", 1)}},
-			Workload: trace.Workload{Name: "w", Jobs: jobs}})
+			Workload: trace.Workload{Name: "w", Arrivals: jobs}})
 		if err != nil {
 			t.Fatal(err)
 		}

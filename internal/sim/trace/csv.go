@@ -205,7 +205,7 @@ func ReadCSV(r io.Reader, cols Columns) (Workload, error) {
 	}
 	type row struct {
 		at  float64 // seconds, from the file's origin
-		job Job
+		job Arrival
 	}
 	var rows []row
 	seen := map[string]bool{}
@@ -233,10 +233,10 @@ func ReadCSV(r io.Reader, cols Columns) (Workload, error) {
 		}
 		return 0
 	})
-	w := Workload{Name: "csv", Jobs: make([]Job, len(rows))}
+	w := Workload{Name: "csv", Arrivals: make([]Arrival, len(rows))}
 	for i, rw := range rows {
-		w.Jobs[i] = rw.job
-		w.Jobs[i].Arrival = seconds(rw.at - rows[0].at)
+		w.Arrivals[i] = rw.job
+		w.Arrivals[i].At = seconds(rw.at - rows[0].at)
 	}
 	return w, nil
 }
@@ -264,32 +264,32 @@ func csvSubmit(rr *rowReader, cols Columns) (float64, error) {
 }
 
 // csvJob reads the current row's job, all but its arrival.
-func csvJob(rr *rowReader, cols Columns, seen map[string]bool) (Job, error) {
-	j := Job{ID: fmt.Sprintf("csv-%d", rr.line)}
+func csvJob(rr *rowReader, cols Columns, seen map[string]bool) (Arrival, error) {
+	j := Arrival{ID: fmt.Sprintf("csv-%d", rr.line)}
 	if cols.ID != "" {
 		id, err := rr.uniqueID(cols.ID, "job", seen)
 		if err != nil {
-			return Job{}, err
+			return Arrival{}, err
 		}
 		j.ID = id
 	}
 	dur, err := csvDuration(rr, cols)
 	if err != nil {
-		return Job{}, err
+		return Arrival{}, err
 	}
 	j.Duration = dur
 	gpuMilli := int64(0)
 	if cols.GPUs != "" && rr.get(cols.GPUs) != "" {
 		g, err := parseFloat(rr.get(cols.GPUs), 0, api.MaxDeviceCount)
 		if err != nil {
-			return Job{}, rr.wrap(cols.GPUs, err)
+			return Arrival{}, rr.wrap(cols.GPUs, err)
 		}
 		gpuMilli = int64(math.Round(g * 1000))
 		if g > 1 && g != math.Trunc(g) {
-			return Job{}, rr.errf(cols.GPUs, "more than one GPU must be whole, got %v", g)
+			return Arrival{}, rr.errf(cols.GPUs, "more than one GPU must be whole, got %v", g)
 		}
 		if g > 0 && gpuMilli == 0 {
-			return Job{}, rr.errf(cols.GPUs, "%v is below a thousandth of a GPU", g)
+			return Arrival{}, rr.errf(cols.GPUs, "%v is below a thousandth of a GPU", g)
 		}
 	}
 	gpus := max(1, (gpuMilli+999)/1000)
@@ -299,12 +299,12 @@ func csvJob(rr *rowReader, cols Columns, seen map[string]bool) (Job, error) {
 	}
 	if cols.CPU != "" && rr.get(cols.CPU) != "" {
 		if cpu, err = csvQuantity(rr.get(cols.CPU), resource.CPU, 1000); err != nil {
-			return Job{}, rr.wrap(cols.CPU, err)
+			return Arrival{}, rr.wrap(cols.CPU, err)
 		}
 	}
 	if cols.Memory != "" && rr.get(cols.Memory) != "" {
 		if mem, err = csvQuantity(rr.get(cols.Memory), resource.Memory, memoryUnits[cols.MemoryUnit]); err != nil {
-			return Job{}, rr.wrap(cols.Memory, err)
+			return Arrival{}, rr.wrap(cols.Memory, err)
 		}
 	}
 	j.Task = api.Task{Resources: resource.List{resource.CPU: cpu, resource.Memory: mem}, Priority: ptr(api.PriorityMedium)}
@@ -315,7 +315,7 @@ func csvJob(rr *rowReader, cols Columns, seen map[string]bool) (Job, error) {
 		if spec := rr.get(cols.GPUModel); spec != "" {
 			for _, m := range strings.Split(spec, "|") {
 				if err := api.ValidateLabelValue(m); err != nil || m == "" {
-					return Job{}, rr.errf(cols.GPUModel, "%q is not a '|'-separated list of GPU models", truncate(spec))
+					return Arrival{}, rr.errf(cols.GPUModel, "%q is not a '|'-separated list of GPU models", truncate(spec))
 				}
 			}
 			j.Task.NodeSelector = map[string]string{ModelLabel: spec}
@@ -324,7 +324,7 @@ func csvJob(rr *rowReader, cols Columns, seen map[string]bool) (Job, error) {
 	if cols.Priority != "" && rr.get(cols.Priority) != "" {
 		p, err := parseInt(rr.get(cols.Priority), 0, 3)
 		if err != nil {
-			return Job{}, rr.wrap(cols.Priority, err)
+			return Arrival{}, rr.wrap(cols.Priority, err)
 		}
 		j.Task.Priority = ptr(int(p))
 	}
@@ -336,10 +336,10 @@ func csvJob(rr *rowReader, cols Columns, seen map[string]bool) (Job, error) {
 		for _, pair := range strings.Split(spec, ";") {
 			k, v, ok := strings.Cut(pair, "=")
 			if !ok || api.ValidateLabelKey(k) != nil || api.ValidateLabelValue(v) != nil {
-				return Job{}, rr.errf(cols.NodeSelector, "%q is not key=value pairs separated by ';' (a node label each)", truncate(spec))
+				return Arrival{}, rr.errf(cols.NodeSelector, "%q is not key=value pairs separated by ';' (a node label each)", truncate(spec))
 			}
 			if _, dup := j.Task.NodeSelector[k]; dup {
-				return Job{}, rr.errf(cols.NodeSelector, "%s: given twice (the gpuModel column sets %s)", k, ModelLabel)
+				return Arrival{}, rr.errf(cols.NodeSelector, "%s: given twice (the gpuModel column sets %s)", k, ModelLabel)
 			}
 			if j.Task.NodeSelector == nil {
 				j.Task.NodeSelector = map[string]string{}
@@ -348,7 +348,7 @@ func csvJob(rr *rowReader, cols Columns, seen map[string]bool) (Job, error) {
 		}
 	}
 	if err := j.Task.Validate(); err != nil {
-		return Job{}, rr.wrap("", err)
+		return Arrival{}, rr.wrap("", err)
 	}
 	return j, nil
 }

@@ -48,8 +48,8 @@ func TestReadCSV(t *testing.T) {
 		Queue    string
 	}
 	var gs []got
-	for _, j := range w.Jobs {
-		gs = append(gs, got{j.ID, j.Arrival, j.Duration, j.Task.Resources, j.Task.NodeSelector, *j.Task.Priority, j.Task.Queue})
+	for _, j := range w.Arrivals {
+		gs = append(gs, got{j.ID, j.At, j.Duration, j.Task.Resources, j.Task.NodeSelector, *j.Task.Priority, j.Task.Queue})
 	}
 	want := []got{
 		{"a", 0, time.Minute, resource.List{resource.CPU: 2000, resource.Memory: 1 << 30, GPU: 500}, nil, 2, ""},
@@ -72,7 +72,7 @@ func TestReadCSV(t *testing.T) {
 		t.Fatal(err)
 	}
 	if d := cmp.Diff([]map[string]string{{"role": "cpu"}, {ModelLabel: "A100", "role": "gpu", "zone": "a"}, nil},
-		[]map[string]string{w.Jobs[0].Task.NodeSelector, w.Jobs[1].Task.NodeSelector, w.Jobs[2].Task.NodeSelector}); d != "" {
+		[]map[string]string{w.Arrivals[0].Task.NodeSelector, w.Arrivals[1].Task.NodeSelector, w.Arrivals[2].Task.NodeSelector}); d != "" {
 		t.Errorf("node selectors (-want +got):\n%s", d)
 	}
 	for _, bad := range []string{"role", "role=a b", ModelLabel + "=x"} {
@@ -89,15 +89,15 @@ func TestReadCSV(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(w.Jobs) != 2 || w.Jobs[0].ID != "csv-3" || w.Jobs[0].Duration != 200*time.Second || w.Jobs[1].Arrival != 10*time.Minute || w.Jobs[1].Duration != 300*time.Second {
-		t.Errorf("tsv jobs: %+v", w.Jobs)
+	if len(w.Arrivals) != 2 || w.Arrivals[0].ID != "csv-3" || w.Arrivals[0].Duration != 200*time.Second || w.Arrivals[1].At != 10*time.Minute || w.Arrivals[1].Duration != 300*time.Second {
+		t.Errorf("tsv jobs: %+v", w.Arrivals)
 	}
-	if r := w.Jobs[0].Task.Resources; r[resource.CPU] != csvCPUJobCPU || r[resource.Memory] != csvCPUJobMemory {
+	if r := w.Arrivals[0].Task.Resources; r[resource.CPU] != csvCPUJobCPU || r[resource.Memory] != csvCPUJobMemory {
 		t.Errorf("a CPU job's defaults: %v", r)
 	}
 	w, err = ReadCSV(strings.NewReader("t,d\n0,2\n"), mustColumns(t, "submit=t,duration=d,durationUnit=min"))
-	if err != nil || w.Jobs[0].Duration != 2*time.Minute {
-		t.Errorf("minutes: %+v %v", w.Jobs, err)
+	if err != nil || w.Arrivals[0].Duration != 2*time.Minute {
+		t.Errorf("minutes: %+v %v", w.Arrivals, err)
 	}
 }
 
@@ -211,10 +211,10 @@ func TestLoadWorkloadFile(t *testing.T) {
 		o    WorkloadOptions
 		want int
 	}{
-		{"openb, detected", "file:" + openb, WorkloadOptions{TracesDir: noTraces}, len(wantOpenb.Jobs)},
-		{"philly, detected", "file:" + philly, WorkloadOptions{TracesDir: noTraces}, len(wantPhilly.Jobs)},
-		{"philly, named", "file:" + philly, WorkloadOptions{Format: FormatPhilly, TracesDir: noTraces}, len(wantPhilly.Jobs)},
-		{"gavel, detected", "file:" + gavel, WorkloadOptions{Throughputs: th, TracesDir: noTraces}, len(wantGavel.Jobs)},
+		{"openb, detected", "file:" + openb, WorkloadOptions{TracesDir: noTraces}, len(wantOpenb.Arrivals)},
+		{"philly, detected", "file:" + philly, WorkloadOptions{TracesDir: noTraces}, len(wantPhilly.Arrivals)},
+		{"philly, named", "file:" + philly, WorkloadOptions{Format: FormatPhilly, TracesDir: noTraces}, len(wantPhilly.Arrivals)},
+		{"gavel, detected", "file:" + gavel, WorkloadOptions{Throughputs: th, TracesDir: noTraces}, len(wantGavel.Arrivals)},
 		{"csv, by its mapping", "file:" + csv, WorkloadOptions{Columns: &cols, TracesDir: noTraces}, 2},
 		{"csv, named", "file:" + csv, WorkloadOptions{Format: FormatCSV, Columns: &cols, TracesDir: noTraces}, 2},
 	} {
@@ -223,8 +223,8 @@ func TestLoadWorkloadFile(t *testing.T) {
 			t.Errorf("%s: %v", tc.name, err)
 			continue
 		}
-		if len(w.Jobs) != tc.want || w.Name != tc.spec {
-			t.Errorf("%s: %q with %d jobs, want %d", tc.name, w.Name, len(w.Jobs), tc.want)
+		if len(w.Arrivals) != tc.want || w.Name != tc.spec {
+			t.Errorf("%s: %q with %d jobs, want %d", tc.name, w.Name, len(w.Arrivals), tc.want)
 		}
 		checkJobs(t, w)
 	}
@@ -260,7 +260,7 @@ func FuzzReadCSV(f *testing.F) {
 		w, err := ReadCSV(bytes.NewReader(data), cols)
 		if err == nil {
 			checkJobs(t, w)
-			for _, j := range w.Jobs {
+			for _, j := range w.Arrivals {
 				if j.Duration <= 0 || *j.Task.Priority < api.PriorityUrgent || *j.Task.Priority > api.PriorityLow {
 					t.Fatalf("job %s: duration %v, priority %d", j.ID, j.Duration, *j.Task.Priority)
 				}

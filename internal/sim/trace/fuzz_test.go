@@ -9,12 +9,12 @@ import (
 // valid task.
 func checkJobs(t *testing.T, w Workload) {
 	t.Helper()
-	for _, j := range w.Jobs {
+	for _, j := range w.Arrivals {
 		if err := j.Task.Validate(); err != nil {
 			t.Fatalf("job %s: invalid task: %v", j.ID, err)
 		}
-		if j.Arrival < 0 || j.Duration < 0 {
-			t.Fatalf("job %s: arrival %v, duration %v", j.ID, j.Arrival, j.Duration)
+		if j.At < 0 || j.Duration < 0 {
+			t.Fatalf("job %s: arrival %v, duration %v", j.ID, j.At, j.Duration)
 		}
 	}
 }
@@ -61,9 +61,9 @@ func FuzzReadPhilly(f *testing.F) {
 		w, err := ReadPhilly(bytes.NewReader(data))
 		if err == nil {
 			checkJobs(t, w)
-			for i := 1; i < len(w.Jobs); i++ {
-				if w.Jobs[i].Arrival < w.Jobs[i-1].Arrival {
-					t.Fatalf("job %s arrives before %s", w.Jobs[i].ID, w.Jobs[i-1].ID)
+			for i := 1; i < len(w.Arrivals); i++ {
+				if w.Arrivals[i].At < w.Arrivals[i-1].At {
+					t.Fatalf("job %s arrives before %s", w.Arrivals[i].ID, w.Arrivals[i-1].ID)
 				}
 			}
 		}

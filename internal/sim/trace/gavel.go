@@ -137,45 +137,45 @@ func ReadGavelTrace(r io.Reader, th Throughputs) (Workload, error) {
 		if err != nil {
 			return err
 		}
-		j.ID = "gavel-" + strconv.Itoa(len(w.Jobs))
-		w.Jobs = append(w.Jobs, j)
+		j.ID = "gavel-" + strconv.Itoa(len(w.Arrivals))
+		w.Arrivals = append(w.Arrivals, j)
 		return nil
 	})
 	if err != nil {
 		return Workload{}, err
 	}
-	slices.SortStableFunc(w.Jobs, func(a, b Job) int { return cmp.Compare(a.Arrival, b.Arrival) })
+	slices.SortStableFunc(w.Arrivals, func(a, b Arrival) int { return cmp.Compare(a.At, b.At) })
 	return w, nil
 }
 
-func gavelJob(rr *rowReader, th Throughputs) (Job, error) {
+func gavelJob(rr *rowReader, th Throughputs) (Arrival, error) {
 	jobType := rr.get("job_type")
 	if jobType == "" || len(jobType) > api.MaxIDLen {
-		return Job{}, rr.errf("job_type", "want 1 to %d characters", api.MaxIDLen)
+		return Arrival{}, rr.errf("job_type", "want 1 to %d characters", api.MaxIDLen)
 	}
 	if _, err := parseInt(rr.get("needs_data_dir"), 0, 1); err != nil {
-		return Job{}, rr.wrap("needs_data_dir", err)
+		return Arrival{}, rr.wrap("needs_data_dir", err)
 	}
 	steps, err := parseInt(rr.get("total_steps"), 1, 1<<53)
 	if err != nil {
-		return Job{}, rr.wrap("total_steps", err)
+		return Arrival{}, rr.wrap("total_steps", err)
 	}
 	scale, err := parseInt(rr.get("scale_factor"), 1, maxScale)
 	if err != nil {
-		return Job{}, rr.wrap("scale_factor", err)
+		return Arrival{}, rr.wrap("scale_factor", err)
 	}
 	if _, err := parseFloat(rr.get("priority_weight"), 0, math.MaxFloat64); err != nil {
-		return Job{}, rr.wrap("priority_weight", err)
+		return Arrival{}, rr.wrap("priority_weight", err)
 	}
 	if _, err := parseFloat(rr.get("SLO"), -math.MaxFloat64, math.MaxFloat64); err != nil {
-		return Job{}, rr.wrap("SLO", err)
+		return Arrival{}, rr.wrap("SLO", err)
 	}
 	arrival, err := parseFloat(rr.get("arrival_time"), 0, maxSeconds)
 	if err != nil {
-		return Job{}, rr.wrap("arrival_time", err)
+		return Arrival{}, rr.wrap("arrival_time", err)
 	}
-	j := Job{
-		Arrival: seconds(arrival),
+	j := Arrival{
+		At: seconds(arrival),
 		Task: api.Task{
 			Name:     jobType,
 			Priority: ptr(api.PriorityMedium),
@@ -196,7 +196,7 @@ func gavelJob(rr *rowReader, th Throughputs) (Job, error) {
 		}
 		secs := float64(steps) / v
 		if secs > maxSeconds {
-			return Job{}, rr.errf("total_steps", "%d steps at %v steps/s on %s take longer than %v s", steps, v, m, maxSeconds)
+			return Arrival{}, rr.errf("total_steps", "%d steps at %v steps/s on %s take longer than %v s", steps, v, m, maxSeconds)
 		}
 		d := seconds(secs)
 		j.ByModel[m] = d
@@ -204,7 +204,7 @@ func gavelJob(rr *rowReader, th Throughputs) (Job, error) {
 		runs = append(runs, m)
 	}
 	if len(runs) == 0 {
-		return Job{}, rr.errf("job_type", "%q at scale factor %d has no positive throughput on %s in the throughput table", truncate(jobType), scale, strings.Join(GavelModels, ", "))
+		return Arrival{}, rr.errf("job_type", "%q at scale factor %d has no positive throughput on %s in the throughput table", truncate(jobType), scale, strings.Join(GavelModels, ", "))
 	}
 	if len(runs) < len(GavelModels) {
 		j.Task.NodeSelector = map[string]string{ModelLabel: strings.Join(runs, "|")}

@@ -216,7 +216,7 @@ func namedWorkload(spec string) func(Workload, error) (Workload, error) {
 		if err != nil {
 			return Workload{}, fmt.Errorf("workload %q: %w", truncate(spec), err)
 		}
-		if len(w.Jobs) == 0 {
+		if len(w.Arrivals) == 0 {
 			return Workload{}, fmt.Errorf("workload %q: no jobs", truncate(spec))
 		}
 		w.Name = spec
@@ -244,8 +244,8 @@ func loadWorkload(spec, dir string, cluster Cluster) (Workload, error) {
 			}
 		}
 		w, err := readTrace(dir, PhillyFile, ReadPhilly)
-		if err == nil && limit > 0 && int(limit) < len(w.Jobs) {
-			w.Jobs = w.Jobs[:limit:limit]
+		if err == nil && limit > 0 && int(limit) < len(w.Arrivals) {
+			w.Arrivals = w.Arrivals[:limit:limit]
 		}
 		return w, err
 	case "gavel":

@@ -129,8 +129,8 @@ func TestLoadWorkload(t *testing.T) {
 			t.Errorf("LoadWorkload(%q): %v", tc.spec, err)
 			continue
 		}
-		if w.Name != tc.spec || len(w.Jobs) != tc.jobs || w.Jobs[0].ID != tc.firstID {
-			t.Errorf("LoadWorkload(%q): %q with %d jobs, first %s; want %d, first %s", tc.spec, w.Name, len(w.Jobs), w.Jobs[0].ID, tc.jobs, tc.firstID)
+		if w.Name != tc.spec || len(w.Arrivals) != tc.jobs || w.Arrivals[0].ID != tc.firstID {
+			t.Errorf("LoadWorkload(%q): %q with %d jobs, first %s; want %d, first %s", tc.spec, w.Name, len(w.Arrivals), w.Arrivals[0].ID, tc.jobs, tc.firstID)
 		}
 	}
 }
@@ -196,7 +196,7 @@ func TestClusterModels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, j := range w.Jobs {
+	for _, j := range w.Arrivals {
 		if m := j.Task.NodeSelector[ModelLabel]; j.Task.Resources[GPU] > 0 && m != "k80" && m != "p100" && m != "v100" {
 			t.Fatalf("job %s pinned to %q, not a Gavel model", j.ID, m)
 		}

@@ -110,7 +110,7 @@ func ReadOpenbPods(r io.Reader) (Workload, error) {
 		if err := j.Task.Validate(); err != nil {
 			return rr.wrap("", err)
 		}
-		w.Jobs = append(w.Jobs, j)
+		w.Arrivals = append(w.Arrivals, j)
 		return nil
 	})
 	if err != nil {
@@ -119,32 +119,32 @@ func ReadOpenbPods(r io.Reader) (Workload, error) {
 	return w, nil
 }
 
-func openbPod(rr *rowReader) (Job, error) {
+func openbPod(rr *rowReader) (Arrival, error) {
 	name := rr.get("name")
 	if err := api.ValidateID("name", name); err != nil {
-		return Job{}, rr.wrap("name", err)
+		return Arrival{}, rr.wrap("name", err)
 	}
 	cpu, err := parseInt(rr.get("cpu_milli"), 0, resource.MaxValue)
 	if err != nil {
-		return Job{}, rr.wrap("cpu_milli", err)
+		return Arrival{}, rr.wrap("cpu_milli", err)
 	}
 	mib, err := parseInt(rr.get("memory_mib"), 0, resource.MaxValue>>20)
 	if err != nil {
-		return Job{}, rr.wrap("memory_mib", err)
+		return Arrival{}, rr.wrap("memory_mib", err)
 	}
 	numGPU, err := parseInt(rr.get("num_gpu"), 0, api.MaxDeviceCount)
 	if err != nil {
-		return Job{}, rr.wrap("num_gpu", err)
+		return Arrival{}, rr.wrap("num_gpu", err)
 	}
 	milli, err := parseInt(rr.get("gpu_milli"), 0, math.MaxInt32)
 	if err != nil {
-		return Job{}, rr.wrap("gpu_milli", err)
+		return Arrival{}, rr.wrap("gpu_milli", err)
 	}
 	task := api.Task{Resources: resource.List{resource.CPU: cpu, resource.Memory: mib << 20}}
 	switch {
 	case numGPU == 0:
 	case milli < 1 || milli > 1000:
-		return Job{}, rr.errf("gpu_milli", "a GPU pod asks for 1..1000 milli-GPUs of each GPU, got %d", milli)
+		return Arrival{}, rr.errf("gpu_milli", "a GPU pod asks for 1..1000 milli-GPUs of each GPU, got %d", milli)
 	case numGPU == 1:
 		task.Resources[GPU] = milli
 	default:
@@ -153,7 +153,7 @@ func openbPod(rr *rowReader) (Job, error) {
 	if spec := rr.get("gpu_spec"); spec != "" && numGPU > 0 {
 		for _, m := range strings.Split(spec, "|") {
 			if err := api.ValidateLabelValue(m); err != nil || m == "" {
-				return Job{}, rr.errf("gpu_spec", "%q is not a '|'-separated list of GPU models", truncate(spec))
+				return Arrival{}, rr.errf("gpu_spec", "%q is not a '|'-separated list of GPU models", truncate(spec))
 			}
 		}
 		task.NodeSelector = map[string]string{ModelLabel: spec}
@@ -164,24 +164,24 @@ func openbPod(rr *rowReader) (Job, error) {
 	case "BE":
 		task.Priority = ptr(api.PriorityLow)
 	default:
-		return Job{}, rr.errf("qos", "want LS, BE, Guaranteed or Burstable, got %q", truncate(q))
+		return Arrival{}, rr.errf("qos", "want LS, BE, Guaranteed or Burstable, got %q", truncate(q))
 	}
-	j := Job{ID: name, Task: task}
+	j := Arrival{ID: name, Task: task}
 	var created float64
 	if s := rr.get("creation_time"); s != "" {
 		created, err = parseFloat(s, 0, maxSeconds)
 		if err != nil {
-			return Job{}, rr.wrap("creation_time", err)
+			return Arrival{}, rr.wrap("creation_time", err)
 		}
-		j.Arrival = seconds(created)
+		j.At = seconds(created)
 	}
 	if s := rr.get("deletion_time"); s != "" {
 		deleted, err := parseFloat(s, 0, maxSeconds)
 		if err != nil {
-			return Job{}, rr.wrap("deletion_time", err)
+			return Arrival{}, rr.wrap("deletion_time", err)
 		}
 		if rr.get("creation_time") != "" && deleted > created {
-			j.Duration = seconds(deleted) - j.Arrival
+			j.Duration = seconds(deleted) - j.At
 		}
 	}
 	return j, nil

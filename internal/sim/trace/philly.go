@@ -80,12 +80,12 @@ func ReadPhilly(r io.Reader) (Workload, error) {
 		return Workload{}, err
 	}
 	slices.SortStableFunc(rows, func(a, b row) int { return a.at.Compare(b.at) })
-	w := Workload{Name: "philly", Jobs: make([]Job, len(rows))}
+	w := Workload{Name: "philly", Arrivals: make([]Arrival, len(rows))}
 	for i, r := range rows {
 		n := max(r.gpus, 1)
-		j := &w.Jobs[i]
+		j := &w.Arrivals[i]
 		j.ID = "philly-" + strconv.Itoa(r.line)
-		j.Arrival = r.at.Sub(rows[0].at)
+		j.At = r.at.Sub(rows[0].at)
 		j.Duration = seconds(r.dur)
 		j.Task = api.Task{
 			Queue:    r.queue,

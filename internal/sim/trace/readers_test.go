@@ -136,16 +136,16 @@ func TestReadOpenbPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Workload{Name: "openb", Jobs: []Job{
+	want := Workload{Name: "openb", Arrivals: []Arrival{
 		{ID: "pod-0", Duration: 12537496 * time.Second, Task: api.Task{Priority: ptr(2),
 			Resources: resource.List{"cpu": 12000, "memory": 16 << 30, "nvidia.com/gpu": 1000}}},
-		{ID: "pod-1", Arrival: 427061 * time.Second, Duration: (12902960 - 427061) * time.Second, Task: api.Task{Priority: ptr(3),
+		{ID: "pod-1", At: 427061 * time.Second, Duration: (12902960 - 427061) * time.Second, Task: api.Task{Priority: ptr(3),
 			Resources: resource.List{"cpu": 6000, "memory": 12 << 30, "nvidia.com/gpu": 460}}},
-		{ID: "pod-2", Arrival: 500000 * time.Second, Task: api.Task{Priority: ptr(2),
+		{ID: "pod-2", At: 500000 * time.Second, Task: api.Task{Priority: ptr(2),
 			Resources:    resource.List{"cpu": 88000, "memory": 320 << 30, "nvidia.com/gpu": 8000},
 			NodeSelector: map[string]string{"gpu.model": "V100M16|V100M32"}}},
 		// A CPU pod's gpu_spec is ignored; deletion = creation gives no duration.
-		{ID: "pod-3", Arrival: 600000 * time.Second, Task: api.Task{Priority: ptr(2),
+		{ID: "pod-3", At: 600000 * time.Second, Task: api.Task{Priority: ptr(2),
 			Resources: resource.List{"cpu": 4000, "memory": 4 << 30}}},
 		// Several GPUs are whole GPUs whatever gpu_milli says.
 		{ID: "pod-4", Task: api.Task{Priority: ptr(2),
@@ -159,7 +159,7 @@ func TestReadOpenbPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = Workload{Name: "openb", Jobs: []Job{{ID: "pod-0", Task: api.Task{Priority: ptr(2),
+	want = Workload{Name: "openb", Arrivals: []Arrival{{ID: "pod-0", Task: api.Task{Priority: ptr(2),
 		Resources: resource.List{"cpu": 6000, "memory": 12 << 30, "nvidia.com/gpu": 460}}}}}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatalf("five columns (-want +got):\n%s", d)
@@ -258,10 +258,10 @@ func TestReadPhilly(t *testing.T) {
 			"cpu": n * 4000, "memory": n * 16 << 30, "nvidia.com/gpu": n * 1000}}
 	}
 	// Sorted by timestamp; the tie keeps file order.
-	want := Workload{Name: "philly", Jobs: []Job{
+	want := Workload{Name: "philly", Arrivals: []Arrival{
 		{ID: "philly-3", Task: task("vc-6214e9", 1), Duration: 2951 * time.Second},
-		{ID: "philly-2", Arrival: 48*time.Minute + 52*time.Second, Task: task("vc-11cb48", 1), Duration: 66 * time.Second},
-		{ID: "philly-4", Arrival: 48*time.Minute + 52*time.Second, Task: task("vc-b436b2", 8), Duration: 120500 * time.Millisecond},
+		{ID: "philly-2", At: 48*time.Minute + 52*time.Second, Task: task("vc-11cb48", 1), Duration: 66 * time.Second},
+		{ID: "philly-4", At: 48*time.Minute + 52*time.Second, Task: task("vc-b436b2", 8), Duration: 120500 * time.Millisecond},
 	}}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatalf("ReadPhilly (-want +got):\n%s", d)
@@ -271,7 +271,7 @@ func TestReadPhilly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want = Workload{Name: "philly", Jobs: []Job{{ID: "philly-2", Duration: 5 * time.Second,
+	want = Workload{Name: "philly", Arrivals: []Arrival{{ID: "philly-2", Duration: 5 * time.Second,
 		Task: api.Task{Queue: "vc-abc", Priority: ptr(2), Resources: resource.List{"cpu": 4000, "memory": 16 << 30}}}}}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Fatalf("CPU job (-want +got):\n%s", d)
@@ -333,7 +333,7 @@ func TestReadGavel(t *testing.T) {
 		t.Fatal(err)
 	}
 	k80 := seconds(1000 / 3.4387678290723933) // 290.8 s, rounded to the nanosecond
-	want := Workload{Name: "gavel", Jobs: []Job{
+	want := Workload{Name: "gavel", Arrivals: []Arrival{
 		// Sorted by arrival: the second line arrives first.
 		{ID: "gavel-1", Duration: 1000 * time.Second,
 			Task: api.Task{Name: "ResNet-50 (batch size 128)", Priority: ptr(2),
@@ -341,7 +341,7 @@ func TestReadGavel(t *testing.T) {
 				NodeSelector: map[string]string{"gpu.model": "v100|p100"},
 				Metadata:     map[string]string{"class": "ResNet-50 (batch size 128)"}},
 			ByModel: map[string]time.Duration{"v100": 500 * time.Second, "p100": 1000 * time.Second}},
-		{ID: "gavel-0", Arrival: 536 * time.Second, Duration: k80,
+		{ID: "gavel-0", At: 536 * time.Second, Duration: k80,
 			Task: api.Task{Name: "A3C", Priority: ptr(2),
 				Resources: resource.List{"nvidia.com/gpu": 1000, "cpu": 1000, "memory": 4 << 30},
 				Metadata:  map[string]string{"class": "A3C"}},

@@ -71,7 +71,7 @@ func TestRealTraces(t *testing.T) {
 		}
 		var gpuMilli int64
 		gpuJobs, shares, over8 := 0, 0, 0
-		for _, j := range w.Jobs {
+		for _, j := range w.Arrivals {
 			g := j.Task.Resources[GPU]
 			gpuMilli += g
 			if g > 0 {
@@ -84,17 +84,17 @@ func TestRealTraces(t *testing.T) {
 				over8++
 			}
 		}
-		if len(w.Jobs) != tc.jobs || gpuJobs != tc.gpuJobs || shares != tc.shares || over8 != tc.over8 {
+		if len(w.Arrivals) != tc.jobs || gpuJobs != tc.gpuJobs || shares != tc.shares || over8 != tc.over8 {
 			t.Errorf("workload %s: %d jobs, %d GPU jobs, %d shares, %d over 8 GPUs; want %d, %d, %d, %d",
-				tc.spec, len(w.Jobs), gpuJobs, shares, over8, tc.jobs, tc.gpuJobs, tc.shares, tc.over8)
+				tc.spec, len(w.Arrivals), gpuJobs, shares, over8, tc.jobs, tc.gpuJobs, tc.shares, tc.over8)
 		}
 		t.Logf("workload %s: %d jobs, %d asking for GPUs (%d a share of one, %d more than 8), %.1f GPUs in all, last arrival %v",
-			tc.spec, len(w.Jobs), gpuJobs, shares, over8, float64(gpuMilli)/1000, w.Jobs[len(w.Jobs)-1].Arrival)
+			tc.spec, len(w.Arrivals), gpuJobs, shares, over8, float64(gpuMilli)/1000, w.Arrivals[len(w.Arrivals)-1].At)
 		// ReadPhilly sorts; openb_pod_list_default.csv is sorted by
 		// creation_time (gpushare40 is not, multigpu20 has no times).
-		for i := 1; i < len(w.Jobs) && (tc.spec == "philly" || tc.spec == "openb:default"); i++ {
-			if w.Jobs[i].Arrival < w.Jobs[i-1].Arrival {
-				t.Fatalf("workload %s: job %s arrives before %s", tc.spec, w.Jobs[i].ID, w.Jobs[i-1].ID)
+		for i := 1; i < len(w.Arrivals) && (tc.spec == "philly" || tc.spec == "openb:default"); i++ {
+			if w.Arrivals[i].At < w.Arrivals[i-1].At {
+				t.Fatalf("workload %s: job %s arrives before %s", tc.spec, w.Arrivals[i].ID, w.Arrivals[i-1].ID)
 			}
 		}
 	}
@@ -118,7 +118,7 @@ func TestRealTraces(t *testing.T) {
 			t.Fatal(err)
 		}
 		restricted := 0
-		for _, j := range w.Jobs {
+		for _, j := range w.Arrivals {
 			if j.Task.NodeSelector != nil {
 				restricted++
 			}
@@ -126,6 +126,6 @@ func TestRealTraces(t *testing.T) {
 				t.Fatalf("gavel:%s job %s: ByModel %v, duration %v", name, j.ID, j.ByModel, j.Duration)
 			}
 		}
-		t.Logf("workload gavel:%s: %d jobs, %d restricted to some models", name, len(w.Jobs), restricted)
+		t.Logf("workload gavel:%s: %d jobs, %d restricted to some models", name, len(w.Arrivals), restricted)
 	}
 }

@@ -255,7 +255,7 @@ func Synthetic(cfg SynthConfig, seed int64) Workload {
 	}
 	mean := cfg.MeanDuration.Seconds()
 	mu := math.Log(mean) - cfg.Sigma*cfg.Sigma/2
-	w := Workload{Name: "synthetic", Jobs: make([]Job, 0, cfg.Jobs)}
+	w := Workload{Name: "synthetic", Arrivals: make([]Arrival, 0, cfg.Jobs)}
 	t := 0.0
 	for i := range cfg.Jobs {
 		if i > 0 {
@@ -273,9 +273,9 @@ func Synthetic(cfg SynthConfig, seed int64) Workload {
 		secs = min(max(secs, 1), 1000*mean)
 		kind := pick(r, cfg.Sizes.weights())
 		prio := pick(r, cfg.Tiers[:])
-		j := Job{
+		j := Arrival{
 			ID:       fmt.Sprintf("syn-%06d", i),
-			Arrival:  seconds(t),
+			At:       seconds(t),
 			Duration: seconds(secs),
 			Task: api.Task{
 				Queue:    "q-" + strconv.Itoa(r.IntN(cfg.Queues)),
@@ -311,7 +311,7 @@ func Synthetic(cfg SynthConfig, seed int64) Workload {
 				j.ByModel[SynthTPUModel] = j.Duration
 			}
 		}
-		w.Jobs = append(w.Jobs, j)
+		w.Arrivals = append(w.Arrivals, j)
 	}
 	return w
 }

@@ -24,10 +24,10 @@ func TestSyntheticDeterministic(t *testing.T) {
 	}
 	// Changing Pinned or TPUAlt changes only those decisions.
 	p := Synthetic(SynthConfig{Jobs: 500, Pinned: 1}, 7)
-	for i := range a.Jobs {
-		if a.Jobs[i].Arrival != p.Jobs[i].Arrival || a.Jobs[i].Duration != p.Jobs[i].Duration ||
-			a.Jobs[i].Task.Metadata["class"] != p.Jobs[i].Task.Metadata["class"] {
-			t.Fatalf("job %d differs beyond pinning: %+v vs %+v", i, a.Jobs[i], p.Jobs[i])
+	for i := range a.Arrivals {
+		if a.Arrivals[i].At != p.Arrivals[i].At || a.Arrivals[i].Duration != p.Arrivals[i].Duration ||
+			a.Arrivals[i].Task.Metadata["class"] != p.Arrivals[i].Task.Metadata["class"] {
+			t.Fatalf("job %d differs beyond pinning: %+v vs %+v", i, a.Arrivals[i], p.Arrivals[i])
 		}
 	}
 }
@@ -36,19 +36,19 @@ func TestSyntheticDistribution(t *testing.T) {
 	cfg := DefaultSynthConfig()
 	cfg.Jobs = 20000
 	w := Synthetic(cfg, 1)
-	if len(w.Jobs) != cfg.Jobs || w.Name != "synthetic" {
-		t.Fatalf("%d jobs named %q, want %d named synthetic", len(w.Jobs), w.Name, cfg.Jobs)
+	if len(w.Arrivals) != cfg.Jobs || w.Name != "synthetic" {
+		t.Fatalf("%d jobs named %q, want %d named synthetic", len(w.Arrivals), w.Name, cfg.Jobs)
 	}
 	kinds := map[string]int{}
 	tiers := [4]int{}
 	queues := map[string]int{}
 	var sumDur float64
 	gpuJobs, pinned, alts := 0, 0, 0
-	for i, j := range w.Jobs {
+	for i, j := range w.Arrivals {
 		if err := j.Task.Validate(); err != nil {
 			t.Fatalf("job %s: %v", j.ID, err)
 		}
-		if i > 0 && j.Arrival < w.Jobs[i-1].Arrival {
+		if i > 0 && j.At < w.Arrivals[i-1].At {
 			t.Fatalf("job %s arrives before the one ahead of it", j.ID)
 		}
 		if j.Duration < time.Second || j.Duration > 1000*cfg.MeanDuration {
@@ -81,7 +81,7 @@ func TestSyntheticDistribution(t *testing.T) {
 		}
 	}
 	n := float64(cfg.Jobs)
-	near("mean inter-arrival (s)", w.Jobs[len(w.Jobs)-1].Arrival.Seconds()/(n-1), 1/cfg.Rate, 0.05)
+	near("mean inter-arrival (s)", w.Arrivals[len(w.Arrivals)-1].At.Seconds()/(n-1), 1/cfg.Rate, 0.05)
 	near("mean duration (s)", sumDur/n, cfg.MeanDuration.Seconds(), 0.1)
 	for i, k := range sizeKinds {
 		near("fraction of "+k, float64(kinds[k])/n, cfg.Sizes.weights()[i], 0.15)
@@ -99,14 +99,14 @@ func TestSyntheticDistribution(t *testing.T) {
 }
 
 func TestSyntheticKinds(t *testing.T) {
-	one := func(s SizeMix) Job {
+	one := func(s SizeMix) Arrival {
 		t.Helper()
 		w := Synthetic(SynthConfig{Jobs: 1, Sizes: s, Dist: DistConstant, MeanDuration: time.Minute, Pinned: 1,
 			Models: []ModelShare{{Name: "X1", Weight: 1, Speed: 4}}}, 3)
-		return w.Jobs[0]
+		return w.Arrivals[0]
 	}
 	j := one(SizeMix{GPU4: 1})
-	want := Job{ID: "syn-000000", Duration: time.Minute,
+	want := Arrival{ID: "syn-000000", Duration: time.Minute,
 		Task: j.Task, ByModel: map[string]time.Duration{"X1": 15 * time.Second}}
 	want.Task.Resources = resource.List{"nvidia.com/gpu": 4000, "cpu": 32000, "memory": 128 << 30}
 	want.Task.NodeSelector = map[string]string{"gpu.model": "X1"}

@@ -14,26 +14,28 @@ import (
 	"github.com/hetsched/hetsched/internal/resource"
 )
 
-// Job is one unit of work of a workload: a task submitted at Arrival.
-type Job struct {
-	ID      string
-	Arrival time.Duration // since the workload's start
+// Arrival is one task of a workload, submitted At. (The traces call it a
+// job: Philly's and Gavel's lists are of jobs; hetsched's job, tasks with
+// dependencies or a gang, is another thing.)
+type Arrival struct {
+	ID string
+	At time.Duration // since the workload's start
 	// Task carries resources, alternatives, nodeSelector, priority and
 	// queue; its ID is set by the simulator.
 	Task api.Task
 	// Duration is the run time when nothing says otherwise; 0 means the
-	// job never ends by itself (the FGD protocol has no departures).
+	// task never ends by itself (the FGD protocol has no departures).
 	Duration time.Duration
 	// ByModel, when set, is the run time on each device model (Gavel's
 	// measured throughputs); a model not listed runs for Duration.
 	ByModel map[string]time.Duration
 }
 
-// Workload is a named list of jobs in arrival order (ReadOpenbPods keeps
+// Workload is a named list of arrivals in time order (ReadOpenbPods keeps
 // a pod list's file order, which need not be).
 type Workload struct {
-	Name string
-	Jobs []Job
+	Name     string
+	Arrivals []Arrival
 }
 
 // Cluster is a named list of nodes.
