@@ -52,7 +52,7 @@ func (p NodeSelector) Filter(_ *CycleState, t *Task, _ *Option, n *Node) *Status
 
 // NodeAffinity is static: one of the task's node affinity terms must
 // match the node's labels. Terms that read an identity label (hostnames)
-// are checked per node instead (Core.checkNode), since a group's labels
+// are checked per node instead (placer.checkNode), since a group's labels
 // leave those out.
 type NodeAffinity struct{}
 

@@ -25,7 +25,7 @@ type Event struct {
 const eventRetention = 1 << 17
 
 // eventLog is a ring of the latest events, with its own lock: event
-// clients read it without Engine.mu. Only the loop adds to it, and only
+// clients read it without published.mu. Only the loop adds to it, and only
 // when a commit that produced the events is published (publish), after the
 // records it names: a client that reads an event then finds the record at
 // least as new.

@@ -18,7 +18,7 @@ import (
 // KindNodePool is the store kind of node pool specs.
 const KindNodePool = "nodepool"
 
-// poolState is the pools: published under Engine.mu, staged by the loop
+// poolState is the pools: published under published.mu, staged by the loop
 // (nil: deleted).
 type poolState struct {
 	recs   map[string]*api.NodePool

@@ -53,7 +53,7 @@ type ServiceRecord struct {
 func (r *ServiceRecord) ID() string { return QualifyID(r.Tenant, r.Spec.Name) }
 
 // serviceState is the engine's services: the published records and the
-// replica index (under Engine.mu), and the step's staged changes
+// replica index (under published.mu), and the step's staged changes
 // (loop-owned).
 type serviceState struct {
 	recs map[string]*ServiceRecord

@@ -18,9 +18,10 @@ import (
 //
 // The loop owns it: only the loop writes it. Readers on other goroutines
 // (AgentStream, AgentLogs, Usage, AgentNodes, AgentStatus's check) read it
-// under mu, never under Engine.mu, so that agents' streams do not contend
-// with task readers. The loop reads it without the lock (it is the only
-// writer). The liveness fields are the loop's alone.
+// under mu, never under the read model's lock (published.mu), so that
+// agents' streams do not contend with task readers. The loop reads it
+// without the lock (it is the only writer). The liveness fields are the
+// loop's alone.
 //
 // Its soft state (registrations, usage) changes as commands run; the
 // assignment index and feeds change only when a commit is published
@@ -34,7 +35,7 @@ type sessions struct {
 	gen       uint64 // the last registration's generation
 	streamSeq uint64 // the last stream's id
 
-	// The liveness rules (the state is Engine.live, live.go).
+	// The liveness rules (the state is agents.live, live.go).
 	interval time.Duration
 	missed   int
 }

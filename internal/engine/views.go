@@ -287,7 +287,7 @@ func (v *NodeView) Label(k string) (string, bool) {
 	return l, ok
 }
 
-// nodeView is node name's view; the caller holds e.mu for reading and
+// nodeView is node name's view; the caller holds published.mu for reading and
 // runs on the loop (usage is written by the loop only).
 func (lv *loopViews) nodeView(name string, spec *api.Node, dims *resource.Dims) NodeView {
 	e := lv.e
