@@ -13,14 +13,13 @@ import (
 
 // queueOf returns the class queue of cls at level, creating it.
 func (lv *levels) queueOf(cls *class, level int, raised bool) *classQueue {
-	c := lv.c
 	r := 0
 	if raised {
 		r = 1
 	}
 	q := cls.queues[level][r]
 	if q == nil {
-		q = &classQueue{cls: cls, level: level, band: bandOf(level, raised), hpos: -1, heap: c.policy.QueueSort != nil}
+		q = &classQueue{cls: cls, level: level, band: bandOf(level, raised), hpos: -1, heap: lv.c.policy.QueueSort != nil}
 		cls.queues[level][r] = q
 	}
 	return q
