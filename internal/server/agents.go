@@ -16,11 +16,18 @@ import (
 // assignments, status reports. {agent} is the agent's name: a node agent
 // is named after its node; one agent may serve many nodes (a fake fleet).
 
+// agentAPI is the agent protocol's handlers; every one is for agents'
+// tokens (servesAgent checks the agent's name against the token's).
+type agentAPI struct {
+	s *Server
+}
+
 // AgentKeepAlive is how often an idle assignment stream sends a ping; an
 // agent that reads nothing for a few of them reconnects.
 const AgentKeepAlive = 10 * time.Second
 
-func (s *Server) agentRegister(w http.ResponseWriter, r *http.Request) {
+func (aa *agentAPI) agentRegister(w http.ResponseWriter, r *http.Request) {
+	s := aa.s
 	b, err := readBody(w, r)
 	if err != nil {
 		writeError(w, err)
@@ -71,7 +78,8 @@ func (s *Server) agentRegister(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, reply)
 }
 
-func (s *Server) agentHeartbeat(w http.ResponseWriter, r *http.Request) {
+func (aa *agentAPI) agentHeartbeat(w http.ResponseWriter, r *http.Request) {
+	s := aa.s
 	b, err := readBody(w, r)
 	if err != nil {
 		writeError(w, err)
@@ -103,7 +111,8 @@ func (s *Server) agentHeartbeat(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, reply)
 }
 
-func (s *Server) agentStatus(w http.ResponseWriter, r *http.Request) {
+func (aa *agentAPI) agentStatus(w http.ResponseWriter, r *http.Request) {
+	s := aa.s
 	b, err := readBody(w, r)
 	if err != nil {
 		writeError(w, err)
@@ -116,7 +125,7 @@ func (s *Server) agentStatus(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if !s.servesAgent(w, r) {
+	if !aa.servesAgent(w, r) {
 		return
 	}
 	res, err := s.eng.AgentStatus(r.Context(), r.PathValue("agent"), body.Updates)
@@ -131,8 +140,9 @@ func (s *Server) agentStatus(w http.ResponseWriter, r *http.Request) {
 // stream of newline-delimited JSON messages (agentapi.AgentMessage), a
 // snapshot first. generation (from register) makes a stream of a
 // superseded registration fail with 409 instead of taking over.
-func (s *Server) agentAssignments(w http.ResponseWriter, r *http.Request) {
-	if !s.servesAgent(w, r) {
+func (aa *agentAPI) agentAssignments(w http.ResponseWriter, r *http.Request) {
+	s := aa.s
+	if !aa.servesAgent(w, r) {
 		return
 	}
 	var gen uint64
@@ -171,7 +181,8 @@ func (s *Server) agentAssignments(w http.ResponseWriter, r *http.Request) {
 // agent only for an agent whose every node it is bound to (so a token for
 // gpu-* cannot read the assignments, and so the env, of cpu-1's agent).
 // It writes the refusal.
-func (s *Server) servesAgent(w http.ResponseWriter, r *http.Request) bool {
+func (aa *agentAPI) servesAgent(w http.ResponseWriter, r *http.Request) bool {
+	s := aa.s
 	p := principalOf(w, r)
 	if p.Role == RoleAdmin || p.Nodes == nil {
 		return true
@@ -189,7 +200,8 @@ func (s *Server) servesAgent(w http.ResponseWriter, r *http.Request) bool {
 // freed from its holder (the static inventory or an agent) and leaves the
 // cluster, its tasks re-queued; the next agent to register the name holds
 // it.
-func (s *Server) releaseNode(w http.ResponseWriter, r *http.Request) {
+func (aa *agentAPI) releaseNode(w http.ResponseWriter, r *http.Request) {
+	s := aa.s
 	name := r.PathValue("name")
 	holder, err := s.eng.ReleaseNode(r.Context(), name)
 	if err != nil {

@@ -95,6 +95,10 @@ type Server struct {
 	seriesEvery time.Duration
 	stopSeries  context.CancelFunc
 	seriesDone  chan struct{}
+	// The handlers of the services' API (services.go) and of the agent
+	// protocol (agents.go).
+	svcAPI   serviceAPI
+	agentAPI agentAPI
 }
 
 // Close ends long-lived streams (events) so that a graceful shutdown does
@@ -145,6 +149,7 @@ func New(eng *engine.Engine, policy string, log *slog.Logger, reg *prometheus.Re
 			MaxIdleConnsPerHost:   4,
 			IdleConnTimeout:       time.Minute,
 		}}}
+	s.svcAPI.s, s.agentAPI.s = s, s
 	s.routes()
 	// The web UI's static page, script and style: no data, no token
 	// (the page asks for one and sends it with its API calls).
@@ -195,10 +200,10 @@ func (s *Server) table() []route {
 		{"GET /api/v1/nodes", s.guard(s.listNodes, RoleTenant, RoleAgent)},
 		{"GET /api/v1/nodes/{name}", s.guard(s.getNode, RoleTenant, RoleAgent)},
 		{"PUT /api/v1/nodes/{name}", s.guard(s.putNode)},
-		{"POST /api/v1/agents/register", s.guard(s.agentRegister, RoleAgent)},
-		{"POST /api/v1/agents/{agent}/heartbeat", s.guard(s.agentHeartbeat, RoleAgent)},
-		{"GET /api/v1/agents/{agent}/assignments", s.guard(s.agentAssignments, RoleAgent)},
-		{"POST /api/v1/agents/{agent}/status", s.guard(s.agentStatus, RoleAgent)},
+		{"POST /api/v1/agents/register", s.guard(s.agentAPI.agentRegister, RoleAgent)},
+		{"POST /api/v1/agents/{agent}/heartbeat", s.guard(s.agentAPI.agentHeartbeat, RoleAgent)},
+		{"GET /api/v1/agents/{agent}/assignments", s.guard(s.agentAPI.agentAssignments, RoleAgent)},
+		{"POST /api/v1/agents/{agent}/status", s.guard(s.agentAPI.agentStatus, RoleAgent)},
 		{"GET /api/v1/cluster", s.guard(s.cluster, RoleTenant)},
 		{"GET /api/v1/events", s.guard(s.events, RoleTenant, RoleAgent)},
 		{"POST /api/v1/jobs", s.guard(s.submitJob, RoleTenant)},
@@ -213,20 +218,20 @@ func (s *Server) table() []route {
 		{"POST /api/v1/nodes/{name}/cordon", s.guard(s.nodeState(api.NodeCordoned))},
 		{"POST /api/v1/nodes/{name}/uncordon", s.guard(s.nodeState(api.NodeReady))},
 		{"POST /api/v1/nodes/{name}/drain", s.guard(s.nodeState(api.NodeDraining))},
-		{"POST /api/v1/nodes/{name}/release", s.guard(s.releaseNode)},
+		{"POST /api/v1/nodes/{name}/release", s.guard(s.agentAPI.releaseNode)},
 		{"GET /api/v1/servers", s.guard(s.listServers, RoleTenant, RoleAgent)},
 		{"GET /api/v1/nodepools", s.guard(s.listNodePools)},
 		{"PUT /api/v1/nodepools/{name}", s.guard(s.putNodePool)},
 		{"DELETE /api/v1/nodepools/{name}", s.guard(s.deleteNodePool)},
-		{"POST /api/v1/services", s.guard(s.createService, RoleTenant)},
-		{"GET /api/v1/services", s.guard(s.listServices, RoleTenant)},
-		{"GET /api/v1/services/{name}", s.guard(s.getService, RoleTenant)},
-		{"PUT /api/v1/services/{name}", s.guard(s.putService, RoleTenant)},
-		{"DELETE /api/v1/services/{name}", s.guard(s.deleteService, RoleTenant)},
-		{"POST /api/v1/services/{name}/scale", s.guard(s.scaleService, RoleTenant)},
-		{"GET /api/v1/services/{name}/endpoints", s.guard(s.serviceEndpoints, RoleTenant)},
-		{"GET /api/v1/services/{name}/replicas", s.guard(s.serviceReplicas, RoleTenant)},
-		{"POST /api/v1/services/{name}/metrics", s.guard(s.pushServiceMetrics, RoleTenant)},
+		{"POST /api/v1/services", s.guard(s.svcAPI.createService, RoleTenant)},
+		{"GET /api/v1/services", s.guard(s.svcAPI.listServices, RoleTenant)},
+		{"GET /api/v1/services/{name}", s.guard(s.svcAPI.getService, RoleTenant)},
+		{"PUT /api/v1/services/{name}", s.guard(s.svcAPI.putService, RoleTenant)},
+		{"DELETE /api/v1/services/{name}", s.guard(s.svcAPI.deleteService, RoleTenant)},
+		{"POST /api/v1/services/{name}/scale", s.guard(s.svcAPI.scaleService, RoleTenant)},
+		{"GET /api/v1/services/{name}/endpoints", s.guard(s.svcAPI.serviceEndpoints, RoleTenant)},
+		{"GET /api/v1/services/{name}/replicas", s.guard(s.svcAPI.serviceReplicas, RoleTenant)},
+		{"POST /api/v1/services/{name}/metrics", s.guard(s.svcAPI.pushServiceMetrics, RoleTenant)},
 		{"GET /healthz", s.healthz},
 		{"GET /readyz", s.readyz},
 	}

@@ -63,8 +63,15 @@ func decodeService(b []byte) (api.Service, error) {
 	return svc, nil
 }
 
+// serviceAPI is the services' handlers (API.md "services"): a tenant
+// sees and changes only its own services.
+type serviceAPI struct {
+	s *Server
+}
+
 // serviceOf is the service the request's path names, if p sees it.
-func (s *Server) serviceOf(w http.ResponseWriter, r *http.Request) (*engine.ServiceRecord, Principal, bool) {
+func (sa *serviceAPI) serviceOf(w http.ResponseWriter, r *http.Request) (*engine.ServiceRecord, Principal, bool) {
+	s := sa.s
 	p := principalOf(w, r)
 	name := r.PathValue("name")
 	rec, ok := s.eng.Service(p.qualify(name))
@@ -77,8 +84,8 @@ func (s *Server) serviceOf(w http.ResponseWriter, r *http.Request) (*engine.Serv
 
 // serviceBody is the path's service and the request's body decoded into
 // v (strictly, or by decode when set); ok false: the answer is written.
-func (s *Server) serviceBody(w http.ResponseWriter, r *http.Request, v any) (*engine.ServiceRecord, Principal, bool) {
-	rec, p, ok := s.serviceOf(w, r)
+func (sa *serviceAPI) serviceBody(w http.ResponseWriter, r *http.Request, v any) (*engine.ServiceRecord, Principal, bool) {
+	rec, p, ok := sa.serviceOf(w, r)
 	if !ok {
 		return nil, p, false
 	}
@@ -101,7 +108,8 @@ func (s *Server) serviceBody(w http.ResponseWriter, r *http.Request, v any) (*en
 
 // answerService writes the service after a change (or the change's
 // error, as the caller's tenant sees it), and wakes the controllers.
-func (s *Server) answerService(w http.ResponseWriter, p Principal, rec *engine.ServiceRecord, err error) {
+func (sa *serviceAPI) answerService(w http.ResponseWriter, p Principal, rec *engine.ServiceRecord, err error) {
+	s := sa.s
 	if err != nil {
 		writeError(w, engine.LocalError(p.scope(), err))
 		return
@@ -110,7 +118,8 @@ func (s *Server) answerService(w http.ResponseWriter, p Principal, rec *engine.S
 	writeJSON(w, http.StatusOK, serviceViewOf(rec))
 }
 
-func (s *Server) createService(w http.ResponseWriter, r *http.Request) {
+func (sa *serviceAPI) createService(w http.ResponseWriter, r *http.Request) {
+	s := sa.s
 	if s.services == nil {
 		writeError(w, errs.New(errs.Unavailable, "", "this server runs no service controllers"))
 		return
@@ -144,7 +153,8 @@ func (s *Server) createService(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, serviceViewOf(rec))
 }
 
-func (s *Server) listServices(w http.ResponseWriter, r *http.Request) {
+func (sa *serviceAPI) listServices(w http.ResponseWriter, r *http.Request) {
+	s := sa.s
 	p := principalOf(w, r)
 	tenant := ""
 	if p.Role != RoleAdmin {
@@ -161,15 +171,16 @@ func (s *Server) listServices(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"services": views})
 }
 
-func (s *Server) getService(w http.ResponseWriter, r *http.Request) {
-	if rec, _, ok := s.serviceOf(w, r); ok {
+func (sa *serviceAPI) getService(w http.ResponseWriter, r *http.Request) {
+	if rec, _, ok := sa.serviceOf(w, r); ok {
 		writeJSON(w, http.StatusOK, serviceViewOf(rec))
 	}
 }
 
-func (s *Server) putService(w http.ResponseWriter, r *http.Request) {
+func (sa *serviceAPI) putService(w http.ResponseWriter, r *http.Request) {
+	s := sa.s
 	var svc api.Service
-	rec, p, ok := s.serviceBody(w, r, &svc)
+	rec, p, ok := sa.serviceBody(w, r, &svc)
 	if !ok {
 		return
 	}
@@ -178,22 +189,24 @@ func (s *Server) putService(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out, err := s.eng.UpdateService(r.Context(), rec.ID(), svc)
-	s.answerService(w, p, out, err)
+	sa.answerService(w, p, out, err)
 }
 
-func (s *Server) deleteService(w http.ResponseWriter, r *http.Request) {
-	rec, p, ok := s.serviceOf(w, r)
+func (sa *serviceAPI) deleteService(w http.ResponseWriter, r *http.Request) {
+	s := sa.s
+	rec, p, ok := sa.serviceOf(w, r)
 	if ok {
-		s.answerService(w, p, rec, s.eng.DeleteService(r.Context(), rec.ID()))
+		sa.answerService(w, p, rec, s.eng.DeleteService(r.Context(), rec.ID()))
 	}
 }
 
 // scaleService is POST …/scale {"replicas": N}.
-func (s *Server) scaleService(w http.ResponseWriter, r *http.Request) {
+func (sa *serviceAPI) scaleService(w http.ResponseWriter, r *http.Request) {
+	s := sa.s
 	var body struct {
 		Replicas *int `json:"replicas"`
 	}
-	rec, p, ok := s.serviceBody(w, r, &body)
+	rec, p, ok := sa.serviceBody(w, r, &body)
 	if !ok {
 		return
 	}
@@ -202,13 +215,13 @@ func (s *Server) scaleService(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out, err := s.eng.ScaleService(r.Context(), rec.ID(), *body.Replicas)
-	s.answerService(w, p, out, err)
+	sa.answerService(w, p, out, err)
 }
 
 // serviceEndpoints is GET …/endpoints: the ready replicas' node, address
 // and port, as the service's controller last published them.
-func (s *Server) serviceEndpoints(w http.ResponseWriter, r *http.Request) {
-	rec, p, ok := s.serviceOf(w, r)
+func (sa *serviceAPI) serviceEndpoints(w http.ResponseWriter, r *http.Request) {
+	rec, p, ok := sa.serviceOf(w, r)
 	if !ok {
 		return
 	}
@@ -240,8 +253,9 @@ type replicaState struct {
 
 // serviceReplicas is GET …/replicas: the live replicas with their probe
 // states (kubectl get pods' READY and RESTARTS).
-func (s *Server) serviceReplicas(w http.ResponseWriter, r *http.Request) {
-	rec, p, ok := s.serviceOf(w, r)
+func (sa *serviceAPI) serviceReplicas(w http.ResponseWriter, r *http.Request) {
+	s := sa.s
+	rec, p, ok := sa.serviceOf(w, r)
 	if !ok {
 		return
 	}
@@ -265,12 +279,13 @@ const maxPushedMetrics = 16
 // pushServiceMetrics is POST …/metrics {"replica": "echo-3", "metrics":
 // {"requests_per_second": 120}}: a replica's custom metrics for the
 // autoscaler.
-func (s *Server) pushServiceMetrics(w http.ResponseWriter, r *http.Request) {
+func (sa *serviceAPI) pushServiceMetrics(w http.ResponseWriter, r *http.Request) {
+	s := sa.s
 	var body struct {
 		Replica string             `json:"replica"`
 		Metrics map[string]float64 `json:"metrics"`
 	}
-	rec, p, ok := s.serviceBody(w, r, &body)
+	rec, p, ok := sa.serviceBody(w, r, &body)
 	if !ok {
 		return
 	}
