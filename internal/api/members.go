@@ -8,33 +8,62 @@ import (
 )
 
 // The object readers (taskjson.go) share one table-driven shape: a kind
-// of object is its members' names (members), and readObject reads one
-// such object member by member, so that each reader says only what each
-// member is. readObjects reads a list of them.
+// of object is its members' names (members) and a memberReader, and
+// readInto reads one such object member by member, so that each reader
+// says only what each member is. readObjects reads a list of them.
 
 // members are the member names of one kind of JSON object, at most 64.
 type members struct {
-	names []string
-	index map[string]int
+	names  []string
+	dotted []string       // "." + each name: a member's path is its object's path + dotted
+	index  map[string]int // for more than smallMembers names; nil: names is scanned
 }
+
+// smallMembers is the most names looked up by a scan: a few string
+// compares cost less than hashing the key.
+const smallMembers = 8
 
 func newMembers(names ...string) members {
 	if len(names) > 64 {
 		panic("api: an object kind of more than 64 members")
 	}
-	m := members{names: names, index: make(map[string]int, len(names))}
+	m := members{names: names, dotted: make([]string, len(names))}
 	for i, n := range names {
-		m.index[n] = i
+		m.dotted[i] = "." + n
+	}
+	if len(names) > smallMembers {
+		m.index = make(map[string]int, len(names))
+		for i, n := range names {
+			m.index[n] = i
+		}
 	}
 	return m
 }
 
-// readObject reads the object at field (its path, "" for a top-level
-// object): a null is absent (ok false, no error); another type is refused
-// naming want; each member goes to read with its name and its path, once
-// (a second time is "given twice"); an unknown member is refused with the
-// closest known name. read is called only for known members.
-func (m *members) readObject(r *jsonread.Reader, field, want string, read func(k, path string) error) (ok bool, err error) {
+// lookup is k's index among the names, ok false when k is none of them.
+func (m *members) lookup(k string) (int, bool) {
+	if m.index != nil {
+		i, ok := m.index[k]
+		return i, ok
+	}
+	for i, n := range m.names {
+		if n == k {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// memberReader reads member k of an object into v, at path; it is
+// called only for known members.
+type memberReader[T any] func(r *jsonread.Reader, v *T, k, path string) error
+
+// readInto reads the object at field (its path, "" for a top-level
+// object) into v: a null is absent (ok false, no error); another type is
+// refused naming want; each member goes to read with its name and its
+// path, once (a second time is "given twice"); an unknown member is
+// refused with the closest known name.
+func readInto[T any](r *jsonread.Reader, field, want string, m *members, v *T, read memberReader[T]) (ok bool, err error) {
 	obj, err := openObject(r, field, want)
 	if obj == nil {
 		return false, err
@@ -42,15 +71,19 @@ func (m *members) readObject(r *jsonread.Reader, field, want string, read func(k
 	var seen uint64
 	for obj.Next() {
 		k := obj.Key()
-		i, known := m.index[k]
+		i, known := m.lookup(k)
 		if !known {
 			return false, UnknownField(joinField(field, truncate(k)), k, m.names)
 		}
+		path := k
+		if field != "" {
+			path = field + m.dotted[i]
+		}
 		if seen&(1<<i) != 0 {
-			return false, errs.Invalid(joinField(field, k), "given twice")
+			return false, errs.Invalid(path, "given twice")
 		}
 		seen |= 1 << i
-		if err := read(k, joinField(field, k)); err != nil {
+		if err := read(r, v, k, path); err != nil {
 			return false, err
 		}
 	}
@@ -60,15 +93,20 @@ func (m *members) readObject(r *jsonread.Reader, field, want string, read func(k
 	return true, nil
 }
 
-// readNew reads the object at field into a new T, nil for a null; read
-// sets member k of v.
-func readNew[T any](r *jsonread.Reader, field string, m *members, read func(v *T, k, path string) error) (*T, error) {
+// readNew reads the object at field into a new T, nil for a null.
+func readNew[T any](r *jsonread.Reader, field string, m *members, read memberReader[T]) (*T, error) {
 	v := new(T)
-	ok, err := m.readObject(r, field, "an object", func(k, path string) error { return read(v, k, path) })
-	if !ok {
+	if ok, err := readInto(r, field, "an object", m, v, read); !ok {
 		return nil, err
 	}
 	return v, nil
+}
+
+// readValue reads the object at field into a T, the zero T for a null.
+func readValue[T any](r *jsonread.Reader, field string, m *members, read memberReader[T]) (T, error) {
+	var v T
+	_, err := readInto(r, field, "an object", m, &v, read)
+	return v, err
 }
 
 // joinField is member k's path inside field.
@@ -82,7 +120,7 @@ func joinField(field, k string) string {
 // readObjects reads a list at field of at most max elements (what names
 // them in the error), each with read at its path (field[i]); a null list
 // is nil, another type is refused naming want.
-func readObjects[T any](r *jsonread.Reader, field, want, what string, max int, read func(path string) (T, error)) ([]T, error) {
+func readObjects[T any](r *jsonread.Reader, field, want, what string, max int, read func(r *jsonread.Reader, path string) (T, error)) ([]T, error) {
 	if null(r) {
 		return nil, nil
 	}
@@ -98,7 +136,7 @@ func readObjects[T any](r *jsonread.Reader, field, want, what string, max int, r
 		if len(out) >= max {
 			return nil, errs.Invalid(field, "at most %d %s", max, what)
 		}
-		v, err := read(field + "[" + strconv.Itoa(arr.Index()) + "]")
+		v, err := read(r, field+"["+strconv.Itoa(arr.Index())+"]")
 		if err != nil {
 			return nil, err
 		}

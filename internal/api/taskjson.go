@@ -38,7 +38,7 @@ func ReadTask(r *jsonread.Reader) (Task, error) {
 // must not stop a restart.
 func DecodeTask(r *jsonread.Reader) (Task, error) {
 	var t Task
-	_, err := taskMembers.readObject(r, "", "an object", func(k, _ string) error { return readTaskField(r, &t, k) })
+	_, err := readInto(r, "", "an object", &taskMembers, &t, readTaskMember)
 	return t, err
 }
 
@@ -49,7 +49,8 @@ var taskMembers = newMembers("id", "name", "queue", "priority", "resources", "al
 	"hostPorts", "affinity", "antiAffinity", "spread", "preferredNodeAffinity", "preemptionPolicy", "priorityValue",
 	"service", "liveness", "readiness", "startup", "user")
 
-func readTaskField(r *jsonread.Reader, t *Task, k string) error {
+// readTaskMember reads member k of a task (its path is k).
+func readTaskMember(r *jsonread.Reader, t *Task, k, _ string) error {
 	var err error
 	switch k {
 	case "id":
@@ -191,17 +192,19 @@ var checkpointMembers = newMembers("signal", "grace", "dir")
 
 // readCheckpoint reads {"signal": ..., "grace": ..., "dir": ...}.
 func readCheckpoint(r *jsonread.Reader, field string) (*Checkpoint, error) {
-	return readNew(r, field, &checkpointMembers, func(c *Checkpoint, k, f string) (err error) {
-		switch k {
-		case "signal":
-			c.Signal, err = readString(r, f)
-		case "grace":
-			c.Grace, err = readDuration(r, f)
-		case "dir":
-			c.Dir, err = readString(r, f)
-		}
-		return err
-	})
+	return readNew(r, field, &checkpointMembers, readCheckpointMember)
+}
+
+func readCheckpointMember(r *jsonread.Reader, c *Checkpoint, k, f string) (err error) {
+	switch k {
+	case "signal":
+		c.Signal, err = readString(r, f)
+	case "grace":
+		c.Grace, err = readDuration(r, f)
+	case "dir":
+		c.Dir, err = readString(r, f)
+	}
+	return err
 }
 
 // syntax wraps a reader error as an invalid argument on field.
@@ -405,20 +408,23 @@ func readResources(r *jsonread.Reader, field string) (resource.List, error) {
 var alternativeMembers = newMembers("resources", "speed", "deviceClasses")
 
 func readAlternatives(r *jsonread.Reader, field string) ([]Alternative, error) {
-	return readObjects(r, field, "a list of alternatives", "alternatives", MaxAlternatives, func(f string) (a Alternative, err error) {
-		_, err = alternativeMembers.readObject(r, f, "an object", func(k, f string) (err error) {
-			switch k {
-			case "resources":
-				a.Resources, err = readResources(r, f)
-			case "speed":
-				a.Speed, err = readFloat(r, f)
-			case "deviceClasses":
-				a.DeviceClasses, err = readStringMap(r, f)
-			}
-			return err
-		})
-		return a, err
-	})
+	return readObjects(r, field, "a list of alternatives", "alternatives", MaxAlternatives, readAlternative)
+}
+
+func readAlternative(r *jsonread.Reader, f string) (Alternative, error) {
+	return readValue(r, f, &alternativeMembers, readAlternativeMember)
+}
+
+func readAlternativeMember(r *jsonread.Reader, a *Alternative, k, f string) (err error) {
+	switch k {
+	case "resources":
+		a.Resources, err = readResources(r, f)
+	case "speed":
+		a.Speed, err = readFloat(r, f)
+	case "deviceClasses":
+		a.DeviceClasses, err = readStringMap(r, f)
+	}
+	return err
 }
 
 func readFloat(r *jsonread.Reader, field string) (float64, error) {
@@ -444,15 +450,17 @@ var localityMembers = newMembers("nodes", "labels")
 
 // readLocality reads {"nodes": [...], "labels": {...}}.
 func readLocality(r *jsonread.Reader, field string) (*Locality, error) {
-	return readNew(r, field, &localityMembers, func(l *Locality, k, f string) (err error) {
-		switch k {
-		case "nodes":
-			l.Nodes, err = readStrings(r, f)
-		case "labels":
-			l.Labels, err = readStringMap(r, f)
-		}
-		return err
-	})
+	return readNew(r, field, &localityMembers, readLocalityMember)
+}
+
+func readLocalityMember(r *jsonread.Reader, l *Locality, k, f string) (err error) {
+	switch k {
+	case "nodes":
+		l.Nodes, err = readStrings(r, f)
+	case "labels":
+		l.Labels, err = readStringMap(r, f)
+	}
+	return err
 }
 
 // inputMembers are the members of an input.
@@ -460,16 +468,19 @@ var inputMembers = newMembers("name", "locality")
 
 // readInputs reads [{"name": ..., "locality": {...}}, ...].
 func readInputs(r *jsonread.Reader, field string) ([]Input, error) {
-	return readObjects(r, field, "a list of inputs", "inputs", MaxShards, func(f string) (in Input, err error) {
-		_, err = inputMembers.readObject(r, f, "an object", func(k, f string) (err error) {
-			switch k {
-			case "name":
-				in.Name, err = readString(r, f)
-			case "locality":
-				in.Locality, err = readLocality(r, f)
-			}
-			return err
-		})
-		return in, err
-	})
+	return readObjects(r, field, "a list of inputs", "inputs", MaxShards, readInput)
+}
+
+func readInput(r *jsonread.Reader, f string) (Input, error) {
+	return readValue(r, f, &inputMembers, readInputMember)
+}
+
+func readInputMember(r *jsonread.Reader, in *Input, k, f string) (err error) {
+	switch k {
+	case "name":
+		in.Name, err = readString(r, f)
+	case "locality":
+		in.Locality, err = readLocality(r, f)
+	}
+	return err
 }
