@@ -71,19 +71,11 @@ func readInto[T any](r *jsonread.Reader, field, want string, m *members, v *T, r
 	var seen uint64
 	for obj.Next() {
 		k := obj.Key()
-		i, known := m.lookup(k)
-		if !known {
-			return false, UnknownField(joinField(field, truncate(k)), k, m.names)
+		path, err := m.take(&seen, field, k)
+		if err == nil {
+			err = read(r, v, k, path)
 		}
-		path := k
-		if field != "" {
-			path = field + m.dotted[i]
-		}
-		if seen&(1<<i) != 0 {
-			return false, errs.Invalid(path, "given twice")
-		}
-		seen |= 1 << i
-		if err := read(r, v, k, path); err != nil {
+		if err != nil {
 			return false, err
 		}
 	}
@@ -91,6 +83,25 @@ func readInto[T any](r *jsonread.Reader, field, want string, m *members, v *T, r
 		return false, syntax(field, err)
 	}
 	return true, nil
+}
+
+// take checks member k of the object at field (its path, "" for a
+// top-level object): known, and not given before (seen holds the members
+// given so far); it returns the member's path.
+func (m *members) take(seen *uint64, field, k string) (string, error) {
+	i, known := m.lookup(k)
+	if !known {
+		return "", UnknownField(joinField(field, truncate(k)), k, m.names)
+	}
+	path := k
+	if field != "" {
+		path = field + m.dotted[i]
+	}
+	if *seen&(1<<i) != 0 {
+		return "", errs.Invalid(path, "given twice")
+	}
+	*seen |= 1 << i
+	return path, nil
 }
 
 // readNew reads the object at field into a new T, nil for a null.
