@@ -5,12 +5,17 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/dynamic-resource-allocation/cel"
 
@@ -80,6 +85,69 @@ type draSelector struct {
 	exprs   []string
 	progs   []cel.CompilationResult
 	drivers map[string]int // matching devices per driver, all nodes
+}
+
+// draAllocator is the Scheduler's DRA side, as kube-scheduler's
+// DynamicResources plugin: it turns a pod's ResourceClaims into the
+// options of its task (withClaims), writes the claims' allocations before
+// the Binding (writeClaims) and releases them when a bind fails, keeps a
+// claim task for each allocated claim no pod's task holds, and knows
+// which claim holds each allocated device. It reaches the pod state only
+// through draPods and the pod state's lock: a claim's state and the pods
+// using it change together, under that one lock.
+type draAllocator struct {
+	pods   draPods
+	mu     *sync.Mutex // the pod state's lock (Scheduler.mu): guards the maps below
+	dirty  *dirtySet   // where it marks pods, nodes and claims to look at again
+	log    *slog.Logger
+	client kubernetes.Interface
+	// devices is the DRA devices and selectors (its own lock); the
+	// listers are nil where the cluster does not serve resource.k8s.io/v1.
+	devices  *draState
+	claimLst resourcelisters.ResourceClaimLister
+	classLst resourcelisters.DeviceClassLister
+	slices   cache.Indexer // ResourceSlices, indexed by node
+
+	// Claims (under mu): holders is the pod task holding an allocated
+	// claim's devices, by claim uid; pseudo the claim task holding them
+	// when no pod's task does; claimUID a claim task's claim by key;
+	// waiting the pods waiting for a claim to change, by claim key;
+	// noDevice the pods waiting for devices to match their claims;
+	// unmapped allocated claims whose devices are not known yet.
+	holders  map[types.UID]string
+	pseudo   map[types.UID]string
+	claimUID map[string]types.UID
+	waiting  map[string]map[string]bool
+	noDevice map[string]bool
+	unmapped map[string]bool
+	// planned are the tracked pods whose task has a claims plan.
+	planned map[types.UID]*podState
+	// inUse is the claim each allocated device is for, allocs each
+	// allocated claim's devices (from the claims informer).
+	inUse  map[draDevice]claimUse
+	allocs map[string][]draDevice
+	seq    int
+	// seen is the DRA state version the waiting pods were last looked at
+	// against (the reconcile loop's alone).
+	seen uint64
+}
+
+// draPods is what the DRA allocator asks of the Scheduler's pod state.
+type draPods interface {
+	// groupClaim resolves a pod's claim made for its PodGroup
+	// (workloads.go).
+	groupClaim(pod *corev1.Pod, pc *corev1.PodResourceClaim) (name string, g *groupRef, wait string)
+	// apply sends a batch of task changes to the engine (reconcile.go).
+	apply(ctx context.Context, b *podBatch)
+	// retry runs an API call with the Scheduler's retries (decisions.go).
+	retry(ctx context.Context, call func(context.Context) error) error
+}
+
+func newDRAAllocator(s *Scheduler) *draAllocator {
+	return &draAllocator{pods: s, mu: &s.mu, dirty: &s.dirty, log: s.log, client: s.client, devices: newDRAState(),
+		holders: map[types.UID]string{}, pseudo: map[types.UID]string{}, claimUID: map[string]types.UID{},
+		waiting: map[string]map[string]bool{}, noDevice: map[string]bool{}, unmapped: map[string]bool{},
+		inUse: map[draDevice]claimUse{}, allocs: map[string][]draDevice{}, planned: map[types.UID]*podState{}}
 }
 
 // draState is what the Scheduler knows of DRA devices and selectors.
