@@ -5,9 +5,10 @@
 // simulated; the core never sees the wall clock.
 //
 // Glossary:
-//   - Workload: a trace's jobs in arrival order (trace.Workload), the one
-//     meaning of the word in the tree; a job here is a trace's job, whose
-//     Task the run submits.
+//   - Workload: a trace's arrivals in time order (trace.Workload), the
+//     one meaning of the word in the tree; an arrival (trace.Arrival) is
+//     one task, which the traces call a job: the run's own word for it
+//     (job, Result.Jobs) follows the traces, not hetsched's job.
 //   - Cluster: the nodes a run places on (trace.Cluster).
 //   - Run: one policy and one seed over a workload and a cluster (Config,
 //     Result); Sample: the cluster's state at one simulated time.
