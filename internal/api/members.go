@@ -10,7 +10,8 @@ import (
 // The object readers (taskjson.go) share one table-driven shape: a kind
 // of object is its members' names (members) and a memberReader, and
 // readInto reads one such object member by member, so that each reader
-// says only what each member is. readObjects reads a list of them.
+// says only what each member is. readList reads a list of them (or
+// of strings).
 
 // members are the member names of one kind of JSON object, at most 64.
 type members struct {
@@ -128,19 +129,13 @@ func joinField(field, k string) string {
 	return field + "." + k
 }
 
-// readObjects reads a list at field of at most max elements (what names
+// readList reads a list at field of at most max elements (what names
 // them in the error), each with read at its path (field[i]); a null list
 // is nil, another type is refused naming want.
-func readObjects[T any](r *jsonread.Reader, field, want, what string, max int, read func(r *jsonread.Reader, path string) (T, error)) ([]T, error) {
-	if null(r) {
-		return nil, nil
-	}
-	if r.Peek() != jsonread.Array {
-		return nil, wrongType(r, field, want)
-	}
-	arr, err := r.ReadArray()
-	if err != nil {
-		return nil, syntax(field, err)
+func readList[T any](r *jsonread.Reader, field, want, what string, max int, read func(r *jsonread.Reader, path string) (T, error)) ([]T, error) {
+	arr, err := openArray(r, field, want)
+	if arr == nil {
+		return nil, err
 	}
 	out := []T{}
 	for arr.Next() {

@@ -37,27 +37,9 @@ func ReadTask(r *jsonread.Reader) (Task, error) {
 // when they were accepted (the store's records): a later, stricter rule
 // must not stop a restart.
 func DecodeTask(r *jsonread.Reader) (Task, error) {
-	// The task's own members are read by a direct call (readInto's
-	// indirect one costs the hot path: every submission decodes a task).
 	var t Task
-	obj, err := openObject(r, "", "an object")
-	if obj == nil {
-		return t, err
-	}
-	var seen uint64
-	for obj.Next() {
-		k := obj.Key()
-		if _, err := taskMembers.take(&seen, "", k); err != nil {
-			return t, err
-		}
-		if err := readTaskMember(r, &t, k, k); err != nil {
-			return t, err
-		}
-	}
-	if err := obj.Err(); err != nil {
-		return t, syntax("", err)
-	}
-	return t, nil
+	_, err := readInto(r, "", "an object", &taskMembers, &t, readTaskMember)
+	return t, err
 }
 
 // taskMembers are the members of a task object.
@@ -205,6 +187,22 @@ func openObject(r *jsonread.Reader, field, want string) (*jsonread.ObjectIter, e
 	return obj, nil
 }
 
+// openArray starts reading the list member field, as openObject does an
+// object.
+func openArray(r *jsonread.Reader, field, want string) (*jsonread.ArrayIter, error) {
+	if null(r) {
+		return nil, nil
+	}
+	if r.Peek() != jsonread.Array {
+		return nil, wrongType(r, field, want)
+	}
+	arr, err := r.ReadArray()
+	if err != nil {
+		return nil, syntax(field, err)
+	}
+	return arr, nil
+}
+
 // checkpointMembers are the members of a checkpoint object.
 var checkpointMembers = newMembers("signal", "grace", "dir")
 
@@ -316,34 +314,7 @@ func readDuration(r *jsonread.Reader, field string) (Duration, error) {
 
 // readStrings reads a list of strings; a null element is "".
 func readStrings(r *jsonread.Reader, field string) ([]string, error) {
-	if null(r) {
-		return nil, nil
-	}
-	if r.Peek() != jsonread.Array {
-		return nil, wrongType(r, field, "a list of strings")
-	}
-	arr, err := r.ReadArray()
-	if err != nil {
-		return nil, syntax(field, err)
-	}
-	var out []string
-	for arr.Next() {
-		if len(out) >= MaxCommandArgs {
-			return nil, errs.Invalid(field, "at most %d items", MaxCommandArgs)
-		}
-		s, err := readString(r, field+"["+strconv.Itoa(arr.Index())+"]")
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	if err := arr.Err(); err != nil {
-		return nil, syntax(field, err)
-	}
-	if out == nil {
-		out = []string{}
-	}
-	return out, nil
+	return readList(r, field, "a list of strings", "items", MaxCommandArgs, readString)
 }
 
 // readStringMap reads an object of strings; a null value is "".
@@ -426,7 +397,7 @@ func readResources(r *jsonread.Reader, field string) (resource.List, error) {
 var alternativeMembers = newMembers("resources", "speed", "deviceClasses")
 
 func readAlternatives(r *jsonread.Reader, field string) ([]Alternative, error) {
-	return readObjects(r, field, "a list of alternatives", "alternatives", MaxAlternatives, readAlternative)
+	return readList(r, field, "a list of alternatives", "alternatives", MaxAlternatives, readAlternative)
 }
 
 func readAlternative(r *jsonread.Reader, f string) (Alternative, error) {
@@ -486,7 +457,7 @@ var inputMembers = newMembers("name", "locality")
 
 // readInputs reads [{"name": ..., "locality": {...}}, ...].
 func readInputs(r *jsonread.Reader, field string) ([]Input, error) {
-	return readObjects(r, field, "a list of inputs", "inputs", MaxShards, readInput)
+	return readList(r, field, "a list of inputs", "inputs", MaxShards, readInput)
 }
 
 func readInput(r *jsonread.Reader, f string) (Input, error) {

@@ -214,16 +214,6 @@ func (c *Core) Tick(now time.Time) {
 	c.schedule()
 }
 
-// unblockRefs reactivates the class queues refs name that are still
-// blocked since they were listed.
-func (wk *waker) unblockRefs(refs []blockRef) {
-	for _, r := range refs {
-		if r.q.blocked && r.q.gen == r.gen {
-			wk.unblock(r.q)
-		}
-	}
-}
-
 // NextWakeup returns when the core next needs a Tick (a timer, a batch
 // window, aging or a resumed search), ok=false when nothing is scheduled.
 func (c *Core) NextWakeup() (time.Time, bool) {

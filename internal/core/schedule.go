@@ -484,6 +484,16 @@ func (wk *waker) couldFit(cls *class, g *group, n *Node) bool {
 	return false
 }
 
+// unblockRefs reactivates the class queues refs name that are still
+// blocked since they were listed.
+func (wk *waker) unblockRefs(refs []blockRef) {
+	for _, r := range refs {
+		if r.q.blocked && r.q.gen == r.gen {
+			wk.unblock(r.q)
+		}
+	}
+}
+
 // wakeAll reactivates every blocked class queue (the set of groups changed).
 func (wk *waker) wakeAll() {
 	c := wk.c
